@@ -1,0 +1,1 @@
+"""Study modules: one module per study (see ``workbench.study`` for the seam)."""

@@ -1,0 +1,149 @@
+"""Calibration: the floor of this machine and of the harness.
+
+Question: below which time is a figure on this machine dominated by the measurement
+itself? Measures, on the host clock (``time.perf_counter_ns``):
+
+- ``empty-call``: an empty Python call timed by the harness (the harness floor);
+- ``perf-counter``: one ``perf_counter_ns`` read, and the clock's resolution (``outputs``);
+- ``torch-dispatch``: a no-op torch op (``aten::alias`` through ``Tensor.view_as``), the
+  cost of reaching any torch kernel from Python;
+- ``forkjoin/wN``: a fork/join round trip of N persistent Python threads (barrier in,
+  barrier out) for N = 1..threads, the wake-up cost any thread pool pays.
+
+Every other study reports its sub-10-us figures against these.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pandas as pd
+
+from workbench import charts as wbcharts
+from workbench import harness, tables
+from workbench.store import RunRecord
+from workbench.study import Param, ParamSpace, RunContext, VariantResult
+
+ID = "calibration"
+TITLE = "Calibration: machine and harness floor"
+SEED = "(none: the floor every seed's figures are read against)"
+SEED_SUMMARY = "Empty call, clock resolution, torch dispatch and thread wake-up cost on this machine."
+
+SPACE = ParamSpace(
+    params=(
+        Param("repeat", "int", 30, "samples per variant", min=3, max=10_000),
+        Param("threads", "int", min(4, os.cpu_count() or 1), "largest fork/join thread count", min=1, max=256),
+        Param("torch", "bool", True, "include the torch dispatch floor"),
+    ),
+    presets={"smoke": {"repeat": 5, "threads": 2, "torch": False}, "quick": {"repeat": 10}},
+)
+
+
+def requires(params) -> str | None:
+    return None
+
+
+def validate(params) -> None:
+    from workbench.study import ParamError
+
+    if params["threads"] > 4 * (os.cpu_count() or 1):
+        raise ParamError("threads", f"{params['threads']} is more than 4x the {os.cpu_count()} CPUs here")
+
+
+class _ForkJoin:
+    """N persistent worker threads; one round = release all, wait until all did one unit."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.start = threading.Barrier(n + 1)
+        self.done = threading.Barrier(n + 1)
+        self.count = [0] * n
+        self.stop = False
+        self.threads = [threading.Thread(target=self._work, args=(i,), daemon=True) for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _work(self, i: int) -> None:
+        while True:
+            self.start.wait()
+            if self.stop:
+                return
+            self.count[i] += 1
+            self.done.wait()
+
+    def round(self) -> None:
+        self.start.wait()
+        self.done.wait()
+
+    def close(self) -> None:
+        self.stop = True
+        self.start.wait()
+        for t in self.threads:
+            t.join()
+
+
+def run(params, ctx: RunContext) -> dict:
+    repeat = params["repeat"]
+    steps = 2 + int(params["torch"]) + params["threads"]
+    step = 0
+
+    def tick(msg):
+        nonlocal step
+        ctx.progress(step / steps, msg)
+        step += 1
+
+    tick("empty call")
+    m = harness.time_callable(lambda: None, repeat=repeat)
+    ctx.record(VariantResult("empty-call", {"kind": "harness"}, m.samples_ns, True,
+                             "no output to check", {"loops": m.loops}))
+
+    tick("perf_counter_ns")
+    res_ns = harness.clock_resolution_ns()
+    m = harness.time_callable(time.perf_counter_ns, repeat=repeat)
+    ok = res_ns > 0
+    ctx.record(VariantResult("perf-counter", {"kind": "clock"}, m.samples_ns, ok,
+                             f"clock advances; resolution {res_ns:.0f} ns", {"loops": m.loops}))
+
+    if params["torch"]:
+        tick("torch dispatch")
+        import torch
+
+        x = torch.randn(4)
+        y = x.view_as(x)
+        ok = torch.equal(x, y) and y.data_ptr() == x.data_ptr()
+        m = harness.time_callable(lambda: x.view_as(x), repeat=repeat)
+        ctx.record(VariantResult("torch-dispatch", {"kind": "torch"}, m.samples_ns, ok,
+                                 "view_as returns an alias of the input" if ok else "view_as did not alias",
+                                 {"loops": m.loops, "torch": torch.__version__}))
+
+    for n in range(1, params["threads"] + 1):
+        tick(f"fork/join with {n} threads")
+        pool = _ForkJoin(n)
+        try:
+            m = harness.time_callable(pool.round, repeat=repeat)
+            rounds = m.loops * (repeat + m.warmup)
+            # Calibration rounds happen before measure's own rounds: count is at least that.
+            ok = all(c >= rounds for c in pool.count) and len(set(pool.count)) == 1
+            check = f"each of {n} threads ran {pool.count[0]} units" if ok else f"uneven work {pool.count}"
+        finally:
+            pool.close()
+        ctx.record(VariantResult(f"forkjoin/w{n}", {"kind": "forkjoin", "threads": n}, m.samples_ns, ok, check,
+                                 {"loops": m.loops}))
+    ctx.progress(1.0, "done")
+    return {"clock_resolution_ns": res_ns}
+
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    df = tables.with_us(tables.variants_table(rec))
+    forkjoin = df[df["variant"].str.startswith("forkjoin/")] if len(df) else df
+    return {"floors": df, "forkjoin": forkjoin}
+
+
+def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+    out = {"floors": wbcharts.median_ci_bars(tbls["floors"], title="Per-call floor (median, 95% CI)")}
+    if len(tbls["forkjoin"]):
+        out["forkjoin"] = wbcharts.line_with_ci(tbls["forkjoin"], x="threads", color="kind",
+                                                title="Thread fork/join round trip vs threads")
+    return out

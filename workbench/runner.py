@@ -1,0 +1,112 @@
+"""Running a study: validation, the machine lock, per-point storage, final status.
+
+The CLI and the app share this path (the app starts the CLI in a subprocess), so anything
+the UI shows can be reproduced headless with the run's ``reproduce`` command.
+
+Only one study times kernels on a machine at a time: :func:`machine_lock` takes an
+exclusive ``flock`` beside the store, and a second run (another browser session, another
+terminal) waits in line rather than timing on a busy machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shlex
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+from . import env as envmod
+from . import harness
+from .store import RunRecord, Store, new_run_id, now_utc
+from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
+
+LOCK_NAME = "machine.lock"
+
+
+@contextlib.contextmanager
+def machine_lock(store_path: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Exclusive lock for timing on this machine; waits (queues) while another run holds it."""
+    lock_path = Path(os.environ.get("WORKBENCH_LOCK", str(store_path.parent / LOCK_NAME)))
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another run"
+            if on_wait:
+                on_wait(f"queued: waiting for {holder} to finish")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} since {now_utc()}")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def reproduce_command(study_id: str, params: dict[str, Any], store_path: Path | None = None) -> str:
+    """The exact CLI command that repeats a run with these parameters."""
+    parts = ["python", "-m", "workbench", "run", study_id]
+    for name, value in params.items():
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        parts += ["--set", f"{name}={value}"]
+    return shlex.join(parts)
+
+
+def execute(
+    study: ModuleType,
+    values: dict[str, Any],
+    store: Store,
+    *,
+    preset: str | None = None,
+    progress: Callable[[float, str], None] | None = None,
+    cancel=None,
+) -> RunRecord:
+    """Validate, wait for the machine, run, store each point as it lands, return the record.
+
+    Raises :class:`ParamError` (nothing stored) or :class:`StudyUnavailable`. A study that
+    fails mid-way is stored with status ``failed`` and the error text; points it finished
+    stay. Ctrl-C stores the run as ``interrupted`` and re-raises.
+    """
+    params = validate(study, values, preset=preset)
+    reason = study.requires(params)
+    if reason:
+        raise StudyUnavailable(reason)
+    rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
+                    reproduce=reproduce_command(study.ID, params))
+    say = progress or (lambda f, m: None)
+    with machine_lock(store.path, on_wait=lambda m: say(0.0, m)):
+        say(0.0, "measuring the harness floor")
+        rec.floor_ns = harness.floor_ns()
+        rec.env = envmod.capture()
+        store.begin(rec)
+        ctx = RunContext(progress=progress, on_record=lambda v: store.add_variant(rec.run_id, v),
+                         on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
+        try:
+            outputs = study.run(params, ctx) or {}
+        except (KeyboardInterrupt, Cancelled):
+            store.finish(rec.run_id, "interrupted", error="interrupted by the user; finished points were kept")
+            raise
+        except StudyUnavailable as exc:
+            store.finish(rec.run_id, "failed", error=str(exc))
+            raise
+        except Exception as exc:
+            store.finish(rec.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+            raise
+        # Torch may have been imported by the study: capture again for CUDA/NCCL versions.
+        rec.env = envmod.capture() | {"fingerprint": rec.env["fingerprint"]}
+        store.update_env(rec.run_id, rec.env)
+        store.finish(rec.run_id, "complete", outputs=outputs)
+    return store.load(rec.run_id)

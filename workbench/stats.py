@@ -1,0 +1,129 @@
+"""Statistics for timing samples: one module, built on scipy.
+
+Every figure the workbench reports is a median with a bootstrap confidence interval, the
+IQR as the noise figure, and a noise warning when IQR/median exceeds 10%. A/B comparisons
+give a ratio of medians with its CI, a Mann-Whitney U p-value and a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+NOISE_WARN = 0.10  # IQR/median above this is flagged as noisy
+MIN_SAMPLES_FOR_VERDICT = 5  # fewer samples than this per side: no statistical verdict
+ALPHA = 0.05
+_BOOT_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    min: float
+    max: float
+    mean: float
+    q1: float
+    q3: float
+    iqr: float
+    ci_lo: float
+    ci_hi: float
+    noise: float  # IQR / median
+    noisy: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rng(seed: int | None):
+    return np.random.default_rng(seed)
+
+
+def median_ci(samples, confidence: float = 0.95, seed: int | None = 0) -> tuple[float, float]:
+    """Bootstrap (BCa where possible) confidence interval of the median."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        return (float("nan"), float("nan"))
+    if x.size < 3 or np.all(x == x[0]):
+        m = float(np.median(x))
+        return (float(x.min()) if x.size < 3 else m, float(x.max()) if x.size < 3 else m)
+    res = _st.bootstrap(
+        (x,), np.median, confidence_level=confidence, n_resamples=_BOOT_RESAMPLES,
+        method="percentile", random_state=_rng(seed), vectorized=True, axis=-1,
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def summarize(samples, confidence: float = 0.95) -> Summary:
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        nan = float("nan")
+        return Summary(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, False)
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    lo, hi = median_ci(x, confidence)
+    noise = float((q3 - q1) / med) if med > 0 else float("nan")
+    return Summary(
+        n=int(x.size), median=float(med), min=float(x.min()), max=float(x.max()),
+        mean=float(x.mean()), q1=float(q1), q3=float(q3), iqr=float(q3 - q1),
+        ci_lo=lo, ci_hi=hi, noise=noise, noisy=bool(noise > NOISE_WARN),
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B relative to A: ``ratio`` = median(B) / median(A); below 1 means B is faster."""
+
+    n_a: int
+    n_b: int
+    median_a: float
+    median_b: float
+    ratio: float
+    ratio_ci_lo: float
+    ratio_ci_hi: float
+    p_value: float
+    verdict: str  # "faster" | "slower" | "cannot tell apart" | "too few samples"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | None = 0) -> Comparison:
+    """A/B comparison of two sample sets (B against the baseline A)."""
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    ma, mb = float(np.median(xa)), float(np.median(xb))
+    ratio = mb / ma if ma > 0 else float("nan")
+    if xa.size < MIN_SAMPLES_FOR_VERDICT or xb.size < MIN_SAMPLES_FOR_VERDICT:
+        return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, float("nan"), float("nan"),
+                          float("nan"), "too few samples")
+    res = _st.bootstrap(
+        (xa, xb), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
+        confidence_level=confidence, n_resamples=_BOOT_RESAMPLES, method="percentile",
+        random_state=_rng(seed), vectorized=True, paired=False, axis=-1,
+    )
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    p = float(_st.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    # Both the rank test and the ratio CI must agree before we call a difference.
+    if p < alpha and hi < 1.0:
+        verdict = "faster"
+    elif p < alpha and lo > 1.0:
+        verdict = "slower"
+    else:
+        verdict = "cannot tell apart"
+    return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, lo, hi, p, verdict)
+
+
+def fmt_ns(ns: float) -> str:
+    """Human time with a unit chosen for the magnitude: 812 ns, 15.2 us, 1.87 ms, 3.4 s."""
+    if ns != ns:  # NaN
+        return "n/a"
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.3g} us" if a < 1e5 else f"{ns / 1e3:.0f} us"
+    if a < 1e9:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e9:.3g} s"

@@ -1,0 +1,332 @@
+"""The study seam: parameter spaces, run context, variant results and the study registry.
+
+A study is one module in ``studies/`` that defines:
+
+- ``ID``, ``TITLE``, ``SEED`` (file name of the seed report it reproduces), ``SEED_SUMMARY``
+  (one line), a module docstring stating its question, what it measures and with which clock;
+- ``SPACE``: a :class:`ParamSpace` with at least a ``smoke`` preset (used by the tests) and
+  a ``quick`` preset (``--quick`` on the CLI, "quick mode" in the app);
+- ``requires(params) -> str | None``: why the study cannot run here (no GPU, no OpenCL
+  platform), with how to get it, or None;
+- ``run(params, ctx: RunContext) -> dict``: measures, checks every kernel's output against a
+  reference *before* its time counts, hands each finished variant to ``ctx.record`` (so an
+  interrupted sweep keeps its points) and returns study-specific outputs that are not
+  timings (JSON-serialisable). It never aggregates, plots or prints;
+- ``analyze(record) -> dict[str, pandas.DataFrame]``: tables from a stored run record;
+- ``charts(tables) -> dict[str, altair.Chart]``;
+- optionally ``validate(params)`` for cross-parameter checks (raise :class:`ParamError`),
+  ``SEED_FIGURES`` (the seed's published numbers as data, shown as the seed's), and
+  ``report_sections(record, tables) -> list[str]`` (extra Markdown for the report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import threading
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Iterable, Sequence
+
+
+class ParamError(ValueError):
+    """An invalid parameter value; the message names the parameter and what is allowed."""
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(f"parameter '{param}': {message}")
+
+
+class StudyUnavailable(RuntimeError):
+    """The study cannot run on this machine (missing GPU, OpenCL platform, package)."""
+
+
+class Cancelled(RuntimeError):
+    """The run was cancelled by the user; finished points are kept."""
+
+
+_KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One typed parameter. ``multi=True`` makes it a list that the study sweeps."""
+
+    name: str
+    kind: str  # "int" | "float" | "str" | "bool"
+    default: Any
+    help: str = ""
+    unit: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple | None = None
+    multi: bool = False
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"Param {self.name}: unknown kind {self.kind!r}")
+
+    def _one(self, raw: Any) -> Any:
+        typ = _KINDS[self.kind]
+        if isinstance(raw, str):
+            text = raw.strip()
+            if self.kind == "bool":
+                low = text.lower()
+                if low in ("1", "true", "yes", "on"):
+                    return True
+                if low in ("0", "false", "no", "off"):
+                    return False
+                raise ParamError(self.name, f"expected true/false, got {raw!r}")
+            try:
+                if self.kind == "int":
+                    # Accept 1e6, 1_000_000 and 64M-style suffixes: engineers type sizes that way.
+                    value = _parse_int(text)
+                else:
+                    value = typ(text)
+            except ValueError:
+                raise ParamError(self.name, f"expected {self.kind}, got {raw!r}") from None
+        else:
+            if self.kind == "int" and isinstance(raw, float) and raw.is_integer():
+                raw = int(raw)
+            if self.kind == "float" and isinstance(raw, int) and not isinstance(raw, bool):
+                raw = float(raw)
+            if not isinstance(raw, typ) or (self.kind == "int" and isinstance(raw, bool)):
+                raise ParamError(self.name, f"expected {self.kind}, got {raw!r}")
+            value = raw
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(map(str, self.choices))
+            raise ParamError(self.name, f"{value!r} is not one of: {allowed}")
+        if self.min is not None and value < self.min:
+            raise ParamError(self.name, f"{value} is below the minimum {self.range_text()}")
+        if self.max is not None and value > self.max:
+            raise ParamError(self.name, f"{value} is above the maximum {self.range_text()}")
+        return value
+
+    def range_text(self) -> str:
+        lo = "-inf" if self.min is None else _fmt(self.min)
+        hi = "inf" if self.max is None else _fmt(self.max)
+        unit = f" {self.unit}" if self.unit else ""
+        return f"(allowed {lo}..{hi}{unit})"
+
+    def coerce(self, raw: Any) -> Any:
+        """Parse and validate a raw value (CLI text, widget value or stored JSON)."""
+        if self.multi:
+            if isinstance(raw, str):
+                items = [x for x in raw.split(",") if x.strip() != ""]
+            elif isinstance(raw, (list, tuple)):
+                items = list(raw)
+            else:
+                items = [raw]
+            if not items:
+                raise ParamError(self.name, "needs at least one value")
+            return [self._one(x) for x in items]
+        if isinstance(raw, (list, tuple)):
+            raise ParamError(self.name, "takes a single value, not a list")
+        return self._one(raw)
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+
+
+def _parse_int(text: str) -> int:
+    t = text.replace("_", "").lower()
+    for suf in ("ki", "mi", "gi", "k", "m", "g"):
+        if t.endswith(suf) and t[: -len(suf)]:
+            return int(float(t[: -len(suf)]) * _SUFFIX[suf])
+    if "e" in t:
+        f = float(t)
+        if not f.is_integer():
+            raise ValueError(text)
+        return int(f)
+    return int(t)
+
+
+@dataclass(frozen=True)
+class ParamSpace:
+    """A study's declared parameters plus named presets (``smoke`` and ``quick`` at least)."""
+
+    params: tuple[Param, ...]
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate parameter names in {names}")
+        for preset, values in self.presets.items():
+            unknown = set(values) - set(names)
+            if unknown:
+                raise ValueError(f"preset {preset!r} sets unknown parameters {sorted(unknown)}")
+
+    def __getitem__(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def defaults(self, preset: str | None = None) -> dict[str, Any]:
+        values = {p.name: p.default for p in self.params}
+        if preset:
+            if preset not in self.presets:
+                raise ParamError("preset", f"unknown preset {preset!r}; have {sorted(self.presets)}")
+            values.update(self.presets[preset])
+        return self.resolve(values)
+
+    def resolve(self, values: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
+        """Defaults (or a preset), overridden by ``values``; every value coerced and checked."""
+        base = {p.name: p.default for p in self.params}
+        if preset:
+            if preset not in self.presets:
+                raise ParamError("preset", f"unknown preset {preset!r}; have {sorted(self.presets)}")
+            base.update(self.presets[preset])
+        for name in values:
+            if name not in base:
+                raise ParamError(name, f"unknown parameter; this study takes: {', '.join(self.names)}")
+        base.update(values)
+        return {p.name: p.coerce(base[p.name]) for p in self.params}
+
+    @staticmethod
+    def parse_sets(sets: Iterable[str]) -> dict[str, str]:
+        """``["n=1000", "workers=1,2"]`` -> ``{"n": "1000", "workers": "1,2"}``."""
+        out: dict[str, str] = {}
+        for item in sets:
+            if "=" not in item:
+                raise ParamError(item, "expected name=value")
+            name, value = item.split("=", 1)
+            out[name.strip()] = value
+        return out
+
+
+@dataclass
+class VariantResult:
+    """Raw samples of one measured configuration, after its correctness check.
+
+    ``samples_ns`` are per-call times in nanoseconds (one entry per repetition). A variant
+    whose check failed is recorded with ``correct=False`` and the reason in ``check``; the
+    report shows it as failed and never ranks its time.
+    """
+
+    variant: str
+    params: dict[str, Any]
+    samples_ns: list[float]
+    correct: bool
+    check: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+ProgressFn = Callable[[float, str], None]
+
+
+class RunContext:
+    """What a study's ``run`` talks to: progress, per-point recording, attachments, cancel.
+
+    ``on_record`` is called for each variant as soon as it finishes, which is how the store
+    keeps the points of an interrupted sweep.
+    """
+
+    def __init__(
+        self,
+        progress: ProgressFn | None = None,
+        on_record: Callable[[VariantResult], None] | None = None,
+        on_attach: Callable[[str, str, bytes], None] | None = None,
+        cancel: threading.Event | None = None,
+        workdir: str | None = None,
+    ):
+        self._progress = progress
+        self._on_record = on_record
+        self._on_attach = on_attach
+        self.cancel_event = cancel or threading.Event()
+        self.variants: list[VariantResult] = []
+        self.attachments: list[tuple[str, str, bytes]] = []
+        self.workdir = workdir
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        if self.cancel_event.is_set():
+            raise Cancelled("run cancelled")
+        if self._progress:
+            self._progress(max(0.0, min(1.0, fraction)), message)
+
+    def record(self, result: VariantResult) -> None:
+        self.variants.append(result)
+        if self._on_record:
+            self._on_record(result)
+
+    def attach(self, name: str, kind: str, data: bytes) -> None:
+        """Attach a file (trace, log) to the run; ``kind`` e.g. ``trace/chrome-json``."""
+        self.attachments.append((name, kind, data))
+        if self._on_attach:
+            self._on_attach(name, kind, data)
+
+
+# --- registry -------------------------------------------------------------------------
+
+REQUIRED_ATTRS = ("ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "requires", "run", "analyze", "charts")
+
+
+def _check_module(mod: ModuleType) -> None:
+    missing = [a for a in REQUIRED_ATTRS if not hasattr(mod, a)]
+    if missing:
+        raise ImportError(f"study module {mod.__name__} lacks {', '.join(missing)}")
+    if "smoke" not in mod.SPACE.presets or "quick" not in mod.SPACE.presets:
+        raise ImportError(f"study {mod.ID} must declare 'smoke' and 'quick' presets")
+    if not (mod.__doc__ or "").strip():
+        raise ImportError(f"study module {mod.__name__} needs a docstring stating its question")
+
+
+_REGISTRY: dict[str, ModuleType] | None = None
+
+
+def registry() -> dict[str, ModuleType]:
+    """All study modules in ``studies/`` by ID. A broken study fails loudly, never silently."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        import studies
+
+        found: dict[str, ModuleType] = {}
+        for info in sorted(pkgutil.iter_modules(studies.__path__), key=lambda i: i.name):
+            if info.name.startswith("_"):
+                continue
+            mod = importlib.import_module(f"studies.{info.name}")
+            if not hasattr(mod, "ID"):
+                continue  # helper modules of studies (no ID) are not studies
+            _check_module(mod)
+            if mod.ID in found:
+                raise ImportError(f"two studies share the id {mod.ID!r}")
+            found[mod.ID] = mod
+        _REGISTRY = found
+    return _REGISTRY
+
+
+def get(study_id: str) -> ModuleType:
+    reg = registry()
+    if study_id not in reg:
+        raise KeyError(f"unknown study {study_id!r}; known: {', '.join(sorted(reg))}")
+    return reg[study_id]
+
+
+def validate(study: ModuleType, values: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
+    """Resolve and validate parameters, including the study's cross-parameter checks."""
+    params = study.SPACE.resolve(values, preset=preset)
+    check = getattr(study, "validate", None)
+    if check is not None:
+        check(params)
+    return params
+
+
+def expand(params: dict[str, Any], names: Sequence[str]) -> list[dict[str, Any]]:
+    """Cartesian product over the listed multi-valued parameters (the sweep grid)."""
+    import itertools
+
+    lists = [params[n] for n in names]
+    return [dict(zip(names, combo)) for combo in itertools.product(*lists)]
