@@ -21,7 +21,6 @@ import time
 
 import pandas as pd
 
-from workbench import charts as wbcharts
 from workbench import harness, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamSpace, RunContext, VariantResult
@@ -142,6 +141,8 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+    from workbench import charts as wbcharts  # altair is not installed on the GPU nodes
+
     out = {"floors": wbcharts.median_ci_bars(tbls["floors"], title="Per-call floor (median, 95% CI)")}
     if len(tbls["forkjoin"]):
         out["forkjoin"] = wbcharts.line_with_ci(tbls["forkjoin"], x="threads", color="kind",
