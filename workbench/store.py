@@ -326,6 +326,30 @@ def from_bundle(doc: Any, origin: str = "bundle") -> RunRecord:
     return rec
 
 
+def committed_runs(study_id: str, root: Path | None = None) -> list[RunRecord]:
+    """Result bundles committed under ``traces/<study_id>/`` (real runs from other machines,
+    e.g. GPU nodes), so pages show real data on machines without that hardware. A bundle that
+    does not parse is skipped here and reported by ``committed_errors``."""
+    return [r for r in _committed(study_id, root) if isinstance(r, RunRecord)]
+
+
+def committed_errors(study_id: str, root: Path | None = None) -> list[str]:
+    return [r for r in _committed(study_id, root) if isinstance(r, str)]
+
+
+def _committed(study_id: str, root: Path | None) -> list[RunRecord | str]:
+    folder = (root or REPO_ROOT / "traces") / study_id
+    out: list[RunRecord | str] = []
+    for path in sorted(folder.rglob("*.bundle.json")) if folder.is_dir() else []:
+        try:
+            rec = read_bundle(path)
+            rec.origin = f"committed:{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
+            out.append(rec)
+        except StoreError as exc:
+            out.append(f"{path}: {exc}")
+    return out
+
+
 def to_gbench(rec: RunRecord) -> dict[str, Any]:
     """google-benchmark JSON: one iteration row per sample, plus median aggregates."""
     env = rec.env

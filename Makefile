@@ -1,0 +1,34 @@
+# Two commands do all set-up: `make run` (serve the app) and `make test` (run the tests).
+PY ?= python3
+VENV ?= .venv
+PORT ?= 8501
+HOST ?= 127.0.0.1
+# The CPU build of torch: pinning it first stops pip from pulling a CUDA build (several GB)
+# to satisfy requirements.txt's range. On a GPU node, set TORCH_SPEC= to keep the node's torch.
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install bench clean-venv
+
+$(STAMP): requirements.txt
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@if [ -n "$(TORCH_SPEC)" ] && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
+		$(BIN)/pip install -q "$(TORCH_SPEC)"; fi
+	$(BIN)/pip install -q -r requirements.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
+		--server.headless true --browser.gatherUsageStats false
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,264 @@
+"""Shared UI for the pages: the generic study page, run display and downloads.
+
+UI-side only (streamlit lives here, never in ``workbench/``). A study page is::
+
+    import studies.<name> as study
+    from pages._ui import study_page
+    study_page(study)
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import streamlit as st
+
+from workbench import jobs, report
+from workbench.env import summary_line
+from workbench.store import RunRecord, Store, StoreError, committed_errors, committed_runs, to_bundle
+from workbench.study import ParamError, validate
+
+import json
+
+
+@st.cache_resource
+def _store_at(path: str | None) -> Store:
+    return Store(path) if path else Store()
+
+
+def get_store() -> Store | None:
+    """The results store, or None with an error shown (a foreign/corrupt file is left untouched)."""
+    try:
+        return _store_at(None)
+    except StoreError as exc:
+        st.error(f"Results store unavailable: {exc}")
+        return None
+
+
+# --- parameter widgets ---------------------------------------------------------------------------
+
+def _widget(study: ModuleType, p, default: Any, key: str):
+    label = p.name + (f" ({p.unit})" if p.unit else "")
+    if p.multi:
+        if p.choices:
+            return st.multiselect(label, list(p.choices), default=[d for d in default if d in p.choices],
+                                  help=p.help, key=key)
+        return st.text_input(label, ",".join(str(d) for d in default), help=f"{p.help} (comma-separated)", key=key)
+    if p.choices:
+        choices = list(p.choices)
+        return st.selectbox(label, choices, index=choices.index(default) if default in choices else 0, help=p.help, key=key)
+    if p.kind == "bool":
+        return st.checkbox(label, value=bool(default), help=p.help, key=key)
+    if p.kind == "int":
+        return st.number_input(label, value=int(default), min_value=int(p.min) if p.min is not None else None,
+                               max_value=int(p.max) if p.max is not None else None, step=1, help=p.help, key=key)
+    if p.kind == "float":
+        return st.number_input(label, value=float(default), min_value=float(p.min) if p.min is not None else None,
+                               max_value=float(p.max) if p.max is not None else None, help=p.help, key=key,
+                               format="%g")
+    return st.text_input(label, str(default), help=p.help, key=key)
+
+
+def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool, bool]:
+    """Widgets from the study's space; returns (values or None if invalid, quick, submitted)."""
+    quick = st.toggle("Quick mode (the study's quick preset)", value=True, key=f"{study.ID}:quick")
+    defaults = study.SPACE.defaults("quick" if quick else None)
+    with st.form(f"{study.ID}:form"):
+        cols = st.columns(3)
+        raw = {}
+        for i, p in enumerate(study.SPACE.params):
+            with cols[i % 3]:
+                raw[p.name] = _widget(study, p, defaults[p.name], key=f"{study.ID}:{'q' if quick else 'f'}:{p.name}")
+        submitted = st.form_submit_button("Run", type="primary")
+    try:
+        values = validate(study, raw)
+    except ParamError as exc:
+        if submitted:
+            st.error(str(exc))
+        return None, quick, False
+    return values, quick, submitted
+
+
+# --- results -------------------------------------------------------------------------------------
+
+def downloads(rec: RunRecord, key: str) -> None:
+    """Markdown (zip with chart PNGs), notebook (zip with its bundle) and the bundle."""
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        if st.button("Prepare Markdown report", key=f"{key}:md"):
+            with tempfile.TemporaryDirectory() as tmp:
+                md = report.write_markdown(rec, Path(tmp) / f"{rec.run_id}.md")
+                st.session_state[f"{key}:mdzip"] = _zip_dir(Path(tmp))
+                st.session_state[f"{key}:mdtext"] = md.read_text()
+        if f"{key}:mdzip" in st.session_state:
+            st.download_button("Download Markdown (.zip with charts)", st.session_state[f"{key}:mdzip"],
+                               file_name=f"{rec.run_id}-report.zip", mime="application/zip", key=f"{key}:mddl")
+    with c2:
+        if st.button("Prepare notebook", key=f"{key}:nb"):
+            with tempfile.TemporaryDirectory() as tmp:
+                report.write_notebook(rec, Path(tmp) / f"{rec.run_id}.ipynb")
+                st.session_state[f"{key}:nbzip"] = _zip_dir(Path(tmp))
+        if f"{key}:nbzip" in st.session_state:
+            st.download_button("Download notebook (.zip with bundle)", st.session_state[f"{key}:nbzip"],
+                               file_name=f"{rec.run_id}-notebook.zip", mime="application/zip", key=f"{key}:nbdl")
+    with c3:
+        st.download_button("Download result bundle (JSON)", json.dumps(to_bundle(rec), default=str),
+                           file_name=f"{rec.run_id}.bundle.json", mime="application/json", key=f"{key}:bundle")
+    if f"{key}:mdtext" in st.session_state:
+        with st.expander("Markdown report text"):
+            st.code(st.session_state[f"{key}:mdtext"], language="markdown")
+
+
+def _zip_dir(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(folder.rglob("*")):
+            if f.is_file():
+                zf.write(f, f.relative_to(folder))
+    return buf.getvalue()
+
+
+def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, key: str = "run") -> None:
+    """Verdict, results, the study's tables and charts, seed figures, environment, downloads."""
+    st.markdown(f"**Verdict:** {report.verdict_line(rec, study)}")
+    st.caption(f"Run `{rec.run_id}` · {rec.status} · {rec.created_utc} UTC · machine: {summary_line(rec.env)} · "
+               f"origin: {rec.origin}")
+    if rec.status != "complete":
+        st.warning(f"This run is {rec.status}." + (f" {rec.error.splitlines()[0]}" if rec.error else ""))
+    failed = [v for v in rec.variants if not v.correct]
+    if failed:
+        st.error("Correctness check FAILED (times not counted): " +
+                 "; ".join(f"{v.variant}: {v.check}" for v in failed))
+    st.dataframe(report.results_table(rec), hide_index=True, width="stretch")
+    try:
+        tables = study.analyze(rec)
+    except Exception as exc:  # show the reason, keep the page alive
+        st.error(f"Analysis of this run failed: {type(exc).__name__}: {exc}")
+        tables = {}
+    if tables:
+        try:
+            charts = study.charts(tables)
+        except Exception as exc:
+            st.error(f"Charts failed: {type(exc).__name__}: {exc}")
+            charts = {}
+        for name, chart in charts.items():
+            st.altair_chart(chart, width="content")
+        for name, df in tables.items():
+            with st.expander(f"Table: {name}", expanded=False):
+                st.dataframe(df, hide_index=True, width="stretch")
+        sections = getattr(study, "report_sections", None)
+        if sections is not None:
+            try:
+                for section in sections(rec, tables):
+                    st.markdown(section, unsafe_allow_html=False)
+            except Exception as exc:
+                st.error(f"Report sections failed: {type(exc).__name__}: {exc}")
+    if extras is not None:
+        extras(rec, tables)
+    with st.expander("Environment and reproduce command"):
+        st.code(rec.reproduce, language="bash")
+        st.json(rec.env, expanded=False)
+    downloads(rec, key=f"{key}:{rec.run_id}")
+
+
+def seed_figures(study: ModuleType) -> None:
+    seed = getattr(study, "SEED_FIGURES", None)
+    if not seed:
+        return
+    with st.expander(f"The seed's published figures ({seed.get('machine', 'seed machine')})"):
+        st.markdown(f"As published in {seed.get('source', study.SEED)}; measured on **{seed.get('machine', '?')}**, "
+                    "not on this machine.")
+        import pandas as pd
+
+        for name, rows in seed.get("tables", {}).items():
+            st.markdown(f"**{name}** (seed)")
+            st.dataframe(pd.DataFrame(rows), hide_index=True)
+        for note in seed.get("notes", []):
+            st.caption(note)
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+def _poll_job(study: ModuleType, store: Store) -> None:
+    key = f"{study.ID}:job"
+    job: jobs.Job | None = st.session_state.get(key)
+    if job is None:
+        return
+
+    @st.fragment(run_every=1.0)
+    def _progress():
+        frac, msg = job.progress()
+        if not job.done:
+            st.progress(frac, text=f"Running {study.ID}: {msg}")
+            if st.button("Cancel run (keeps finished points)", key=f"{key}:cancel"):
+                job.cancel()
+            return
+        st.session_state.pop(key, None)
+        rc = job.returncode
+        doc = job.record()
+        if doc:
+            st.session_state[f"{study.ID}:selected"] = doc["run_id"]
+        if rc not in (0, 1) or not doc:
+            st.session_state[f"{study.ID}:last_error"] = job.error_text() or f"the run exited with code {rc}"
+        st.rerun()
+
+    _progress()
+
+
+def study_page(study: ModuleType, extras: Callable | None = None) -> None:
+    """The whole page of a study: description, parameters, run, results, stored and committed runs."""
+    st.title(study.TITLE)
+    st.caption(f"Study `{study.ID}` · seed: {study.SEED} — {study.SEED_SUMMARY}")
+    with st.expander("What this study measures", expanded=False):
+        st.markdown(study.__doc__ or "")
+    seed_figures(study)
+    store = get_store()
+
+    reason = study.requires(study.SPACE.defaults())
+    if reason:
+        st.warning(f"This study cannot run on this machine: {reason}\n\nStored and committed results are shown below.")
+    else:
+        values, quick, submitted = param_form(study)
+        if submitted and values is not None and store is not None:
+            if st.session_state.get(f"{study.ID}:job") is not None:
+                st.info("A run of this study is already in progress in this session.")
+            else:
+                reason = study.requires(values)
+                if reason:
+                    st.error(f"Cannot run with these parameters: {reason}")
+                else:
+                    st.session_state.pop(f"{study.ID}:last_error", None)
+                    st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False,
+                                                                     store_path=store.path)
+        if store is not None:
+            _poll_job(study, store)
+    err = st.session_state.get(f"{study.ID}:last_error")
+    if err:
+        st.error(f"The last run did not complete:\n\n```\n{err}\n```")
+
+    st.header("Results")
+    records: dict[str, RunRecord] = {}
+    labels: dict[str, str] = {}
+    if store is not None:
+        for r in store.runs(study=study.ID, limit=50):
+            labels[r["run_id"]] = f"{r['run_id']} · {r['status']} · {r['machine']}"
+    committed = committed_runs(study.ID)
+    for rec in committed:
+        records[rec.run_id] = rec
+        labels[rec.run_id] = f"{rec.run_id} · committed · {summary_line(rec.env)}"
+    for e in committed_errors(study.ID):
+        st.warning(f"A committed bundle could not be read: {e}")
+    if not labels:
+        st.info("No runs yet. Set parameters above and press Run.")
+        return
+    ids = list(labels)
+    selected = st.session_state.get(f"{study.ID}:selected")
+    choice = st.selectbox("Run", ids, index=ids.index(selected) if selected in ids else 0,
+                          format_func=lambda i: labels[i], key=f"{study.ID}:pick")
+    rec = records.get(choice) or store.load(choice)
+    show_run(study, rec, extras=extras, key=study.ID)

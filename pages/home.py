@@ -1,0 +1,54 @@
+"""Home: what the workbench is, this machine, its floor, the studies and recent runs."""
+
+import pandas as pd
+import streamlit as st
+
+from pages._ui import get_store
+from workbench import env, stats
+from workbench.study import registry
+
+st.title("Perf Study Workbench")
+st.markdown(
+    "Live reproductions of published performance studies of **runtime overhead** and "
+    "**compute/communication overlap**. Every figure is a median with a 95% bootstrap CI and its noise "
+    "(IQR/median), measured after a correctness check, stored with the machine's environment and the exact "
+    "command that reproduces it. Seed figures are shown beside live ones, always labelled as the seed's.")
+
+
+@st.cache_data(ttl=600)
+def _env():
+    return env.capture()
+
+
+e = _env()
+st.subheader("This machine")
+c1, c2, c3 = st.columns(3)
+c1.metric("CPU", e.get("cpu_model", "?"), f"{e.get('cpu_logical', '?')} logical CPUs", delta_color="off")
+c2.metric("Memory", f"{e.get('mem_total_gib', '?')} GiB")
+c3.metric("GPUs", ", ".join(e.get("gpu_names", [])) or "none")
+st.caption(env.summary_line(e))
+
+store = get_store()
+floor_txt = "no calibration run yet: run the Calibration study to measure it"
+if store is not None:
+    cal = [r for r in store.runs(study="calibration", limit=5) if r["status"] == "complete"
+           and r["fingerprint"] == e["fingerprint"]]
+    if cal:
+        rec = store.load(cal[0]["run_id"], attachments=False)
+        meds = {v.variant: stats.summarize(v.samples_ns).median for v in rec.variants if v.correct}
+        floor_txt = ", ".join(f"{k}: {stats.fmt_ns(v)}" for k, v in meds.items())
+st.markdown(f"**Floor on this machine** (Calibration study): {floor_txt}")
+
+st.subheader("Studies")
+rows = [{"study": m.ID, "title": m.TITLE, "seed": m.SEED, "what the seed is": m.SEED_SUMMARY,
+         "runs here": m.requires(m.SPACE.defaults()) or "yes"} for m in registry().values()]
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+st.subheader("Recent runs")
+if store is not None:
+    recent = store.runs(limit=10)
+    if recent:
+        st.dataframe(pd.DataFrame(recent)[["run_id", "study", "status", "created_utc", "machine", "variants",
+                                           "failed_checks"]], hide_index=True, width="stretch")
+    else:
+        st.info("No runs stored yet.")

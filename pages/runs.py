@@ -1,0 +1,78 @@
+"""Runs: browse stored and committed runs, A/B-compare two, download reports and bundles."""
+
+import pandas as pd
+import streamlit as st
+
+from pages._ui import downloads, get_store
+from workbench import report
+from workbench.env import summary_line
+from workbench.store import StoreError, committed_runs, from_bundle
+from workbench.study import registry
+
+import json
+
+st.title("Runs")
+store = get_store()
+if store is None:
+    st.stop()
+
+with st.expander("Import a result bundle (JSON from another machine)"):
+    up = st.file_uploader("Result bundle", type=["json"], key="runs:import")
+    if up is not None and st.button("Import", key="runs:do-import"):
+        try:
+            rec = from_bundle(json.loads(up.getvalue().decode("utf-8")), origin=f"bundle:{up.name}")
+            try:
+                store.resolve_id(rec.run_id)
+                st.info(f"Run {rec.run_id} is already in the store.")
+            except KeyError:
+                store.save(rec)
+                st.success(f"Imported {rec.run_id} ({rec.study}) from {summary_line(rec.env)}")
+        except (StoreError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            st.error(f"Not imported: {exc}")
+
+records = {}
+rows = []
+for r in store.runs():
+    rows.append({**{k: r[k] for k in ("run_id", "study", "status", "created_utc", "machine", "variants",
+                                       "failed_checks")}, "source": "store"})
+for study_id in registry():
+    for rec in committed_runs(study_id):
+        records[rec.run_id] = rec
+        rows.append({"run_id": rec.run_id, "study": rec.study, "status": rec.status, "created_utc": rec.created_utc,
+                     "machine": summary_line(rec.env), "variants": len(rec.variants),
+                     "failed_checks": sum(not v.correct for v in rec.variants), "source": rec.origin})
+if not rows:
+    st.info("No runs yet: run a study first.")
+    st.stop()
+df = pd.DataFrame(rows)
+studies = ["(all)"] + sorted(df["study"].unique())
+pick = st.selectbox("Study", studies, key="runs:study")
+view = df if pick == "(all)" else df[df["study"] == pick]
+st.dataframe(view, hide_index=True, width="stretch")
+
+
+def load(run_id):
+    return records.get(run_id) or store.load(run_id)
+
+
+ids = list(view["run_id"])
+st.subheader("A/B comparison")
+c1, c2 = st.columns(2)
+a_id = c1.selectbox("A (baseline)", ids, key="runs:a")
+b_id = c2.selectbox("B", ids, index=min(1, len(ids) - 1), key="runs:b")
+if a_id and b_id and a_id != b_id:
+    a, b = load(a_id), load(b_id)
+    if a.study != b.study:
+        st.warning("A and B are runs of different studies; only variants with the same name are compared.")
+    text = report.compare_markdown(a, b)
+    st.markdown(text)
+    st.download_button("Download comparison (Markdown)", text, file_name=f"compare-{a_id}-{b_id}.md", key="runs:cmpdl")
+else:
+    st.caption("Pick two different runs to compare.")
+
+st.subheader("Export one run")
+one = st.selectbox("Run", ids, key="runs:one")
+if one:
+    rec = load(one)
+    st.markdown(f"**Verdict:** {report.verdict_line(rec, registry().get(rec.study))}")
+    downloads(rec, key=f"runs:{one}")

@@ -1,0 +1,332 @@
+"""The workbench CLI, a contract other tools rely on.
+
+    python -m workbench list
+    python -m workbench run STUDY [--set name=value ...] [--quick] [--store PATH] [--json]
+    python -m workbench runs [--study ID]
+    python -m workbench compare RUN_A RUN_B [--json]
+    python -m workbench report RUN --format md|ipynb -o PATH
+    python -m workbench export RUN -o FILE [--format bundle|gbench]
+    python -m workbench import FILE [FILE ...]
+    python -m workbench trace FILE [--json] [--phases] [--chrome OUT.json]
+
+Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
+unknown study or run), 3 the study cannot run on this machine, 130 interrupted.
+Progress goes to stderr; ``--json`` prints only the record on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from . import stats
+from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
+from .study import Cancelled, ParamError, StudyUnavailable
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _err(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr)
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, stream=sys.stderr, jsonl: Path | None = None):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.jsonl = jsonl
+        self.last = ""
+
+    def __call__(self, fraction: float, message: str) -> None:
+        if self.jsonl:
+            with open(self.jsonl, "a") as fh:
+                fh.write(json.dumps({"fraction": fraction, "message": message}) + "\n")
+        width = 30
+        filled = int(round(fraction * width))
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:5.1f}% {message}"
+        if self.tty:
+            self.stream.write("\r" + line[:120].ljust(120))
+            self.stream.flush()
+        elif message != self.last:
+            self.stream.write(line + "\n")
+        self.last = message
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def _open_store(path: str | None) -> Store:
+    return Store(path) if path else Store()
+
+
+def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def summary_table(rec) -> str:
+    rows = []
+    floor = rec.floor_ns or 0.0
+    for v in rec.variants:
+        s = stats.summarize(v.samples_ns)
+        note = []
+        if not v.correct:
+            note.append("CHECK FAILED: " + v.check)
+        if s.noisy:
+            note.append(f"noisy (IQR {s.noise:.0%})")
+        if s.median == s.median and s.median < 10_000 and floor:
+            note.append(f"floor {stats.fmt_ns(floor)}")
+        rows.append([v.variant, str(s.n), stats.fmt_ns(s.median), f"[{stats.fmt_ns(s.ci_lo)}, {stats.fmt_ns(s.ci_hi)}]",
+                     f"{s.noise:.1%}" if not math.isnan(s.noise) else "n/a", "; ".join(note)])
+    return _fmt_table(rows, ["variant", "n", "median", "95% CI", "IQR/med", "notes"])
+
+
+# --- commands -------------------------------------------------------------------------------
+
+def cmd_list(args) -> int:
+    from .study import registry
+
+    reg = registry()
+    rows = [[m.ID, m.TITLE, m.SEED] for m in reg.values()]
+    if args.json:
+        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "summary": m.SEED_SUMMARY}
+                          for m in reg.values()], indent=1))
+    else:
+        print(_fmt_table(rows, ["study", "title", "seed"]))
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from . import runner
+    from .study import get
+
+    try:
+        study = get(args.study)
+    except KeyError as exc:
+        _err(exc.args[0])
+        return EXIT_BAD_INPUT
+    try:
+        values = study.SPACE.parse_sets(args.set or [])
+        # Validate before touching the store, so bad input stores nothing.
+        from .study import validate
+
+        validate(study, values, preset="quick" if args.quick else None)
+        store = _open_store(args.store)
+    except ParamError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    bar = _ProgressBar(jsonl=Path(args.progress_file) if args.progress_file else None)
+    try:
+        rec = runner.execute(study, values, store, preset="quick" if args.quick else None, progress=bar)
+    except ParamError as exc:
+        bar.close()
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    except StudyUnavailable as exc:
+        bar.close()
+        _err(f"study {study.ID} cannot run here: {exc}")
+        return EXIT_UNAVAILABLE
+    except (KeyboardInterrupt, Cancelled):
+        bar.close()
+        _err("interrupted; the points that finished were kept in the store")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the study failed: the run is stored as failed with its error
+        bar.close()
+        _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished points kept)")
+        return EXIT_FAILED
+    bar.close()
+    if args.json:
+        print(json.dumps(rec.to_json(), default=str))
+    else:
+        print(f"run {rec.run_id} ({rec.status}) stored in {store.path}")
+        print(summary_table(rec))
+        print(f"reproduce: {rec.reproduce}")
+    return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
+
+
+def cmd_runs(args) -> int:
+    try:
+        store = _open_store(args.store)
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    runs = store.runs(study=args.study)
+    if args.json:
+        print(json.dumps(runs, default=str))
+        return EXIT_OK
+    rows = [[r["run_id"], r["study"], r["status"], r["created_utc"], r["machine"], str(r["variants"]),
+             str(r["failed_checks"])] for r in runs]
+    print(_fmt_table(rows, ["run", "study", "status", "created (UTC)", "machine", "variants", "failed checks"]))
+    return EXIT_OK
+
+
+def cmd_compare(args) -> int:
+    from .report import compare_runs, compare_markdown
+
+    try:
+        store = _open_store(args.store)
+        a, b = store.load(args.run_a), store.load(args.run_b)
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_BAD_INPUT
+    cmp = compare_runs(a, b)
+    if args.json:
+        print(json.dumps(cmp, default=str))
+    else:
+        print(compare_markdown(a, b, cmp))
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from . import report
+
+    try:
+        store = _open_store(args.store)
+        rec = store.load(args.run)
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_BAD_INPUT
+    out = Path(args.output) if args.output else Path(f"{rec.run_id}.{args.format}")
+    if args.format == "md":
+        path = report.write_markdown(rec, out)
+    else:
+        path = report.write_notebook(rec, out)
+    print(path)
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    try:
+        store = _open_store(args.store)
+        rec = store.load(args.run)
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_BAD_INPUT
+    out = Path(args.output)
+    if args.format == "gbench":
+        out.write_text(json.dumps(to_gbench(rec), indent=1))
+    else:
+        write_bundle(rec, out)
+    print(out)
+    return EXIT_OK
+
+
+def cmd_import(args) -> int:
+    try:
+        store = _open_store(args.store)
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    status = EXIT_OK
+    for f in args.files:
+        try:
+            rec = read_bundle(f)
+            try:
+                store.resolve_id(rec.run_id)
+                print(f"{f}: run {rec.run_id} is already in the store; skipped")
+                continue
+            except KeyError:
+                pass
+            store.save(rec)
+            print(f"{f}: imported run {rec.run_id} ({rec.study}, {rec.env.get('fingerprint', '?')})")
+        except StoreError as exc:
+            _err(f"{f}: {exc}")
+            status = EXIT_BAD_INPUT
+    return status
+
+
+def cmd_trace(argv: list[str]) -> int:
+    try:
+        from .traces.cli import trace_main
+    except ImportError as exc:
+        _err(f"trace support is not available: {exc}")
+        return EXIT_BAD_INPUT
+    return trace_main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m workbench", description="Perf Study Workbench")
+    p.add_argument("--store", help="results store (SQLite file); default $WORKBENCH_STORE or .workbench/results.sqlite")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("list", help="list the studies with their seed")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_list)
+
+    s = sub.add_parser("run", help="run a study and store the result")
+    s.add_argument("study")
+    s.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="parameter value; comma-separated values sweep a list parameter")
+    s.add_argument("--quick", action="store_true", help="the study's quick preset")
+    s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
+    s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("runs", help="list stored runs")
+    s.add_argument("--study")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_runs)
+
+    s = sub.add_parser("compare", help="A/B verdict table of two runs (B against A)")
+    s.add_argument("run_a")
+    s.add_argument("run_b")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_compare)
+
+    s = sub.add_parser("report", help="export a run as Markdown or a notebook")
+    s.add_argument("run")
+    s.add_argument("--format", choices=["md", "ipynb"], default="md")
+    s.add_argument("-o", "--output")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_report)
+
+    s = sub.add_parser("export", help="export a run as a result bundle (JSON) or google-benchmark JSON")
+    s.add_argument("run")
+    s.add_argument("-o", "--output", required=True)
+    s.add_argument("--format", choices=["bundle", "gbench"], default="bundle")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("import", help="import result bundles into the store")
+    s.add_argument("files", nargs="+")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+    s.set_defaults(fn=cmd_import)
+
+    sub.add_parser("trace", help="import a trace file: python -m workbench trace FILE [--json] [--phases] [--chrome OUT]",
+                   add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `trace` owns its own argument parsing (workbench.traces.cli); pass the rest through.
+    idx = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if idx is not None and argv[idx] == "trace":
+        store_args = argv[:idx]
+        if store_args:
+            _err("--store does not apply to trace")
+            return EXIT_BAD_INPUT
+        return cmd_trace(argv[idx + 1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_BAD_INPUT if exc.code else EXIT_OK
+    for attr in ("store",):
+        if not hasattr(args, attr):
+            setattr(args, attr, None)
+    return args.fn(args)

@@ -1,0 +1,269 @@
+"""Reports: a run (or an A/B comparison of two runs) as GitHub-flavoured Markdown, and a
+Jupyter notebook that reloads the run from its bundle and redraws its tables and charts.
+
+Markdown layout: a one-line verdict, the study's tables with medians and CIs, charts as PNG
+files beside the Markdown (relative links, so the folder can be pasted into an issue), the
+study's own sections, the seed's published figures (labelled as the seed's), and
+``<details>`` blocks for the environment + reproduce command and the raw samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+from . import stats
+from .env import REPO_ROOT, summary_line
+from .store import RunRecord, write_bundle
+
+# --- formatting helpers ------------------------------------------------------------------------
+
+
+def _cell(x: Any) -> str:
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "n/a"
+        if x == 0:
+            return "0"
+        return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+    if isinstance(x, (list, dict)):
+        return json.dumps(x)
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
+    """A GitHub table; every row has as many cells as the header, so columns align."""
+    if df is None or len(df) == 0:
+        return "_(no rows)_"
+    df = df.head(max_rows)
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
+    fn = getattr(study, "verdict", None) if study else None
+    if fn is not None:
+        return fn(rec)
+    failed = [v.variant for v in rec.variants if not v.correct]
+    valid = rec.valid_variants()
+    if not valid:
+        return f"No valid measurement ({len(failed)} variant(s) failed their check)." if failed else "No measurement."
+    best = min(valid, key=lambda v: stats.summarize(v.samples_ns).median)
+    s = stats.summarize(best.samples_ns)
+    text = (f"Fastest of {len(valid)} checked variant(s): **{best.variant}** at {stats.fmt_ns(s.median)} "
+            f"(95% CI {stats.fmt_ns(s.ci_lo)} to {stats.fmt_ns(s.ci_hi)}).")
+    if failed:
+        text += f" {len(failed)} variant(s) FAILED their correctness check: {', '.join(failed)}."
+    return text
+
+
+def results_table(rec: RunRecord) -> pd.DataFrame:
+    floor = rec.floor_ns or float("nan")
+    rows = []
+    for v in rec.variants:
+        s = stats.summarize(v.samples_ns)
+        near_floor = s.median == s.median and s.median < 10_000
+        rows.append({
+            "variant": v.variant, "n": s.n, "median": stats.fmt_ns(s.median),
+            "95% CI": f"{stats.fmt_ns(s.ci_lo)} .. {stats.fmt_ns(s.ci_hi)}", "IQR/median": f"{s.noise:.1%}"
+            if s.noise == s.noise else "n/a",
+            "check": ("ok: " if v.correct else "FAILED: ") + (v.check or ""),
+            "note": "; ".join(x for x in [
+                "noisy" if s.noisy else "",
+                f"harness floor {stats.fmt_ns(floor)}" if near_floor and floor == floor else ""] if x),
+        })
+    return pd.DataFrame(rows)
+
+
+def seed_section(study: ModuleType | None) -> str:
+    seed = getattr(study, "SEED_FIGURES", None) if study else None
+    if not seed:
+        return ""
+    machine = seed.get("machine", "the seed author's machine")
+    parts = [f"## The seed's published figures\n\nAs published in {seed.get('source', study.SEED)}, "
+             f"measured on **{machine}** (not this machine)."]
+    for name, rows in seed.get("tables", {}).items():
+        parts.append(f"**{name}** (seed)\n\n" + md_table(pd.DataFrame(rows)))
+    for note in seed.get("notes", []):
+        parts.append(f"> {note}")
+    return "\n\n".join(parts)
+
+
+def _study(rec: RunRecord) -> ModuleType | None:
+    from .study import registry
+
+    return registry().get(rec.study)
+
+
+def render_charts(study: ModuleType, tables: dict[str, pd.DataFrame], out_dir: Path) -> dict[str, str]:
+    """Save each chart as PNG; returns name -> file name. A chart that fails to render is skipped."""
+    import vl_convert as vlc
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, chart in study.charts(tables).items():
+        path = out_dir / f"{name}.png"
+        try:
+            path.write_bytes(vlc.vegalite_to_png(chart.to_json(), scale=1.5))
+        except Exception as exc:  # rendering is best-effort; the table still carries the numbers
+            (out_dir / f"{name}.error.txt").write_text(str(exc))
+            continue
+        files[name] = path.name
+    return files
+
+
+def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "") -> str:
+    """The report text; with ``charts_dir`` the charts are rendered there and linked."""
+    study = _study(rec)
+    title = study.TITLE if study else rec.study
+    parts = [f"# {title}: run `{rec.run_id}`",
+             f"**Verdict:** {verdict_line(rec, study)}",
+             f"Machine: {summary_line(rec.env)}  \nStatus: {rec.status}; created {rec.created_utc} UTC; "
+             f"harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; origin: {rec.origin}."]
+    if rec.error:
+        parts.append(details("Error", f"```\n{rec.error}\n```"))
+    parts.append("## Results\n\n" + md_table(results_table(rec)))
+    tables: dict[str, pd.DataFrame] = {}
+    if study is not None and rec.variants or (study is not None and rec.outputs):
+        try:
+            tables = study.analyze(rec)
+        except Exception as exc:
+            parts.append(f"> analysis failed: {type(exc).__name__}: {exc}")
+    for name, df in tables.items():
+        parts.append(f"### {name}\n\n" + md_table(df))
+    if charts_dir is not None and study is not None and tables:
+        files = render_charts(study, tables, charts_dir)
+        if files:
+            parts.append("## Charts\n\n" + "\n\n".join(f"![{n}]({charts_rel}{f})" for n, f in files.items()))
+    extra = getattr(study, "report_sections", None) if study else None
+    if extra is not None and tables:
+        parts.extend(extra(rec, tables))
+    seed = seed_section(study)
+    if seed:
+        parts.append(seed)
+    parts.append(details("Environment and reproduce command",
+                         f"Reproduce:\n\n```sh\n{rec.reproduce}\n```\n\nEnvironment:\n\n```json\n"
+                         f"{json.dumps(rec.env, indent=1, default=str)}\n```"))
+    raw = "\n".join(f"- `{v.variant}` ({'ok' if v.correct else 'FAILED'}): "
+                    + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
+    parts.append(details("Raw samples (ns per call)", raw or "_(none)_"))
+    return "\n\n".join(parts) + "\n"
+
+
+def write_markdown(rec: RunRecord, path: str | Path) -> Path:
+    """Write ``path`` (Markdown) and its charts in ``<stem>_files/`` beside it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    files_dir = path.parent / f"{path.stem}_files"
+    path.write_text(markdown(rec, charts_dir=files_dir, charts_rel=f"{files_dir.name}/"))
+    return path
+
+
+# --- A/B comparison ----------------------------------------------------------------------------
+
+def compare_runs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
+    """Per-variant A/B comparison (B against A) as plain data; a separate printer renders it."""
+    by_a = {v.variant: v for v in a.variants}
+    rows = []
+    for vb in b.variants:
+        va = by_a.get(vb.variant)
+        if va is None:
+            continue
+        if not (va.correct and vb.correct):
+            rows.append({"variant": vb.variant, "verdict": "check failed", "ratio": float("nan")})
+            continue
+        c = stats.compare(va.samples_ns, vb.samples_ns)
+        rows.append({"variant": vb.variant, **c.to_dict()})
+    same_machine = a.env.get("fingerprint") == b.env.get("fingerprint")
+    return {"run_a": a.run_id, "run_b": b.run_id, "same_machine": same_machine,
+            "machine_a": summary_line(a.env), "machine_b": summary_line(b.env),
+            "only_in_a": sorted(set(by_a) - {v.variant for v in b.variants}),
+            "only_in_b": sorted({v.variant for v in b.variants} - set(by_a)), "rows": rows}
+
+
+def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = None) -> str:
+    cmp = cmp or compare_runs(a, b)
+    rows = cmp["rows"]
+    faster = sum(r["verdict"] == "faster" for r in rows)
+    slower = sum(r["verdict"] == "slower" for r in rows)
+    head = [f"# A/B: `{b.run_id}` (B) against `{a.run_id}` (A)",
+            f"**Verdict:** B is faster in {faster}, slower in {slower}, and cannot be told apart in "
+            f"{len(rows) - faster - slower} of {len(rows)} common variant(s)."]
+    if not cmp["same_machine"]:
+        head.append(f"> **Warning: different machines.** A: {cmp['machine_a']}; B: {cmp['machine_b']}. "
+                    "Differences mix the change with the machine.")
+    table = pd.DataFrame([{
+        "variant": r["variant"], "A median": stats.fmt_ns(r.get("median_a", float("nan"))),
+        "B median": stats.fmt_ns(r.get("median_b", float("nan"))), "B/A": r["ratio"],
+        "95% CI of B/A": f"{r.get('ratio_ci_lo', float('nan')):.3f} .. {r.get('ratio_ci_hi', float('nan')):.3f}",
+        "p (Mann-Whitney)": r.get("p_value", float("nan")), "verdict": r["verdict"]} for r in rows])
+    head.append(md_table(table))
+    if cmp["only_in_a"] or cmp["only_in_b"]:
+        head.append(f"Only in A: {', '.join(cmp['only_in_a']) or '-'}; only in B: {', '.join(cmp['only_in_b']) or '-'}.")
+    head.append(details("Reproduce", f"A:\n```sh\n{a.reproduce}\n```\nB:\n```sh\n{b.reproduce}\n```"))
+    return "\n\n".join(head) + "\n"
+
+
+# --- notebook ----------------------------------------------------------------------------------
+
+def notebook(rec: RunRecord, bundle_name: str):
+    """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cells = [
+        nbformat.v4.new_markdown_cell(
+            f"# {rec.study}: run `{rec.run_id}`\n\nReloads the run from `{bundle_name}` (no results store "
+            f"needed) and redraws its tables and charts.\n\nReproduce on your machine:\n\n```sh\n{rec.reproduce}\n```"),
+        nbformat.v4.new_code_cell(
+            "import sys, pathlib\n"
+            f"# The workbench must be importable: installed, or this checkout on sys.path.\n"
+            f"for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path({str(REPO_ROOT)!r})]:\n"
+            "    if (p / 'workbench' / '__init__.py').exists():\n"
+            "        sys.path.insert(0, str(p)); break\n"
+            "from workbench.store import read_bundle\n"
+            "from workbench.study import get\n"
+            "from workbench import report\n"
+            f"rec = read_bundle({bundle_name!r})\n"
+            "study = get(rec.study)\n"
+            "print(report.verdict_line(rec, study))"),
+        nbformat.v4.new_code_cell("report.results_table(rec)"),
+        nbformat.v4.new_code_cell(
+            "tables = study.analyze(rec)\n"
+            "for name, df in tables.items():\n"
+            "    print(name); display(df)"),
+        nbformat.v4.new_code_cell(
+            "charts = study.charts(tables)\n"
+            "for name, chart in charts.items():\n"
+            "    display(chart)"),
+        nbformat.v4.new_code_cell(
+            "from workbench.env import summary_line\n"
+            "print(summary_line(rec.env))\n"
+            "print(rec.reproduce)"),
+    ]
+    nb.cells = cells
+    return nb
+
+
+def write_notebook(rec: RunRecord, path: str | Path) -> Path:
+    """Write the notebook and its bundle (``<stem>.bundle.json``) side by side."""
+    import nbformat
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bundle = write_bundle(rec, path.parent / f"{path.stem}.bundle.json")
+    nbformat.write(notebook(rec, bundle.name), str(path))
+    return path

@@ -1,0 +1,259 @@
+"""The span table: one pandas DataFrame of spans and instants shared by every importer.
+
+Every importer returns a table with exactly :data:`COLUMNS` (in that order), checked by
+:func:`validate`. Times are int64 nanoseconds on the trace's own clock (never rebased
+silently: ``meta["clock"]`` names it); missing values are ``pd.NA``; ``kind`` is
+``"span"`` or ``"instant"`` (instants have ``dur_ns == 0``). ``track`` is an *ordered*
+categorical whose category order is the lane order the source tool shows (thread order,
+device/stream order), so views draw lanes in the source's order.
+
+Other modules build tables through :func:`from_records` (a list of dicts) or
+:func:`from_columns` (arrays), never by hand, so the dtypes stay the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: column -> dtype. "category" columns are pandas categoricals; Int64/Int32 are nullable.
+COLUMNS: dict[str, str] = {
+    "source": "category",    # importer format id: "chrome-json", "tracy", "ireeperf-jsonl", ...
+    "process": "category",   # process (or host / rank) name
+    "track": "category",     # lane: thread name, "GPU 0 stream 7", "queue 0 host-execution"
+    "device": "Int32",       # GPU / accelerator ordinal; NA for host spans
+    "stream": "Int64",       # stream / queue id on the device; NA for host spans
+    "name": "category",
+    "category": "category",  # kernel, cuda_runtime, cpu_op, dispatch, zone, memcpy, ...
+    "start_ns": "int64",
+    "dur_ns": "int64",
+    "depth": "Int32",        # nesting level within its track (0 = outermost)
+    "correlation": "Int64",  # runtime call <-> kernel link where the source has one
+    "args": "object",        # dict of extra fields or None
+    "kind": "category",      # "span" | "instant"
+}
+KINDS = ("span", "instant")
+
+#: category used for GPU kernels by every importer (the CLI contract relies on it)
+KERNEL = "kernel"
+
+
+class SpanTableError(ValueError):
+    """A span table that breaks the model (wrong columns, dtypes or values)."""
+
+
+def empty() -> pd.DataFrame:
+    """A valid span table with no rows."""
+    return from_columns({}, n=0)
+
+
+def from_columns(cols: Mapping[str, Any], n: int | None = None, source: str | None = None,
+                 track_order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Build a span table from column arrays; absent columns become NA (or defaults).
+
+    Defaults: ``kind="span"``, ``depth=0`` when absent, ``args=None``. ``track_order`` fixes the
+    lane order; otherwise tracks keep their order of first appearance.
+    """
+    if n is None:
+        n = len(next(iter(cols.values()))) if cols else 0
+    out: dict[str, Any] = {}
+    for col, dtype in COLUMNS.items():
+        val = cols.get(col)
+        if col == "source" and val is None and source is not None:
+            val = [source] * n
+        if val is None:
+            if col == "kind":
+                val = ["span"] * n
+            elif col == "depth":
+                val = np.zeros(n, dtype=np.int32)
+            elif col in ("start_ns", "dur_ns"):
+                raise SpanTableError(f"span table needs column '{col}'")
+            elif col == "args":
+                val = [None] * n
+            else:
+                val = pd.array([pd.NA] * n, dtype="object" if dtype == "category" else dtype)
+        out[col] = _coerce(col, dtype, val, n)
+    df = pd.DataFrame(out)
+    df["track"] = _ordered_tracks(df["track"], track_order)
+    return df
+
+
+def from_records(records: Iterable[Mapping[str, Any]], source: str,
+                 track_order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Build a span table from dicts with keys from :data:`COLUMNS` (others go to ``args``).
+
+    ``start_ns`` and ``dur_ns`` are required per record (``dur_ns`` may be omitted for
+    instants). This is the public constructor for code that makes its own spans::
+
+        from_records([{"track": "rank 0", "name": "gemm", "start_ns": 0, "dur_ns": 1500,
+                       "category": "kernel"}], source="ag-gemm")
+    """
+    recs = list(records)
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    for r in recs:
+        extra = {k: v for k, v in r.items() if k not in COLUMNS}
+        for c in COLUMNS:
+            v = r.get(c)
+            if c == "args":
+                v = {**(v or {}), **extra} or None
+            elif c == "dur_ns" and v is None:
+                v = 0
+            elif c == "kind" and v is None:
+                v = "span"
+            elif c == "depth" and v is None:
+                v = 0
+            elif c == "source" and v is None:
+                v = source
+            cols[c].append(v)
+    return from_columns(cols, n=len(recs), track_order=track_order)
+
+
+def _coerce(col: str, dtype: str, val: Any, n: int):
+    if dtype == "category":
+        return pd.Categorical(pd.array(val, dtype="object").fillna(pd.NA) if not isinstance(val, pd.Categorical) else val)
+    if dtype == "int64":
+        arr = np.asarray(val)
+        if arr.dtype.kind == "f":
+            if np.isnan(arr).any():
+                raise SpanTableError(f"column '{col}' has missing values")
+            arr = np.rint(arr)
+        return arr.astype(np.int64, copy=False)
+    if dtype in ("Int32", "Int64"):
+        if isinstance(val, np.ndarray) and val.dtype.kind in "iu":
+            return pd.array(val, dtype=dtype)
+        return pd.array([None if _isna(v) else int(v) for v in val], dtype=dtype)
+    # object column (args)
+    return list(val) if not isinstance(val, list) else val
+
+
+def _isna(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
+def _ordered_tracks(track: pd.Series, order: Sequence[str] | None) -> pd.Categorical:
+    values = track.astype("object")
+    seen = list(dict.fromkeys(values.dropna().tolist()))
+    if order is not None:
+        cats = [t for t in dict.fromkeys(order)] + [t for t in seen if t not in set(order)]
+    else:
+        cats = seen
+    cats = [str(c) for c in cats]
+    return pd.Categorical(values.map(lambda v: v if _isna(v) else str(v)), categories=cats, ordered=True)
+
+
+def validate(df: pd.DataFrame) -> pd.DataFrame:
+    """Check columns, dtypes and values; returns ``df`` so it chains. Raises SpanTableError."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise SpanTableError(f"span table lacks columns {missing}")
+    for col, dtype in COLUMNS.items():
+        got = str(df[col].dtype)
+        if dtype == "object":
+            continue
+        if got != dtype:
+            raise SpanTableError(f"column '{col}' has dtype {got}, expected {dtype}")
+    if len(df):
+        if (df["dur_ns"] < 0).any():
+            raise SpanTableError("negative durations in 'dur_ns'")
+        bad = set(df["kind"].dropna().unique()) - set(KINDS)
+        if bad or df["kind"].isna().any():
+            raise SpanTableError(f"'kind' must be one of {KINDS}, found {sorted(map(str, bad))}")
+        if ((df["kind"] == "instant") & (df["dur_ns"] != 0)).any():
+            raise SpanTableError("instants must have dur_ns == 0")
+        if df["name"].isna().any():
+            raise SpanTableError("spans without a name")
+    if not df["track"].cat.ordered:
+        raise SpanTableError("'track' must be an ordered categorical (lane order)")
+    return df
+
+
+def spans(df: pd.DataFrame) -> pd.DataFrame:
+    """Only the spans (``kind == "span"``)."""
+    return df[df["kind"] == "span"]
+
+
+def instants(df: pd.DataFrame) -> pd.DataFrame:
+    """Only the instants (``kind == "instant"``)."""
+    return df[df["kind"] == "instant"]
+
+
+def end_ns(df: pd.DataFrame) -> pd.Series:
+    """End time of each row (start + duration)."""
+    return df["start_ns"] + df["dur_ns"]
+
+
+def tracks(df: pd.DataFrame) -> list[str]:
+    """Lane names in source order, only those with rows."""
+    used = set(df["track"].dropna().unique())
+    return [t for t in df["track"].cat.categories if t in used]
+
+
+def nesting_depth(track_codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Depth of each interval inside enclosing intervals of the same track (a stack walk).
+
+    Intervals that merely overlap (not nested) are put one level deeper than the interval they
+    start inside, as trace viewers do. Input order is arbitrary; returns depths in input order.
+    """
+    n = len(start_ns)
+    depth = np.zeros(n, dtype=np.int32)
+    if n == 0:
+        return depth
+    # Sort by track, start, longer first so a parent precedes children starting at its start.
+    order = np.lexsort((-(end_ns - start_ns), start_ns, track_codes))
+    tr = track_codes[order].tolist()
+    st = start_ns[order].tolist()
+    en = end_ns[order].tolist()
+    out = [0] * n
+    stack: list[int] = []
+    cur = None
+    for i in range(n):
+        if tr[i] != cur:
+            cur = tr[i]
+            stack.clear()
+        s = st[i]
+        while stack and stack[-1] <= s:
+            stack.pop()
+        out[i] = len(stack)
+        stack.append(en[i])
+    depth[order] = out
+    return depth
+
+
+def with_depth(df: pd.DataFrame) -> pd.DataFrame:
+    """Recompute ``depth`` of the spans per track from their intervals (instants get 0)."""
+    is_span = (df["kind"] == "span").to_numpy()
+    codes = df["track"].cat.codes.to_numpy()
+    st = df["start_ns"].to_numpy()
+    en = st + df["dur_ns"].to_numpy()
+    d = np.zeros(len(df), dtype=np.int32)
+    idx = np.flatnonzero(is_span)
+    d[idx] = nesting_depth(codes[idx], st[idx], en[idx])
+    out = df.copy()
+    out["depth"] = pd.array(d, dtype="Int32")
+    return out
+
+
+def concat(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Stack span tables, keeping lane order (first table's tracks first)."""
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        return empty()
+    order: list[str] = []
+    for t in tables:
+        order += [c for c in t["track"].cat.categories if c not in set(order)]
+    cols = {}
+    for col, dtype in COLUMNS.items():
+        if dtype == "category":
+            cols[col] = pd.Categorical(pd.concat([t[col].astype("object") for t in tables], ignore_index=True))
+        else:
+            cols[col] = pd.concat([t[col] for t in tables], ignore_index=True)
+    df = pd.DataFrame(cols)
+    df["track"] = pd.Categorical(df["track"], categories=order, ordered=True)
+    return df
+
+
+def sort(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in lane order, then start time, then depth."""
+    return df.sort_values(["track", "start_ns", "depth"], kind="stable").reset_index(drop=True)
