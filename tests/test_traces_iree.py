@@ -1,0 +1,60 @@
+"""IREE importers (ireeperf-jsonl, .ireeprof) and the IREE phase breakdown on real captures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.traces import TraceError, detect, load, phases
+from workbench.traces.model import validate
+
+DATA = Path(__file__).parent / "data" / "traces"
+C8 = DATA / "iree_cpu_sum_c8"
+
+
+def test_jsonl_spans_and_lanes():
+    df, meta = load(C8 / "sum_c8.ireeperf.jsonl")
+    validate(df)
+    assert meta["format"] == "ireeperf-jsonl" and meta["schema_version"] == 15
+    assert list(df["track"].cat.categories[:3]) == ["queue 0 submit", "queue 0 host-execution",
+                                                   "queue 0 command regions"]
+    disp = df[df["category"] == "dispatch"]
+    assert set(disp["name"].astype(str)) == {"sum_dispatch_0_reduction_8x125000_f32", "sum_dispatch_1_reduction_8_f32"}
+    # dispatches nest inside their execute span
+    assert (disp["depth"] == 1).all()
+    assert (df[df["kind"] == "instant"]["dur_ns"] == 0).all()
+
+
+def test_ireeprof_is_exported_through_iree_profile():
+    a, _ = load(C8 / "sum_c8.ireeprof")
+    b, _ = load(C8 / "sum_c8.ireeperf.jsonl")
+    assert len(a) == len(b) and (a["start_ns"].to_numpy() == b["start_ns"].to_numpy()).all()
+
+
+def test_jsonl_phases_tile_each_iteration():
+    df, _ = load(C8 / "sum_c8.ireeperf.jsonl")
+    it = phases.iterations(df)
+    assert len(it) == 6
+    assert (it[list(phases.PHASES)].sum(axis=1) == it["total_ns"]).all()
+    assert (it[list(phases.PHASES)] >= 0).all().all()
+    summ = phases.summarize(it)
+    assert np.isclose(summ[summ.phase != "total"]["share_pct"].sum(), 100.0)
+
+
+def test_truncated_jsonl_is_a_clear_error(tmp_path):
+    data = (C8 / "sum_c8.ireeperf.jsonl").read_bytes()
+    p = tmp_path / "cut.jsonl"
+    p.write_bytes(data[: len(data) // 2])
+    assert detect(p) == "ireeperf-jsonl"
+    with pytest.raises(TraceError, match="ireeperf-jsonl: cut.jsonl: truncated"):
+        load(p)
+
+
+def test_unsupported_schema_version(tmp_path):
+    data = (C8 / "sum_c8.ireeperf.jsonl").read_bytes().replace(b'"schema_version":15', b'"schema_version":99')
+    p = tmp_path / "v99.jsonl"
+    p.write_bytes(data)
+    with pytest.raises(TraceError, match="schema_version 99 is not supported"):
+        load(p)

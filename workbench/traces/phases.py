@@ -1,0 +1,200 @@
+"""Phase breakdowns: named rules per source that cut each iteration into phases.
+
+An iteration's phases tile it exactly (no overlap, no gap), so per iteration the phase
+durations sum to the iteration's wall time and the shares to 100%. Over many iterations
+:func:`summarize` reports the median of each phase and shares of the *sum of medians* (so
+the shares still sum to 100%; the median of the totals is reported beside it).
+
+IREE rules (seed 000's Tracy breakdown, same five phases from either source):
+
+==================  ===============================================  ========================================
+phase               from Tracy zones                                  from ireeperf-jsonl events
+==================  ===============================================  ========================================
+VM setup            iteration start -> the main thread starts         first queue submit of the iteration ->
+                    waiting (first wait zone after queue_execute)      the ``execute`` submit
+scheduling delay    wait start -> first dispatch tile starts          ``execute`` submit -> first dispatch starts
+dispatch compute    union of dispatch tile zones (all workers)        union of dispatch spans
+inter-dispatch      first tile start -> last tile end, not covered    same, between dispatch spans
+cleanup + wake-up   last tile end -> iteration end                    last dispatch end -> next iteration starts
+==================  ===============================================  ========================================
+
+Tracy iterations are the ``iree_vm_invoke`` zones of the main thread (the benchmark calls the
+function once per iteration); ireeperf iterations are the queue submissions from one
+``alloca``/``execute`` group to the next (the jsonl has no VM zones).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+PHASES = ("VM setup", "scheduling delay", "dispatch compute", "inter-dispatch", "cleanup + wake-up")
+
+#: Tracy zone names the IREE rules key on (IREE 3.13 runtime)
+VM_INVOKE = "iree_vm_invoke"
+QUEUE_EXECUTE = "iree_hal_device_queue_execute"
+DISPATCH_TILES = "iree_hal_cmd_execute_dispatch_tiles"
+
+
+class PhaseError(ValueError):
+    """The trace lacks what a phase rule needs; the message says what."""
+
+
+def union_ns(start_ns: np.ndarray, end_ns: np.ndarray) -> int:
+    """Total length of the union of intervals."""
+    if len(start_ns) == 0:
+        return 0
+    order = np.argsort(start_ns, kind="stable")
+    s, e = start_ns[order], end_ns[order]
+    run_end = np.maximum.accumulate(e)
+    # a new block starts where a start lies past every earlier end
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    block = np.cumsum(new) - 1
+    b_start = s[new]
+    b_end = np.zeros(block[-1] + 1, dtype=np.int64)
+    np.maximum.at(b_end, block, e)
+    return int((b_end - b_start).sum())
+
+
+def _iteration_row(it: int, t0: int, t_wait: int, d_start: np.ndarray, d_end: np.ndarray, t_end: int) -> dict:
+    """Tile one iteration [t0, t_end] into the five phases (clamped so they never go negative)."""
+    first, last = int(d_start.min()), int(d_end.max())
+    t_wait = min(max(t_wait, t0), first)
+    compute = union_ns(d_start, d_end)
+    t_end = max(t_end, last)
+    return {"iteration": it, "start_ns": t0, "total_ns": t_end - t0,
+            "VM setup": t_wait - t0, "scheduling delay": first - t_wait, "dispatch compute": compute,
+            "inter-dispatch": (last - first) - compute, "cleanup + wake-up": t_end - last}
+
+
+def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-iteration IREE phases from an ireeperf-jsonl span table (one row per iteration)."""
+    q = df[(df["category"] == "queue") & df["name"].astype(str).str.startswith("submit ")]
+    q = q.sort_values("start_ns")
+    disp = df[df["category"] == "dispatch"]
+    if q.empty or disp.empty:
+        raise PhaseError("ireeperf-jsonl phases need queue events and host-execution dispatches "
+                         "(--device_profiling_mode=queue-events,host-execution)")
+    ops = q["name"].astype(str).str.slice(7).tolist()
+    t = q["start_ns"].tolist()
+    sub = q["correlation"].tolist()
+    # group submissions: a new iteration starts at an alloca/execute that follows an execute
+    groups: list[dict] = []
+    cur: dict | None = None
+    for op, ts, sid in zip(ops, t, sub):
+        if cur is None or (cur["exec_ns"] is not None and op != "dealloca"):
+            cur = {"start_ns": ts, "exec_ns": None, "subs": []}
+            groups.append(cur)
+        if op == "execute" and cur["exec_ns"] is None:
+            cur["exec_ns"] = ts
+        cur["subs"].append(sid)
+    groups = [g for g in groups if g["exec_ns"] is not None]
+    d_sub = disp["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+    d_st = disp["start_ns"].to_numpy()
+    d_en = d_st + disp["dur_ns"].to_numpy()
+    all_end = int((df["start_ns"] + df["dur_ns"]).max())
+    rows = []
+    for i, g in enumerate(groups):
+        m = np.isin(d_sub, g["subs"])
+        if not m.any():
+            continue
+        t_next = groups[i + 1]["start_ns"] if i + 1 < len(groups) else None
+        if t_next is None:  # last iteration: ends when its last event ends
+            ev = df[df["correlation"].isin(g["subs"])]
+            t_next = int((ev["start_ns"] + ev["dur_ns"]).max()) if len(ev) else all_end
+        rows.append(_iteration_row(len(rows), g["start_ns"], g["exec_ns"], d_st[m], d_en[m], t_next))
+    if not rows:
+        raise PhaseError("no iteration has both an execute submission and its dispatches")
+    return pd.DataFrame(rows)
+
+
+def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-iteration IREE phases from Tracy zones (``iree_vm_invoke`` per iteration)."""
+    names = df["name"].astype(str)
+    inv = df[names == VM_INVOKE].sort_values("start_ns")
+    tiles = df[names == DISPATCH_TILES]
+    if inv.empty or tiles.empty:
+        raise PhaseError(f"Tracy phases need '{VM_INVOKE}' and '{DISPATCH_TILES}' zones "
+                         "(capture with IREE_PY_RUNTIME=tracy)")
+    main_track = inv["track"].iloc[0]
+    # one iteration per outermost vm_invoke on the main thread
+    inv = inv[(inv["track"] == main_track)]
+    inv = inv[inv["depth"] == inv["depth"].min()]
+    main = df[df["track"] == main_track]
+    m_names = main["name"].astype(str)
+    waits = main[m_names.str.contains("wait", case=False) | m_names.str.contains("await", case=False)]
+    qexec = main[m_names == QUEUE_EXECUTE]
+    t_st = tiles["start_ns"].to_numpy()
+    t_en = t_st + tiles["dur_ns"].to_numpy()
+    w_st = waits["start_ns"].to_numpy()
+    q_en = (qexec["start_ns"] + qexec["dur_ns"]).to_numpy()
+    rows = []
+    for s, d in zip(inv["start_ns"].tolist(), inv["dur_ns"].tolist()):
+        e = s + d
+        m = (t_st >= s) & (t_en <= e)
+        if not m.any():
+            continue
+        first = int(t_st[m].min())
+        qe = q_en[(q_en >= s) & (q_en <= first)]
+        after = qe.max() if len(qe) else s
+        w = w_st[(w_st >= after) & (w_st <= first)]
+        t_wait = int(w.min()) if len(w) else int(after)
+        rows.append(_iteration_row(len(rows), s, t_wait, t_st[m], t_en[m], e))
+    if not rows:
+        raise PhaseError(f"no '{VM_INVOKE}' zone encloses '{DISPATCH_TILES}' zones")
+    return pd.DataFrame(rows)
+
+
+#: source format -> rule producing per-iteration phases
+RULES: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
+    "ireeperf-jsonl": iree_jsonl_iterations,
+    "tracy": iree_tracy_iterations,
+}
+
+
+def iterations(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Per-iteration phase table (columns ``iteration, start_ns, total_ns`` + :data:`PHASES`)."""
+    src = source or (str(df["source"].iloc[0]) if len(df) else "")
+    rule = RULES.get(src)
+    if rule is None:
+        raise PhaseError(f"no phase rules for source '{src}' (rules exist for: {', '.join(RULES)})")
+    return rule(df)
+
+
+def summarize(per_iter: pd.DataFrame, skip_first: int = 0) -> pd.DataFrame:
+    """Median of each phase over iterations, in us, with shares summing to 100%.
+
+    ``skip_first`` drops warm-up iterations. Columns: ``phase, median_us, p10_us, p90_us,
+    share_pct``; a final ``total`` row carries the median iteration time.
+    """
+    it = per_iter.iloc[skip_first:] if len(per_iter) > skip_first else per_iter
+    med = it[list(PHASES)].median()
+    total = med.sum()
+    rows = [{"phase": p, "median_us": med[p] / 1e3, "p10_us": it[p].quantile(0.1) / 1e3,
+             "p90_us": it[p].quantile(0.9) / 1e3, "share_pct": 100.0 * med[p] / total if total else 0.0}
+            for p in PHASES]
+    rows.append({"phase": "total", "median_us": it["total_ns"].median() / 1e3,
+                 "p10_us": it["total_ns"].quantile(0.1) / 1e3, "p90_us": it["total_ns"].quantile(0.9) / 1e3,
+                 "share_pct": 100.0})
+    out = pd.DataFrame(rows)
+    out.attrs["iterations"] = len(it)
+    return out
+
+
+def breakdown(df: pd.DataFrame, source: str | None = None, skip_first: int = 1) -> pd.DataFrame:
+    """Phase summary of a span table: :func:`iterations` then :func:`summarize`."""
+    return summarize(iterations(df, source), skip_first=skip_first)
+
+
+def iteration_window(df: pd.DataFrame, per_iter: pd.DataFrame, which: str | int = "median") -> tuple[int, int]:
+    """(start_ns, end_ns) of one iteration: an index, or ``"median"`` (the one nearest the median)."""
+    if which == "median":
+        idx = int((per_iter["total_ns"] - per_iter["total_ns"].median()).abs().idxmin())
+    else:
+        idx = int(which)
+    row = per_iter.loc[idx]
+    return int(row["start_ns"]), int(row["start_ns"] + row["total_ns"])
