@@ -20,21 +20,22 @@ import streamlit as st
 
 from workbench import jobs, report
 from workbench.env import summary_line
-from workbench.store import RunRecord, Store, StoreError, committed_errors, committed_runs, to_bundle
+from workbench.store import (RunRecord, Store, StoreError, committed_errors, committed_runs, default_path,
+                             to_bundle)
 from workbench.study import ParamError, validate
 
 import json
 
 
 @st.cache_resource
-def _store_at(path: str | None) -> Store:
-    return Store(path) if path else Store()
+def _store_at(path: str) -> Store:
+    return Store(path)
 
 
 def get_store() -> Store | None:
     """The results store, or None with an error shown (a foreign/corrupt file is left untouched)."""
     try:
-        return _store_at(None)
+        return _store_at(str(default_path()))
     except StoreError as exc:
         st.error(f"Results store unavailable: {exc}")
         return None

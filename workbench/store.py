@@ -153,13 +153,15 @@ class Store:
             ro = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
             try:
                 app_id = ro.execute("PRAGMA application_id").fetchone()[0]
+                if app_id != APPLICATION_ID:
+                    raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
                 version = ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is corrupt or not a workbench results file ({exc}); it was left untouched") from None
-        if app_id != APPLICATION_ID or version is None:
-            raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
+        if version is None:
+            raise StoreError(f"{self.path} is a damaged workbench results file (no schema version); it was left untouched")
         if int(version[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has results schema {version[0]}, newer than this workbench's "
                              f"{SCHEMA_VERSION}; update the workbench")

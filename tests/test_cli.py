@@ -1,0 +1,116 @@
+"""The CLI contract: exit codes, --json record shape, reports, export/import, compare."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workbench.cli import main
+
+
+def _run_json(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out
+
+
+@pytest.fixture
+def calib_run(store, capsys):
+    code, out = _run_json(capsys, "--store", str(store.path), "run", "calibration",
+                          "--set", "repeat=5", "--set", "threads=1", "--set", "torch=false", "--json")
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_run_json_contract(calib_run):
+    rec = calib_run
+    assert set(["run_id", "study", "params", "env", "variants", "outputs"]) <= set(rec)
+    assert rec["study"] == "calibration" and rec["params"]["repeat"] == 5
+    for v in rec["variants"]:
+        assert set(["variant", "params", "samples_ns", "median_ns", "ci_ns", "correct"]) <= set(v)
+        assert len(v["samples_ns"]) == 5 and v["ci_ns"][0] <= v["median_ns"] <= v["ci_ns"][1]
+    assert rec["env"]["fingerprint"] and "python -m workbench run calibration" in rec["reproduce"]
+
+
+def test_bad_parameter_exits_2_names_it_and_stores_nothing(store, capsys):
+    code, out = _run_json(capsys, "--store", str(store.path), "run", "calibration", "--set", "repeat=0", "--json")
+    assert code == 2
+    assert "repeat" in out.err and "allowed" in out.err and out.out == ""
+    assert store.runs() == []
+
+
+def test_unknown_study_exits_2(store, capsys):
+    code, out = _run_json(capsys, "--store", str(store.path), "run", "nope")
+    assert code == 2 and "unknown study" in out.err
+
+
+def test_foreign_store_exits_2_and_is_untouched(tmp_path, capsys):
+    bad = tmp_path / "x.sqlite"
+    bad.write_text("hello")
+    code, out = _run_json(capsys, "--store", str(bad), "runs")
+    assert code == 2 and "left untouched" in out.err
+    assert bad.read_text() == "hello"
+
+
+def test_list_names_studies_with_their_seed(capsys):
+    code, out = _run_json(capsys, "list", "--json")
+    rows = json.loads(out.out)
+    assert code == 0 and any(r["id"] == "calibration" for r in rows)
+    assert all(r["seed"] for r in rows)
+
+
+def test_runs_compare_report_export_import(tmp_path, store, capsys, calib_run):
+    sp = str(store.path)
+    code, out = _run_json(capsys, "--store", sp, "run", "calibration", "--set", "repeat=5", "--set", "threads=1",
+                          "--set", "torch=false", "--json")
+    second = json.loads(out.out)["run_id"]
+    code, out = _run_json(capsys, "--store", sp, "runs", "--json")
+    assert {r["run_id"] for r in json.loads(out.out)} == {calib_run["run_id"], second}
+
+    code, out = _run_json(capsys, "--store", sp, "compare", calib_run["run_id"], second, "--json")
+    cmp = json.loads(out.out)
+    assert code == 0 and cmp["same_machine"] and len(cmp["rows"]) == len(calib_run["variants"])
+
+    md = tmp_path / "r.md"
+    assert main(["--store", sp, "report", second, "--format", "md", "-o", str(md)]) == 0
+    text = md.read_text()
+    assert "**Verdict:**" in text and "<details><summary>Environment and reproduce command" in text
+    assert text.count("<details>") == text.count("</details>")
+    for link in [l for l in text.splitlines() if l.startswith("![")]:
+        target = link.split("](")[1].rstrip(")")
+        assert not target.startswith("/") and (md.parent / target).exists()
+
+    bundle = tmp_path / "b.bundle.json"
+    assert main(["--store", sp, "export", second, "-o", str(bundle)]) == 0
+    other = tmp_path / "other.sqlite"
+    assert main(["--store", str(other), "import", str(bundle)]) == 0
+    capsys.readouterr()
+    main(["--store", str(other), "runs", "--json"])
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [second]
+
+    gb = tmp_path / "g.json"
+    assert main(["--store", sp, "export", second, "-o", str(gb), "--format", "gbench"]) == 0
+    assert json.loads(gb.read_text())["benchmarks"]
+
+
+def test_notebook_report_executes(tmp_path, store, calib_run):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb_path = tmp_path / "nb" / "run.ipynb"
+    assert main(["--store", str(store.path), "report", calib_run["run_id"], "--format", "ipynb", "-o", str(nb_path)]) == 0
+    assert (nb_path.parent / "run.bundle.json").exists()
+    # Execute away from the store: the notebook must need only its bundle.
+    store.close()
+    store.path.unlink()
+    nb = nbformat.read(str(nb_path), as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(nb_path.parent)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert any("Fastest" in "".join(o.get("text", "")) for o in outputs)
+
+
+def test_module_entry_point_runs():
+    proc = subprocess.run([sys.executable, "-m", "workbench", "list"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "calibration" in proc.stdout

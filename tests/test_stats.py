@@ -1,0 +1,58 @@
+"""Statistics: properties across seeds, not single magic numbers."""
+
+import numpy as np
+import pytest
+
+from workbench import stats
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_median_ci_contains_median_and_is_ordered(seed):
+    x = np.random.default_rng(seed).lognormal(3, 0.3, size=50)
+    s = stats.summarize(x)
+    assert s.ci_lo <= s.median <= s.ci_hi
+    assert s.min <= s.q1 <= s.median <= s.q3 <= s.max
+    assert s.iqr == pytest.approx(s.q3 - s.q1)
+
+
+def test_ci_narrows_with_more_samples():
+    rng = np.random.default_rng(1)
+    small = stats.summarize(rng.normal(100, 10, 20))
+    large = stats.summarize(rng.normal(100, 10, 2000))
+    assert (large.ci_hi - large.ci_lo) < (small.ci_hi - small.ci_lo)
+
+
+def test_noise_warning_threshold():
+    quiet = stats.summarize([100, 101, 99, 100, 102, 98, 100])
+    noisy = stats.summarize([100, 150, 60, 120, 80, 140, 70])
+    assert not quiet.noisy and noisy.noisy
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compare_detects_a_real_speedup(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(100, 3, 30)
+    b = rng.normal(80, 3, 30)
+    c = stats.compare(a, b)
+    assert c.verdict == "faster"
+    assert c.ratio_ci_lo <= c.ratio <= c.ratio_ci_hi < 1
+    assert stats.compare(b, a).verdict == "slower"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compare_same_distribution_cannot_tell(seed):
+    rng = np.random.default_rng(100 + seed)
+    c = stats.compare(rng.normal(100, 5, 40), rng.normal(100, 5, 40))
+    # Both the rank test and the CI must agree: same-distribution samples rarely pass both.
+    assert c.verdict in ("cannot tell apart",) or c.p_value < 0.05
+
+
+def test_compare_refuses_verdict_on_too_few_samples():
+    assert stats.compare([1, 2, 3], [4, 5, 6]).verdict == "too few samples"
+
+
+def test_fmt_ns_units():
+    assert stats.fmt_ns(812) == "812 ns"
+    assert stats.fmt_ns(15_200) == "15.2 us"
+    assert stats.fmt_ns(1_870_000) == "1.87 ms"
+    assert stats.fmt_ns(float("nan")) == "n/a"

@@ -1,0 +1,24 @@
+"""Every registered study's smoke preset runs end to end here, or skips with its reason."""
+
+import pytest
+
+from workbench import runner
+from workbench.study import registry
+
+
+@pytest.mark.parametrize("study_id", sorted(registry()))
+def test_smoke_preset_runs_and_analyzes(study_id, store):
+    study = registry()[study_id]
+    params = study.SPACE.defaults("smoke")
+    reason = study.requires(params)
+    if reason:
+        pytest.skip(reason)
+    rec = runner.execute(study, {}, store, preset="smoke")
+    assert rec.status == "complete"
+    assert rec.env["fingerprint"] and rec.reproduce.startswith(f"python -m workbench run {study_id}")
+    assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
+    tables = study.analyze(rec)
+    assert isinstance(tables, dict)
+    charts = study.charts(tables)
+    for chart in charts.values():
+        chart.to_dict()  # a chart that cannot serialise would break the page and the report
