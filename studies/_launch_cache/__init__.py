@@ -1,0 +1,79 @@
+"""Helpers of the launch-cache study: what one launch phase returns and how launches are checked.
+
+``cpu`` runs the phase in a compiled C program (kernels/c/launch_cache.c), ``gpu`` in CuPy with
+host threads; both hand back a :class:`Phase` and use the same kernel arithmetic, so one
+closed-form reference checks every launch of either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier both kernels use
+
+
+@dataclass
+class Phase:
+    """One timed launch phase (all threads, all launches) of one policy.
+
+    Per-launch arrays are in launch order (thread t owns a contiguous slice); times in ns
+    from the phase start. ``peak_bytes`` is the scratch held at once as the policy counts it.
+    """
+
+    real_ns: int
+    user_ns: int
+    sys_ns: int
+    minflt: int
+    majflt: int
+    nvcsw: int
+    nivcsw: int
+    peak_bytes: int
+    start_ns: np.ndarray
+    lat_ns: np.ndarray
+    checksum: np.ndarray
+    thread_of: np.ndarray  # host thread index per launch
+    extra: dict = field(default_factory=dict)
+
+    def counters(self) -> dict:
+        """The scalar figures of the phase (what a `time` run would print, and more)."""
+        return {"real_s": self.real_ns / 1e9, "user_s": self.user_ns / 1e9, "sys_s": self.sys_ns / 1e9,
+                "minflt": self.minflt, "majflt": self.majflt, "nvcsw": self.nvcsw, "nivcsw": self.nivcsw,
+                "peak_bytes": self.peak_bytes, **self.extra}
+
+
+def split(launches: int, threads: int) -> list[tuple[int, int]]:
+    """Thread t's launches [lo, hi): the same split the C program uses."""
+    return [(launches * t // threads, launches * (t + 1) // threads) for t in range(threads)]
+
+
+def thread_index(launches: int, threads: int) -> np.ndarray:
+    out = np.empty(launches, dtype=np.int32)
+    for t, (lo, hi) in enumerate(split(launches, threads)):
+        out[lo:hi] = t
+    return out
+
+
+def expected_checksums(salt: int, launches: int, pages: int) -> np.ndarray:
+    """Closed form of each launch's checksum: n*base + n(n-1)/2, n = 8*pages, mod 2^64.
+
+    The kernel writes base+j for j < n (base = (salt ^ launch) * GOLDEN) and sums the
+    neighbours' lines, which together are the same n words.
+    """
+    gid = np.arange(launches, dtype=np.uint64)
+    n = np.uint64(8 * pages)
+    with np.errstate(over="ignore"):
+        base = (np.uint64(salt) ^ gid) * GOLDEN
+        return base * n + np.uint64((8 * pages) * (8 * pages - 1) // 2)
+
+
+def check_checksums(got: np.ndarray, salt: int, pages: int) -> tuple[bool, str]:
+    """Compare every launch's checksum with the closed form; the message says where it broke."""
+    want = expected_checksums(salt, len(got), pages)
+    bad = np.flatnonzero(got.astype(np.uint64) != want)
+    if bad.size == 0:
+        return True, f"all {len(got)} launch checksums match the closed form"
+    i = int(bad[0])
+    return False, (f"{bad.size} of {len(got)} launch checksums wrong (first: launch {i}, got {int(got[i])}, "
+                   f"want {int(want[i])}): a block was shared by two launches at once or the kernel is wrong")

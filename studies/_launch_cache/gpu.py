@@ -1,0 +1,338 @@
+"""GPU launch phase: host threads, each on its own CUDA stream, launching a small CuPy kernel.
+
+Every launch needs a scratch block (the soft-stack block of the seed). Policies:
+
+- ``per_call``: ``cudaMalloc`` + ``cudaFree`` around every launch, through
+  ``cupy.cuda.runtime`` so CuPy's pool is bypassed. ``cudaFree`` synchronises the device, so
+  "no sync after the launch" still waits here: that is part of what the policy costs.
+- ``locked_cache``: the patch. One block behind a lock, reused when large enough, else freed
+  and reallocated. With sync the lock is held until the kernel has finished (the patch's
+  OpenMP path); without sync it is held only while enqueueing, and the next user's stream
+  waits on an event recorded after the previous kernel (stream-ordered reuse), so host
+  threads do not wait for the GPU but kernels still run one at a time.
+- ``pool``: up to k blocks (the reviewer's proposal). A thread waits only when all k are
+  taken; without sync a block goes back as soon as its kernel is enqueued, guarded by its
+  event in the same way.
+- ``framework``: CuPy's caching allocator (a private ``cupy.cuda.MemoryPool``), which keeps
+  freed blocks per stream and so holds up to one block per host thread.
+- ``graph``: each thread replays a CUDA graph captured once around the kernel with its own
+  block: the launch-cost floor, no allocation and no Python argument packing per launch.
+
+Times are host wall-clock (``perf_counter_ns``) per launch, from asking for the block to
+giving it back (after the synchronisation when there is one); the Python threads share the
+GIL, which is part of what a Python host pays and is reported as such.
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+
+import numpy as np
+
+from . import Phase, split, thread_index
+
+KERNEL = r"""
+extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsigned long long step_words,
+                                             int pages, unsigned long long* out, unsigned int* seq,
+                                             unsigned long long gid0, unsigned long long salt) {
+    // The launch index comes from a per-thread device counter that the kernel advances, so
+    // the replays of one captured graph are distinct launches with distinct results.
+    __shared__ unsigned long long part[256];
+    const unsigned int i = *seq;
+    const unsigned long long base = (salt ^ (gid0 + i)) * 0x9E3779B97F4A7C15ull;
+    for (int p = threadIdx.x; p < pages; p += blockDim.x)
+        for (int w = 0; w < 8; ++w) scratch[p * step_words + w] = base + 8ull * p + w;
+    __syncthreads();
+    // Read the neighbour's line: a block shared by two kernels at once breaks the sum.
+    unsigned long long s = 0;
+    for (int p = threadIdx.x; p < pages; p += blockDim.x) {
+        const int q = (p + 1) % pages;
+        for (int w = 0; w < 8; ++w) s += scratch[q * step_words + w];
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[gid0 + i] = part[0];
+        *seq = i + 1;
+    }
+}
+"""
+BLOCK_THREADS = 256  # the kernel's shared-memory reduction assumes exactly this many
+
+POLICIES = ("per_call", "locked_cache", "pool", "framework", "graph")
+
+
+def available() -> str | None:
+    """Why the GPU variant cannot run here, or None."""
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed: pip install cupy-cuda13x (or cupy-cuda12x) on a machine with a CUDA GPU"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver missing or broken: CuPy raises its own error types
+        return f"no usable CUDA device ({type(exc).__name__}: {exc})"
+    return None if n > 0 else "no CUDA device visible to CuPy"
+
+
+class _Held:
+    """Bytes of scratch held at once (counted at each allocation and free)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.now += n
+            self.peak = max(self.peak, self.now)
+
+    def sub(self, n: int) -> None:
+        with self._lock:
+            self.now -= n
+
+
+class _Block:
+    def __init__(self, cupy, nbytes: int, held: _Held):
+        self.ptr = cupy.cuda.runtime.malloc(nbytes)
+        self.size = nbytes
+        self.event = cupy.cuda.Event(disable_timing=True)
+        held.add(nbytes)
+
+    def free(self, cupy, held: _Held) -> None:
+        cupy.cuda.runtime.free(self.ptr)
+        held.sub(self.size)
+
+
+class _PerCall:
+    def __init__(self, cupy, nbytes, threads, k, held):
+        self.cupy, self.nbytes, self.held = cupy, nbytes, held
+
+    def acquire(self, t, stream, sync):
+        self.held.add(self.nbytes)
+        return self.cupy.cuda.runtime.malloc(self.nbytes)
+
+    def ptr(self, blk):
+        return blk
+
+    def release(self, t, blk, stream, sync):
+        self.cupy.cuda.runtime.free(blk)  # implicit device-wide synchronisation
+        self.held.sub(self.nbytes)
+
+    def close(self):
+        pass
+
+
+class _LockedCache:
+    def __init__(self, cupy, nbytes, threads, k, held):
+        self.cupy, self.nbytes, self.held = cupy, nbytes, held
+        self.lock = threading.Lock()
+        self.block: _Block | None = None
+
+    def acquire(self, t, stream, sync):
+        self.lock.acquire()
+        if self.block is None or self.block.size < self.nbytes:
+            if self.block is not None:
+                self.block.free(self.cupy, self.held)
+            self.block = _Block(self.cupy, self.nbytes, self.held)
+        if not sync:
+            stream.wait_event(self.block.event)  # the previous kernel on it may still run elsewhere
+        return self.block
+
+    def ptr(self, blk):
+        return blk.ptr
+
+    def release(self, t, blk, stream, sync):
+        if not sync:
+            blk.event.record(stream)
+        self.lock.release()
+
+    def close(self):
+        if self.block is not None:
+            self.block.free(self.cupy, self.held)
+
+
+class _Pool:
+    def __init__(self, cupy, nbytes, threads, k, held):
+        self.cupy, self.nbytes, self.k, self.held = cupy, nbytes, k, held
+        self.cv = threading.Condition()
+        self.free: list[_Block] = []
+        self.blocks: list[_Block] = []
+        self.creating = 0
+
+    def acquire(self, t, stream, sync):
+        with self.cv:
+            while not self.free and len(self.blocks) + self.creating >= self.k:
+                self.cv.wait()
+            blk = self.free.pop() if self.free else None
+            if blk is None:
+                self.creating += 1
+        if blk is None:  # allocate outside the lock, as libgomp would
+            blk = _Block(self.cupy, self.nbytes, self.held)
+            with self.cv:
+                self.creating -= 1
+                self.blocks.append(blk)
+        if not sync:
+            stream.wait_event(blk.event)
+        return blk
+
+    def ptr(self, blk):
+        return blk.ptr
+
+    def release(self, t, blk, stream, sync):
+        if not sync:
+            blk.event.record(stream)
+        with self.cv:
+            self.free.append(blk)
+            self.cv.notify()
+
+    def close(self):
+        for blk in self.blocks:
+            blk.free(self.cupy, self.held)
+
+
+class _Framework:
+    def __init__(self, cupy, nbytes, threads, k, held):
+        self.cupy, self.nbytes, self.held = cupy, nbytes, held
+        self.pool = cupy.cuda.MemoryPool()
+
+    def acquire(self, t, stream, sync):
+        return self.pool.malloc(self.nbytes)  # stream-ordered on the thread's current stream
+
+    def ptr(self, blk):
+        return blk.ptr
+
+    def release(self, t, blk, stream, sync):
+        pass  # the block returns to the pool when the caller drops its last reference
+
+    def close(self):
+        # The pool never gives memory back by itself, so its size now is its peak.
+        self.held.peak = max(self.held.peak, self.pool.total_bytes())
+        self.pool.free_all_blocks()
+
+
+POLICY_CLASSES = {"per_call": _PerCall, "locked_cache": _LockedCache, "pool": _Pool, "framework": _Framework}
+
+
+def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int, sync: bool,
+              salt: int) -> Phase:
+    """One launch phase of ``policy`` on GPU 0; the caller checks ``Phase.checksum``."""
+    import cupy
+
+    dev = cupy.cuda.Device(0)
+    dev.use()
+    kern = cupy.RawKernel(KERNEL, "soft_stack_kernel")
+    step_words = np.uint64((scratch_bytes // pages) // 64 * 8)  # 64-byte aligned lines, in words
+    out = cupy.zeros(launches, dtype=cupy.uint64)
+    seq = cupy.zeros(threads, dtype=cupy.uint32)
+    bounds = split(launches, threads)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(threads)]
+    held = _Held()
+    dev.synchronize()
+    free0, _total = cupy.cuda.runtime.memGetInfo()
+
+    # Argument tuples built once per thread: only the block pointer changes per launch.
+    fixed = [(step_words, np.int32(pages), out, seq[t:t + 1], np.uint64(lo), np.uint64(salt))
+             for t, (lo, _hi) in enumerate(bounds)]
+
+    def args(t, ptr):
+        return (np.uint64(ptr), *fixed[t])
+
+    graphs, graph_blocks = [], []
+    if policy == "graph":
+        graph_blocks = [_Block(cupy, scratch_bytes, held) for _ in range(threads)]
+        for t, s in enumerate(streams):
+            with s:
+                s.begin_capture()
+                kern((1,), (BLOCK_THREADS,), args(t, graph_blocks[t].ptr))
+                graphs.append(s.end_capture())
+        pol = None
+    else:
+        pol = POLICY_CLASSES[policy](cupy, scratch_bytes, threads, k, held)
+    lat = np.zeros(launches, dtype=np.int64)
+    start = np.zeros(launches, dtype=np.int64)
+    barrier = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+    t_zero = [0]
+
+    def worker(t):
+        try:
+            dev.use()
+            stream = streams[t]
+            lo, hi = bounds[t]
+            with stream:
+                barrier.wait()
+                z = t_zero[0]
+                for i in range(lo, hi):
+                    t0 = time.perf_counter_ns()
+                    if pol is None:
+                        graphs[t].launch(stream)
+                        if sync:
+                            stream.synchronize()
+                    else:
+                        blk = pol.acquire(t, stream, sync)
+                        kern((1,), (BLOCK_THREADS,), args(t, pol.ptr(blk)))
+                        if sync:
+                            stream.synchronize()
+                        pol.release(t, blk, stream, sync)
+                        blk = None  # drop it now: the framework pool reuses it on the next launch
+                    t1 = time.perf_counter_ns()
+                    start[i] = t0 - z
+                    lat[i] = t1 - t0
+                stream.synchronize()
+        except BaseException as exc:  # surfaced to the caller after the join
+            errors.append(exc)
+            barrier.abort()
+
+    workers = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t_zero[0] = time.perf_counter_ns()
+    t0 = time.perf_counter_ns()
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        pass
+    for w in workers:
+        w.join()
+    dev.synchronize()
+    real_ns = time.perf_counter_ns() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    if errors:
+        raise errors[0]
+    free1, _ = cupy.cuda.runtime.memGetInfo()
+    if pol is not None:
+        pol.close()
+    else:
+        for b in graph_blocks:
+            b.free(cupy, held)
+    sums = out.get()
+    seq_host = seq.get()
+    counts = np.array([hi - lo for lo, hi in bounds])
+    dev.synchronize()
+    return Phase(
+        real_ns=real_ns, user_ns=int((r1.ru_utime - r0.ru_utime) * 1e9), sys_ns=int((r1.ru_stime - r0.ru_stime) * 1e9),
+        minflt=r1.ru_minflt - r0.ru_minflt, majflt=r1.ru_majflt - r0.ru_majflt, nvcsw=r1.ru_nvcsw - r0.ru_nvcsw,
+        nivcsw=r1.ru_nivcsw - r0.ru_nivcsw, peak_bytes=held.peak, start_ns=start, lat_ns=lat, checksum=sums,
+        thread_of=thread_index(launches, threads),
+        extra={"device_used_at_end_bytes": int(free0 - free1),
+               "seq_ok": bool(np.array_equal(seq_host, counts))},
+    )
+
+
+def device_text() -> dict:
+    """GPU name, driver and runtime versions, CuPy version (for the run's outputs)."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return {"gpu": name, "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cupy": cupy.__version__}
