@@ -203,7 +203,7 @@ def _poll_job(study: ModuleType, store: Store) -> None:
         rc = job.returncode
         doc = job.record()
         if doc:
-            st.session_state[f"{study.ID}:selected"] = doc["run_id"]
+            st.session_state[f"{study.ID}:pick"] = doc["run_id"]  # show the run that just finished
         if rc not in (0, 1) or not doc:
             st.session_state[f"{study.ID}:last_error"] = job.error_text() or f"the run exited with code {rc}"
         st.rerun()
@@ -258,8 +258,8 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
         st.info("No runs yet. Set parameters above and press Run.")
         return
     ids = list(labels)
-    selected = st.session_state.get(f"{study.ID}:selected")
-    choice = st.selectbox("Run", ids, index=ids.index(selected) if selected in ids else 0,
-                          format_func=lambda i: labels[i], key=f"{study.ID}:pick")
+    if st.session_state.get(f"{study.ID}:pick") not in ids:
+        st.session_state.pop(f"{study.ID}:pick", None)
+    choice = st.selectbox("Run", ids, format_func=lambda i: labels[i], key=f"{study.ID}:pick")
     rec = records.get(choice) or store.load(choice)
     show_run(study, rec, extras=extras, key=study.ID)

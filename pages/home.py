@@ -23,7 +23,9 @@ def _env():
 e = _env()
 st.subheader("This machine")
 c1, c2, c3 = st.columns(3)
-c1.metric("CPU", e.get("cpu_model", "?"), f"{e.get('cpu_logical', '?')} logical CPUs", delta_color="off")
+c1.metric("CPU", e.get("cpu_model", "?"))
+c1.caption(f"{e.get('cpu_logical', '?')} logical CPUs, SMT: {e.get('smt', 'unknown')}, governor: "
+           f"{e.get('cpu_governor', 'not readable')}")
 c2.metric("Memory", f"{e.get('mem_total_gib', '?')} GiB")
 c3.metric("GPUs", ", ".join(e.get("gpu_names", [])) or "none")
 st.caption(env.summary_line(e))

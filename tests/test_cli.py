@@ -114,3 +114,46 @@ def test_notebook_report_executes(tmp_path, store, calib_run):
 def test_module_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "workbench", "list"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "calibration" in proc.stdout
+
+
+def test_background_job_runs_the_cli_and_reports_progress(store):
+    import time
+
+    from workbench import jobs
+
+    job = jobs.start("calibration", {"repeat": 3, "threads": 1, "torch": False}, store_path=store.path)
+    deadline = time.time() + 120
+    while not job.done and time.time() < deadline:
+        time.sleep(0.2)
+    assert job.returncode == 0, job.error_text()
+    assert job.progress() == (1.0, "done")
+    rec = job.record()
+    assert rec["study"] == "calibration" and store.load(rec["run_id"]).status == "complete"
+
+
+def test_two_runs_queue_on_the_machine_lock(store, tmp_path):
+    """A second run waits for the lock instead of timing on a busy machine."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from workbench import runner
+
+    lock_path = os.environ["WORKBENCH_LOCK"]
+    messages = []
+    with open(lock_path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        entered = threading.Event()
+
+        def second():
+            with runner.machine_lock(store.path, on_wait=messages.append):
+                entered.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.5)
+        assert not entered.is_set() and messages and messages[0].startswith("queued")
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    t.join(5)
+    assert entered.is_set()
