@@ -38,9 +38,9 @@ HEAD_BYTES = 1 << 16
 
 def _importers() -> list[ModuleType]:
     # Imported lazily so a broken optional dependency of one format cannot stop the others.
-    from . import ireeperf
+    from . import ireeperf, tracy
 
-    return [ireeperf]
+    return [ireeperf, tracy]
 
 
 def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:

@@ -60,6 +60,13 @@ def union_ns(start_ns: np.ndarray, end_ns: np.ndarray) -> int:
     return int((b_end - b_start).sum())
 
 
+def zone_names(df: pd.DataFrame) -> pd.Series:
+    """Static zone (source-location) names; Tracy rows carry them in ``args["zone"]`` because
+    ``name`` shows the dynamic name (IREE names dispatch tile zones after the dispatch)."""
+    static = [a.get("zone") if isinstance(a, dict) else None for a in df["args"]]
+    return pd.Series(static, index=df.index, dtype="object").fillna(df["name"].astype("object")).astype(str)
+
+
 def _iteration_row(it: int, t0: int, t_wait: int, d_start: np.ndarray, d_end: np.ndarray, t_end: int) -> dict:
     """Tile one iteration [t0, t_end] into the five phases (clamped so they never go negative)."""
     first, last = int(d_start.min()), int(d_end.max())
@@ -115,8 +122,9 @@ def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
 def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
     """Per-iteration IREE phases from Tracy zones (``iree_vm_invoke`` per iteration)."""
     names = df["name"].astype(str)
-    inv = df[names == VM_INVOKE].sort_values("start_ns")
-    tiles = df[names == DISPATCH_TILES]
+    zones = zone_names(df)
+    inv = df[(names == VM_INVOKE) & (zones == VM_INVOKE)].sort_values("start_ns")
+    tiles = df[zones == DISPATCH_TILES]
     if inv.empty or tiles.empty:
         raise PhaseError(f"Tracy phases need '{VM_INVOKE}' and '{DISPATCH_TILES}' zones "
                          "(capture with IREE_PY_RUNTIME=tracy)")
@@ -125,13 +133,13 @@ def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
     inv = inv[(inv["track"] == main_track)]
     inv = inv[inv["depth"] == inv["depth"].min()]
     main = df[df["track"] == main_track]
-    m_names = main["name"].astype(str)
+    m_names = zones[main.index]
     waits = main[m_names.str.contains("wait", case=False) | m_names.str.contains("await", case=False)]
     qexec = main[m_names == QUEUE_EXECUTE]
     t_st = tiles["start_ns"].to_numpy()
     t_en = t_st + tiles["dur_ns"].to_numpy()
     w_st = waits["start_ns"].to_numpy()
-    q_en = (qexec["start_ns"] + qexec["dur_ns"]).to_numpy()
+    q_st = qexec["start_ns"].to_numpy()
     rows = []
     for s, d in zip(inv["start_ns"].tolist(), inv["dur_ns"].tolist()):
         e = s + d
@@ -139,10 +147,12 @@ def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
         if not m.any():
             continue
         first = int(t_st[m].min())
-        qe = q_en[(q_en >= s) & (q_en <= first)]
-        after = qe.max() if len(qe) else s
-        w = w_st[(w_st >= after) & (w_st <= first)]
-        t_wait = int(w.min()) if len(w) else int(after)
+        # the main thread starts waiting after its last queue_execute of the iteration; when the
+        # workers start a tile before that wait, there is no scheduling delay to speak of
+        qs = q_st[(q_st >= s) & (q_st <= first)]
+        after = qs.max() if len(qs) else s
+        w = w_st[(w_st >= after) & (w_st <= e)]
+        t_wait = int(w.min()) if len(w) else first
         rows.append(_iteration_row(len(rows), s, t_wait, t_st[m], t_en[m], e))
     if not rows:
         raise PhaseError(f"no '{VM_INVOKE}' zone encloses '{DISPATCH_TILES}' zones")
