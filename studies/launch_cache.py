@@ -61,6 +61,8 @@ SPACE = ParamSpace(
         Param("k", "int", 3, "pool size: blocks cached at most (the review: 3)", min=1, max=64),
         Param("touch_pages", "int", 256, "pages of the block the kernel writes one 64-byte line in, spread evenly",
               min=1, max=4096),
+        Param("passes", "int", 1, "times the kernel re-reads its lines: its length (the seed's kernels ran long)",
+              min=1, max=100_000),
         Param("sync", "bool", [True, False], "GPU: synchronise the stream after every launch", multi=True),
         Param("malloc", "str", ["pinned", "dynamic"],
               "CPU: glibc mmap threshold pinned at 128 KiB, or glibc's dynamic default", choices=("pinned", "dynamic"),
@@ -212,7 +214,8 @@ def run(params, ctx: RunContext) -> dict:
 
         def phase_of(vparams, salt):
             return cpu.run_phase(exe, vparams["policy"], params["threads"], params["launches"],
-                                 params["scratch_bytes"], params["k"], params["touch_pages"], vparams["malloc"], salt)
+                                 params["scratch_bytes"], params["k"], params["touch_pages"], params["passes"],
+                                 vparams["malloc"], salt)
     else:
         from studies._launch_cache import gpu
 
@@ -220,13 +223,13 @@ def run(params, ctx: RunContext) -> dict:
 
         def phase_of(vparams, salt):
             return gpu.run_phase(vparams["policy"], params["threads"], params["launches"], params["scratch_bytes"],
-                                 params["k"], params["touch_pages"], vparams["sync"], salt)
+                                 params["k"], params["touch_pages"], params["passes"], vparams["sync"], salt)
 
         # Warm-up: load the module, create the context's streams and events once, off the clock.
         for name, vparams in variants:
             ctx.progress(0.0, f"warm-up {name}")
             gpu.run_phase(vparams["policy"], params["threads"], 2 * params["threads"], params["scratch_bytes"],
-                          params["k"], params["touch_pages"], vparams["sync"], 1)
+                          params["k"], params["touch_pages"], params["passes"], vparams["sync"], 1)
 
     acc = {name: {"lat": [], "reps": [], "fails": []} for name, _ in variants}
     trace: list[dict] = []
@@ -237,7 +240,7 @@ def run(params, ctx: RunContext) -> dict:
             ctx.progress((rep * len(variants) + vi) / steps, f"{name}, phase {rep + 1}/{params['repeat']}")
             salt = int(rng.integers(1, 2**62))
             phase = phase_of(vparams, salt)
-            ok, msg = check_checksums(phase.checksum, salt, params["touch_pages"])
+            ok, msg = check_checksums(phase.checksum, salt, params["touch_pages"], params["passes"])
             if ok and phase.extra.get("seq_ok") is False:
                 ok, msg = False, "the kernels' launch counters do not match the launches made"
             a = acc[name]

@@ -4,7 +4,8 @@
  * S bytes (the nvptx soft-stack block of the seed: a GCC review of caching it between OpenMP
  * kernel launches). The "kernel" writes one 64-byte line in each of P pages spread over the
  * block (as GPU threads use the start of their own soft-stack slice), then sums the lines of
- * its neighbours, so two launches sharing a block at once corrupt the checksum.
+ * its neighbours (`passes` times: the kernel's length), so two launches sharing a block at once
+ * corrupt the checksum.
  *
  * Policies (how a launch gets its block):
  *   per_call      malloc + free at every launch (the seed's baseline)
@@ -16,7 +17,7 @@
  * arenas, trim threshold) and the resource counters start clean, as under the seed's `time`.
  *
  * Usage: launch_cache policy=per_call threads=8 launches=16384 scratch=50000000 k=3 pages=256
- *        malloc=pinned|dynamic salt=123 out=/path/to/samples.bin
+ *        passes=1 malloc=pinned|dynamic salt=123 out=/path/to/samples.bin
  * Writes to `out`: int64 start_ns[N], int64 lat_ns[N], uint64 checksum[N] (launch order:
  * thread t owns launches [t*N/T, (t+1)*N/T)); prints one JSON line of counters on stdout.
  */
@@ -43,10 +44,11 @@ static struct {
     size_t scratch;
     int k;
     int pages;
+    int passes;
     int pin_threshold;
     uint64_t salt;
     const char *out;
-} cfg = {PER_CALL, 8, 16384, 50000000, 3, 256, 1, 1, NULL};
+} cfg = {PER_CALL, 8, 16384, 50000000, 3, 256, 1, 1, 1, NULL};
 
 /* Bytes of scratch held at once and how many allocations glibc served by mmap. */
 static long held_bytes, peak_bytes, n_allocs, n_mmapped;
@@ -104,8 +106,8 @@ static void scratch_free(void *p, size_t n) {
     free(p);
 }
 
-/* The kernel: write, then read back the neighbour's line. The sum has a closed form
- * (n*base + n(n-1)/2 with n = 8*pages) that the study checks launch by launch. */
+/* The kernel: write, then read back the neighbour's lines `passes` times. The sum has a closed
+ * form (passes * (n*base + n(n-1)/2), n = 8*pages) that the study checks launch by launch. */
 static uint64_t kernel(unsigned char *buf, uint64_t gid) {
     size_t step = (cfg.scratch / (size_t)cfg.pages) & ~(size_t)63;
     uint64_t base = (cfg.salt ^ gid) * 0x9E3779B97F4A7C15ULL;
@@ -114,10 +116,11 @@ static uint64_t kernel(unsigned char *buf, uint64_t gid) {
         for (int w = 0; w < 8; w++) line[w] = base + (uint64_t)p * 8 + (uint64_t)w;
     }
     uint64_t sum = 0;
-    for (int p = 0; p < cfg.pages; p++) {
-        volatile uint64_t *line = (volatile uint64_t *)(buf + (size_t)((p + 1) % cfg.pages) * step);
-        for (int w = 0; w < 8; w++) sum += line[w];
-    }
+    for (int r = 0; r < cfg.passes; r++)
+        for (int p = 0; p < cfg.pages; p++) {
+            volatile uint64_t *line = (volatile uint64_t *)(buf + (size_t)((p + 1) % cfg.pages) * step);
+            for (int w = 0; w < 8; w++) sum += line[w];
+        }
     return sum;
 }
 
@@ -220,12 +223,13 @@ static int parse(int argc, char **argv) {
         else if (!strcmp(k, "scratch")) cfg.scratch = strtoull(v, NULL, 10);
         else if (!strcmp(k, "k")) cfg.k = atoi(v);
         else if (!strcmp(k, "pages")) cfg.pages = atoi(v);
+        else if (!strcmp(k, "passes")) cfg.passes = atoi(v);
         else if (!strcmp(k, "malloc")) cfg.pin_threshold = !strcmp(v, "pinned");
         else if (!strcmp(k, "salt")) cfg.salt = strtoull(v, NULL, 10);
         else if (!strcmp(k, "out")) cfg.out = v;
         else return fprintf(stderr, "unknown key %s\n", k), 0;
     }
-    if (cfg.threads < 1 || cfg.launches < cfg.threads || cfg.k < 1 || cfg.pages < 1 || !cfg.out ||
+    if (cfg.threads < 1 || cfg.launches < cfg.threads || cfg.k < 1 || cfg.pages < 1 || cfg.passes < 1 || !cfg.out ||
         cfg.scratch < (size_t)cfg.pages * 64)
         return fprintf(stderr, "bad arguments\n"), 0;
     return 1;

@@ -55,22 +55,22 @@ def thread_index(launches: int, threads: int) -> np.ndarray:
     return out
 
 
-def expected_checksums(salt: int, launches: int, pages: int) -> np.ndarray:
-    """Closed form of each launch's checksum: n*base + n(n-1)/2, n = 8*pages, mod 2^64.
+def expected_checksums(salt: int, launches: int, pages: int, passes: int = 1) -> np.ndarray:
+    """Closed form of each launch's checksum: passes * (n*base + n(n-1)/2), n = 8*pages, mod 2^64.
 
     The kernel writes base+j for j < n (base = (salt ^ launch) * GOLDEN) and sums the
-    neighbours' lines, which together are the same n words.
+    neighbours' lines, which together are the same n words, ``passes`` times.
     """
     gid = np.arange(launches, dtype=np.uint64)
     n = np.uint64(8 * pages)
     with np.errstate(over="ignore"):
         base = (np.uint64(salt) ^ gid) * GOLDEN
-        return base * n + np.uint64((8 * pages) * (8 * pages - 1) // 2)
+        return (base * n + np.uint64((8 * pages) * (8 * pages - 1) // 2)) * np.uint64(passes)
 
 
-def check_checksums(got: np.ndarray, salt: int, pages: int) -> tuple[bool, str]:
+def check_checksums(got: np.ndarray, salt: int, pages: int, passes: int = 1) -> tuple[bool, str]:
     """Compare every launch's checksum with the closed form; the message says where it broke."""
-    want = expected_checksums(salt, len(got), pages)
+    want = expected_checksums(salt, len(got), pages, passes)
     bad = np.flatnonzero(got.astype(np.uint64) != want)
     if bad.size == 0:
         return True, f"all {len(got)} launch checksums match the closed form"

@@ -64,13 +64,13 @@ def compiler_text() -> str:
 
 
 def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int,
-              malloc: str, salt: int, timeout_s: float = 600) -> Phase:
+              passes: int, malloc: str, salt: int, timeout_s: float = 600) -> Phase:
     """Run one launch phase in a fresh process and read back its counters and samples."""
     with tempfile.TemporaryDirectory(prefix="launch_cache_") as tmp:
         out = Path(tmp) / "samples.bin"
         args = [str(exe), f"policy={policy}", f"threads={threads}", f"launches={launches}",
-                f"scratch={scratch_bytes}", f"k={k}", f"pages={pages}", f"malloc={malloc}", f"salt={salt}",
-                f"out={out}"]
+                f"scratch={scratch_bytes}", f"k={k}", f"pages={pages}", f"passes={passes}", f"malloc={malloc}",
+                f"salt={salt}", f"out={out}"]
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"{exe.name} exited {proc.returncode}: {proc.stderr.strip()}")

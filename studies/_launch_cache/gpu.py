@@ -25,6 +25,7 @@ GIL, which is part of what a Python host pays and is reported as such.
 
 from __future__ import annotations
 
+import functools
 import resource
 import threading
 import time
@@ -35,8 +36,9 @@ from . import Phase, split, thread_index
 
 KERNEL = r"""
 extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsigned long long step_words,
-                                             int pages, unsigned long long* out, unsigned int* seq,
-                                             unsigned long long gid0, unsigned long long salt) {
+                                             int pages, int passes, unsigned long long* out,
+                                             unsigned int* seq, unsigned long long gid0,
+                                             unsigned long long salt) {
     // The launch index comes from a per-thread device counter that the kernel advances, so
     // the replays of one captured graph are distinct launches with distinct results.
     __shared__ unsigned long long part[256];
@@ -45,12 +47,15 @@ extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsign
     for (int p = threadIdx.x; p < pages; p += blockDim.x)
         for (int w = 0; w < 8; ++w) scratch[p * step_words + w] = base + 8ull * p + w;
     __syncthreads();
-    // Read the neighbour's line: a block shared by two kernels at once breaks the sum.
+    // Read the neighbour's line `passes` times (volatile: every pass is a real load): a block
+    // shared by two kernels at once breaks the sum.
+    const volatile unsigned long long* in = scratch;
     unsigned long long s = 0;
-    for (int p = threadIdx.x; p < pages; p += blockDim.x) {
-        const int q = (p + 1) % pages;
-        for (int w = 0; w < 8; ++w) s += scratch[q * step_words + w];
-    }
+    for (int r = 0; r < passes; ++r)
+        for (int p = threadIdx.x; p < pages; p += blockDim.x) {
+            const int q = (p + 1) % pages;
+            for (int w = 0; w < 8; ++w) s += in[q * step_words + w];
+        }
     part[threadIdx.x] = s;
     __syncthreads();
     for (int h = blockDim.x / 2; h > 0; h >>= 1) {
@@ -221,14 +226,23 @@ class _Framework:
 POLICY_CLASSES = {"per_call": _PerCall, "locked_cache": _LockedCache, "pool": _Pool, "framework": _Framework}
 
 
-def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int, sync: bool,
-              salt: int) -> Phase:
+@functools.lru_cache(maxsize=1)
+def _kernel():
+    import cupy
+
+    kern = cupy.RawKernel(KERNEL, "soft_stack_kernel")
+    kern.compile()  # load the module now: loading it inside a graph capture is not allowed
+    return kern
+
+
+def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int, passes: int,
+              sync: bool, salt: int) -> Phase:
     """One launch phase of ``policy`` on GPU 0; the caller checks ``Phase.checksum``."""
     import cupy
 
     dev = cupy.cuda.Device(0)
     dev.use()
-    kern = cupy.RawKernel(KERNEL, "soft_stack_kernel")
+    kern = _kernel()
     step_words = np.uint64((scratch_bytes // pages) // 64 * 8)  # 64-byte aligned lines, in words
     out = cupy.zeros(launches, dtype=cupy.uint64)
     seq = cupy.zeros(threads, dtype=cupy.uint32)
@@ -239,7 +253,7 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
     free0, _total = cupy.cuda.runtime.memGetInfo()
 
     # Argument tuples built once per thread: only the block pointer changes per launch.
-    fixed = [(step_words, np.int32(pages), out, seq[t:t + 1], np.uint64(lo), np.uint64(salt))
+    fixed = [(step_words, np.int32(pages), np.int32(passes), out, seq[t:t + 1], np.uint64(lo), np.uint64(salt))
              for t, (lo, _hi) in enumerate(bounds)]
 
     def args(t, ptr):

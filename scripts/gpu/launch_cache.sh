@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# launch-cache on a GPU machine: the GPU variant (CuPy, GPU 0; the study needs one GPU whatever
+# the machine has) at the defaults and with long kernels, plus the CPU variant at the seed's
+# 8 threads on this host's many cores. Writes $OUT/launch_cache.tar.gz holding result bundles
+# ready to unpack into traces/launch-cache/ (import them with `python -m workbench import`).
+# Run from the repository root. LAUNCHES overrides the GPU launch count (default 16384).
+set -euo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
+OUT="${OUT:-out}"
+PY="${PYTHON:-python3}"
+LAUNCHES="${LAUNCHES:-16384}"
+dir="$(mktemp -d)/launch-cache"
+mkdir -p "$dir" "$OUT"
+gpu="$("$PY" -c 'import cupy; p = cupy.cuda.runtime.getDeviceProperties(0); print(p["name"].decode().replace(" ", "-"))')"
+
+run() {  # run NAME ARGS...: one study run, exported as NAME-<gpu>.bundle.json
+    local name="$1"; shift
+    echo "== launch-cache $name: $*"
+    "$PY" -m workbench run launch-cache "$@" >/dev/null
+    "$PY" -m workbench export latest -o "$dir/$name-$gpu.bundle.json"
+}
+
+run gpu-default --set target=gpu --set "launches=$LAUNCHES"
+run gpu-long-kernels --set target=gpu --set launches=4096 --set passes=200
+run cpu-8threads --set target=cpu --set threads=8
+run cpu-8threads-long-kernels --set target=cpu --set threads=8 --set passes=64
+tar -C "$(dirname "$dir")" -czf "$OUT/launch_cache.tar.gz" launch-cache
+echo "wrote $OUT/launch_cache.tar.gz:"; tar -tzf "$OUT/launch_cache.tar.gz"

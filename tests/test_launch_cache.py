@@ -1,0 +1,140 @@
+"""launch-cache: kernel checks, glibc mmap behaviour, validation, seed data, the smoke preset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import studies.launch_cache as study
+from studies._launch_cache import GOLDEN, check_checksums, cpu, expected_checksums
+from workbench import runner
+from workbench.study import ParamError, validate
+
+needs_cc = pytest.mark.skipif(study.requires(study.SPACE.defaults("smoke")) is not None,
+                              reason=str(study.requires(study.SPACE.defaults("smoke"))))
+
+
+def _kernel_in_python(salt: int, gid: int, pages: int, passes: int) -> int:
+    """The kernel's arithmetic word by word, as kernels/c/launch_cache.c does it."""
+    mask = (1 << 64) - 1
+    base = ((salt ^ gid) * int(GOLDEN)) & mask
+    lines = [[(base + 8 * p + w) & mask for w in range(8)] for p in range(pages)]
+    s = 0
+    for _ in range(passes):
+        for p in range(pages):
+            s = (s + sum(lines[(p + 1) % pages])) & mask
+    return s
+
+
+@pytest.mark.parametrize("pages,passes", [(1, 1), (3, 2), (64, 1)])
+def test_closed_form_matches_the_kernel_arithmetic(pages, passes):
+    salt = 0xDEADBEEF12345
+    want = expected_checksums(salt, 5, pages, passes)
+    assert [int(x) for x in want] == [_kernel_in_python(salt, g, pages, passes) for g in range(5)]
+
+
+def test_a_corrupted_launch_is_named():
+    got = expected_checksums(7, 100, 16).copy()
+    got[42] += np.uint64(1)
+    ok, msg = check_checksums(got, 7, 16)
+    assert not ok and "1 of 100" in msg and "launch 42" in msg
+
+
+@needs_cc
+@pytest.mark.parametrize("policy", ["per_call", "locked_cache", "pool"])
+def test_c_program_checks_out_and_counts_blocks(policy):
+    exe = cpu.build()
+    ph = cpu.run_phase(exe, policy, threads=3, launches=60, scratch_bytes=1 << 20, k=2, pages=32, passes=2,
+                       malloc="pinned", salt=99)
+    assert check_checksums(ph.checksum, 99, 32, 2)[0]
+    assert (ph.lat_ns > 0).all() and ph.real_ns > 0
+    held = {"per_call": 3 << 20, "locked_cache": 1 << 20, "pool": 2 << 20}[policy]
+    assert ph.peak_bytes <= held  # pool never holds more than k blocks, the lock one
+    if policy == "per_call":
+        assert ph.extra["allocs"] == 60 and ph.extra["mmapped_allocs"] == 60
+        assert ph.minflt >= 60 * 32  # every launch faults its touched pages in again
+
+
+@needs_cc
+def test_dynamic_mmap_threshold_stops_the_faults_below_32_mib():
+    """glibc raises its mmap threshold after freeing a mapped block: per-call gets cached for free."""
+    exe = cpu.build()
+    pinned = cpu.run_phase(exe, "per_call", 1, 40, 1 << 20, 1, 32, 1, "pinned", 5)
+    dynamic = cpu.run_phase(exe, "per_call", 1, 40, 1 << 20, 1, 32, 1, "dynamic", 5)
+    big = cpu.run_phase(exe, "per_call", 1, 10, 40 << 20, 1, 16, 1, "dynamic", 5)
+    assert pinned.extra["mmapped_allocs"] == 40
+    assert dynamic.extra["mmapped_allocs"] <= 2 and dynamic.minflt < pinned.minflt / 4
+    assert big.extra["mmapped_allocs"] == 10  # above the 32 MiB ceiling: mapped every time
+
+
+def test_validation_names_the_parameter():
+    with pytest.raises(ParamError, match="policies"):
+        validate(study, {"target": "cpu", "policies": "graph"})
+    with pytest.raises(ParamError, match="launches"):
+        validate(study, {"threads": 8, "launches": 4})
+    with pytest.raises(ParamError, match="scratch_bytes"):
+        validate(study, {"scratch_bytes": 8192, "touch_pages": 256})
+    with pytest.raises(ParamError, match="target"):
+        validate(study, {"target": "tpu"})
+    p = validate(study, {"target": "gpu"})
+    assert study.policies_of(p) == list(study.GPU_POLICIES)
+
+
+def test_requires_says_how_to_get_a_compiler(monkeypatch):
+    monkeypatch.setattr(cpu, "compiler", lambda: None)
+    assert "C compiler" in study.requires(study.SPACE.defaults("smoke"))
+
+
+def test_seed_figures_parse_and_give_the_seed_ratios():
+    assert study.parse_time("12m10.456s") == pytest.approx(730.456)
+    assert study.fmt_time(730.456) == "12m10.456s"
+    s = study.seed_tables()["seed_summary"].set_index(["launches", "build"])
+    assert s.loc[(256, "patch"), "real_vs_baseline"] == pytest.approx(1.0, abs=0.01)
+    assert s.loc[(256, "patch"), "user_vs_baseline"] == pytest.approx(0.51, abs=0.01)
+    assert s.loc[(1048576, "patch"), "sys_vs_baseline"] == pytest.approx(0.08, abs=0.01)
+    assert s.loc[(1048576, "baseline"), "real_s"] == pytest.approx(735.391)
+
+
+@needs_cc
+def test_smoke_run_records_checked_variants_and_reports(store):
+    rec = runner.execute(study, {}, store, preset="smoke")
+    assert rec.status == "complete"
+    names = [v.variant for v in rec.variants]
+    assert names == ["per_call/pinned", "per_call/dynamic", "locked_cache/pinned", "locked_cache/dynamic",
+                     "pool3/pinned", "pool3/dynamic"]
+    assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
+    assert all(len(v.samples_ns) == 200 for v in rec.variants)
+    t = study.analyze(rec)
+    pol = t["policies"].set_index("variant")
+    assert pol.loc["per_call/pinned", "minflt_per_launch"] >= 64
+    assert pol.loc["locked_cache/pinned", "peak_bytes"] == 4 << 20
+    assert {"real_s", "user_s", "sys_s", "p50_us", "p99_us", "peak_mib"} <= set(pol.columns)
+    text = "\n".join(study.report_sections(rec, t))
+    assert "3m55.189s" in text and "per_call/pinned" in text  # the seed's figures beside the live ones
+    assert [a[0] for a in rec.attachments] == ["timeline.json"]
+
+
+@needs_cc
+def test_a_wrong_checksum_marks_the_variant_failed(store, monkeypatch):
+    real = cpu.run_phase
+
+    def broken(*a, **kw):
+        ph = real(*a, **kw)
+        ph.checksum[3] ^= np.uint64(1)
+        return ph
+
+    monkeypatch.setattr(cpu, "run_phase", broken)
+    rec = runner.execute(study, {"policies": "pool", "malloc": "pinned"}, store, preset="smoke")
+    (v,) = rec.variants
+    assert not v.correct and "launch 3" in v.check
+
+
+@pytest.mark.gpu
+def test_gpu_smoke(store):
+    params = {"target": "gpu", "launches": 64, "repeat": 1}
+    reason = study.requires(validate(study, params, preset="smoke"))
+    if reason:
+        pytest.skip(reason)
+    rec = runner.execute(study, params, store, preset="smoke")
+    assert len(rec.variants) == 10
+    assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
