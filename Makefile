@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install bench clean-venv
+.PHONY: run test install bench screenshots notebooks clean-venv
 
 $(STAMP): requirements.txt
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Refresh the README's screenshots from the browser tests.
+screenshots: $(STAMP)
+	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/test_e2e_browser.py
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -12,11 +12,11 @@ PAGES = Path(__file__).parent / "pages"
 
 
 def _pages():
-    home = st.Page("pages/home.py", title="Home", icon=":material/home:", default=True)
-    runs = st.Page("pages/runs.py", title="Runs", icon=":material/table_chart:")
+    home = st.Page("pages/home.py", title="Home", default=True)
+    runs = st.Page("pages/runs.py", title="Runs")
     tools = [home, runs]
     if (PAGES / "traces.py").exists():
-        tools.append(st.Page("pages/traces.py", title="Traces", icon=":material/timeline:"))
+        tools.append(st.Page("pages/traces.py", title="Traces"))
     studies = []
     for study_id, mod in registry().items():
         page = PAGES / f"{mod.__name__.split('.')[-1]}.py"

@@ -67,14 +67,20 @@ def _widget(study: ModuleType, p, default: Any, key: str):
 
 def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool, bool]:
     """Widgets from the study's space; returns (values or None if invalid, quick, submitted)."""
-    quick = st.toggle("Quick mode (the study's quick preset)", value=True, key=f"{study.ID}:quick")
-    defaults = study.SPACE.defaults("quick" if quick else None)
+    # ?preset=NAME in the URL starts the form from that preset (shareable links, browser tests).
+    preset = st.query_params.get("preset")
+    if preset not in study.SPACE.presets:
+        preset = None
+    quick = st.toggle("Quick mode (the study's quick preset)", value=True, key=f"{study.ID}:quick",
+                      disabled=preset is not None, help=f"Form started from the '{preset}' preset" if preset else None)
+    defaults = study.SPACE.defaults(preset or ("quick" if quick else None))
     with st.form(f"{study.ID}:form"):
         cols = st.columns(3)
         raw = {}
         for i, p in enumerate(study.SPACE.params):
             with cols[i % 3]:
-                raw[p.name] = _widget(study, p, defaults[p.name], key=f"{study.ID}:{'q' if quick else 'f'}:{p.name}")
+                raw[p.name] = _widget(study, p, defaults[p.name],
+                                      key=f"{study.ID}:{preset or ('q' if quick else 'f')}:{p.name}")
         submitted = st.form_submit_button("Run", type="primary")
     try:
         values = validate(study, raw)
