@@ -1,0 +1,159 @@
+"""opencl-events: checks catch wrong kernels, bad input is named, refusals are reported, smoke runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import studies.opencl_events as study
+from studies._opencl_events import clrt, experiments
+from workbench import runner
+from workbench.study import ParamError, validate
+
+
+def _skip_without_opencl(params=None):
+    reason = study.requires(params or study.SPACE.defaults("smoke"))
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def target():
+    _skip_without_opencl()
+    return clrt.open_target("", 0)
+
+
+def test_tree_shapes():
+    assert experiments.tree_parents(7) == [-1, 0, 0, 1, 1, 2, 2]
+    p28 = experiments.tree_parents(28)
+    # 1 + 3 + 3*2 + 3*2*3: the root has 3 children, each of those 2, each of those 3
+    children = [p28.count(w) for w in range(28)]
+    assert children[0] == 3 and children[1:4] == [2, 2, 2] and children[4:10] == [3] * 6 and sum(children) == 27
+
+
+@pytest.mark.parametrize("values, name", [
+    ({"sizes": "4098"}, "sizes"),
+    ({"combos": "012"}, "combos"),
+    ({"workers": "5"}, "workers"),
+    ({"experiment": "polling"}, "experiment"),
+    ({"experiment": "dependency", "sizes": "1Gi", "workers": "28"}, "sizes"),
+    ({"callback_impl": "cffi"}, "callback_impl"),
+])
+def test_bad_parameters_are_named(values, name):
+    with pytest.raises(ParamError) as err:
+        validate(study, values)
+    assert err.value.param == name
+
+
+def test_no_platform_says_how_to_install(monkeypatch):
+    pytest.importorskip("pyopencl")
+    monkeypatch.setattr(clrt, "platforms", lambda: [])
+    reason = study.requires(study.SPACE.defaults())
+    assert "no OpenCL platform" in reason and "pip install 'pyopencl[pocl]'" in reason
+
+
+def test_unknown_platform_lists_the_ones_here():
+    _skip_without_opencl()
+    reason = study.requires(study.SPACE.resolve({"platform": "no-such-vendor"}))
+    assert "no-such-vendor" in reason and "platforms here" in reason
+
+
+def test_cuda_without_gpu_is_explained():
+    reason = study.requires(study.SPACE.resolve({"experiment": "cuda"}))
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert "CuPy" in reason
+
+
+def test_wrong_kernel_fails_the_check(target):
+    cbs = clrt.Callbacks("ctypes")
+    runs = experiments.KernelRuns(target, 4096, cbs)
+    try:
+        runs.kern.set_arg(2, np.float32(experiments.GAIN + 1))  # a kernel that scales wrongly
+        runs.prime()
+        ok, msg = runs.verify()
+        assert not ok and "NumPy" in msg
+    finally:
+        runs.close()
+
+
+def test_dependency_output_matches_reference_and_catches_a_wrong_tree(target):
+    cbs = clrt.Callbacks("ctypes")
+    runs = experiments.DependencyRuns(target, 4096, 7, cbs)
+    try:
+        for cond in experiments.DEP_CONDITIONS:
+            out = runs.time(cond, 3)
+            assert out.problem is None, cond
+        ok, msg = runs.verify()
+        assert ok, msg
+        runs.parents = [-1, 0, 0, 1, 1, 2, 1]  # the reference for another tree must not match
+        assert not runs.verify()[0]
+    finally:
+        runs.close()
+
+
+@pytest.mark.parametrize("impl", ["native", "ctypes", "pyopencl"])
+def test_every_callback_runs_once(target, impl):
+    if impl == "native" and clrt.native_unavailable():
+        pytest.skip(clrt.native_unavailable())
+    cbs = clrt.Callbacks(impl)
+    runs = experiments.KernelRuns(target, 4096, cbs)
+    try:
+        out = runs.time("111", 8)
+        assert out.problem is None
+        assert cbs.count() == 8 * 3
+        assert runs.time("wait", 8).problem is None
+    finally:
+        runs.close()
+
+
+@pytest.mark.opencl
+def test_smoke_preset(store):
+    _skip_without_opencl()
+    rec = runner.execute(study, {}, store, preset="smoke")
+    assert rec.status == "complete"
+    assert len(rec.variants) == 2 * 3 and all(v.correct for v in rec.variants), [v.check for v in rec.variants]
+    assert all(len(v.samples_ns) == 3 and min(v.samples_ns) > 0 for v in rec.variants)
+    assert {v.params["condition"] for v in rec.variants} == {"(0,0,0)", "(0,0,1)", "(1,1,1)"}
+    tbls = study.analyze(rec)
+    ov = tbls["overhead"]
+    assert set(ov["condition"]) == {"(0,0,1)", "(1,1,1)"} and set(ov["bucket"]) == {"4-64 KiB"}
+    assert (ov["ci_lo_us"] <= ov["ci_hi_us"]).all()
+    text = "\n".join(study.report_sections(rec, tbls))
+    assert "Overhead per buffer-size bucket" in text and "AMD Radeon RX 5500 XT" in text
+    pytest.importorskip("altair")
+    assert {"timing", "excess"} <= set(study.charts(tbls))
+
+
+@pytest.mark.opencl
+def test_refused_callback_type_is_reported_not_raised(store, monkeypatch):
+    _skip_without_opencl()
+    refusal = "clSetEventCallback returned -30 (CL_INVALID_VALUE)"
+    monkeypatch.setattr(clrt, "probe_exec_types",
+                        lambda target, cbs: {clrt.CL_SUBMITTED: None, clrt.CL_RUNNING: refusal, clrt.CL_COMPLETE: None})
+    rec = runner.execute(study, {"combos": "000,010,001"}, store, preset="smoke")
+    assert rec.status == "complete"
+    by = {v.params["condition"]: v for v in rec.variants}
+    assert not by["(0,1,0)"].correct and "does not support a callback on CL_RUNNING" in by["(0,1,0)"].check
+    assert by["(0,1,0)"].samples_ns == []
+    assert by["(0,0,1)"].correct and by["(0,0,0)"].correct
+
+
+@pytest.mark.opencl
+def test_dependency_charts_per_worker_count(store):
+    _skip_without_opencl()
+    rec = runner.execute(study, {"experiment": "dependency", "sizes": "4096", "reps": 2, "measurements": 2,
+                                 "workers": "7"}, store, preset="smoke")
+    assert rec.status == "complete" and len(rec.variants) == 8 and all(v.correct for v in rec.variants)
+    tbls = study.analyze(rec)
+    assert (tbls["points"]["excess_ns"] >= 0).all()
+    pytest.importorskip("altair")
+    assert {"timing_w7", "excess_w7"} <= set(study.charts(tbls))
+
+
+def test_mean_diff_ci_recovers_a_shift():
+    rng = np.random.default_rng(1)
+    pairs = [(rng.normal(100, 1, 50), rng.normal(105, 1, 50)) for _ in range(3)]
+    d, lo, hi = study.mean_diff_ci(pairs)
+    assert lo < 5 < hi and abs(d - 5) < 0.5
