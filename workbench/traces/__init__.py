@@ -38,9 +38,9 @@ HEAD_BYTES = 1 << 16
 
 def _importers() -> list[ModuleType]:
     # Imported lazily so a broken optional dependency of one format cannot stop the others.
-    from . import ireeperf, tracy
+    from . import chrome, ireeperf, tracy
 
-    return [ireeperf, tracy]
+    return [ireeperf, tracy, chrome]
 
 
 def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:

@@ -208,3 +208,25 @@ def iteration_window(df: pd.DataFrame, per_iter: pd.DataFrame, which: str | int 
         idx = int(which)
     row = per_iter.loc[idx]
     return int(row["start_ns"]), int(row["start_ns"] + row["total_ns"])
+
+
+def phase_spans(per_iter: pd.DataFrame, track: str = "phases", source: str = "phases") -> pd.DataFrame:
+    """The phases of each iteration as spans on one lane (to draw above the threads)."""
+    from .model import from_records
+
+    recs = []
+    for _, row in per_iter.iterrows():
+        t = int(row["start_ns"])
+        for p in PHASES:
+            d = int(row[p])
+            # inter-dispatch time is interleaved with compute; draw compute + gaps as one block
+            if p == "inter-dispatch":
+                continue
+            if p == "dispatch compute":
+                d += int(row["inter-dispatch"])
+                p = "dispatch compute + inter-dispatch"
+            if d > 0:
+                recs.append({"track": track, "name": p, "category": "phase", "start_ns": t, "dur_ns": d,
+                             "iteration": int(row["iteration"])})
+            t += d
+    return from_records(recs, source=source)
