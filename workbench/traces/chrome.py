@@ -105,6 +105,7 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Span table from a list of trace events."""
     proc_name: dict[Any, str] = {}
+    proc_labels: dict[Any, str] = {}
     thread_name: dict[tuple, str] = {}
     proc_sort: dict[Any, float] = {}
     thread_sort: dict[tuple, float] = {}
@@ -165,6 +166,8 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
                 mname = ev.get("name")
                 if mname == "process_name":
                     proc_name[ev.get("pid")] = str(a.get("name", ""))
+                elif mname == "process_labels":  # Kineto: "CPU" or "GPU 0" for a device's pid
+                    proc_labels[ev.get("pid")] = str(a.get("labels", ""))
                 elif mname == "thread_name":
                     thread_name[(ev.get("pid"), ev.get("tid"))] = str(a.get("name", ""))
                 elif mname == "process_sort_index":
@@ -199,6 +202,10 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     keys = sorted(seen_keys, key=lambda k: (proc_sort.get(k[0], 0.0), first_pid[k[0]], thread_sort.get(k, 0.0),
                                             appearance[k]))
     labels = {k: _lane_label(k, proc_name, thread_name) for k in keys}
+    for k in keys:  # GPU lanes: "GPU 0 stream 7"
+        pl = proc_labels.get(k[0], "")
+        if pl and pl != "CPU" and not labels[k].startswith(pl):
+            labels[k] = f"{pl} {labels[k]}"
     dup = {v for v in labels.values() if list(labels.values()).count(v) > 1}
     for k in keys:
         if labels[k] in dup:
@@ -239,6 +246,8 @@ def _lane_label(key: tuple, proc_name: dict, thread_name: dict) -> str:
     pn = proc_name.get(pid)
     if pn and re.match(r"GPU\s*\d+", pn):
         return f"{pn} stream {tid}"
+    if pid in (None, "") and tid in (None, ""):
+        return "global"
     return f"thread {tid}" if pid is None else f"{pid}/{tid}"
 
 
