@@ -27,6 +27,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+notebooks: $(STAMP)
+	$(BIN)/python -m workbench notebooks -o notebooks
+
 # Refresh the README's screenshots from the browser tests.
 screenshots: $(STAMP)
 	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/test_e2e_browser.py

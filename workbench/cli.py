@@ -7,6 +7,7 @@
     python -m workbench report RUN --format md|ipynb -o PATH
     python -m workbench export RUN -o FILE [--format bundle|gbench]
     python -m workbench import FILE [FILE ...]
+    python -m workbench notebooks [-o DIR]
     python -m workbench trace FILE [--json] [--phases] [--chrome OUT.json]
 
 Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
@@ -245,6 +246,14 @@ def cmd_import(args) -> int:
     return status
 
 
+def cmd_notebooks(args) -> int:
+    from .report import write_study_notebooks
+
+    for path in write_study_notebooks(args.output):
+        print(path)
+    return EXIT_OK
+
+
 def cmd_trace(argv: list[str]) -> int:
     try:
         from .traces.cli import trace_main
@@ -305,6 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("files", nargs="+")
     s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
     s.set_defaults(fn=cmd_import)
+
+    s = sub.add_parser("notebooks", help="generate one study notebook per study")
+    s.add_argument("-o", "--output", default="notebooks")
+    s.set_defaults(fn=cmd_notebooks)
 
     sub.add_parser("trace", help="import a trace file: python -m workbench trace FILE [--json] [--phases] [--chrome OUT]",
                    add_help=False)

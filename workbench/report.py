@@ -267,3 +267,151 @@ def write_notebook(rec: RunRecord, path: str | Path) -> Path:
     bundle = write_bundle(rec, path.parent / f"{path.stem}.bundle.json")
     nbformat.write(notebook(rec, bundle.name), str(path))
     return path
+
+
+def study_notebook(study: ModuleType):
+    """A study's own notebook, generated from the library (never hand-maintained).
+
+    It runs the study's smoke preset live when this machine can (``requires`` is None), else
+    it loads the result bundles committed under ``traces/<study>/``, then draws every table,
+    chart and the seed's figures.
+    """
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
+                                      f"{(study.__doc__ or '').strip()}"),
+        nbformat.v4.new_code_cell(
+            "import sys, pathlib, tempfile\n"
+            f"for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path({str(REPO_ROOT)!r})]:\n"
+            "    if (p / 'workbench' / '__init__.py').exists():\n"
+            "        sys.path.insert(0, str(p)); break\n"
+            "from workbench import report, runner\n"
+            "from workbench.store import Store, committed_runs\n"
+            "from workbench.study import get\n"
+            f"study = get({study.ID!r})\n"
+            "params = study.SPACE.defaults('smoke')  # edit, or use 'quick' / {} for the full defaults\n"
+            "reason = study.requires(params)\n"
+            "if reason is None:\n"
+            "    store = Store(pathlib.Path(tempfile.mkdtemp()) / 'results.sqlite')\n"
+            "    rec = runner.execute(study, params, store)\n"
+            "else:\n"
+            "    print('Cannot run here:', reason)\n"
+            "    runs = committed_runs(study.ID)\n"
+            "    rec = runs[0] if runs else None\n"
+            "    print('Showing the committed run', rec.run_id if rec else None)\n"
+            "print(report.verdict_line(rec, study) if rec else 'no run to show')"),
+        nbformat.v4.new_code_cell("report.results_table(rec) if rec else None"),
+        nbformat.v4.new_code_cell(
+            "tables = study.analyze(rec) if rec else {}\n"
+            "for name, df in tables.items():\n"
+            "    print(name); display(df)"),
+        nbformat.v4.new_code_cell(
+            "for name, chart in (study.charts(tables) if tables else {}).items():\n"
+            "    display(chart)"),
+        nbformat.v4.new_code_cell(
+            "from IPython.display import Markdown\n"
+            "Markdown(report.seed_section(study) or 'This study has no seed figures.')"),
+    ]
+    return nb
+
+
+def write_study_notebooks(out_dir: str | Path) -> list[Path]:
+    """``notebooks/<study>.ipynb`` for every registered study."""
+    import nbformat
+
+    from .study import registry
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for study_id, study in registry().items():
+        path = out_dir / f"{study_id}.ipynb"
+        nbformat.write(study_notebook(study), str(path))
+        paths.append(path)
+    return paths
+
+
+# --- checks on exported Markdown --------------------------------------------------------------
+
+_MERMAID_KINDS = ("gantt", "flowchart", "graph", "sequenceDiagram", "timeline", "xychart-beta")
+
+
+def _cells(line: str) -> int:
+    """Cells in a table row, not counting escaped pipes."""
+    body = line.strip().replace("\\|", "")
+    return body.strip("|").count("|") + 1
+
+
+def lint_markdown(text: str, base_dir: Path | None = None) -> list[str]:
+    """Problems that would break the report on GitHub: misaligned tables, absolute or missing
+    image links, unbalanced ``<details>``, Mermaid blocks that do not parse. Empty when fine."""
+    import re
+
+    problems: list[str] = []
+    lines = text.splitlines()
+    in_code = False
+    fence_lang = ""
+    block: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            if not in_code:
+                in_code, fence_lang, block = True, line[3:].strip(), []
+            else:
+                if fence_lang == "mermaid":
+                    problems += [f"mermaid block ending line {i + 1}: {p}" for p in _lint_mermaid(block)]
+                in_code = False
+            continue
+        if in_code:
+            block.append(line)
+            continue
+        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|(\s*:?-+:?\s*\|)+\s*$", lines[i + 1]):
+            n = _cells(line)
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("|"):
+                if _cells(lines[j]) != n:
+                    problems.append(f"table row on line {j + 1} has {_cells(lines[j])} cells, header has {n}")
+                j += 1
+        for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", line):
+            if target.startswith(("/", "file:")) or re.match(r"^[A-Za-z]:\\", target):
+                problems.append(f"image link on line {i + 1} is absolute: {target}")
+            elif base_dir is not None and not target.startswith("http") and not (base_dir / target).exists():
+                problems.append(f"image on line {i + 1} does not exist beside the report: {target}")
+    if in_code:
+        problems.append("a code fence is not closed")
+    depth = 0
+    for m in re.finditer(r"</?details>", text):
+        depth += 1 if m.group() == "<details>" else -1
+        if depth < 0:
+            problems.append("</details> without <details>")
+            depth = 0
+    if depth:
+        problems.append(f"{depth} <details> block(s) not closed")
+    return problems
+
+
+def _lint_mermaid(block: list[str]) -> list[str]:
+    import re
+
+    body = [l.strip() for l in block if l.strip() and not l.strip().startswith("%%")]
+    if not body:
+        return ["empty diagram"]
+    kind = body[0].split()[0]
+    if kind not in _MERMAID_KINDS:
+        return [f"unknown diagram type {kind!r}"]
+    if kind != "gantt":
+        return []
+    problems = []
+    for line in body[1:]:
+        if re.match(r"^(title|dateFormat|axisFormat|tickInterval|todayMarker|excludes|section)\b", line):
+            continue
+        if ":" not in line:
+            problems.append(f"gantt line is neither a keyword nor a task: {line!r}")
+            continue
+        name, spec = line.split(":", 1)
+        parts = [p.strip() for p in spec.split(",")]
+        if not name.strip() or not parts or any(p == "" for p in parts):
+            problems.append(f"malformed gantt task: {line!r}")
+    return problems
