@@ -1,0 +1,96 @@
+"""All-gather + GEMM benchmark: the seed-shaped table (ranks, MxNxK, baseline ms, fused ms,
+speedup, TFLOPS) plus the perfect-overlap bound max(all-gather, matmul) measured alone.
+
+    python benchmarks/ag_gemm.py                        # GPUs here: ws=2 (or all GPUs), fp16+bf16
+    python benchmarks/ag_gemm.py --world-size 4 --m 4096,16384 --dtype fp16
+    python benchmarks/ag_gemm.py --from traces/ag-gemm/*.bundle.json   # print committed runs
+
+Without a usable GPU set it prints the committed results (labelled with their machine).
+Every method is checked against the fp32 reference before its time counts; a failed check
+shows as n/a and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import studies.ag_gemm as study  # noqa: E402
+from workbench import runner  # noqa: E402
+from workbench.store import Store, committed_runs, read_bundle, write_bundle  # noqa: E402
+from workbench.study import ParamError, StudyUnavailable  # noqa: E402
+
+
+def machine(rec) -> str:
+    env = rec.env
+    gpus = env.get("gpu_names") or []
+    return f"{len(gpus)}x {gpus[0]}" if gpus else env.get("cpu_model", "unknown machine")
+
+
+def show(rec) -> bool:
+    """Print one run's table; True when every variant passed its check."""
+    tbls = study.analyze(rec)
+    print(f"\n## run {rec.run_id} on {machine(rec)} ({rec.origin}, {rec.created_utc} UTC)")
+    print(f"torch {rec.env.get('torch', '?')}, reproduce: {rec.reproduce}\n")
+    print(study.format_seed_table(tbls["summary"]) if not tbls["summary"].empty else "(no results)")
+    failed = [v for v in rec.variants if not v.correct]
+    for v in failed:
+        print(f"FAILED CHECK {v.variant}: {v.check}")
+    return not failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world-size", type=int, default=None, help="default: 2 if present, else all GPUs")
+    ap.add_argument("--m", default="1024,4096,16384")
+    ap.add_argument("--n", default="3584")
+    ap.add_argument("--k", default="8192")
+    ap.add_argument("--dtype", default="fp16,bf16")
+    ap.add_argument("--methods", default=",".join(study.ALL_METHODS))
+    ap.add_argument("--repeat", default="20")
+    ap.add_argument("--trace", default="programs", choices=("off", "programs", "all"))
+    ap.add_argument("--set", action="append", default=[], help="other study parameters, name=value")
+    ap.add_argument("--bundle-dir", type=Path, help="write the run's bundle here")
+    ap.add_argument("--tag", default="bench", help="bundle file name part")
+    ap.add_argument("--from", dest="bundles", nargs="*", type=Path, help="print these bundles instead of running")
+    args = ap.parse_args(argv)
+
+    if args.bundles is not None:
+        return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
+    probe = study.gpu_probe()
+    ws = args.world_size or (2 if probe["count"] >= 2 else max(1, probe["count"]))
+    values = {"m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype, "methods": args.methods,
+              "repeat": args.repeat, "trace": args.trace, "world_size": ws}
+    values.update(dict(s.split("=", 1) for s in args.set))
+    store = Store()
+    try:
+        rec = runner.execute(study, values, store,
+                             progress=lambda f, msg: print(f"[{f * 100:5.1f}%] {msg}", file=sys.stderr, flush=True))
+    except StudyUnavailable as exc:
+        print(f"cannot run here: {exc}")
+        recs = committed_runs(study.ID)
+        print(f"committed results ({len(recs)} runs under traces/{study.ID}/):")
+        for rec in recs:
+            show(rec)
+        return 0
+    except ParamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the failed run is stored with its finished points: keep it too
+        print(f"run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        rec = store.load("latest")
+        if args.bundle_dir:
+            write_bundle(rec, args.bundle_dir / f"{args.tag}-ws{ws}-FAILED-{rec.run_id}.bundle.json")
+        show(rec)
+        return 1
+    if args.bundle_dir:
+        path = write_bundle(rec, args.bundle_dir / f"{args.tag}-ws{ws}-{rec.run_id}.bundle.json")
+        print(f"bundle: {path}", file=sys.stderr)
+    return 0 if show(rec) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Triton kernels of the workbench's studies (one module per operation)."""

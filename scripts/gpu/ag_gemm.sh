@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ag-gemm on a GPU machine, for every world size 2, 4, 8 that its GPU count allows:
+#   1. correctness of every method at shapes that are not multiples of the block sizes
+#      (M/ws, N, K off the 128/256/64 tiles), fp16 and bf16;
+#   2. the benchmark table at the issue's shapes (N=3584, K=8192, M=1024/4096/16384), fp16
+#      and bf16, with per-program traces of the fused kernel and torch.profiler traces of
+#      every method at the largest M (fp16);
+#   3. the GPU-marked pytest tests.
+# Writes $OUT/ag_gemm.tar.gz: bundles (*.bundle.json) and benchmark tables (benchmark_ws*.md),
+# ready to unpack into traces/ag-gemm/. Run from the repository root.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
+OUT="${OUT:-out}"
+PY="${PYTHON:-python3}"
+REPEAT="${REPEAT:-20}"
+dir="$(mktemp -d)/ag-gemm"
+mkdir -p "$dir" "$OUT"
+ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
+status=0
+echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
+for ws in 2 4 8; do
+  [ "$ws" -le "$ngpu" ] || continue
+  echo "== ws=$ws correctness at shapes off the block sizes"
+  "$PY" benchmarks/ag_gemm.py --world-size "$ws" --m 264,1000,2056 --n 3000 --k 4000 --dtype fp16,bf16 \
+      --methods nccl,torch-fused,ce-chunked,hbm-buffer --repeat 3 --trace off --set chunks=2 \
+      --bundle-dir "$dir" --tag correctness > "$dir/correctness_ws$ws.md" || status=1
+  cat "$dir/correctness_ws$ws.md"
+  "$PY" benchmarks/ag_gemm.py --world-size "$ws" --m 264,1000 --n 3000 --k 4000 --dtype fp16 \
+      --methods hbm-buffer --repeat 3 --trace off --set block_m=64 --set k_tiles_per_flag=4 --set stage_layout=tiles \
+      --set fetchers=3 --bundle-dir "$dir" --tag correctness-knobs > "$dir/correctness_knobs_ws$ws.md" || status=1
+  cat "$dir/correctness_knobs_ws$ws.md"
+  echo "== ws=$ws benchmark"
+  "$PY" benchmarks/ag_gemm.py --world-size "$ws" --m 1024,4096,16384 --dtype fp16,bf16 --repeat "$REPEAT" \
+      --trace all --bundle-dir "$dir" --tag bench > "$dir/benchmark_ws$ws.md" || status=1
+  cat "$dir/benchmark_ws$ws.md"
+done
+echo "== pytest (gpu, multigpu)"
+"$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_ag_gemm.py 2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
+tar -C "$(dirname "$dir")" -czf "$OUT/ag_gemm.tar.gz" ag-gemm
+echo "wrote $OUT/ag_gemm.tar.gz:"; tar -tzvf "$OUT/ag_gemm.tar.gz"
+exit $status

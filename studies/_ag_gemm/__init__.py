@@ -1,0 +1,1 @@
+"""Helpers of the ag-gemm study: methods (GPU side), auto-config, trace spans, torchrun worker."""

@@ -1,0 +1,65 @@
+"""The fused kernel on a CPU: Triton's interpreter with every rank emulated in one process.
+
+Peers' shards are plain CPU tensors whose addresses stand in for the symmetric-memory
+mappings; each rank's launch runs in turn (the interpreter runs programs one after another
+in ticket order, so fetchers finish before GEMM programs wait). ``TRITON_INTERPRET=1`` must
+be set before triton is first imported (``@triton.jit`` and triton's own helpers read it
+then), so callers run this module as a child process:
+
+    TRITON_INTERPRET=1 python -m studies._ag_gemm.emulate '[{"world_size": 2, "m": 40, ...}]'
+
+prints one JSON list with, per scenario, per rank: ok, check message, timed_out, epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+
+def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any], dtype: str = "fp16",
+                 launches: int = 2, swap_peers: bool = False, skip_fetchers: bool = False,
+                 max_spins: int | None = None) -> list[dict[str, Any]]:
+    """``swap_peers`` maps the peers' addresses in the wrong order (a broken rendezvous);
+    ``skip_fetchers`` starts the ticket counter past the fetcher tickets so no program
+    fetches and every remote wait must give up after ``max_spins`` polls."""
+    import torch
+
+    import kernels.triton.ag_gemm as kmod
+    from studies._ag_gemm import methods
+
+    if max_spins is not None:
+        kmod.MAX_SPINS = max_spins
+    dt = methods.torch_dtype(dtype)
+    ms = m // world_size
+    shards = [torch.randn(ms, k, generator=torch.Generator().manual_seed(1000 + r)).to(dt) for r in range(world_size)]
+    b = torch.randn(k, n, generator=torch.Generator().manual_seed(17)).to(dt)
+    order = list(range(world_size))[::-1] if swap_peers else list(range(world_size))
+    ptrs = torch.tensor([shards[i].data_ptr() for i in order], dtype=torch.int64)
+    ref = torch.cat(shards, dim=0).float() @ b.float()
+    out_ranks = []
+    for rank in range(world_size):
+        buf = kmod.HbmBuffer(shards[rank], ptrs, b, rank, world_size, kmod.HbmKnobs(**knobs))
+        out = torch.full((m, n), float("nan"), dtype=dt)
+        for _ in range(launches):
+            if skip_fetchers:
+                buf.ticket.fill_(buf.epoch * buf.grid + buf.knobs.fetchers)
+            buf(out)
+        ok, msg = methods.check(out, ref, dtype)
+        out_ranks.append({"ok": ok, "check": msg, "timed_out": buf.timed_out(), "epoch": buf.epoch})
+    return out_ranks
+
+
+def main(argv: list[str]) -> int:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        print("set TRITON_INTERPRET=1 (before triton is imported)", file=sys.stderr)
+        return 2
+    scenarios = json.loads(argv[0])
+    print(json.dumps([run_scenario(**sc) for sc in scenarios]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

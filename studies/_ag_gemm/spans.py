@@ -1,0 +1,76 @@
+"""Per-program trace of the fused kernel -> span table (one lane per SM).
+
+The kernel writes one record per task (see ``kernels.triton.ag_gemm``): role, ticket, SM id,
+start, ready, end in global-timer ns. A fetch task becomes one ``fetch`` span; a GEMM tile
+becomes a ``wait`` span (start -> its first flag seen; empty for local tiles) and a
+``gemm`` span (ready -> end). Times are rebased to the first task's start (the global
+timer's epoch means nothing across machines); ``args`` keeps the decoded tile indices.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+SOURCE = "ag-gemm-programs"
+ATTACH_KIND = "trace/ag-gemm-programs-json"
+
+
+def encode(records, layout: dict[str, Any], rank: int, meta: dict[str, Any]) -> bytes:
+    """The attachment: the raw records plus what is needed to decode task indices."""
+    return json.dumps({"format": SOURCE, "version": 1, "rank": rank, "layout": layout, "meta": meta,
+                       "fields": ["role", "ticket", "smid", "start_ns", "ready_ns", "end_ns"],
+                       "records": [list(map(int, r)) for r in records]}).encode()
+
+
+def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
+    """Decode an attachment into the workbench span table (``workbench.traces.model``)."""
+    from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmLayout
+    from workbench.traces.model import from_records
+
+    lay = HbmLayout(**doc["layout"])
+    rank = int(doc["rank"])
+    recs = [r for r in doc["records"] if r[0] in (ROLE_FETCH, ROLE_GEMM)]
+    if not recs:
+        return from_records([], source=SOURCE)
+    t0 = min(r[3] for r in recs)
+    out: list[dict[str, Any]] = []
+    process = f"rank {rank}"
+    for task, (role, ticket, smid, start, ready, end) in enumerate(doc["records"]):
+        track = f"SM {smid:03d}"
+        if role == ROLE_FETCH:
+            src, m_tile, k_group = lay.fetch_task(task, rank)
+            out.append({"process": process, "track": track, "name": f"fetch r{src} m{m_tile} k{k_group}",
+                        "category": "fetch", "start_ns": start - t0, "dur_ns": end - start,
+                        "args": {"ticket": ticket, "src": src, "m_tile": m_tile, "k_group": k_group}})
+        elif role == ROLE_GEMM:
+            g = task - lay.num_fetch_tasks
+            src, m_tile, n_tile = lay.gemm_tile(g, rank)
+            args = {"ticket": ticket, "src": src, "m_tile": m_tile, "n_tile": n_tile, "local": src == rank}
+            if ready > start:
+                out.append({"process": process, "track": track, "name": f"wait r{src} m{m_tile}",
+                            "category": "wait", "start_ns": start - t0, "dur_ns": ready - start, "args": args})
+            out.append({"process": process, "track": track, "name": f"gemm r{src} m{m_tile} n{n_tile}",
+                        "category": "gemm", "start_ns": ready - t0, "dur_ns": end - ready, "args": args})
+    order = sorted({o["track"] for o in out})
+    return from_records(out, source=SOURCE, track_order=order)
+
+
+def summary(spans: pd.DataFrame) -> dict[str, float]:
+    """Kernel span, when the last fetch landed, and how long GEMM programs waited in total."""
+    if spans.empty:
+        return {}
+    end = spans["start_ns"] + spans["dur_ns"]
+    by = spans.groupby("category", observed=True)
+    out = {"kernel_us": float(end.max() - spans["start_ns"].min()) / 1e3}
+    if "fetch" in by.groups:
+        f = spans[spans["category"] == "fetch"]
+        out["last_fetch_end_us"] = float((f["start_ns"] + f["dur_ns"]).max()) / 1e3
+        out["fetch_busy_us"] = float(f["dur_ns"].sum()) / 1e3
+    if "wait" in by.groups:
+        out["wait_total_us"] = float(spans.loc[spans["category"] == "wait", "dur_ns"].sum()) / 1e3
+    g = spans[spans["category"] == "gemm"]
+    out["gemm_busy_us"] = float(g["dur_ns"].sum()) / 1e3
+    return out
