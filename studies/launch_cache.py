@@ -487,5 +487,15 @@ def _findings(rec: RunRecord, df: pd.DataFrame) -> str:
         lines.append("- cudaFree synchronises the whole device, so per_call waits for the GPU with or without "
                      "the sync after the launch; cached policies only wait when asked to.")
         lines.append("- Without sync, locked_cache still runs the kernels one at a time on the GPU (each waits on "
-                     "the previous user's event); the pool lets k of them overlap.")
+                     "the previous user's event); the pool lets k of them overlap, framework and graph all T.")
+        lines.append("- A CUDA synchronisation spins by default while the host has cores to spare, so time spent "
+                     "waiting for the GPU shows up as user time (user can exceed real with several threads).")
+    mode = _mode_col(df)
+    for value in df[mode].unique():
+        sub = df[df[mode] == value].set_index("policy")
+        if {"locked_cache", "pool", "per_call"} <= set(sub.index):
+            lk, pl, pc = sub.loc["locked_cache"], sub.loc["pool"], sub.loc["per_call"]
+            lines.append(f"- {mode}={value}: pool of {p['k']} vs one locked block: real {pl['real_s'] / lk['real_s']:.2f}x, "
+                         f"user {pl['user_s'] / lk['user_s']:.2f}x, peak memory {pl['peak_mib'] / lk['peak_mib']:.1f}x; "
+                         f"per_call spends {pc['sys_s'] / max(pc['real_s'], 1e-12):.1f} s of sys per s of real.")
     return "\n".join(lines)

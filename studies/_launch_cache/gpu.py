@@ -26,6 +26,7 @@ GIL, which is part of what a Python host pays and is reported as such.
 from __future__ import annotations
 
 import functools
+import queue
 import resource
 import threading
 import time
@@ -165,25 +166,23 @@ class _LockedCache:
 
 
 class _Pool:
+    """Up to k blocks in a ``queue.SimpleQueue``, whose blocking get is in C. A first version
+    with a ``threading.Condition`` (a new lock per wait, Python-level bookkeeping) measured
+    slower than the single lock on an H200 (16384 launches, 8 threads: 0.45 s vs 0.32 s),
+    which said more about Python than about pools."""
+
     def __init__(self, cupy, nbytes, threads, k, held):
-        self.cupy, self.nbytes, self.k, self.held = cupy, nbytes, k, held
-        self.cv = threading.Condition()
-        self.free: list[_Block] = []
+        self.cupy, self.nbytes, self.held = cupy, nbytes, held
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(k):
+            self.queue.put(None)  # a slot whose block is allocated on first use
         self.blocks: list[_Block] = []
-        self.creating = 0
 
     def acquire(self, t, stream, sync):
-        with self.cv:
-            while not self.free and len(self.blocks) + self.creating >= self.k:
-                self.cv.wait()
-            blk = self.free.pop() if self.free else None
-            if blk is None:
-                self.creating += 1
-        if blk is None:  # allocate outside the lock, as libgomp would
+        blk = self.queue.get()
+        if blk is None:
             blk = _Block(self.cupy, self.nbytes, self.held)
-            with self.cv:
-                self.creating -= 1
-                self.blocks.append(blk)
+            self.blocks.append(blk)  # list.append is atomic under the GIL
         if not sync:
             stream.wait_event(blk.event)
         return blk
@@ -194,9 +193,7 @@ class _Pool:
     def release(self, t, blk, stream, sync):
         if not sync:
             blk.event.record(stream)
-        with self.cv:
-            self.free.append(blk)
-            self.cv.notify()
+        self.queue.put(blk)
 
     def close(self):
         for blk in self.blocks:
