@@ -168,6 +168,7 @@ def run(params, ctx: RunContext) -> dict:
     total = len(worker_list) * len(params["sizes"]) * (params["measurements"] + 1)
     done = 0
     queue_modes = set()
+    unmaps_refused = 0
 
     def unsupported(cond) -> str | None:
         need = ([t for bit, (_n, t) in zip(cond, clrt.EXEC_TYPES) if bit == "1"] if isinstance(cond, str)
@@ -214,6 +215,8 @@ def run(params, ctx: RunContext) -> dict:
                 else:
                     done += params["measurements"] + 1
             finally:
+                if workers:
+                    unmaps_refused += runs.unmaps_refused
                 runs.close()
     ctx.progress(1.0, "done")
     return {
@@ -221,7 +224,7 @@ def run(params, ctx: RunContext) -> dict:
         "platform_version": target.device.platform.version, "device_version": target.device.version,
         "driver_version": target.device.driver_version, "callback_impl": params["callback_impl"],
         "callback_support": {name: support[t] or "supported" for name, t in clrt.EXEC_TYPES},
-        **({"queue": sorted(queue_modes)} if queue_modes else {}),
+        **({"queue": sorted(queue_modes), "unmaps_refused": unmaps_refused} if queue_modes else {}),
         "platforms_here": clrt.platforms(),
     }
 

@@ -49,11 +49,15 @@ except Exception as exc:
 EOF
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
-run() {  # run <label> --set ... : one study run, its record id appended to the list
-  local label=$1; shift
-  echo "== $label: $*"
+BUDGET_S=${OE_BUDGET_S:-250}  # whole script; each run gets at most its cap and what is left
+run() {  # run <label> <cap_s> --set ... : one study run; SIGINT at the cap keeps its finished points
+  local label=$1 cap=$2; shift 2
+  local left=$((BUDGET_S - SECONDS - 10))
+  [ "$cap" -gt "$left" ] && cap=$left
+  if [ "$cap" -le 5 ]; then echo "== $label: skipped, out of time"; return; fi
+  echo "== $label (at most ${cap} s): $*"
   local t0=$SECONDS
-  if $PY -m workbench run opencl-events "$@" --json > "/tmp/oe-$label.json" 2> "/tmp/oe-$label.err"; then
+  if timeout -s INT -k 10 "$cap" $PY -m workbench run opencl-events "$@" --json > "/tmp/oe-$label.json" 2> "/tmp/oe-$label.err"; then
     echo "   ok in $((SECONDS - t0)) s"
   else
     echo "   FAILED in $((SECONDS - t0)) s"; tail -5 "/tmp/oe-$label.err"
@@ -66,14 +70,14 @@ if [ "${OE_SCALE:-full}" = quick ]; then
 else
   Q=(--set measurements=20)
   # the dependency runs enqueue 10-31 commands per run: fewer runs and measurements per point
-  DEP=(--set reps=256 --set measurements=10)
+  DEP=(--set reps=256 --set measurements=8)
 fi
-run callbacks --set experiment=callbacks --set platform=$PLAT "${Q[@]}"
-run callbacks-pyopencl --set experiment=callbacks --set platform=$PLAT --set callback_impl=pyopencl \
-  --set combos=000,001,111 --set sizes=4096,65536,1048576,33554432 "${Q[@]}"
-run wait --set experiment=wait --set platform=$PLAT "${Q[@]}"
-run dependency --set experiment=dependency --set platform=$PLAT "${DEP[@]}"
-run cuda --set experiment=cuda "${Q[@]}"
+run callbacks 70 --set experiment=callbacks --set platform=$PLAT "${Q[@]}"
+run wait 30 --set experiment=wait --set platform=$PLAT "${Q[@]}"
+run cuda 40 --set experiment=cuda "${Q[@]}"
+run callbacks-pyopencl 30 --set experiment=callbacks --set platform=$PLAT --set callback_impl=pyopencl \
+  --set combos=000,001,111 --set sizes=4096,65536,1048576,33554432 "${Q[@]}" --set measurements=8
+run dependency 110 --set experiment=dependency --set platform=$PLAT "${DEP[@]}"
 
 mkdir -p /tmp/oe-bundles
 $PY - <<'EOF'

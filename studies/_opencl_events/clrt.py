@@ -147,9 +147,53 @@ def _opencl_lib() -> ctypes.CDLL:
             if not name:
                 raise OSError("cannot find the OpenCL ICD loader pyopencl uses")
             lib = ctypes.CDLL(name)
-    lib.clSetEventCallback.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
-    lib.clSetEventCallback.restype = ctypes.c_int32
+    vp, i32, u32 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint32
+    lib.clSetEventCallback.argtypes = [vp, i32, vp, vp]
+    lib.clSetEventCallback.restype = i32
+    lib.clEnqueueMapBuffer.argtypes = [vp, vp, u32, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_size_t, u32, vp,
+                                       ctypes.POINTER(vp), ctypes.POINTER(i32)]
+    lib.clEnqueueMapBuffer.restype = vp
+    lib.clEnqueueUnmapMemObject.argtypes = [vp, vp, vp, u32, vp, ctypes.POINTER(vp)]
+    lib.clEnqueueUnmapMemObject.restype = i32
     return lib
+
+
+class RawMaps:
+    """clEnqueueMapBuffer / clEnqueueUnmapMemObject without pyopencl's MemoryMap.
+
+    pyopencl unmaps a MemoryMap when it is garbage-collected and aborts the process if
+    that unmap fails. NVIDIA's runtime refuses (CL_INVALID_VALUE) the unmaps of repeated
+    maps of one host-pointer buffer that were left open, which the seed's "without unmap"
+    condition does on purpose; here the refusal is counted instead.
+    """
+
+    CL_MAP_READ = 1
+
+    def __init__(self, cl):
+        self.cl = cl
+        self.lib = _opencl_lib()
+
+    @staticmethod
+    def _wait_list(wait_for):
+        ids = [e.int_ptr for e in wait_for or ()]
+        return len(ids), ((ctypes.c_void_p * len(ids))(*ids) if ids else None)
+
+    def map_read(self, queue, buf, nbytes: int, wait_for=None, blocking: bool = False):
+        """Map ``nbytes`` of ``buf`` for reading; returns (host address, pyopencl Event)."""
+        n, ids = self._wait_list(wait_for)
+        ev, err = ctypes.c_void_p(), ctypes.c_int32(0)
+        ptr = self.lib.clEnqueueMapBuffer(queue.int_ptr, buf.int_ptr, int(blocking), self.CL_MAP_READ, 0, nbytes,
+                                          n, ids, ctypes.byref(ev), ctypes.byref(err))
+        if err.value != 0:
+            raise RuntimeError(f"clEnqueueMapBuffer returned {err.value} ({CL_ERRORS.get(err.value, 'error')})")
+        return ptr, self.cl.Event.from_int_ptr(ev.value, retain=False)
+
+    def unmap(self, queue, buf, ptr: int, wait_for=None):
+        """Enqueue the unmap; returns (Event or None, OpenCL error code)."""
+        n, ids = self._wait_list(wait_for)
+        ev = ctypes.c_void_p()
+        err = self.lib.clEnqueueUnmapMemObject(queue.int_ptr, buf.int_ptr, ptr, n, ids, ctypes.byref(ev))
+        return (self.cl.Event.from_int_ptr(ev.value, retain=False) if err == 0 else None), err
 
 
 def _cache_dir() -> Path:
