@@ -345,7 +345,14 @@ def overhead_table(rec: RunRecord) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+POINT_COLUMNS = ["variant", "platform", "device", "experiment", "callback_impl", "workers", "condition", "size_bytes",
+                 "n", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy", "excess_us", "correct", "check"]
+
+
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """``points`` (one row per condition and size), ``overhead`` (per size bucket, with CIs) and
+    ``_samples`` (every measurement, for the charts' dots; a leading underscore marks it as
+    chart data rather than a table to read)."""
     points = tables.variants_table(rec)
     if len(points):
         means = {v.variant: float(np.mean(v.samples_ns)) if v.samples_ns else np.nan for v in rec.variants}
@@ -354,18 +361,22 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         # the seed's right-hand plot: each condition minus the fastest condition at that size
         points["excess_ns"] = points["mean_ns"] - points[points["correct"]].groupby(keys)["mean_ns"].transform("min")
         points = tables.with_us(points)
+        points = points[[c for c in POINT_COLUMNS if c in points.columns]]
     samples = tables.samples_table(rec)
-    return {"points": points, "overhead": overhead_table(rec), "samples": samples}
+    if len(samples):
+        samples = samples.assign(time_us=samples["ns"] / 1e3)[
+            [c for c in ("workers", "condition", "size_bytes", "time_us", "correct") if c in samples.columns]]
+    return {"points": points, "overhead": overhead_table(rec), "_samples": samples}
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     import altair as alt  # only here: the GPU machines have no altair
 
-    pts, smp = tbls["points"], tbls["samples"]
+    pts, smp = tbls["points"], tbls["_samples"]
     if not len(pts):
         return {}
     pts = pts[pts["correct"]]
-    smp = smp[smp["correct"]].assign(time_us=lambda d: d["ns"] / 1e3) if len(smp) else smp
+    smp = smp[smp["correct"]] if len(smp) else smp
     x = alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size (bytes)")
     color = alt.Color("condition:N", title="condition")
     groups = sorted(pts["workers"].dropna().unique()) if "workers" in pts.columns else [None]

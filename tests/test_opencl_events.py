@@ -147,7 +147,7 @@ def test_dependency_charts_per_worker_count(store):
                                  "workers": "7"}, store, preset="smoke")
     assert rec.status == "complete" and len(rec.variants) == 8 and all(v.correct for v in rec.variants)
     tbls = study.analyze(rec)
-    assert (tbls["points"]["excess_ns"] >= 0).all()
+    assert (tbls["points"]["excess_us"] >= 0).all()
     pytest.importorskip("altair")
     assert {"timing_w7", "excess_w7"} <= set(study.charts(tbls))
 
