@@ -38,9 +38,9 @@ HEAD_BYTES = 1 << 16
 
 def _importers() -> list[ModuleType]:
     # Imported lazily so a broken optional dependency of one format cannot stop the others.
-    from . import chrome, ireeperf, tracy
+    from . import chrome, ireeperf, nsys, perfetto, rocprof, tracy
 
-    return [ireeperf, tracy, chrome]
+    return [ireeperf, tracy, nsys, perfetto, rocprof, chrome]
 
 
 def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:

@@ -246,6 +246,8 @@ def _lane_label(key: tuple, proc_name: dict, thread_name: dict) -> str:
     pn = proc_name.get(pid)
     if pn and re.match(r"GPU\s*\d+", pn):
         return f"{pn} stream {tid}"
+    if pn:
+        return f"{pn} {tid}"
     if pid in (None, "") and tid in (None, ""):
         return "global"
     return f"thread {tid}" if pid is None else f"{pid}/{tid}"
@@ -260,8 +262,8 @@ def _category(cat: Any, pid: Any, proc_name: dict) -> str:
         return KERNEL
     if "COPY" in pn:
         return "gpu_memcpy"
-    if pn.startswith("HIP"):
+    if "HIP" in pn:
         return "hip_api"
-    if pn.startswith("HSA"):
+    if "HSA" in pn:
         return "hsa_api"
     return "event"

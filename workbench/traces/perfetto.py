@@ -1,0 +1,206 @@
+"""Perfetto protobuf traces (``.pftrace``) with TrackEvent slices, read without trace_processor.
+
+The ``perfetto`` wheel's TraceProcessor downloads a native binary on first use (fails
+offline), but the wheel also ships the generated protobuf classes, which are enough here.
+A trace is a sequence of ``TracePacket`` records, each framed as field 1 (tag ``0x0A``) +
+varint length; packets are decoded one at a time so a cut file fails at the cut with a
+clear message instead of a protobuf error.
+
+Read: ``track_descriptor`` (lane names: name / static_name / thread / process, order of
+appearance, ``sibling_order_rank`` first), ``track_event`` SLICE_BEGIN/END paired per track
+uuid, INSTANT as instants, interned ``event_names`` / ``event_categories`` /
+``debug_annotation_names`` per ``trusted_packet_sequence_id`` (cleared on
+SEQ_INCREMENTAL_STATE_CLEARED), ``trace_packet_defaults`` for the default track. Counters
+and other data sources are skipped. Timestamps are TracePacket ns (the trace's clock,
+BOOTTIME unless the producer set another).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import TraceError
+from .model import from_columns
+
+FORMAT = "perfetto-pftrace"
+_SEQ_CLEARED = 1  # TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+
+
+def _varint(b: bytes, o: int) -> tuple[int, int]:
+    v, shift = 0, 0
+    while True:
+        if o >= len(b) or shift > 63:
+            raise IndexError("varint past end")
+        c = b[o]
+        o += 1
+        v |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return v, o
+        shift += 7
+
+
+def _pb():
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+
+    return perfetto_trace_pb2
+
+
+def detect(head: bytes, name: str) -> bool:
+    """Starts with a framed TracePacket that decodes (or is cut only by the head's end)."""
+    if not head or head[0] != 0x0A:
+        return False
+    try:
+        n, o = _varint(head, 1)
+    except IndexError:
+        return False
+    if n == 0 or n > 64 << 20:
+        return False
+    if o + n > len(head):  # first packet longer than the head: trust the name
+        return name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb"))
+    try:
+        pkt = _pb().TracePacket()
+        pkt.ParseFromString(head[o: o + n])
+    except Exception:
+        return False
+    return len(pkt.ListFields()) > 0
+
+
+def packets(data: bytes, name: str = ""):
+    """Yield TracePacket messages; TraceError on a cut or undecodable packet."""
+    pb = _pb()
+    o, n, i = 0, len(data), 0
+    while o < n:
+        tag = data[o]
+        try:
+            length, start = _varint(data, o + 1)
+        except IndexError:
+            raise TraceError(FORMAT, f"{name}: truncated (packet {i} header at byte {o})") from None
+        if tag != 0x0A:
+            # unknown top-level fields are legal protobuf; skip length-delimited ones, stop otherwise
+            if tag & 7 != 2:
+                raise TraceError(FORMAT, f"{name}: corrupted (unexpected field tag {tag:#x} at byte {o})")
+            o = start + length
+            continue
+        if start + length > n:
+            raise TraceError(FORMAT, f"{name}: truncated (packet {i} needs {length} bytes, {n - start} left)")
+        pkt = pb.TracePacket()
+        try:
+            pkt.ParseFromString(data[start: start + length])
+        except Exception as exc:
+            raise TraceError(FORMAT, f"{name}: corrupted packet {i} at byte {o} ({exc})") from None
+        yield pkt
+        o = start + length
+        i += 1
+
+
+def _annotation_value(a) -> Any:
+    for f in ("string_value", "int_value", "uint_value", "double_value", "bool_value", "pointer_value",
+              "legacy_json_value"):
+        if a.HasField(f):
+            return getattr(a, f)
+    return None
+
+
+def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read TrackEvent slices and instants from a .pftrace file."""
+    p = Path(path)
+    data = p.read_bytes()
+    track_names: dict[int, str] = {}
+    track_rank: dict[int, int] = {}
+    track_proc: dict[int, str] = {}
+    proc_names: dict[int, str] = {}
+    interned: dict[int, dict[str, dict[int, str]]] = {}
+    default_track: dict[int, int] = {}
+    open_slices: dict[int, list[tuple]] = {}
+    cols: dict[str, list] = {k: [] for k in ("uuid", "name", "cat", "start", "dur", "depth", "corr", "args", "kind")}
+    n_packets = 0
+    for pkt in packets(data, p.name):
+        n_packets += 1
+        seq = pkt.trusted_packet_sequence_id
+        if pkt.sequence_flags & _SEQ_CLEARED:
+            interned[seq] = {}
+        if pkt.HasField("trace_packet_defaults") and pkt.trace_packet_defaults.HasField("track_event_defaults"):
+            default_track[seq] = pkt.trace_packet_defaults.track_event_defaults.track_uuid
+        if pkt.HasField("interned_data"):
+            tables = interned.setdefault(seq, {})
+            idata = pkt.interned_data
+            for field, key in (("event_names", "name"), ("event_categories", "name"),
+                               ("debug_annotation_names", "name")):
+                t = tables.setdefault(field, {})
+                for e in getattr(idata, field):
+                    t[e.iid] = getattr(e, key)
+        if pkt.HasField("track_descriptor"):
+            td = pkt.track_descriptor
+            label = td.name or td.static_name
+            if td.HasField("thread"):
+                label = label or td.thread.thread_name or f"thread {td.thread.tid}"
+                track_proc[td.uuid] = proc_names.get(td.thread.pid, f"process {td.thread.pid}")
+            elif td.HasField("process"):
+                proc_names[td.process.pid] = td.process.process_name or f"process {td.process.pid}"
+                label = label or proc_names[td.process.pid]
+                track_proc[td.uuid] = proc_names[td.process.pid]
+            track_names.setdefault(td.uuid, label or f"track {td.uuid}")
+            track_rank.setdefault(td.uuid, td.sibling_order_rank if td.HasField("sibling_order_rank") else 0)
+            if td.HasField("parent_uuid") and td.uuid not in track_proc:
+                track_proc[td.uuid] = track_proc.get(td.parent_uuid) or track_names.get(td.parent_uuid, "")
+        if not pkt.HasField("track_event"):
+            continue
+        ev = pkt.track_event
+        uuid = ev.track_uuid if ev.HasField("track_uuid") else default_track.get(seq, 0)
+        tables = interned.get(seq, {})
+        ts = int(pkt.timestamp)
+        if ev.type == 2:  # SLICE_END
+            stack = open_slices.get(uuid)
+            if stack:
+                i = stack.pop()
+                cols["dur"][i] = max(ts - cols["start"][i], 0)
+            continue
+        if ev.type not in (1, 3):
+            continue
+        name = ev.name if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
+        cats = list(ev.categories) or [tables.get("event_categories", {}).get(c, "") for c in ev.category_iids]
+        args = {}
+        for a in ev.debug_annotations:
+            key = a.name if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
+            args[key] = _annotation_value(a)
+        stack = open_slices.setdefault(uuid, [])
+        cols["uuid"].append(uuid)
+        cols["name"].append(name or "(unnamed)")
+        cols["cat"].append(",".join(c for c in cats if c) or "slice")
+        cols["start"].append(ts)
+        cols["dur"].append(0)
+        cols["depth"].append(len(stack))
+        cols["corr"].append(ev.correlation_id if ev.HasField("correlation_id") else None)
+        cols["args"].append(args or None)
+        cols["kind"].append("span" if ev.type == 1 else "instant")
+        if ev.type == 1:
+            stack.append(len(cols["start"]) - 1)
+    if n_packets == 0:
+        raise TraceError(FORMAT, f"{p.name}: no packets")
+    n = len(cols["start"])
+    if n == 0:
+        raise TraceError(FORMAT, f"{p.name}: no TrackEvent slices ({n_packets} packets of other data sources)")
+    unclosed = sum(len(s) for s in open_slices.values())
+    uuids = list(dict.fromkeys(cols["uuid"]))
+    first = {u: i for i, u in enumerate(dict.fromkeys(list(track_names) + uuids))}
+    order = sorted(uuids, key=lambda u: (track_rank.get(u, 0), first[u]))
+    label = {u: track_names.get(u, f"track {u}") for u in order}
+    seen: dict[str, int] = {}
+    for u in order:  # lane names must be unique
+        seen[label[u]] = seen.get(label[u], 0) + 1
+        if seen[label[u]] > 1:
+            label[u] = f"{label[u]} ({u})"
+    df = from_columns({"process": [track_proc.get(u) or "trace" for u in cols["uuid"]],
+                       "track": [label[u] for u in cols["uuid"]], "name": cols["name"], "category": cols["cat"],
+                       "start_ns": np.array(cols["start"], dtype=np.int64),
+                       "dur_ns": np.array(cols["dur"], dtype=np.int64),
+                       "depth": np.array(cols["depth"], dtype=np.int32), "correlation": cols["corr"],
+                       "args": cols["args"], "kind": cols["kind"]}, n=n, source=FORMAT,
+                      track_order=[label[u] for u in order])
+    return df, {"clock": "TracePacket timestamp ns (BOOTTIME unless set otherwise)", "packets": n_packets,
+                "unclosed_slices": unclosed}
