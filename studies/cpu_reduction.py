@@ -73,7 +73,8 @@ SPACE = ParamSpace(
               "grid: every variant x c x w at n (overview, thread scaling); sizes: size sweep with the "
               "bandwidth floor; phases: profile one iteration per c at n and the largest w",
               choices=EXPERIMENTS, multi=True),
-        Param("profiler", "str", "ireeperf", "profiles taken by the phases experiment",
+        Param("profiler", "str", "both", "profiles taken by the phases experiment (Tracy adds ~1.5 s per c "
+              "and gives the per-thread timeline)",
               choices=("ireeperf", "tracy", "both")),
         Param("seed", "int", 0, "input generator seed", min=0, max=2**31 - 1),
     ),
@@ -82,7 +83,7 @@ SPACE = ParamSpace(
                   "experiments": ["grid"], "variants": list(IMPLS)},
         "quick": {"n": 1_000_000, "chunks": [1, 2, 8], "workers": sorted({1, CORES}), "repeat": 10,
                   "sizes": [16_384, 1_000_000, 16_777_216], "experiments": ["grid", "sizes", "phases"],
-                  "profiler": "ireeperf"},
+                  "profiler": "both"},
     },
 )
 
@@ -179,8 +180,11 @@ def run(params, ctx: RunContext) -> dict:
         ctx.progress(done / steps, msg)
         done += 1
 
+    # Other processes on the box skew every figure (an OpenMP barrier waits for a descheduled
+    # thread): keep the load average beside the results.
     outputs: dict = {"tolerance": data.TOLERANCE_TEXT, "cores": CORES, "iree_flags": list(iree_tools.SEED_FLAGS),
-                     "programs": {}, "bandwidth": {}, "captures": [], "capture_errors": []}
+                     "programs": {}, "bandwidth": {}, "captures": [], "capture_errors": [],
+                     "loadavg_start": list(os.getloadavg())}
     if programs:
         outputs["iree_versions"] = iree_tools.versions()
 
@@ -274,6 +278,7 @@ def run(params, ctx: RunContext) -> dict:
                     ctx.attach(name, kind, blob)
                     outputs["captures"].append({"name": name, "source": source, "c": c, "w": w_max,
                                                 "n": params["n"], "bytes": len(blob), "command": cmd})
+    outputs["loadavg_end"] = list(os.getloadavg())
     ctx.progress(1.0, "done")
     return outputs
 
@@ -495,6 +500,12 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         pad = f", pad {info['pad']} elements materialised as {info['fills']} fill + {info['copies']} copy" \
             if info.get("copies") else ""
         env_lines.append(f"- program {key}: {info['dispatches']} dispatch(es) {info['dispatch_names']}{pad}")
+    load = rec.outputs.get("loadavg_start")
+    if load:
+        busy = load[0] > 0.5 * rec.outputs.get("cores", 1)
+        env_lines.append(f"- load average (1/5/15 min) at start {', '.join(f'{x:.2f}' for x in load)}"
+                         + (" -- WARNING: other processes were running; multi-thread figures suffer most"
+                            if busy else ""))
     for err in rec.outputs.get("capture_errors", []):
         env_lines.append(f"- capture failed: {err}")
     parts.append("## Environment (live run)\n\n" + "\n".join(env_lines))
