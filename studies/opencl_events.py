@@ -364,8 +364,8 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         points = points[[c for c in POINT_COLUMNS if c in points.columns]]
     samples = tables.samples_table(rec)
     if len(samples):
-        samples = samples.assign(time_us=samples["ns"] / 1e3)[
-            [c for c in ("workers", "condition", "size_bytes", "time_us", "correct") if c in samples.columns]]
+        samples = samples.assign(time_us=samples["ns"] / 1e3)
+        samples = samples[[c for c in ("workers", "condition", "size_bytes", "time_us", "correct") if c in samples]]
     return {"points": points, "overhead": overhead_table(rec), "_samples": samples}
 
 
@@ -377,7 +377,9 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         return {}
     pts = pts[pts["correct"]]
     smp = smp[smp["correct"]] if len(smp) else smp
-    x = alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size (bytes)")
+    x = alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size",
+              axis=alt.Axis(labelExpr="datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : "
+                                      "datum.value / 1024 + ' KiB'"))
     color = alt.Color("condition:N", title="condition")
     groups = sorted(pts["workers"].dropna().unique()) if "workers" in pts.columns else [None]
     out = {}
@@ -386,7 +388,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         s = smp if w is None else smp[smp["workers"] == w]
         suffix = "" if w is None else f" ({int(w)} workers)"
         key = "" if w is None else f"_w{int(w)}"
-        dots = alt.Chart(s).mark_circle(size=10, opacity=0.3).encode(
+        dots = alt.Chart(s).mark_circle(size=14, opacity=0.4).encode(
             x=x, y=alt.Y("time_us:Q", scale=alt.Scale(type="log"), title="time per run (us)"), color=color)
         line = alt.Chart(p).mark_line(point=True).encode(
             x=x, y=alt.Y("mean_us:Q", scale=alt.Scale(type="log")), color=color,

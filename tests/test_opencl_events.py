@@ -123,6 +123,7 @@ def test_smoke_preset(store):
     text = "\n".join(study.report_sections(rec, tbls))
     assert "Overhead per buffer-size bucket" in text and "AMD Radeon RX 5500 XT" in text
     pytest.importorskip("altair")
+    assert len(tbls["_samples"]) == 2 * 3 * 3 and tbls["_samples"]["time_us"].gt(0).all()
     assert {"timing", "excess"} <= set(study.charts(tbls))
 
 
