@@ -463,6 +463,15 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
             comp_rows.append({"item": f"total: torch vs best IREE ({best['series'].iloc[0]})",
                               "live": f"{_fmt_us(t['torch'])} vs {_fmt_us(best['total_us'].iloc[0])}",
                               "seed (7975WX)": "15 us vs 56 us"})
+        sz = tbls.get("sizes")
+        if sz is not None and len(sz):
+            small = sz[sz["n"] == sz["n"].min()].set_index("series")["median_us"]
+            iree_small = small[[i for i in small.index if i.startswith("iree-bench")]]
+            if "torch" in small and len(iree_small):
+                comp_rows.append({"item": f"smallest N ({int(sz['n'].min()):,}): dispatch floor proxy, torch vs "
+                                          f"best iree-bench ({iree_small.idxmin()})",
+                                  "live": f"{_fmt_us(small['torch'])} vs {_fmt_us(iree_small.min())}",
+                                  "seed (7975WX)": "1.1 us vs ~10 us (dispatch floor)"})
         if comp_rows:
             parts.append("## Comparison summary: PyTorch vs IREE (live)\n\n" + md_table(pd.DataFrame(comp_rows)))
     ph = tbls.get("phases")
@@ -487,7 +496,9 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         ms = sc.pivot_table(index="w", columns="series", values="median_us", aggfunc="first") / 1e3
         ms = ms.reset_index().rename(columns={"w": "workers"})
         ms.columns.name = None
-        parts.append(f"## Thread scaling (ms per call, N={rec.params['n']:,}, live on {machine})\n\n" + md_table(ms))
+        parts.append(f"## Thread scaling (ms per call, N={rec.params['n']:,}, live on {machine})\n\n" + md_table(ms)
+                     + f"\n\nSingle-thread variants (numpy, iree-sync) run at 1 worker only. Harness floor "
+                       f"{floor} per call; the scaling table in us with CIs is in the tables above.")
     bw = tbls.get("bandwidth")
     progs = rec.outputs.get("programs", {})
     env_lines = [f"- machine: {machine}; torch threads set per variant; harness floor {floor} per call",
@@ -499,7 +510,11 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     for key, info in progs.items():
         pad = f", pad {info['pad']} elements materialised as {info['fills']} fill + {info['copies']} copy" \
             if info.get("copies") else ""
-        env_lines.append(f"- program {key}: {info['dispatches']} dispatch(es) {info['dispatch_names']}{pad}")
+        # Measured on IREE 3.13: a chunk length that is not a multiple of the 16-lane vector
+        # takes a ~7x slower codegen path (1M, c=8: 900 us vs 131 us for 1,000,064 elements).
+        slow = (f"; chunk length {info['m']} is not a multiple of 16: IREE 3.13's slow reduction codegen path "
+                "(the seed's 'c=8 fixed' needed codegen fix #24010)") if info["c"] > 1 and info["m"] % 16 else ""
+        env_lines.append(f"- program {key}: {info['dispatches']} dispatch(es) {info['dispatch_names']}{pad}{slow}")
     load = rec.outputs.get("loadavg_start")
     if load:
         busy = load[0] > 0.5 * rec.outputs.get("cores", 1)

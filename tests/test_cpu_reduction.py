@@ -171,3 +171,24 @@ def test_tracy_capture_is_readable(tmp_path):
 
     spans, _ = traces.load(path)
     assert "TRACY_NO_EXIT=1" in cmd and len(phases.iterations(spans)) > 3
+
+
+def test_page_shows_a_stored_run_with_profiles(store):
+    from streamlit.testing.v1 import AppTest
+
+    from workbench.study import VariantResult
+
+    rec = RunRecord("20260101-000000-cpu-reduction-aaaaaa", study.ID,
+                    study.SPACE.resolve({"n": 1_000_000, "chunks": [8], "workers": [2]}),
+                    env={"fingerprint": "f00", "cpu_model": "Test CPU", "cpu_logical": 2}, status="complete",
+                    created_utc="2026-01-01T00:00:00Z", reproduce="python -m workbench run cpu-reduction",
+                    outputs={"loadavg_start": [0.1, 0.1, 0.1], "cores": 2}, floor_ns=30.0)
+    rec.variants = [VariantResult("iree-bench/n=1000000/c=8/w=2", {"impl": "iree-bench", "n": 1_000_000, "c": 8,
+                                                                    "w": 2}, [5e5, 5.1e5, 4.9e5], True, "ok"),
+                    VariantResult("torch/n=1000000/w=2", {"impl": "torch", "n": 1_000_000, "c": None, "w": 2},
+                                  [1e5, 1.1e5, 0.9e5], True, "ok")]
+    rec.attachments = [("profile_n1000000_c8_w2.ireeperf.jsonl", "trace/ireeperf-jsonl", TRACE.read_bytes())]
+    store.save(rec)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "pages" / "cpu_reduction.py"),
+                           default_timeout=60).run()
+    assert not at.exception

@@ -93,23 +93,18 @@ def compute_us(phase_df: pd.DataFrame) -> dict[tuple[int, int, int], tuple[float
 
 
 def timeline_table(profiles: list[dict], max_rows_per_capture: int = 400) -> pd.DataFrame:
-    """Spans of the median steady-state iteration of each capture, times relative to its start."""
-    from workbench.traces import phases
-
+    """Key spans (see :func:`_key_spans`) of the median steady-state iteration of each capture,
+    times relative to the iteration's start."""
     frames = []
     for p in profiles:
         if p["per_iter"] is None or p["spans"] is None:
             continue
         t0, t1 = steady_window(p)
-        s = p["spans"]
-        win = s[(s["start_ns"] + s["dur_ns"] >= t0) & (s["start_ns"] <= t1)].copy()
+        s = _key_spans(p["spans"], p["source"])
+        win = s[(s["start_ns"] + s["dur_ns"] >= t0) & (s["start_ns"] <= t1)].head(max_rows_per_capture)
         names = win["name"].astype(str)
         role = np.where(names.str.contains("_dispatch_") | (win["category"].astype(str) == "dispatch"), "dispatch",
                         np.where(names.str.contains("wait", case=False), "wait", "runtime"))
-        # Tracy nests allocator zones 10 deep: keep the two outer levels and every dispatch
-        keep = (win["depth"].fillna(0).astype(int) <= 1) | (role == "dispatch")
-        win, role = win[keep.to_numpy()], role[keep.to_numpy()]
-        win, role = win.head(max_rows_per_capture), role[:max_rows_per_capture]
         frames.append(pd.DataFrame({
             "capture": f"{p['source']} c={p['c']} w={p['w']}", "source": p["source"], "c": p["c"], "w": p["w"],
             "track": win["track"].astype(str), "name": win["name"].astype(str),
