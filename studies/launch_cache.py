@@ -68,7 +68,7 @@ SPACE = ParamSpace(
               "CPU: glibc mmap threshold pinned at 128 KiB, or glibc's dynamic default", choices=("pinned", "dynamic"),
               multi=True),
         Param("repeat", "int", 3, "phases per variant (the seed ran 5)", min=1, max=50),
-        Param("max_samples", "int", 20_000, "per-launch latencies kept per variant (evenly subsampled beyond)",
+        Param("max_samples", "int", 5_000, "per-launch latencies kept per variant (evenly subsampled beyond)",
               min=100, max=2_000_000),
         Param("trace_launches", "int", 100, "launches per thread drawn in the timeline trace (0: none)",
               min=0, max=2000),

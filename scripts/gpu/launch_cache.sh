@@ -14,16 +14,16 @@ dir="$(mktemp -d)/launch-cache"
 mkdir -p "$dir" "$OUT"
 gpu="$("$PY" -c 'import cupy; p = cupy.cuda.runtime.getDeviceProperties(0); print(p["name"].decode().replace(" ", "-"))')"
 
-run() {  # run NAME ARGS...: one study run, exported as NAME-<gpu>.bundle.json
+run() {  # run NAME ARGS...: one study run, exported as NAME.bundle.json
     local name="$1"; shift
     echo "== launch-cache $name: $*"
     "$PY" -m workbench run launch-cache "$@" >/dev/null
-    "$PY" -m workbench export latest -o "$dir/$name-$gpu.bundle.json"
+    "$PY" -m workbench export latest -o "$dir/$name.bundle.json"
 }
 
-run gpu-default --set target=gpu --set "launches=$LAUNCHES"
-run gpu-long-kernels --set target=gpu --set launches=4096 --set passes=200
-run cpu-8threads --set target=cpu --set threads=8
-run cpu-8threads-long-kernels --set target=cpu --set threads=8 --set passes=64
+run "gpu-default-$gpu" --set target=gpu --set "launches=$LAUNCHES"
+run "gpu-long-kernels-$gpu" --set target=gpu --set launches=4096 --set passes=200
+run "cpu-8threads-host-of-$gpu" --set target=cpu --set threads=8
+run "cpu-8threads-long-kernels-host-of-$gpu" --set target=cpu --set threads=8 --set passes=64
 tar -C "$(dirname "$dir")" -czf "$OUT/launch_cache.tar.gz" launch-cache
 echo "wrote $OUT/launch_cache.tar.gz:"; tar -tzf "$OUT/launch_cache.tar.gz"
