@@ -255,29 +255,38 @@ def run(params, ctx: RunContext) -> dict:
                 ctx.record(measure.iree_bench(p, modules[(p.n, p.c)], inputs[p.n], refs[p.n], repeat,
                                               min_time_s=0.01))
 
-        # 6. profiles of one configuration per c (n, largest w)
+        # 6. profiles of one configuration per c (n, largest w): IREE's profiler and Tracy around
+        # iree-benchmark-module, and Tracy around the Python runtime path
         if profiled:
-            sources = ["ireeperf", "tracy"] if params["profiler"] == "both" else [params["profiler"]]
+            n = params["n"]
+            captures = [("ireeperf", "bench"), ("tracy", "bench"), ("tracy", "python")]
+            captures = [cap for cap in captures if params["profiler"] in ("both", cap[0])]
             for c in params["chunks"]:
                 tick(f"profile c={c}")
-                if (params["n"], c) in broken:
+                if (n, c) in broken:
                     continue
-                mod = modules[(params["n"], c)]
-                for source in sources:
-                    capdir = tmpdir / f"cap_{c}_{source}"
+                mod = modules[(n, c)]
+                for source, via in captures:
+                    capdir = tmpdir / f"cap_{c}_{source}_{via}"
                     capdir.mkdir()
                     try:
-                        fn = iree_tools.capture_ireeperf if source == "ireeperf" else iree_tools.capture_tracy
-                        path, cmd = fn(mod.vmfb, inputs[params["n"]], w_max, capdir)
+                        if source == "ireeperf":
+                            path, cmd = iree_tools.capture_ireeperf(mod.vmfb, inputs[n], w_max, capdir)
+                        elif via == "bench":
+                            path, cmd = iree_tools.capture_tracy(
+                                capdir, iree_tools.traced_benchmark(mod.vmfb, inputs[n], w_max))
+                        else:
+                            job = [{"key": "profile", "vmfb": str(mod.vmfb), "input": str(inputs[n])}]
+                            path, cmd = iree_tools.capture_tracy(capdir, lambda env: measure.run_iree_python(
+                                job, "local-task", w_max, repeat=3, env=env, exit_crash_ok=True)[1])
                     except (ExternalCommandError, FileNotFoundError) as exc:
-                        outputs["capture_errors"].append(f"{source} c={c}: {exc}")
+                        outputs["capture_errors"].append(f"{source} via {via} c={c}: {exc}")
                         continue
-                    name = profiles.attachment_name(params["n"], c, w_max, source)
-                    kind = "trace/ireeperf-jsonl" if source == "ireeperf" else "trace/tracy"
+                    name = profiles.attachment_name(n, c, w_max, source, via)
                     blob = path.read_bytes()
-                    ctx.attach(name, kind, blob)
-                    outputs["captures"].append({"name": name, "source": source, "c": c, "w": w_max,
-                                                "n": params["n"], "bytes": len(blob), "command": cmd})
+                    ctx.attach(name, f"trace/{'ireeperf-jsonl' if source == 'ireeperf' else 'tracy'}", blob)
+                    outputs["captures"].append({"name": name, "source": source, "via": via, "c": c, "w": w_max,
+                                                "n": n, "bytes": len(blob), "command": cmd})
     outputs["loadavg_end"] = list(os.getloadavg())
     ctx.progress(1.0, "done")
     return outputs
@@ -393,7 +402,8 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     if "phases" in tbls and len(tbls["phases"]):
         ph = tbls["phases"]
         ph = ph[~ph["phase"].isin(["total", "unavailable"])].assign(
-            capture=lambda d: d["source"] + " c=" + d["c"].astype(str) + " w=" + d["w"].astype(str))
+            capture=lambda d: d["source"] + " c=" + d["c"].astype(str) + " w=" + d["w"].astype(str) + " via "
+            + d["via"])
         out["phases"] = alt.Chart(ph).mark_bar().encode(
             y=alt.Y("capture:N", title=None), x=alt.X("median_us:Q", stack="zero", title="median us per iteration"),
             color=alt.Color("phase:N", sort=list(ph["phase"].unique())),
@@ -408,7 +418,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         tl = tl[tl["kind"] == "span"]
         for cap in tl["capture"].unique():
             d = tl[tl["capture"] == cap]
-            key = "timeline_" + cap.replace(" ", "_").replace("=", "")
+            key = "timeline_" + "".join(ch for ch in cap.replace(" ", "_") if ch.isalnum() or ch == "_")
             out[key] = alt.Chart(d).mark_bar(height=10).encode(
                 y=alt.Y("track:N", sort=list(dict.fromkeys(d["track"])), title=None),
                 x=alt.X("start_us:Q", title="us from iteration start"), x2="end_us:Q",
@@ -476,20 +486,19 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
             parts.append("## Comparison summary: PyTorch vs IREE (live)\n\n" + md_table(pd.DataFrame(comp_rows)))
     ph = tbls.get("phases")
     if ph is not None and len(ph):
-        for (source, c, w), g in ph.groupby(["source", "c", "w"], sort=True):
-            g = g[g["phase"] != "unavailable"]
-            if g.empty:
-                note = ph[(ph["source"] == source) & (ph["c"] == c)]["note"].iloc[0]
-                parts.append(f"### Breakdown c={c} @{w}w from {source}: unavailable\n\n> {note}")
+        for (c, w, source, via), g in ph.groupby(["c", "w", "source", "via"], sort=True):
+            if (g["phase"] == "unavailable").any():
+                parts.append(f"### Breakdown c={c} @{w}w from {source} via {via}: unavailable\n\n"
+                             f"> {g['note'].iloc[0]}")
                 continue
             shown = g[["phase", "median_us", "share_pct", "note"]].rename(
                 columns={"median_us": "duration_us", "share_pct": "%", "note": "description"})
-            parts.append(f"## Breakdown of one steady-state iteration: c={c} @{w}w ({source}, "
+            parts.append(f"## Breakdown of one steady-state iteration: c={c} @{w}w ({source}, {via}, "
                          f"{int(g['iterations'].iloc[0])} iterations, medians)\n\n" + md_table(shown))
         for prof in profiles.load_profiles(rec):
             if prof["per_iter"] is not None:
                 parts.append(f"### Timeline of the median steady-state iteration: {prof['source']} c={prof['c']} "
-                             f"@{prof['w']}w (lanes in the profiler's order)\n\n```\n"
+                             f"@{prof['w']}w via {prof['via']} (lanes in the profiler's order)\n\n```\n"
                              + profiles.ascii_timeline(prof) + "\n```")
     sc = tbls.get("scaling")
     if sc is not None and len(sc):

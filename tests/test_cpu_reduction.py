@@ -146,7 +146,7 @@ def test_phase_breakdown_from_an_attached_ireeperf_profile():
                                                                     "w": 2}, [5e5, 5.1e5, 4.9e5], True, "ok"),
                     VariantResult("torch/n=1000000/w=2", {"impl": "torch", "n": 1_000_000, "c": None, "w": 2},
                                   [1e5, 1.1e5, 0.9e5], True, "ok")]
-    rec.attachments = [("profile_n1000000_c8_w2.ireeperf.jsonl", "trace/ireeperf-jsonl", TRACE.read_bytes())]
+    rec.attachments = [("profile_n1000000_c8_w2_bench.ireeperf.jsonl", "trace/ireeperf-jsonl", TRACE.read_bytes())]
     tables = study.analyze(rec)
     ph = tables["phases"]
     parts = ph[ph["phase"].isin(["VM setup", "scheduling delay", "dispatch compute", "inter-dispatch",
@@ -187,7 +187,7 @@ def test_page_shows_a_stored_run_with_profiles(store):
                                                                     "w": 2}, [5e5, 5.1e5, 4.9e5], True, "ok"),
                     VariantResult("torch/n=1000000/w=2", {"impl": "torch", "n": 1_000_000, "c": None, "w": 2},
                                   [1e5, 1.1e5, 0.9e5], True, "ok")]
-    rec.attachments = [("profile_n1000000_c8_w2.ireeperf.jsonl", "trace/ireeperf-jsonl", TRACE.read_bytes())]
+    rec.attachments = [("profile_n1000000_c8_w2_bench.ireeperf.jsonl", "trace/ireeperf-jsonl", TRACE.read_bytes())]
     store.save(rec)
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "pages" / "cpu_reduction.py"),
                            default_timeout=60).run()

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from kernels.iree.sum_programs import Program
 from workbench.env import REPO_ROOT
@@ -159,11 +160,11 @@ def capture_ireeperf(vmfb: Path, input_npy: Path, workers: int, out_dir: Path,
     return jsonl, cmd
 
 
-def capture_tracy(vmfb: Path, input_npy: Path, workers: int, out_dir: Path, min_time_s: float = 0.01,
-                  timeout_s: float = 60) -> tuple[Path, str]:
-    """A Tracy capture of a short benchmark with the Tracy-instrumented runtime.
+def capture_tracy(out_dir: Path, traced: Callable[[dict], str], timeout_s: float = 60) -> tuple[Path, str]:
+    """A Tracy capture of ``traced(env)``, which runs an IREE program under ``env`` (the
+    Tracy-instrumented runtime: ``IREE_PY_RUNTIME=tracy``) and returns its command line.
 
-    ``iree-tracy-capture`` is started first and listens; the benchmark runs with
+    ``iree-tracy-capture`` is started first and listens; the program runs with
     ``TRACY_NO_EXIT=1`` so it stays alive until the capture has drained its events.
     """
     out = out_dir / "run.tracy"
@@ -174,8 +175,7 @@ def capture_tracy(vmfb: Path, input_npy: Path, workers: int, out_dir: Path, min_
     with open(log_path, "w") as log_fh:
         cap = subprocess.Popen(cap_cmd, stdout=log_fh, stderr=subprocess.STDOUT)
         try:
-            env = dict(os.environ, TRACY_NO_EXIT="1", IREE_PY_RUNTIME="tracy")
-            _, cmd = benchmark(vmfb, input_npy, workers, 1, min_time_s, tracy=True, env=env)
+            cmd = traced(dict(os.environ, TRACY_NO_EXIT="1", IREE_PY_RUNTIME="tracy"))
             try:
                 cap.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -188,3 +188,8 @@ def capture_tracy(vmfb: Path, input_npy: Path, workers: int, out_dir: Path, min_
     if cap.returncode != 0 or not out.exists():
         raise ExternalCommandError(cap_cmd, cap.returncode or -1, log or "no capture file written")
     return out, f"TRACY_NO_EXIT=1 IREE_PY_RUNTIME=tracy {cmd}  # with: {' '.join(cap_cmd)}"
+
+
+def traced_benchmark(vmfb: Path, input_npy: Path, workers: int, min_time_s: float = 0.01) -> Callable[[dict], str]:
+    """For :func:`capture_tracy`: a short ``iree-benchmark-module`` run of the Tracy build."""
+    return lambda env: benchmark(vmfb, input_npy, workers, 1, min_time_s, tracy=True, env=env)[1]

@@ -97,22 +97,38 @@ def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResu
     return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "numpy": np.__version__})
 
 
-def iree_python(points: list[Point], driver: str, workers: int, modules: dict, inputs: dict, refs: dict,
-                repeat: int, timeout_s: float = 600) -> list[VariantResult]:
-    """All points of one driver setup through ``iree.runtime`` in one child process."""
-    progs = [{"key": p.name, "vmfb": str(modules[(p.n, p.c)].vmfb), "input": str(inputs[p.n])} for p in points]
+def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, env: dict | None = None,
+                    timeout_s: float = 600, exit_crash_ok: bool = False) -> tuple[list[dict], str]:
+    """Run ``studies._cpu_reduction.iree_py`` on ``[{"key", "vmfb", "input"}]``: (results, command).
+
+    Raises :class:`ExternalCommandError` when the child fails as a whole. ``exit_crash_ok``
+    accepts a child that wrote its complete results and then died: the Tracy runtime under a
+    live capture intermittently segfaults in interpreter teardown (IREE 3.13 wheels).
+    """
     cmd = [sys.executable, "-m", "studies._cpu_reduction.iree_py"]
-    job = {"driver": driver, "workers": workers, "repeat": repeat, "programs": progs}
-    shown = f"echo '<job>' | {' '.join(cmd)}  # driver={driver} workers={workers}"
+    job = {"driver": driver, "workers": workers, "repeat": repeat, "programs": jobs}
+    shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
     try:
         proc = subprocess.run(cmd, input=json.dumps(job), capture_output=True, text=True, timeout=timeout_s,
-                              cwd=str(REPO_ROOT))
+                              cwd=str(REPO_ROOT), env=env)
     except subprocess.TimeoutExpired:
-        return [failed(p, f"iree.runtime child timed out after {timeout_s:.0f} s: {shown}") for p in points]
+        raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
     if proc.returncode != 0:
-        return [failed(p, f"iree.runtime child failed (exit {proc.returncode}): {shown}\n{proc.stderr.strip()}")
-                for p in points]
-    by_key = {r["key"]: r for r in json.loads(proc.stdout)}
+        if exit_crash_ok and proc.stdout.rstrip().endswith("]"):
+            return json.loads(proc.stdout), f"{shown}  # child died at exit (status {proc.returncode}) after its results"
+        raise ExternalCommandError([shown], proc.returncode, proc.stderr)
+    return json.loads(proc.stdout), shown
+
+
+def iree_python(points: list[Point], driver: str, workers: int, modules: dict, inputs: dict, refs: dict,
+                repeat: int) -> list[VariantResult]:
+    """All points of one driver setup through ``iree.runtime`` in one child process."""
+    progs = [{"key": p.name, "vmfb": str(modules[(p.n, p.c)].vmfb), "input": str(inputs[p.n])} for p in points]
+    try:
+        results, _ = run_iree_python(progs, driver, workers, repeat)
+    except ExternalCommandError as exc:
+        return [failed(p, f"iree.runtime child: {exc}") for p in points]
+    by_key = {r["key"]: r for r in results}
     out = []
     for p in points:
         r = by_key.get(p.name, {"error": "no result from the child process"})

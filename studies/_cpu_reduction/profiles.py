@@ -17,8 +17,10 @@ import pandas as pd
 
 from workbench.store import RunRecord
 
-#: attachment name: profile_n<N>_c<C>_w<W>.<ireeperf.jsonl|tracy>
-NAME_RE = re.compile(r"profile_n(\d+)_c(\d+)_w(\d+)\.(ireeperf\.jsonl|tracy)$")
+#: attachment name: profile_n<N>_c<C>_w<W>_<bench|python>.<ireeperf.jsonl|tracy>; ``bench``
+#: profiles iree-benchmark-module, ``python`` the iree.runtime call path
+NAME_RE = re.compile(r"profile_n(\d+)_c(\d+)_w(\d+)_(bench|python)\.(ireeperf\.jsonl|tracy)$")
+VIA = {"bench": "iree-benchmark-module", "python": "iree.runtime (Python)"}
 SOURCES = {"ireeperf.jsonl": "ireeperf", "tracy": "tracy"}
 #: what each phase covers, in the seed's words (for the breakdown table)
 DESCRIPTIONS = {
@@ -30,9 +32,9 @@ DESCRIPTIONS = {
 }
 
 
-def attachment_name(n: int, c: int, w: int, source: str) -> str:
+def attachment_name(n: int, c: int, w: int, source: str, via: str) -> str:
     ext = {v: k for k, v in SOURCES.items()}[source]
-    return f"profile_n{n}_c{c}_w{w}.{ext}"
+    return f"profile_n{n}_c{c}_w{w}_{via}.{ext}"
 
 
 def load_profiles(rec: RunRecord) -> list[dict]:
@@ -45,9 +47,9 @@ def load_profiles(rec: RunRecord) -> list[dict]:
         m = NAME_RE.match(name)
         if not m:
             continue
-        n, c, w, ext = int(m[1]), int(m[2]), int(m[3]), m[4]
-        item = {"n": n, "c": c, "w": w, "source": SOURCES[ext], "name": name, "spans": None, "per_iter": None,
-                "error": None}
+        n, c, w, via, ext = int(m[1]), int(m[2]), int(m[3]), m[4], m[5]
+        item = {"n": n, "c": c, "w": w, "source": SOURCES[ext], "via": VIA[via], "name": name, "spans": None,
+                "per_iter": None, "error": None}
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / name
             path.write_bytes(blob)
@@ -67,7 +69,7 @@ def phase_table(profiles: list[dict], skip_first: int = 3) -> pd.DataFrame:
 
     rows = []
     for p in profiles:
-        key = {"source": p["source"], "n": p["n"], "c": p["c"], "w": p["w"]}
+        key = {"source": p["source"], "via": p["via"], "n": p["n"], "c": p["c"], "w": p["w"]}
         if p["per_iter"] is None:
             rows.append(key | {"phase": "unavailable", "median_us": float("nan"), "share_pct": float("nan"),
                                "p10_us": float("nan"), "p90_us": float("nan"), "iterations": 0,
@@ -81,13 +83,17 @@ def phase_table(profiles: list[dict], skip_first: int = 3) -> pd.DataFrame:
 
 
 def compute_us(phase_df: pd.DataFrame) -> dict[tuple[int, int, int], tuple[float, str]]:
-    """(n, c, w) -> (median dispatch compute us, source); ireeperf preferred, else Tracy."""
+    """(n, c, w) -> (median dispatch compute us, source).
+
+    Preference (later wins): Tracy of the Python path, Tracy of iree-benchmark-module, then
+    ireeperf, the lightest profiler (Tracy's zones slow every dispatch down).
+    """
     out: dict[tuple[int, int, int], tuple[float, str]] = {}
     if phase_df.empty:
         return out
     d = phase_df[phase_df["phase"] == "dispatch compute"]
-    for source in ("tracy", "ireeperf"):  # later wins: ireeperf is the lighter-weight profiler
-        for r in d[d["source"] == source].itertuples():
+    for source, via in (("tracy", VIA["python"]), ("tracy", VIA["bench"]), ("ireeperf", VIA["bench"])):
+        for r in d[(d["source"] == source) & (d["via"] == via)].itertuples():
             out[(int(r.n), int(r.c), int(r.w))] = (float(r.median_us), source)
     return out
 
@@ -106,7 +112,7 @@ def timeline_table(profiles: list[dict], max_rows_per_capture: int = 400) -> pd.
         role = np.where(names.str.contains("_dispatch_") | (win["category"].astype(str) == "dispatch"), "dispatch",
                         np.where(names.str.contains("wait", case=False), "wait", "runtime"))
         frames.append(pd.DataFrame({
-            "capture": f"{p['source']} c={p['c']} w={p['w']}", "source": p["source"], "c": p["c"], "w": p["w"],
+            "capture": capture_label(p), "source": p["source"], "via": p["via"], "c": p["c"], "w": p["w"],
             "track": win["track"].astype(str), "name": win["name"].astype(str),
             "category": win["category"].astype(str), "depth": win["depth"].astype("Int64"),
             "kind": win["kind"].astype(str), "role": role,
@@ -115,8 +121,12 @@ def timeline_table(profiles: list[dict], max_rows_per_capture: int = 400) -> pd.
             "iteration_us": (t1 - t0) / 1e3,
         }))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["capture", "source", "c", "w", "track", "name", "category", "depth", "kind", "role", "start_us",
+        columns=["capture", "source", "via", "c", "w", "track", "name", "category", "depth", "kind", "role", "start_us",
                  "end_us", "iteration_us"])
+
+
+def capture_label(p: dict) -> str:
+    return f"{p['source']} c={p['c']} w={p['w']} ({'python' if 'Python' in p['via'] else 'bench'})"
 
 
 def steady_window(p: dict) -> tuple[int, int]:
