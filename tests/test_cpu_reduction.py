@@ -165,7 +165,8 @@ def test_tracy_capture_is_readable(tmp_path):
     mod = iree_tools.compile_program(program(65_536, 2))
     x = data.make_input(65_536, seed=0)
     np.save(tmp_path / "x.npy", x)
-    path, cmd = iree_tools.capture_tracy(mod.vmfb, tmp_path / "x.npy", 1, tmp_path, min_time_s=0.005)
+    path, cmd = iree_tools.capture_tracy(tmp_path, iree_tools.traced_benchmark(mod.vmfb, tmp_path / "x.npy", 1,
+                                                                              min_time_s=0.005))
     from workbench import traces
     from workbench.traces import phases
 
