@@ -178,6 +178,12 @@ def _percentiles(lat_ns: np.ndarray) -> dict[str, float]:
             "max": float(lat_ns.max()), "mean": float(lat_ns.mean())}
 
 
+def _segment_stats(x: np.ndarray) -> dict[str, float]:
+    """Mean (the means of the segments add up to the mean launch), median and p99, in ns."""
+    q = np.percentile(x, [50, 99])
+    return {"mean": float(x.mean()), "p50": float(q[0]), "p99": float(q[1])}
+
+
 def _subsample(x: np.ndarray, keep: int) -> tuple[list[float], int]:
     """At most ``keep`` values, evenly spaced in launch order (the stride is reported)."""
     if len(x) <= keep:
@@ -192,9 +198,11 @@ def _trace_events(variant: str, pid: int, phase, per_thread: int) -> list[dict]:
     for t in np.unique(phase.thread_of):
         idx = np.flatnonzero(phase.thread_of == t)[:per_thread]
         events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": int(t), "args": {"name": f"host thread {t}"}})
+        lat = phase.lat_ns
         for i in idx:
+            parts = {f"{name}_us": float(seg[i]) / 1e3 for name, seg in phase.segments_ns.items()}
             events.append({"ph": "X", "cat": "launch", "name": "launch", "pid": pid, "tid": int(t),
-                           "ts": phase.start_ns[i] / 1e3, "dur": phase.lat_ns[i] / 1e3, "args": {"launch": int(i)}})
+                           "ts": phase.start_ns[i] / 1e3, "dur": lat[i] / 1e3, "args": {"launch": int(i), **parts}})
     return events
 
 
@@ -231,7 +239,7 @@ def run(params, ctx: RunContext) -> dict:
             gpu.run_phase(vparams["policy"], params["threads"], 2 * params["threads"], params["scratch_bytes"],
                           params["k"], params["touch_pages"], params["passes"], vparams["sync"], 1)
 
-    acc = {name: {"lat": [], "reps": [], "fails": []} for name, _ in variants}
+    acc = {name: {"lat": [], "seg": [], "reps": [], "fails": []} for name, _ in variants}
     trace: list[dict] = []
     steps = len(variants) * params["repeat"]
     # Repeats interleave the variants so a drift of the machine hits them all alike.
@@ -245,6 +253,7 @@ def run(params, ctx: RunContext) -> dict:
                 ok, msg = False, "the kernels' launch counters do not match the launches made"
             a = acc[name]
             a["lat"].append(phase.lat_ns)
+            a["seg"].append(phase.segments_ns)
             a["reps"].append(phase.counters())
             if not ok:
                 a["fails"].append(f"phase {rep + 1}: {msg}")
@@ -256,8 +265,10 @@ def run(params, ctx: RunContext) -> dict:
                 samples, stride = _subsample(lat, params["max_samples"])
                 check = "; ".join(a["fails"]) if a["fails"] else \
                     f"{params['repeat']} phases: {a['check']}"
+                segments = {seg: _segment_stats(np.concatenate([d[seg] for d in a["seg"]])) for seg in a["seg"][0]}
                 ctx.record(VariantResult(name, vparams, samples, not a["fails"], check, {
-                    "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "launches_timed": int(lat.size),
+                    "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "segments_ns": segments,
+                    "launches_timed": int(lat.size),
                     "samples_stride": stride, "touch_pages": params["touch_pages"],
                 }))
     if trace:
@@ -335,8 +346,22 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     df = df.reset_index()
     out["policies"] = df
     out["vs_per_call"] = _vs_per_call(df)
+    out["segments"] = _segments(rec)
     out["latency_quantiles"] = _quantiles(rec)
     return out
+
+
+def _segments(rec: RunRecord) -> pd.DataFrame:
+    """Where a launch's host time goes: mean/median/p99 of each part, and its share of the mean."""
+    rows = []
+    for v in rec.variants:
+        segs = v.extra.get("segments_ns", {})
+        total = sum(s["mean"] for s in segs.values())
+        for name, s in segs.items():
+            rows.append({"variant": v.variant, "policy": v.params.get("policy"), "segment": name,
+                         "mean_us": s["mean"] / 1e3, "p50_us": s["p50"] / 1e3, "p99_us": s["p99"] / 1e3,
+                         "share": s["mean"] / total if total > 0 else float("nan")})
+    return pd.DataFrame(rows)
 
 
 def _mode_col(df: pd.DataFrame) -> str:
@@ -360,7 +385,7 @@ def _vs_per_call(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _quantiles(rec: RunRecord) -> pd.DataFrame:
-    qs = np.concatenate([np.linspace(0.01, 0.99, 50), [0.995, 0.999]])
+    qs = np.array([0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999])
     rows = []
     for v in rec.variants:
         if not v.samples_ns:
@@ -381,9 +406,12 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     if len(df) and "real_s" in df:
         long = df.melt(id_vars=["variant", "correct"], value_vars=["real_s", "user_s", "sys_s"],
                        var_name="clock", value_name="seconds")
+        clocks = ["real_s", "user_s", "sys_s"]
+        # symlog: per-call and cached phases differ by 100x, and sys can be exactly 0.
         out["time"] = alt.Chart(long).mark_bar().encode(
-            x=alt.X("variant:N", sort=None), xOffset="clock:N", y=alt.Y("seconds:Q", title="seconds (median of phases)"),
-            color="clock:N", tooltip=["variant", "clock", alt.Tooltip("seconds:Q", format=".4f")],
+            x=alt.X("variant:N", sort=None), xOffset=alt.XOffset("clock:N", sort=clocks),
+            y=alt.Y("seconds:Q", scale=alt.Scale(type="symlog", constant=1e-3), title="seconds (median of phases, symlog)"),
+            color=alt.Color("clock:N", sort=clocks), tooltip=["variant", "clock", alt.Tooltip("seconds:Q", format=".4f")],
         ).properties(title="real / user / sys of the launch phase, per policy", height=280)
         out["latency"] = wbcharts.median_ci_bars(df, title="Per-launch latency (median, 95% CI)")
         lat = df.melt(id_vars=["variant"], value_vars=["p50_us", "p99_us"], var_name="quantile", value_name="us")
@@ -400,6 +428,15 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             x=alt.X("variant:N", sort=None), y=alt.Y("minflt_per_launch:Q", title="minor page faults per launch"),
             tooltip=["variant", "minflt", alt.Tooltip("minflt_per_launch:Q", format=".1f")],
         ).properties(title="Page faults per launch (getrusage)", height=240)
+    seg = tbls.get("segments")
+    if seg is not None and len(seg):
+        out["segments"] = alt.Chart(seg).mark_bar().encode(
+            x=alt.X("variant:N", sort=None),
+            y=alt.Y("mean_us:Q", stack="normalize", title="share of the mean launch", axis=alt.Axis(format="%")),
+            color=alt.Color("segment:N", sort=None), order=alt.Order("segment:N"),
+            tooltip=["variant", "segment", alt.Tooltip("mean_us:Q", format=".2f"), alt.Tooltip("p99_us:Q", format=".2f"),
+                     alt.Tooltip("share:Q", format=".0%")],
+        ).properties(title="Where a launch's host time goes (share of the mean launch; tooltips in us)", height=280)
     q = tbls.get("latency_quantiles")
     if q is not None and len(q):
         out["latency_cdf"] = alt.Chart(q).mark_line().encode(
@@ -409,7 +446,8 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     s = tbls["seed_summary"].melt(id_vars=["launches", "build"], value_vars=["real_s", "user_s", "sys_s"],
                                   var_name="clock", value_name="seconds")
     out["seed"] = alt.Chart(s).mark_bar().encode(
-        x=alt.X("build:N", sort=None), xOffset="clock:N", y="seconds:Q", color="clock:N",
+        x=alt.X("build:N", sort=None), xOffset=alt.XOffset("clock:N", sort=["real_s", "user_s", "sys_s"]), y="seconds:Q",
+        color=alt.Color("clock:N", sort=["real_s", "user_s", "sys_s"]),
         column=alt.Column("launches:N", title="launches (8 threads)"),
     ).properties(title="The seed's `time` figures (median of 5 runs; the seed's machine)", width=160, height=220)
     return out
@@ -455,6 +493,15 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         for _, r in vs.iterrows():
             lines.append(f"| {r['variant']} | {r[mode]} | {r['real_vs_per_call']:.3f} | {r['user_vs_per_call']:.3f} | "
                          f"{r['sys_vs_per_call']:.3f} | {r['p50_vs_per_call']:.3f} |")
+        secs.append("\n".join(lines))
+    seg = tbls.get("segments")
+    if seg is not None and len(seg):
+        names = list(dict.fromkeys(seg["segment"]))
+        lines = ["## Where a launch's time goes (host clock, mean per launch; share of the mean launch)", "",
+                 "| variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        for variant, g in seg.groupby("variant", sort=False):
+            cells = {r["segment"]: f"{stats.fmt_ns(r['mean_us'] * 1e3)} ({r['share']:.0%})" for _, r in g.iterrows()}
+            lines.append(f"| {variant} | " + " | ".join(cells.get(n, "") for n in names) + " |")
         secs.append("\n".join(lines))
     secs.append(_findings(rec, df))
     return secs

@@ -18,8 +18,9 @@
  *
  * Usage: launch_cache policy=per_call threads=8 launches=16384 scratch=50000000 k=3 pages=256
  *        passes=1 malloc=pinned|dynamic salt=123 out=/path/to/samples.bin
- * Writes to `out`: int64 start_ns[N], int64 lat_ns[N], uint64 checksum[N] (launch order:
- * thread t owns launches [t*N/T, (t+1)*N/T)); prints one JSON line of counters on stdout.
+ * Writes to `out`: int64 start_ns[N], acquire_ns[N], kernel_ns[N], release_ns[N], then uint64
+ * checksum[N], in launch order (thread t owns launches [t*N/T, (t+1)*N/T)); prints one JSON
+ * line of counters on stdout.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,7 +63,7 @@ static struct {
     int n_free, n_created;
 } cache = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, NULL, 0, 0};
 
-static int64_t *start_ns, *lat_ns;
+static int64_t *start_ns, *acquire_ns, *kernel_ns, *release_ns;
 static uint64_t *checksum;
 static struct timespec phase_t0;
 static pthread_barrier_t go;
@@ -124,59 +125,60 @@ static uint64_t kernel(unsigned char *buf, uint64_t gid) {
     return sum;
 }
 
-static uint64_t launch_per_call(uint64_t gid) {
-    void *p = scratch_alloc(cfg.scratch);
-    uint64_t s = kernel(p, gid);
-    scratch_free(p, cfg.scratch);
-    return s;
-}
-
-static uint64_t launch_locked_cache(uint64_t gid) {
+/* Getting a block: per_call allocates, locked_cache takes the lock (held through the kernel),
+ * pool takes a free block or allocates one of its k. */
+static void *acquire(void) {
+    if (cfg.policy == PER_CALL) return scratch_alloc(cfg.scratch);
     pthread_mutex_lock(&cache.mu);
-    if (cache.size < cfg.scratch) {
-        if (cache.block) scratch_free(cache.block, cache.size);
-        cache.block = scratch_alloc(cfg.scratch);
-        cache.size = cfg.scratch;
+    if (cfg.policy == LOCKED_CACHE) {
+        if (cache.size < cfg.scratch) { /* reuse if large enough, else free and reallocate */
+            if (cache.block) scratch_free(cache.block, cache.size);
+            cache.block = scratch_alloc(cfg.scratch);
+            cache.size = cfg.scratch;
+        }
+        return cache.block;
     }
-    uint64_t s = kernel(cache.block, gid);
-    pthread_mutex_unlock(&cache.mu);
-    return s;
-}
-
-static uint64_t launch_pool(uint64_t gid) {
-    void *p = NULL;
-    pthread_mutex_lock(&cache.mu);
     while (cache.n_free == 0 && cache.n_created >= cfg.k) pthread_cond_wait(&cache.cv, &cache.mu);
-    int fresh = cache.n_free == 0;
-    if (fresh)
-        cache.n_created++;
-    else
-        p = cache.free_list[--cache.n_free];
+    if (cache.n_free > 0) {
+        void *p = cache.free_list[--cache.n_free];
+        pthread_mutex_unlock(&cache.mu);
+        return p;
+    }
+    cache.n_created++;
     pthread_mutex_unlock(&cache.mu);
-    if (fresh) p = scratch_alloc(cfg.scratch); /* outside the lock: others may reuse meanwhile */
-    uint64_t s = kernel(p, gid);
-    pthread_mutex_lock(&cache.mu);
-    cache.free_list[cache.n_free++] = p;
-    pthread_cond_signal(&cache.cv);
-    pthread_mutex_unlock(&cache.mu);
-    return s;
+    return scratch_alloc(cfg.scratch); /* outside the lock: others may reuse blocks meanwhile */
 }
 
+static void release(void *p) {
+    if (cfg.policy == PER_CALL) {
+        scratch_free(p, cfg.scratch);
+    } else if (cfg.policy == LOCKED_CACHE) {
+        pthread_mutex_unlock(&cache.mu);
+    } else {
+        pthread_mutex_lock(&cache.mu);
+        cache.free_list[cache.n_free++] = p;
+        pthread_cond_signal(&cache.cv);
+        pthread_mutex_unlock(&cache.mu);
+    }
+}
+
+/* Each launch is timed in three segments (acquire, kernel, release): where the time goes. */
 static void *worker(void *arg) {
     long t = (long)arg;
     long lo = cfg.launches * t / cfg.threads, hi = cfg.launches * (t + 1) / cfg.threads;
     pthread_barrier_wait(&go);
     for (long i = lo; i < hi; i++) {
         int64_t t0 = ns_since(&phase_t0);
-        uint64_t s;
-        switch (cfg.policy) {
-        case PER_CALL: s = launch_per_call((uint64_t)i); break;
-        case LOCKED_CACHE: s = launch_locked_cache((uint64_t)i); break;
-        default: s = launch_pool((uint64_t)i); break;
-        }
+        void *p = acquire();
         int64_t t1 = ns_since(&phase_t0);
+        uint64_t s = kernel(p, (uint64_t)i);
+        int64_t t2 = ns_since(&phase_t0);
+        release(p);
+        int64_t t3 = ns_since(&phase_t0);
         start_ns[i] = t0;
-        lat_ns[i] = t1 - t0;
+        acquire_ns[i] = t1 - t0;
+        kernel_ns[i] = t2 - t1;
+        release_ns[i] = t3 - t2;
         checksum[i] = s;
     }
     return NULL;
@@ -244,15 +246,16 @@ int main(int argc, char **argv) {
 
     size_t n = (size_t)cfg.launches;
     start_ns = calloc(n, sizeof *start_ns);
-    lat_ns = calloc(n, sizeof *lat_ns);
+    acquire_ns = calloc(n, sizeof *acquire_ns);
+    kernel_ns = calloc(n, sizeof *kernel_ns);
+    release_ns = calloc(n, sizeof *release_ns);
     checksum = calloc(n, sizeof *checksum);
     cache.free_list = calloc((size_t)cfg.k, sizeof(void *));
     pthread_t *th = calloc((size_t)cfg.threads, sizeof *th);
-    if (!start_ns || !lat_ns || !checksum || !cache.free_list || !th) return fprintf(stderr, "out of memory\n"), 3;
+    if (!start_ns || !acquire_ns || !kernel_ns || !release_ns || !checksum || !cache.free_list || !th) return fprintf(stderr, "out of memory\n"), 3;
     /* Fault the result arrays in now so their pages do not count against the launches. */
-    memset(start_ns, 0, n * sizeof *start_ns);
-    memset(lat_ns, 0, n * sizeof *lat_ns);
-    memset(checksum, 0, n * sizeof *checksum);
+    int64_t *arrays[] = {start_ns, acquire_ns, kernel_ns, release_ns, (int64_t *)checksum};
+    for (int a = 0; a < 5; a++) memset(arrays[a], 0, n * sizeof(int64_t));
     pthread_barrier_init(&go, NULL, (unsigned)cfg.threads + 1);
 
     long rss_before_kib = status_kib("VmRSS:");
@@ -273,9 +276,9 @@ int main(int argc, char **argv) {
     long hwm_kib = status_kib("VmHWM:");
 
     FILE *f = fopen(cfg.out, "wb");
-    if (!f || fwrite(start_ns, sizeof *start_ns, n, f) != n || fwrite(lat_ns, sizeof *lat_ns, n, f) != n ||
-        fwrite(checksum, sizeof *checksum, n, f) != n || fclose(f) != 0)
-        return fprintf(stderr, "cannot write %s: %s\n", cfg.out, strerror(errno)), 5;
+    int written = f != NULL;
+    for (int a = 0; a < 5 && written; a++) written = fwrite(arrays[a], sizeof(int64_t), n, f) == n;
+    if (!written || fclose(f) != 0) return fprintf(stderr, "cannot write %s: %s\n", cfg.out, strerror(errno)), 5;
     printf("{\"real_ns\": %lld, \"user_ns\": %lld, \"sys_ns\": %lld, \"minflt\": %ld, \"majflt\": %ld, "
            "\"nvcsw\": %ld, \"nivcsw\": %ld, \"rss_before_kib\": %ld, \"hwm_kib\": %ld, \"hwm_reset\": %s, "
            "\"peak_scratch_bytes\": %ld, \"allocs\": %ld, \"mmapped_allocs\": %ld, \"blocks_created\": %d, "

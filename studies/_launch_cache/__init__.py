@@ -18,8 +18,10 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier both kernels use
 class Phase:
     """One timed launch phase (all threads, all launches) of one policy.
 
-    Per-launch arrays are in launch order (thread t owns a contiguous slice); times in ns
-    from the phase start. ``peak_bytes`` is the scratch held at once as the policy counts it.
+    Per-launch arrays are in launch order (thread t owns a contiguous slice); ``start_ns``
+    counts from the phase start. ``segments_ns`` splits each launch's time into consecutive
+    parts (e.g. acquire, kernel, release) that add up to ``lat_ns``. ``peak_bytes`` is the
+    scratch held at once as the policy counts it.
     """
 
     real_ns: int
@@ -31,10 +33,14 @@ class Phase:
     nivcsw: int
     peak_bytes: int
     start_ns: np.ndarray
-    lat_ns: np.ndarray
+    segments_ns: dict[str, np.ndarray]
     checksum: np.ndarray
     thread_of: np.ndarray  # host thread index per launch
     extra: dict = field(default_factory=dict)
+
+    @property
+    def lat_ns(self) -> np.ndarray:
+        return np.sum(list(self.segments_ns.values()), axis=0)
 
     def counters(self) -> dict:
         """The scalar figures of the phase (what a `time` run would print, and more)."""

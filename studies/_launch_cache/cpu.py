@@ -76,10 +76,12 @@ def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes
             raise RuntimeError(f"{exe.name} exited {proc.returncode}: {proc.stderr.strip()}")
         c = json.loads(proc.stdout)
         raw = np.fromfile(out, dtype=np.int64)
-    start, lat, sums = raw[:launches], raw[launches:2 * launches], raw[2 * launches:].view(np.uint64)
+    start, acq, kern, rel = (raw[i * launches:(i + 1) * launches] for i in range(4))
+    sums = raw[4 * launches:].view(np.uint64)
     extra = {"rss_before_kib": c["rss_before_kib"], "hwm_kib": c["hwm_kib"] if c["hwm_reset"] else None,
              "allocs": c["allocs"], "mmapped_allocs": c["mmapped_allocs"], "blocks_created": c["blocks_created"],
              "glibc": c["glibc"]}
     return Phase(real_ns=c["real_ns"], user_ns=c["user_ns"], sys_ns=c["sys_ns"], minflt=c["minflt"],
                  majflt=c["majflt"], nvcsw=c["nvcsw"], nivcsw=c["nivcsw"], peak_bytes=c["peak_scratch_bytes"],
-                 start_ns=start, lat_ns=lat, checksum=sums, thread_of=thread_index(launches, threads), extra=extra)
+                 start_ns=start, segments_ns={"acquire": acq, "kernel": kern, "release": rel}, checksum=sums,
+                 thread_of=thread_index(launches, threads), extra=extra)

@@ -19,8 +19,9 @@ Every launch needs a scratch block (the soft-stack block of the seed). Policies:
   block: the launch-cost floor, no allocation and no Python argument packing per launch.
 
 Times are host wall-clock (``perf_counter_ns``) per launch, from asking for the block to
-giving it back (after the synchronisation when there is one); the Python threads share the
-GIL, which is part of what a Python host pays and is reported as such.
+giving it back (after the synchronisation when there is one), split into acquire, launch
+(the kernel call), sync and release; the Python threads share the GIL, which is part of what
+a Python host pays and is reported as such.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsign
 BLOCK_THREADS = 256  # the kernel's shared-memory reduction assumes exactly this many
 
 POLICIES = ("per_call", "locked_cache", "pool", "framework", "graph")
+SEGMENTS = ("acquire", "launch", "sync", "release")  # the parts of one launch's host time
 
 
 def available() -> str | None:
@@ -267,11 +269,12 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
         pol = None
     else:
         pol = POLICY_CLASSES[policy](cupy, scratch_bytes, threads, k, held)
-    lat = np.zeros(launches, dtype=np.int64)
-    start = np.zeros(launches, dtype=np.int64)
+    # Per launch: start, after acquire, after the launch call, after the sync, after release.
+    stamps = np.zeros((launches, 5), dtype=np.int64)
     barrier = threading.Barrier(threads + 1)
     errors: list[BaseException] = []
     t_zero = [0]
+    clock = time.perf_counter_ns
 
     def worker(t):
         try:
@@ -280,23 +283,27 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
             lo, hi = bounds[t]
             with stream:
                 barrier.wait()
-                z = t_zero[0]
                 for i in range(lo, hi):
-                    t0 = time.perf_counter_ns()
+                    t0 = clock()
                     if pol is None:
+                        t1 = t0
                         graphs[t].launch(stream)
+                        t2 = clock()
                         if sync:
                             stream.synchronize()
+                        t3 = t4 = clock()
                     else:
                         blk = pol.acquire(t, stream, sync)
+                        t1 = clock()
                         kern((1,), (BLOCK_THREADS,), args(t, pol.ptr(blk)))
+                        t2 = clock()
                         if sync:
                             stream.synchronize()
+                        t3 = clock()
                         pol.release(t, blk, stream, sync)
                         blk = None  # drop it now: the framework pool reuses it on the next launch
-                    t1 = time.perf_counter_ns()
-                    start[i] = t0 - z
-                    lat[i] = t1 - t0
+                        t4 = clock()
+                    stamps[i] = (t0, t1, t2, t3, t4)
                 stream.synchronize()
         except BaseException as exc:  # surfaced to the caller after the join
             errors.append(exc)
@@ -332,7 +339,8 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
     return Phase(
         real_ns=real_ns, user_ns=int((r1.ru_utime - r0.ru_utime) * 1e9), sys_ns=int((r1.ru_stime - r0.ru_stime) * 1e9),
         minflt=r1.ru_minflt - r0.ru_minflt, majflt=r1.ru_majflt - r0.ru_majflt, nvcsw=r1.ru_nvcsw - r0.ru_nvcsw,
-        nivcsw=r1.ru_nivcsw - r0.ru_nivcsw, peak_bytes=held.peak, start_ns=start, lat_ns=lat, checksum=sums,
+        nivcsw=r1.ru_nivcsw - r0.ru_nivcsw, peak_bytes=held.peak, start_ns=stamps[:, 0] - t_zero[0],
+        segments_ns={name: stamps[:, j + 1] - stamps[:, j] for j, name in enumerate(SEGMENTS)}, checksum=sums,
         thread_of=thread_index(launches, threads),
         extra={"device_used_at_end_bytes": int(free0 - free1),
                "seq_ok": bool(np.array_equal(seq_host, counts))},
