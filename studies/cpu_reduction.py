@@ -364,9 +364,6 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     if len(phase_df):
         out["phases"] = phase_df
         out["timeline"] = profiles.timeline_table(profs)
-    if len(df):
-        out["variants"] = df[["variant", "series", "impl", "n", "c", "w", "median_us", "ci_lo_us", "ci_hi_us",
-                              "noise", "correct", "check", "floor_note"]]
     return out
 
 
@@ -432,8 +429,12 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
 # --- report ---------------------------------------------------------------------------------------
 
-def _fmt_us(x) -> str:
-    return "n/a" if x is None or x != x else f"{x:.1f} us"
+def _fmt_us(x, floor_ns: float | None = None) -> str:
+    """``12.3 us``; below 10 us the harness floor is stated beside the figure."""
+    if x is None or x != x:
+        return "n/a"
+    note = f" (harness floor {stats.fmt_ns(floor_ns)})" if floor_ns and 0 <= x < 10 else ""
+    return f"{x:.1f} us{note}"
 
 
 def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
@@ -444,12 +445,16 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     machine = f"{env.get('cpu_model', '?')}, {env.get('cpu_logical', '?')} logical CPUs"
     floor = stats.fmt_ns(rec.floor_ns or float("nan"))
     parts = []
+
+    def fmt_us(x):
+        return _fmt_us(x, rec.floor_ns)
+
     ov = tbls.get("overview")
     if ov is not None and len(ov):
         cols = {r.series: r for r in ov.itertuples()}
         rows = [("Total (measured)", "total_us"), ("Compute (profile)", "compute_us"),
                 ("Runtime overhead", "overhead_us")]
-        body = [{"": label, **{s: _fmt_us(getattr(r, col)) for s, r in cols.items()}} for label, col in rows]
+        body = [{"": label, **{s: fmt_us(getattr(r, col)) for s, r in cols.items()}} for label, col in rows]
         body.append({"": "vs torch", **{s: f"{r.vs_torch:.2f}x" if r.vs_torch == r.vs_torch else "n/a"
                                         for s, r in cols.items()}})
         w_max = max(rec.params.get("workers", [1]))
@@ -462,16 +467,16 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         comp_rows = []
         if "torch" in t and "torch-out" in t:
             comp_rows.append({"item": "per-call allocation (torch.sum - torch.sum(out=))",
-                              "live": _fmt_us(t["torch"] - t["torch-out"]), "seed (7975WX)": "2 us"})
+                              "live": fmt_us(t["torch"] - t["torch-out"]), "seed (7975WX)": "2 us"})
         for c in sorted({int(x) for x in ov["c"].dropna()}):
             py, cc = t.get(f"iree-task c={c}"), t.get(f"iree-bench c={c}")
             if py is not None and cc is not None:
                 comp_rows.append({"item": f"Python runtime cost, c={c} (iree-task Python - iree-benchmark-module)",
-                                  "live": _fmt_us(py - cc), "seed (7975WX)": "(not measured)"})
+                                  "live": fmt_us(py - cc), "seed (7975WX)": "(not measured)"})
         best = ov[ov["impl"].isin(IREE_IMPLS)].sort_values("total_us").head(1)
         if len(best) and "torch" in t:
             comp_rows.append({"item": f"total: torch vs best IREE ({best['series'].iloc[0]})",
-                              "live": f"{_fmt_us(t['torch'])} vs {_fmt_us(best['total_us'].iloc[0])}",
+                              "live": f"{fmt_us(t['torch'])} vs {fmt_us(best['total_us'].iloc[0])}",
                               "seed (7975WX)": "15 us vs 56 us"})
         sz = tbls.get("sizes")
         if sz is not None and len(sz):
@@ -480,7 +485,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
             if "torch" in small and len(iree_small):
                 comp_rows.append({"item": f"smallest N ({int(sz['n'].min()):,}): dispatch floor proxy, torch vs "
                                           f"best iree-bench ({iree_small.idxmin()})",
-                                  "live": f"{_fmt_us(small['torch'])} vs {_fmt_us(iree_small.min())}",
+                                  "live": f"{fmt_us(small['torch'])} vs {fmt_us(iree_small.min())}",
                                   "seed (7975WX)": "1.1 us vs ~10 us (dispatch floor)"})
         if comp_rows:
             parts.append("## Comparison summary: PyTorch vs IREE (live)\n\n" + md_table(pd.DataFrame(comp_rows)))
