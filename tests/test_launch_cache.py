@@ -48,6 +48,8 @@ def test_c_program_checks_out_and_counts_blocks(policy):
                        malloc="pinned", salt=99)
     assert check_checksums(ph.checksum, 99, 32, 2)[0]
     assert (ph.lat_ns > 0).all() and ph.real_ns > 0
+    assert list(ph.segments_ns) == ["acquire", "kernel", "release"]
+    assert (ph.lat_ns == ph.segments_ns["acquire"] + ph.segments_ns["kernel"] + ph.segments_ns["release"]).all()
     held = {"per_call": 3 << 20, "locked_cache": 1 << 20, "pool": 2 << 20}[policy]
     assert ph.peak_bytes <= held  # pool never holds more than k blocks, the lock one
     if policy == "per_call":
@@ -109,6 +111,8 @@ def test_smoke_run_records_checked_variants_and_reports(store):
     assert pol.loc["per_call/pinned", "minflt_per_launch"] >= 64
     assert pol.loc["locked_cache/pinned", "peak_bytes"] == 4 << 20
     assert {"real_s", "user_s", "sys_s", "p50_us", "p99_us", "peak_mib"} <= set(pol.columns)
+    shares = t["segments"].groupby("variant")["share"].sum()
+    assert np.allclose(shares, 1.0) and len(shares) == 6
     text = "\n".join(study.report_sections(rec, t))
     assert "3m55.189s" in text and "per_call/pinned" in text  # the seed's figures beside the live ones
     assert [a[0] for a in rec.attachments] == ["timeline.json"]
