@@ -434,6 +434,35 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
 # --- report ---------------------------------------------------------------------------------------
 
+def verdict(rec: RunRecord) -> str:
+    """One line: torch vs the fastest IREE variant at n and the largest w, and IREE's compute share."""
+    failed = [v.variant for v in rec.variants if not v.correct]
+    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    try:
+        ov = analyze(rec).get("overview")
+    except Exception as exc:  # the report still shows the raw results
+        return f"Analysis failed ({type(exc).__name__}: {exc}).{tail}"
+    if ov is None or ov.empty:
+        return "No checked variant at n." + tail
+    torch_rows = ov[ov["impl"] == "torch"]
+    iree = ov[ov["impl"].isin(IREE_IMPLS)].sort_values("total_us")
+    if torch_rows.empty or iree.empty:
+        best = ov.sort_values("total_us").iloc[0]
+        return f"Fastest at N={rec.params['n']:,}: {best['series']} {best['total_us']:.1f} us.{tail}"
+    t, b = torch_rows.iloc[0], iree.iloc[0]
+    best_torch = b["total_us"] / b["vs_best_torch"]
+    text = (f"N={rec.params['n']:,}, {int(t['w'])} threads: torch.sum {t['total_us']:.1f} us "
+            f"[{t['ci_lo_us']:.1f}, {t['ci_hi_us']:.1f}] (fastest torch at any w: {best_torch:.1f} us), fastest "
+            f"IREE {b['series']} {b['total_us']:.1f} us [{b['ci_lo_us']:.1f}, {b['ci_hi_us']:.1f}] "
+            f"({b['vs_best_torch']:.2f}x the fastest torch).")
+    profiled = iree[iree["compute_us"].notna()]
+    if len(profiled):
+        r = profiled.iloc[0]
+        text += (f" {r['series']}: compute {r['compute_us']:.1f} us of {r['total_us']:.1f} us "
+                 f"({100 * r['compute_us'] / r['total_us']:.0f}%), the rest runtime overhead.")
+    return text + tail
+
+
 def _fmt_us(x, floor_ns: float | None = None) -> str:
     """``12.3 us``; below 10 us the harness floor is stated beside the figure."""
     if x is None or x != x:
