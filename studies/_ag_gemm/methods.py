@@ -121,6 +121,8 @@ def build(name: str, inp: Inputs, knobs: dict[str, Any], trace: bool = False) ->
             torch.matmul(gathered, inp.b, out=out)
         return fn, out, {}
     if name == "torch-fused":
+        import torch.distributed._symmetric_memory  # noqa: F401  (registers torch.ops.symm_mem)
+
         res: dict[str, Any] = {}
 
         def fn():

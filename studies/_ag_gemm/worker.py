@@ -57,34 +57,43 @@ class Worker:
             self.say("attach", {"name": name, "kind": kind, "path": str(path)})
 
     # --- timing ------------------------------------------------------------------------
-    def time_fn(self, fn, repeat: int, min_sample_ms: float = 5.0) -> list[float]:
-        """Per-call ns, CUDA events around ``loops`` back-to-back calls after a barrier; the
-        same ``loops`` on every rank; each sample is the max over ranks."""
+    def time_interleaved(self, fns: list, repeat: int, min_sample_ms: float = 5.0) -> list[list[float]]:
+        """Per-call ns of every fn, sampled round-robin: one sample of each per round, the order
+        rotated each round, so clock drift (H200s slow down by 10-15% over a minute of
+        back-to-back GEMMs) is spread over every method instead of penalising the ones timed
+        last. A sample is CUDA events around ``loops`` back-to-back calls after a barrier,
+        with the same ``loops`` on every rank; each sample is the max over ranks."""
         import torch
         import torch.distributed as dist
 
-        fn()
-        torch.cuda.synchronize()
-        dist.barrier(group=self.group)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(3):
+        loops = []
+        for fn in fns:
             fn()
-        end.record()
-        end.synchronize()
-        est = torch.tensor([start.elapsed_time(end) / 3], device="cuda")
+            torch.cuda.synchronize()
+            dist.barrier(group=self.group)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(3):
+                fn()
+            end.record()
+            end.synchronize()
+            loops.append(start.elapsed_time(end) / 3)
+        est = torch.tensor(loops, device="cuda")
         dist.all_reduce(est, op=dist.ReduceOp.MAX, group=self.group)
-        loops = max(1, min(64, math.ceil(min_sample_ms / max(est.item(), 1e-3))))
-        cuda_timer = harness.cuda_event_timer(fn)
-
-        def timer(n: int) -> float:
-            dist.barrier(group=self.group)  # line the ranks up; not inside the timed window
-            return cuda_timer(n)
-
-        m = harness.measure(timer, repeat=repeat, warmup=1, loops=loops, clock="cuda-event")
-        samples = torch.tensor(m.samples_ns, device="cuda", dtype=torch.float64)
-        dist.all_reduce(samples, op=dist.ReduceOp.MAX, group=self.group)
-        return samples.tolist()
+        loops = [max(1, min(64, math.ceil(min_sample_ms / max(t, 1e-3)))) for t in est.tolist()]
+        timers = [harness.cuda_event_timer(fn) for fn in fns]
+        samples = [[] for _ in fns]
+        for r in range(repeat + 1):  # round 0 is a warm-up round
+            order = list(range(len(fns)))
+            order = order[r % len(order):] + order[:r % len(order)]
+            for i in order:
+                dist.barrier(group=self.group)  # line the ranks up; not inside the timed window
+                elapsed_s = timers[i](loops[i])
+                if r:
+                    samples[i].append(elapsed_s * 1e9 / loops[i])
+        t = torch.tensor(samples, device="cuda", dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
+        return t.tolist()
 
     def checked(self, fn, out, ref, dtype: str, extra: dict) -> tuple[bool, str]:
         import torch
@@ -105,6 +114,8 @@ class Worker:
 
     # --- one shape ---------------------------------------------------------------------
     def run_shape(self, dtype: str, m: int) -> None:
+        """Build and check every method, then time the correct ones together (interleaved),
+        check them again, and record each."""
         import torch
 
         cfg = self.cfg
@@ -113,26 +124,52 @@ class Worker:
         ref = methods.reference(inp)
         # Upper-case matrix dims: a variant param "n" would clash with the sample count column.
         base = {"dtype": dtype, "M": m, "N": n, "K": k, "world_size": self.ws}
+        contestants = []  # (variant, params, fn, out, extra, check message)
         for name in cfg["methods"]:
-            self.progress(f"{dtype} M={m}: {name}")
+            self.progress(f"{dtype} M={m}: checking {name}")
+            variant = f"{name}/{dtype}/m{m}"
+            params = {**base, "method": name}
             try:
-                if name == "auto":
-                    self.run_auto(inp, ref, base)
-                elif name in methods.PARTS:
+                if name in methods.PARTS:
                     fn, _, _ = methods.build(name, inp, {})
-                    samples = self.time_fn(fn, cfg["repeat"])
-                    self.say("variant", VariantResult(f"{name}/{dtype}/m{m}", {**base, "method": name}, samples, True,
-                                                      "part of the overlap bound; output not checked").to_json())
+                    contestants.append((variant, params, fn, None, {}, "part of the overlap bound; output not checked"))
+                    continue
+                if name == "auto":
+                    method, knobs, tuning = self.tune_auto(inp, ref, base)
+                    params |= {"picked": autoconfig.label(method, knobs), **knobs, "tuning_ms": tuning}
                 else:
-                    knobs = self.knobs_for(name)
-                    self.measure_method(name, knobs, inp, ref, base, f"{name}/{dtype}/m{m}")
+                    method, knobs = name, self.knobs_for(name)
+                    params |= knobs
+                trace = method == "hbm-buffer" and cfg["trace"] != "off" and name != "auto"
+                fn, out, extra = methods.build(method, inp, knobs, trace=trace)
+                ok, msg = self.checked(fn, out, ref, dtype, extra)
+                if not ok:
+                    self.say("variant", VariantResult(variant, params, [], False, msg).to_json())
+                    continue
+                if trace:
+                    fn()  # the trace kept is a warm launch's, not the first one's
+                    self.save_program_trace(extra["hbm"], base)
+                contestants.append((variant, params, fn, out, extra, msg))
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
-                msg = f"error: {type(exc).__name__}: {exc}"
                 print(traceback.format_exc(), file=sys.stderr, flush=True)
-                self.say("variant", VariantResult(f"{name}/{dtype}/m{m}", {**base, "method": name}, [], False,
-                                                  msg[:500]).to_json())
-            self.steps_done += 1
-            torch.cuda.empty_cache()
+                self.say("variant", VariantResult(variant, params, [], False,
+                                                  f"error: {type(exc).__name__}: {exc}"[:500]).to_json())
+        self.progress(f"{dtype} M={m}: timing {len(contestants)} methods interleaved")
+        samples = self.time_interleaved([c[2] for c in contestants], cfg["repeat"])
+        for (variant, params, fn, out, extra, msg), s in zip(contestants, samples):
+            ok = True
+            if out is not None:
+                # Checked again after the timed calls: a flag/epoch race shows under back-to-back calls.
+                ok, msg2 = self.checked(fn, out, ref, dtype, extra)
+                msg = msg if ok else f"after timing: {msg2}"
+            self.say("variant", VariantResult(variant, params, s if ok else [], ok, msg).to_json())
+        if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
+            for variant, params, fn, out, _, _ in contestants:
+                if out is not None and params["method"] != "auto":
+                    self.save_profile(params["method"], fn, base)
+        self.steps_done += 1
+        del contestants
+        torch.cuda.empty_cache()
 
     def knobs_for(self, name: str) -> dict[str, Any]:
         if name == "ce-chunked":
@@ -141,48 +178,19 @@ class Worker:
             return dict(self.cfg["hbm"])
         return {}
 
-    def measure_method(self, name, knobs, inp, ref, base, variant, params_extra=None) -> float:
-        cfg = self.cfg
-        trace_programs = name == "hbm-buffer" and cfg["trace"] != "off"
-        fn, out, extra = methods.build(name, inp, knobs, trace=trace_programs)
-        ok, msg = self.checked(fn, out, ref, base["dtype"], extra)
-        params = {**base, "method": name, **knobs, **(params_extra or {})}
-        if not ok:
-            self.say("variant", VariantResult(variant, params, [], False, msg).to_json())
-            return float("nan")
-        if trace_programs:
-            fn()  # the trace kept is a warm launch's, not the first one's
-            self.save_program_trace(extra["hbm"], base)
-        samples = self.time_fn(fn, cfg["repeat"])
-        # Checked again after the timed calls: a flag/epoch race shows up under back-to-back calls.
-        ok2, msg2 = self.checked(fn, out, ref, base["dtype"], extra)
-        if not ok2:
-            msg = f"after timing: {msg2}"
-        self.say("variant", VariantResult(variant, params, samples if ok2 else [], ok2, msg).to_json())
-        if cfg["trace"] == "all" and base["M"] == max(cfg["m"]) and base["dtype"] == cfg["dtype"][0]:
-            self.save_profile(name, fn, base)
-        return sorted(samples)[len(samples) // 2] / 1e6 if ok2 else float("nan")
-
-    def run_auto(self, inp, ref, base) -> None:
-        """Time every candidate briefly (after its check), pick, then measure the pick."""
-        cands = autoconfig.candidates(base["M"], base["N"], base["K"], self.ws)
-        timings: dict[str, float] = {}
-        chosen: dict[str, tuple[str, dict]] = {}
-        for method, knobs in cands:
-            lab = autoconfig.label(method, knobs)
-            chosen[lab] = (method, knobs)
+    def tune_auto(self, inp, ref, base) -> tuple[str, dict, str]:
+        """Check and briefly time every candidate (interleaved), pick with the auto-config."""
+        cands, fns = [], []
+        for method, knobs in autoconfig.candidates(base["M"], base["N"], base["K"], self.ws):
             fn, out, extra = methods.build(method, inp, knobs)
-            ok, _ = self.checked(fn, out, ref, base["dtype"], extra)
-            timings[lab] = float("nan")
-            if ok:
-                s = self.time_fn(fn, 5, min_sample_ms=2.0)
-                timings[lab] = sorted(s)[len(s) // 2] / 1e6
-            del fn, out, extra
+            if self.checked(fn, out, ref, base["dtype"], extra)[0]:
+                cands.append((method, knobs))
+                fns.append(fn)
+        samples = self.time_interleaved(fns, 5, min_sample_ms=2.0)
+        timings = {autoconfig.label(mth, kn): sorted(s)[len(s) // 2] / 1e6 for (mth, kn), s in zip(cands, samples)}
         pick = autoconfig.choose(timings)
-        method, knobs = chosen[pick]
-        self.measure_method(method, knobs, inp, ref, base, f"auto/{base['dtype']}/m{base['M']}",
-                            {"method": "auto", "picked": pick,
-                             "tuning_ms": json.dumps({k: round(v, 4) for k, v in timings.items()})})
+        method, knobs = next((mth, kn) for mth, kn in cands if autoconfig.label(mth, kn) == pick)
+        return method, knobs, json.dumps({k: round(v, 4) for k, v in timings.items()})
 
     # --- traces ------------------------------------------------------------------------
     def save_program_trace(self, hb, base) -> None:
@@ -217,7 +225,7 @@ class Worker:
 
         cfg = self.cfg
         shapes = [(d, m) for d in cfg["dtype"] for m in cfg["m"]]
-        self.steps = max(1, len(shapes) * len(cfg["methods"]))
+        self.steps = max(1, len(shapes))
         t0 = time.time()
         for dtype, m in shapes:
             self.run_shape(dtype, m)
