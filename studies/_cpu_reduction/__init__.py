@@ -1,0 +1,1 @@
+"""Helpers of the cpu-reduction study (programs are in kernels/iree/)."""
