@@ -171,8 +171,11 @@ def run(params, ctx: RunContext) -> dict:
     unmaps_refused = 0
 
     def unsupported(cond) -> str | None:
-        need = ([t for bit, (_n, t) in zip(cond, clrt.EXEC_TYPES) if bit == "1"] if isinstance(cond, str)
-                and cond != "wait" else [clrt.CL_COMPLETE] if isinstance(cond, tuple) and cond[2] else [])
+        """The platform's refusal of a callback this condition needs, or None."""
+        if isinstance(cond, tuple):  # dependency (unmap, wait, cb): cb is a CL_COMPLETE callback
+            need = [clrt.CL_COMPLETE] if cond[2] else []
+        else:  # "SRC" bits, or "wait"
+            need = [t for bit, (_n, t) in zip(cond, clrt.EXEC_TYPES) if bit == "1"]
         bad = [(name, support[t]) for name, t in clrt.EXEC_TYPES if t in need and support[t]]
         return "; ".join(f"{target.platform_name} does not support a callback on {name}: {why}" for name, why in bad) or None
 
@@ -315,7 +318,7 @@ def _group_keys(df: pd.DataFrame) -> list[str]:
 
 def overhead_table(rec: RunRecord) -> pd.DataFrame:
     """Per condition and size bucket: extra time per run over the experiment's baseline, with CI."""
-    valid = [v for v in rec.valid_variants()]
+    valid = rec.valid_variants()
     if not valid:
         return pd.DataFrame()
     df = pd.DataFrame([{**v.params, "samples": np.asarray(v.samples_ns)} for v in valid])

@@ -69,8 +69,9 @@ if [ "${OE_SCALE:-full}" = quick ]; then
   DEP=(--quick)
 else
   Q=(--set measurements=20)
-  # the dependency runs enqueue 10-31 commands per run: fewer runs and measurements per point
-  DEP=(--set reps=256 --set measurements=8)
+  # the dependency runs enqueue 10-31 commands per run: fewer runs, measurements and sizes
+  # (every 4x) so that 28 workers finish within the time cap too
+  DEP=(--set reps=256 --set measurements=8 --set sizes=4096,16384,65536,262144,1048576,4194304,16777216,33554432)
 fi
 run callbacks 70 --set experiment=callbacks --set platform=$PLAT "${Q[@]}"
 run wait 30 --set experiment=wait --set platform=$PLAT "${Q[@]}"
