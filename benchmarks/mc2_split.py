@@ -1,0 +1,85 @@
+"""MC² split benchmark: serial vs overlapped chunked matmul + all-reduce, measured vs predicted.
+
+    python benchmarks/mc2_split.py                            # GPUs here: ws=2, the seed shape, fp16
+    python benchmarks/mc2_split.py --world-size 4 --set comms=default,ce
+    python benchmarks/mc2_split.py --from traces/mc2-split/*.bundle.json   # print committed runs
+
+Prints, per run, every serial/overlapped variant with its median, the prediction with the
+seed's 1.15 and with the fitted contention factors, and the speedup against the serial
+NCCL run measured in the same run; then the target line (best split >= 20% faster than
+serial, prediction within 10%). Exit status 1 when a check failed or the target was missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import studies.mc2_split as study  # noqa: E402
+from workbench import runner  # noqa: E402
+from workbench.store import Store, read_bundle, write_bundle  # noqa: E402
+from workbench.study import ParamError, StudyUnavailable  # noqa: E402
+
+TARGET_SPEEDUP = 0.20
+TARGET_ERR = 0.10
+
+
+def show(rec) -> bool:
+    """Print one run's table; True when all checks passed and the target was met."""
+    env = rec.env
+    gpus = env.get("gpu_names") or []
+    where = f"{len(gpus)}x {gpus[0]}" if gpus else env.get("cpu_model", "?")
+    live = rec.outputs.get("live", {})
+    print(f"\n## {rec.run_id} on {where} ({rec.origin}); {live.get('backend')} world size {live.get('world_size')}, "
+          f"M={rec.params['m']} K={rec.params['k']} N={rec.params['n']} {live.get('dtype')}")
+    print(f"reproduce: {rec.reproduce}\n")
+    tbl = study.analyze(rec)["live"]
+    if not len(tbl):
+        print("(no live results)")
+        return False
+    cols = [c for c in ("variant", "chunks", "measured_us", "predicted_us", "err", "predicted_fit_us", "err_fit",
+                        "speedup_vs_serial_default", "correct") if c in tbl]
+    print(study._md(tbl, cols, ".3f"))
+    ok = bool(tbl["correct"].all())
+    best = tbl[(tbl["split"] == "best") & tbl["correct"]]
+    if len(best) and "speedup_vs_serial_default" in best:
+        top = best.sort_values("measured_us").iloc[0]
+        err = top.get("err_fit", float("nan"))
+        met = top["speedup_vs_serial_default"] >= TARGET_SPEEDUP and abs(err) <= TARGET_ERR
+        print(f"\ntarget: best split ({top['variant']}, {top['chunks']}) is {top['speedup_vs_serial_default']:.1%} "
+              f"faster than serial NCCL (target >= {TARGET_SPEEDUP:.0%}); prediction error {err:+.1%} "
+              f"(target within {TARGET_ERR:.0%}): {'MET' if met else 'NOT MET'}")
+        ok = ok and met
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--set", action="append", default=[], help="study parameters, name=value")
+    ap.add_argument("--bundle-dir", type=Path, help="write the run's bundle here")
+    ap.add_argument("--tag", default="bench")
+    ap.add_argument("--from", dest="bundles", nargs="*", type=Path, help="print these bundles instead of running")
+    args = ap.parse_args(argv)
+    if args.bundles:
+        return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
+    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce", "carveout": "0,16",
+              "world_size": args.world_size}
+    values |= study.SPACE.parse_sets(args.set)
+    store = Store()
+    try:
+        rec = runner.execute(study, values, store, progress=lambda f, m: print(f"[{f:4.0%}] {m}", file=sys.stderr))
+    except (ParamError, StudyUnavailable) as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return 2
+    if args.bundle_dir:
+        path = write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}.bundle.json")
+        print(f"bundle: {path}", file=sys.stderr)
+    return 0 if show(rec) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# mc2-split on a GPU machine: the seed shape (M=4096, K=3072, N=8192, fp16), chunked matmul +
+# all-reduce, serial vs overlapped with NCCL (default and CTA-limited) and the copy-engine
+# all-reduce, for every world size 2, 4, 8 that the GPU count allows; then the GPU pytest tests.
+# Writes $OUT/mc2_split.tar.gz: bundles (*.bundle.json) and tables (benchmark_ws*.md), ready to
+# unpack into traces/mc2-split/. Run from the repository root.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
+OUT="${OUT:-out}"
+PY="${PYTHON:-python3}"
+REPS="${REPS:-20}"
+COMMS="${COMMS:-default,limited,ce}"
+CARVEOUT="${CARVEOUT:-0,8,16,24}"
+dir="$(mktemp -d)/mc2-split"
+mkdir -p "$dir" "$OUT"
+ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
+status=0
+echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
+for ws in 2 4 8; do
+  [ "$ws" -le "$ngpu" ] || continue
+  echo "== ws=$ws"
+  "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set comms="$COMMS" --set carveout="$CARVEOUT" \
+      --set timeout_s=500 ${EXTRA_SETS:-} --bundle-dir "$dir" --tag seed-shape > "$dir/benchmark_ws$ws.md" || status=1
+  cat "$dir/benchmark_ws$ws.md"
+done
+if [ "${RUN_PYTEST:-1}" = 1 ]; then
+  echo "== pytest (gpu, multigpu)"
+  "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_mc2_split.py 2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
+fi
+tar -C "$(dirname "$dir")" -czf "$OUT/mc2_split.tar.gz" mc2-split
+echo "wrote $OUT/mc2_split.tar.gz:"; tar -tzvf "$OUT/mc2_split.tar.gz"
+exit $status

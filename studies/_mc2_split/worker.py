@@ -1,0 +1,389 @@
+"""Distributed worker of the mc2-split study: chunked matmul + all-reduce, serial vs overlapped.
+
+Launched by the study with ``python -m torch.distributed.run --nproc-per-node=W worker.py
+--config cfg.json --out events.jsonl``. Every rank computes the same thing; rank 0 writes
+one JSON event per line to ``--out`` as soon as it has it (progress, fits, plans, each
+measured variant), which the study tails to record points and show progress.
+
+Each rank holds A_r (M x K) and B_r (K x N), seeded by rank; the result is
+sum_r A_r @ B_r on every rank (matmul, then all-reduce of the output). Variants:
+
+- ``mm/m<m>``: the matmul of the first m rows (CostMM points);
+- ``comm/<comm>/m<m>``: the all-reduce of m output rows (CostComm points);
+- ``serial/<comm>``: the unsplit matmul, then the unsplit all-reduce;
+- ``overlap/<comm>/<split>``: per chunk, the matmul on the compute stream and the
+  chunk's all-reduce started asynchronously behind it; the op ends when the last
+  all-reduce is done.
+
+Collective implementations (``comm``):
+
+- ``default``: the backend's all-reduce (NCCL on GPUs, gloo on CPUs), ``async_op=True``
+  (NCCL runs it on its own stream; gloo on its own thread);
+- ``limited``: NCCL in a communicator limited to ``nccl_ctas`` CTAs (NCCLConfig.max_ctas)
+  on a high-priority stream, so its kernels take fewer SMs from the matmul;
+- ``ce``: a copy-engine all-reduce through symmetric memory: reduce-scatter by pulling the
+  peers' row blocks with cudaMemcpy (copy engines, no SMs), a local add of 1/W of the
+  chunk, then an all-gather by pulling the peers' reduced blocks; two barrier kernels per
+  chunk order the ranks.
+
+Each collective can run with an SM carve-out (``carveouts``): cuBLAS matmuls are told to
+leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
+kernels (NCCL's CTAs, the copy-engine path's barrier and add kernels) find SMs at once
+instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
+labelled ``<comm>`` or ``<comm>+c<SMs>``; the matmul cost points are measured per carve-out.
+
+Timing: per sample, all ranks meet (barrier + device sync); on GPUs a ~2 ms sleep kernel is
+queued first so the host enqueues the whole op before the GPU reaches it (the host's launch
+cost is not timed), then CUDA events bracket the op on the compute stream; on CPUs
+``perf_counter_ns``. A sample is the maximum over ranks. Each variant's output is checked
+against the unsplit matmul + all-reduce before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks  # noqa: E402
+from studies._mc2_split.search import best_split  # noqa: E402
+from studies._mc2_split.simulate import fit_contention, simulate  # noqa: E402
+
+SLEEP_CYCLES = 4_000_000  # ~2 ms at the H200's 1.98 GHz: longer than the host needs to enqueue 16 chunks
+TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
+
+
+class Events:
+    """Rank 0's JSONL event stream; other ranks write nothing."""
+
+    def __init__(self, path: str, rank: int):
+        self.fh = open(path, "a") if rank == 0 else None
+
+    def emit(self, kind: str, **data) -> None:
+        if self.fh:
+            self.fh.write(json.dumps({"type": kind, **data}) + "\n")
+            self.fh.flush()
+
+
+class BackendComm:
+    """The backend's own all-reduce, in place on the output rows."""
+
+    def __init__(self, name: str, group, out: torch.Tensor):
+        self.name, self.group, self.out = name, group, out
+        self.works = []
+
+    def start(self, r0: int, r1: int) -> None:
+        self.works.append(dist.all_reduce(self.out[r0:r1], group=self.group, async_op=True))
+
+    def wait(self) -> None:
+        for w in self.works:
+            w.wait()
+        self.works.clear()
+
+    def result(self) -> torch.Tensor:
+        return self.out
+
+
+class CopyEngineComm:
+    """All-reduce of output rows by copy-engine pulls through symmetric memory (see module doc)."""
+
+    def __init__(self, m: int, n: int, dtype, device, group):
+        import torch.distributed._symmetric_memory as symm_mem
+
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.out = symm_mem.empty((m, n), dtype=dtype, device=device)  # matmul writes here
+        self.red = symm_mem.empty((m, n), dtype=dtype, device=device)  # the all-reduced result
+        self.h_out = symm_mem.rendezvous(self.out, group)
+        self.h_red = symm_mem.rendezvous(self.red, group)
+        self.peer_out = {p: self.h_out.get_buffer(p, (m, n), dtype) for p in range(self.world) if p != self.rank}
+        self.peer_red = {p: self.h_red.get_buffer(p, (m, n), dtype) for p in range(self.world) if p != self.rank}
+        self.stage = torch.empty((self.world, m, n), dtype=dtype, device=device)
+        self.stream = torch.cuda.Stream(priority=-1)  # high priority: its small add kernels jump the matmul queue
+        self.name = "ce"
+
+    def _parts(self, r0: int, r1: int) -> list[tuple[int, int]]:
+        rows = r1 - r0
+        edges = [r0 + rows * i // self.world for i in range(self.world + 1)]
+        return list(zip(edges[:-1], edges[1:]))
+
+    def start(self, r0: int, r1: int) -> None:
+        self.stream.wait_stream(torch.cuda.current_stream())
+        parts = self._parts(r0, r1)
+        s0, s1 = parts[self.rank]
+        with torch.cuda.stream(self.stream):
+            self.h_out.barrier(channel=0)  # every rank's matmul of this chunk is done
+            if s1 > s0:
+                for p, buf in self.peer_out.items():
+                    self.stage[p, s0:s1].copy_(buf[s0:s1])  # pull: copy engine over NVLink
+                acc = self.red[s0:s1]
+                torch.add(self.out[s0:s1], self.stage[next(iter(self.peer_out)), s0:s1], out=acc)
+                for p in list(self.peer_out)[1:]:
+                    acc.add_(self.stage[p, s0:s1])
+            self.h_out.barrier(channel=0)  # every rank's reduced block is done
+            for p, buf in self.peer_red.items():
+                q0, q1 = parts[p]
+                if q1 > q0:
+                    self.red[q0:q1].copy_(buf[q0:q1])
+
+    def wait(self) -> None:
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+    def result(self) -> torch.Tensor:
+        return self.red
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    cfg = json.load(open(args.config))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    ev = Events(args.out, rank)
+    try:
+        run(cfg, rank, world, ev)
+    except Exception as exc:  # report to the study, then fail the process
+        ev.emit("error", rank=rank, text=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc(limit=8))
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
+    cuda = cfg["backend"] == "nccl"
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if cuda:
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        torch.set_num_threads(max(1, cfg.get("threads", 1)))
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    m, k, n = cfg["m"], cfg["k"], cfg["n"]
+    dtype = getattr(torch, cfg["dtype"])
+    gen = torch.Generator(device="cpu").manual_seed(cfg["seed"] * 1000 + rank)
+    a = (torch.randn(m, k, generator=gen) / k ** 0.5).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=gen).to(device=device, dtype=dtype)
+    ev.emit("progress", frac=0.02, msg=f"{world} ranks up ({cfg['backend']}); computing the reference")
+
+    # the reference: the unsplit matmul + all-reduce, in float32 for a tight check
+    ref = (a.float() @ b.float())
+    dist.all_reduce(ref)
+    ref_rms = float(ref.pow(2).mean().sqrt())
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def barrier():
+        sync()
+        dist.barrier()
+        sync()
+
+    def check(out: torch.Tensor, rows: int) -> tuple[bool, str]:
+        err = (out[:rows].float() - ref[:rows]).abs().max()
+        dist.all_reduce(err, op=dist.ReduceOp.MAX)
+        rel = float(err) / ref_rms
+        ok = rel <= TOL[cfg["dtype"]]
+        return ok, (f"max|out-ref|/rms(ref) = {rel:.2e} over {rows} rows on all ranks "
+                    f"({'<=' if ok else '>'} {TOL[cfg['dtype']]:g} for {cfg['dtype']})")
+
+    def time_op(fn) -> list[float]:
+        for _ in range(cfg["warmup"]):
+            barrier()
+            fn()
+        sync()
+        samples = []
+        for _ in range(cfg["reps"]):
+            barrier()
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(SLEEP_CYCLES)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) * 1e6)
+            else:
+                t0 = time.perf_counter_ns()
+                fn()
+                samples.append(float(time.perf_counter_ns() - t0))
+        worst = torch.tensor(samples, dtype=torch.float64, device=device)
+        dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+        return worst.cpu().tolist()
+
+    # collective implementations
+    comms = {}
+    for name in cfg["comms"]:
+        if name == "default":
+            comms[name] = BackendComm(name, None, torch.empty(m, n, dtype=dtype, device=device))
+        elif name == "limited":
+            from torch.distributed.distributed_c10d import ProcessGroupNCCL
+
+            opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
+            opts.config.max_ctas = cfg["nccl_ctas"]
+            opts.config.min_ctas = 1
+            group = dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
+            comms[name] = BackendComm(name, group, torch.empty(m, n, dtype=dtype, device=device))
+        elif name == "ce":
+            comms[name] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name)
+        else:
+            raise ValueError(f"unknown comm {name!r}")
+
+    def matmul(out, r0, r1):
+        torch.matmul(a[r0:r1], b, out=out[r0:r1])
+
+    def variant(name, params, fn, result, rows):
+        barrier()
+        fn()
+        sync()
+        ok, msg = check(result(), rows)
+        samples = time_op(fn) if ok else []
+        ev.emit("variant", variant=name, params=params, samples_ns=samples, correct=ok, check=msg)
+        return samples
+
+    n_carve = len(cfg.get("carveouts") or [0])
+    total = len(cfg["comms"]) * n_carve * (len(cfg["uniform"]) + 3) + \
+        (0 if cfg["fits_given"] else len(cfg["points"]) * (n_carve + len(comms)))
+    done = [0]
+
+    def tick(msg):
+        done[0] += 1
+        ev.emit("progress", frac=0.05 + 0.9 * done[0] / max(1, total), msg=msg)
+
+    dbytes = DTYPE_BYTES[cfg["dtype"]]
+    carveouts = cfg.get("carveouts") or [0]
+    configs = [(c, cv) for c in cfg["comms"] for cv in carveouts]
+
+    def label(c, cv):
+        return c if cv == 0 else f"{c}+c{cv}"
+
+    def set_carveout(cv):
+        if cuda:
+            torch._C._set_sm_carveout_experimental(cv or None)
+
+    models = {}
+    if cfg["fits_given"]:
+        given = CostModel(Fit.from_json(cfg["mm_fit"]), Fit.from_json(cfg["comm_fit"]), n, dbytes)
+        models = {label(c, cv): given for c, cv in configs}
+    else:
+        mm_fits = {}
+        anyc = next(iter(comms.values()))
+        for cv in carveouts:
+            set_carveout(cv)
+            mm_pts = []
+            for p in cfg["points"]:
+                # the local matmul is checked against the local product's rows (no all-reduce yet)
+                out = anyc.out
+                barrier()
+                matmul(out, 0, p)
+                sync()
+                err = float((out[:p].float() - (a[:p].float() @ b.float())).abs().max()) / ref_rms
+                ok = err <= TOL[cfg["dtype"]]
+                samples = time_op(lambda p=p: matmul(out, 0, p)) if ok else []
+                name = f"mm/m{p}" if cv == 0 else f"mm/c{cv}/m{p}"
+                ev.emit("variant", variant=name, params={"kind": "cost-mm", "comm": "-", "carveout": cv, "m": p},
+                        samples_ns=samples, correct=ok, check=f"max|out-local ref|/rms = {err:.2e}")
+                mm_pts.append((p, _median(samples) / 1e3))
+                tick(f"CostMM point m={p} carve-out {cv}")
+            mm_fits[cv] = fit_points([x for x, _ in mm_pts], [y for _, y in mm_pts], "row")
+        set_carveout(0)
+        for cname, comm in comms.items():
+            pts = []
+            for p in cfg["points"]:
+                def op(p=p, comm=comm):
+                    comm.start(0, p)
+                    comm.wait()
+                # input: the full local product, so the first reduction equals the reference; timed
+                # repetitions then reduce in place again (values grow; the speed does not depend on them)
+                matmul(comm.out, 0, m)
+                samples = variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "comm": cname, "m": p,
+                                                          "mib": p * n * dbytes / 2**20},
+                                  op, comm.result, p)
+                pts.append((p * n * dbytes / 2**20, _median(samples) / 1e3))
+                tick(f"CostComm point {cname} m={p}")
+            comm_fit = fit_points([x for x, _ in pts], [y for _, y in pts], "MiB")
+            for cv in carveouts:
+                lbl = label(cname, cv)
+                models[lbl] = CostModel(mm_fits[cv], comm_fit, n, dbytes)
+                ev.emit("fits", comm=lbl, mm=models[lbl].mm.to_json(), comm_fit=comm_fit.to_json())
+
+    for cname, cv in configs:
+        comm, lbl, model = comms[cname], label(cname, cv), models[label(cname, cv)]
+        set_carveout(cv)
+        base = {"comm": lbl, "collective": cname, "carveout": cv}
+
+        def serial(comm=comm):
+            matmul(comm.out, 0, m)
+            comm.start(0, m)
+            comm.wait()
+
+        variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
+                serial, comm.result, m)
+        tick(f"serial {lbl}")
+
+        def overlap(chunks, comm=comm):
+            r0 = 0
+            for c in chunks:
+                matmul(comm.out, r0, r0 + c)
+                comm.start(r0, r0 + c)
+                r0 += c
+            comm.wait()
+
+        plan = heuristic(m, k, model, cfg["contention"], cfg["rule"], cfg["align"])
+        ev.emit("plan", comm=lbl, plan=plan.to_json())
+        splits = [("heuristic", plan.chunks)] if plan.ok else []
+        splits += [(f"uniform-{u}", uniform_chunks(m, u, cfg["align"])) for u in cfg["uniform"]
+                   if uniform_chunks(m, u, cfg["align"])]
+        measured = []
+        for split, chunks in splits:
+            s = variant(f"overlap/{lbl}/{split}", _params(base, split, chunks),
+                        lambda ch=chunks: overlap(ch), comm.result, m)
+            if s:
+                measured.append((chunks, _median(s) / 1e3))
+            tick(f"overlap {lbl} {split}")
+        if measured:
+            cont = fit_contention(measured, model)
+            ev.emit("contention", comm=lbl, **cont)
+            factors = tuple(cont["pair"])
+        else:
+            factors = (cfg["contention"], cfg["contention"])
+        best = best_split(m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
+        ev.emit("best", comm=lbl, contention=list(factors), **best)
+        if best["chunks"] not in [c for _, c in splits]:
+            variant(f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
+                    lambda ch=best["chunks"]: overlap(ch), comm.result, m)
+        else:
+            ev.emit("note", text=f"{lbl}: the best split {best['chunks']} was already measured as "
+                                 f"{[sp for sp, c in splits if c == best['chunks']][0]}")
+        tick(f"overlap {lbl} best")
+    set_carveout(0)
+    ev.emit("done")
+
+
+def _params(base: dict, split: str, chunks) -> dict:
+    return {"kind": "overlap", **base, "split": split, "chunks": ",".join(map(str, chunks)),
+            "n_chunks": len(chunks)}
+
+
+def _median(samples) -> float:
+    s = sorted(samples)
+    if not s:
+        return float("nan")
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else 0.5 * (s[mid - 1] + s[mid])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,557 @@
+"""MC² split: how to chunk a matmul + all-reduce so compute and communication overlap.
+
+Question (seed: the Ascend CANN MC² tuning case): given CostMM(m) and CostComm(m), the
+matmul and collective times of an m-row slice of an M x K by K x N product, which chunking
+of the M rows hides the most communication behind compute, and how close does the seed's
+short-block/long-block heuristic get to the best one?
+
+What it does:
+
+- fits CostMM (us per row) and CostComm (us per MiB) to points measured on the live
+  machine (m = 256, 512, 768, 1024, 2048 by default), as lines or two-piece lines, or takes
+  fits typed in by the user (``mm_fit``, ``comm_fit``);
+- applies the seed's split algorithm step by step (``studies/_mc2_split/plan.py`` says how
+  its ambiguities were read), simulates the two-engine pipeline with a contention factor for
+  the heuristic, uniform splits of 1..16 chunks and the best split found by an exact search
+  over 128-row-aligned chunkings;
+- live (``live``): runs the chunked matmul + all-reduce with torch.distributed on
+  ``world_size`` local processes (gloo on CPUs, NCCL on GPUs) started with torchrun, serial
+  vs overlapped, for the heuristic, the uniform and the best splits, each output checked
+  against the unsplit matmul + all-reduce first; fits a contention factor to the overlapped
+  runs and compares predicted with measured.
+
+Clocks: CUDA events on the compute stream (GPU) or ``perf_counter_ns`` (CPU); each sample
+is the slowest rank's time for one whole op. gloo runs use float32: CPU half-precision
+matmul is slow or missing, and the seed's fp16 shape is a GPU case.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from studies._mc2_split import plan as planmod
+from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, SplitError, heuristic, parse_fit, uniform_chunks
+from studies._mc2_split.search import best_split
+from studies._mc2_split.simulate import simulate
+from workbench import tables
+from workbench.store import RunRecord
+from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+
+ID = "mc2-split"
+TITLE = "MC² split: chunking matmul + all-reduce for overlap"
+SEED = "002_f06ad4ccbb701e5b.txt"
+SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
+                "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
+
+COMMS = ("default", "limited", "ce")
+UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
+
+SPACE = ParamSpace(
+    params=(
+        Param("m", "int", 4096, "rows M of the M x K input (the split axis)", "rows", min=1, max=1 << 20),
+        Param("k", "int", 3072, "inner dimension K", min=1, max=1 << 20),
+        Param("n", "int", 8192, "columns N of the output", min=1, max=1 << 20),
+        Param("dtype", "str", "auto", "element type; auto: float16 (the seed's half) except float32 on CPUs "
+              "(gloo), where half-precision matmul is slow or missing", choices=("auto",) + tuple(DTYPE_BYTES)),
+        Param("mm_fit", "str", "", "CostMM fit 'fixed_us,us_per_row' (empty: measure it)"),
+        Param("comm_fit", "str", "", "CostComm fit 'fixed_us,us_per_MiB' (empty: measure it)"),
+        Param("contention", "float", planmod.SEED_CONTENTION, "slowdown of each engine while both run (seed: 1.15)",
+              min=1.0, max=5.0),
+        Param("rule", "str", "example", "short block: max(a,b,c) reproduces the seed example; 'text' takes "
+              "min(a,b,c) as the seed text says", choices=("example", "text")),
+        Param("op", "str", "allreduce", "matmul then all-reduce / reduce-scatter, or all-gather then matmul "
+              "(simulation; the live check runs allreduce)", choices=("allreduce", "reduce_scatter", "allgather")),
+        Param("live", "str", "auto", "run it with torch.distributed: auto = only when a fit is not given",
+              choices=("auto", "on", "off")),
+        Param("backend", "str", "auto", "auto: nccl when there are world_size GPUs, else gloo on CPUs",
+              choices=("auto", "gloo", "nccl")),
+        Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
+        Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
+              "nccl_ctas CTAs on a high-priority stream; copy-engine pulls through symmetric memory",
+              choices=COMMS, multi=True),
+        Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator", min=1, max=64),
+        Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "
+              "each value runs every collective", "SMs", min=0, max=128, multi=True),
+        Param("points", "int", [256, 512, 768, 1024, 2048], "row counts m measured for the fits", "rows",
+              min=1, multi=True),
+        Param("uniform", "int", [2, 4, 8], "uniform chunk counts run live (1..16 are always simulated)",
+              min=1, max=64, multi=True),
+        Param("max_chunks", "int", 16, "largest chunk count of the best-split search", min=1, max=64),
+        Param("align", "int", 128, "row alignment of the chunks (the seed: 128)", "rows", min=1, max=4096),
+        Param("reps", "int", 20, "timed repetitions per variant", min=1, max=10_000),
+        Param("warmup", "int", 3, "untimed runs per variant", min=0, max=1000),
+        Param("timeout_s", "int", 900, "the distributed run is killed after this", "s", min=10, max=86_400),
+        Param("seed", "int", 0, "random inputs' seed"),
+    ),
+    presets={
+        "smoke": {"m": 512, "k": 128, "n": 256, "dtype": "float32", "backend": "gloo", "live": "on",
+                  "points": [128, 256], "uniform": [2, 4], "reps": 3, "warmup": 1, "max_chunks": 8},
+        "quick": {"reps": 10, "uniform": [4]},
+        "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
+        "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
+                "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
+        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce"], "carveout": [0, 16],
+                 "reps": 20},
+    },
+)
+
+SEED_FIGURES = {
+    "source": f"seed {SEED}: the MatmulAllReduce worked example (验证优化方案性能收益)",
+    "machine": "Ascend NPU, CANN MC² MatmulAllReduce sample (tiling rankDim = 8), profiled with msProf",
+    "tables": {
+        "example": [
+            {"quantity": "shape", "seed": "M=4096, K=3072, N=8192, half"},
+            {"quantity": "matmul alone", "seed": "803 us"},
+            {"quantity": "all-reduce alone", "seed": "1071 us"},
+            {"quantity": "serial", "seed": "1874 us (communication-bound)"},
+            {"quantity": "short block m0", "seed": "384 rows (6 MB)"},
+            {"quantity": "CostComm(6 MB)", "seed": "143 us; x1.15 = 164 us"},
+            {"quantity": "long block from CostMM(m1) = 164 us", "seed": "768 rows"},
+            {"quantity": "count", "seed": "(4096-384)/768 = 4.83 -> 4"},
+            {"quantity": "long block adjusted", "seed": "(4096-384)/4 = 928 -> 896"},
+            {"quantity": "short block adjusted", "seed": "4096 - 896*4 = 512"},
+            {"quantity": "chunks", "seed": "[512, 896, 896, 896, 896]"},
+            {"quantity": "fused MC² op", "seed": "1262 us"},
+            {"quantity": "gain", "seed": "(1874-1262)/1874 = 32.7%"},
+        ],
+    },
+    "notes": [
+        "The seed's fits are not printed; mm_fit = 16.5 us + 0.192 us/row and comm_fit = 47 us + 16 us/MiB "
+        "reproduce every number of its example (803, 1071, 143, 768) and are the 'seed-example' preset.",
+        "The seed text says m0 = min(a, b, c), but its example uses 384 = c while a = 171 and b = 192: "
+        "rule=example takes max(a, b, c); rule=text takes the minimum.",
+        "The seed's tiling code sets rankK = 4096 although its text says K = 3072.",
+        "Figures 1 and 2 (the two balance pictures) are missing from the seed's text: communication-bound is "
+        "read as 'short block first, CostMM(m1) = CostComm(m0)*f', compute-bound as the mirror image "
+        "'short block last, CostComm(m1) = CostMM(m0)*f'.",
+    ],
+}
+
+
+# --- parameters ------------------------------------------------------------------------
+
+def _fits(params) -> tuple[Fit | None, Fit | None]:
+    out = []
+    for name, unit in (("mm_fit", "row"), ("comm_fit", "MiB")):
+        text = params[name].strip()
+        if not text:
+            out.append(None)
+            continue
+        try:
+            out.append(parse_fit(text, unit, name))
+        except ValueError as exc:
+            raise ParamError(name, f"{exc}; e.g. {'16.5,0.192' if unit == 'row' else '47,16'}") from None
+    return out[0], out[1]
+
+
+def _live(params) -> bool:
+    mm, comm = _fits(params)
+    return params["live"] == "on" or (params["live"] == "auto" and (mm is None or comm is None))
+
+
+def _cuda_count() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _backend(params) -> str:
+    if params["backend"] != "auto":
+        return params["backend"]
+    return "nccl" if _cuda_count() >= params["world_size"] else "gloo"
+
+
+def _dtype(params) -> str:
+    if params["dtype"] != "auto":
+        return params["dtype"]
+    return "float32" if _live(params) and _backend(params) == "gloo" else "float16"
+
+
+def validate(params) -> None:
+    mm, comm = _fits(params)
+    if (mm is None) != (comm is None):
+        raise ParamError("comm_fit" if comm is None else "mm_fit", "give both fits or neither (neither: they are "
+                                                                    "measured live)")
+    if params["live"] == "off" and mm is None:
+        raise ParamError("live", "without mm_fit and comm_fit the fits must be measured: set live=auto or on, "
+                                 "or give both fits")
+    if not _live(params):
+        return
+    if params["op"] != "allreduce":
+        raise ParamError("op", f"the live check runs matmul + all-reduce only; use live=off for {params['op']}")
+    too_big = [p for p in params["points"] if p > params["m"]]
+    if too_big:
+        raise ParamError("points", f"{too_big} exceed M = {params['m']} rows (allowed 1..{params['m']})")
+    backend = _backend(params)
+    if backend == "gloo" and _dtype(params) != "float32":
+        raise ParamError("dtype", f"{params['dtype']} on CPUs (gloo) is not supported here: CPU half-precision "
+                                  "matmul is slow or missing; use dtype=float32, or backend=nccl on GPUs")
+    if backend == "gloo" and any(params["carveout"]):
+        raise ParamError("carveout", "an SM carve-out needs GPUs (nccl); with gloo use carveout=0")
+    if backend == "gloo" and set(params["comms"]) - {"default"}:
+        raise ParamError("comms", "'limited' and 'ce' need NCCL on GPUs; with gloo use comms=default")
+
+
+def requires(params) -> str | None:
+    if not _live(params):
+        return None
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return "torch is not installed: pip install torch"
+    ws = params["world_size"]
+    if _backend(params) == "nccl":
+        gpus = _cuda_count()
+        if gpus < ws:
+            return (f"world_size={ws} needs {ws} GPUs with backend=nccl; this machine has {gpus}. Lower world_size, "
+                    f"run on a machine with {ws} GPUs, or use backend=gloo (CPU, float32)")
+        if not dist.is_nccl_available():
+            return "this torch build has no NCCL: install a CUDA build of torch"
+    else:
+        cpus = os.cpu_count() or 1
+        if ws > cpus:
+            return (f"world_size={ws} gloo processes need {ws} CPU cores to run side by side; this machine has "
+                    f"{cpus}. Lower world_size to {cpus} or less")
+        if not dist.is_gloo_available():
+            return "this torch build has no gloo backend"
+    return None
+
+
+# --- planning ----------------------------------------------------------------------------
+
+def _model(params, mm: Fit, comm: Fit) -> CostModel:
+    return CostModel(mm, comm, params["n"], DTYPE_BYTES[_dtype(params)])
+
+
+def plan_outputs(params, model: CostModel, contention) -> dict:
+    """The heuristic, the simulated splits and the best split for one cost model."""
+    comm_first = params["op"] == "allgather"
+    m = params["m"]
+    plan = heuristic(m, params["k"], model, params["contention"], params["rule"], params["align"], comm_first)
+    sims = []
+
+    def add(label, chunks):
+        s = simulate(chunks, model, contention, comm_first)
+        sims.append({"split": label, "chunks": chunks, "n_chunks": len(chunks), "makespan_us": s.makespan_us,
+                     "serial_us": s.serial_us, "gain": s.gain})
+
+    add("unsplit", [m])
+    if plan.ok:
+        add("heuristic", plan.chunks)
+    for u in UNIFORM_SIM:
+        chunks = uniform_chunks(m, u, params["align"])
+        if chunks and u > 1:
+            add(f"uniform-{u}", chunks)
+    positive = all(t > 0 for t in (model.mm_us(params["align"]), model.comm_us(params["align"])))
+    best = None
+    if positive and model.mm.increasing() and model.comm.increasing():
+        best = best_split(m, model, contention, comm_first, params["align"], params["max_chunks"])
+        add("best", best["chunks"])
+    by = {s["split"]: s for s in sims}
+    predicted = {"serial_us": by["unsplit"]["serial_us"], "unsplit_us": by["unsplit"]["makespan_us"]}
+    if plan.ok:
+        predicted |= {"heuristic_us": by["heuristic"]["makespan_us"], "heuristic_gain": by["heuristic"]["gain"]}
+    if best:
+        predicted |= {"best_us": by["best"]["makespan_us"], "best_gain": by["best"]["gain"]}
+        if plan.ok:
+            predicted["heuristic_over_best"] = by["heuristic"]["makespan_us"] / by["best"]["makespan_us"] - 1
+    return {"plan": plan.to_json(), "chunks": plan.chunks if plan.ok else None, "best": best,
+            "predicted": predicted, "simulated": sims, "contention": contention,
+            "fits": {"mm": model.mm.to_json(), "comm": model.comm.to_json()},
+            "candidates": planmod.short_block_candidates(params["k"], params["n"])}
+
+
+# --- run ---------------------------------------------------------------------------------
+
+def run(params, ctx: RunContext) -> dict:
+    mm, comm = _fits(params)
+    out: dict = {"notes": SEED_FIGURES["notes"][1:]}
+    if mm is not None:
+        out["given"] = plan_outputs(params, _model(params, mm, comm), params["contention"])
+    live = {}
+    if _live(params):
+        live = _run_live(params, ctx, mm, comm)
+        out["live"] = live
+    # the headline plan: given fits, else the fits measured for the first collective
+    head = out.get("given") or next((v["planned"] for v in live.get("by_comm", {}).values() if "planned" in v), None)
+    if head:
+        out |= {k: head[k] for k in ("plan", "chunks", "best", "predicted", "simulated", "fits", "candidates",
+                                     "contention")}
+    ctx.progress(1.0, "done")
+    return out
+
+
+def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict:
+    from studies._mc2_split.launch import run_worker
+
+    backend = _backend(params)
+    cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "warmup", "uniform", "contention",
+                                  "rule", "align", "max_chunks", "nccl_ctas", "seed")}
+    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
+            "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
+    by_comm: dict[str, dict] = {}
+    notes: list[str] = []
+
+    def on_event(e: dict) -> None:
+        kind = e["type"]
+        if kind == "progress":
+            ctx.progress(e["frac"], e["msg"])
+        elif kind == "variant":
+            ctx.record(VariantResult(e["variant"], e["params"], e["samples_ns"], e["correct"], e["check"],
+                                     {"backend": backend, "world_size": params["world_size"]}))
+        elif kind == "fits":
+            by_comm.setdefault(e["comm"], {})["fits"] = {"mm": e["mm"], "comm": e["comm_fit"]}
+        elif kind in ("plan", "best"):
+            by_comm.setdefault(e["comm"], {})[kind] = {k: v for k, v in e.items() if k not in ("type", "comm")}
+        elif kind == "contention":
+            by_comm.setdefault(e["comm"], {})["contention"] = {k: v for k, v in e.items() if k not in ("type", "comm")}
+        elif kind == "note":
+            notes.append(e["text"])
+
+    ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
+    run_worker(cfg, params["world_size"], on_event, params["timeout_s"])
+    for name, info in by_comm.items():
+        fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
+        model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
+        info["planned"] = plan_outputs(params, model, params["contention"])
+    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_comm": by_comm,
+            "notes": notes}
+
+
+# --- analysis ----------------------------------------------------------------------------
+
+def _model_of(rec: RunRecord, fits: dict) -> CostModel:
+    return _model(rec.params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
+
+
+def fit_points_table(rec: RunRecord) -> pd.DataFrame:
+    """Measured cost points beside their fits (CostMM per row, CostComm per MiB)."""
+    live = rec.outputs.get("live", {}).get("by_comm", {})
+    rows = []
+    for v in rec.valid_variants():
+        kind = v.params.get("kind")
+        if kind not in ("cost-mm", "cost-comm"):
+            continue
+        s = tables.stats.summarize(v.samples_ns)
+        comm, cv = v.params["comm"], v.params.get("carveout", 0)
+        if kind == "cost-comm":
+            fits = (live.get(comm) or {}).get("fits")
+        else:  # the matmul fit of any config with this carve-out
+            fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and
+                         (lbl.endswith(f"+c{cv}") if cv else "+c" not in lbl)), None)
+        if not fits:
+            continue
+        fit = Fit.from_json(fits["mm" if kind == "cost-mm" else "comm"])
+        x = v.params["m"] if kind == "cost-mm" else v.params["mib"]
+        rows.append({"cost": (f"CostMM (carve-out {cv})" if cv else "CostMM") if kind == "cost-mm"
+                     else f"CostComm ({comm})", "m": v.params["m"], "x": x,
+                     "unit": fit.unit, "measured_us": s.median / 1e3, "ci_lo_us": s.ci_lo / 1e3,
+                     "ci_hi_us": s.ci_hi / 1e3, "fit_us": fit(x), "fit": fit.describe()})
+    return pd.DataFrame(rows)
+
+
+def live_table(rec: RunRecord) -> pd.DataFrame:
+    """Serial and overlapped runs: measured median vs predicted (seed factor and fitted factor)."""
+    live = rec.outputs.get("live", {})
+    by_comm = live.get("by_comm", {})
+    vt = tables.variants_table(rec)
+    if not len(vt) or "kind" not in vt:
+        return pd.DataFrame()
+    vt = vt[vt["kind"].isin(["serial", "overlap"])]
+    serial = {r["comm"]: r["median_ns"] / 1e3 for _, r in vt[vt["kind"] == "serial"].iterrows() if r["correct"]}
+    base = serial.get("default")
+    rows = []
+    for _, r in vt.iterrows():
+        info = by_comm.get(r["comm"], {})
+        fits = info.get("fits") or (rec.outputs.get("given") or {}).get("fits")
+        chunks = [int(c) for c in str(r["chunks"]).split(",")]
+        row = {"variant": r["variant"], "comm": r["comm"], "split": r["split"], "chunks": r["chunks"],
+               "n_chunks": len(chunks), "measured_us": r["median_ns"] / 1e3, "ci_lo_us": r["ci_lo_ns"] / 1e3,
+               "ci_hi_us": r["ci_hi_ns"] / 1e3, "noise": r["noise"], "correct": r["correct"], "check": r["check"]}
+        if fits:
+            model = _model_of(rec, fits)
+            pred = simulate(chunks, model, rec.params["contention"]).makespan_us
+            row |= {"predicted_us": pred, "err": pred / row["measured_us"] - 1}
+            cont = info.get("contention")
+            if cont:
+                fitted = simulate(chunks, model, tuple(cont["pair"])).makespan_us
+                row |= {"predicted_fit_us": fitted, "err_fit": fitted / row["measured_us"] - 1,
+                        "contention_fit": f"{cont['pair'][0]:.2f} / {cont['pair'][1]:.2f}"}
+        if base:
+            row["speedup_vs_serial_default"] = 1 - row["measured_us"] / base
+        if r["comm"] in serial:
+            row["speedup_vs_serial_same_comm"] = 1 - row["measured_us"] / serial[r["comm"]]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gantt_table(rec: RunRecord) -> pd.DataFrame:
+    """Simulated segments of the unsplit, heuristic and best splits (and the best uniform)."""
+    fits = rec.outputs.get("fits")
+    if not fits:
+        return pd.DataFrame()
+    model = _model_of(rec, fits)
+    comm_first = rec.params["op"] == "allgather"
+    sims = pd.DataFrame(rec.outputs.get("simulated", []))
+    picks = [s for s in ("unsplit", "heuristic", "best") if s in set(sims.get("split", []))]
+    uni = sims[sims["split"].str.startswith("uniform")] if len(sims) else sims
+    if len(uni):
+        picks.append(uni.sort_values("makespan_us").iloc[0]["split"])
+    rows = []
+    for label in picks:
+        chunks = sims[sims["split"] == label].iloc[0]["chunks"]
+        sched = simulate(chunks, model, rec.outputs["contention"], comm_first)
+        for seg in sched.segments:
+            rows.append({"split": f"{label} {sched.makespan_us:.0f} us", **seg})
+    return pd.DataFrame(rows)
+
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    out = rec.outputs
+    result = {"variants": tables.with_us(tables.variants_table(rec))}
+    if out.get("fits"):
+        result["fits"] = pd.DataFrame([{"cost": name, **{k: v for k, v in f.items() if k != "points"}}
+                                       for name, f in out["fits"].items()])
+    result["fit_points"] = fit_points_table(rec)
+    result["derivation"] = pd.DataFrame([{"step": s["step"], "derivation": s["text"]}
+                                         for s in out.get("plan", {}).get("steps", [])])
+    sims = pd.DataFrame(out.get("simulated", []))
+    if len(sims):
+        best = sims["makespan_us"].min()
+        sims = sims.assign(chunks=sims["chunks"].map(lambda c: ",".join(map(str, c))),
+                           over_best=sims["makespan_us"] / best - 1)
+    result["simulated"] = sims
+    result["gantt"] = gantt_table(rec)
+    result["live"] = live_table(rec)
+    return result
+
+
+def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+    import altair as alt
+
+    from workbench import charts as wbcharts
+
+    out = {}
+    pts = tbls.get("fit_points")
+    if pts is not None and len(pts):
+        base = alt.Chart(pts).encode(x=alt.X("x:Q", title="rows (CostMM) or MiB (CostComm)"),
+                                     color=alt.Color("cost:N"))
+        dots = base.mark_circle(size=60).encode(y=alt.Y("measured_us:Q", title="us"),
+                                                tooltip=["cost", "m", "measured_us", "fit_us", "fit"])
+        bars = base.mark_errorbar().encode(y="ci_lo_us:Q", y2="ci_hi_us:Q")
+        line = base.mark_line(strokeDash=[4, 3]).encode(y="fit_us:Q")
+        out["fits"] = (dots + bars + line).facet(column=alt.Column("unit:N", title=None)).resolve_scale(
+            x="independent", y="independent").properties(title="Measured cost points (median, 95% CI) and fits")
+    gantt = tbls.get("gantt")
+    if gantt is not None and len(gantt):
+        g = gantt.assign(chunk_label=gantt["chunk"].astype(str) + " (" + gantt["rows"].astype(str) + " rows)")
+        out["gantt"] = alt.Chart(g).mark_bar(stroke="white").encode(
+            x=alt.X("start_us:Q", title="simulated time (us)"), x2="end_us:Q",
+            y=alt.Y("engine:N", title=None, sort=["compute", "comm"]),
+            color=alt.Color("chunk:N", title="chunk"),
+            row=alt.Row("split:N", title=None, sort=None),
+            tooltip=["split", "engine", "chunk", "rows", alt.Tooltip("start_us:Q", format=".1f"),
+                     alt.Tooltip("end_us:Q", format=".1f")],
+        ).properties(width=560, height=50, title="Simulated pipeline (Gantt)")
+    sims = tbls.get("simulated")
+    if sims is not None and len(sims):
+        uni = sims[sims["split"].str.startswith("uniform") | (sims["split"] == "unsplit")]
+        line = alt.Chart(uni).mark_line(point=True).encode(
+            x=alt.X("n_chunks:Q", title="chunks"), y=alt.Y("makespan_us:Q", title="simulated makespan (us)"),
+            tooltip=["split", "chunks", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("gain:Q", format=".1%")])
+        marks = alt.Chart(sims[sims["split"].isin(["heuristic", "best"])]).mark_point(size=120, filled=True).encode(
+            x="n_chunks:Q", y="makespan_us:Q", color=alt.Color("split:N"),
+            tooltip=["split", "chunks", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("gain:Q", format=".1%")])
+        out["splits"] = (line + marks).properties(title="Uniform splits vs the heuristic and the best split",
+                                                  width=420, height=260)
+    live = tbls.get("live")
+    if live is not None and len(live) and "predicted_us" in live:
+        long = live.melt(id_vars=["variant"], value_vars=[c for c in ("measured_us", "predicted_us",
+                                                                      "predicted_fit_us") if c in live],
+                         var_name="what", value_name="us")
+        out["live"] = alt.Chart(long).mark_bar().encode(
+            x=alt.X("variant:N", sort=None), xOffset="what:N", y=alt.Y("us:Q", title="us"),
+            color="what:N", tooltip=["variant", "what", alt.Tooltip("us:Q", format=".1f")],
+        ).properties(title="Measured vs predicted", height=260)
+    vt = tbls.get("variants")
+    if vt is not None and len(vt):
+        out["variants"] = wbcharts.median_ci_bars(vt, title="Every measured variant (median, 95% CI)")
+    return out
+
+
+def _md(df: pd.DataFrame, cols: list[str], floatfmt: str = ".1f") -> str:
+    """A GitHub Markdown table (no tabulate: the GPU machines lack it)."""
+    cols = [c for c in cols if c in df]
+
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "" if v != v else format(v, floatfmt)
+        return str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df[cols].itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
+    out = rec.outputs
+    secs = []
+    if out.get("fits"):
+        f = out["fits"]
+        secs.append("## Cost fits\n\n"
+                    f"- CostMM(m) = {f['mm']['text']} ({f['mm']['source']})\n"
+                    f"- CostComm(x) = {f['comm']['text']} ({f['comm']['source']}), x = m*N*sizeof(dtype)\n"
+                    f"- contention factor {out.get('contention')}\n")
+    if len(tbls.get("fit_points", [])):
+        secs.append("### Measured points\n\n" + _md(tbls["fit_points"], ["cost", "m", "x", "unit", "measured_us",
+                                                                          "ci_lo_us", "ci_hi_us", "fit_us"]))
+    if len(tbls.get("derivation", [])):
+        plan = out["plan"]
+        head = (f"Result: **{plan['chunks']}**" if plan["ok"] else
+                f"**No valid split**: {plan['reason']}. The simulator shows the unsplit case.")
+        lines = "\n".join(f"{i + 1}. **{r.step}**: {r.derivation}" for i, r in enumerate(tbls["derivation"].itertuples()))
+        secs.append("## The seed's split, step by step\n\n" + lines + "\n\n" + head +
+                    "\n\nReadings: " + " ".join(SEED_FIGURES["notes"][1:]))
+    sims = tbls.get("simulated")
+    if sims is not None and len(sims):
+        secs.append("## Simulated splits\n\n" + _md(sims, ["split", "chunks", "n_chunks", "makespan_us", "serial_us",
+                                                           "gain", "over_best"], ".3f"))
+    gantt = tbls.get("gantt")
+    if gantt is not None and len(gantt):
+        secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt) + "\n```")
+    live = tbls.get("live")
+    if live is not None and len(live):
+        lv = out.get("live", {})
+        secs.append(f"## Predicted vs measured ({lv.get('backend')}, world size {lv.get('world_size')})\n\n" +
+                    _md(live, ["variant", "chunks", "measured_us", "ci_lo_us", "ci_hi_us", "predicted_us", "err",
+                               "predicted_fit_us", "err_fit", "contention_fit", "speedup_vs_serial_default",
+                               "correct"], ".3f") +
+                    "\n\n`err` uses the given contention factor; `err_fit` the (compute, comm) factors fitted to "
+                    "the heuristic and uniform runs of the same collective (the best split is then searched with "
+                    "them, so its error is out of sample).")
+    return secs
+
+
+def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
+    """One text line per split and engine; digits mark the chunk running."""
+    end = gantt["end_us"].max()
+    lines = []
+    for split, g in gantt.groupby("split", sort=False):
+        lines.append(split)
+        for engine in ("compute", "comm"):
+            row = [" "] * width
+            for seg in g[g["engine"] == engine].itertuples():
+                a, b = int(seg.start_us / end * width), max(int(seg.start_us / end * width) + 1,
+                                                            int(seg.end_us / end * width))
+                for i in range(a, min(b, width)):
+                    row[i] = str(seg.chunk % 10)
+            lines.append(f"  {engine:>7} |{''.join(row)}|")
+    return "\n".join(lines)
+
+
+__all__ = ["ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "SEED_FIGURES", "requires", "validate", "run",
+           "analyze", "charts", "report_sections", "SplitError"]
