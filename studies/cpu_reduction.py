@@ -352,10 +352,11 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         sz = ok[(ok["w"] == w_max) | ok["impl"].isin(SINGLE_THREAD)]
         if "sizes" in p.get("experiments", []) and sz["n"].nunique() > 1:
             bw = rec.outputs.get("bandwidth", {}).get(str(w_max))
-            floor_gbps = bw["read_gbps"] if bw else float("nan")
+            floor_gbps = bw["copy_gbps"] if bw else float("nan")
             sz = sz[["series", "impl", "c", "w", "n", "median_ns", "ci_lo_ns", "ci_hi_ns", "median_us",
                      "floor_note"]].sort_values(["series", "n"]).copy()
-            # a streaming sum reads 4 bytes per element: at copy speed its read half takes bytes / read bw
+            # A streaming sum reads 4 bytes per element; the floor lets those reads move at the copy's
+            # aggregate rate (STREAM convention: read + write bytes per second).
             sz["floor_us"] = sz["n"] * 4 / floor_gbps / 1e3
             sz["overhead_share"] = 1 - sz["floor_us"] / sz["median_us"]
             sz["overhead_dominates"] = sz["overhead_share"] > 0.5
@@ -363,7 +364,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
 
     bw = rec.outputs.get("bandwidth", {})
     if bw:
-        out["bandwidth"] = pd.DataFrame([{"workers": int(w), "copy_gbps": b["copy_gbps"], "read_gbps": b["read_gbps"],
+        out["bandwidth"] = pd.DataFrame([{"workers": int(w), "copy_gbps": b["copy_gbps"],
                                           "bytes_per_copy": b["bytes_per_copy"], "samples": len(b["samples_ns"]),
                                           "correct": b["correct"]} for w, b in sorted(bw.items(), key=lambda kv: int(kv[0]))])
     if len(phase_df):
@@ -393,7 +394,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         sz = tbls["sizes"]
         lines = wbcharts.line_with_ci(sz, x="n", color="series", log_x=True, log_y=True, x_title="N (elements)",
                                       title="Size sweep (log-log) with the memory-bandwidth floor")
-        fl = sz.drop_duplicates("n")[["n", "floor_us"]].assign(what="bandwidth floor (N*4 B / read bw)")
+        fl = sz.drop_duplicates("n")[["n", "floor_us"]].assign(what="bandwidth floor (N*4 B / copy bw)")
         floor = alt.Chart(fl).mark_line(strokeDash=[6, 3], color="black").encode(
             x=alt.X("n:Q", scale=alt.Scale(type="log")), y=alt.Y("floor_us:Q", scale=alt.Scale(type="log")),
             tooltip=["n", alt.Tooltip("floor_us:Q", format=".2f"), "what"])

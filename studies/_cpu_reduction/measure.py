@@ -87,7 +87,7 @@ def copy_bandwidth(workers: int, repeat: int, n_elems: int = 1 << 25) -> dict:
     moved = 2 * n_elems * 4
     med = float(np.median(m.samples_ns))
     return {"w": workers, "bytes_per_copy": moved, "samples_ns": m.samples_ns, "copy_gbps": moved / med,
-            "read_gbps": moved / 2 / med, "correct": ok}
+            "correct": ok}
 
 
 def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
