@@ -142,3 +142,121 @@ def test_gpu_smoke(store):
     rec = runner.execute(study, params, store, preset="smoke")
     assert len(rec.variants) == 10
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
+
+
+class _FakeCupy:
+    """Enough of CuPy to drive the GPU phase's host logic (threads, policies, graph, checks)
+    on a machine without a GPU: kernels run on the host at once, streams do nothing."""
+
+    def __init__(self):
+        import itertools
+        import threading
+        import types
+
+        fake = self
+        self._ptrs = itertools.count(1 << 20, 1 << 26)
+        self._local = threading.local()
+        self.uint64, self.uint32 = np.uint64, np.uint32
+        self.__version__ = "fake"
+
+        class Array:
+            def __init__(self, a):
+                self.a = a
+
+            def __getitem__(self, sl):
+                return Array(self.a[sl])
+
+            def get(self):
+                return self.a.copy()
+
+        class Stream:
+            def __init__(self, non_blocking=False):
+                self.capture = None
+
+            def __enter__(self):
+                fake._local.stream = self
+                return self
+
+            def __exit__(self, *exc):
+                fake._local.stream = None
+
+            def synchronize(self):
+                pass
+
+            def wait_event(self, event):
+                pass
+
+            def begin_capture(self):
+                self.capture = []
+
+            def end_capture(self):
+                calls, self.capture = self.capture, None
+                return types.SimpleNamespace(launch=lambda stream=None: [k.run(a) for k, a in calls])
+
+        class Kernel:
+            def __init__(self, src, name):
+                pass
+
+            def compile(self):
+                pass
+
+            def __call__(self, grid, block, args):
+                stream = getattr(fake._local, "stream", None)
+                if stream is not None and stream.capture is not None:
+                    stream.capture.append((self, args))
+                else:
+                    self.run(args)
+
+            def run(self, args):
+                ptr, _step, pages, passes, out, seq, gid0, salt = args
+                assert int(ptr) > 0
+                i = int(seq.a[0])
+                gid = int(gid0) + i
+                out.a[gid] = expected_checksums(int(salt) ^ gid, 1, int(pages), int(passes))[0]
+                seq.a[0] = i + 1
+
+        class Pool:
+            def __init__(self):
+                self.total = 0
+
+            def malloc(self, n):
+                self.total = max(self.total, n)
+                return types.SimpleNamespace(ptr=next(fake._ptrs))
+
+            def total_bytes(self):
+                return self.total
+
+            def free_all_blocks(self):
+                pass
+
+        runtime = types.SimpleNamespace(
+            malloc=lambda n: next(fake._ptrs), free=lambda p: None, memGetInfo=lambda: (1 << 40, 1 << 41),
+            getDeviceCount=lambda: 1, driverGetVersion=lambda: 0, runtimeGetVersion=lambda: 0,
+            getDeviceProperties=lambda i: {"name": b"Fake GPU"})
+        device = types.SimpleNamespace(use=lambda: None, synchronize=lambda: None)
+        self.cuda = types.SimpleNamespace(
+            runtime=runtime, Device=lambda i: device, Stream=Stream, MemoryPool=Pool,
+            Event=lambda disable_timing=False: types.SimpleNamespace(record=lambda stream=None: None))
+        self.RawKernel = Kernel
+        self.zeros = lambda n, dtype: Array(np.zeros(n, dtype=dtype))
+
+
+def test_gpu_phase_logic_with_a_fake_cupy(store, monkeypatch):
+    """Every GPU policy's host path (threads, block hand-over, graph replay, segments) runs and checks."""
+    import sys
+
+    from studies._launch_cache import gpu
+
+    monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
+    gpu._kernel.cache_clear()
+    try:
+        rec = runner.execute(study, {"target": "gpu", "threads": 3, "launches": 60, "repeat": 1}, store,
+                             preset="smoke")
+    finally:
+        gpu._kernel.cache_clear()
+    assert len(rec.variants) == 10
+    assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
+    t = study.analyze(rec)
+    peak = t["policies"].set_index("variant")["peak_bytes"]
+    assert peak["locked_cache/sync"] == 4 << 20 and peak["pool3/async"] <= 3 * (4 << 20)
+    assert set(t["segments"]["segment"]) == {"acquire", "launch", "sync", "release"}
