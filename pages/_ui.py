@@ -156,6 +156,8 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         for name, chart in charts.items():
             st.altair_chart(chart, width="content")
         for name, df in tables.items():
+            if name.startswith("_"):  # chart data, not for reading
+                continue
             with st.expander(f"Table: {name}", expanded=False):
                 st.dataframe(df, hide_index=True, width="stretch")
         sections = getattr(study, "report_sections", None)

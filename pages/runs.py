@@ -6,7 +6,8 @@ import streamlit as st
 from pages._ui import downloads, get_store
 from workbench import report
 from workbench.env import summary_line
-from workbench.store import StoreError, committed_runs, from_bundle
+from workbench import store as wbstore
+from workbench.store import StoreError, from_bundle
 from workbench.study import registry
 
 import json
@@ -36,7 +37,7 @@ for r in store.runs():
     rows.append({**{k: r[k] for k in ("run_id", "study", "status", "created_utc", "machine", "variants",
                                        "failed_checks")}, "source": "store"})
 for study_id in registry():
-    for rec in committed_runs(study_id):
+    for rec in wbstore.committed_runs(study_id):
         records[rec.run_id] = rec
         rows.append({"run_id": rec.run_id, "study": rec.study, "status": rec.status, "created_utc": rec.created_utc,
                      "machine": summary_line(rec.env), "variants": len(rec.variants),

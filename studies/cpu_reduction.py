@@ -302,9 +302,6 @@ def _variants(rec: RunRecord) -> pd.DataFrame:
     df = tables.with_us(tables.variants_table(rec))
     if df.empty:
         return df
-    # variants_table's "n" is the sample count, which shadows this study's parameter n (elements)
-    df["samples"] = df["n"]
-    df["n"] = [v.params.get("n") for v in rec.variants]
     df["c"] = df["c"].astype("Int64") if "c" in df else pd.NA
     df["series"] = [_series(i, c if c is not pd.NA else None) for i, c in zip(df["impl"], df["c"])]
     floor = rec.floor_ns or float("nan")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workbench import tables
+from workbench import stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, StudyUnavailable, VariantResult
 
@@ -293,25 +293,6 @@ def _bucket(size: int) -> str:
     raise ValueError(size)
 
 
-def mean_diff_ci(pairs: list[tuple[np.ndarray, np.ndarray]], resamples: int = 2000, seed: int = 0,
-                 confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean over pairs of median(b) - median(a), with a bootstrap percentile CI.
-
-    Each pair (baseline samples, condition samples) is resampled independently; generic
-    enough for workbench.stats (a difference CI beside its ratio CI).
-    """
-    rng = np.random.default_rng(seed)
-    point = float(np.mean([np.median(b) - np.median(a) for a, b in pairs]))
-    boot = np.zeros(resamples)
-    for a, b in pairs:
-        ia = rng.integers(0, len(a), (resamples, len(a)))
-        ib = rng.integers(0, len(b), (resamples, len(b)))
-        boot += np.median(b[ib], axis=1) - np.median(a[ia], axis=1)
-    boot /= len(pairs)
-    alpha = (1 - confidence) / 2
-    return point, float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))
-
-
 def _group_keys(df: pd.DataFrame) -> list[str]:
     return [k for k in ("platform", "device", "experiment", "workers") if k in df.columns]
 
@@ -339,7 +320,7 @@ def overhead_table(rec: RunRecord) -> pd.DataFrame:
                 pairs = by_bucket.get(bname)
                 if not pairs:
                     continue
-                d, lo, hi = mean_diff_ci(pairs)
+                d, lo, hi = stats.mean_median_diff_ci(pairs)
                 base_mean = float(np.mean([np.median(a) for a, _b in pairs]))
                 rows.append({**dict(zip(keys, gkey if isinstance(gkey, tuple) else (gkey,))), "condition": cond,
                              "baseline": base_name, "bucket": bname, "sizes": len(pairs),
@@ -349,7 +330,7 @@ def overhead_table(rec: RunRecord) -> pd.DataFrame:
 
 
 POINT_COLUMNS = ["variant", "platform", "device", "experiment", "callback_impl", "workers", "condition", "size_bytes",
-                 "n", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy", "excess_us", "correct", "check"]
+                 "samples", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy", "excess_us", "correct", "check"]
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
@@ -397,7 +378,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             x=x, y=alt.Y("mean_us:Q", scale=alt.Scale(type="log")), color=color,
             tooltip=["condition", "size_bytes", alt.Tooltip("mean_us:Q", format=".2f"),
                      alt.Tooltip("median_us:Q", format=".2f"), alt.Tooltip("ci_lo_us:Q", format=".2f"),
-                     alt.Tooltip("ci_hi_us:Q", format=".2f"), "n"])
+                     alt.Tooltip("ci_hi_us:Q", format=".2f"), "samples"])
         out["timing" + key] = (dots + line).properties(
             title=f"Time per run vs buffer size{suffix}: mean line, every measurement a dot", width=460, height=300)
         out["excess" + key] = alt.Chart(p).mark_line(point=True).encode(

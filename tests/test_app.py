@@ -43,9 +43,23 @@ def test_runs_page_compares_two_runs(store):
     assert "A/B" in text and "Verdict" in text
 
 
-def test_runs_page_with_empty_store(store):
+def test_runs_page_with_empty_store_and_no_committed_runs(store, monkeypatch):
+    monkeypatch.setattr("workbench.store.committed_runs", lambda study_id, root=None: [])
     at = _page("runs.py").run()
     assert not at.exception and any("No runs" in i.value for i in at.info)
+
+
+def test_runs_page_lists_committed_bundles_with_their_machine(store):
+    from workbench.store import committed_runs
+    from workbench.study import registry
+
+    committed = [r for sid in registry() for r in committed_runs(sid)]
+    if not committed:
+        pytest.skip("no committed bundles under traces/")
+    at = _page("runs.py").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert (table["source"].str.startswith("committed:")).sum() == len(committed)
 
 
 def test_study_page_shows_stored_run_and_seed_free_study(store):

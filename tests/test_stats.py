@@ -56,3 +56,13 @@ def test_fmt_ns_units():
     assert stats.fmt_ns(15_200) == "15.2 us"
     assert stats.fmt_ns(1_870_000) == "1.87 ms"
     assert stats.fmt_ns(float("nan")) == "n/a"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mean_median_diff_ci_recovers_a_shift(seed):
+    rng = np.random.default_rng(seed)
+    pairs = [(rng.normal(100, 1, 50), rng.normal(105, 1, 50)) for _ in range(3)]
+    d, lo, hi = stats.mean_median_diff_ci(pairs)
+    assert lo < 5 < hi and abs(d - 5) < 0.5
+    d0, lo0, hi0 = stats.mean_median_diff_ci([(a, a) for a, _ in pairs])
+    assert d0 == 0 and lo0 <= 0 <= hi0

@@ -17,7 +17,9 @@ def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: 
         y=alt.Y("median:Q", title=f"median ({unit})"),
         color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
         tooltip=[x, alt.Tooltip("median:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
-                 alt.Tooltip("hi:Q", format=".3f"), "n", alt.Tooltip("noise:Q", format=".1%"), "check"],
+                 alt.Tooltip("hi:Q", format=".3f")]
+        + [c if c != "noise" else alt.Tooltip("noise:Q", format=".1%") for c in ("samples", "noise", "check")
+           if c in d.columns],
     )
     whiskers = base.mark_errorbar(color="black").encode(y="lo:Q", y2="hi:Q")
     return (bars + whiskers).properties(title=title or "median with 95% CI", width=alt.Step(40), height=260)

@@ -25,7 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FINGERPRINT_KEYS = ("cpu_model", "cpu_logical", "cpu_physical", "mem_total_gib", "gpu_names", "os")
 
 PACKAGES = ("torch", "triton", "iree-base-compiler", "iree-base-runtime", "pyopencl", "numpy",
-            "scipy", "pandas", "streamlit", "cupy-cuda12x")
+            "scipy", "pandas", "streamlit", "cupy-cuda12x", "cupy-cuda13x", "cupy",
+            "nvidia-nccl-cu12", "nvidia-nccl-cu13")
 
 
 def _read(path: str) -> str | None:

@@ -142,7 +142,8 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
         except Exception as exc:
             parts.append(f"> analysis failed: {type(exc).__name__}: {exc}")
     for name, df in tables.items():
-        parts.append(f"### {name}\n\n" + md_table(df))
+        if not name.startswith("_"):  # "_name" tables are chart data, not for reading
+            parts.append(f"### {name}\n\n" + md_table(df))
     if charts_dir is not None and study is not None and tables:
         files = render_charts(study, tables, charts_dir)
         if files:
@@ -244,7 +245,8 @@ def notebook(rec: RunRecord, bundle_name: str):
         nbformat.v4.new_code_cell(
             "tables = study.analyze(rec)\n"
             "for name, df in tables.items():\n"
-            "    print(name); display(df)"),
+            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
+            "        print(name); display(df)"),
         nbformat.v4.new_code_cell(
             "charts = study.charts(tables)\n"
             "for name, chart in charts.items():\n"
@@ -307,7 +309,8 @@ def study_notebook(study: ModuleType):
         nbformat.v4.new_code_cell(
             "tables = study.analyze(rec) if rec else {}\n"
             "for name, df in tables.items():\n"
-            "    print(name); display(df)"),
+            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
+            "        print(name); display(df)"),
         nbformat.v4.new_code_cell(
             "for name, chart in (study.charts(tables) if tables else {}).items():\n"
             "    display(chart)"),

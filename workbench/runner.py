@@ -15,6 +15,7 @@ import fcntl
 import os
 import shlex
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -26,13 +27,17 @@ from . import harness
 from .store import RunRecord, Store, new_run_id, now_utc
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
-LOCK_NAME = "machine.lock"
+LOCK_NAME = "perf-workbench-machine.lock"
 
 
 @contextlib.contextmanager
 def machine_lock(store_path: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Exclusive lock for timing on this machine; waits (queues) while another run holds it."""
-    lock_path = Path(os.environ.get("WORKBENCH_LOCK", str(store_path.parent / LOCK_NAME)))
+    """Exclusive lock for timing on this machine; waits (queues) while another run holds it.
+
+    The lock file is machine-wide (``$WORKBENCH_LOCK``, else in the system temp folder), so
+    runs into different stores, from the CLI or any browser session, never overlap."""
+    # One lock per machine, not per store: runs into different stores still share the CPUs.
+    lock_path = Path(os.environ.get("WORKBENCH_LOCK", str(Path(tempfile.gettempdir()) / LOCK_NAME)))
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as fh:
         try:

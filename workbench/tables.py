@@ -7,16 +7,18 @@ import pandas as pd
 from . import stats
 from .store import RunRecord
 
-VARIANT_COLUMNS = ["variant", "n", "median_ns", "ci_lo_ns", "ci_hi_ns", "min_ns", "iqr_ns", "noise", "noisy",
+VARIANT_COLUMNS = ["variant", "samples", "median_ns", "ci_lo_ns", "ci_hi_ns", "min_ns", "iqr_ns", "noise", "noisy",
                    "correct", "check"]
 
 
 def variants_table(rec: RunRecord) -> pd.DataFrame:
-    """One row per variant; the variant's own params become columns (e.g. ``impl``, ``w``)."""
+    """One row per variant; the variant's own params become columns (e.g. ``impl``, ``w``).
+
+    The sample count is ``samples`` (not ``n``, which studies use for a problem size)."""
     rows = []
     for v in rec.variants:
         s = stats.summarize(v.samples_ns)
-        row = {"variant": v.variant, **{k: v for k, v in v.params.items()}, "n": s.n, "median_ns": s.median,
+        row = {"variant": v.variant, **{k: v for k, v in v.params.items()}, "samples": s.n, "median_ns": s.median,
                "ci_lo_ns": s.ci_lo, "ci_hi_ns": s.ci_hi, "min_ns": s.min, "iqr_ns": s.iqr, "noise": s.noise,
                "noisy": s.noisy, "correct": v.correct, "check": v.check}
         rows.append(row)
