@@ -380,6 +380,6 @@ def format_seed_table(s: pd.DataFrame) -> str:
                     f"{f(r['speedup'], 2)}x | {f(r['tflops'], 0)} | {r['auto_pick']} | {f(r['torch_fused_ms'])} | "
                     f"{f(r['ce_chunked_ms'])} | {f(r['hbm_buffer_ms'])} | {f(r['hbm_speedup'], 2)}x | "
                     f"{f(r['bound_ms'])} | {target} |")
-    return ("### All-gather + GEMM, seed-shaped table (live)\nBaseline: NCCL all_gather_into_tensor then "
+    return ("### All-gather + GEMM, seed-shaped table (measured in this run)\nBaseline: NCCL all_gather_into_tensor then "
             "torch.matmul. Fused: the auto-config's pick, measured in the same run. Medians per call, max over "
             "ranks.\n\n" + head + "\n" + "\n".join(rows))
