@@ -157,3 +157,15 @@ def test_two_runs_queue_on_the_machine_lock(store, tmp_path):
         fcntl.flock(fh, fcntl.LOCK_UN)
     t.join(5)
     assert entered.is_set()
+
+
+def test_report_from_a_committed_bundle_needs_no_store(tmp_path, capsys):
+    from pathlib import Path
+
+    bundles = sorted(Path(__file__).resolve().parent.parent.joinpath("traces").rglob("*.bundle.json"))
+    if not bundles:
+        pytest.skip("no committed bundles")
+    out = tmp_path / "r.md"
+    assert main(["--store", str(tmp_path / "none.sqlite"), "report", str(bundles[0]), "-o", str(out)]) == 0
+    assert "**Verdict:**" in out.read_text()
+    assert not (tmp_path / "none.sqlite").exists()

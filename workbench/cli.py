@@ -4,7 +4,7 @@
     python -m workbench run STUDY [--set name=value ...] [--quick] [--store PATH] [--json]
     python -m workbench runs [--study ID]
     python -m workbench compare RUN_A RUN_B [--json]
-    python -m workbench report RUN --format md|ipynb -o PATH
+    python -m workbench report RUN --format md|ipynb -o PATH   (RUN: id, prefix, latest or a bundle file)
     python -m workbench export RUN -o FILE [--format bundle|gbench]
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
@@ -64,6 +64,24 @@ class _ProgressBar:
 
 def _open_store(path: str | None) -> Store:
     return Store(path) if path else Store()
+
+
+def _load_runs(args, *refs: str):
+    """Runs by id (unique prefix or ``latest``) from the store, or by path to a result bundle.
+    Prints the reason and returns None when one cannot be loaded."""
+    out = []
+    try:
+        store = None
+        for ref in refs:
+            if ref.endswith(".json") and Path(ref).is_file():
+                out.append(read_bundle(ref))
+                continue
+            store = store or _open_store(args.store)
+            out.append(store.load(ref))
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return None
+    return out
 
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
@@ -174,12 +192,10 @@ def cmd_runs(args) -> int:
 def cmd_compare(args) -> int:
     from .report import compare_runs, compare_markdown
 
-    try:
-        store = _open_store(args.store)
-        a, b = store.load(args.run_a), store.load(args.run_b)
-    except (StoreError, KeyError) as exc:
-        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    runs = _load_runs(args, args.run_a, args.run_b)
+    if runs is None:
         return EXIT_BAD_INPUT
+    a, b = runs
     cmp = compare_runs(a, b)
     if args.json:
         print(json.dumps(cmp, default=str))
@@ -191,12 +207,10 @@ def cmd_compare(args) -> int:
 def cmd_report(args) -> int:
     from . import report
 
-    try:
-        store = _open_store(args.store)
-        rec = store.load(args.run)
-    except (StoreError, KeyError) as exc:
-        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    runs = _load_runs(args, args.run)
+    if runs is None:
         return EXIT_BAD_INPUT
+    (rec,) = runs
     out = Path(args.output) if args.output else Path(f"{rec.run_id}.{args.format}")
     if args.format == "md":
         path = report.write_markdown(rec, out)
@@ -207,12 +221,10 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    try:
-        store = _open_store(args.store)
-        rec = store.load(args.run)
-    except (StoreError, KeyError) as exc:
-        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    runs = _load_runs(args, args.run)
+    if runs is None:
         return EXIT_BAD_INPUT
+    (rec,) = runs
     out = Path(args.output)
     if args.format == "gbench":
         out.write_text(json.dumps(to_gbench(rec), indent=1))
