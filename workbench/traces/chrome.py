@@ -49,18 +49,32 @@ def detect(head: bytes, name: str) -> bool:
     return False
 
 
-def read_json(path: Path) -> Any:
-    """Decode (gzip aware) and parse, closing an unterminated bare array."""
+_META_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion", "traceName", "displayTimeUnit")
+#: bytes of event text parsed at a time on the chunked path
+CHUNK_BYTES = 2 << 20
+
+
+class _Unchunkable(Exception):
+    """The chunked fast path cannot split this document; parse it whole."""
+
+
+def read_bytes(path: Path) -> bytes:
+    """File content, gunzipped when it is gzip."""
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
         except (EOFError, OSError, zlib.error) as exc:
             raise TraceError(FORMAT, f"{path.name}: truncated or corrupted gzip ({exc})") from None
+    return data
+
+
+def read_json(data: bytes, name: str) -> Any:
+    """Parse a whole document, closing an unterminated bare array; errors say where."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceError(FORMAT, f"{path.name}: not UTF-8 text (byte {exc.start})") from None
+        raise TraceError(FORMAT, f"{name}: not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -70,127 +84,219 @@ def read_json(path: Path) -> Any:
                 return json.loads(stripped + "]")
             except json.JSONDecodeError:
                 pass
-        where = "truncated" if exc.pos >= len(text.rstrip()) - 1 else f"invalid JSON at char {exc.pos}"
-        raise TraceError(FORMAT, f"{path.name}: {where} ({exc.msg})") from None
+        # a string or value running into the end of the text means the file was cut
+        cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+        where = "truncated" if cut else f"invalid JSON at char {exc.pos}"
+        raise TraceError(FORMAT, f"{name}: {where} ({exc.msg})") from None
+    except RecursionError:
+        raise TraceError(FORMAT, f"{name}: JSON nested too deeply") from None
+
+
+def _chunks(data: bytes, header: dict):
+    """Yield the event list in pieces of about CHUNK_BYTES, parsed with orjson.
+
+    Holding the whole parsed document costs ~6x the file size (a dict per event); parsing
+    a piece at a time keeps only the columns. Pieces are cut at ``}, {`` between events; a
+    cut that falls inside a string or a nested array makes a piece invalid JSON, which
+    raises :class:`_Unchunkable` (the caller then parses the whole document), so a
+    successful parse is always a correct one. ``header`` receives the top-level keys.
+    """
+    try:
+        import orjson
+    except ImportError:
+        raise _Unchunkable from None
+    lead = len(data) - len(data.lstrip())
+    bare = data[lead:lead + 1] == b"["
+    if bare:
+        pos = lead + 1
+    else:
+        m = re.search(rb'"traceEvents"\s*:\s*\[', data)
+        if m is None:
+            raise _Unchunkable
+        try:
+            header.update(orjson.loads(data[:m.end() - 1] + b"[]}"))
+        except (orjson.JSONDecodeError, TypeError):
+            raise _Unchunkable from None
+        pos = m.end()
+    split = re.compile(rb"\}\s*,\s*\{")
+    while True:
+        m = split.search(data, pos + CHUNK_BYTES) if len(data) - pos > CHUNK_BYTES else None
+        try:
+            if m is None:
+                if bare:
+                    yield orjson.loads(b"[" + data[pos:])
+                else:
+                    tail = orjson.loads(b'{"traceEvents":[' + data[pos:])
+                    events = tail.pop("traceEvents")
+                    header.update(tail)
+                    yield events
+                return
+            piece = orjson.loads(b"[" + data[pos:m.start() + 1] + b"]")
+        except orjson.JSONDecodeError:
+            raise _Unchunkable from None
+        yield piece
+        piece = None  # drop it before the next parse: only one piece alive at a time
+        pos = m.end() - 1
+
+
+def _flatten(chunks):
+    for piece in chunks:
+        if not isinstance(piece, list):
+            raise _Unchunkable
+        yield from piece
+        piece = None  # see _chunks: one piece alive at a time
 
 
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a Chrome trace JSON file (see module docstring)."""
     p = Path(path)
-    doc = read_json(p)
+    header: dict[str, Any] = {}
+    try:
+        # the generator owns the file bytes, so they are freed as soon as the last piece is parsed
+        df, meta = parse_events(_flatten(_chunks(read_bytes(p), header)), 0, p.name)
+        doc: Any = header or []
+    except _Unchunkable:
+        doc = read_json(read_bytes(p), p.name)
+        if isinstance(doc, dict):
+            events = doc.get("traceEvents")
+            if not isinstance(events, list):
+                raise TraceError(FORMAT, f"{p.name}: object has no 'traceEvents' list") from None
+        elif isinstance(doc, list):
+            events = doc
+        else:
+            raise TraceError(FORMAT, f"{p.name}: top-level JSON is a {type(doc).__name__}, "
+                                     "not an event list") from None
+        df, meta = parse_events(events, 0, p.name)
+    base_ns = 0
     if isinstance(doc, dict):
-        events = doc.get("traceEvents")
-        if not isinstance(events, list):
-            raise TraceError(FORMAT, f"{p.name}: object has no 'traceEvents' list")
-        base_ns = doc.get("baseTimeNanoseconds") or 0
         try:
-            base_ns = int(base_ns)
+            base_ns = int(doc.get("baseTimeNanoseconds") or 0)
         except (TypeError, ValueError):
             raise TraceError(FORMAT, f"{p.name}: baseTimeNanoseconds is not an integer") from None
-        extra = {k: v for k, v in doc.items() if k in ("deviceProperties", "distributedInfo", "schemaVersion",
-                                                          "traceName", "displayTimeUnit")}
-    elif isinstance(doc, list):
-        events, base_ns, extra = doc, 0, {}
-    else:
-        raise TraceError(FORMAT, f"{p.name}: top-level JSON is a {type(doc).__name__}, not an event list")
-    return parse_events(events, base_ns, p.name, extra)
-
-
-def _us_to_ns(v: Any) -> int:
-    # floats keep ns fractions; strings (rocprof v1) parse the same way
-    return int(round(float(v) * 1000.0))
+        meta.update({k: v for k, v in doc.items() if k in _META_KEYS})
+    if base_ns:
+        # Kineto writes ts relative to this base; adding it back makes ranks' traces comparable
+        df["start_ns"] = df["start_ns"] + base_ns
+        meta["clock"] = "wall-clock ns (baseTimeNanoseconds + ts)"
+    meta["base_time_ns"] = base_ns
+    return df, meta
 
 
 def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | None = None
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Span table from a list of trace events."""
+    """Span table from a list of trace events.
+
+    The loop only collects raw values (``X`` events, the bulk of any trace, take the fast
+    path); conversion to ns happens once, vectorised, at the end.
+    """
     proc_name: dict[Any, str] = {}
     proc_labels: dict[Any, str] = {}
     thread_name: dict[tuple, str] = {}
     proc_sort: dict[Any, float] = {}
     thread_sort: dict[tuple, float] = {}
-    cols: dict[str, list] = {k: [] for k in ("key", "name", "cat", "start", "dur", "corr", "args", "kind")}
-    key_, name_, cat_, start_, dur_, corr_, args_, kind_ = (cols[k] for k in cols)
+    codes: dict[tuple, int] = {}  # (pid, tid) -> lane code, in order of first appearance
+    code_, name_, cat_, ts_, dur_, args_, inst_ = [], [], [], [], [], [], []
     open_b: dict[tuple, list] = {}
-    open_async: dict[tuple, tuple] = {}
+    open_async: dict[tuple, dict] = {}
     skipped: dict[str, int] = {}
-    seen_keys: dict[tuple, None] = {}
     bad = 0
+    # bound methods: this loop runs once per event, so attribute lookups add up
+    add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
+        code_.append, name_.append, cat_.append, ts_.append, dur_.append, args_.append, inst_.append)
+    codes_get = codes.get
+    shared = {}.setdefault
+    args_blobs: list = []
     for ev in events:
-        if not isinstance(ev, dict):
+        if type(ev) is not dict:
             bad += 1
             continue
         ph = ev.get("ph")
-        if ph is None:
+        if ph == "X":
+            key = (ev.get("pid"), ev.get("tid"))
+            ts = ev.get("ts")
+            dur = ev.get("dur", 0)
+            args = ev.get("args")
+            kind = False
+        elif ph is None:
             continue  # rocprof v1 opens with an empty {} event
+        else:
+            try:
+                if ph in ("i", "I", "R"):
+                    key = (ev.get("pid"), ev.get("tid"))
+                    ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
+                elif ph == "B":
+                    open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+                    continue
+                elif ph == "E":
+                    stack = open_b.get((ev.get("pid"), ev.get("tid")))
+                    if not stack:
+                        bad += 1
+                        continue
+                    b = stack.pop()
+                    key = (b.get("pid"), b.get("tid"))
+                    args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
+                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                    ev = b
+                elif ph == "b":
+                    open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
+                    continue
+                elif ph == "e":
+                    b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
+                    if b is None:
+                        bad += 1
+                        continue
+                    key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
+                    args = b.get("args")
+                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                    ev = b
+                elif ph == "M":
+                    _metadata(ev, proc_name, proc_labels, thread_name, proc_sort, thread_sort)
+                    continue
+                else:
+                    skipped[str(ph)] = skipped.get(str(ph), 0) + 1
+                    continue
+            except (KeyError, TypeError, ValueError, AttributeError):
+                bad += 1
+                continue
         try:
-            if ph in ("X", "i", "I", "R"):
-                key = (ev.get("pid"), ev.get("tid"))
-                args = ev.get("args")
-                start_.append(_us_to_ns(ev["ts"]) + base_ns)
-                dur_.append(max(_us_to_ns(ev.get("dur", 0)), 0) if ph == "X" else 0)
-                kind_.append("span" if ph == "X" else "instant")
-            elif ph == "B":
-                open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
-                continue
-            elif ph == "E":
-                stack = open_b.get((ev.get("pid"), ev.get("tid")))
-                if not stack:
-                    bad += 1
-                    continue
-                b = stack.pop()
-                key = (b.get("pid"), b.get("tid"))
-                args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
-                t0 = _us_to_ns(b["ts"])
-                start_.append(t0 + base_ns)
-                dur_.append(max(_us_to_ns(ev["ts"]) - t0, 0))
-                kind_.append("span")
-                ev = b
-            elif ph == "b":
-                open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
-                continue
-            elif ph == "e":
-                b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
-                if b is None:
-                    bad += 1
-                    continue
-                key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
-                args = b.get("args")
-                t0 = _us_to_ns(b["ts"])
-                start_.append(t0 + base_ns)
-                dur_.append(max(_us_to_ns(ev["ts"]) - t0, 0))
-                kind_.append("span")
-                ev = b
-            elif ph == "M":
-                a = ev.get("args") or {}
-                mname = ev.get("name")
-                if mname == "process_name":
-                    proc_name[ev.get("pid")] = str(a.get("name", ""))
-                elif mname == "process_labels":  # Kineto: "CPU" or "GPU 0" for a device's pid
-                    proc_labels[ev.get("pid")] = str(a.get("labels", ""))
-                elif mname == "thread_name":
-                    thread_name[(ev.get("pid"), ev.get("tid"))] = str(a.get("name", ""))
-                elif mname == "process_sort_index":
-                    proc_sort[ev.get("pid")] = float(a.get("sort_index", 0))
-                elif mname == "thread_sort_index":
-                    thread_sort[(ev.get("pid"), ev.get("tid"))] = float(a.get("sort_index", 0))
-                continue
-            else:
-                skipped[ph] = skipped.get(ph, 0) + 1
-                continue
-        except (KeyError, TypeError, ValueError):
+            c = codes_get(key)
+        except TypeError:  # unhashable pid/tid (a list): malformed
             bad += 1
             continue
-        seen_keys.setdefault(key, None)
-        key_.append(key)
-        name_.append(str(ev.get("name", "")))
-        cat_.append(ev.get("cat"))
-        a = args if isinstance(args, dict) else None
-        corr = a.get("correlation") if a else None
-        corr_.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else None)
-        args_.append(a)
+        if c is None:
+            c = codes[key] = len(codes)
+        add_code(c)
+        # one shared str per distinct name/category (the parser makes a new one per event)
+        nm = ev.get("name")
+        add_name(shared(nm, nm) if type(nm) is str else nm)
+        ct = ev.get("cat")
+        add_cat(shared(ct, ct) if type(ct) is str else ct)
+        add_ts(ts)
+        add_dur(dur)
+        add_args(args)
+        add_inst(kind)
+        if len(args_) >= _ARGS_BATCH:
+            args_blobs.append(_pack(args_))
+            args_.clear()
+    if args_blobs:
+        args_blobs.append(_pack(args_))
+        args_ = _unpack(args_blobs)
+    start_us, dur_us = _floats(ts_), _floats(dur_)
+    del ts_, dur_, add_ts, add_dur  # the float objects are the largest transient after the args
+    ok = ~(np.isnan(start_us) | np.isnan(dur_us))
+    if not ok.all():  # events with unusable timestamps are dropped and counted
+        bad += int((~ok).sum())
+        keep = np.flatnonzero(ok)
+        code_, name_, cat_, args_, inst_ = ([lst[i] for i in keep] for lst in (code_, name_, cat_, args_, inst_))
+        start_us, dur_us = start_us[ok], dur_us[ok]
+    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
+    dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
+    inst = np.array(inst_, dtype=bool)
+    dur_ns[inst] = 0
+    seen_keys = list(codes)
+    key_ = seen_keys  # lane key per code
     unclosed = sum(len(s) for s in open_b.values()) + len(open_async)
-    n = len(start_)
+    n = len(start_ns)
     if n == 0:
         raise TraceError(FORMAT, f"{name}: no trace events with timestamps" + (f" ({bad} malformed)" if bad else ""))
 
@@ -198,33 +304,130 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     first_pid: dict[Any, int] = {}
     for i, (pid, _tid) in enumerate(seen_keys):
         first_pid.setdefault(pid, i)
-    appearance = {k: i for i, k in enumerate(seen_keys)}
-    keys = sorted(seen_keys, key=lambda k: (proc_sort.get(k[0], 0.0), first_pid[k[0]], thread_sort.get(k, 0.0),
-                                            appearance[k]))
+    keys = sorted(seen_keys, key=lambda k: (_num(proc_sort.get(k[0])), first_pid[k[0]], _num(thread_sort.get(k)),
+                                            codes[k]))
     labels = {k: _lane_label(k, proc_name, thread_name) for k in keys}
     for k in keys:  # GPU lanes: "GPU 0 stream 7"
         pl = proc_labels.get(k[0], "")
         if pl and pl != "CPU" and not labels[k].startswith(pl):
             labels[k] = f"{pl} {labels[k]}"
-    dup = {v for v in labels.values() if list(labels.values()).count(v) > 1}
+    counts: dict[str, int] = {}
+    for v in labels.values():
+        counts[v] = counts.get(v, 0) + 1
     for k in keys:
-        if labels[k] in dup:
-            labels[k] = f"{_proc_label(k[0], proc_name)} / {labels[k]}"
-    cats = [_category(c, k[0], proc_name) for c, k in zip(cat_, key_)]
-    is_gpu = np.array([c in _GPU_CATS for c in cats])
-    device = [_int_or_none((a or {}).get("device", k[0])) if g else None for a, k, g in zip(args_, key_, is_gpu)]
-    stream = [_int_or_none((a or {}).get("stream", k[1])) if g else None for a, k, g in zip(args_, key_, is_gpu)]
+        if counts[labels[k]] > 1:
+            labels[k] = f"{_proc_label(k[0], proc_name)} / {labels[k]} ({k[1]})"
+    code_arr = np.array(code_, dtype=np.int64)
+    lane_labels = [labels[k] for k in seen_keys]  # by code
+    order = list(dict.fromkeys(labels[k] for k in keys))
+    track = pd.Categorical.from_codes(
+        np.array([order.index(lab) for lab in lane_labels], dtype=np.int64)[code_arr], categories=order, ordered=True)
+    process = np.array([_proc_label(k[0], proc_name) for k in seen_keys], dtype=object)[code_arr]
+    raw_cat = pd.Categorical([c if type(c) is str else None if c is None else str(c) for c in cat_])
+    cats = np.array([_category(c, None, {}) for c in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
+    missing = pd.isna(cats)
+    if missing.any():  # rocprof v1: no categories; they come from the process name
+        for i in np.flatnonzero(missing):
+            cats[i] = _category(None, seen_keys[code_[i]][0], proc_name)
+    gpu_idx = np.flatnonzero(np.isin(cats, list(_GPU_CATS)))
+    device = np.full(n, None, dtype=object)
+    stream = np.full(n, None, dtype=object)
+    corr = np.full(n, None, dtype=object)
+    for i in gpu_idx.tolist():
+        a = args_[i] if type(args_[i]) is dict else {}
+        k = seen_keys[code_[i]]
+        device[i] = _int_or_none(a.get("device", k[0]))
+        stream[i] = _int_or_none(a.get("stream", k[1]))
+    for i, a in enumerate(args_):
+        if type(a) is dict:
+            c = a.get("correlation")
+            if type(c) is int:
+                corr[i] = c
+        elif a is not None:
+            args_[i] = None
     df = from_columns({
-        "process": [_proc_label(k[0], proc_name) for k in key_],
-        "track": [labels[k] for k in key_], "device": device, "stream": stream, "name": name_,
-        "category": cats, "start_ns": np.array(start_, dtype=np.int64), "dur_ns": np.array(dur_, dtype=np.int64),
-        "correlation": corr_, "args": args_, "kind": kind_,
-    }, n=n, source=FORMAT, track_order=[labels[k] for k in keys])
+        "process": process, "track": track, "device": device, "stream": stream,
+        "name": ["" if v is None else v if type(v) is str else str(v) for v in name_],
+        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns, "correlation": corr, "args": args_,
+        "kind": pd.Categorical.from_codes(inst.astype(np.int8), categories=["span", "instant"]),
+    }, n=n, source=FORMAT)
     df = with_depth(df)
     meta = {"clock": "wall-clock ns (baseTimeNanoseconds + ts)" if base_ns else "trace ts (us) x 1000",
             "base_time_ns": base_ns, "skipped_phases": skipped, "malformed_events": bad,
             "unclosed_spans": unclosed, **(extra or {})}
     return df, meta
+
+
+#: rows whose args are serialised together (see _pack)
+_ARGS_BATCH = 20_000
+
+
+def _pack(args: list) -> Any:
+    """Serialise a batch of args dicts so the parsed events they came from can be freed.
+
+    The args dicts are the only parser objects kept; allocated between the event dicts,
+    they would pin most of the parser's memory arenas (peak RSS ~6x the file). Kept as
+    orjson bytes while parsing and decoded once at the end, they land in fresh, compact
+    arenas (~3.5x). Batches orjson cannot write (ints beyond 64 bits) stay as they are.
+    """
+    try:
+        import orjson
+
+        return orjson.dumps(args)
+    except (ImportError, TypeError):
+        return list(args)
+
+
+def _unpack(blobs: list) -> list:
+    import orjson
+
+    out: list = []
+    for b in blobs:
+        out.extend(orjson.loads(b) if isinstance(b, bytes) else b)
+    return out
+
+
+def _metadata(ev: dict, proc_name: dict, proc_labels: dict, thread_name: dict, proc_sort: dict,
+              thread_sort: dict) -> None:
+    """Record one ``M`` event (lane names and sort indices)."""
+    a = ev.get("args") or {}
+    mname, pid, key = ev.get("name"), ev.get("pid"), (ev.get("pid"), ev.get("tid"))
+    if mname == "process_name":
+        proc_name[pid] = str(a.get("name", ""))
+    elif mname == "process_labels":  # Kineto: "CPU" or "GPU 0" for a device's pid
+        proc_labels[pid] = str(a.get("labels", ""))
+    elif mname == "thread_name":
+        thread_name[key] = str(a.get("name", ""))
+    elif mname == "process_sort_index":
+        proc_sort[pid] = a.get("sort_index", 0)
+    elif mname == "thread_sort_index":
+        thread_sort[key] = a.get("sort_index", 0)
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v) if v is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _floats(values: list) -> np.ndarray:
+    """float64 array of JSON numbers (or numeric strings, as rocprof v1 writes); NaN where unusable."""
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.array([_float_or_nan(v) for v in values], dtype=np.float64)
+    arr[~np.isfinite(arr)] = np.nan
+    return arr
+
+
+def _float_or_nan(v: Any) -> float:
+    if type(v) is bool:
+        return float("nan")
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
 
 
 def _int_or_none(v: Any) -> int | None:

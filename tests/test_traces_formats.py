@@ -1,0 +1,173 @@
+"""Chrome/Kineto, rocprof, nsys and Perfetto importers on their fixtures, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.traces import TraceError, detect, load
+from workbench.traces.cli import trace_main
+from workbench.traces.model import validate
+
+DATA = Path(__file__).parent / "data" / "traces"
+
+
+def test_torch_cuda_kernels_on_gpu_stream_lanes():
+    df, meta = load(DATA / "torch_cuda" / "torch_cuda.json.gz")
+    validate(df)
+    k = df[df["category"] == "kernel"]
+    assert len(k) > 0 and (k["device"] == 0).all()
+    assert set(k["track"].astype(str)) <= {"GPU 0 stream 7", "GPU 0 stream 18"}
+    # runtime launches and kernels share Kineto's correlation ids
+    rt = df[df["category"] == "cuda_runtime"]
+    assert set(k["correlation"].dropna()) <= set(rt["correlation"].dropna())
+    # baseTimeNanoseconds is added back: wall-clock ns
+    assert meta["base_time_ns"] > 0 and df["start_ns"].min() > meta["base_time_ns"]
+
+
+def test_plain_and_gzip_and_bare_unterminated_array_agree(tmp_path):
+    a, _ = load(DATA / "torch_cpu" / "torch_cpu.json")
+    b, _ = load(DATA / "torch_cpu" / "torch_cpu.json.gz")
+    assert len(a) == len(b) and (a["start_ns"].to_numpy() == b["start_ns"].to_numpy()).all()
+    events = json.loads((DATA / "torch_cpu" / "torch_cpu.json").read_text())["traceEvents"]
+    text = json.dumps(events)
+    p = tmp_path / "bare.json"
+    p.write_text(text[:-1].rstrip() + ",\n")  # bare array without its closing bracket (allowed by the format)
+    c, meta = load(p)
+    assert len(c) == len(a) and meta["base_time_ns"] == 0
+
+
+def test_chrome_b_e_pairs_instants_and_float_ns(tmp_path):
+    events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker"}},
+              {"ph": "B", "name": "outer", "pid": 1, "tid": 2, "ts": 10.0},
+              {"ph": "X", "name": "inner", "pid": 1, "tid": 2, "ts": 10.5006, "dur": 1.25},
+              {"ph": "E", "pid": 1, "tid": 2, "ts": 20.0},
+              {"ph": "i", "name": "mark", "pid": 1, "tid": 2, "ts": 15, "s": "t"},
+              {"ph": "C", "name": "counter", "pid": 1, "ts": 1, "args": {"v": 1}}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    df, meta = load(p)
+    outer = df[df["name"] == "outer"].iloc[0]
+    inner = df[df["name"] == "inner"].iloc[0]
+    assert (outer["start_ns"], outer["dur_ns"], outer["depth"]) == (10_000, 10_000, 0)
+    assert (inner["start_ns"], inner["dur_ns"], inner["depth"]) == (10_501, 1_250, 1)  # ns fraction kept
+    assert df[df["name"] == "mark"]["kind"].iloc[0] == "instant"
+    assert list(df["track"].cat.categories) == ["worker"] and meta["skipped_phases"] == {"C": 1}
+
+
+def test_rocprof_v1_json_quirks():
+    df, _ = load(DATA / "rocprof" / "results.json")
+    assert df["category"].astype(str).value_counts().to_dict() == {"hip_api": 2, "kernel": 2, "gpu_memcpy": 1}
+    k = df[df["category"] == "kernel"].sort_values("start_ns")
+    assert k["start_ns"].tolist() == [510_000, 661_500]  # string ts parsed, empty first event skipped
+
+
+@pytest.mark.parametrize("name,cat,n,tracks", [
+    ("1234_kernel_trace.csv", "kernel", 4, ["GPU 2 queue 1", "GPU 3 queue 2"]),
+    ("5678_kernel_trace.csv", "kernel", 3, ["GPU 2 stream 0", "GPU 3 stream 1"]),
+    ("1234_hip_api_trace.csv", "hip_api", 6, ["thread 1234", "thread 1240"]),
+    ("1234_marker_api_trace.csv", "marker", 2, ["thread 1234"]),
+    ("1234_memory_copy_trace.csv", "memcpy", 2, ["copy stream 0"]),
+    ("results.csv", "kernel", 2, ["GPU 2 queue 0"]),
+])
+def test_rocprof_csv_column_sets(name, cat, n, tracks):
+    df, meta = load(DATA / "rocprof" / name)
+    validate(df)
+    assert meta["format"] == "rocprof-csv"
+    assert (df["category"] == cat).sum() == n
+    assert list(df["track"].cat.categories) == tracks
+
+
+def test_rocprof_new_columns_agent_strings_and_nesting():
+    df, _ = load(DATA / "rocprof" / "5678_kernel_trace.csv")
+    assert sorted(df["device"].tolist()) == [2, 2, 3]  # "Agent 2" -> 2
+    hip, _ = load(DATA / "rocprof" / "1234_hip_api_trace.csv")
+    assert hip.set_index("name").loc["hipDeviceSynchronize", "depth"] == 0
+
+
+def test_nsys_sqlite_tables():
+    df, meta = load(DATA / "nsys" / "nsys_small.sqlite")
+    validate(df)
+    counts = df["category"].astype(str).value_counts().to_dict()
+    assert counts == {"cuda_runtime": 5, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1}
+    assert list(df["track"].cat.categories) == ["python3 (4242)", "NVTX python3 (4242)", "GPU 0 stream 7",
+                                               "GPU 0 stream 18"]
+    nv = df[df["category"] == "nvtx"]
+    assert set(nv["name"].astype(str)) == {"step", "marker"}  # text and textId names
+    assert (nv[nv["name"] == "marker"]["kind"] == "instant").all()
+    k = df[df["category"] == "kernel"]
+    rt = df[df["category"] == "cuda_runtime"]
+    assert set(k["correlation"]) <= set(rt["correlation"])
+    assert meta["gpus"] == ["NVIDIA H200"]
+
+
+def test_sqlite_without_nsys_tables_is_explained(tmp_path):
+    import sqlite3
+
+    p = tmp_path / "rocpd.db"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE rocpd_kernel_dispatch (id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceError, match="nsys-sqlite: rocpd.db: SQLite database without Nsight Systems tables "
+                                         r"\(a rocpd database"):
+        load(p)
+
+
+def test_perfetto_trackevent_slices():
+    df, meta = load(DATA / "perfetto" / "trackevent_small.pftrace")
+    validate(df)
+    assert list(df["track"].cat.categories) == ["main", "worker", "GPU 0 queue"]
+    by = df.set_index("name")
+    assert by.loc["step", "dur_ns"] == 3_600 and by.loc["launch", "depth"] == 1
+    assert by.loc["gemm_kernel", "category"] == "kernel" and by.loc["gemm_kernel", "args"] == {"grid": "132x1x1"}
+    assert (df[df["kind"] == "instant"]["name"] == "sync").all()
+
+
+def test_detection_uses_content_not_name(tmp_path):
+    for src, fmt in [(DATA / "perfetto" / "trackevent_small.pftrace", "perfetto-pftrace"),
+                     (DATA / "nsys" / "nsys_small.sqlite", "nsys-sqlite"),
+                     (DATA / "rocprof" / "1234_kernel_trace.csv", "rocprof-csv"),
+                     (DATA / "torch_cpu" / "torch_cpu.json", "chrome-json"),
+                     (DATA / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl", "ireeperf-jsonl"),
+                     (DATA / "iree_tracy_sum_c8" / "sum_c8_6it.tracy", "tracy")]:
+        p = tmp_path / "renamed.bin"
+        p.write_bytes(src.read_bytes())
+        assert detect(p) == fmt
+
+
+def test_cli_json_contract(capsys):
+    assert trace_main([str(DATA / "torch_cuda" / "torch_cuda.json.gz"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"format", "span_count", "by_category", "tracks", "start_ns", "end_ns"} <= set(doc)
+    assert doc["format"] == "chrome-json" and doc["by_category"]["kernel"] == 19
+    assert doc["end_ns"] > doc["start_ns"]
+
+
+def test_cli_phases_and_chrome_export(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert trace_main([str(DATA / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"), "--json", "--phases",
+                       "--chrome", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    phases = {r["phase"]: r for r in doc["phases"]}
+    assert abs(sum(r["share_pct"] for k, r in phases.items() if k != "total") - 100) < 1e-6
+    back, meta = load(out)
+    assert meta["format"] == "chrome-json" and len(back) == doc["span_count"] + doc["instant_count"]
+
+
+def test_cli_bad_files_exit_2_with_one_line(tmp_path):
+    bad = tmp_path / "cut.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": "X", "na')
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("hello\n")
+    for path, msg in [(bad, "chrome-json: cut.json: truncated"), (unknown, "unknown: notes.txt: not a supported"),
+                      (tmp_path / "missing.json", "no such file")]:
+        res = subprocess.run([sys.executable, "-m", "workbench.traces.cli", str(path)], capture_output=True,
+                             text=True, cwd=Path(__file__).parent.parent)
+        assert res.returncode == 2
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and msg in lines[0] and "Traceback" not in res.stderr
