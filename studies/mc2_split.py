@@ -281,6 +281,8 @@ def run(params, ctx: RunContext) -> dict:
     if head:
         out |= {k: head[k] for k in ("plan", "chunks", "best", "predicted", "simulated", "fits", "candidates",
                                      "contention")}
+        if not head["plan"]["ok"]:
+            out["warnings"] = [f"the seed's split failed at {head['plan']['reason']}; simulated unsplit"]
     ctx.progress(1.0, "done")
     return out
 
@@ -305,8 +307,10 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
                                      {"backend": backend, "world_size": params["world_size"]}))
         elif kind == "fits":
             by_comm.setdefault(e["comm"], {})["fits"] = {"mm": e["mm"], "comm": e["comm_fit"]}
-        elif kind in ("plan", "best"):
-            by_comm.setdefault(e["comm"], {})[kind] = {k: v for k, v in e.items() if k not in ("type", "comm")}
+        elif kind == "plan":
+            by_comm.setdefault(e["comm"], {})["plan"] = e["plan"]
+        elif kind == "best":
+            by_comm.setdefault(e["comm"], {})["best"] = {k: v for k, v in e.items() if k not in ("type", "comm")}
         elif kind == "contention":
             by_comm.setdefault(e["comm"], {})["contention"] = {k: v for k, v in e.items() if k not in ("type", "comm")}
         elif kind == "note":

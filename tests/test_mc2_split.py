@@ -208,3 +208,32 @@ def test_nccl_variants_are_correct_on_two_gpus(store):
                                  "reps": "3", "warmup": "1"}, store)
     assert rec.status == "complete" and rec.variants
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
+
+
+def test_page_shows_the_plan_verdict_and_the_committed_gpu_run(store):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    runner.execute(study, {"mm_fit": "16.5,0.192", "comm_fit": "47,16"}, store)
+    page = Path(__file__).resolve().parent.parent / "pages" / "mc2_split.py"
+    at = AppTest.from_file(str(page), default_timeout=60).run()
+    assert not at.exception
+    assert any("[512, 896, 896, 896, 896]" in s.value for s in at.success)
+    assert any("Best split" in i.value for i in at.info)
+
+
+def test_committed_gpu_bundles_analyze():
+    from pathlib import Path
+
+    from workbench.store import read_bundle
+
+    bundles = sorted((Path(__file__).resolve().parent.parent / "traces" / "mc2-split").glob("*.bundle.json"))
+    assert bundles, "traces/mc2-split holds the H200 runs"
+    for path in bundles:
+        rec = read_bundle(path)
+        tables = study.analyze(rec)
+        live = tables["live"]
+        assert len(live) and live["correct"].all() and "predicted_fit_us" in live
+        for chart in study.charts(tables).values():
+            chart.to_dict()

@@ -26,8 +26,8 @@ Collective implementations (``comm``):
   chunk, then an all-gather by pulling the peers' reduced blocks; two barrier kernels per
   chunk order the ranks.
 
-Each collective can run with an SM carve-out (``carveouts``): cuBLAS matmuls are told to
-leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
+Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
+told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
 kernels (NCCL's CTAs, the copy-engine path's barrier and add kernels) find SMs at once
 instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
 labelled ``<comm>`` or ``<comm>+c<SMs>``; the matmul cost points are measured per carve-out.
@@ -270,8 +270,12 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
         return c if cv == 0 else f"{c}+c{cv}"
 
     def set_carveout(cv):
+        # torch applies the carve-out only on its cuBLASLt path (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET);
+        # a plain fp16 matmul goes through cuBLAS unless cuBLASLt is preferred. A first H200 run
+        # without this switch showed no effect of the carve-out at all.
         if cuda:
             torch._C._set_sm_carveout_experimental(cv or None)
+            torch.backends.cuda.preferred_blas_library("cublaslt" if cv else "default")
 
     models = {}
     if cfg["fits_given"]:
@@ -322,7 +326,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
     for cname, cv in configs:
         comm, lbl, model = comms[cname], label(cname, cv), models[label(cname, cv)]
         set_carveout(cv)
-        base = {"comm": lbl, "collective": cname, "carveout": cv}
+        base = {"comm": lbl, "collective": cname, "carveout": cv, "blas": "cublaslt" if cv and cuda else "default"}
 
         def serial(comm=comm):
             matmul(comm.out, 0, m)
