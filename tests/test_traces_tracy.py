@@ -90,3 +90,20 @@ def test_truncated_capture(tmp_path, frac):
     p.write_bytes(data[: int(len(data) * frac)])
     with pytest.raises(TraceError, match="^tracy: cut.tracy: truncated"):
         load(p)
+
+
+def test_other_versions_go_through_tracy_csvexport_on_path(tmp_path, monkeypatch):
+    # A stand-in for Tracy's tool, printing its documented `-u` columns.
+    tool = tmp_path / "bin" / "tracy-csvexport"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n"
+                    "echo name,src_file,src_line,ns_since_start,exec_time_ns,thread\n"
+                    "echo outer,a.c,1,100,900,0\necho inner,a.c,2,200,100,0\necho work,b.c,3,150,50,1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:/usr/bin:/bin")
+    p = tmp_path / "v13.tracy"
+    p.write_bytes(_payload_with_version(13))
+    df, meta = load(p)
+    assert meta["reader"] == "tracy-csvexport"
+    assert list(df["track"].cat.categories) == ["thread 0", "thread 1"]
+    assert df.set_index("name").loc["inner", "depth"] == 1

@@ -18,6 +18,7 @@ import contextlib
 import gc
 import gzip
 import os
+import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -53,7 +54,7 @@ def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:
         try:
             with gzip.open(path, "rb") as gz:
                 return gz.read(n)
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):
             return head  # a broken gzip: the chrome importer reports it
     return head
 

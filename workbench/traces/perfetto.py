@@ -62,11 +62,12 @@ def detect(head: bytes, name: str) -> bool:
         return False
     if o + n > len(head):  # first packet longer than the head: trust the name
         return name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb"))
+    named = name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb"))
     try:
         pkt = _pb().TracePacket()
         pkt.ParseFromString(head[o: o + n])
     except Exception:
-        return False
+        return named  # framed like a trace and named like one: let load() say what is wrong
     return len(pkt.ListFields()) > 0
 
 

@@ -55,8 +55,11 @@ def _kind(cols: list[str]) -> str | None:
 
 
 def detect(head: bytes, name: str) -> bool:
-    """A CSV whose header has one of the rocprofv3 / rocprof v1 column sets."""
-    return _kind(_header(head)) is not None
+    """A CSV whose header has one of the rocprofv3 / rocprof v1 column sets (or, for a damaged
+    header, a rocprof file name, so load() can say what is wrong)."""
+    if _kind(_header(head)) is not None:
+        return True
+    return bool(re.search(r"(_(kernel|hip_api|hsa_api|marker_api|memory_copy)_trace|^results)\.csv$", name))
 
 
 def _int(v: Any) -> int | None:

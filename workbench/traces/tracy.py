@@ -149,8 +149,9 @@ def parse(buf: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
         raise TraceError(FORMAT, f"{name}: payload does not start with 'tracy' (corrupted)")
     ver = tuple(buf[5:8])
     if ver[:2] not in SUPPORTED:
-        raise TraceError(FORMAT, f"{name}: Tracy file version {ver[0]}.{ver[1]}.{ver[2]} is not supported "
-                                 f"(supported: {supported_text()}, as written by the IREE 3.x wheels)")
+        raise UnsupportedVersion(FORMAT, f"{name}: Tracy file version {ver[0]}.{ver[1]}.{ver[2]} is not supported "
+                                         f"(supported: {supported_text()}, as written by the IREE 3.x wheels; "
+                                         "other versions read through tracy-csvexport when it is on PATH)")
     r.o = 8
     r.unpack("q", "delay")
     _res, _timer_mul, last_time, _frame_off, pid, _sampling, _arch, _cpu_id = r.unpack("qdqQQqBI", "header")
@@ -352,11 +353,24 @@ def _read_zones(r: _Reader, top_count: int, track: str, cols: dict[str, list]) -
     r.o = o
 
 
+class UnsupportedVersion(TraceError):
+    """A Tracy file version this reader does not decode."""
+
+
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a .tracy capture (see the module docstring for the supported versions)."""
+    """Read a .tracy capture (see the module docstring for the supported versions).
+
+    Other versions go through ``tracy-csvexport`` when it is on PATH (Tracy's own reader of
+    its own version); otherwise the version error names the version found and those supported.
+    """
     p = Path(path)
     raw = decompress(p.read_bytes(), p.name)
-    return parse(raw, p.name)
+    try:
+        return parse(raw, p.name)
+    except UnsupportedVersion:
+        if shutil.which("tracy-csvexport") is None:
+            raise
+        return load_csvexport(p)
 
 
 def load_csvexport(path: str | os.PathLike, tool: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -385,4 +399,5 @@ def load_csvexport(path: str | os.PathLike, tool: str | None = None) -> tuple[pd
                        "start_ns": start, "dur_ns": np.maximum(dur, 0),
                        "args": [{"src": f"{x['src_file']}:{x['src_line']}"} for x in rows]},
                       source=FORMAT, track_order=sorted(set(tracks), key=lambda t: int(t.split()[1])))
-    return with_depth(df), {"clock": "ns since Tracy capture start", "reader": "tracy-csvexport"}
+    return with_depth(df), {"clock": "ns since Tracy capture start", "reader": "tracy-csvexport",
+                            "note": "thread indices only; dynamic zone names are not in tracy-csvexport's output"}
