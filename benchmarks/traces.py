@@ -86,11 +86,18 @@ def timeline_bench(n: int) -> tuple[float, int, dict]:
     from workbench.traces.model import from_columns
 
     rng = np.random.default_rng(0)
-    tracks = np.array([f"GPU {i // 4} stream {i % 4}" for i in range(16)])
-    start = np.sort(rng.integers(0, 2_000_000_000, n))  # 1M spans over 2 s, 16 lanes
-    df = from_columns({"track": tracks[rng.integers(0, 16, n)], "name": np.array([f"k{i}" for i in range(60)])[
-        rng.integers(0, 60, n)], "category": np.array(["kernel", "gpu_memcpy", "cuda_runtime"])[
-        rng.integers(0, 3, n)], "start_ns": start, "dur_ns": rng.integers(500, 30_000, n)}, source="synthetic")
+    # 16 lanes; per lane, bursts of ~100 back-to-back spans (a step's kernels) separated by idle
+    # gaps, so the full view still has thousands of distinct blocks to draw
+    lanes, per_lane = 16, n // 16
+    dur = rng.integers(500, 30_000, per_lane * lanes)
+    gap = np.where(rng.random(per_lane * lanes) < 0.01, rng.integers(20_000_000, 60_000_000, per_lane * lanes),
+                   rng.integers(100, 2_000, per_lane * lanes))
+    step = (dur + gap).reshape(lanes, per_lane)
+    start = (np.cumsum(step, axis=1) - step).ravel()
+    track = np.repeat(np.array([f"GPU {i // 4} stream {i % 4}" for i in range(lanes)]), per_lane)
+    df = from_columns({"track": track, "name": np.array([f"k{i}" for i in range(60)])[rng.integers(0, 60, len(dur))],
+                       "category": np.array(["kernel", "gpu_memcpy", "gpu_memset"])[rng.integers(0, 3, len(dur))],
+                       "start_ns": start, "dur_ns": dur}, source="synthetic")
     t = time.perf_counter()
     spec = charts.timeline(df).to_json()
     dt = time.perf_counter() - t

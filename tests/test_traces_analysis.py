@@ -143,3 +143,11 @@ def test_concat_keeps_lane_order():
     c = concat([b, a])
     assert list(c["track"].cat.categories) == ["phases", "cpu", "GPU 0 stream 7"]
     assert json.dumps(analysis.summary(c, {"format": "x"}))  # JSON-serialisable
+
+
+def test_timeline_chart_with_more_rows_than_altairs_default_limit():
+    pytest.importorskip("altair")
+    df = from_records([{"track": f"t{i % 4}", "name": "k", "start_ns": i * 1_000, "dur_ns": 500}
+                       for i in range(6_000)], source="test")
+    spec = charts.timeline(df).to_dict()  # 6000 marks > altair's 5000-row guard
+    assert len(spec["datasets"][next(iter(spec["datasets"]))]) == 6_000

@@ -119,6 +119,8 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     category, hover details, drag/scroll to zoom the time axis."""
     import altair as alt
 
+    # the drawing is already bounded by max_marks; altair's 5000-row guard would refuse it
+    alt.data_transformers.disable_max_rows()
     rows, info = timeline_data(df, start_ns, end, max_marks=max_marks, width_px=width)
     unit = info["unit"]
     lanes = info["tracks"]
