@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.bundles:
         return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce", "carveout": "0,16",
+    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot", "carveout": "0,16",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
     store = Store()
@@ -75,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamError, StudyUnavailable) as exc:
         print(f"cannot run: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # keep the points that finished: the runner stored them with status failed
+        print(f"run failed: {exc}", file=sys.stderr)
+        rec = store.load(store.runs(study.ID, limit=1)[0]["run_id"])
+        if args.bundle_dir:
+            write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}.failed.bundle.json")
+        return 1
     if args.bundle_dir:
         path = write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}.bundle.json")
         print(f"bundle: {path}", file=sys.stderr)

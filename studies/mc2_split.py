@@ -32,7 +32,7 @@ import os
 import pandas as pd
 
 from studies._mc2_split import plan as planmod
-from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, SplitError, heuristic, parse_fit, uniform_chunks
+from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
 from studies._mc2_split.search import best_split
 from studies._mc2_split.simulate import simulate
 from workbench import tables
@@ -45,7 +45,7 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
 
-COMMS = ("default", "limited", "ce")
+COMMS = ("default", "limited", "ce", "ce-oneshot")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
 
 SPACE = ParamSpace(
@@ -69,7 +69,8 @@ SPACE = ParamSpace(
               choices=("auto", "gloo", "nccl")),
         Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
-              "nccl_ctas CTAs on a high-priority stream; copy-engine pulls through symmetric memory",
+              "nccl_ctas CTAs on a high-priority stream; copy-engine pulls through symmetric memory (reduce-scatter + "
+              "all-gather, or one-shot: one barrier, every rank adds the whole chunk)",
               choices=COMMS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator", min=1, max=64),
         Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "
@@ -81,6 +82,8 @@ SPACE = ParamSpace(
         Param("max_chunks", "int", 16, "largest chunk count of the best-split search", min=1, max=64),
         Param("align", "int", 128, "row alignment of the chunks (the seed: 128)", "rows", min=1, max=4096),
         Param("reps", "int", 20, "timed repetitions per variant", min=1, max=10_000),
+        Param("inner", "int", 4, "back-to-back calls per sample of the cost points (amortises the ranks' "
+              "start skew, which a pipelined op pays once, not per chunk)", min=1, max=1000),
         Param("warmup", "int", 3, "untimed runs per variant", min=0, max=1000),
         Param("timeout_s", "int", 900, "the distributed run is killed after this", "s", min=10, max=86_400),
         Param("seed", "int", 0, "random inputs' seed"),
@@ -92,7 +95,8 @@ SPACE = ParamSpace(
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
         "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
                 "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
-        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce"], "carveout": [0, 16],
+        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot"],
+                 "carveout": [0, 8, 16],
                  "reps": 20},
     },
 )
@@ -193,7 +197,8 @@ def validate(params) -> None:
     if backend == "gloo" and any(params["carveout"]):
         raise ParamError("carveout", "an SM carve-out needs GPUs (nccl); with gloo use carveout=0")
     if backend == "gloo" and set(params["comms"]) - {"default"}:
-        raise ParamError("comms", "'limited' and 'ce' need NCCL on GPUs; with gloo use comms=default")
+        raise ParamError("comms", "'limited' and the copy-engine collectives need NCCL on GPUs; with gloo use "
+                                  "comms=default")
 
 
 def requires(params) -> str | None:
@@ -291,7 +296,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     from studies._mc2_split.launch import run_worker
 
     backend = _backend(params)
-    cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "warmup", "uniform", "contention",
+    cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "seed")}
     cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
@@ -556,6 +561,3 @@ def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
             lines.append(f"  {engine:>7} |{''.join(row)}|")
     return "\n".join(lines)
 
-
-__all__ = ["ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "SEED_FIGURES", "requires", "validate", "run",
-           "analyze", "charts", "report_sections", "SplitError"]

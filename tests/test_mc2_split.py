@@ -204,8 +204,8 @@ def test_worker_timeout_kills_the_process_group():
 @pytest.mark.multigpu
 def test_nccl_variants_are_correct_on_two_gpus(store):
     rec = runner.execute(study, {"backend": "nccl", "world_size": "2", "m": "1000", "k": "512", "n": "1024",
-                                 "comms": "default,limited,ce", "points": "256,512", "uniform": "3",
-                                 "reps": "3", "warmup": "1"}, store)
+                                 "comms": "default,limited,ce,ce-oneshot", "carveout": "0,8", "points": "256,512",
+                                 "uniform": "3", "reps": "3", "warmup": "1"}, store)
     assert rec.status == "complete" and rec.variants
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
 

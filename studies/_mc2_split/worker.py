@@ -24,7 +24,10 @@ Collective implementations (``comm``):
 - ``ce``: a copy-engine all-reduce through symmetric memory: reduce-scatter by pulling the
   peers' row blocks with cudaMemcpy (copy engines, no SMs), a local add of 1/W of the
   chunk, then an all-gather by pulling the peers' reduced blocks; two barrier kernels per
-  chunk order the ranks.
+  chunk order the ranks;
+- ``ce-oneshot``: one barrier, then every rank pulls the peers' whole chunks and adds them
+  all itself: (W-1)/W more bytes pulled and W times the add work of ``ce`` but half its
+  barriers, which pays where the per-chunk latency dominates (W = 2).
 
 Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
@@ -55,7 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks  # noqa: E402
 from studies._mc2_split.search import best_split  # noqa: E402
-from studies._mc2_split.simulate import fit_contention, simulate  # noqa: E402
+from studies._mc2_split.simulate import fit_contention  # noqa: E402
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms at the H200's 1.98 GHz: longer than the host needs to enqueue 16 chunks
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
@@ -95,7 +98,7 @@ class BackendComm:
 class CopyEngineComm:
     """All-reduce of output rows by copy-engine pulls through symmetric memory (see module doc)."""
 
-    def __init__(self, m: int, n: int, dtype, device, group):
+    def __init__(self, m: int, n: int, dtype, device, group, oneshot: bool = False):
         import torch.distributed._symmetric_memory as symm_mem
 
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -107,7 +110,8 @@ class CopyEngineComm:
         self.peer_red = {p: self.h_red.get_buffer(p, (m, n), dtype) for p in range(self.world) if p != self.rank}
         self.stage = torch.empty((self.world, m, n), dtype=dtype, device=device)
         self.stream = torch.cuda.Stream(priority=-1)  # high priority: its small add kernels jump the matmul queue
-        self.name = "ce"
+        self.oneshot = oneshot
+        self.name = "ce-oneshot" if oneshot else "ce"
 
     def _parts(self, r0: int, r1: int) -> list[tuple[int, int]]:
         rows = r1 - r0
@@ -116,8 +120,11 @@ class CopyEngineComm:
 
     def start(self, r0: int, r1: int) -> None:
         self.stream.wait_stream(torch.cuda.current_stream())
-        parts = self._parts(r0, r1)
-        s0, s1 = parts[self.rank]
+        if self.oneshot:
+            parts, (s0, s1) = [], (r0, r1)  # every rank reduces the whole chunk; no all-gather
+        else:
+            parts = self._parts(r0, r1)
+            s0, s1 = parts[self.rank]
         with torch.cuda.stream(self.stream):
             self.h_out.barrier(channel=0)  # every rank's matmul of this chunk is done
             if s1 > s0:
@@ -127,6 +134,8 @@ class CopyEngineComm:
                 torch.add(self.out[s0:s1], self.stage[next(iter(self.peer_out)), s0:s1], out=acc)
                 for p in list(self.peer_out)[1:]:
                     acc.add_(self.stage[p, s0:s1])
+            if self.oneshot:
+                return  # peers read only `out`, which this op never writes
             self.h_out.barrier(channel=0)  # every rank's reduced block is done
             for p, buf in self.peer_red.items():
                 q0, q1 = parts[p]
@@ -199,10 +208,17 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
         return ok, (f"max|out-ref|/rms(ref) = {rel:.2e} over {rows} rows on all ranks "
                     f"({'<=' if ok else '>'} {TOL[cfg['dtype']]:g} for {cfg['dtype']})")
 
-    def time_op(fn) -> list[float]:
+    def time_op(fn, inner: int = 1) -> list[float]:
+        """Samples of ``inner`` back-to-back calls each, per call. Cost points use inner > 1 so
+        the ranks' start skew (paid once per op in the pipelined runs) is not fitted as a
+        per-chunk fixed cost."""
+        def run():
+            for _ in range(inner):
+                fn()
+
         for _ in range(cfg["warmup"]):
             barrier()
-            fn()
+            run()
         sync()
         samples = []
         for _ in range(cfg["reps"]):
@@ -211,14 +227,14 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda._sleep(SLEEP_CYCLES)
                 start.record()
-                fn()
+                run()
                 end.record()
                 end.synchronize()
-                samples.append(start.elapsed_time(end) * 1e6)
+                samples.append(start.elapsed_time(end) * 1e6 / inner)
             else:
                 t0 = time.perf_counter_ns()
-                fn()
-                samples.append(float(time.perf_counter_ns() - t0))
+                run()
+                samples.append(float(time.perf_counter_ns() - t0) / inner)
         worst = torch.tensor(samples, dtype=torch.float64, device=device)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX)
         return worst.cpu().tolist()
@@ -236,20 +252,23 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
             opts.config.min_ctas = 1
             group = dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
             comms[name] = BackendComm(name, group, torch.empty(m, n, dtype=dtype, device=device))
-        elif name == "ce":
-            comms[name] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name)
+        elif name in ("ce", "ce-oneshot"):
+            try:
+                comms[name] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name, name == "ce-oneshot")
+            except Exception as exc:  # symmetric memory missing on this build/machine: go on without it
+                ev.emit("note", text=f"{name}: copy-engine collective unavailable here ({type(exc).__name__}: {exc})")
         else:
             raise ValueError(f"unknown comm {name!r}")
 
     def matmul(out, r0, r1):
         torch.matmul(a[r0:r1], b, out=out[r0:r1])
 
-    def variant(name, params, fn, result, rows):
+    def variant(name, params, fn, result, rows, inner=1):
         barrier()
         fn()
         sync()
         ok, msg = check(result(), rows)
-        samples = time_op(fn) if ok else []
+        samples = time_op(fn, inner) if ok else []
         ev.emit("variant", variant=name, params=params, samples_ns=samples, correct=ok, check=msg)
         return samples
 
@@ -264,10 +283,12 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
 
     dbytes = DTYPE_BYTES[cfg["dtype"]]
     carveouts = cfg.get("carveouts") or [0]
-    configs = [(c, cv) for c in cfg["comms"] for cv in carveouts]
+    configs = [(c, cv) for c in cfg["comms"] if c in comms for cv in carveouts]
 
     def label(c, cv):
         return c if cv == 0 else f"{c}+c{cv}"
+
+    blas_default = torch.backends.cuda.preferred_blas_library() if cuda else None
 
     def set_carveout(cv):
         # torch applies the carve-out only on its cuBLASLt path (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET);
@@ -275,7 +296,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
         # without this switch showed no effect of the carve-out at all.
         if cuda:
             torch._C._set_sm_carveout_experimental(cv or None)
-            torch.backends.cuda.preferred_blas_library("cublaslt" if cv else "default")
+            torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas_default)
 
     models = {}
     if cfg["fits_given"]:
@@ -295,7 +316,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
                 sync()
                 err = float((out[:p].float() - (a[:p].float() @ b.float())).abs().max()) / ref_rms
                 ok = err <= TOL[cfg["dtype"]]
-                samples = time_op(lambda p=p: matmul(out, 0, p)) if ok else []
+                samples = time_op(lambda p=p: matmul(out, 0, p), cfg["inner"]) if ok else []
                 name = f"mm/m{p}" if cv == 0 else f"mm/c{cv}/m{p}"
                 ev.emit("variant", variant=name, params={"kind": "cost-mm", "comm": "-", "carveout": cv, "m": p},
                         samples_ns=samples, correct=ok, check=f"max|out-local ref|/rms = {err:.2e}")
@@ -314,7 +335,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
                 matmul(comm.out, 0, m)
                 samples = variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "comm": cname, "m": p,
                                                           "mib": p * n * dbytes / 2**20},
-                                  op, comm.result, p)
+                                  op, comm.result, p, cfg["inner"])
                 pts.append((p * n * dbytes / 2**20, _median(samples) / 1e3))
                 tick(f"CostComm point {cname} m={p}")
             comm_fit = fit_points([x for x, _ in pts], [y for _, y in pts], "MiB")
