@@ -328,7 +328,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
         name = max(traces, key=lambda t: len(traces[t]))
         tl = traces[name]
-        out["timeline"] = pd.DataFrame({"trace": name, "track": tl["track"].astype(str), "name": tl["name"].astype(str),
+        out["_timeline"] = pd.DataFrame({"trace": name, "track": tl["track"].astype(str), "name": tl["name"].astype(str),
                                         "category": tl["category"].astype(str), "start_us": tl["start_ns"] / 1e3,
                                         "end_us": (tl["start_ns"] + tl["dur_ns"]) / 1e3})
     return out
@@ -347,7 +347,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         err = base.mark_rule().encode(x="ci_lo_ms:Q", x2="ci_hi_ms:Q")
         out["methods"] = (bars + err).properties(width=380, height=140).facet(row=alt.Row("shape:N", title=None)).properties(
             title="All-gather + matmul: median per call, 95% CI")
-    tl = tbls.get("timeline")
+    tl = tbls.get("_timeline")
     if tl is not None and not tl.empty:
         out["timeline"] = alt.Chart(tl).mark_bar().encode(
             x=alt.X("start_us:Q", title="us since the first task started"), x2="end_us:Q",

@@ -102,7 +102,7 @@ def test_check_catches_wrong_peer_mapping(emulated):
 
 def test_missing_fetchers_time_out_instead_of_hanging(emulated):
     # No program became a fetcher: every remote wait gave up and raised the error word.
-    assert all(r["timed_out"] and not r["ok"] for r in emulated["no-fetchers"])
+    assert all(r["timed_out"] and not r["ok"] for r in emulated["no-fetchers"]), emulated["no-fetchers"]
 
 
 def test_epoch_wraps_before_int32_overflow():
@@ -256,7 +256,7 @@ def test_analysis_speedup_bound_targets_and_report():
     assert row["met"] is True or row["met"] == True  # noqa: E712
     text = study.report_sections(_fake_record(), tbls)[0]
     assert "| 2 | 16384x3584x8192 | fp16 | 1.800 | 1.300 | 1.38x |" in text and "met" in text
-    assert not tbls["timeline"].empty
+    assert not tbls["_timeline"].empty
     slower = study.analyze(_fake_record(auto_ms=1.5, with_trace=False))["summary"].iloc[0]
     assert not slower["met"]  # 1.2x < 1.3x
     assert study.analyze(_fake_record(auto_ms=1.3, torch_ms=1.2))["summary"].iloc[0]["met"] == False  # noqa: E712
@@ -287,7 +287,7 @@ def test_all_methods_correct_on_gpus(ws, store):
     assert len(rec.variants) == 2 * 2 * 5
     bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct]
     assert not bad, bad
-    assert study.analyze(rec)["timeline"].shape[0] > 0
+    assert study.analyze(rec)["_timeline"].shape[0] > 0
 
 
 @pytest.mark.gpu

@@ -42,6 +42,9 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
     out_ranks = []
     for rank in range(world_size):
         buf = kmod.HbmBuffer(shards[rank], ptrs, b, rank, world_size, kmod.HbmKnobs(**knobs))
+        # NaN in the staging buffer: a GEMM that reads a tile no fetcher wrote shows as NaN
+        # (a reused allocation could otherwise hold the right data by chance).
+        buf.stage.fill_(float("nan"))
         out = torch.full((m, n), float("nan"), dtype=dt)
         for _ in range(launches):
             if skip_fetchers:
