@@ -319,7 +319,7 @@ def seed_tables() -> dict[str, pd.DataFrame]:
     for col in ("real_s", "user_s", "sys_s"):
         base = summary[summary["build"] == "baseline"].set_index("launches")[col]
         summary[f"{col[:-2]}_vs_baseline"] = summary[col] / summary["launches"].map(base)
-    return {"seed_runs": runs, "seed_summary": summary}
+    return {"_seed_runs": runs, "seed_summary": summary}
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
@@ -347,7 +347,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     out["policies"] = df
     out["vs_per_call"] = _vs_per_call(df)
     out["segments"] = _segments(rec)
-    out["latency_quantiles"] = _quantiles(rec)
+    out["_latency_quantiles"] = _quantiles(rec)
     return out
 
 
@@ -437,7 +437,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             tooltip=["variant", "segment", alt.Tooltip("mean_us:Q", format=".2f"), alt.Tooltip("p99_us:Q", format=".2f"),
                      alt.Tooltip("share:Q", format=".0%")],
         ).properties(title="Where a launch's host time goes (share of the mean launch; tooltips in us)", height=280)
-    q = tbls.get("latency_quantiles")
+    q = tbls.get("_latency_quantiles")
     if q is not None and len(q):
         out["latency_cdf"] = alt.Chart(q).mark_line().encode(
             x=alt.X("lat_us:Q", scale=alt.Scale(type="log"), title="per-launch latency (us, log)"),
