@@ -24,6 +24,7 @@ import json
 import os
 import re
 import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +198,9 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     proc_sort: dict[Any, float] = {}
     thread_sort: dict[tuple, float] = {}
     codes: dict[tuple, int] = {}  # (pid, tid) -> lane code, in order of first appearance
-    code_, name_, cat_, ts_, dur_, args_, inst_ = [], [], [], [], [], [], []
+    code_, name_, args_, inst_, cat_ = [], [], [], [], []
+    # C doubles, not float objects: parser floats kept alive would pin its memory arenas
+    ts_, dur_ = array("d"), array("d")
     open_b: dict[tuple, list] = {}
     open_async: dict[tuple, dict] = {}
     skipped: dict[str, int] = {}
@@ -273,8 +276,14 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
         add_name(shared(nm, nm) if type(nm) is str else nm)
         ct = ev.get("cat")
         add_cat(shared(ct, ct) if type(ct) is str else ct)
-        add_ts(ts)
-        add_dur(dur)
+        try:
+            add_ts(ts)
+        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+            add_ts(_float_or_nan(ts))
+        try:
+            add_dur(dur)
+        except (TypeError, OverflowError):
+            add_dur(_float_or_nan(dur))
         add_args(args)
         add_inst(kind)
         if len(args_) >= _ARGS_BATCH:
@@ -283,7 +292,7 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     if args_blobs:
         args_blobs.append(_pack(args_))
         args_ = _unpack(args_blobs)
-    start_us, dur_us = _floats(ts_), _floats(dur_)
+    start_us, dur_us = np.frombuffer(ts_, dtype=np.float64).copy(), np.frombuffer(dur_, dtype=np.float64).copy()
     del ts_, dur_, add_ts, add_dur  # the float objects are the largest transient after the args
     # NaN (unusable) or beyond int64 ns (|t| >= ~292 years): dropped as malformed
     ok = (np.abs(start_us) < 9e15) & (np.abs(dur_us) < 9e15)
@@ -376,7 +385,8 @@ def _pack(args: list) -> Any:
     try:
         import orjson
 
-        return orjson.dumps(args)
+        # orjson's buffer keeps its growth capacity; a copy is sized to the content
+        return bytes(memoryview(orjson.dumps(args)))
     except (ImportError, TypeError):
         return list(args)
 
@@ -412,16 +422,6 @@ def _num(v: Any) -> float:
         return float(v) if v is not None else 0.0
     except (TypeError, ValueError):
         return 0.0
-
-
-def _floats(values: list) -> np.ndarray:
-    """float64 array of JSON numbers (or numeric strings, as rocprof v1 writes); NaN where unusable."""
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        arr = np.array([_float_or_nan(v) for v in values], dtype=np.float64)
-    arr[~np.isfinite(arr)] = np.nan
-    return arr
 
 
 def _float_or_nan(v: Any) -> float:
