@@ -82,7 +82,8 @@ def _phases(df, meta, name: str) -> None:
     st.altair_chart(charts.phase_bars(summ), width="stretch")
     c1, c2 = st.columns(2)
     c1.dataframe(summ, hide_index=True, width="stretch")
-    per_iter_us = per_iter[["iteration"]].assign(**{f"{k} (us)": per_iter[k] / 1e3 for k in phases.PHASES},
+    per_iter_us = per_iter[["iteration"]].assign(**{f"{k} (us)": per_iter[k] / 1e3
+                                                    for k in phases.phase_columns(per_iter)},
                                                  **{"total (us)": per_iter["total_ns"] / 1e3})
     c2.dataframe(per_iter_us, hide_index=True, width="stretch")
     s, e = phases.iteration_window(df, per_iter, "median")

@@ -171,3 +171,14 @@ def test_cli_bad_files_exit_2_with_one_line(tmp_path):
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and msg in lines[0] and "Traceback" not in res.stderr
+
+
+def test_gpu_step_phases_from_kineto_trace():
+    from workbench.traces import phases
+
+    df, _ = load(DATA / "torch_cuda" / "torch_cuda.json.gz")
+    it = phases.iterations(df)
+    assert len(it) == 3 and phases.phase_columns(it) == list(phases.GPU_STEP_PHASES)
+    assert (it[list(phases.GPU_STEP_PHASES)].sum(axis=1) == it["total_ns"]).all()
+    assert (it[list(phases.GPU_STEP_PHASES)] >= 0).all().all()
+    assert (it["GPU busy"] > 0).all()

@@ -31,6 +31,14 @@ import numpy as np
 import pandas as pd
 
 PHASES = ("VM setup", "scheduling delay", "dispatch compute", "inter-dispatch", "cleanup + wake-up")
+#: GPU step phases (Kineto / torch.profiler traces)
+GPU_STEP_PHASES = ("host until first GPU op", "GPU busy", "GPU idle between ops", "after last GPU op")
+_NOT_PHASES = ("iteration", "start_ns", "total_ns")
+
+
+def phase_columns(per_iter: pd.DataFrame) -> list[str]:
+    """The phase columns of a per-iteration table, in order."""
+    return [c for c in per_iter.columns if c not in _NOT_PHASES]
 
 #: Tracy zone names the IREE rules key on (IREE 3.13 runtime)
 VM_INVOKE = "iree_vm_invoke"
@@ -159,15 +167,67 @@ def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: GPU work that counts as busy in a step
+_GPU_OPS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def gpu_step_iterations(df: pd.DataFrame, step: str = r"^(ProfilerStep#\d+|step|iteration)$") -> pd.DataFrame:
+    """Per-step phases of a torch.profiler / Kineto trace.
+
+    Steps are the host ``user_annotation`` spans whose name matches ``step`` (``ProfilerStep#N``
+    from a profiler schedule, or a ``record_function("step")``). A step's GPU ops are those whose
+    ``correlation`` matches a runtime call made inside the step; the step's window runs from
+    its start to the later of its end and its last GPU op's end. Phases: host time until the
+    first GPU op starts (Python, dispatch, launch latency), GPU busy (union of kernels, copies,
+    memsets), GPU idle between the first and last op, and what follows the last op.
+    """
+    cat = df["category"].astype(str)
+    names = df["name"].astype(str)
+    steps = df[(cat == "user_annotation") & names.str.match(step)].sort_values("start_ns")
+    gpu = df[cat.isin(_GPU_OPS)]
+    if steps.empty or gpu.empty:
+        raise PhaseError("GPU step phases need host 'user_annotation' step spans (ProfilerStep#N or "
+                         "record_function('step')) and GPU kernels/copies")
+    calls = df[cat.isin(("cuda_runtime", "hip_api")) & df["correlation"].notna()]
+    c_st = calls["start_ns"].to_numpy()
+    c_corr = calls["correlation"].to_numpy(dtype=np.int64)
+    g_corr = gpu["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+    g_st = gpu["start_ns"].to_numpy()
+    g_en = g_st + gpu["dur_ns"].to_numpy()
+    rows = []
+    for s, d in zip(steps["start_ns"].tolist(), steps["dur_ns"].tolist()):
+        corr = c_corr[(c_st >= s) & (c_st < s + d)]
+        m = np.isin(g_corr, corr)
+        if not m.any():
+            continue
+        first, last = int(g_st[m].min()), int(g_en[m].max())
+        end = max(s + d, last)
+        busy = union_ns(g_st[m], g_en[m])
+        rows.append({"iteration": len(rows), "start_ns": int(s), "total_ns": int(end - s),
+                     "host until first GPU op": max(first - s, 0), "GPU busy": busy,
+                     "GPU idle between ops": (last - max(first, s)) - busy if first >= s else (last - s) - busy,
+                     "after last GPU op": end - last})
+    if not rows:
+        raise PhaseError("no step launched GPU work (no kernel correlates with a runtime call inside a step)")
+    out = pd.DataFrame(rows)
+    # a GPU op that started before its step (queued earlier) is clipped to the step window
+    out["GPU idle between ops"] = out["GPU idle between ops"].clip(lower=0)
+    out["GPU busy"] = out["total_ns"] - out[["host until first GPU op", "GPU idle between ops",
+                                             "after last GPU op"]].sum(axis=1)
+    return out
+
+
 #: source format -> rule producing per-iteration phases
 RULES: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "ireeperf-jsonl": iree_jsonl_iterations,
     "tracy": iree_tracy_iterations,
+    "chrome-json": gpu_step_iterations,
 }
 
 
 def iterations(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
-    """Per-iteration phase table (columns ``iteration, start_ns, total_ns`` + :data:`PHASES`)."""
+    """Per-iteration phase table (columns ``iteration, start_ns, total_ns`` + the rule's phases:
+    :data:`PHASES` for IREE sources, :data:`GPU_STEP_PHASES` for Kineto traces)."""
     src = source or (str(df["source"].iloc[0]) if len(df) else "")
     rule = RULES.get(src)
     if rule is None:
@@ -182,11 +242,12 @@ def summarize(per_iter: pd.DataFrame, skip_first: int = 0) -> pd.DataFrame:
     share_pct``; a final ``total`` row carries the median iteration time.
     """
     it = per_iter.iloc[skip_first:] if len(per_iter) > skip_first else per_iter
-    med = it[list(PHASES)].median()
+    cols = phase_columns(it)
+    med = it[cols].median()
     total = med.sum()
     rows = [{"phase": p, "median_us": med[p] / 1e3, "p10_us": it[p].quantile(0.1) / 1e3,
              "p90_us": it[p].quantile(0.9) / 1e3, "share_pct": 100.0 * med[p] / total if total else 0.0}
-            for p in PHASES]
+            for p in cols]
     rows.append({"phase": "total", "median_us": it["total_ns"].median() / 1e3,
                  "p10_us": it["total_ns"].quantile(0.1) / 1e3, "p90_us": it["total_ns"].quantile(0.9) / 1e3,
                  "share_pct": 100.0})
@@ -215,18 +276,23 @@ def phase_spans(per_iter: pd.DataFrame, track: str = "phases", source: str = "ph
     from .model import from_records
 
     recs = []
+    cols = phase_columns(per_iter)
     for _, row in per_iter.iterrows():
         t = int(row["start_ns"])
-        for p in PHASES:
+        for p in cols:
             d = int(row[p])
-            # inter-dispatch time is interleaved with compute; draw compute + gaps as one block
-            if p == "inter-dispatch":
+            # gaps are interleaved with the work they sit between: draw work + gaps as one block
+            if p in _INTERLEAVED.values():
                 continue
-            if p == "dispatch compute":
-                d += int(row["inter-dispatch"])
-                p = "dispatch compute + inter-dispatch"
+            if p in _INTERLEAVED:
+                d += int(row[_INTERLEAVED[p]])
+                p = f"{p} + {_INTERLEAVED[p]}"
             if d > 0:
                 recs.append({"track": track, "name": p, "category": "phase", "start_ns": t, "dur_ns": d,
                              "iteration": int(row["iteration"])})
             t += d
     return from_records(recs, source=source)
+
+
+#: work phase -> the gap phase interleaved with it
+_INTERLEAVED = {"dispatch compute": "inter-dispatch", "GPU busy": "GPU idle between ops"}
