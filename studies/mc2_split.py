@@ -85,6 +85,7 @@ SPACE = ParamSpace(
         Param("inner", "int", 4, "back-to-back calls per sample of the cost points (amortises the ranks' "
               "start skew, which a pipelined op pays once, not per chunk)", min=1, max=1000),
         Param("warmup", "int", 3, "untimed runs per variant", min=0, max=1000),
+        Param("trace", "bool", True, "torch.profiler trace of one serial and one best-split call per collective"),
         Param("timeout_s", "int", 900, "the distributed run is killed after this", "s", min=10, max=86_400),
         Param("seed", "int", 0, "random inputs' seed"),
     ),
@@ -296,7 +297,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     from studies._mc2_split.launch import run_worker
 
     backend = _backend(params)
-    cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "warmup", "uniform", "contention",
+    cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "seed")}
     cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
@@ -320,6 +321,9 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
             by_comm.setdefault(e["comm"], {})["contention"] = {k: v for k, v in e.items() if k not in ("type", "comm")}
         elif kind == "note":
             notes.append(e["text"])
+        elif kind == "attach":
+            with open(e["path"], "rb") as fh:
+                ctx.attach(e["name"], e["kind"], fh.read())
 
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
     run_worker(cfg, params["world_size"], on_event, params["timeout_s"])
@@ -419,6 +423,84 @@ def gantt_table(rec: RunRecord) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+_MATMUL_HINTS = ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "ampere_", "cublas")
+
+
+def _engine_spans(df: pd.DataFrame) -> pd.DataFrame:
+    """Spans of one trace as (engine, name, start_ns, end_ns): GPU kernels and copies when the
+    trace has any (matmul kernels on the compute stream vs everything else), else the CPU's
+    ``aten::mm`` vs the gloo collective."""
+    gpu = df[df["category"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
+    if len(gpu):
+        names = gpu["name"].astype(str)
+        is_mm = names.str.lower().str.contains("|".join(_MATMUL_HINTS)) & ~names.str.contains("nccl", case=False)
+        compute_track = gpu[is_mm]["track"].astype(str).mode()
+        on_compute = gpu["track"].astype(str) == (compute_track.iloc[0] if len(compute_track) else "")
+        engine = pd.Series("comm", index=gpu.index).where(~(is_mm & on_compute), "compute")
+        rows = gpu.assign(engine=engine)
+    else:
+        names = df["name"].astype(str)
+        mm = df[names == "aten::mm"].assign(engine="compute")
+        comm = df[names.str.startswith("gloo:")].assign(engine="comm")
+        rows = pd.concat([mm, comm])
+    return pd.DataFrame({"engine": rows["engine"].values, "name": rows["name"].astype(str).values,
+                         "start_ns": rows["start_ns"].values, "end_ns": (rows["start_ns"] + rows["dur_ns"]).values})
+
+
+def _busy(starts, ends) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(zip(starts, ends)):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _overlap_ns(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
+    total, i, j = 0, 0, 0
+    while i < len(x) and j < len(y):
+        lo, hi = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        total += max(0, hi - lo)
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From the attached torch.profiler traces (rank 0): every engine span, and per trace the
+    span from first to last engine activity, each engine's busy time and their overlap."""
+    import tempfile
+    from pathlib import Path
+
+    from workbench.traces import chrome
+
+    spans, summary = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, kind, data in rec.attachments:
+            if kind != "trace/chrome-json":
+                continue
+            path = Path(tmp, name)
+            path.write_bytes(data)
+            eng = _engine_spans(chrome.load(path)[0])
+            if not len(eng):
+                continue
+            label = name.removesuffix(".json.gz").replace("_", " ", 1)
+            t0 = int(eng["start_ns"].min())
+            spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
+                                    end_us=(eng["end_ns"] - t0) / 1e3))
+            busy = {e: _busy(g["start_ns"], g["end_ns"]) for e, g in eng.groupby("engine")}
+            sums = {e: sum(b - a for a, b in iv) / 1e3 for e, iv in busy.items()}
+            summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
+                            "compute_busy_us": sums.get("compute", 0.0), "comm_busy_us": sums.get("comm", 0.0),
+                            "overlap_us": _overlap_ns(busy.get("compute", []), busy.get("comm", [])) / 1e3,
+                            "spans": len(eng)})
+    cols = ["trace", "engine", "name", "start_us", "end_us"]
+    return (pd.concat(spans)[cols] if spans else pd.DataFrame(columns=cols)), pd.DataFrame(summary)
+
+
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     out = rec.outputs
     result = {"variants": tables.with_us(tables.variants_table(rec))}
@@ -436,6 +518,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     result["simulated"] = sims
     result["gantt"] = gantt_table(rec)
     result["live"] = live_table(rec)
+    result["measured_timeline"], result["trace_overlap"] = trace_tables(rec)
     return result
 
 
@@ -477,6 +560,15 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             tooltip=["split", "chunks", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("gain:Q", format=".1%")])
         out["splits"] = (line + marks).properties(title="Uniform splits vs the heuristic and the best split",
                                                   width=420, height=260)
+    tl = tbls.get("measured_timeline")
+    if tl is not None and len(tl):
+        out["measured_timeline"] = alt.Chart(tl).mark_bar().encode(
+            x=alt.X("start_us:Q", title="measured time on rank 0 (us, torch.profiler)"), x2="end_us:Q",
+            y=alt.Y("engine:N", title=None, sort=["compute", "comm"]), color=alt.Color("engine:N"),
+            row=alt.Row("trace:N", title=None),
+            tooltip=["trace", "engine", "name", alt.Tooltip("start_us:Q", format=".1f"),
+                     alt.Tooltip("end_us:Q", format=".1f")],
+        ).properties(width=560, height=40, title="Measured timeline (one profiled call, rank 0)")
     live = tbls.get("live")
     if live is not None and len(live) and "predicted_us" in live:
         long = live.melt(id_vars=["variant"], value_vars=[c for c in ("measured_us", "predicted_us",
@@ -532,6 +624,12 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     gantt = tbls.get("gantt")
     if gantt is not None and len(gantt):
         secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt) + "\n```")
+    ov = tbls.get("trace_overlap")
+    if ov is not None and len(ov):
+        secs.append("## Measured overlap (torch.profiler, one call, rank 0)\n\n" +
+                    _md(ov, ["trace", "span_us", "compute_busy_us", "comm_busy_us", "overlap_us", "spans"]) +
+                    "\n\nA profiled call runs a little slower than a timed one; the busy times show how much "
+                    "of the collective actually ran under the matmul.")
     live = tbls.get("live")
     if live is not None and len(live):
         lv = out.get("live", {})

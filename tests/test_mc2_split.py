@@ -237,3 +237,27 @@ def test_committed_gpu_bundles_analyze():
         assert len(live) and live["correct"].all() and "predicted_fit_us" in live
         for chart in study.charts(tables).values():
             chart.to_dict()
+
+
+def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
+    import gzip
+    import json
+
+    from workbench.store import RunRecord
+
+    def kernel(name, tid, ts, dur):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+    events = [kernel("nvjet_hsh_256x128_2cta", 7, 0.0, 100.0), kernel("nvjet_hsh_256x128_2cta", 7, 100.0, 100.0),
+              kernel("ncclDevKernel_AllReduce_Sum_f16_RING_LL", 20, 100.0, 150.0),
+              kernel("ncclDevKernel_AllReduce_Sum_f16_RING_LL", 20, 250.0, 150.0),
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP", "pid": 0, "tid": 21, "ts": 150.0, "dur": 10.0}]
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    rec = RunRecord(run_id="r", study=study.ID, params=study.SPACE.defaults(), env={},
+                    attachments=[("best_default.json.gz", "trace/chrome-json", data)])
+    spans, summary = study.trace_tables(rec)
+    assert (spans.groupby("engine").size().to_dict()) == {"compute": 2, "comm": 3}
+    row = summary.iloc[0]
+    assert row["trace"] == "best default" and row["span_us"] == pytest.approx(400)
+    assert row["compute_busy_us"] == pytest.approx(200) and row["comm_busy_us"] == pytest.approx(300)
+    assert row["overlap_us"] == pytest.approx(100)

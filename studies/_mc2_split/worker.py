@@ -40,11 +40,17 @@ queued first so the host enqueues the whole op before the GPU reaches it (the ho
 cost is not timed), then CUDA events bracket the op on the compute stream; on CPUs
 ``perf_counter_ns``. A sample is the maximum over ranks. Each variant's output is checked
 against the unsplit matmul + all-reduce before it is timed.
+
+Traces: one extra call of each config's serial op and best split runs under torch.profiler
+(all ranks; rank 0 keeps its Chrome trace, gzipped, next to the event file) so the study can
+draw the measured timeline beside the simulated one. A profiler failure is reported as a
+note and costs nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -70,9 +76,9 @@ class Events:
     def __init__(self, path: str, rank: int):
         self.fh = open(path, "a") if rank == 0 else None
 
-    def emit(self, kind: str, **data) -> None:
+    def emit(self, event: str, **data) -> None:
         if self.fh:
-            self.fh.write(json.dumps({"type": kind, **data}) + "\n")
+            self.fh.write(json.dumps({"type": event, **data}) + "\n")
             self.fh.flush()
 
 
@@ -158,7 +164,7 @@ def main() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     ev = Events(args.out, rank)
     try:
-        run(cfg, rank, world, ev)
+        run(cfg, rank, world, ev, os.path.dirname(os.path.abspath(args.out)))
     except Exception as exc:  # report to the study, then fail the process
         ev.emit("error", rank=rank, text=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc(limit=8))
         raise
@@ -168,7 +174,7 @@ def main() -> int:
     return 0
 
 
-def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
+def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
     cuda = cfg["backend"] == "nccl"
     local = int(os.environ.get("LOCAL_RANK", rank))
     if cuda:
@@ -238,6 +244,29 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
         worst = torch.tensor(samples, dtype=torch.float64, device=device)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX)
         return worst.cpu().tolist()
+
+    def profile_op(name: str, fn) -> None:
+        """One call of ``fn`` under torch.profiler on every rank; rank 0 attaches its trace."""
+        if not cfg.get("trace", True):
+            return
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            barrier()
+            with profile(activities=acts) as prof:
+                fn()
+                sync()
+            if rank == 0:
+                raw = os.path.join(outdir, f"{name}.json")
+                prof.export_chrome_trace(raw)
+                path = raw + ".gz"
+                with open(raw, "rb") as src, open(path, "wb") as dst:
+                    dst.write(gzip.compress(src.read()))
+                os.unlink(raw)
+                ev.emit("attach", name=f"{name}.json.gz", kind="trace/chrome-json", path=path)
+        except Exception as exc:  # a trace is a bonus: never lose the run for it
+            ev.emit("note", text=f"trace of {name} failed: {type(exc).__name__}: {exc}")
 
     # collective implementations
     comms = {}
@@ -356,6 +385,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
 
         variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
                 serial, comm.result, m)
+        profile_op(f"serial_{lbl}", serial)
         tick(f"serial {lbl}")
 
         def overlap(chunks, comm=comm):
@@ -386,6 +416,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events) -> None:
             factors = (cfg["contention"], cfg["contention"])
         best = best_split(m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
         ev.emit("best", comm=lbl, contention=list(factors), **best)
+        profile_op(f"best_{lbl}", lambda ch=best["chunks"]: overlap(ch))
         if best["chunks"] not in [c for _, c in splits]:
             variant(f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
                     lambda ch=best["chunks"]: overlap(ch), comm.result, m)
