@@ -305,8 +305,7 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
     inst = np.array(inst_, dtype=bool)
     dur_ns[inst] = 0
-    seen_keys = list(codes)
-    key_ = seen_keys  # lane key per code
+    seen_keys = list(codes)  # lane key per code
     unclosed = sum(len(s) for s in open_b.values()) + len(open_async)
     n = len(start_ns)
     if n == 0:

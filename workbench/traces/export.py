@@ -7,7 +7,6 @@ import json
 import math
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from .model import end_ns, with_depth
