@@ -211,6 +211,17 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     codes_get = codes.get
     shared = {}.setdefault
     args_blobs: list = []
+    # the args fields that become columns, taken before packing; correlation ids as C int64
+    # (int objects from the parser would pin its arenas, see _pack)
+    corr_, dev_, strm_ = array("q"), [], []
+
+    def flush() -> None:
+        for out, key in ((dev_, "device"), (strm_, "stream")):
+            out.extend([a.get(key) if type(a) is dict else None for a in args_])
+        ids = [a.get("correlation") if type(a) is dict else None for a in args_]
+        corr_.extend([c if type(c) is int and _NO_ID < c < 2**63 else _NO_ID for c in ids])
+        args_blobs.append(_pack(args_))
+        args_.clear()
     for ev in events:
         if type(ev) is not dict:
             bad += 1
@@ -287,11 +298,8 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
         add_args(args)
         add_inst(kind)
         if len(args_) >= _ARGS_BATCH:
-            args_blobs.append(_pack(args_))
-            args_.clear()
-    if args_blobs:
-        args_blobs.append(_pack(args_))
-        args_ = _unpack(args_blobs)
+            flush()
+    flush()
     start_us, dur_us = np.frombuffer(ts_, dtype=np.float64).copy(), np.frombuffer(dur_, dtype=np.float64).copy()
     del ts_, dur_, add_ts, add_dur  # the float objects are the largest transient after the args
     # NaN (unusable) or beyond int64 ns (|t| >= ~292 years): dropped as malformed
@@ -299,7 +307,9 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     if not ok.all():  # events with unusable timestamps are dropped and counted
         bad += int((~ok).sum())
         keep = np.flatnonzero(ok)
-        code_, name_, cat_, args_, inst_ = ([lst[i] for i in keep] for lst in (code_, name_, cat_, args_, inst_))
+        code_, name_, cat_, inst_, dev_, strm_ = ([lst[i] for i in keep] for lst in (
+            code_, name_, cat_, inst_, dev_, strm_))
+        corr_ = array("q", np.frombuffer(corr_, dtype=np.int64)[keep].tobytes())
         start_us, dur_us = start_us[ok], dur_us[ok]
     start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
     dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
@@ -343,32 +353,32 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
     gpu_idx = np.flatnonzero(np.isin(cats, list(_GPU_CATS)))
     device = np.full(n, None, dtype=object)
     stream = np.full(n, None, dtype=object)
-    corr = np.full(n, None, dtype=object)
     for i in gpu_idx.tolist():
-        a = args_[i] if type(args_[i]) is dict else {}
         k = seen_keys[code_[i]]
-        device[i] = _int_or_none(a.get("device", k[0]))
-        stream[i] = _int_or_none(a.get("stream", k[1]))
-    for i, a in enumerate(args_):
-        if type(a) is dict:
-            c = a.get("correlation")
-            if type(c) is int:
-                corr[i] = c
-        elif a is not None:
-            args_[i] = None
+        device[i] = _int_or_none(k[0] if dev_[i] is None else dev_[i])
+        stream[i] = _int_or_none(k[1] if strm_[i] is None else strm_[i])
+    ids = np.frombuffer(corr_, dtype=np.int64)
+    has_id = ids != _NO_ID
     df = from_columns({
         "process": process, "track": track, "device": device, "stream": stream,
         "name": ["" if v is None else v if type(v) is str else str(v) for v in name_],
-        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns, "correlation": corr, "args": args_,
+        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns, "correlation": pd.arrays.IntegerArray(np.where(has_id, ids, 0), ~has_id),
         "kind": pd.Categorical.from_codes(inst.astype(np.int8), categories=["span", "instant"]),
     }, n=n, source=FORMAT)
     df = with_depth(df)
+    # args last: the table's temporaries are gone before the dicts are rebuilt from their batches
+    args = _unpack(args_blobs)
+    del args_blobs
+    if not ok.all():
+        args = [args[i] for i in keep]
+    df["args"] = [a if type(a) is dict else None for a in args]
     meta = {"clock": "wall-clock ns (baseTimeNanoseconds + ts)" if base_ns else "trace ts (us) x 1000",
             "base_time_ns": base_ns, "skipped_phases": skipped, "malformed_events": bad,
             "unclosed_spans": unclosed, **(extra or {})}
     return df, meta
 
 
+_NO_ID = -(2**63)  # missing correlation id in the int64 buffer
 #: rows whose args are serialised together (see _pack)
 _ARGS_BATCH = 20_000
 
