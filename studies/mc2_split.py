@@ -403,7 +403,8 @@ def live_table(rec: RunRecord) -> pd.DataFrame:
 
 
 def gantt_table(rec: RunRecord) -> pd.DataFrame:
-    """Simulated segments of the unsplit, heuristic and best splits (and the best uniform)."""
+    """Simulated segments of every simulated split; ``shown`` marks the unsplit, heuristic and
+    best splits and the fastest uniform one (the chart's default view and the report's)."""
     fits = rec.outputs.get("fits")
     if not fits:
         return pd.DataFrame()
@@ -415,11 +416,11 @@ def gantt_table(rec: RunRecord) -> pd.DataFrame:
     if len(uni):
         picks.append(uni.sort_values("makespan_us").iloc[0]["split"])
     rows = []
-    for label in picks:
-        chunks = sims[sims["split"] == label].iloc[0]["chunks"]
+    for order, (label, chunks) in enumerate(zip(sims.get("split", []), sims.get("chunks", []))):
         sched = simulate(chunks, model, rec.outputs["contention"], comm_first)
         for seg in sched.segments:
-            rows.append({"split": f"{label} {sched.makespan_us:.0f} us", **seg})
+            rows.append({"split": f"{label} {sched.makespan_us:.0f} us", "shown": label in picks, "order": order,
+                         **seg})
     return pd.DataFrame(rows)
 
 
@@ -534,18 +535,23 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
                                      color=alt.Color("cost:N"))
         dots = base.mark_circle(size=60).encode(y=alt.Y("measured_us:Q", title="us"),
                                                 tooltip=["cost", "m", "measured_us", "fit_us", "fit"])
-        bars = base.mark_errorbar().encode(y="ci_lo_us:Q", y2="ci_hi_us:Q")
+        bars = base.mark_errorbar().encode(y=alt.Y("ci_lo_us:Q", title="us"), y2="ci_hi_us:Q")
         line = base.mark_line(strokeDash=[4, 3]).encode(y="fit_us:Q")
         out["fits"] = (dots + bars + line).facet(column=alt.Column("unit:N", title=None)).resolve_scale(
             x="independent", y="independent").properties(title="Measured cost points (median, 95% CI) and fits")
     gantt = tbls.get("gantt")
     if gantt is not None and len(gantt):
-        g = gantt.assign(chunk_label=gantt["chunk"].astype(str) + " (" + gantt["rows"].astype(str) + " rows)")
-        out["gantt"] = alt.Chart(g).mark_bar(stroke="white").encode(
+        g = gantt.assign(group=gantt["shown"].map({True: "default", False: "other"}))
+        options = list(dict.fromkeys(g.loc[~g["shown"], "split"]))
+        pick = alt.param(name="other_split", value=options[0] if options else "",
+                         bind=alt.binding_select(options=options or [""], name="also show "))
+        out["gantt"] = alt.Chart(g).mark_bar(stroke="white").add_params(pick).transform_filter(
+            "datum.shown || datum.split == other_split").encode(
             x=alt.X("start_us:Q", title="simulated time (us)"), x2="end_us:Q",
             y=alt.Y("engine:N", title=None, sort=["compute", "comm"]),
             color=alt.Color("chunk:N", title="chunk"),
-            row=alt.Row("split:N", title=None, sort=None),
+            row=alt.Row("split:N", title=None, sort=alt.EncodingSortField("order", op="min"),
+                        header=alt.Header(labelAngle=0, labelAlign="left")),
             tooltip=["split", "engine", "chunk", "rows", alt.Tooltip("start_us:Q", format=".1f"),
                      alt.Tooltip("end_us:Q", format=".1f")],
         ).properties(width=560, height=50, title="Simulated pipeline (Gantt)")
@@ -571,13 +577,23 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         ).properties(width=560, height=40, title="Measured timeline (one profiled call, rank 0)")
     live = tbls.get("live")
     if live is not None and len(live) and "predicted_us" in live:
-        long = live.melt(id_vars=["variant"], value_vars=[c for c in ("measured_us", "predicted_us",
-                                                                      "predicted_fit_us") if c in live],
-                         var_name="what", value_name="us")
-        out["live"] = alt.Chart(long).mark_bar().encode(
-            x=alt.X("variant:N", sort=None), xOffset="what:N", y=alt.Y("us:Q", title="us"),
-            color="what:N", tooltip=["variant", "what", alt.Tooltip("us:Q", format=".1f")],
-        ).properties(title="Measured vs predicted", height=260)
+        preds = [c for c in ("predicted_us", "predicted_fit_us") if c in live]
+        long = live.melt(id_vars=["variant", "comm", "split", "measured_us"], value_vars=preds,
+                         var_name="model", value_name="predicted")
+        long["model"] = long["model"].map({"predicted_us": "given contention", "predicted_fit_us": "fitted contention"})
+        lo, hi = float(live["measured_us"].min()) * 0.85, float(live["measured_us"].max()) * 1.1
+        diag = pd.DataFrame({"measured_us": [lo, hi], "predicted": [lo, hi], "lo": [lo * 0.9, hi * 0.9],
+                             "hi": [lo * 1.1, hi * 1.1]})
+        band = alt.Chart(diag).mark_area(opacity=0.15, color="gray").encode(
+            x=alt.X("measured_us:Q", scale=alt.Scale(domain=[lo, hi]), title="measured median (us)"),
+            y=alt.Y("lo:Q", scale=alt.Scale(domain=[lo, hi]), title="predicted (us)"), y2="hi:Q")
+        line = alt.Chart(diag).mark_line(color="gray").encode(x="measured_us:Q", y="predicted:Q")
+        dots = alt.Chart(long).mark_point(size=60, filled=True).encode(
+            x="measured_us:Q", y="predicted:Q", color=alt.Color("comm:N"), shape=alt.Shape("model:N"),
+            tooltip=["variant", "model", alt.Tooltip("measured_us:Q", format=".1f"),
+                     alt.Tooltip("predicted:Q", format=".1f")])
+        out["live"] = (band + line + dots).properties(
+            title="Predicted vs measured (band: within 10%)", width=420, height=360)
     vt = tbls.get("variants")
     if vt is not None and len(vt):
         out["variants"] = wbcharts.median_ci_bars(vt, title="Every measured variant (median, 95% CI)")
@@ -623,7 +639,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
                                                            "gain", "over_best"], ".3f"))
     gantt = tbls.get("gantt")
     if gantt is not None and len(gantt):
-        secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt) + "\n```")
+        secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt[gantt["shown"]]) + "\n```")
     ov = tbls.get("trace_overlap")
     if ov is not None and len(ov):
         secs.append("## Measured overlap (torch.profiler, one call, rank 0)\n\n" +
