@@ -49,9 +49,14 @@ def show(rec) -> bool:
         top = best.sort_values("measured_us").iloc[0]
         err = top.get("err_fit", float("nan"))
         met = top["speedup_vs_serial_default"] >= TARGET_SPEEDUP and abs(err) <= TARGET_ERR
+        serial = tbl[(tbl["split"] == "unsplit") & tbl["correct"]]
+        fastest = serial.sort_values("measured_us").iloc[0] if len(serial) else None
         print(f"\ntarget: best split ({top['variant']}, {top['chunks']}) is {top['speedup_vs_serial_default']:.1%} "
               f"faster than serial NCCL (target >= {TARGET_SPEEDUP:.0%}); prediction error {err:+.1%} "
               f"(target within {TARGET_ERR:.0%}): {'MET' if met else 'NOT MET'}")
+        if fastest is not None:
+            print(f"against the fastest serial run ({fastest['variant']}, {fastest['measured_us']:.1f} us): "
+                  f"{1 - top['measured_us'] / fastest['measured_us']:.1%} faster")
         ok = ok and met
     return ok
 

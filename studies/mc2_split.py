@@ -72,7 +72,8 @@ SPACE = ParamSpace(
               "nccl_ctas CTAs on a high-priority stream; copy-engine pulls through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: one barrier, every rank adds the whole chunk)",
               choices=COMMS, multi=True),
-        Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator", min=1, max=64),
+        Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
+              "one, its CTA limit is the carve-out)", min=1, max=64),
         Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "
               "each value runs every collective", "SMs", min=0, max=128, multi=True),
         Param("points", "int", [256, 512, 768, 1024, 2048], "row counts m measured for the fits", "rows",
@@ -313,6 +314,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
                                      {"backend": backend, "world_size": params["world_size"]}))
         elif kind == "fits":
             by_comm.setdefault(e["comm"], {})["fits"] = {"mm": e["mm"], "comm": e["comm_fit"]}
+            by_comm[e["comm"]]["instance"] = e.get("instance", e["comm"])
         elif kind == "plan":
             by_comm.setdefault(e["comm"], {})["plan"] = e["plan"]
         elif kind == "best":
@@ -351,8 +353,8 @@ def fit_points_table(rec: RunRecord) -> pd.DataFrame:
             continue
         s = tables.stats.summarize(v.samples_ns)
         comm, cv = v.params["comm"], v.params.get("carveout", 0)
-        if kind == "cost-comm":
-            fits = (live.get(comm) or {}).get("fits")
+        if kind == "cost-comm":  # the fit of any config using this collective instance
+            fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and c.get("instance", lbl) == comm), None)
         else:  # the matmul fit of any config with this carve-out
             fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and
                          (lbl.endswith(f"+c{cv}") if cv else "+c" not in lbl)), None)

@@ -19,8 +19,9 @@ Collective implementations (``comm``):
 
 - ``default``: the backend's all-reduce (NCCL on GPUs, gloo on CPUs), ``async_op=True``
   (NCCL runs it on its own stream; gloo on its own thread);
-- ``limited``: NCCL in a communicator limited to ``nccl_ctas`` CTAs (NCCLConfig.max_ctas)
-  on a high-priority stream, so its kernels take fewer SMs from the matmul;
+- ``limited``: NCCL in a communicator limited to as many CTAs as the matmul leaves SMs free
+  (the carve-out; ``nccl_ctas`` without one) (NCCLConfig.max_ctas), on a high-priority
+  stream, so its kernels take fewer SMs from the matmul;
 - ``ce``: a copy-engine all-reduce through symmetric memory: reduce-scatter by pulling the
   peers' row blocks with cudaMemcpy (copy engines, no SMs), a local add of 1/W of the
   chunk, then an all-gather by pulling the peers' reduced blocks; two barrier kernels per
@@ -268,26 +269,38 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         except Exception as exc:  # a trace is a bonus: never lose the run for it
             ev.emit("note", text=f"trace of {name} failed: {type(exc).__name__}: {exc}")
 
-    # collective implementations
+    # collective instances: one per collective, and per CTA limit for the limited NCCL one
+    carveouts = cfg.get("carveouts") or [0]
+
+    def instance_of(name: str, cv: int) -> str:
+        return f"limited-{cv or cfg['nccl_ctas']}" if name == "limited" else name
+
     comms = {}
     for name in cfg["comms"]:
-        if name == "default":
-            comms[name] = BackendComm(name, None, torch.empty(m, n, dtype=dtype, device=device))
-        elif name == "limited":
-            from torch.distributed.distributed_c10d import ProcessGroupNCCL
+        for cv in carveouts:
+            inst = instance_of(name, cv)
+            if inst in comms:
+                continue
+            if name == "default":
+                comms[inst] = BackendComm(inst, None, torch.empty(m, n, dtype=dtype, device=device))
+            elif name == "limited":
+                from torch.distributed.distributed_c10d import ProcessGroupNCCL
 
-            opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
-            opts.config.max_ctas = cfg["nccl_ctas"]
-            opts.config.min_ctas = 1
-            group = dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
-            comms[name] = BackendComm(name, group, torch.empty(m, n, dtype=dtype, device=device))
-        elif name in ("ce", "ce-oneshot"):
-            try:
-                comms[name] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name, name == "ce-oneshot")
-            except Exception as exc:  # symmetric memory missing on this build/machine: go on without it
-                ev.emit("note", text=f"{name}: copy-engine collective unavailable here ({type(exc).__name__}: {exc})")
-        else:
-            raise ValueError(f"unknown comm {name!r}")
+                opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
+                opts.config.max_ctas = cv or cfg["nccl_ctas"]
+                opts.config.min_ctas = 1
+                group = dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
+                comms[inst] = BackendComm(inst, group, torch.empty(m, n, dtype=dtype, device=device))
+            elif name in ("ce", "ce-oneshot"):
+                try:
+                    comms[inst] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name,
+                                                 name == "ce-oneshot")
+                except Exception as exc:  # symmetric memory missing on this build/machine: go on without it
+                    ev.emit("note", text=f"{name}: copy-engine collective unavailable here "
+                                         f"({type(exc).__name__}: {exc})")
+            else:
+                raise ValueError(f"unknown comm {name!r}")
+    configs = [(c, cv) for c in cfg["comms"] for cv in carveouts if instance_of(c, cv) in comms]
 
     def matmul(out, r0, r1):
         torch.matmul(a[r0:r1], b, out=out[r0:r1])
@@ -301,9 +314,8 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         ev.emit("variant", variant=name, params=params, samples_ns=samples, correct=ok, check=msg)
         return samples
 
-    n_carve = len(cfg.get("carveouts") or [0])
-    total = len(cfg["comms"]) * n_carve * (len(cfg["uniform"]) + 3) + \
-        (0 if cfg["fits_given"] else len(cfg["points"]) * (n_carve + len(comms)))
+    total = len(configs) * (len(cfg["uniform"]) + 3) + \
+        (0 if cfg["fits_given"] else len(cfg["points"]) * (len(carveouts) + len(comms)))
     done = [0]
 
     def tick(msg):
@@ -311,8 +323,6 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         ev.emit("progress", frac=0.05 + 0.9 * done[0] / max(1, total), msg=msg)
 
     dbytes = DTYPE_BYTES[cfg["dtype"]]
-    carveouts = cfg.get("carveouts") or [0]
-    configs = [(c, cv) for c in cfg["comms"] if c in comms for cv in carveouts]
 
     def label(c, cv):
         return c if cv == 0 else f"{c}+c{cv}"
@@ -332,7 +342,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         given = CostModel(Fit.from_json(cfg["mm_fit"]), Fit.from_json(cfg["comm_fit"]), n, dbytes)
         models = {label(c, cv): given for c, cv in configs}
     else:
-        mm_fits = {}
+        mm_fits, comm_fits = {}, {}
         anyc = next(iter(comms.values()))
         for cv in carveouts:
             set_carveout(cv)
@@ -367,16 +377,18 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
                                   op, comm.result, p, cfg["inner"])
                 pts.append((p * n * dbytes / 2**20, _median(samples) / 1e3))
                 tick(f"CostComm point {cname} m={p}")
-            comm_fit = fit_points([x for x, _ in pts], [y for _, y in pts], "MiB")
-            for cv in carveouts:
-                lbl = label(cname, cv)
-                models[lbl] = CostModel(mm_fits[cv], comm_fit, n, dbytes)
-                ev.emit("fits", comm=lbl, mm=models[lbl].mm.to_json(), comm_fit=comm_fit.to_json())
+            comm_fits[cname] = fit_points([x for x, _ in pts], [y for _, y in pts], "MiB")
+        for cname, cv in configs:
+            lbl, inst = label(cname, cv), instance_of(cname, cv)
+            models[lbl] = CostModel(mm_fits[cv], comm_fits[inst], n, dbytes)
+            ev.emit("fits", comm=lbl, instance=inst, mm=models[lbl].mm.to_json(), comm_fit=comm_fits[inst].to_json())
 
     for cname, cv in configs:
-        comm, lbl, model = comms[cname], label(cname, cv), models[label(cname, cv)]
+        inst = instance_of(cname, cv)
+        comm, lbl, model = comms[inst], label(cname, cv), models[label(cname, cv)]
         set_carveout(cv)
-        base = {"comm": lbl, "collective": cname, "carveout": cv, "blas": "cublaslt" if cv and cuda else "default"}
+        base = {"comm": lbl, "collective": cname, "instance": inst, "carveout": cv,
+                "blas": "cublaslt" if cv and cuda else "default"}
 
         def serial(comm=comm):
             matmul(comm.out, 0, m)
