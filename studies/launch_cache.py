@@ -55,7 +55,7 @@ SPACE = ParamSpace(
               choices=("all",) + GPU_POLICIES, multi=True),
         Param("threads", "int", 8, "host threads launching (the seed: 8)", min=1, max=256),
         Param("launches", "int", 16384, "total launches, split evenly over the threads (the seed counts totals)",
-              unit="launches", min=1, max=1 << 21),
+              min=1, max=1 << 21),
         Param("scratch_bytes", "int", 50_000_000, "scratch block per launch (the seed's soft stacks: ~50 MB)",
               unit="B", min=4096, max=1 << 34),
         Param("k", "int", 3, "pool size: blocks cached at most (the review: 3)", min=1, max=64),
