@@ -22,7 +22,10 @@ Measures, per phase (all threads, all launches): real time (monotonic clock), us
 time and minor/major page faults and context switches (getrusage deltas, whole process),
 peak scratch held (the policy's own count; peak RSS on the CPU, device memory in use on the
 GPU), and every launch's latency (host monotonic clock, from asking for the block to giving it
-back). Every launch's checksum is checked against a closed form before its time counts.
+back), split into its parts: acquire / kernel / release on the CPU, acquire / launch / sync /
+release on the GPU (where the time goes). Every launch's checksum is checked against a closed
+form before its time counts. A Chrome-trace timeline of the first launches per thread is
+attached to each run.
 """
 
 from __future__ import annotations
