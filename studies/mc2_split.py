@@ -234,11 +234,14 @@ def _model(params, mm: Fit, comm: Fit) -> CostModel:
     return CostModel(mm, comm, params["n"], DTYPE_BYTES[_dtype(params)])
 
 
-def plan_outputs(params, model: CostModel, contention) -> dict:
-    """The heuristic, the simulated splits and the best split for one cost model."""
+def plan_outputs(params, model: CostModel, contention, full: dict | None = None) -> dict:
+    """The heuristic, the simulated splits and the best split for one cost model; ``full``
+    holds measured full-size times (``full_mm_us``, ``full_comm_us``) that decide the bound."""
     comm_first = params["op"] == "allgather"
     m = params["m"]
-    plan = heuristic(m, params["k"], model, params["contention"], params["rule"], params["align"], comm_first)
+    full = full or {}
+    plan = heuristic(m, params["k"], model, params["contention"], params["rule"], params["align"], comm_first,
+                     full.get("full_mm_us"), full.get("full_comm_us"))
     sims = []
 
     def add(label, chunks):
@@ -315,6 +318,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
         elif kind == "fits":
             by_comm.setdefault(e["comm"], {})["fits"] = {"mm": e["mm"], "comm": e["comm_fit"]}
             by_comm[e["comm"]]["instance"] = e.get("instance", e["comm"])
+            by_comm[e["comm"]]["full"] = {k: e[k] for k in ("full_mm_us", "full_comm_us") if k in e}
         elif kind == "plan":
             by_comm.setdefault(e["comm"], {})["plan"] = e["plan"]
         elif kind == "best":
@@ -332,7 +336,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     for name, info in by_comm.items():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
         model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
-        info["planned"] = plan_outputs(params, model, params["contention"])
+        info["planned"] = plan_outputs(params, model, params["contention"], info.get("full"))
     return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_comm": by_comm,
             "notes": notes}
 

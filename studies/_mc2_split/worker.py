@@ -8,8 +8,9 @@ measured variant), which the study tails to record points and show progress.
 Each rank holds A_r (M x K) and B_r (K x N), seeded by rank; the result is
 sum_r A_r @ B_r on every rank (matmul, then all-reduce of the output). Variants:
 
-- ``mm/m<m>``: the matmul of the first m rows (CostMM points);
-- ``comm/<comm>/m<m>``: the all-reduce of m output rows (CostComm points);
+- ``mm/m<m>``: the matmul of the first m rows (CostMM points; m = M too: the full-size time
+  that decides the bound, as in the seed);
+- ``comm/<comm>/m<m>``: the all-reduce of m output rows (CostComm points, m = M too);
 - ``serial/<comm>``: the unsplit matmul, then the unsplit all-reduce;
 - ``overlap/<comm>/<split>``: per chunk, the matmul on the compute stream and the
   chunk's all-reduce started asynchronously behind it; the op ends when the last
@@ -314,8 +315,9 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         ev.emit("variant", variant=name, params=params, samples_ns=samples, correct=ok, check=msg)
         return samples
 
+    points = list(cfg["points"]) + ([] if m in cfg["points"] else [m])
     total = len(configs) * (len(cfg["uniform"]) + 3) + \
-        (0 if cfg["fits_given"] else len(cfg["points"]) * (len(carveouts) + len(comms)))
+        (0 if cfg["fits_given"] else len(points) * (len(carveouts) + len(comms)))
     done = [0]
 
     def tick(msg):
@@ -337,17 +339,17 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             torch._C._set_sm_carveout_experimental(cv or None)
             torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas_default)
 
-    models = {}
+    models, full = {}, {}  # full: measured full-size (matmul, all-reduce) us per config
     if cfg["fits_given"]:
         given = CostModel(Fit.from_json(cfg["mm_fit"]), Fit.from_json(cfg["comm_fit"]), n, dbytes)
         models = {label(c, cv): given for c, cv in configs}
     else:
-        mm_fits, comm_fits = {}, {}
+        mm_fits, comm_fits, full_mm, full_comm = {}, {}, {}, {}
         anyc = next(iter(comms.values()))
         for cv in carveouts:
             set_carveout(cv)
             mm_pts = []
-            for p in cfg["points"]:
+            for p in points:
                 # the local matmul is checked against the local product's rows (no all-reduce yet)
                 out = anyc.out
                 barrier()
@@ -362,10 +364,11 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
                 mm_pts.append((p, _median(samples) / 1e3))
                 tick(f"CostMM point m={p} carve-out {cv}")
             mm_fits[cv] = fit_points([x for x, _ in mm_pts], [y for _, y in mm_pts], "row")
+            full_mm[cv] = dict(mm_pts)[m]
         set_carveout(0)
         for cname, comm in comms.items():
             pts = []
-            for p in cfg["points"]:
+            for p in points:
                 def op(p=p, comm=comm):
                     comm.start(0, p)
                     comm.wait()
@@ -378,10 +381,13 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
                 pts.append((p * n * dbytes / 2**20, _median(samples) / 1e3))
                 tick(f"CostComm point {cname} m={p}")
             comm_fits[cname] = fit_points([x for x, _ in pts], [y for _, y in pts], "MiB")
+            full_comm[cname] = dict(zip(points, (y for _, y in pts)))[m]
         for cname, cv in configs:
             lbl, inst = label(cname, cv), instance_of(cname, cv)
             models[lbl] = CostModel(mm_fits[cv], comm_fits[inst], n, dbytes)
-            ev.emit("fits", comm=lbl, instance=inst, mm=models[lbl].mm.to_json(), comm_fit=comm_fits[inst].to_json())
+            full[lbl] = (full_mm[cv], full_comm[inst])
+            ev.emit("fits", comm=lbl, instance=inst, mm=models[lbl].mm.to_json(), comm_fit=comm_fits[inst].to_json(),
+                    full_mm_us=full_mm[cv], full_comm_us=full_comm[inst])
 
     for cname, cv in configs:
         inst = instance_of(cname, cv)
@@ -408,7 +414,9 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
                 r0 += c
             comm.wait()
 
-        plan = heuristic(m, k, model, cfg["contention"], cfg["rule"], cfg["align"])
+        mm_full, comm_full = full.get(lbl, (None, None))
+        plan = heuristic(m, k, model, cfg["contention"], cfg["rule"], cfg["align"], full_mm_us=mm_full,
+                         full_comm_us=comm_full)
         ev.emit("plan", comm=lbl, plan=plan.to_json())
         splits = [("heuristic", plan.chunks)] if plan.ok else []
         splits += [(f"uniform-{u}", uniform_chunks(m, u, cfg["align"])) for u in cfg["uniform"]
