@@ -25,6 +25,8 @@ import os
 import re
 import zlib
 from array import array
+from itertools import compress
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -142,21 +144,13 @@ def _chunks(data: bytes, header: dict):
         pos = m.end() - 1
 
 
-def _flatten(chunks):
-    for piece in chunks:
-        if not isinstance(piece, list):
-            raise _Unchunkable
-        yield from piece
-        piece = None  # see _chunks: one piece alive at a time
-
-
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a Chrome trace JSON file (see module docstring)."""
     p = Path(path)
     header: dict[str, Any] = {}
     try:
         # the generator owns the file bytes, so they are freed as soon as the last piece is parsed
-        df, meta = parse_events(_flatten(_chunks(read_bytes(p), header)), 0, p.name)
+        df, meta = parse_events(_chunks(read_bytes(p), header), 0, p.name)
         doc: Any = header or []
     except _Unchunkable:
         doc = read_json(read_bytes(p), p.name)
@@ -185,13 +179,15 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     return df, meta
 
 
-def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | None = None
+def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = None
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Span table from a list of trace events.
+    """Span table from trace events: a list of events, or an iterable of such lists (pieces).
 
-    The loop only collects raw values (``X`` events, the bulk of any trace, take the fast
-    path); conversion to ns happens once, vectorised, at the end.
+    ``X`` events, the bulk of any trace, are taken a piece at a time, column by column with
+    list comprehensions; the other phases go through a per-event loop. Only raw values are
+    collected; conversion to ns happens once, vectorised, at the end.
     """
+    pieces = [events] if isinstance(events, list) else events
     proc_name: dict[Any, str] = {}
     proc_labels: dict[Any, str] = {}
     thread_name: dict[tuple, str] = {}
@@ -222,83 +218,134 @@ def parse_events(events: list, base_ns: int = 0, name: str = "", extra: dict | N
         corr_.extend([c if type(c) is int and _NO_ID < c < 2**63 else _NO_ID for c in ids])
         args_blobs.append(_pack(args_))
         args_.clear()
-    for ev in events:
-        if type(ev) is not dict:
-            bad += 1
-            continue
-        ph = ev.get("ph")
-        if ph == "X":
-            key = (ev.get("pid"), ev.get("tid"))
-            ts = ev.get("ts")
-            dur = ev.get("dur", 0)
-            args = ev.get("args")
-            kind = False
-        elif ph is None:
-            continue  # rocprof v1 opens with an empty {} event
-        else:
+    def take_x(xs: list) -> list:
+        """Column-wise fast path for a piece's X events; returns the events it could not take."""
+        def col(key: str, default: Any = None) -> list:
+            # itemgetter runs in C; events lacking the key take the slower .get path
             try:
-                if ph in ("i", "I", "R"):
-                    key = (ev.get("pid"), ev.get("tid"))
-                    ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
-                elif ph == "B":
-                    open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
-                    continue
-                elif ph == "E":
-                    stack = open_b.get((ev.get("pid"), ev.get("tid")))
-                    if not stack:
-                        bad += 1
-                        continue
-                    b = stack.pop()
-                    key = (b.get("pid"), b.get("tid"))
-                    args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
-                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                    ev = b
-                elif ph == "b":
-                    open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
-                    continue
-                elif ph == "e":
-                    b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
-                    if b is None:
-                        bad += 1
-                        continue
-                    key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
-                    args = b.get("args")
-                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                    ev = b
-                elif ph == "M":
-                    _metadata(ev, proc_name, proc_labels, thread_name, proc_sort, thread_sort)
-                    continue
-                else:
-                    skipped[str(ph)] = skipped.get(str(ph), 0) + 1
-                    continue
-            except (KeyError, TypeError, ValueError, AttributeError):
+                return list(map(itemgetter(key), xs))
+            except KeyError:
+                return [ev.get(key, default) for ev in xs]
+
+        try:  # fails before any change when a pid/tid is unhashable (a list)
+            try:
+                keys = list(map(itemgetter("pid", "tid"), xs))
+            except KeyError:
+                keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
+            new = [k for k in dict.fromkeys(keys) if k not in codes]
+        except TypeError:
+            return xs
+        for k in new:
+            codes[k] = len(codes)
+        ts = col("ts")
+        dur = col("dur", 0)
+        try:  # array() is all or nothing, so the columns never get out of step
+            ts_a = array("d", ts)
+        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+            ts_a = array("d", [_float_or_nan(v) for v in ts])
+        try:
+            dur_a = array("d", dur)
+        except (TypeError, OverflowError):
+            dur_a = array("d", [_float_or_nan(v) for v in dur])
+        code_.extend([codes[k] for k in keys])
+        # one shared str per distinct name/category (the parser makes a new one per event)
+        name_.extend([shared(v, v) if type(v) is str else v for v in col("name")])
+        cat_.extend([shared(v, v) if type(v) is str else v for v in col("cat")])
+        ts_.extend(ts_a)
+        dur_.extend(dur_a)
+        args_.extend(col("args"))
+        inst_.extend([False] * len(xs))
+        return []
+
+    for piece in pieces:
+        if type(piece) is not list:
+            raise _Unchunkable
+        try:
+            phs = list(map(itemgetter("ph"), piece))
+        except (KeyError, TypeError):  # an event without "ph" (rocprof v1's leading {}) or not an object
+            phs = [ev.get("ph") if type(ev) is dict else None for ev in piece]
+        is_x = [ph == "X" for ph in phs]
+        xs = list(compress(piece, is_x))
+        rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
+        rest = take_x(xs) + rest
+        for ev in rest:
+            if type(ev) is not dict:
                 bad += 1
                 continue
-        try:
-            c = codes_get(key)
-        except TypeError:  # unhashable pid/tid (a list): malformed
-            bad += 1
-            continue
-        if c is None:
-            c = codes[key] = len(codes)
-        add_code(c)
-        # one shared str per distinct name/category (the parser makes a new one per event)
-        nm = ev.get("name")
-        add_name(shared(nm, nm) if type(nm) is str else nm)
-        ct = ev.get("cat")
-        add_cat(shared(ct, ct) if type(ct) is str else ct)
-        try:
-            add_ts(ts)
-        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
-            add_ts(_float_or_nan(ts))
-        try:
-            add_dur(dur)
-        except (TypeError, OverflowError):
-            add_dur(_float_or_nan(dur))
-        add_args(args)
-        add_inst(kind)
+            ph = ev.get("ph")
+            if ph == "X":
+                key = (ev.get("pid"), ev.get("tid"))
+                ts = ev.get("ts")
+                dur = ev.get("dur", 0)
+                args = ev.get("args")
+                kind = False
+            elif ph is None:
+                continue  # rocprof v1 opens with an empty {} event
+            else:
+                try:
+                    if ph in ("i", "I", "R"):
+                        key = (ev.get("pid"), ev.get("tid"))
+                        ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
+                    elif ph == "B":
+                        open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+                        continue
+                    elif ph == "E":
+                        stack = open_b.get((ev.get("pid"), ev.get("tid")))
+                        if not stack:
+                            bad += 1
+                            continue
+                        b = stack.pop()
+                        key = (b.get("pid"), b.get("tid"))
+                        args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
+                        ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                        ev = b
+                    elif ph == "b":
+                        open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
+                        continue
+                    elif ph == "e":
+                        b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
+                        if b is None:
+                            bad += 1
+                            continue
+                        key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
+                        args = b.get("args")
+                        ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                        ev = b
+                    elif ph == "M":
+                        _metadata(ev, proc_name, proc_labels, thread_name, proc_sort, thread_sort)
+                        continue
+                    else:
+                        skipped[str(ph)] = skipped.get(str(ph), 0) + 1
+                        continue
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    bad += 1
+                    continue
+            try:
+                c = codes_get(key)
+            except TypeError:  # unhashable pid/tid (a list): malformed
+                bad += 1
+                continue
+            if c is None:
+                c = codes[key] = len(codes)
+            add_code(c)
+            # one shared str per distinct name/category (the parser makes a new one per event)
+            nm = ev.get("name")
+            add_name(shared(nm, nm) if type(nm) is str else nm)
+            ct = ev.get("cat")
+            add_cat(shared(ct, ct) if type(ct) is str else ct)
+            try:
+                add_ts(ts)
+            except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+                add_ts(_float_or_nan(ts))
+            try:
+                add_dur(dur)
+            except (TypeError, OverflowError):
+                add_dur(_float_or_nan(dur))
+            add_args(args)
+            add_inst(kind)
         if len(args_) >= _ARGS_BATCH:
             flush()
+        piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
     flush()
     start_us, dur_us = np.frombuffer(ts_, dtype=np.float64).copy(), np.frombuffer(dur_, dtype=np.float64).copy()
     del ts_, dur_, add_ts, add_dur  # the float objects are the largest transient after the args
