@@ -15,6 +15,12 @@ Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Older Kineto
 categories ``Kernel``/``Memcpy``/``Memset``/``Runtime``/``Operator``; rocprof v1 has no
 categories, so they come from the process name (``GPU0`` -> ``kernel``, ``COPY`` ->
 ``gpu_memcpy``, ``HIP``/``HSA`` -> ``hip_api``/``hsa_api``).
+
+Speed and memory (benchmarks/traces.py): the event array is parsed with orjson a few MB at a
+time (:func:`_chunks`), ``X`` events are taken column-wise per piece, timestamps are kept as
+C doubles and ``args`` as compact orjson batches until the table is built, so only one
+piece of parsed events is alive at a time. Without orjson the whole document is parsed with
+the json module (slower, same result).
 """
 
 from __future__ import annotations
