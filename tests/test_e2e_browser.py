@@ -158,8 +158,9 @@ def test_study_runs_from_the_browser_and_exports_markdown(app, browser, study_id
             box.fill(str(value))
             box.press("Enter")
         p.get_by_role("button", name="Run", exact=True).click()
-        # The store starts empty, so a verdict appears only once this run finished.
-        p.wait_for_selector("text=Verdict:", timeout=240_000)
+        # The store starts empty and committed runs say "origin: committed:...", so a local
+        # origin appears only once this run finished and the page selected it.
+        p.wait_for_selector("text=origin: local", timeout=240_000)
         page.settle(240_000)
         page.assert_healthy()
         assert p.get_by_text("Verdict:").first.is_visible()

@@ -23,4 +23,4 @@ def test_study_notebook_executes(notebooks, study_id, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors, errors[0].get("evalue")
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "Verdict" in text or "Fastest" in text or "No " in text or "Cannot run here" in text
+    assert "Verdict:" in text

@@ -304,7 +304,7 @@ def study_notebook(study: ModuleType):
             "    runs = committed_runs(study.ID)\n"
             "    rec = runs[0] if runs else None\n"
             "    print('Showing the committed run', rec.run_id if rec else None)\n"
-            "print(report.verdict_line(rec, study) if rec else 'no run to show')"),
+            "print('Verdict:', report.verdict_line(rec, study) if rec else 'no run to show')"),
         nbformat.v4.new_code_cell("report.results_table(rec) if rec else None"),
         nbformat.v4.new_code_cell(
             "tables = study.analyze(rec) if rec else {}\n"

@@ -41,14 +41,25 @@ def _rng(seed: int | None):
     return np.random.default_rng(seed)
 
 
+BOOTSTRAP_MAX_N = 1000  # above this, the exact order-statistic interval (same coverage, far cheaper)
+
+
 def median_ci(samples, confidence: float = 0.95, seed: int | None = 0) -> tuple[float, float]:
-    """Bootstrap (BCa where possible) confidence interval of the median."""
+    """Confidence interval of the median: percentile bootstrap, or for large samples the
+    distribution-free order-statistic interval (binomial ranks), which a 20k-sample bootstrap
+    would only approximate at seconds of cost per variant."""
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
         return (float("nan"), float("nan"))
     if x.size < 3 or np.all(x == x[0]):
         m = float(np.median(x))
         return (float(x.min()) if x.size < 3 else m, float(x.max()) if x.size < 3 else m)
+    if x.size > BOOTSTRAP_MAX_N:
+        xs = np.sort(x)
+        alpha = 1 - confidence
+        lo = int(_st.binom.ppf(alpha / 2, x.size, 0.5))
+        hi = int(_st.binom.isf(alpha / 2, x.size, 0.5))
+        return float(xs[max(lo - 1, 0)]), float(xs[min(hi, x.size - 1)])
     res = _st.bootstrap(
         (x,), np.median, confidence_level=confidence, n_resamples=_BOOT_RESAMPLES,
         method="percentile", random_state=_rng(seed), vectorized=True, axis=-1,

@@ -19,7 +19,7 @@ mkdir -p "$dir" "$OUT"
 ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
 status=0
 echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
-for ws in 2 4 8; do
+for ws in ${WORLD_SIZES:-2 4 8}; do
   [ "$ws" -le "$ngpu" ] || continue
   echo "== ws=$ws correctness at shapes off the block sizes"
   "$PY" benchmarks/ag_gemm.py --world-size "$ws" --m 264,1000,2056 --n 3000 --k 4000 --dtype fp16,bf16 \
