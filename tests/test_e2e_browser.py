@@ -210,6 +210,8 @@ def test_traces_page_uploads_a_trace_and_draws_the_timeline(app, browser, tmp_pa
     trace.write_text(json.dumps({"traceEvents": events}))
     page = Page(browser, app["url"] + "/traces")
     try:
+        page.page.get_by_text("upload", exact=True).click()
+        page.settle()
         page.page.set_input_files("input[type='file']", str(trace))
         page.settle()
         page.page.wait_for_selector(".vega-embed", timeout=60_000)
