@@ -17,7 +17,7 @@ mkdir -p "$dir" "$OUT"
 ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
 status=0
 echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
-for ws in 2 4 8; do
+for ws in ${WORLD_SIZES:-2 4 8}; do
   [ "$ws" -le "$ngpu" ] || continue
   echo "== ws=$ws"
   "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set comms="$COMMS" --set carveout="$CARVEOUT" \
