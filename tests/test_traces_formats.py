@@ -182,3 +182,19 @@ def test_gpu_step_phases_from_kineto_trace():
     assert (it[list(phases.GPU_STEP_PHASES)].sum(axis=1) == it["total_ns"]).all()
     assert (it[list(phases.GPU_STEP_PHASES)] >= 0).all().all()
     assert (it["GPU busy"] > 0).all()
+
+
+def test_chrome_import_works_without_orjson(monkeypatch, tmp_path):
+    """The GPU nodes have no orjson: the importer falls back to the json module."""
+    import json
+    import sys
+
+    from workbench import traces
+
+    monkeypatch.setitem(sys.modules, "orjson", None)  # makes `import orjson` raise ImportError
+    events = [{"ph": "X", "name": f"k{i}", "cat": "kernel", "ts": i * 2.0, "dur": 1.5, "pid": 0, "tid": 7,
+               "args": {"correlation": i}} for i in range(50)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    spans, meta = traces.load(path)
+    assert len(spans) == 50 and (spans["category"] == "kernel").all()

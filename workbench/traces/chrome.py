@@ -454,11 +454,14 @@ def _pack(args: list) -> Any:
 
 
 def _unpack(blobs: list) -> list:
-    import orjson
-
     out: list = []
     for b in blobs:
-        out.extend(orjson.loads(b) if isinstance(b, bytes) else b)
+        if isinstance(b, bytes):
+            import orjson  # bytes only exist where _pack had orjson; GPU nodes may lack it
+
+            out.extend(orjson.loads(b))
+        else:
+            out.extend(b)
     return out
 
 
