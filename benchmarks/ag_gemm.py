@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     values.update(dict(s.split("=", 1) for s in args.set))
     store = Store()
     try:
-        rec = runner.execute(study, values, store,
-                             progress=lambda f, msg: print(f"[{f * 100:5.1f}%] {msg}", file=sys.stderr, flush=True))
+        rec, error = runner.execute_keep_partial(
+            study, values, store, progress=lambda f, msg: print(f"[{f * 100:5.1f}%] {msg}", file=sys.stderr, flush=True))
     except StudyUnavailable as exc:
         print(f"cannot run here: {exc}")
         recs = committed_runs(study.ID)
@@ -79,18 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # the failed run is stored with its finished points: keep it too
-        print(f"run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        rec = store.load("latest")
-        if args.bundle_dir:
-            write_bundle(rec, args.bundle_dir / f"{args.tag}-ws{ws}-FAILED-{rec.run_id}.bundle.json")
-        show(rec)
-        return 1
+    if error:  # the failed run keeps its finished points: bundle those too
+        print(f"run failed: {error}", file=sys.stderr)
     if args.bundle_dir:
-        path = write_bundle(rec, args.bundle_dir / f"{args.tag}-ws{ws}-{rec.run_id}.bundle.json")
+        failed = "-FAILED" if error else ""
+        path = write_bundle(rec, args.bundle_dir / f"{args.tag}-ws{ws}{failed}-{rec.run_id}.bundle.json")
         print(f"bundle: {path}", file=sys.stderr)
-    return 0 if show(rec) else 1
-
+    return 0 if show(rec) and not error else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -76,21 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     values |= study.SPACE.parse_sets(args.set)
     store = Store()
     try:
-        rec = runner.execute(study, values, store, progress=lambda f, m: print(f"[{f:4.0%}] {m}", file=sys.stderr))
+        rec, error = runner.execute_keep_partial(study, values, store,
+                                                 progress=lambda f, m: print(f"[{f:4.0%}] {m}", file=sys.stderr))
     except (ParamError, StudyUnavailable) as exc:
         print(f"cannot run: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # keep the points that finished: the runner stored them with status failed
-        print(f"run failed: {exc}", file=sys.stderr)
-        rec = store.load(store.runs(study.ID, limit=1)[0]["run_id"])
-        if args.bundle_dir:
-            write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}.failed.bundle.json")
-        return 1
+    if error:  # the failed run keeps its finished points: bundle those too
+        print(f"run failed: {error}", file=sys.stderr)
     if args.bundle_dir:
-        path = write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}.bundle.json")
+        failed = ".failed" if error else ""
+        path = write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}{failed}.bundle.json")
         print(f"bundle: {path}", file=sys.stderr)
-    return 0 if show(rec) else 1
-
+    return 0 if show(rec) and not error else 1
 
 if __name__ == "__main__":
     sys.exit(main())

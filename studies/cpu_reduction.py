@@ -39,7 +39,7 @@ import pandas as pd
 
 from workbench import stats, tables
 from workbench.store import RunRecord
-from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext
 
 ID = "cpu-reduction"
 TITLE = "CPU reduction: IREE vs PyTorch sum (runtime overhead)"

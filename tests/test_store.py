@@ -122,3 +122,14 @@ def test_gbench_export_has_one_row_per_sample():
     doc = to_gbench(_record())
     back = parse_gbench(json.dumps(doc))
     assert back == {"calibration/a": [10.0, 11.0, 12.0]}
+
+
+def test_execute_keep_partial_returns_the_failed_run_with_its_points(store):
+    class Broken(_Sweep):
+        @staticmethod
+        def run(params, ctx):
+            ctx.record(VariantResult("p0", {}, [1.0, 2.0, 3.0], True, "ok"))
+            raise RuntimeError("NCCL timeout")
+
+    rec, error = runner.execute_keep_partial(Broken, {}, store)
+    assert "NCCL timeout" in error and rec.status == "failed" and [v.variant for v in rec.variants] == ["p0"]

@@ -169,6 +169,8 @@ def cmd_run(args) -> int:
     else:
         print(f"run {rec.run_id} ({rec.status}) stored in {store.path}")
         print(summary_table(rec))
+        for warning in rec.outputs.get("warnings", []) if isinstance(rec.outputs, dict) else []:
+            print(f"warning: {warning}")
         print(f"reproduce: {rec.reproduce}")
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
 

@@ -14,9 +14,7 @@ import contextlib
 import fcntl
 import os
 import shlex
-import sys
 import tempfile
-import time
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -109,9 +107,25 @@ def execute(
             raise
         except Exception as exc:
             store.finish(rec.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+            exc.run_id = rec.run_id  # the stored (failed) run, for callers that keep partial results
             raise
         # Torch may have been imported by the study: capture again for CUDA/NCCL versions.
         rec.env = envmod.capture() | {"fingerprint": rec.env["fingerprint"]}
         store.update_env(rec.run_id, rec.env)
         store.finish(rec.run_id, "complete", outputs=outputs)
     return store.load(rec.run_id)
+
+
+def execute_keep_partial(study: ModuleType, values: dict[str, Any], store: Store, **kw) -> tuple[RunRecord, str | None]:
+    """:func:`execute`, except that a study failing mid-way returns its stored record (status
+    ``failed``, the points it finished) and the error text instead of raising. Bad parameters
+    and an unavailable study still raise: nothing was stored for them."""
+    try:
+        return execute(study, values, store, **kw), None
+    except (ParamError, StudyUnavailable, KeyboardInterrupt, Cancelled):
+        raise
+    except Exception as exc:
+        run_id = getattr(exc, "run_id", None)
+        if run_id is None:
+            raise
+        return store.load(run_id), f"{type(exc).__name__}: {exc}"
