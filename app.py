@@ -1,5 +1,6 @@
 """Perf Study Workbench: the Streamlit entry point (``make run`` serves it on 127.0.0.1)."""
 
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -21,7 +22,7 @@ def _pages():
     for study_id, mod in registry().items():
         page = PAGES / f"{mod.__name__.split('.')[-1]}.py"
         if page.exists():
-            studies.append(st.Page(str(page.relative_to(PAGES.parent)), title=mod.TITLE.split(":")[0],
+            studies.append(st.Page(str(page.relative_to(PAGES.parent)), title=re.split(r"[:(]", mod.TITLE)[0].strip(),
                                    url_path=study_id.replace("-", "_")))
     return {"Workbench": tools, "Studies": studies}
 

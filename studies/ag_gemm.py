@@ -383,3 +383,22 @@ def format_seed_table(s: pd.DataFrame) -> str:
     return ("### All-gather + GEMM, seed-shaped table (measured in this run)\nBaseline: NCCL all_gather_into_tensor then "
             "torch.matmul. Fused: the auto-config's pick, measured in the same run. Medians per call, max over "
             "ranks.\n\n" + head + "\n" + "\n".join(rows))
+
+
+def verdict(rec: RunRecord) -> str:
+    """One line: per shape, our pick against NCCL all-gather then matmul (the seed's table)."""
+    failed = [v.variant for v in rec.variants if not v.correct]
+    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    summ = summary_table(rec)
+    summ = summ[summ["speedup"].notna()] if len(summ) else summ
+    if summ.empty:
+        return "No shape has both the NCCL baseline and a fused method measured." + tail
+    big = summ.assign(_m=summ["MxNxK"].str.split("x").str[0].astype(int)).sort_values(["ranks", "_m"]).iloc[-1]
+    parts = [f"{r['ranks']} ranks {r['dtype']} {r['MxNxK']}: {r['speedup']:.2f}x" for _, r in summ.iterrows()]
+    missed = summ[summ["met"] == False]  # noqa: E712 (None means no target for that shape)
+    text = (f"Against NCCL all-gather then matmul, measured in the same run: {'; '.join(parts)}. "
+            f"Largest shape: {big['fused_ms']:.3f} ms vs {big['baseline_ms']:.3f} ms ({big['tflops']:.0f} TFLOP/s"
+            f"{', pick ' + big['auto_pick'] if big['auto_pick'] else ''}).")
+    if summ["met"].notna().any():
+        text += " Targets: " + ("all met." if missed.empty else f"{len(missed)} missed.")
+    return text + tail

@@ -549,3 +549,19 @@ def _findings(rec: RunRecord, df: pd.DataFrame) -> str:
                          f"user {pl['user_s'] / lk['user_s']:.2f}x, peak memory {pl['peak_mib'] / lk['peak_mib']:.1f}x; "
                          f"per_call spends {pc['sys_s'] / max(pc['real_s'], 1e-12):.1f} s of sys per s of real.")
     return "\n".join(lines)
+
+
+def verdict(rec: RunRecord) -> str:
+    """One line: each policy's real time against per-launch allocation, the seed's comparison."""
+    failed = [v.variant for v in rec.variants if not v.correct]
+    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    vs = analyze(rec).get("vs_per_call")
+    if vs is None or vs.empty:
+        return "No policy to compare with per-launch allocation." + tail
+    rows = vs[vs["correct"] & (vs["policy"] != "per_call")].sort_values("real_vs_per_call")
+    if rows.empty:
+        return "Only per-launch allocation was measured." + tail
+    best = rows.iloc[0]
+    parts = ", ".join(f"{r['variant']} {r['real_vs_per_call']:.2f}x" for _, r in rows.head(4).iterrows())
+    return (f"Real time against per-launch allocation (lower is better): {parts}. Fastest: {best['variant']} "
+            f"(user {best['user_vs_per_call']:.2f}x, sys {best['sys_vs_per_call']:.2f}x).") + tail

@@ -681,3 +681,30 @@ def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
             lines.append(f"  {engine:>7} |{''.join(row)}|")
     return "\n".join(lines)
 
+
+
+def verdict(rec: RunRecord) -> str:
+    """One line: the seed heuristic's split and, where measured, the best overlap against serial."""
+    failed = [v.variant for v in rec.variants if not v.correct]
+    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    tbl = analyze(rec)
+    sim = tbl.get("simulated")
+    parts = []
+    if sim is not None and len(sim):
+        for name, label in (("heuristic", "seed heuristic"), ("best", "best split")):
+            row = sim[sim["split"] == name]
+            if len(row):
+                parts.append(f"{label} [{row.iloc[0]['chunks']}]: simulated gain {row.iloc[0]['gain']:.1%}")
+    text = ("; ".join(parts) + ".") if parts else ""
+    live = tbl.get("live")
+    if live is not None and len(live) and "speedup_vs_serial_default" in live:
+        over = live[live["variant"].str.startswith("overlap/") & live["correct"]]
+        if len(over):
+            top = over.sort_values("measured_us").iloc[0]
+            nccl_serial = live["variant"].eq("serial/default").any()
+            col, against = (("speedup_vs_serial_default", "serial NCCL") if nccl_serial
+                            else ("speedup_vs_serial_same_comm", f"serial {top['comm']}"))
+            text += (f" Measured: fastest overlap {top['variant']} [{top['chunks']}] {top['measured_us']:.0f} us, "
+                     f"{top[col]:+.1%} against {against} (same run), prediction error "
+                     f"{top['err_fit']:+.1%} with fitted contention.")
+    return (text or "No split could be planned; see the derivation.") + tail

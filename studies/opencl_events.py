@@ -448,3 +448,20 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         sections.append(f"## The seed's findings beside this run\nSeed ({SEED_FIGURES['machine']}), as the seed "
                         f"states them:\n\n{md_table(seed)}\n\nThis run ({where}):\n\n{md_table(live)}")
     return sections
+
+
+def verdict(rec: RunRecord) -> str:
+    """One line: the largest small-buffer overhead over the baseline, with its CI, per experiment."""
+    failed = [v.variant for v in rec.variants if not v.correct]
+    tail = f" {len(failed)} point(s) FAILED their check or were refused." if failed else ""
+    ov = overhead_table(rec)
+    if ov.empty:
+        return "No overhead could be computed (no baseline with a compared condition)." + tail
+    small = ov[ov["bucket"] == ov["bucket"].iloc[0]]
+    parts = []
+    for (plat, exp), grp in small.groupby(["platform", "experiment"], sort=False):
+        top = grp.sort_values("overhead_us").iloc[-1]
+        parts.append(f"{exp} on {plat}: {top['condition']} adds {top['overhead_us']:.1f} us "
+                     f"[{top['ci_lo_us']:.1f}, {top['ci_hi_us']:.1f}] per run over {top['baseline']} "
+                     f"({top['relative']:+.0%}) at {top['bucket']}")
+    return "; ".join(parts) + "." + tail

@@ -69,6 +69,13 @@ def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
     return text
 
 
+def _check_text(correct: bool, check: str) -> str:
+    """'ok: <how it was checked>' or 'FAILED: <why>', without doubling a study's own prefix."""
+    word = "ok" if correct else "FAILED"
+    check = (check or "").strip()
+    return check if check.lower().startswith(word.lower()) else f"{word}: {check}".rstrip(": ")
+
+
 def results_table(rec: RunRecord) -> pd.DataFrame:
     floor = rec.floor_ns or float("nan")
     rows = []
@@ -76,10 +83,10 @@ def results_table(rec: RunRecord) -> pd.DataFrame:
         s = stats.summarize(v.samples_ns)
         near_floor = s.median == s.median and s.median < 10_000
         rows.append({
-            "variant": v.variant, "n": s.n, "median": stats.fmt_ns(s.median),
+            "variant": v.variant, "samples": s.n, "median": stats.fmt_ns(s.median),
             "95% CI": f"{stats.fmt_ns(s.ci_lo)} .. {stats.fmt_ns(s.ci_hi)}", "IQR/median": f"{s.noise:.1%}"
             if s.noise == s.noise else "n/a",
-            "check": ("ok: " if v.correct else "FAILED: ") + (v.check or ""),
+            "check": _check_text(v.correct, v.check),
             "note": "; ".join(x for x in [
                 "noisy" if s.noisy else "",
                 f"harness floor {stats.fmt_ns(floor)}" if near_floor and floor == floor else ""] if x),
