@@ -20,21 +20,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.ag_gemm as study  # noqa: E402
 from workbench import runner  # noqa: E402
+from workbench.env import summary_line  # noqa: E402
 from workbench.store import Store, committed_runs, read_bundle, write_bundle  # noqa: E402
 from workbench.study import ParamError, StudyUnavailable  # noqa: E402
-
-
-def machine(rec) -> str:
-    env = rec.env
-    gpus = env.get("gpu_names") or []
-    return f"{len(gpus)}x {gpus[0]}" if gpus else env.get("cpu_model", "unknown machine")
 
 
 def show(rec) -> bool:
     """Print one run's table; True when every variant passed its check."""
     tbls = study.analyze(rec)
-    print(f"\n## run {rec.run_id} on {machine(rec)} ({rec.origin}, {rec.created_utc} UTC)")
-    print(f"torch {rec.env.get('torch', '?')}, reproduce: {rec.reproduce}\n")
+    pkgs = rec.env.get("packages", {})
+    print(f"\n## run {rec.run_id} ({rec.origin}, {rec.created_utc} UTC)")
+    print(f"machine: {summary_line(rec.env)}; torch {pkgs.get('torch', '?')}, triton {pkgs.get('triton', '?')}, "
+          f"CUDA {rec.env.get('cuda_runtime', '?')}, NCCL {rec.env.get('nccl', '?')}\n")
+    print(f"reproduce: `{rec.reproduce}`\n")
     print(study.format_seed_table(tbls["summary"]) if not tbls["summary"].empty else "(no results)")
     failed = [v for v in rec.variants if not v.correct]
     for v in failed:

@@ -371,18 +371,18 @@ def format_seed_table(s: pd.DataFrame) -> str:
     head = ("| Ranks | MxNxK | dtype | Baseline (ms) | Fused (ms) | Speedup | TFLOPS | auto pick | torch fused (ms) | "
             "ce-chunked (ms) | hbm-buffer (ms) | hbm speedup | bound max(AG, mm) (ms) | target |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    f = lambda x, d=3: "n/a" if x is None or x != x else f"{x:.{d}f}"
+    f = lambda x, d=3, unit="": "n/a" if x is None or x != x else f"{x:.{d}f}{unit}"
     rows = []
     for _, r in s.iterrows():
         target = "" if r["target"] is None or r["target"] != r["target"] else (
             f">= {r['target']:.2f}x: {'met' if r['met'] else 'MISSED'}")
         rows.append(f"| {r['ranks']} | {r['MxNxK']} | {r['dtype']} | {f(r['baseline_ms'])} | {f(r['fused_ms'])} | "
-                    f"{f(r['speedup'], 2)}x | {f(r['tflops'], 0)} | {r['auto_pick']} | {f(r['torch_fused_ms'])} | "
-                    f"{f(r['ce_chunked_ms'])} | {f(r['hbm_buffer_ms'])} | {f(r['hbm_speedup'], 2)}x | "
+                    f"{f(r['speedup'], 2, 'x')} | {f(r['tflops'], 0)} | {r['auto_pick']} | {f(r['torch_fused_ms'])} | "
+                    f"{f(r['ce_chunked_ms'])} | {f(r['hbm_buffer_ms'])} | {f(r['hbm_speedup'], 2, 'x')} | "
                     f"{f(r['bound_ms'])} | {target} |")
     return ("### All-gather + GEMM, seed-shaped table (measured in this run)\nBaseline: NCCL all_gather_into_tensor then "
-            "torch.matmul. Fused: the auto-config's pick, measured in the same run. Medians per call, max over "
-            "ranks.\n\n" + head + "\n" + "\n".join(rows))
+            "torch.matmul. Fused: the auto-config's pick, measured in the same run (in runs without `auto`: the "
+            "faster of ce-chunked and hbm-buffer). Medians per call, max over ranks.\n\n" + head + "\n" + "\n".join(rows))
 
 
 def verdict(rec: RunRecord) -> str:

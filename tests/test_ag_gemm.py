@@ -294,3 +294,12 @@ def test_all_methods_correct_on_gpus(ws, store):
 def test_world_size_above_gpu_count_fails_before_launch(store):
     with pytest.raises(StudyUnavailable, match="GPUs but"):
         runner.execute(study, {"world_size": 8, "m": "8192"}, store) if _gpu_count() < 8 else pytest.skip("8 GPUs")
+
+
+def test_seed_table_shows_missing_baseline_as_na():
+    # A run without the nccl baseline (e.g. hbm-buffer knobs only): no speedup, no "n/ax".
+    rec = _fake_record(with_trace=False)
+    rec.variants = [v for v in rec.variants if v.params["method"] not in ("nccl", "auto")]
+    text = study.report_sections(rec, study.analyze(rec))[0]
+    row = text.splitlines()[-1]
+    assert "| n/a | 1.300 | n/a |" in row and "n/ax" not in text
