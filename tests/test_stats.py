@@ -81,3 +81,20 @@ def test_large_samples_use_the_order_statistic_interval_with_bootstrap_like_widt
     # The exact interval and a bootstrap on the same data agree in width within 30%.
     bw = boot.confidence_interval.high - boot.confidence_interval.low
     assert 0.7 < (hi - lo) / bw < 1.3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_large_sample_compare_matches_a_resampling_bootstrap(seed):
+    """Above BOOTSTRAP_MAX_N the ratio CI comes from exactly drawn bootstrap medians; it must
+    agree with scipy's resampling bootstrap (which costs seconds at 20k samples)."""
+    rng = np.random.default_rng(seed)
+    a = rng.lognormal(3, 0.3, 3001)
+    b = rng.lognormal(3, 0.3, 2500) * 1.08
+    c = stats.compare(a, b)
+    ref = stats._st.bootstrap((a, b), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
+                              n_resamples=1000, method="percentile", random_state=np.random.default_rng(seed),
+                              vectorized=True, axis=-1).confidence_interval
+    width = ref.high - ref.low
+    assert c.ratio_ci_lo <= c.ratio <= c.ratio_ci_hi
+    assert abs(c.ratio_ci_lo - ref.low) < 0.15 * width and abs(c.ratio_ci_hi - ref.high) < 0.15 * width
+    assert c.verdict == "slower"

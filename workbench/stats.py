@@ -67,6 +67,24 @@ def median_ci(samples, confidence: float = 0.95, seed: int | None = 0) -> tuple[
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def _bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
+    """Medians of ``resamples`` bootstrap resamples of ``x``, drawn exactly without resampling.
+
+    A resample's (lower) median is at most the j-th smallest value x_(j) when at least
+    k = (n+1)//2 of its n draws are <= x_(j), and each draw is with probability j/n: so
+    P(median <= x_(j)) = P(Binomial(n, j/n) >= k). Inverting that CDF with uniforms gives
+    the bootstrap distribution in O(n + resamples log n) instead of sorting resamples x n
+    values (seconds and gigabytes for 20k-sample variants). Ties need no care: tied order
+    statistics are equal values. For even n this is the lower median, which differs from
+    the midpoint by one order statistic, negligible at the sizes this path is used for.
+    """
+    xs = np.sort(x)
+    n = xs.size
+    cdf = _st.binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)
+    idx = np.searchsorted(cdf, rng.random(resamples), side="left")
+    return xs[np.minimum(idx, n - 1)]
+
+
 def summarize(samples, confidence: float = 0.95) -> Summary:
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
@@ -109,12 +127,18 @@ def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | No
     if xa.size < MIN_SAMPLES_FOR_VERDICT or xb.size < MIN_SAMPLES_FOR_VERDICT:
         return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, float("nan"), float("nan"),
                           float("nan"), "too few samples")
-    res = _st.bootstrap(
-        (xa, xb), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
-        confidence_level=confidence, n_resamples=_BOOT_RESAMPLES, method="percentile",
-        random_state=_rng(seed), vectorized=True, paired=False, axis=-1,
-    )
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if max(xa.size, xb.size) > BOOTSTRAP_MAX_N:
+        rng = _rng(seed)
+        boot = _bootstrap_medians(xb, _BOOT_RESAMPLES, rng) / _bootstrap_medians(xa, _BOOT_RESAMPLES, rng)
+        tail = (1 - confidence) / 2
+        lo, hi = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
+    else:
+        res = _st.bootstrap(
+            (xa, xb), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
+            confidence_level=confidence, n_resamples=_BOOT_RESAMPLES, method="percentile",
+            random_state=_rng(seed), vectorized=True, paired=False, axis=-1,
+        )
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     p = float(_st.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     # Both the rank test and the ratio CI must agree before we call a difference.
     if p < alpha and hi < 1.0:
