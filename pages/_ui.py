@@ -10,6 +10,7 @@ UI-side only (streamlit lives here, never in ``workbench/``). A study page is::
 from __future__ import annotations
 
 import io
+import json
 import tempfile
 import zipfile
 from pathlib import Path
@@ -19,12 +20,10 @@ from typing import Any, Callable
 import streamlit as st
 
 from workbench import jobs, report
-from workbench.env import summary_line
-from workbench.store import (RunRecord, Store, StoreError, committed_errors, committed_runs, default_path,
-                             to_bundle)
+from workbench import store as wbstore
+from workbench.env import REPO_ROOT, summary_line
+from workbench.store import RunRecord, Store, StoreError, default_path, to_bundle
 from workbench.study import ParamError, validate
-
-import json
 
 
 @st.cache_resource
@@ -41,9 +40,24 @@ def get_store() -> Store | None:
         return None
 
 
+def committed(study_id: str) -> tuple[list[RunRecord], list[str]]:
+    """A study's committed bundles and unreadable-bundle errors, parsed again only when a
+    bundle file changes: they are up to a few MB, and Streamlit reruns the page on every
+    widget interaction."""
+    folder = REPO_ROOT / "traces" / study_id
+    stamp = tuple(sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*.bundle.json"))) \
+        if folder.is_dir() else ()
+    return _committed(study_id, stamp)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _committed(study_id: str, stamp: tuple) -> tuple[list[RunRecord], list[str]]:
+    return wbstore.committed(study_id)
+
+
 # --- parameter widgets ---------------------------------------------------------------------------
 
-def _widget(study: ModuleType, p, default: Any, key: str):
+def _widget(p, default: Any, key: str):
     label = p.name + (f" ({p.unit})" if p.unit else "")
     if p.multi:
         if p.choices:
@@ -79,7 +93,7 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool, bool]:
         raw = {}
         for i, p in enumerate(study.SPACE.params):
             with cols[i % 3]:
-                raw[p.name] = _widget(study, p, defaults[p.name],
+                raw[p.name] = _widget(p, defaults[p.name],
                                       key=f"{study.ID}:{preset or ('q' if quick else 'f')}:{p.name}")
         submitted = st.form_submit_button("Run", type="primary")
     try:
@@ -130,9 +144,40 @@ def _zip_dir(folder: Path) -> bytes:
     return buf.getvalue()
 
 
+def run_key(rec: RunRecord) -> tuple:
+    """What identifies a run's state for caching (a running run gains variants and a status)."""
+    return (rec.study, rec.run_id, rec.status, len(rec.variants), rec.origin)
+
+
+def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
+    """``fn()``, or ``default`` with the reason in ``errors`` (a study bug must not kill the page)."""
+    try:
+        return fn()
+    except Exception as exc:
+        errors.append(f"{what} failed: {type(exc).__name__}: {exc}")
+        return default
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _analysis(key: tuple, _study: ModuleType, _rec: RunRecord) -> dict[str, Any]:
+    """Verdict, results table, the study's tables, charts and report sections, computed once per
+    run state (``key``): they summarise every variant with bootstrap CIs, seconds for a
+    100-variant sweep, and Streamlit reruns the page on every widget interaction."""
+    errors: list[str] = []
+    tables = _attempt(errors, "Analysis of this run", lambda: _study.analyze(_rec), {})
+    charts, sections = {}, []
+    if tables:
+        charts = _attempt(errors, "Charts", lambda: _study.charts(tables), {})
+        if hasattr(_study, "report_sections"):
+            sections = _attempt(errors, "Report sections", lambda: _study.report_sections(_rec, tables), [])
+    return {"verdict": report.verdict_line(_rec, _study), "results": report.results_table(_rec),
+            "tables": tables, "charts": charts, "sections": sections, "errors": errors}
+
+
 def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, key: str = "run") -> None:
     """Verdict, results, the study's tables and charts, seed figures, environment, downloads."""
-    st.markdown(f"**Verdict:** {report.verdict_line(rec, study)}")
+    shown = _analysis(run_key(rec), study, rec)
+    st.markdown(f"**Verdict:** {shown['verdict']}")
     st.caption(f"Run `{rec.run_id}` · {rec.status} · {rec.created_utc} UTC · machine: {summary_line(rec.env)} · "
                f"origin: {rec.origin}")
     if rec.status != "complete":
@@ -141,34 +186,20 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     if failed:
         st.error("Correctness check FAILED (times not counted): " +
                  "; ".join(f"{v.variant}: {v.check}" for v in failed))
-    st.dataframe(report.results_table(rec), hide_index=True, width="stretch")
-    try:
-        tables = study.analyze(rec)
-    except Exception as exc:  # show the reason, keep the page alive
-        st.error(f"Analysis of this run failed: {type(exc).__name__}: {exc}")
-        tables = {}
-    if tables:
-        try:
-            charts = study.charts(tables)
-        except Exception as exc:
-            st.error(f"Charts failed: {type(exc).__name__}: {exc}")
-            charts = {}
-        for name, chart in charts.items():
-            st.altair_chart(chart, width="content")
-        for name, df in tables.items():
-            if name.startswith("_"):  # chart data, not for reading
-                continue
-            with st.expander(f"Table: {name}", expanded=False):
-                st.dataframe(df, hide_index=True, width="stretch")
-        sections = getattr(study, "report_sections", None)
-        if sections is not None:
-            try:
-                for section in sections(rec, tables):
-                    st.markdown(section, unsafe_allow_html=False)
-            except Exception as exc:
-                st.error(f"Report sections failed: {type(exc).__name__}: {exc}")
+    st.dataframe(shown["results"], hide_index=True, width="stretch")
+    for message in shown["errors"]:
+        st.error(message)
+    for chart in shown["charts"].values():
+        st.altair_chart(chart, width="content")
+    for name, df in shown["tables"].items():
+        if name.startswith("_"):  # chart data, not for reading
+            continue
+        with st.expander(f"Table: {name}", expanded=False):
+            st.dataframe(df, hide_index=True, width="stretch")
+    for section in shown["sections"]:
+        st.markdown(section, unsafe_allow_html=False)
     if extras is not None:
-        extras(rec, tables)
+        extras(rec, shown["tables"])
     with st.expander("Environment and reproduce command"):
         st.code(rec.reproduce, language="bash")
         st.json(rec.env, expanded=False)
@@ -193,7 +224,7 @@ def seed_figures(study: ModuleType) -> None:
 
 # --- the page ------------------------------------------------------------------------------------
 
-def _poll_job(study: ModuleType, store: Store) -> None:
+def _poll_job(study: ModuleType) -> None:
     key = f"{study.ID}:job"
     job: jobs.Job | None = st.session_state.get(key)
     if job is None:
@@ -244,8 +275,7 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
                     st.session_state.pop(f"{study.ID}:last_error", None)
                     st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False,
                                                                      store_path=store.path)
-        if store is not None:
-            _poll_job(study, store)
+        _poll_job(study)
     err = st.session_state.get(f"{study.ID}:last_error")
     if err:
         st.error(f"The last run did not complete:\n\n```\n{err}\n```")
@@ -256,11 +286,11 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
     if store is not None:
         for r in store.runs(study=study.ID, limit=50):
             labels[r["run_id"]] = f"{r['run_id']} · {r['status']} · {r['machine']}"
-    committed = committed_runs(study.ID)
-    for rec in committed:
+    committed_recs, committed_errors = committed(study.ID)
+    for rec in committed_recs:
         records[rec.run_id] = rec
         labels[rec.run_id] = f"{rec.run_id} · committed · {summary_line(rec.env)}"
-    for e in committed_errors(study.ID):
+    for e in committed_errors:
         st.warning(f"A committed bundle could not be read: {e}")
     if not labels:
         st.info("No runs yet. Set parameters above and press Run.")

@@ -1,16 +1,22 @@
 """Runs: browse stored and committed runs, A/B-compare two, download reports and bundles."""
 
+import json
+
 import pandas as pd
 import streamlit as st
 
-from pages._ui import downloads, get_store
+from pages._ui import committed, downloads, get_store, run_key
 from workbench import report
 from workbench.env import summary_line
-from workbench import store as wbstore
 from workbench.store import StoreError, from_bundle
 from workbench.study import registry
 
-import json
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _compare_text(key_a: tuple, key_b: tuple, _a, _b) -> str:
+    """The A/B Markdown, once per pair of run states (it bootstraps every common variant)."""
+    return report.compare_markdown(_a, _b)
+
 
 st.title("Runs")
 store = get_store()
@@ -37,7 +43,7 @@ for r in store.runs():
     rows.append({**{k: r[k] for k in ("run_id", "study", "status", "created_utc", "machine", "variants",
                                        "failed_checks")}, "source": "store"})
 for study_id in registry():
-    for rec in wbstore.committed_runs(study_id):
+    for rec in committed(study_id)[0]:
         records[rec.run_id] = rec
         rows.append({"run_id": rec.run_id, "study": rec.study, "status": rec.status, "created_utc": rec.created_utc,
                      "machine": summary_line(rec.env), "variants": len(rec.variants),
@@ -65,7 +71,7 @@ if a_id and b_id and a_id != b_id:
     a, b = load(a_id), load(b_id)
     if a.study != b.study:
         st.warning("A and B are runs of different studies; only variants with the same name are compared.")
-    text = report.compare_markdown(a, b)
+    text = _compare_text(run_key(a), run_key(b), a, b)
     st.markdown(text)
     st.download_button("Download comparison (Markdown)", text, file_name=f"compare-{a_id}-{b_id}.md", key="runs:cmpdl")
 else:

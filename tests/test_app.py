@@ -44,7 +44,7 @@ def test_runs_page_compares_two_runs(store):
 
 
 def test_runs_page_with_empty_store_and_no_committed_runs(store, monkeypatch):
-    monkeypatch.setattr("workbench.store.committed_runs", lambda study_id, root=None: [])
+    monkeypatch.setattr("pages._ui.committed", lambda study_id: ([], []))
     at = _page("runs.py").run()
     assert not at.exception and any("No runs" in i.value for i in at.info)
 

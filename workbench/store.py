@@ -328,28 +328,27 @@ def from_bundle(doc: Any, origin: str = "bundle") -> RunRecord:
     return rec
 
 
-def committed_runs(study_id: str, root: Path | None = None) -> list[RunRecord]:
+def committed(study_id: str, root: Path | None = None) -> tuple[list[RunRecord], list[str]]:
     """Result bundles committed under ``traces/<study_id>/`` (real runs from other machines,
-    e.g. GPU nodes), so pages show real data on machines without that hardware. A bundle that
-    does not parse is skipped here and reported by ``committed_errors``."""
-    return [r for r in _committed(study_id, root) if isinstance(r, RunRecord)]
-
-
-def committed_errors(study_id: str, root: Path | None = None) -> list[str]:
-    return [r for r in _committed(study_id, root) if isinstance(r, str)]
-
-
-def _committed(study_id: str, root: Path | None) -> list[RunRecord | str]:
+    e.g. GPU nodes), so pages show real data on machines without that hardware, and one
+    error line per bundle that does not parse (skipped, never fatal). Each file is read once."""
     folder = (root or REPO_ROOT / "traces") / study_id
-    out: list[RunRecord | str] = []
+    runs: list[RunRecord] = []
+    errors: list[str] = []
     for path in sorted(folder.rglob("*.bundle.json")) if folder.is_dir() else []:
         try:
             rec = read_bundle(path)
-            rec.origin = f"committed:{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
-            out.append(rec)
         except StoreError as exc:
-            out.append(f"{path}: {exc}")
-    return out
+            errors.append(f"{path}: {exc}")
+            continue
+        rec.origin = f"committed:{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
+        runs.append(rec)
+    return runs, errors
+
+
+def committed_runs(study_id: str, root: Path | None = None) -> list[RunRecord]:
+    """The readable committed bundles of a study (see :func:`committed`)."""
+    return committed(study_id, root)[0]
 
 
 def to_gbench(rec: RunRecord) -> dict[str, Any]:
