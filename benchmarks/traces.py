@@ -68,12 +68,12 @@ def synthetic_chrome(n_spans: int, path: Path) -> int:
     return len(text.encode())
 
 
-def child_load(path: Path, warmup: Path, repeat: int = 3, env: dict | None = None) -> dict:
+def child_load(path: Path, warmup: Path, repeat: int = 3) -> dict:
     """Best time and worst memory of ``repeat`` fresh-process imports (the machine is shared)."""
     runs = []
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(ROOT), str(warmup)], capture_output=True,
-                             text=True, check=True, env={**os.environ, **(env or {})})
+                             text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     best = min(runs, key=lambda r: r["s"])
     return {**best, "extra_rss_kb": max(r["extra_rss_kb"] for r in runs), "all_s": [r["s"] for r in runs]}
@@ -121,12 +121,6 @@ def main() -> None:
         mem = r["extra_rss_kb"] * 1024 / size
         rows.append(("Chrome JSON peak memory", "same file", f"{r['extra_rss_kb'] / 1024:.0f} MB",
                      f"{mem:.1f}x file", "< 4x uncompressed", mem < 4))
-        # glibc raises its mmap threshold after a large free (the file bytes), so later arrays come
-        # from the heap and stay resident; a fixed threshold shows how much of the peak that is
-        r = child_load(p, WARM_CHROME, repeat=1, env={"MALLOC_MMAP_THRESHOLD_": "131072"})
-        mem = r["extra_rss_kb"] * 1024 / size
-        rows.append(("  same, MALLOC_MMAP_THRESHOLD_=131072", "same file", f"{r['extra_rss_kb'] / 1024:.0f} MB",
-                     f"{mem:.1f}x file", "(info)", None))
         gz = Path(tmp) / "synthetic.json.gz"
         gz.write_bytes(gzip.compress(p.read_bytes(), compresslevel=1))
         r = child_load(gz, WARM_CHROME)
