@@ -80,3 +80,19 @@ def test_gpu_dispatch_ticks_map_to_host_time_through_clock_fit(tmp_path):
     df, meta = load(p)
     k = df[df["category"] == "kernel"].iloc[0]
     assert (k["start_ns"], k["dur_ns"], k["track"], k["device"]) == (1_010_000, 5_000, "device 0 queue 0", 0)
+
+
+def test_jsonl_scheduling_delay_starts_at_the_last_submit_of_the_iteration():
+    # the host issues alloca, alloca, execute, dealloca, then waits: as in the Tracy rule, VM setup
+    # holds the whole submission and the delay starts at the dealloca submit (module docstring)
+    df, _ = load(C8 / "sum_c8.ireeperf.jsonl")
+    subs = df[df["name"].astype(str).str.startswith("submit ")].sort_values("start_ns")
+    first_iter = subs.iloc[:4]
+    assert first_iter["name"].astype(str).tolist() == ["submit alloca", "submit alloca", "submit execute",
+                                                       "submit dealloca"]
+    it = phases.iterations(df)
+    t0, t_last = int(first_iter["start_ns"].iloc[0]), int(first_iter["start_ns"].iloc[3])
+    first_dispatch = int(df[(df["category"] == "dispatch") & (df["correlation"] == first_iter["correlation"].iloc[2])]
+                         ["start_ns"].min())
+    assert it.loc[0, "VM setup"] == t_last - t0
+    assert it.loc[0, "scheduling delay"] == first_dispatch - t_last

@@ -107,3 +107,35 @@ def test_other_versions_go_through_tracy_csvexport_on_path(tmp_path, monkeypatch
     assert meta["reader"] == "tracy-csvexport"
     assert list(df["track"].cat.categories) == ["thread 0", "thread 1"]
     assert df.set_index("name").loc["inner", "depth"] == 1
+
+
+def _iree_iteration(main: list[tuple[str, int, int, int]], tiles: list[tuple[int, int]]):
+    """A Tracy-shaped span table of one iteration: main-thread zones (name, depth, start, end)
+    and dispatch tiles (start, end) on a worker."""
+    from workbench.traces.model import from_records
+
+    recs = [{"track": "Main thread", "name": n, "depth": d, "start_ns": s, "dur_ns": e - s, "args": {"zone": n}}
+            for n, d, s, e in main]
+    recs += [{"track": "iree-worker-0", "name": "sum_dispatch_0", "start_ns": s, "dur_ns": e - s,
+              "args": {"zone": phases.DISPATCH_TILES}} for s, e in tiles]
+    return from_records(recs, source="tracy")
+
+
+def test_tracy_wait_is_the_fence_wait_not_any_wait_zone():
+    # a semaphore wait inside a queue operation comes before the fence await: VM setup runs on to the await
+    df = _iree_iteration([(phases.VM_INVOKE, 0, 0, 1000), (phases.QUEUE_EXECUTE, 1, 100, 200),
+                          ("iree_hal_semaphore_wait", 1, 250, 260), ("iree_hal_module_fence_await", 1, 300, 900),
+                          ("iree_hal_fence_wait", 2, 305, 900)], tiles=[(500, 800)])
+    row = phases.iree_tracy_iterations(df).iloc[0]
+    assert (row["VM setup"], row["scheduling delay"], row["dispatch compute"], row["cleanup + wake-up"]) == (
+        300, 200, 300, 200)
+
+
+def test_tracy_tile_before_the_wait_leaves_no_scheduling_delay():
+    # the worker starts while the host is still inside queue_execute: VM setup runs to the first tile
+    df = _iree_iteration([(phases.VM_INVOKE, 0, 0, 1000), (phases.QUEUE_EXECUTE, 1, 100, 400),
+                          ("iree_hal_module_fence_await", 1, 450, 900)], tiles=[(300, 800)])
+    it = phases.iree_tracy_iterations(df)
+    row = it.iloc[0]
+    assert (row["VM setup"], row["scheduling delay"]) == (300, 0)
+    assert it[list(phases.PHASES)].sum(axis=1).iloc[0] == row["total_ns"] == 1000

@@ -10,9 +10,10 @@ IREE rules (seed 000's Tracy breakdown, same five phases from either source):
 ==================  ===============================================  ========================================
 phase               from Tracy zones                                  from ireeperf-jsonl events
 ==================  ===============================================  ========================================
-VM setup            iteration start -> the main thread starts         first queue submit of the iteration ->
-                    waiting (first wait zone after queue_execute)      the ``execute`` submit
-scheduling delay    wait start -> first dispatch tile starts          ``execute`` submit -> first dispatch starts
+VM setup            iteration start -> the main thread starts its     first queue submit of the iteration ->
+                    fence wait (:data:`FENCE_WAITS`) after the last   its last queue submit (the host's last
+                    ``queue_execute`` before the first tile           call before it waits)
+scheduling delay    fence wait starts -> first dispatch tile starts   last submit -> first dispatch starts
 dispatch compute    union of dispatch tile zones (all workers)        union of dispatch spans
 inter-dispatch      first tile start -> last tile end, not covered    same, between dispatch spans
 cleanup + wake-up   last tile end -> iteration end                    last dispatch end -> next iteration starts
@@ -21,6 +22,22 @@ cleanup + wake-up   last tile end -> iteration end                    last dispa
 Tracy iterations are the ``iree_vm_invoke`` zones of the main thread (the benchmark calls the
 function once per iteration); ireeperf iterations are the queue submissions from one
 ``alloca``/``execute`` group to the next (the jsonl has no VM zones).
+
+Where scheduling delay starts. The seed starts it when the host blocks ("fence_await starts ->
+first shard starts"), so VM setup holds everything the host does before it blocks:
+``queue_execute`` and the ``dealloca`` issued after it. The Tracy rule keys on the fence-wait
+zones by name, not on any zone with "wait" in it, so a semaphore wait inside a queue
+operation cannot end VM setup early. The jsonl has no host wait events; the iteration's last
+queue submission (the ``dealloca`` after the ``execute``) is the host's last call before its
+fence wait, so both sources cut at the same point of the host's program (the jsonl misses
+only how long that last call takes). When the first tile starts before the host waits (the
+workers pick the work up while the host is still inside ``queue_execute`` or the
+``dealloca``), scheduling delay is 0 and VM setup runs to the first tile, from both sources
+alike: the host's own submission is then on the critical path and the workers' pick-up
+latency hides behind it, costing no wall time. Phases tile wall time, so that latency has
+no share of its own; keying the delay on the ``queue_execute`` instead would report it, but
+would then also count the host's remaining submission work as delay in every ordinary
+iteration and no longer match the seed's numbers.
 """
 
 from __future__ import annotations
@@ -44,6 +61,9 @@ def phase_columns(per_iter: pd.DataFrame) -> list[str]:
 VM_INVOKE = "iree_vm_invoke"
 QUEUE_EXECUTE = "iree_hal_device_queue_execute"
 DISPATCH_TILES = "iree_hal_cmd_execute_dispatch_tiles"
+#: the main thread blocking on an invocation's fence (nested: the VM's await, the HAL wait,
+#: the semaphore wait; any of them marks when the host stops submitting and blocks)
+FENCE_WAITS = ("iree_hal_module_fence_await", "iree_hal_fence_wait", "iree_async_semaphore_multi_wait")
 
 
 class PhaseError(ValueError):
@@ -106,6 +126,7 @@ def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
             groups.append(cur)
         if op == "execute" and cur["exec_ns"] is None:
             cur["exec_ns"] = ts
+        cur["last_submit_ns"] = ts  # the host's last queue call before it waits (module docstring)
         cur["subs"].append(sid)
     groups = [g for g in groups if g["exec_ns"] is not None]
     d_sub = disp["correlation"].to_numpy(dtype="float64", na_value=np.nan)
@@ -121,7 +142,7 @@ def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
         if t_next is None:  # last iteration: ends when its last event ends
             ev = df[df["correlation"].isin(g["subs"])]
             t_next = int((ev["start_ns"] + ev["dur_ns"]).max()) if len(ev) else all_end
-        rows.append(_iteration_row(len(rows), g["start_ns"], g["exec_ns"], d_st[m], d_en[m], t_next))
+        rows.append(_iteration_row(len(rows), g["start_ns"], g["last_submit_ns"], d_st[m], d_en[m], t_next))
     if not rows:
         raise PhaseError("no iteration has both an execute submission and its dispatches")
     return pd.DataFrame(rows)
@@ -142,7 +163,7 @@ def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
     inv = inv[inv["depth"] == inv["depth"].min()]
     main = df[df["track"] == main_track]
     m_names = zones[main.index]
-    waits = main[m_names.str.contains("wait", case=False) | m_names.str.contains("await", case=False)]
+    waits = main[m_names.isin(FENCE_WAITS)]
     qexec = main[m_names == QUEUE_EXECUTE]
     t_st = tiles["start_ns"].to_numpy()
     t_en = t_st + tiles["dur_ns"].to_numpy()
@@ -155,8 +176,8 @@ def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
         if not m.any():
             continue
         first = int(t_st[m].min())
-        # the main thread starts waiting after its last queue_execute of the iteration; when the
-        # workers start a tile before that wait, there is no scheduling delay to speak of
+        # the fence wait for this work follows the last queue_execute before the first tile; a
+        # tile that starts before the wait leaves no scheduling delay (module docstring)
         qs = q_st[(q_st >= s) & (q_st <= first)]
         after = qs.max() if len(qs) else s
         w = w_st[(w_st >= after) & (w_st <= e)]
