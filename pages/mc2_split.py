@@ -20,6 +20,8 @@ def page_extras(record, tables) -> None:
         st.info(f"Best split (exact search, {best['align']}-row tiles, <= {best['max_chunks']} chunks): "
                 f"{best['chunks']}, {best['makespan_us']:.1f} us simulated"
                 + (f"; the heuristic is {gap:.1%} slower" if gap is not None else ""))
+    elif record.outputs.get("best_skipped"):
+        st.warning(record.outputs["best_skipped"])
     st.caption("How the seed was read: " + " ".join(study.SEED_FIGURES["notes"][1:]))
 
 

@@ -256,10 +256,17 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
         chunks = uniform_chunks(m, u, params["align"])
         if chunks and u > 1:
             add(f"uniform-{u}", chunks)
-    positive = all(t > 0 for t in (model.mm_us(params["align"]), model.comm_us(params["align"])))
-    best = None
-    if positive and model.mm.increasing() and model.comm.increasing():
-        best = best_split(m, model, contention, comm_first, params["align"], params["max_chunks"])
+    align = params["align"]
+    tile_mm_us, tile_comm_us = model.mm_us(align), model.comm_us(align)
+    best, best_skipped = None, None
+    # The exact search assumes costs that are positive and grow with the chunk's rows.
+    if not (model.mm.increasing() and model.comm.increasing()):
+        best_skipped = "a fit does not grow with size"
+    elif tile_mm_us <= 0 or tile_comm_us <= 0:
+        best_skipped = (f"a fit gives a non-positive time for one {align}-row tile (CostMM = {tile_mm_us:.1f} us, "
+                        f"CostComm = {tile_comm_us:.1f} us)")
+    else:
+        best = best_split(m, model, contention, comm_first, align, params["max_chunks"])
         add("best", best["chunks"])
     by = {s["split"]: s for s in sims}
     predicted = {"serial_us": by["unsplit"]["serial_us"], "unsplit_us": by["unsplit"]["makespan_us"]}
@@ -270,6 +277,7 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
         if plan.ok:
             predicted["heuristic_over_best"] = by["heuristic"]["makespan_us"] / by["best"]["makespan_us"] - 1
     return {"plan": plan.to_json(), "chunks": plan.chunks if plan.ok else None, "best": best,
+            "best_skipped": best_skipped and f"best split not searched: {best_skipped}",
             "predicted": predicted, "simulated": sims, "contention": contention,
             "fits": {"mm": model.mm.to_json(), "comm": model.comm.to_json()},
             "candidates": planmod.short_block_candidates(params["k"], params["n"])}
@@ -289,10 +297,14 @@ def run(params, ctx: RunContext) -> dict:
     # the headline plan: given fits, else the fits measured for the first collective
     head = out.get("given") or next((v["planned"] for v in live.get("by_comm", {}).values() if "planned" in v), None)
     if head:
-        out |= {k: head[k] for k in ("plan", "chunks", "best", "predicted", "simulated", "fits", "candidates",
-                                     "contention")}
-        if not head["plan"]["ok"]:
-            out["warnings"] = [f"the seed's split failed at {head['plan']['reason']}; simulated unsplit"]
+        out |= {k: head[k] for k in ("plan", "chunks", "best", "best_skipped", "predicted", "simulated", "fits",
+                                     "candidates", "contention")}
+        warnings = [] if head["plan"]["ok"] else [f"the seed's split failed at {head['plan']['reason']}; "
+                                                  "simulated unsplit"]
+        if head["best_skipped"]:
+            warnings.append(head["best_skipped"])
+        if warnings:
+            out["warnings"] = warnings
     ctx.progress(1.0, "done")
     return out
 
@@ -454,26 +466,13 @@ def _engine_spans(df: pd.DataFrame) -> pd.DataFrame:
                          "start_ns": rows["start_ns"].values, "end_ns": (rows["start_ns"] + rows["dur_ns"]).values})
 
 
-def _busy(starts, ends) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(zip(starts, ends)):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+def _busy_ns(*spans: pd.DataFrame) -> int:
+    """Time covered by the union of the spans' [start, end) intervals."""
+    from workbench.traces.analysis import busy_intervals
 
-
-def _overlap_ns(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
-    total, i, j = 0, 0, 0
-    while i < len(x) and j < len(y):
-        lo, hi = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
-        total += max(0, hi - lo)
-        if x[i][1] < y[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+    starts, ends = busy_intervals(pd.concat([d["start_ns"] for d in spans]).to_numpy(),
+                                  pd.concat([d["end_ns"] for d in spans]).to_numpy())
+    return int((ends - starts).sum())
 
 
 def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -498,12 +497,12 @@ def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
             t0 = int(eng["start_ns"].min())
             spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
                                     end_us=(eng["end_ns"] - t0) / 1e3))
-            busy = {e: _busy(g["start_ns"], g["end_ns"]) for e, g in eng.groupby("engine")}
-            sums = {e: sum(b - a for a, b in iv) / 1e3 for e, iv in busy.items()}
+            compute, comm = eng[eng["engine"] == "compute"], eng[eng["engine"] == "comm"]
+            compute_ns, comm_ns = _busy_ns(compute), _busy_ns(comm)
+            # Time both engines ran = each one's busy time minus what their union covers once.
             summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
-                            "compute_busy_us": sums.get("compute", 0.0), "comm_busy_us": sums.get("comm", 0.0),
-                            "overlap_us": _overlap_ns(busy.get("compute", []), busy.get("comm", [])) / 1e3,
-                            "spans": len(eng)})
+                            "compute_busy_us": compute_ns / 1e3, "comm_busy_us": comm_ns / 1e3,
+                            "overlap_us": (compute_ns + comm_ns - _busy_ns(compute, comm)) / 1e3, "spans": len(eng)})
     cols = ["trace", "engine", "name", "start_us", "end_us"]
     return (pd.concat(spans)[cols] if spans else pd.DataFrame(columns=cols)), pd.DataFrame(summary)
 
@@ -641,8 +640,9 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
                     "\n\nReadings: " + " ".join(SEED_FIGURES["notes"][1:]))
     sims = tbls.get("simulated")
     if sims is not None and len(sims):
+        skipped = f"\n\n{out['best_skipped']}." if out.get("best_skipped") else ""
         secs.append("## Simulated splits\n\n" + _md(sims, ["split", "chunks", "n_chunks", "makespan_us", "serial_us",
-                                                           "gain", "over_best"], ".3f"))
+                                                           "gain", "over_best"], ".3f") + skipped)
     gantt = tbls.get("gantt")
     if gantt is not None and len(gantt):
         secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt[gantt["shown"]]) + "\n```")
@@ -687,24 +687,24 @@ def verdict(rec: RunRecord) -> str:
     """One line: the seed heuristic's split and, where measured, the best overlap against serial."""
     failed = [v.variant for v in rec.variants if not v.correct]
     tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
-    tbl = analyze(rec)
-    sim = tbl.get("simulated")
-    parts = []
-    if sim is not None and len(sim):
-        for name, label in (("heuristic", "seed heuristic"), ("best", "best split")):
-            row = sim[sim["split"] == name]
-            if len(row):
-                parts.append(f"{label} [{row.iloc[0]['chunks']}]: simulated gain {row.iloc[0]['gain']:.1%}")
+    # Only the two tables it needs: analyze() would also parse every attached trace.
+    sims = {s["split"]: s for s in rec.outputs.get("simulated", [])}
+    parts = [f"{label} [{','.join(map(str, sims[name]['chunks']))}]: simulated gain {sims[name]['gain']:.1%}"
+             for name, label in (("heuristic", "seed heuristic"), ("best", "best split")) if name in sims]
     text = ("; ".join(parts) + ".") if parts else ""
-    live = tbl.get("live")
-    if live is not None and len(live) and "speedup_vs_serial_default" in live:
-        over = live[live["variant"].str.startswith("overlap/") & live["correct"]]
-        if len(over):
-            top = over.sort_values("measured_us").iloc[0]
-            nccl_serial = live["variant"].eq("serial/default").any()
-            col, against = (("speedup_vs_serial_default", "serial NCCL") if nccl_serial
-                            else ("speedup_vs_serial_same_comm", f"serial {top['comm']}"))
-            text += (f" Measured: fastest overlap {top['variant']} [{top['chunks']}] {top['measured_us']:.0f} us, "
-                     f"{top[col]:+.1%} against {against} (same run), prediction error "
-                     f"{top['err_fit']:+.1%} with fitted contention.")
+    live = live_table(rec)
+    over = live[live["variant"].str.startswith("overlap/") & live["correct"]] if len(live) else live
+    if len(over):
+        top = over.sort_values("measured_us").iloc[0]
+        # Against the backend's own serial op when the run has it, else the same collective's serial.
+        backend = rec.outputs.get("live", {}).get("backend", "default")
+        for col, against in (("speedup_vs_serial_default", f"serial {backend.upper() if backend == 'nccl' else backend}"),
+                             ("speedup_vs_serial_same_comm", f"serial {top['comm']}")):
+            if pd.notna(top.get(col)):
+                text += (f" Measured: fastest overlap {top['variant']} [{top['chunks']}] {top['measured_us']:.0f} us, "
+                         f"{top[col]:+.1%} against {against} (same run)")
+                if pd.notna(top.get("err_fit")):
+                    text += f", prediction error {top['err_fit']:+.1%} with fitted contention"
+                text += "."
+                break
     return (text or "No split could be planned; see the derivation.") + tail

@@ -168,6 +168,15 @@ def test_failed_split_still_simulates_unsplit(store):
     assert sims["unsplit"]["gain"] == 0
 
 
+def test_negative_fitted_time_says_why_the_best_split_was_not_searched(store):
+    # CostMM(128 rows) = -50 + 0.192*128 < 0; the heuristic's own blocks (384+ rows) stay positive.
+    rec = runner.execute(study, {"mm_fit": "-50,0.192", "comm_fit": "47,16"}, store)
+    out = rec.outputs
+    assert out["best"] is None and "non-positive time for one 128-row tile" in out["best_skipped"]
+    assert out["best_skipped"] in out["warnings"]
+    assert out["best_skipped"] in "\n".join(study.report_sections(rec, study.analyze(rec)))
+
+
 @pytest.mark.parametrize("values, param, fragment", [
     ({"mm_fit": "16.5"}, "mm_fit", "fixed_us,us_per_row"),
     ({"mm_fit": "16.5,0.2"}, "comm_fit", "both fits or neither"),
