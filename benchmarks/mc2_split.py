@@ -4,7 +4,8 @@
     python benchmarks/mc2_split.py --world-size 4 --set comms=default,ce
     python benchmarks/mc2_split.py --from traces/mc2-split/*.bundle.json   # print committed runs
 
-Prints, per run, every serial/overlapped variant with its median, the prediction with the
+Without the GPUs asked for it prints the committed runs (labelled with their machine) and
+exits with 2. Prints, per run, every serial/overlapped variant with its median, the prediction with the
 seed's 1.15 and with the fitted contention factors, and the speedup against the serial
 NCCL run measured in the same run; then the target line (best split >= 20% faster than
 serial, prediction within 10%). Exit status 1 when a check failed or the target was missed.
@@ -20,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
 from workbench import runner  # noqa: E402
-from workbench.store import Store, read_bundle, write_bundle  # noqa: E402
+from workbench.env import summary_line  # noqa: E402
+from workbench.store import Store, committed_runs, read_bundle, write_bundle  # noqa: E402
 from workbench.study import ParamError, StudyUnavailable  # noqa: E402
 
 TARGET_SPEEDUP = 0.20
@@ -29,14 +31,13 @@ TARGET_ERR = 0.10
 
 def show(rec) -> bool:
     """Print one run's table; True when all checks passed and the target was met."""
-    env = rec.env
-    gpus = env.get("gpu_names") or []
-    where = f"{len(gpus)}x {gpus[0]}" if gpus else env.get("cpu_model", "?")
     live = rec.outputs.get("live", {})
-    print(f"\n## {rec.run_id} on {where} ({rec.origin}); {live.get('backend')} world size {live.get('world_size')}, "
+    print(f"\n## {rec.run_id} ({rec.origin}); {live.get('backend')} world size {live.get('world_size')}, "
           f"M={rec.params['m']} K={rec.params['k']} N={rec.params['n']} {live.get('dtype')}")
+    print(f"machine: {summary_line(rec.env)}; torch {rec.env.get('packages', {}).get('torch', '?')}, "
+          f"NCCL {rec.env.get('nccl', '?')}\n")
     print(f"reproduce: {rec.reproduce}\n")
-    tbl = study.analyze(rec)["live"]
+    tbl = study.live_table(rec)
     if not len(tbl):
         print("(no live results)")
         return False
@@ -78,8 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rec, error = runner.execute_keep_partial(study, values, store,
                                                  progress=lambda f, m: print(f"[{f:4.0%}] {m}", file=sys.stderr))
-    except (ParamError, StudyUnavailable) as exc:
-        print(f"cannot run: {exc}", file=sys.stderr)
+    except ParamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StudyUnavailable as exc:
+        recs = committed_runs(study.ID)
+        print(f"cannot run here: {exc}\ncommitted results ({len(recs)} runs under traces/{study.ID}/):")
+        for rec in recs:
+            show(rec)
         return 2
     if error:  # the failed run keeps its finished points: bundle those too
         print(f"run failed: {error}", file=sys.stderr)
