@@ -70,11 +70,10 @@ def best_split(m: int, model: CostModel, contention: float | Sequence[float] = 1
     mm_lb = _lower_bound_fn(model.mm, lambda r: r)
     comm_lb = _lower_bound_fn(model.comm, model.mib)
     lb1, lb2 = (comm_lb, mm_lb) if comm_first else (mm_lb, comm_lb)
-    upper = math.inf
-    for k in range(1, max_chunks + 1):
-        u = uniform_chunks(m, k, align)
-        if u:
-            upper = min(upper, simulate(u, model, (f_mm, f_comm), comm_first).makespan_us)
+    uniform = [u for u in (uniform_chunks(m, k, align) for k in range(1, max_chunks + 1)) if u]
+    # The best uniform split bounds the search and is the answer if no state beats it.
+    seed = min((simulate(u, model, (f_mm, f_comm), comm_first).makespan_us, u) for u in uniform)
+    upper = seed[0]
     rows = [min(s * align, m) for s in range(tiles + 1)]  # rows covered by the first s tiles
     stage1 = (lambda r: model.comm_us(r)) if comm_first else (lambda r: model.mm_us(r))
     stage2 = (lambda r: model.mm_us(r)) if comm_first else (lambda r: model.comm_us(r))
@@ -109,9 +108,7 @@ def best_split(m: int, model: CostModel, contention: float | Sequence[float] = 1
                 upper = min(upper, c + w)
         fronts[tiles] = []
     if best is None:  # only when the uniform seed itself is optimal and every state tied with it
-        u = min((uniform_chunks(m, k, align) for k in range(1, max_chunks + 1) if uniform_chunks(m, k, align)),
-                key=lambda c: simulate(c, model, (f_mm, f_comm), comm_first).makespan_us)
-        best = (simulate(u, model, (f_mm, f_comm), comm_first).makespan_us, u)
+        best = seed
     sched = simulate(best[1], model, (f_mm, f_comm), comm_first)
     return {"chunks": best[1], "makespan_us": sched.makespan_us, "dp_makespan_us": best[0],
             "states": states, "max_chunks": max_chunks, "align": align_used}
