@@ -15,6 +15,7 @@ Every other study reports its sub-10-us figures against these.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 import time
@@ -41,6 +42,9 @@ SPACE = ParamSpace(
 
 
 def requires(params) -> str | None:
+    if params["torch"] and importlib.util.find_spec("torch") is None:
+        return ("the torch dispatch floor needs PyTorch: `pip install torch` (the CPU build will do), "
+                "or run without it (--set torch=false)")
     return None
 
 

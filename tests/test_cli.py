@@ -147,7 +147,7 @@ def test_two_runs_queue_on_the_machine_lock(store, tmp_path):
         entered = threading.Event()
 
         def second():
-            with runner.machine_lock(store.path, on_wait=messages.append):
+            with runner.machine_lock(on_wait=messages.append):
                 entered.set()
 
         t = threading.Thread(target=second)

@@ -6,8 +6,8 @@ import sqlite3
 import pytest
 
 from workbench import runner
-from workbench.store import RunRecord, Store, StoreError, from_bundle, read_bundle, to_bundle, to_gbench, write_bundle
-from workbench.study import Cancelled, Param, ParamSpace, RunContext, VariantResult
+from workbench.store import RunRecord, Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
+from workbench.study import Param, ParamSpace, RunContext, VariantResult
 
 
 def _record(run_id="r1", study="calibration"):
@@ -122,6 +122,17 @@ def test_gbench_export_has_one_row_per_sample():
     doc = to_gbench(_record())
     back = parse_gbench(json.dumps(doc))
     assert back == {"calibration/a": [10.0, 11.0, 12.0]}
+
+
+def test_gbench_export_gives_a_failed_check_no_timings():
+    from workbench.harness import parse_gbench
+
+    rec = _record()
+    rec.variants.append(VariantResult("wrong", {}, [1.0, 2.0, 3.0], False, "sum off by 4"))
+    doc = to_gbench(rec)
+    (row,) = [r for r in doc["benchmarks"] if r["name"] == "calibration/wrong"]
+    assert row["error_occurred"] and "sum off by 4" in row["error_message"] and "real_time" not in row
+    assert "calibration/wrong" not in parse_gbench(json.dumps(doc))
 
 
 def test_execute_keep_partial_returns_the_failed_run_with_its_points(store):

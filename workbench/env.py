@@ -40,7 +40,8 @@ def _cpu() -> dict[str, Any]:
     info: dict[str, Any] = {"arch": platform.machine()}
     cpuinfo = _read("/proc/cpuinfo") or ""
     flags: set[str] = set()
-    physical = set()
+    physical = set()  # (physical id, core id): distinct cores, whatever SMT adds
+    phys_id = None
     for line in cpuinfo.splitlines():
         key, _, val = line.partition(":")
         key, val = key.strip(), val.strip()
@@ -51,7 +52,7 @@ def _cpu() -> dict[str, Any]:
         elif key == "physical id":
             phys_id = val
         elif key == "core id":
-            physical.add((locals().get("phys_id"), val))
+            physical.add((phys_id, val))
     info["cpu_logical"] = os.cpu_count()
     info["cpu_affinity"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     if physical:

@@ -20,15 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .env import REPO_ROOT
-
-
-def _set_args(values: dict[str, Any]) -> list[str]:
-    args = []
-    for name, value in values.items():
-        if isinstance(value, (list, tuple)):
-            value = ",".join(str(v) for v in value)
-        args += ["--set", f"{name}={value}"]
-    return args
+from .runner import set_args
 
 
 @dataclass
@@ -90,7 +82,7 @@ def start(study_id: str, values: dict[str, Any], quick: bool = False, store_path
     cmd = [sys.executable, "-m", "workbench"]
     if store_path:
         cmd += ["--store", str(store_path)]
-    cmd += ["run", study_id, *_set_args(values), "--json", "--progress-file", str(progress_path)]
+    cmd += ["run", study_id, *set_args(values), "--json", "--progress-file", str(progress_path)]
     if quick:
         cmd.append("--quick")
     with open(stdout_path, "w") as out, open(stderr_path, "w") as err:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import stats
@@ -60,7 +61,7 @@ def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
     valid = rec.valid_variants()
     if not valid:
         return f"No valid measurement ({len(failed)} variant(s) failed their check)." if failed else "No measurement."
-    best = min(valid, key=lambda v: stats.summarize(v.samples_ns).median)
+    best = min(valid, key=lambda v: float(np.median(v.samples_ns)))  # the CI only for the winner
     s = stats.summarize(best.samples_ns)
     text = (f"Fastest of {len(valid)} checked variant(s): **{best.variant}** at {stats.fmt_ns(s.median)} "
             f"(95% CI {stats.fmt_ns(s.ci_lo)} to {stats.fmt_ns(s.ci_hi)}).")
@@ -143,7 +144,7 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
         parts.append(details("Error", f"```\n{rec.error}\n```"))
     parts.append("## Results\n\n" + md_table(results_table(rec)))
     tables: dict[str, pd.DataFrame] = {}
-    if study is not None and rec.variants or (study is not None and rec.outputs):
+    if study is not None and (rec.variants or rec.outputs):
         try:
             tables = study.analyze(rec)
         except Exception as exc:
@@ -226,22 +227,34 @@ def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = No
 
 # --- notebook ----------------------------------------------------------------------------------
 
-def notebook(rec: RunRecord, bundle_name: str):
-    """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
+# The workbench must be importable: installed, or this checkout (found from the notebook's
+# folder upwards, else where it was generated) on sys.path.
+_IMPORT_WORKBENCH = (
+    "import sys, pathlib, tempfile\n"
+    f"for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path({str(REPO_ROOT)!r})]:\n"
+    "    if (p / 'workbench' / '__init__.py').exists():\n"
+    "        sys.path.insert(0, str(p)); break\n")
+
+
+def _notebook(cells: list):
     import nbformat
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    cells = [
+    nb.cells = cells
+    return nb
+
+
+def notebook(rec: RunRecord, bundle_name: str):
+    """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
+    import nbformat
+
+    return _notebook([
         nbformat.v4.new_markdown_cell(
             f"# {rec.study}: run `{rec.run_id}`\n\nReloads the run from `{bundle_name}` (no results store "
             f"needed) and redraws its tables and charts.\n\nReproduce on your machine:\n\n```sh\n{rec.reproduce}\n```"),
         nbformat.v4.new_code_cell(
-            "import sys, pathlib\n"
-            f"# The workbench must be importable: installed, or this checkout on sys.path.\n"
-            f"for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path({str(REPO_ROOT)!r})]:\n"
-            "    if (p / 'workbench' / '__init__.py').exists():\n"
-            "        sys.path.insert(0, str(p)); break\n"
+            _IMPORT_WORKBENCH +
             "from workbench.store import read_bundle\n"
             "from workbench.study import get\n"
             "from workbench import report\n"
@@ -262,9 +275,7 @@ def notebook(rec: RunRecord, bundle_name: str):
             "from workbench.env import summary_line\n"
             "print(summary_line(rec.env))\n"
             "print(rec.reproduce)"),
-    ]
-    nb.cells = cells
-    return nb
+    ])
 
 
 def write_notebook(rec: RunRecord, path: str | Path) -> Path:
@@ -287,16 +298,11 @@ def study_notebook(study: ModuleType):
     """
     import nbformat
 
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
+    return _notebook([
         nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
-            "import sys, pathlib, tempfile\n"
-            f"for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path({str(REPO_ROOT)!r})]:\n"
-            "    if (p / 'workbench' / '__init__.py').exists():\n"
-            "        sys.path.insert(0, str(p)); break\n"
+            _IMPORT_WORKBENCH +
             "from workbench import report, runner\n"
             "from workbench.store import Store, committed_runs\n"
             "from workbench.study import get\n"
@@ -324,8 +330,7 @@ def study_notebook(study: ModuleType):
         nbformat.v4.new_code_cell(
             "from IPython.display import Markdown\n"
             "Markdown(report.seed_section(study) or 'This study has no seed figures.')"),
-    ]
-    return nb
+    ])
 
 
 def write_study_notebooks(out_dir: str | Path) -> list[Path]:

@@ -4,7 +4,7 @@ The CLI and the app share this path (the app starts the CLI in a subprocess), so
 the UI shows can be reproduced headless with the run's ``reproduce`` command.
 
 Only one study times kernels on a machine at a time: :func:`machine_lock` takes an
-exclusive ``flock`` beside the store, and a second run (another browser session, another
+exclusive machine-wide ``flock``, and a second run (another browser session, another
 terminal) waits in line rather than timing on a busy machine.
 """
 
@@ -29,7 +29,7 @@ LOCK_NAME = "perf-workbench-machine.lock"
 
 
 @contextlib.contextmanager
-def machine_lock(store_path: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+def machine_lock(on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Exclusive lock for timing on this machine; waits (queues) while another run holds it.
 
     The lock file is machine-wide (``$WORKBENCH_LOCK``, else in the system temp folder), so
@@ -58,14 +58,19 @@ def machine_lock(store_path: Path, on_wait: Callable[[str], None] | None = None)
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def reproduce_command(study_id: str, params: dict[str, Any], store_path: Path | None = None) -> str:
-    """The exact CLI command that repeats a run with these parameters."""
-    parts = ["python", "-m", "workbench", "run", study_id]
+def set_args(params: dict[str, Any]) -> list[str]:
+    """``--set name=value`` arguments for the CLI; a list becomes comma-separated (a sweep)."""
+    args = []
     for name, value in params.items():
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
-        parts += ["--set", f"{name}={value}"]
-    return shlex.join(parts)
+        args += ["--set", f"{name}={value}"]
+    return args
+
+
+def reproduce_command(study_id: str, params: dict[str, Any]) -> str:
+    """The exact CLI command that repeats a run with these parameters."""
+    return shlex.join(["python", "-m", "workbench", "run", study_id, *set_args(params)])
 
 
 def execute(
@@ -90,7 +95,7 @@ def execute(
     rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
                     reproduce=reproduce_command(study.ID, params))
     say = progress or (lambda f, m: None)
-    with machine_lock(store.path, on_wait=lambda m: say(0.0, m)):
+    with machine_lock(on_wait=lambda m: say(0.0, m)):
         say(0.0, "measuring the harness floor")
         rec.floor_ns = harness.floor_ns()
         rec.env = envmod.capture()

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+
 from . import stats
 from .env import REPO_ROOT
 from .study import VariantResult
@@ -245,7 +247,9 @@ class Store:
             if not row:
                 raise KeyError("the store has no runs")
             return row[0]
-        rows = [r[0] for r in self._conn.execute("SELECT run_id FROM runs WHERE run_id LIKE ?", (prefix + "%",))]
+        # substr, not LIKE: '_' in a prefix would match any character.
+        rows = [r[0] for r in self._conn.execute("SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ?",
+                                                 (len(prefix), prefix))]
         if not rows:
             raise KeyError(f"no run with id {prefix!r} in {self.path}")
         if len(rows) > 1 and prefix not in rows:
@@ -352,7 +356,9 @@ def committed_runs(study_id: str, root: Path | None = None) -> list[RunRecord]:
 
 
 def to_gbench(rec: RunRecord) -> dict[str, Any]:
-    """google-benchmark JSON: one iteration row per sample, plus median aggregates."""
+    """google-benchmark JSON: one iteration row per sample, plus median aggregates. A variant
+    whose correctness check failed is one row with ``error_occurred`` (as google-benchmark
+    reports a failed benchmark), never timings a consumer could take as valid."""
     env = rec.env
     ctx = {"date": rec.created_utc, "host_name": env.get("hostname", ""), "executable": f"workbench:{rec.study}",
            "num_cpus": env.get("cpu_logical"), "mhz_per_cpu": env.get("cpu_max_mhz", 0),
@@ -360,11 +366,15 @@ def to_gbench(rec: RunRecord) -> dict[str, Any]:
     rows = []
     for v in rec.variants:
         name = f"{rec.study}/{v.variant}"
+        if not v.correct:
+            rows.append({"name": name, "run_name": name, "run_type": "iteration", "error_occurred": True,
+                         "error_message": f"correctness check failed: {v.check}"})
+            continue
         for i, s in enumerate(v.samples_ns):
             rows.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(v.samples_ns),
                          "repetition_index": i, "iterations": 1, "real_time": s, "cpu_time": s, "time_unit": "ns"})
         if v.samples_ns:
-            m = stats.summarize(v.samples_ns).median
+            m = float(np.median(v.samples_ns))
             rows.append({"name": f"{name}_median", "run_name": name, "run_type": "aggregate",
                          "aggregate_name": "median", "repetitions": len(v.samples_ns), "iterations": len(v.samples_ns),
                          "real_time": m, "cpu_time": m, "time_unit": "ns"})

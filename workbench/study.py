@@ -173,12 +173,8 @@ class ParamSpace:
         return [p.name for p in self.params]
 
     def defaults(self, preset: str | None = None) -> dict[str, Any]:
-        values = {p.name: p.default for p in self.params}
-        if preset:
-            if preset not in self.presets:
-                raise ParamError("preset", f"unknown preset {preset!r}; have {sorted(self.presets)}")
-            values.update(self.presets[preset])
-        return self.resolve(values)
+        """The declared defaults, or a preset over them, coerced and checked."""
+        return self.resolve({}, preset=preset)
 
     def resolve(self, values: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
         """Defaults (or a preset), overridden by ``values``; every value coerced and checked."""

@@ -18,7 +18,7 @@ def variants_table(rec: RunRecord) -> pd.DataFrame:
     rows = []
     for v in rec.variants:
         s = stats.summarize(v.samples_ns)
-        row = {"variant": v.variant, **{k: v for k, v in v.params.items()}, "samples": s.n, "median_ns": s.median,
+        row = {"variant": v.variant, **v.params, "samples": s.n, "median_ns": s.median,
                "ci_lo_ns": s.ci_lo, "ci_hi_ns": s.ci_hi, "min_ns": s.min, "iqr_ns": s.iqr, "noise": s.noise,
                "noisy": s.noisy, "correct": v.correct, "check": v.check}
         rows.append(row)
