@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
@@ -60,25 +61,26 @@ def _pick() -> tuple[object, str] | None:
         return None
 
 
-def _window(df) -> tuple[int, int]:
+def _window(df, key: str) -> tuple[int, int]:
     t0, t1 = int(df["start_ns"].min()), int((df["start_ns"] + df["dur_ns"]).max())
     span = max(t1 - t0, 1)
     unit, scale = ("ms", 1e6) if span >= 5e6 else ("us", 1e3)
     lo, hi = st.slider(f"Time window ({unit} from trace start)", 0.0, span / scale, (0.0, span / scale),
-                       step=max(span / scale / 1000, 0.001), key="win")
+                       step=max(span / scale / 1000, 0.001), key=f"win{key}")
     return t0 + int(lo * scale), t0 + int(hi * scale)
 
 
-def _phases(df, meta, name: str) -> None:
+def _phases(df, meta) -> None:
     try:
         per_iter = phases.iterations(df)
     except phases.PhaseError as exc:
         st.caption(f"No phase breakdown: {exc}")
         return
-    summ = phases.summarize(per_iter, skip_first=1 if len(per_iter) > 1 else 0)
+    summ = phases.summarize(per_iter, skip_first=1)  # keeps a lone iteration
+    skipped = len(per_iter) - summ.attrs["iterations"]
     st.subheader("Phases")
-    st.caption(f"{meta['format']} rules, {summ.attrs['iterations']} iterations (first skipped as warm-up); "
-               "shares are of the sum of the phase medians.")
+    st.caption(f"{meta['format']} rules, {summ.attrs['iterations']} iterations"
+               f"{' (first skipped as warm-up)' if skipped else ''}; shares are of the sum of the phase medians.")
     st.altair_chart(charts.phase_bars(summ), width="stretch")
     c1, c2 = st.columns(2)
     c1.dataframe(summ, hide_index=True, width="stretch")
@@ -114,15 +116,17 @@ def main() -> None:
     c[3].metric("wall", f"{(doc['end_ns'] - doc['start_ns']) / 1e6:.3f} ms")
     st.caption(f"clock: {doc['clock']}")
 
-    lanes = st.multiselect("Lanes", doc["tracks"], default=doc["tracks"], key="lanes")
-    s, e = _window(df)
+    # widget keys per trace: another trace starts with all its lanes and its whole time range
+    tkey = hashlib.sha1(name.encode()).hexdigest()[:8]
+    lanes = st.multiselect("Lanes", doc["tracks"], default=doc["tracks"], key=f"lanes{tkey}")
+    s, e = _window(df, tkey)
     view = df[df["track"].isin(lanes)]
     if view.empty:
         st.info("No lanes selected.")
         return
     st.altair_chart(charts.timeline(view, s, e, title=name), width="stretch")
 
-    _phases(df, meta, name)
+    _phases(df, meta)
 
     st.subheader("Statistics (time window)")
     win = analysis.window(view, s, e)
@@ -131,11 +135,12 @@ def main() -> None:
     with st.expander("Idle gaps per lane (longer than 10 us)"):
         st.dataframe(analysis.gaps(win, min_gap_ns=10_000), hide_index=True, width="stretch")
 
-    key = hashlib.sha1(f"{name}{s}{e}".encode()).hexdigest()[:8]
+    key = f"{tkey}{s}{e}"
     d1, d2 = st.columns(2)
-    d1.download_button("Download Chrome JSON (open in ui.perfetto.dev)", export.to_chrome_json(win),
+    # built on click, not on every rerun (a large window's JSON takes seconds)
+    d1.download_button("Download Chrome JSON (open in ui.perfetto.dev)", partial(export.to_chrome_json, win),
                        file_name=f"{Path(name).stem}.chrome.json", mime="application/json", key=f"dl{key}")
-    d2.download_button("Download Mermaid gantt (Markdown)", export.mermaid_gantt(win, s, e, title=name),
+    d2.download_button("Download Mermaid gantt (Markdown)", partial(export.mermaid_gantt, win, s, e, title=name),
                        file_name=f"{Path(name).stem}.gantt.md", mime="text/markdown", key=f"mm{key}")
 
     with st.expander("Compare with another trace"):

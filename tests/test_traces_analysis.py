@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -151,3 +152,19 @@ def test_timeline_chart_with_more_rows_than_altairs_default_limit():
                        for i in range(6_000)], source="test")
     spec = charts.timeline(df).to_dict()  # 6000 marks > altair's 5000-row guard
     assert len(spec["datasets"][next(iter(spec["datasets"]))]) == 6_000
+
+
+def test_traces_page_switches_traces_with_fresh_lanes_and_window():
+    """Picking another example shows all of its lanes (lane/window widgets are per trace)."""
+    from streamlit.testing.v1 import AppTest
+
+    page = Path(__file__).resolve().parent.parent / "pages" / "traces.py"
+    at = AppTest.from_file(str(page), default_timeout=60).run()
+    examples = [o for o in at.selectbox(key="pick").options if o.startswith("examples/")]
+    tracy_ex = next(o for o in examples if o.endswith(".tracy"))
+    chrome_ex = next(o for o in examples if ".json" in o)
+    for pick in (tracy_ex, chrome_ex):
+        at.selectbox(key="pick").set_value(pick).run()
+        assert not at.exception
+        assert not [i.value for i in at.info], pick  # "No lanes selected." after a switch was the bug
+        assert "Phases" in [h.value for h in at.subheader], pick

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .model import end_ns, spans
+from .model import end_ns, spans, tracks
 
 
 def window(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None) -> pd.DataFrame:
@@ -90,10 +90,7 @@ def track_summary(df: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     s = spans(df)
-    for track in df["track"].cat.categories:
-        g = s[s["track"] == track]
-        if g.empty:
-            continue
+    for track, g in s.groupby("track", observed=True, sort=True):  # lane order (ordered categorical)
         bs, be = busy_intervals(g["start_ns"].to_numpy(), end_ns(g).to_numpy())
         busy = int((be - bs).sum())
         active = int(be.max() - bs.min())
@@ -140,7 +137,7 @@ def summary(df: pd.DataFrame, meta: dict) -> dict:
         "span_count": int((df["kind"] == "span").sum()),
         "instant_count": int((df["kind"] == "instant").sum()),
         "by_category": category_counts(df),
-        "tracks": [str(t) for t in df["track"].cat.categories if (df["track"] == t).any()],
+        "tracks": [str(t) for t in tracks(df)],
         "start_ns": int(df["start_ns"].min()) if len(df) else None,
         "end_ns": int(end_ns(df).max()) if len(df) else None,
         "clock": meta.get("clock"),

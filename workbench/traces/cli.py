@@ -44,7 +44,7 @@ def trace_main(argv: list[str]) -> int:
     if args.phases:
         try:
             per_iter = phases.iterations(df)
-            phase_table = phases.summarize(per_iter, skip_first=1 if len(per_iter) > 1 else 0)
+            phase_table = phases.summarize(per_iter, skip_first=1)  # keeps a lone iteration
         except phases.PhaseError as exc:
             phase_error = str(exc)
     if args.chrome:
@@ -65,8 +65,9 @@ def trace_main(argv: list[str]) -> int:
         if args.phases:
             print()
             if phase_table is not None:
-                n = phase_table.attrs.get("iterations")
-                print(f"Phases (median over {n} iterations, first skipped as warm-up):")
+                n = phase_table.attrs["iterations"]
+                warm = ", first skipped as warm-up" if n < len(per_iter) else ""
+                print(f"Phases (median over {n} iterations{warm}):")
                 print(phase_table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
             else:
                 print(f"Phases: {phase_error}")

@@ -47,6 +47,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .analysis import busy_intervals
+
 PHASES = ("VM setup", "scheduling delay", "dispatch compute", "inter-dispatch", "cleanup + wake-up")
 #: GPU step phases (Kineto / torch.profiler traces)
 GPU_STEP_PHASES = ("host until first GPU op", "GPU busy", "GPU idle between ops", "after last GPU op")
@@ -72,20 +74,8 @@ class PhaseError(ValueError):
 
 def union_ns(start_ns: np.ndarray, end_ns: np.ndarray) -> int:
     """Total length of the union of intervals."""
-    if len(start_ns) == 0:
-        return 0
-    order = np.argsort(start_ns, kind="stable")
-    s, e = start_ns[order], end_ns[order]
-    run_end = np.maximum.accumulate(e)
-    # a new block starts where a start lies past every earlier end
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    block = np.cumsum(new) - 1
-    b_start = s[new]
-    b_end = np.zeros(block[-1] + 1, dtype=np.int64)
-    np.maximum.at(b_end, block, e)
-    return int((b_end - b_start).sum())
+    bs, be = busy_intervals(start_ns, end_ns)
+    return int((be - bs).sum())
 
 
 def zone_names(df: pd.DataFrame) -> pd.Series:
