@@ -198,3 +198,28 @@ def test_chrome_import_works_without_orjson(monkeypatch, tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     spans, meta = traces.load(path)
     assert len(spans) == 50 and (spans["category"] == "kernel").all()
+
+
+def test_chrome_pieces_and_args_batches_match_the_whole_document_path(monkeypatch, tmp_path):
+    """Parsed a few events at a time with args packed in small batches, the table is the one
+    the plain json path builds (args in row order, non-dict args as None, bad rows dropped)."""
+    import json
+    import sys
+
+    from workbench import traces
+    from workbench.traces import chrome
+
+    events = [{"ph": "X", "name": f"k{i % 7}", "cat": "kernel", "ts": i * 2.0, "dur": 1.5, "pid": 0, "tid": 7,
+               "args": {"correlation": i, "grid": [i, 1, 1]} if i % 5 else "not a dict"} for i in range(400)]
+    events[123]["ts"] = "garbage"  # dropped as malformed, with its args
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(chrome, "CHUNK_BYTES", 2_000)
+    monkeypatch.setattr(chrome, "_ARGS_BATCH", 37)
+    pieces, _ = traces.load(path)
+    monkeypatch.setitem(sys.modules, "orjson", None)
+    whole, _ = traces.load(path)
+    assert len(pieces) == len(whole) == 399
+    assert pieces["args"].tolist() == whole["args"].tolist()
+    assert pieces.drop(columns="args").equals(whole.drop(columns="args"))
+    assert pieces["args"].iloc[125] == {"correlation": 126, "grid": [126, 1, 1]} and pieces["args"].iloc[0] is None
