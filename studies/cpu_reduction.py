@@ -504,8 +504,12 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         for c in sorted({int(x) for x in ov["c"].dropna()}):
             py, cc = t.get(f"iree-task c={c}"), t.get(f"iree-bench c={c}")
             if py is not None and cc is not None:
+                # The C++ harness can measure slower than the Python path (load, short repetitions);
+                # a negative difference is then no Python cost, and the cell says so.
+                note = "" if py >= cc else (" (negative: iree-benchmark-module measured slower than the Python "
+                                            "path here; no Python cost can be read off)")
                 comp_rows.append({"item": f"Python runtime cost, c={c} (iree-task Python - iree-benchmark-module)",
-                                  "live": fmt_us(py - cc), "seed (7975WX)": "(not measured)"})
+                                  "live": fmt_us(py - cc) + note, "seed (7975WX)": "(not measured)"})
         best = ov[ov["impl"].isin(IREE_IMPLS)].sort_values("total_us").head(1)
         if len(best) and "torch" in t:
             comp_rows.append({"item": f"total: torch vs best IREE ({best['series'].iloc[0]})",

@@ -8,6 +8,7 @@ CLI all see the same spans.
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from pathlib import Path
@@ -38,15 +39,24 @@ def attachment_name(n: int, c: int, w: int, source: str, via: str) -> str:
 
 
 def load_profiles(rec: RunRecord) -> list[dict]:
-    """Each attached profile as ``{n, c, w, source, spans, meta, per_iter, error}``."""
+    """Each attached profile as ``{n, c, w, source, spans, meta, per_iter, error}``.
+
+    Parsed once per set of attachments: the page calls this from the verdict, ``analyze`` and
+    the report sections on every rerun, and parsing the Tracy captures takes most of a second.
+    The dicts are fresh per call; the span tables inside are shared and must not be modified.
+    """
+    blobs = tuple((name, blob) for name, _kind, blob in rec.attachments if NAME_RE.match(name))
+    return [dict(item) for item in _parse_profiles(blobs)]
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
     from workbench import traces
     from workbench.traces import phases
 
     out = []
-    for name, _kind, blob in rec.attachments:
+    for name, blob in blobs:
         m = NAME_RE.match(name)
-        if not m:
-            continue
         n, c, w, via, ext = int(m[1]), int(m[2]), int(m[3]), m[4], m[5]
         item = {"n": n, "c": c, "w": w, "source": SOURCES[ext], "via": VIA[via], "name": name, "spans": None,
                 "per_iter": None, "error": None}
@@ -60,7 +70,7 @@ def load_profiles(rec: RunRecord) -> list[dict]:
             except Exception as exc:  # TraceError / PhaseError: shown in the tables, never fatal
                 item["error"] = f"{type(exc).__name__}: {exc}"
         out.append(item)
-    return out
+    return tuple(out)
 
 
 def phase_table(profiles: list[dict], skip_first: int = 3) -> pd.DataFrame:
