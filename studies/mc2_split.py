@@ -33,7 +33,7 @@ import pandas as pd
 
 from studies._mc2_split import plan as planmod
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
-from studies._mc2_split.search import best_split
+from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import simulate
 from workbench import tables
 from workbench.store import RunRecord
@@ -256,17 +256,10 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
         chunks = uniform_chunks(m, u, params["align"])
         if chunks and u > 1:
             add(f"uniform-{u}", chunks)
-    align = params["align"]
-    tile_mm_us, tile_comm_us = model.mm_us(align), model.comm_us(align)
-    best, best_skipped = None, None
-    # The exact search assumes costs that are positive and grow with the chunk's rows.
-    if not (model.mm.increasing() and model.comm.increasing()):
-        best_skipped = "a fit does not grow with size"
-    elif tile_mm_us <= 0 or tile_comm_us <= 0:
-        best_skipped = (f"a fit gives a non-positive time for one {align}-row tile (CostMM = {tile_mm_us:.1f} us, "
-                        f"CostComm = {tile_comm_us:.1f} us)")
-    else:
-        best = best_split(m, model, contention, comm_first, align, params["max_chunks"])
+    best = None
+    best_skipped = unsearchable(model, params["align"])
+    if best_skipped is None:
+        best = best_split(m, model, contention, comm_first, params["align"], params["max_chunks"])
         add("best", best["chunks"])
     by = {s["split"]: s for s in sims}
     predicted = {"serial_us": by["unsplit"]["serial_us"], "unsplit_us": by["unsplit"]["makespan_us"]}

@@ -177,6 +177,25 @@ def test_negative_fitted_time_says_why_the_best_split_was_not_searched(store):
     assert out["best_skipped"] in "\n".join(study.report_sections(rec, study.analyze(rec)))
 
 
+def test_live_gloo_run_searches_and_measures_the_best_split(store):
+    # Given (increasing) fits: the smoke shape's measured gloo fits are often too noisy to search.
+    rec = runner.execute(study, {"mm_fit": "5,0.02", "comm_fit": "50,100", "live": "on", "trace": "false",
+                                 "uniform": "2", "reps": 2}, store, preset="smoke")
+    assert rec.status == "complete" and all(v.correct for v in rec.variants)
+    best = rec.outputs["live"]["by_comm"]["default"]["best"]["chunks"]
+    measured = {v.params["chunks"] for v in rec.variants if v.params.get("kind") == "overlap"}
+    assert ",".join(map(str, best)) in measured
+
+
+def test_search_refuses_a_falling_fit():
+    from studies._mc2_split.plan import CostModel, Fit
+    from studies._mc2_split.search import unsearchable
+
+    falling = CostModel(Fit(5, 0.02, "row"), Fit(1000, -400, "MiB"), 256, 4)
+    assert unsearchable(falling) == "a fit does not grow with size"
+    assert unsearchable(CostModel(Fit(5, 0.02, "row"), Fit(50, 100, "MiB"), 256, 4)) is None
+
+
 @pytest.mark.parametrize("values, param, fragment", [
     ({"mm_fit": "16.5"}, "mm_fit", "fixed_us,us_per_row"),
     ({"mm_fit": "16.5,0.2"}, "comm_fit", "both fits or neither"),

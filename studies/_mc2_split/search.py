@@ -57,6 +57,19 @@ def _lower_bound_fn(fit, rows_to_x):
     return lb
 
 
+def unsearchable(model: CostModel, align: int = 128) -> str | None:
+    """Why the search cannot run on this model, or None: its bounds assume costs that grow
+    with the rows and are positive from one tile on (a fit can give neither: a noisy slope,
+    a negative fixed term)."""
+    if not (model.mm.increasing() and model.comm.increasing()):
+        return "a fit does not grow with size"
+    tile_mm_us, tile_comm_us = model.mm_us(align), model.comm_us(align)
+    if tile_mm_us <= 0 or tile_comm_us <= 0:
+        return (f"a fit gives a non-positive time for one {align}-row tile (CostMM = {tile_mm_us:.1f} us, "
+                f"CostComm = {tile_comm_us:.1f} us)")
+    return None
+
+
 def best_split(m: int, model: CostModel, contention: float | Sequence[float] = 1.15, comm_first: bool = False,
                align: int = 128, max_chunks: int = 16, max_tiles: int = 64) -> dict:
     """The chunking of M rows (tile-aligned, <= max_chunks) with the least simulated makespan."""

@@ -55,6 +55,7 @@ import argparse
 import gzip
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -65,7 +66,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks  # noqa: E402
-from studies._mc2_split.search import best_split  # noqa: E402
+from studies._mc2_split.search import best_split, unsearchable  # noqa: E402
 from studies._mc2_split.simulate import fit_contention  # noqa: E402
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms at the H200's 1.98 GHz: longer than the host needs to enqueue 16 chunks
@@ -434,6 +435,11 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             factors = tuple(cont["pair"])
         else:
             factors = (cfg["contention"], cfg["contention"])
+        skipped = unsearchable(model, cfg["align"])
+        if skipped:
+            ev.emit("note", text=f"{lbl}: best split not searched: {skipped}")
+            tick(f"overlap {lbl} best")
+            continue
         best = best_split(m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
         ev.emit("best", comm=lbl, contention=list(factors), **best)
         profile_op(f"best_{lbl}", lambda ch=best["chunks"]: overlap(ch))
@@ -454,11 +460,8 @@ def _params(base: dict, split: str, chunks) -> dict:
 
 
 def _median(samples) -> float:
-    s = sorted(samples)
-    if not s:
-        return float("nan")
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else 0.5 * (s[mid - 1] + s[mid])
+    """Median of the per-call samples; NaN for a variant that failed its check (no samples)."""
+    return statistics.median(samples) if samples else float("nan")
 
 
 if __name__ == "__main__":
