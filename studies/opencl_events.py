@@ -30,6 +30,8 @@ callback); see ``studies/_opencl_events/clrt.py``.
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pandas as pd
 
@@ -122,9 +124,7 @@ def requires(params) -> str | None:
         from studies._opencl_events import cuda
 
         return cuda.unavailable(params["device"])
-    try:
-        import pyopencl  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pyopencl") is None:
         return "pyopencl is not installed: pip install 'pyopencl[pocl]' (PoCL gives a CPU OpenCL platform)"
     plats = clrt.platforms()
     if not plats:
@@ -147,6 +147,58 @@ def _size_label(n: int) -> str:
         f"{n >> 10} KiB" if n % 1024 == 0 else f"{n} B")
 
 
+class _Progress:
+    """``ctx.progress`` over every point's rounds (one warm-up plus the measurements)."""
+
+    def __init__(self, ctx: RunContext, points: int, rounds: int):
+        self.ctx, self.rounds, self.total, self.done, self.where = ctx, rounds, points * rounds, 0, ""
+
+    def point(self, where: str) -> None:
+        self.where = where
+        self.ctx.progress(self.done / self.total, f"{where}: checking the kernels")
+
+    def round(self, rnd: int) -> None:
+        self.done += 1
+        self.ctx.progress(self.done / self.total, f"{self.where}: round {rnd + 1} of {self.rounds}")
+
+    def skip(self) -> None:
+        self.done += self.rounds
+
+
+def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, params, refused,
+                   progress: _Progress) -> None:
+    """Check the kernels, time the conditions the platform supports (interleaved rounds), check
+    again, and record every condition; a refused or unchecked one keeps its reason and no samples.
+
+    ``runs`` is a KernelRuns, DependencyRuns or CudaRuns; ``label(c)`` names a condition as the
+    seed does; ``refused(c)`` is the platform's refusal of a callback that ``c`` needs, or None.
+    """
+    def record(c, samples, ok, check, extra=None):
+        name = _vname(point.get("workers"), label(c), point["size_bytes"])
+        ctx.record(VariantResult(name, {**point, "condition": label(c)}, samples, ok, check, extra or {}))
+
+    runs.prime()
+    ok, check = runs.verify()
+    live = []
+    for c in conditions:
+        why = refused(c) or (None if ok else f"kernel check failed before timing: {check}")
+        if why:
+            record(c, [], False, why)
+        else:
+            live.append(c)
+    if not live:
+        progress.skip()
+        return
+    res = sweep_point(runs, live, params["reps"], params["measurements"], progress.round)
+    ok_after, check_after = runs.verify()
+    for c in live:
+        r = res[c]
+        good = ok_after and not r.problems
+        msg = (f"before and after timing: {check_after}" if good else
+               "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
+        record(c, r.samples_ns, good, msg, {"reps": params["reps"]})
+
+
 def run(params, ctx: RunContext) -> dict:
     if params["experiment"] == "cuda":
         return _run_cuda(params, ctx)
@@ -165,8 +217,7 @@ def run(params, ctx: RunContext) -> dict:
     else:
         conditions = DEP_CONDITIONS
     worker_list = params["workers"] if exp == "dependency" else [None]
-    total = len(worker_list) * len(params["sizes"]) * (params["measurements"] + 1)
-    done = 0
+    progress = _Progress(ctx, len(worker_list) * len(params["sizes"]), params["measurements"] + 1)
     queue_modes = set()
     unmaps_refused = 0
 
@@ -179,44 +230,20 @@ def run(params, ctx: RunContext) -> dict:
         bad = [(name, support[t]) for name, t in clrt.EXEC_TYPES if t in need and support[t]]
         return "; ".join(f"{target.platform_name} does not support a callback on {name}: {why}" for name, why in bad) or None
 
+    def label(c) -> str:
+        if isinstance(c, tuple):
+            return dep_label(*c)
+        return "wait" if c == "wait" else combo_label(c)
+
     for workers in worker_list:
         for size in params["sizes"]:
-            tag = f"{workers} workers, " if workers else ""
-            ctx.progress(done / total, f"{tag}{_size_label(size)}: checking the kernels")
+            progress.point((f"{workers} workers, " if workers else "") + _size_label(size))
             runs = (DependencyRuns(target, size, workers, cbs) if workers else KernelRuns(target, size, cbs))
             if workers:
                 queue_modes.add("out-of-order" if runs.out_of_order else "in-order")
+            point = {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
             try:
-                runs.prime()
-                ok, check = runs.verify()
-                label = (lambda c: dep_label(*c)) if workers else (lambda c: "wait" if c == "wait" else combo_label(c))
-                point = {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
-                live = []
-                for c in conditions:
-                    why = unsupported(c)
-                    if why or not ok:
-                        ctx.record(VariantResult(_vname(workers, label(c), size), {**point, "condition": label(c)},
-                                                 [], False, why or f"kernel check failed before timing: {check}"))
-                    else:
-                        live.append(c)
-                if live:
-                    def on_round(rnd, _tag=tag, _size=size):
-                        nonlocal done
-                        done += 1
-                        ctx.progress(done / total, f"{_tag}{_size_label(_size)}: round {rnd + 1} of "
-                                                   f"{params['measurements'] + 1}")
-
-                    res = sweep_point(runs, live, params["reps"], params["measurements"], on_round)
-                    ok_after, check_after = runs.verify()
-                    for c in live:
-                        r = res[c]
-                        good = ok_after and not r.problems
-                        msg = (f"before and after timing: {check_after}" if good else
-                               "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
-                        ctx.record(VariantResult(_vname(workers, label(c), size), {**point, "condition": label(c)},
-                                                 r.samples_ns, good, msg, {"reps": params["reps"]}))
-                else:
-                    done += params["measurements"] + 1
+                _measure_point(ctx, runs, conditions, label, point, params, unsupported, progress)
             finally:
                 if workers:
                     unmaps_refused += runs.unmaps_refused
@@ -237,46 +264,22 @@ def _vname(workers, label: str, size: int) -> str:
 
 
 def _run_cuda(params, ctx: RunContext) -> dict:
+    import cupy
+
     from studies._opencl_events import cuda
 
     name = cuda.device_name(params["device"])
-    sizes = params["sizes"]
-    total = len(sizes) * (params["measurements"] + 1)
-    done = 0
-    for size in sizes:
-        ctx.progress(done / total, f"{_size_label(size)}: checking the kernel")
+    progress = _Progress(ctx, len(params["sizes"]), params["measurements"] + 1)
+    for size in params["sizes"]:
+        progress.point(_size_label(size))
         runs = cuda.CudaRuns(size, params["device"])
+        point = {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
+                 "callback_impl": "cupy"}
         try:
-            runs.prime()
-            ok, check = runs.verify()
-            point = {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
-                     "callback_impl": "cupy"}
-            if not ok:
-                for c in cuda.CONDITIONS:
-                    ctx.record(VariantResult(_vname(None, c, size), {**point, "condition": c}, [], False,
-                                             f"kernel check failed before timing: {check}"))
-                done += params["measurements"] + 1
-                continue
-
-            def on_round(rnd, _size=size):
-                nonlocal done
-                done += 1
-                ctx.progress(done / total, f"{_size_label(_size)}: round {rnd + 1} of {params['measurements'] + 1}")
-
-            res = sweep_point(runs, list(cuda.CONDITIONS), params["reps"], params["measurements"], on_round)
-            ok_after, check_after = runs.verify()
-            for c in cuda.CONDITIONS:
-                r = res[c]
-                good = ok_after and not r.problems
-                msg = (f"before and after timing: {check_after}" if good else
-                       "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
-                ctx.record(VariantResult(_vname(None, c, size), {**point, "condition": c}, r.samples_ns, good, msg,
-                                         {"reps": params["reps"]}))
+            _measure_point(ctx, runs, list(cuda.CONDITIONS), str, point, params, lambda c: None, progress)
         finally:
             runs.close()
     ctx.progress(1.0, "done")
-    import cupy
-
     return {"platform": "CUDA (CuPy)", "device": name, "cupy": cupy.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()}
 

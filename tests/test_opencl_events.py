@@ -59,11 +59,13 @@ def test_unknown_platform_lists_the_ones_here():
 
 
 def test_cuda_without_gpu_is_explained():
+    import importlib.util
+
     reason = study.requires(study.SPACE.resolve({"experiment": "cuda"}))
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        assert "CuPy" in reason
+    if importlib.util.find_spec("cupy") is None:
+        assert "CuPy" in reason and "pip install" in reason
+    else:  # CuPy here: runnable (None), or the CUDA runtime's reason naming the GPU/device
+        assert reason is None or "GPU" in reason or "device" in reason
 
 
 def test_wrong_kernel_fails_the_check(target):
@@ -151,3 +153,44 @@ def test_dependency_charts_per_worker_count(store):
     assert (tbls["points"]["excess_us"] >= 0).all()
     pytest.importorskip("altair")
     assert {"timing_w7", "excess_w7"} <= set(study.charts(tbls))
+
+
+def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatch):
+    """The CUDA experiment's host logic (check, interleaved rounds, recording) with a fake runner:
+    a point whose kernel check fails is recorded failed for every condition, with no samples."""
+    import sys
+    import types
+
+    from studies._opencl_events import cuda
+    from workbench.study import RunContext
+
+    class FakeRuns:
+        def __init__(self, size_bytes, device):
+            self.good = size_bytes == 4096  # the 8 KiB point's kernel is "wrong"
+
+        def prime(self):
+            pass
+
+        def verify(self):
+            return self.good, "fake check"
+
+        def time(self, condition, reps):
+            return experiments.Outcome(1000.0 + 10 * cuda.CONDITIONS.index(condition))
+
+        def close(self):
+            pass
+
+    runtime = types.SimpleNamespace(runtimeGetVersion=lambda: 0, driverGetVersion=lambda: 0)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(__version__="fake",
+                                                                   cuda=types.SimpleNamespace(runtime=runtime)))
+    monkeypatch.setattr(cuda, "CudaRuns", FakeRuns)
+    monkeypatch.setattr(cuda, "device_name", lambda device: "Fake GPU")
+    ctx = RunContext()
+    params = validate(study, {"experiment": "cuda", "sizes": "4096,8192", "reps": 4, "measurements": 3})
+    out = study.run(params, ctx)
+    assert out["device"] == "Fake GPU"
+    by = {v.variant: v for v in ctx.variants}
+    assert len(by) == 2 * len(cuda.CONDITIONS)
+    assert all(by[f"{c} 4096B"].correct and len(by[f"{c} 4096B"].samples_ns) == 3 for c in cuda.CONDITIONS)
+    bad = [by[f"{c} 8192B"] for c in cuda.CONDITIONS]
+    assert all(not v.correct and v.samples_ns == [] and "failed before timing" in v.check for v in bad)
