@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.study import registry
+from workbench.study import ParamError, registry, validate
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,14 +149,23 @@ def test_study_runs_from_the_browser_and_exports_markdown(app, browser, study_id
     page = Page(browser, f"{app['url']}{_study_path(study_id)}?preset=smoke")
     try:
         p = page.page
-        # Change one parameter: the first plain number input gets its value +0 re-typed, or
-        # repetitions lowered, so a real widget edit travels with the run.
+        # Change one parameter (the first plain int: halved, or +1 where half is not allowed)
+        # and check below that the stored run carries the edited value.
         rep = next((q for q in study.SPACE.params if q.kind == "int" and not q.multi and not q.choices), None)
+        edited = None
         if rep is not None:
             value = study.SPACE.defaults("smoke")[rep.name]
+            for candidate in (value // 2, value + 1):
+                try:
+                    validate(study, {rep.name: candidate}, preset="smoke")
+                except ParamError:
+                    continue
+                edited = candidate
+                break
+        if edited is not None:
             box = p.get_by_label(rep.name + (f" ({rep.unit})" if rep.unit else ""), exact=True)
-            box.fill(str(value))
-            box.press("Enter")
+            box.fill(str(edited))
+            box.press("Tab")  # Enter would submit the form before the Run click
         p.get_by_role("button", name="Run", exact=True).click()
         # The store starts empty and committed runs say "origin: committed:...", so a local
         # origin appears only once this run finished and the page selected it.
@@ -182,6 +191,8 @@ def test_study_runs_from_the_browser_and_exports_markdown(app, browser, study_id
                                           "--study", study_id, "--json"], capture_output=True, text=True,
                                          cwd=ROOT).stdout)
         assert runs and runs[0]["status"] == "complete"
+        if edited is not None:
+            assert runs[0]["params"][rep.name] == edited, "the edited widget value did not reach the run"
     finally:
         page.close()
 
