@@ -42,6 +42,7 @@ from typing import Any
 import pandas as pd
 
 from studies._ag_gemm import methods as _methods
+from studies._ag_gemm import spans
 from workbench import tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
@@ -306,8 +307,6 @@ def _met(target, speedup, ours, torch_fused, ws, m) -> bool | None:
 
 def program_traces(rec: RunRecord) -> dict[str, pd.DataFrame]:
     """Span tables of the fused kernel's per-program traces, by attachment name."""
-    from studies._ag_gemm import spans
-
     out = {}
     for name, kind, data in rec.attachments:
         if kind == spans.ATTACH_KIND:
@@ -315,9 +314,24 @@ def program_traces(rec: RunRecord) -> dict[str, pd.DataFrame]:
     return out
 
 
-def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    from studies._ag_gemm import spans
+#: attachment kinds that are traces: the fused kernel's per-program records, torch.profiler JSON
+TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
 
+
+def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
+    """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
+    from workbench.traces import load
+
+    if kind == spans.ATTACH_KIND:
+        return spans.to_spans(json.loads(data))
+    # The importers read files (format detection looks at the name and the first bytes).
+    with tempfile.TemporaryDirectory(prefix="ag-gemm-trace-") as tmp:
+        path = Path(tmp, Path(name).name)
+        path.write_bytes(data)
+        return load(path)[0]
+
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     variants = tables.variants_table(rec)
     if not variants.empty:
         variants = variants.assign(median_ms=_median_ms(variants), ci_lo_ms=variants["ci_lo_ns"] / 1e6,

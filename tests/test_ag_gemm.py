@@ -303,3 +303,16 @@ def test_seed_table_shows_missing_baseline_as_na():
     text = study.report_sections(rec, study.analyze(rec))[0]
     row = text.splitlines()[-1]
     assert "| n/a | 1.300 | n/a |" in row and "n/ax" not in text
+
+
+def test_attached_traces_of_committed_runs_become_span_tables():
+    from workbench.traces.model import validate
+
+    rec = next(r for r in committed_runs(study.ID) if r.attachments)
+    kinds = {}
+    for name, kind, data in rec.attachments:
+        if kind in study.TRACE_KINDS and kind not in kinds:
+            kinds[kind] = validate(study.attachment_spans(name, kind, data))
+    assert set(kinds) == set(study.TRACE_KINDS)
+    assert {"fetch", "gemm"} <= set(kinds[spans.ATTACH_KIND]["category"].astype(str))
+    assert (kinds["trace/chrome-json"]["category"].astype(str) == "kernel").any()
