@@ -28,6 +28,7 @@ from .experiments import GAIN, OFFSET, Outcome, _close
 CONDITIONS = ("none", "host-func", "event-sync", "event-poll")
 BLOCK = 256
 
+
 def unavailable(device: int) -> str | None:
     """Why the CUDA experiment cannot run here, or None."""
     try:
@@ -43,12 +44,14 @@ def unavailable(device: int) -> str | None:
         return f"device={device} but this machine has {count} CUDA device(s)"
     return None
 
+
 def device_name(device: int) -> str:
     import cupy
 
     props = cupy.cuda.runtime.getDeviceProperties(device)
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
 
 class CudaRuns:
     """R launches of scale_offset over one buffer, with one of CONDITIONS per launch."""
@@ -94,7 +97,6 @@ class CudaRuns:
             waiter = WaitThread(wait=lambda ev: ev.synchronize())
         elif condition == "event-poll":
             waiter = WaitThread(wait=_poll)
-        events = []
         t0 = time.perf_counter_ns()
         for _ in range(reps):
             self._launch()
@@ -103,8 +105,7 @@ class CudaRuns:
             elif waiter is not None:
                 ev = cp.cuda.Event(block=False, disable_timing=True)
                 ev.record(stream)
-                waiter.put(ev)
-                events.append(ev)
+                waiter.put(ev)  # the waiter holds the event until it has waited on it
         stream.synchronize()
         got = waiter.join() if waiter is not None else len(self._hits)
         dt = time.perf_counter_ns() - t0
@@ -116,7 +117,7 @@ class CudaRuns:
         self.stream.synchronize()
         del self.d_in, self.d_out
 
+
 def _poll(ev) -> None:
     while not ev.done:  # cudaEventQuery
         time.sleep(0)  # release the GIL so the launching thread is not starved
-

@@ -92,13 +92,10 @@ class KernelRuns:
         cl, q, kern, n = self.t.cl, self.t.queue, self.kern, (self.n,)
         q.finish()
         if condition == "wait":
-            waiter = clrt.WaitThread()
-            events = []
+            waiter = clrt.WaitThread()  # holds each event until it has waited on it
             t0 = time.perf_counter_ns()
             for _ in range(reps):
-                ev = cl.enqueue_nd_range_kernel(q, kern, n, None)
-                waiter.put(ev)
-                events.append(ev)
+                waiter.put(cl.enqueue_nd_range_kernel(q, kern, n, None))
             q.finish()
             waited = waiter.join()
             dt = time.perf_counter_ns() - t0
