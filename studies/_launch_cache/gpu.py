@@ -123,14 +123,14 @@ class _PerCall:
     def __init__(self, cupy, nbytes, threads, k, held):
         self.cupy, self.nbytes, self.held = cupy, nbytes, held
 
-    def acquire(self, t, stream, sync):
+    def acquire(self, stream, sync):
         self.held.add(self.nbytes)
         return self.cupy.cuda.runtime.malloc(self.nbytes)
 
     def ptr(self, blk):
         return blk
 
-    def release(self, t, blk, stream, sync):
+    def release(self, blk, stream, sync):
         self.cupy.cuda.runtime.free(blk)  # implicit device-wide synchronisation
         self.held.sub(self.nbytes)
 
@@ -144,7 +144,7 @@ class _LockedCache:
         self.lock = threading.Lock()
         self.block: _Block | None = None
 
-    def acquire(self, t, stream, sync):
+    def acquire(self, stream, sync):
         self.lock.acquire()
         if self.block is None or self.block.size < self.nbytes:
             if self.block is not None:
@@ -157,7 +157,7 @@ class _LockedCache:
     def ptr(self, blk):
         return blk.ptr
 
-    def release(self, t, blk, stream, sync):
+    def release(self, blk, stream, sync):
         if not sync:
             blk.event.record(stream)
         self.lock.release()
@@ -180,7 +180,7 @@ class _Pool:
             self.queue.put(None)  # a slot whose block is allocated on first use
         self.blocks: list[_Block] = []
 
-    def acquire(self, t, stream, sync):
+    def acquire(self, stream, sync):
         blk = self.queue.get()
         if blk is None:
             blk = _Block(self.cupy, self.nbytes, self.held)
@@ -192,7 +192,7 @@ class _Pool:
     def ptr(self, blk):
         return blk.ptr
 
-    def release(self, t, blk, stream, sync):
+    def release(self, blk, stream, sync):
         if not sync:
             blk.event.record(stream)
         self.queue.put(blk)
@@ -207,13 +207,13 @@ class _Framework:
         self.cupy, self.nbytes, self.held = cupy, nbytes, held
         self.pool = cupy.cuda.MemoryPool()
 
-    def acquire(self, t, stream, sync):
+    def acquire(self, stream, sync):
         return self.pool.malloc(self.nbytes)  # stream-ordered on the thread's current stream
 
     def ptr(self, blk):
         return blk.ptr
 
-    def release(self, t, blk, stream, sync):
+    def release(self, blk, stream, sync):
         pass  # the block returns to the pool when the caller drops its last reference
 
     def close(self):
@@ -273,7 +273,6 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
     stamps = np.zeros((launches, 5), dtype=np.int64)
     barrier = threading.Barrier(threads + 1)
     errors: list[BaseException] = []
-    t_zero = [0]
     clock = time.perf_counter_ns
 
     def worker(t):
@@ -293,14 +292,14 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
                             stream.synchronize()
                         t3 = t4 = clock()
                     else:
-                        blk = pol.acquire(t, stream, sync)
+                        blk = pol.acquire(stream, sync)
                         t1 = clock()
                         kern((1,), (BLOCK_THREADS,), args(t, pol.ptr(blk)))
                         t2 = clock()
                         if sync:
                             stream.synchronize()
                         t3 = clock()
-                        pol.release(t, blk, stream, sync)
+                        pol.release(blk, stream, sync)
                         blk = None  # drop it now: the framework pool reuses it on the next launch
                         t4 = clock()
                     stamps[i] = (t0, t1, t2, t3, t4)
@@ -313,8 +312,7 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
     for w in workers:
         w.start()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    t_zero[0] = time.perf_counter_ns()
-    t0 = time.perf_counter_ns()
+    phase_t0 = time.perf_counter_ns()
     try:
         barrier.wait()
     except threading.BrokenBarrierError:
@@ -322,7 +320,7 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
     for w in workers:
         w.join()
     dev.synchronize()
-    real_ns = time.perf_counter_ns() - t0
+    real_ns = time.perf_counter_ns() - phase_t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     if errors:
         raise errors[0]
@@ -339,7 +337,7 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
     return Phase(
         real_ns=real_ns, user_ns=int((r1.ru_utime - r0.ru_utime) * 1e9), sys_ns=int((r1.ru_stime - r0.ru_stime) * 1e9),
         minflt=r1.ru_minflt - r0.ru_minflt, majflt=r1.ru_majflt - r0.ru_majflt, nvcsw=r1.ru_nvcsw - r0.ru_nvcsw,
-        nivcsw=r1.ru_nivcsw - r0.ru_nivcsw, peak_bytes=held.peak, start_ns=stamps[:, 0] - t_zero[0],
+        nivcsw=r1.ru_nivcsw - r0.ru_nivcsw, peak_bytes=held.peak, start_ns=stamps[:, 0] - phase_t0,
         segments_ns={name: stamps[:, j + 1] - stamps[:, j] for j, name in enumerate(SEGMENTS)}, checksum=sums,
         thread_of=thread_index(launches, threads),
         extra={"device_used_at_end_bytes": int(free0 - free1),
