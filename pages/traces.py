@@ -23,10 +23,11 @@ _NOT_TRACES = (".bundle.json", ".md", ".txt", ".py", ".sh", ".mlir", ".vmfb", ".
 
 
 @st.cache_data(show_spinner="reading trace...", max_entries=4)
-def _load_bytes(data: bytes, name: str):
+def _load_upload(file_id: str, name: str, _data: bytes):
+    # keyed by the upload's id: hashing up to MAX_UPLOAD_MB of bytes on every rerun costs seconds
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / Path(name).name
-        p.write_bytes(data)
+        p.write_bytes(_data)
         return load(p)
 
 
@@ -47,8 +48,7 @@ def _pick() -> tuple[object, str] | None:
             if up.size > MAX_UPLOAD_MB << 20:
                 st.error(f"{up.name}: {up.size / 2**20:.0f} MB is over the {MAX_UPLOAD_MB} MB limit")
                 return None
-            data = up.getvalue()
-            return _load_bytes(data, up.name), up.name
+            return _load_upload(up.file_id, up.name, up.getvalue()), up.name
         files = sorted(p for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(_NOT_TRACES))
         if not files:
             st.info("No trace files under traces/ yet; upload one.")
