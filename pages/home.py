@@ -1,5 +1,6 @@
 """Home: what the workbench is, this machine, its floor, the studies and recent runs."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -37,7 +38,7 @@ if store is not None:
            and r["fingerprint"] == e["fingerprint"]]
     if cal:
         rec = store.load(cal[0]["run_id"], attachments=False)
-        meds = {v.variant: stats.summarize(v.samples_ns).median for v in rec.variants if v.correct}
+        meds = {v.variant: float(np.median(v.samples_ns)) for v in rec.variants if v.correct}
         floor_txt = ", ".join(f"{k}: {stats.fmt_ns(v)}" for k, v in meds.items())
 st.markdown(f"**Floor on this machine** (Calibration study): {floor_txt}")
 

@@ -90,7 +90,9 @@ class Page:
                      if r.status >= 400 and "/_stcore/" not in r.url else None)
         self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
         self.page.goto(url)
-        self.page.wait_for_selector("[data-testid='stAppViewContainer']", timeout=60_000)
+        # Every page starts with its title: waiting for it proves the script ran (on a cold
+        # server the running indicator appears late, and a blank page would pass the checks).
+        self.page.wait_for_selector("[data-testid='stMainBlockContainer'] h1", timeout=90_000)
         self.settle()
 
     def settle(self, timeout_ms: int = 60_000) -> None:

@@ -124,7 +124,7 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     from . import runner
-    from .study import get
+    from .study import get, validate
 
     try:
         study = get(args.study)
@@ -134,8 +134,6 @@ def cmd_run(args) -> int:
     try:
         values = study.SPACE.parse_sets(args.set or [])
         # Validate before touching the store, so bad input stores nothing.
-        from .study import validate
-
         validate(study, values, preset="quick" if args.quick else None)
         store = _open_store(args.store)
     except ParamError as exc:
@@ -282,56 +280,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", help="results store (SQLite file); default $WORKBENCH_STORE or .workbench/results.sqlite")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("list", help="list the studies with their seed")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_list)
+    def command(name: str, fn, help: str, store: bool = True) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help)
+        if store:  # also after the command; SUPPRESS keeps the top-level value when absent
+            s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+        s.set_defaults(fn=fn)
+        return s
 
-    s = sub.add_parser("run", help="run a study and store the result")
+    s = command("list", cmd_list, "list the studies with their seed")
+    s.add_argument("--json", action="store_true")
+
+    s = command("run", cmd_run, "run a study and store the result")
     s.add_argument("study")
     s.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="parameter value; comma-separated values sweep a list parameter")
     s.add_argument("--quick", action="store_true", help="the study's quick preset")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_run)
 
-    s = sub.add_parser("runs", help="list stored runs")
+    s = command("runs", cmd_runs, "list stored runs")
     s.add_argument("--study")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_runs)
 
-    s = sub.add_parser("compare", help="A/B verdict table of two runs (B against A)")
+    s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A)")
     s.add_argument("run_a")
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_compare)
 
-    s = sub.add_parser("report", help="export a run as Markdown or a notebook")
+    s = command("report", cmd_report, "export a run as Markdown or a notebook")
     s.add_argument("run")
     s.add_argument("--format", choices=["md", "ipynb"], default="md")
     s.add_argument("-o", "--output")
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_report)
 
-    s = sub.add_parser("export", help="export a run as a result bundle (JSON) or google-benchmark JSON")
+    s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")
     s.add_argument("run")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--format", choices=["bundle", "gbench"], default="bundle")
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_export)
 
-    s = sub.add_parser("import", help="import result bundles into the store")
+    s = command("import", cmd_import, "import result bundles into the store")
     s.add_argument("files", nargs="+")
-    s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-    s.set_defaults(fn=cmd_import)
 
-    s = sub.add_parser("notebooks", help="generate one study notebook per study")
+    s = command("notebooks", cmd_notebooks, "generate one study notebook per study", store=False)
     s.add_argument("-o", "--output", default="notebooks")
-    s.set_defaults(fn=cmd_notebooks)
 
     sub.add_parser("trace", help="import a trace file: python -m workbench trace FILE [--json] [--phases] [--chrome OUT]",
                    add_help=False)
@@ -353,7 +343,4 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_BAD_INPUT if exc.code else EXIT_OK
-    for attr in ("store",):
-        if not hasattr(args, attr):
-            setattr(args, attr, None)
     return args.fn(args)
