@@ -457,55 +457,50 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
 
 def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
+    from workbench.report import md_table
+
     df = tbls["policies"]
     seed = tbls["seed_summary"]
-    secs = []
-    lines = ["## The seed's `time` figures (seed's machine, median of its 5 runs)", "",
-             "| launches / threads | build | real | user | sys | user vs baseline | sys vs baseline |",
-             "|---|---|---|---|---|---|---|"]
-    for _, r in seed.iterrows():
-        lines.append(f"| {r['launches']:,} / {r['threads']} | {r['build']} ({r['policy']}) | {fmt_time(r['real_s'])} | "
-                     f"{fmt_time(r['user_s'])} | {fmt_time(r['sys_s'])} | {r['user_vs_baseline']:.2f} | "
-                     f"{r['sys_vs_baseline']:.2f} |")
-    secs.append("\n".join(lines))
+    rows = [{"launches / threads": f"{r['launches']:,} / {r['threads']}", "build": f"{r['build']} ({r['policy']})",
+             "real": fmt_time(r["real_s"]), "user": fmt_time(r["user_s"]), "sys": fmt_time(r["sys_s"]),
+             "user vs baseline": f"{r['user_vs_baseline']:.2f}", "sys vs baseline": f"{r['sys_vs_baseline']:.2f}"}
+            for _, r in seed.iterrows()]
+    secs = ["## The seed's `time` figures (seed's machine, median of its 5 runs)\n\n" + md_table(pd.DataFrame(rows))]
     if not len(df) or "real_s" not in df:
         return secs
     p = rec.params
     mode = _mode_col(df)
-    lines = [f"## Live `time` of the launch phase ({p['launches']:,} launches over {p['threads']} threads, "
-             f"{p['target']}, scratch {p['scratch_bytes']:,} B; median of {p['repeat']} phases)", "",
-             f"| variant | {mode} | real | user | sys | minor faults | per-launch p50 | p99 | peak scratch | check |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for _, r in df.iterrows():
-        lines.append(f"| {r['variant']} | {r[mode]} | {fmt_time(r['real_s'])} | {fmt_time(r['user_s'])} | "
-                     f"{fmt_time(r['sys_s'])} | {r['minflt']:,.0f} | {stats.fmt_ns(r['p50_us'] * 1e3)} | "
-                     f"{stats.fmt_ns(r['p99_us'] * 1e3)} | {r['peak_mib']:.0f} MiB | "
-                     f"{'ok' if r['correct'] else 'FAILED'} |")
-    secs.append("\n".join(lines))
+    rows = [{"variant": r["variant"], mode: r[mode], "real": fmt_time(r["real_s"]), "user": fmt_time(r["user_s"]),
+             "sys": fmt_time(r["sys_s"]), "minor faults": f"{r['minflt']:,.0f}",
+             "per-launch p50": stats.fmt_ns(r["p50_us"] * 1e3), "p99": stats.fmt_ns(r["p99_us"] * 1e3),
+             "peak scratch": f"{r['peak_mib']:.0f} MiB", "check": "ok" if r["correct"] else "FAILED"}
+            for _, r in df.iterrows()]
+    secs.append(f"## Live `time` of the launch phase ({p['launches']:,} launches over {p['threads']} threads, "
+                f"{p['target']}, scratch {p['scratch_bytes']:,} B; median of {p['repeat']} phases)\n\n"
+                + md_table(pd.DataFrame(rows)))
     vs = tbls.get("vs_per_call")
     if vs is not None and len(vs):
         s256 = seed[seed["launches"] == 256].set_index("build")
         s1m = seed[seed["launches"] == 1048576].set_index("build")
-        lines = ["## Cached vs per-call, live beside the seed", "",
-                 "Ratios below 1 mean less time than allocating per launch. The seed's ratios are patch / baseline "
-                 f"(256 launches: real {s256.loc['patch', 'real_vs_baseline']:.2f}, user "
-                 f"{s256.loc['patch', 'user_vs_baseline']:.2f}, sys {s256.loc['patch', 'sys_vs_baseline']:.2f}; "
-                 f"1,048,576 launches: real {s1m.loc['patch', 'real_vs_baseline']:.2f}, user "
-                 f"{s1m.loc['patch', 'user_vs_baseline']:.2f}, sys {s1m.loc['patch', 'sys_vs_baseline']:.2f}).", "",
-                 f"| variant | {mode} | real | user | sys | per-launch p50 |", "|---|---|---|---|---|---|"]
-        for _, r in vs.iterrows():
-            lines.append(f"| {r['variant']} | {r[mode]} | {r['real_vs_per_call']:.3f} | {r['user_vs_per_call']:.3f} | "
-                         f"{r['sys_vs_per_call']:.3f} | {r['p50_vs_per_call']:.3f} |")
-        secs.append("\n".join(lines))
+        rows = [{"variant": r["variant"], mode: r[mode],
+                 **{clock: f"{r[f'{clock}_vs_per_call']:.3f}" for clock in ("real", "user", "sys")},
+                 "per-launch p50": f"{r['p50_vs_per_call']:.3f}"} for _, r in vs.iterrows()]
+        secs.append("## Cached vs per-call, live beside the seed\n\n"
+                    "Ratios below 1 mean less time than allocating per launch. The seed's "
+                    f"ratios are patch / baseline (256 launches: real {s256.loc['patch', 'real_vs_baseline']:.2f}, "
+                    f"user {s256.loc['patch', 'user_vs_baseline']:.2f}, sys {s256.loc['patch', 'sys_vs_baseline']:.2f}; "
+                    f"1,048,576 launches: real {s1m.loc['patch', 'real_vs_baseline']:.2f}, user "
+                    f"{s1m.loc['patch', 'user_vs_baseline']:.2f}, sys {s1m.loc['patch', 'sys_vs_baseline']:.2f}).\n\n"
+                    + md_table(pd.DataFrame(rows)))
     seg = tbls.get("segments")
     if seg is not None and len(seg):
-        names = list(dict.fromkeys(seg["segment"]))
-        lines = ["## Where a launch's time goes (host clock, mean per launch; share of the mean launch)", "",
-                 "| variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-        for variant, g in seg.groupby("variant", sort=False):
-            cells = {r["segment"]: f"{stats.fmt_ns(r['mean_us'] * 1e3)} ({r['share']:.0%})" for _, r in g.iterrows()}
-            lines.append(f"| {variant} | " + " | ".join(cells.get(n, "") for n in names) + " |")
-        secs.append("\n".join(lines))
+        cells = seg.assign(cell=[f"{stats.fmt_ns(m * 1e3)} ({sh:.0%})" for m, sh in zip(seg["mean_us"], seg["share"])])
+        table = cells.pivot(index="variant", columns="segment", values="cell")
+        table = table.reindex(index=list(dict.fromkeys(seg["variant"])),
+                              columns=list(dict.fromkeys(seg["segment"]))).fillna("").reset_index()
+        table.columns.name = None
+        secs.append("## Where a launch's time goes (host clock, mean per launch; share of the mean launch)\n\n"
+                    + md_table(table))
     secs.append(_findings(rec, df))
     return secs
 
