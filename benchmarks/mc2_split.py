@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import studies.mc2_split as study  # noqa: E402
 from workbench import runner  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
+from workbench.report import md_table  # noqa: E402
 from workbench.store import Store, committed_runs, read_bundle, write_bundle  # noqa: E402
 from workbench.study import ParamError, StudyUnavailable  # noqa: E402
 
@@ -43,7 +44,7 @@ def show(rec) -> bool:
         return False
     cols = [c for c in ("variant", "chunks", "measured_us", "predicted_us", "err", "predicted_fit_us", "err_fit",
                         "speedup_vs_serial_default", "correct") if c in tbl]
-    print(study._md(tbl, cols, ".3f"))
+    print(md_table(tbl[cols]))
     ok = bool(tbl["correct"].all())
     best = tbl[(tbl["split"] == "best") & tbl["correct"]]
     if len(best) and "speedup_vs_serial_default" in best:

@@ -35,7 +35,7 @@ from studies._mc2_split import plan as planmod
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
 from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import simulate
-from workbench import tables
+from workbench import stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
 
@@ -360,7 +360,7 @@ def fit_points_table(rec: RunRecord) -> pd.DataFrame:
         kind = v.params.get("kind")
         if kind not in ("cost-mm", "cost-comm"):
             continue
-        s = tables.stats.summarize(v.samples_ns)
+        s = stats.summarize(v.samples_ns)
         comm, cv = v.params["comm"], v.params.get("carveout", 0)
         if kind == "cost-comm":  # the fit of any config using this collective instance
             fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and c.get("instance", lbl) == comm), None)
@@ -598,18 +598,11 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     return out
 
 
-def _md(df: pd.DataFrame, cols: list[str], floatfmt: str = ".1f") -> str:
-    """A GitHub Markdown table (no tabulate: the GPU machines lack it)."""
-    cols = [c for c in cols if c in df]
+def _md(df: pd.DataFrame, cols: list[str]) -> str:
+    """The columns of ``cols`` that the table has, as a GitHub Markdown table."""
+    from workbench.report import md_table
 
-    def cell(v) -> str:
-        if isinstance(v, float):
-            return "" if v != v else format(v, floatfmt)
-        return str(v).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df[cols].itertuples(index=False)]
-    return "\n".join(lines)
+    return md_table(df[[c for c in cols if c in df]])
 
 
 def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
@@ -635,7 +628,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     if sims is not None and len(sims):
         skipped = f"\n\n{out['best_skipped']}." if out.get("best_skipped") else ""
         secs.append("## Simulated splits\n\n" + _md(sims, ["split", "chunks", "n_chunks", "makespan_us", "serial_us",
-                                                           "gain", "over_best"], ".3f") + skipped)
+                                                           "gain", "over_best"]) + skipped)
     gantt = tbls.get("gantt")
     if gantt is not None and len(gantt):
         secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt[gantt["shown"]]) + "\n```")
@@ -651,7 +644,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
         secs.append(f"## Predicted vs measured ({lv.get('backend')}, world size {lv.get('world_size')})\n\n" +
                     _md(live, ["variant", "chunks", "measured_us", "ci_lo_us", "ci_hi_us", "predicted_us", "err",
                                "predicted_fit_us", "err_fit", "contention_fit", "speedup_vs_serial_default",
-                               "correct"], ".3f") +
+                               "correct"]) +
                     "\n\n`err` uses the given contention factor; `err_fit` the (compute, comm) factors fitted to "
                     "the heuristic and uniform runs of the same collective (the best split is then searched with "
                     "them, so its error is out of sample).")
