@@ -216,7 +216,7 @@ def gpu_step_iterations(df: pd.DataFrame, step: str = r"^(ProfilerStep#\d+|step|
         busy = union_ns(g_st[m], g_en[m])
         rows.append({"iteration": len(rows), "start_ns": int(s), "total_ns": int(end - s),
                      "host until first GPU op": max(first - s, 0), "GPU busy": busy,
-                     "GPU idle between ops": (last - max(first, s)) - busy if first >= s else (last - s) - busy,
+                     "GPU idle between ops": (last - max(first, s)) - busy,
                      "after last GPU op": end - last})
     if not rows:
         raise PhaseError("no step launched GPU work (no kernel correlates with a runtime call inside a step)")
