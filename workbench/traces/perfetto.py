@@ -60,9 +60,9 @@ def detect(head: bytes, name: str) -> bool:
         return False
     if n == 0 or n > 64 << 20:
         return False
-    if o + n > len(head):  # first packet longer than the head: trust the name
-        return name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb"))
     named = name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb"))
+    if o + n > len(head):  # first packet longer than the head: trust the name
+        return named
     try:
         pkt = _pb().TracePacket()
         pkt.ParseFromString(head[o: o + n])
