@@ -30,6 +30,7 @@ callback); see ``studies/_opencl_events/clrt.py``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import numpy as np
@@ -301,11 +302,20 @@ def _group_keys(df: pd.DataFrame) -> list[str]:
 
 
 def overhead_table(rec: RunRecord) -> pd.DataFrame:
-    """Per condition and size bucket: extra time per run over the experiment's baseline, with CI."""
-    valid = rec.valid_variants()
+    """Per condition and size bucket: extra time per run over the experiment's baseline, with CI.
+
+    Computed once per set of valid variants: the page asks for it from the verdict and from
+    ``analyze`` on every rerun, and its bootstraps take most of a second on a full sweep.
+    """
+    key = tuple((tuple(sorted(v.params.items())), tuple(v.samples_ns)) for v in rec.valid_variants())
+    return _overhead_table(key).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _overhead_table(valid: tuple) -> pd.DataFrame:
     if not valid:
         return pd.DataFrame()
-    df = pd.DataFrame([{**v.params, "samples": np.asarray(v.samples_ns)} for v in valid])
+    df = pd.DataFrame([{**dict(params), "samples": np.asarray(samples)} for params, samples in valid])
     if "workers" in df.columns:
         df["workers"] = df["workers"].fillna(0).astype(int)
     rows = []
