@@ -270,15 +270,7 @@ def run(params, ctx: RunContext) -> dict:
                     capdir = tmpdir / f"cap_{c}_{source}_{via}"
                     capdir.mkdir()
                     try:
-                        if source == "ireeperf":
-                            path, cmd = iree_tools.capture_ireeperf(mod.vmfb, inputs[n], w_max, capdir)
-                        elif via == "bench":
-                            path, cmd = iree_tools.capture_tracy(
-                                capdir, iree_tools.traced_benchmark(mod.vmfb, inputs[n], w_max))
-                        else:
-                            job = [{"key": "profile", "vmfb": str(mod.vmfb), "input": str(inputs[n])}]
-                            path, cmd = iree_tools.capture_tracy(capdir, lambda env: measure.run_iree_python(
-                                job, "local-task", w_max, repeat=3, env=env, exit_crash_ok=True)[1])
+                        path, cmd = _capture(source, via, mod.vmfb, inputs[n], w_max, capdir)
                     except (ExternalCommandError, FileNotFoundError) as exc:
                         outputs["capture_errors"].append(f"{source} via {via} c={c}: {exc}")
                         continue
@@ -290,6 +282,21 @@ def run(params, ctx: RunContext) -> dict:
     outputs["loadavg_end"] = list(os.getloadavg())
     ctx.progress(1.0, "done")
     return outputs
+
+
+def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, capdir: Path) -> tuple[Path, str]:
+    """One profile of the module: IREE's profiler around iree-benchmark-module ("ireeperf"), or
+    a Tracy capture around iree-benchmark-module ("bench") or the iree.runtime call ("python").
+    Returns the capture file and the command that produced it."""
+    from studies._cpu_reduction import iree_tools, measure
+
+    if source == "ireeperf":
+        return iree_tools.capture_ireeperf(vmfb, input_npy, workers, capdir)
+    if via == "bench":
+        return iree_tools.capture_tracy(capdir, iree_tools.traced_benchmark(vmfb, input_npy, workers))
+    job = [{"key": "profile", "vmfb": str(vmfb), "input": str(input_npy)}]
+    return iree_tools.capture_tracy(capdir, lambda env: measure.run_iree_python(
+        job, "local-task", workers, repeat=3, env=env, exit_crash_ok=True)[1])
 
 
 # --- analysis -------------------------------------------------------------------------------------
