@@ -107,6 +107,7 @@ class Page:
         assert not self.errors, self.errors
 
     def shot(self, name: str) -> None:
+        self.page.wait_for_timeout(1500)  # data frames draw on a canvas after the script finished
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 

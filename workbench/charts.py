@@ -7,11 +7,18 @@ import pandas as pd
 
 alt.data_transformers.disable_max_rows()
 
+_PER_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6}
+
+
+def _in_unit(df: pd.DataFrame, unit: str) -> pd.DataFrame:
+    """``median``, ``lo`` and ``hi`` columns in ``unit`` from a variants table's ``*_ns`` ones."""
+    scale = _PER_NS[unit]
+    return df.assign(median=df["median_ns"] / scale, lo=df["ci_lo_ns"] / scale, hi=df["ci_hi_ns"] / scale)
+
 
 def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: str = "us") -> alt.Chart:
     """Bars of the median with CI whiskers; ``df`` from :func:`workbench.tables.variants_table`."""
-    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6}[unit]
-    d = df.assign(median=df["median_ns"] / scale, lo=df["ci_lo_ns"] / scale, hi=df["ci_hi_ns"] / scale)
+    d = _in_unit(df, unit)
     base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=None, title=x))
     bars = base.mark_bar().encode(
         y=alt.Y("median:Q", title=f"median ({unit})"),
@@ -28,8 +35,7 @@ def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: 
 def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: str = "us",
                  log_x: bool = False, log_y: bool = False, x_title: str | None = None) -> alt.Chart:
     """Median vs ``x`` per ``color`` group with a CI band; log axes on request."""
-    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6}[unit]
-    d = df.assign(median=df["median_ns"] / scale, lo=df["ci_lo_ns"] / scale, hi=df["ci_hi_ns"] / scale)
+    d = _in_unit(df, unit)
     xs = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
     ys = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
     base = alt.Chart(d).encode(x=alt.X(f"{x}:Q", scale=xs, title=x_title or x), color=alt.Color(f"{color}:N"))
@@ -40,12 +46,3 @@ def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: st
                  alt.Tooltip("hi:Q", format=".3f")],
     )
     return (band + line).properties(title=title, width=420, height=280)
-
-
-def sample_dots(samples: pd.DataFrame, x: str, color: str, unit: str = "us", log_x: bool = False) -> alt.Chart:
-    """Every raw sample as a dot (the seed-style scatter under a mean/median line)."""
-    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6}[unit]
-    d = samples.assign(value=samples["ns"] / scale)
-    xs = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
-    return alt.Chart(d).mark_circle(size=12, opacity=0.35).encode(
-        x=alt.X(f"{x}:Q", scale=xs), y=alt.Y("value:Q", title=unit), color=f"{color}:N")

@@ -210,7 +210,9 @@ def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = No
     head = [f"# A/B: `{b.run_id}` (B) against `{a.run_id}` (A)",
             f"**Verdict:** B is faster in {faster}, slower in {slower}, and cannot be told apart in "
             f"{len(rows) - faster - slower} of {len(rows)} common variant(s)."]
-    if not cmp["same_machine"]:
+    if cmp["same_machine"]:
+        head.append(f"Both runs on: {cmp['machine_a']}.")
+    else:
         head.append(f"> **Warning: different machines.** A: {cmp['machine_a']}; B: {cmp['machine_b']}. "
                     "Differences mix the change with the machine.")
     table = pd.DataFrame([{

@@ -19,7 +19,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -214,10 +214,6 @@ class Store:
         for name, kind, data in rec.attachments:
             self.add_attachment(rec.run_id, name, kind, data)
 
-    def delete(self, run_id: str) -> None:
-        with self._conn:
-            self._conn.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
-
     # --- reading ---------------------------------------------------------------------------
 
     def runs(self, study: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -274,15 +270,6 @@ class Store:
             rec.attachments = [(n, k, bytes(d)) for n, k, d in self._conn.execute(
                 "SELECT name, kind, data FROM attachments WHERE run_id=? ORDER BY name", (run_id,))]
         return rec
-
-    def attachment(self, run_id: str, name: str) -> bytes:
-        row = self._conn.execute("SELECT data FROM attachments WHERE run_id=? AND name=?", (run_id, name)).fetchone()
-        if row is None:
-            raise KeyError(f"run {run_id} has no attachment {name!r}")
-        return bytes(row[0])
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.runs())
 
 
 def _machine_label(env: dict[str, Any]) -> str:
