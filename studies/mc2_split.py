@@ -693,4 +693,4 @@ def verdict(rec: RunRecord) -> str:
                     text += f", prediction error {top['err_fit']:+.1%} with fitted contention"
                 text += "."
                 break
-    return (text or "No split could be planned; see the derivation.") + tail
+    return (text.strip() or "No split could be planned; see the derivation.") + tail
