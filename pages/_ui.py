@@ -128,7 +128,8 @@ def downloads(rec: RunRecord, key: str) -> None:
             st.download_button("Download notebook (.zip with bundle)", st.session_state[f"{key}:nbzip"],
                                file_name=f"{rec.run_id}-notebook.zip", mime="application/zip", key=f"{key}:nbdl")
     with c3:
-        st.download_button("Download result bundle (JSON)", json.dumps(to_bundle(rec), default=str),
+        # A callable: built on click, not on every rerun (it summarises every variant, up to MBs).
+        st.download_button("Download result bundle (JSON)", lambda: json.dumps(to_bundle(rec), default=str),
                            file_name=f"{rec.run_id}.bundle.json", mime="application/json", key=f"{key}:bundle")
     if f"{key}:mdtext" in st.session_state:
         with st.expander("Markdown report text"):
@@ -245,6 +246,7 @@ def _poll_job(study: ModuleType) -> None:
             st.session_state[f"{study.ID}:pick"] = doc["run_id"]  # show the run that just finished
         if rc not in (0, 1) or not doc:
             st.session_state[f"{study.ID}:last_error"] = job.error_text() or f"the run exited with code {rc}"
+        job.cleanup()
         st.rerun()
 
     _progress()

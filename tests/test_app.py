@@ -86,6 +86,9 @@ def test_study_page_run_button_starts_a_job_with_the_widget_values(store, monkey
         def error_text(self):
             return ""
 
+        def cleanup(self):
+            pass
+
     def fake_start(study_id, values, quick=False, store_path=None):
         started.update(study=study_id, values=values)
         _canned(store)

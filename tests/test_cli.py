@@ -129,6 +129,8 @@ def test_background_job_runs_the_cli_and_reports_progress(store):
     assert job.progress() == (1.0, "done")
     rec = job.record()
     assert rec["study"] == "calibration" and store.load(rec["run_id"]).status == "complete"
+    job.cleanup()
+    assert not job.progress_path.parent.exists()
 
 
 def test_two_runs_queue_on_the_machine_lock(store, tmp_path):

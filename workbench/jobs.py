@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,10 @@ class Job:
         except OSError:
             return ""
         return "\n".join(lines[-20:])
+
+    def cleanup(self) -> None:
+        """Remove the job's folder (progress, stdout, stderr) once its record and error were read."""
+        shutil.rmtree(self.progress_path.parent, ignore_errors=True)
 
     def cancel(self) -> None:
         """Interrupt (SIGINT): the runner stores the run as interrupted, keeping its points."""
