@@ -120,6 +120,11 @@ def test_timeline_data_downsamples_but_keeps_time_coverage():
     assert not _["merged"] and len(full) == n
     small, info2 = charts.timeline_data(df, start_ns=0, end=50_000)
     assert not info2["merged"] and info2["spans_in_window"] == len(small)
+    # labels: a merged block names its longest span and how many it stands for
+    block = rows[rows["count"] > 1].iloc[0]
+    assert block["category"] == "kernel" and block["name"].startswith("k")
+    assert block["name"].endswith(f"(+{block['count'] - 1} more)")
+    assert set(full["name"]) == {f"k{i}" for i in range(7)} and set(full["category"]) == {"kernel"}
 
 
 def test_timeline_chart_builds():
