@@ -18,6 +18,12 @@ def _compare_text(key_a: tuple, key_b: tuple, _a, _b) -> str:
     return report.compare_markdown(_a, _b)
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _verdict(key: tuple, _rec) -> str:
+    """A run's verdict, once per run state (study verdicts analyse the whole run)."""
+    return report.verdict_line(_rec, registry().get(_rec.study))
+
+
 st.title("Runs")
 store = get_store()
 if store is None:
@@ -81,5 +87,5 @@ st.subheader("Export one run")
 one = st.selectbox("Run", ids, key="runs:one")
 if one:
     rec = load(one)
-    st.markdown(f"**Verdict:** {report.verdict_line(rec, registry().get(rec.study))}")
+    st.markdown(f"**Verdict:** {_verdict(run_key(rec), rec)}")
     downloads(rec, key=f"runs:{one}")
