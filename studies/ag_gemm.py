@@ -264,10 +264,11 @@ def _median_ms(df: pd.DataFrame) -> pd.Series:
     return df["median_ns"] / 1e6
 
 
-def summary_table(rec: RunRecord) -> pd.DataFrame:
+def summary_table(rec: RunRecord, variants: pd.DataFrame | None = None) -> pd.DataFrame:
     """The seed-shaped table: per (ranks, dtype, M), baseline vs each method, speedup, TFLOPS,
-    the perfect-overlap bound and the issue's target where one exists."""
-    df = tables.variants_table(rec)
+    the perfect-overlap bound and the issue's target where one exists. ``variants``: the run's
+    ``variants_table`` when the caller has it (it bootstraps a CI per variant)."""
+    df = tables.variants_table(rec) if variants is None else variants
     if df.empty or "method" not in df.columns:
         return pd.DataFrame()
     df = df.assign(ms=_median_ms(df))
@@ -336,7 +337,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     if not variants.empty:
         variants = variants.assign(median_ms=_median_ms(variants), ci_lo_ms=variants["ci_lo_ns"] / 1e6,
                                    ci_hi_ms=variants["ci_hi_ns"] / 1e6)
-    out = {"summary": summary_table(rec), "variants": variants}
+    out = {"summary": summary_table(rec, variants), "variants": variants}
     traces = program_traces(rec)
     if traces:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])

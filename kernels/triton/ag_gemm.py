@@ -49,6 +49,12 @@ STAGE_LAYOUTS = ("rows", "tiles")  # staged A row-major like the gathered A, or 
 MAX_SPINS = 1 << 26  # about 1-2 s of polling on an H200 before a wait reports a timeout
 
 
+def _cdiv(a: int, b: int) -> int:
+    # Host-side ceil division: triton.cdiv is a constexpr_function in recent triton, and a call
+    # from Python goes through its dispatcher (about 10 us; the trace decoder makes thousands).
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
 class HbmLayout:
     """Tile, flag and task bookkeeping shared by the kernel launch, the tests and the traces.
@@ -69,19 +75,19 @@ class HbmLayout:
 
     @property
     def tiles_per_shard(self) -> int:
-        return triton.cdiv(self.m_shard, self.block_m)
+        return _cdiv(self.m_shard, self.block_m)
 
     @property
     def k_tiles(self) -> int:
-        return triton.cdiv(self.k, self.block_k)
+        return _cdiv(self.k, self.block_k)
 
     @property
     def k_groups(self) -> int:
-        return triton.cdiv(self.k_tiles, self.k_tiles_per_flag)
+        return _cdiv(self.k_tiles, self.k_tiles_per_flag)
 
     @property
     def n_tiles(self) -> int:
-        return triton.cdiv(self.n, self.block_n)
+        return _cdiv(self.n, self.block_n)
 
     @property
     def num_flags(self) -> int:
@@ -287,7 +293,7 @@ class HbmKnobs:
     num_stages: int = 3
 
     def layout(self, m_shard: int, n: int, k: int, world_size: int) -> HbmLayout:
-        k_tiles = triton.cdiv(k, self.block_k)
+        k_tiles = _cdiv(k, self.block_k)
         kpf = k_tiles if self.k_tiles_per_flag <= 0 else min(self.k_tiles_per_flag, k_tiles)
         return HbmLayout(m_shard, n, k, world_size, self.block_m, self.block_n, self.block_k, kpf, self.group_m)
 
