@@ -35,7 +35,7 @@ from studies._mc2_split import plan as planmod
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
 from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import simulate
-from workbench import stats, tables
+from workbench import tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
 
@@ -352,15 +352,17 @@ def _model_of(rec: RunRecord, fits: dict) -> CostModel:
     return _model(rec.params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
 
 
-def fit_points_table(rec: RunRecord) -> pd.DataFrame:
-    """Measured cost points beside their fits (CostMM per row, CostComm per MiB)."""
+def fit_points_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Measured cost points beside their fits (CostMM per row, CostComm per MiB). ``vt``: the
+    run's ``variants_table`` when the caller has it (it bootstraps a CI per variant)."""
     live = rec.outputs.get("live", {}).get("by_comm", {})
+    summary = (tables.variants_table(rec) if vt is None else vt).set_index("variant")
     rows = []
     for v in rec.valid_variants():
         kind = v.params.get("kind")
         if kind not in ("cost-mm", "cost-comm"):
             continue
-        s = stats.summarize(v.samples_ns)
+        s = summary.loc[v.variant]
         comm, cv = v.params["comm"], v.params.get("carveout", 0)
         if kind == "cost-comm":  # the fit of any config using this collective instance
             fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and c.get("instance", lbl) == comm), None)
@@ -373,16 +375,16 @@ def fit_points_table(rec: RunRecord) -> pd.DataFrame:
         x = v.params["m"] if kind == "cost-mm" else v.params["mib"]
         rows.append({"cost": (f"CostMM (carve-out {cv})" if cv else "CostMM") if kind == "cost-mm"
                      else f"CostComm ({comm})", "m": v.params["m"], "x": x,
-                     "unit": fit.unit, "measured_us": s.median / 1e3, "ci_lo_us": s.ci_lo / 1e3,
-                     "ci_hi_us": s.ci_hi / 1e3, "fit_us": fit(x), "fit": fit.describe()})
+                     "unit": fit.unit, "measured_us": s["median_ns"] / 1e3, "ci_lo_us": s["ci_lo_ns"] / 1e3,
+                     "ci_hi_us": s["ci_hi_ns"] / 1e3, "fit_us": fit(x), "fit": fit.describe()})
     return pd.DataFrame(rows)
 
 
-def live_table(rec: RunRecord) -> pd.DataFrame:
+def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> pd.DataFrame:
     """Serial and overlapped runs: measured median vs predicted (seed factor and fitted factor)."""
     live = rec.outputs.get("live", {})
     by_comm = live.get("by_comm", {})
-    vt = tables.variants_table(rec)
+    vt = tables.variants_table(rec) if vt is None else vt
     if not len(vt) or "kind" not in vt:
         return pd.DataFrame()
     vt = vt[vt["kind"].isin(["serial", "overlap"])]
@@ -502,11 +504,12 @@ def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     out = rec.outputs
-    result = {"variants": tables.with_us(tables.variants_table(rec))}
+    vt = tables.variants_table(rec)
+    result = {"variants": tables.with_us(vt)}
     if out.get("fits"):
         result["fits"] = pd.DataFrame([{"cost": name, **{k: v for k, v in f.items() if k != "points"}}
                                        for name, f in out["fits"].items()])
-    result["fit_points"] = fit_points_table(rec)
+    result["fit_points"] = fit_points_table(rec, vt)
     result["derivation"] = pd.DataFrame([{"step": s["step"], "derivation": s["text"]}
                                          for s in out.get("plan", {}).get("steps", [])])
     sims = pd.DataFrame(out.get("simulated", []))
@@ -516,7 +519,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
                            over_best=sims["makespan_us"] / best - 1)
     result["simulated"] = sims
     result["gantt"] = gantt_table(rec)
-    result["live"] = live_table(rec)
+    result["live"] = live_table(rec, vt)
     result["measured_timeline"], result["trace_overlap"] = trace_tables(rec)
     return result
 
