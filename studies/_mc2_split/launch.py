@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from workbench.env import REPO_ROOT
+
 WORKER = Path(__file__).with_name("worker.py")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
