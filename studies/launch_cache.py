@@ -209,6 +209,19 @@ def _trace_events(variant: str, pid: int, phase, per_thread: int) -> list[dict]:
     return events
 
 
+def _variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
+    """One policy's result from its phases: latencies pooled over phases (subsampled for
+    storage, percentiles from all), per-segment statistics, each phase's counters, the checks."""
+    lat = np.concatenate(a["lat"])
+    samples, stride = _subsample(lat, params["max_samples"])
+    check = "; ".join(a["fails"]) if a["fails"] else f"{params['repeat']} phases: {a['check']}"
+    segments = {seg: _segment_stats(np.concatenate([d[seg] for d in a["seg"]])) for seg in a["seg"][0]}
+    return VariantResult(name, vparams, samples, not a["fails"], check, {
+        "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "segments_ns": segments,
+        "launches_timed": int(lat.size), "samples_stride": stride, "touch_pages": params["touch_pages"],
+    })
+
+
 def run(params, ctx: RunContext) -> dict:
     from studies._launch_cache import check_checksums
 
@@ -264,16 +277,7 @@ def run(params, ctx: RunContext) -> dict:
             if rep == params["repeat"] - 1:
                 if params["trace_launches"]:
                     trace += _trace_events(name, vi, phase, params["trace_launches"])
-                lat = np.concatenate(a["lat"])
-                samples, stride = _subsample(lat, params["max_samples"])
-                check = "; ".join(a["fails"]) if a["fails"] else \
-                    f"{params['repeat']} phases: {a['check']}"
-                segments = {seg: _segment_stats(np.concatenate([d[seg] for d in a["seg"]])) for seg in a["seg"][0]}
-                ctx.record(VariantResult(name, vparams, samples, not a["fails"], check, {
-                    "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "segments_ns": segments,
-                    "launches_timed": int(lat.size),
-                    "samples_stride": stride, "touch_pages": params["touch_pages"],
-                }))
+                ctx.record(_variant_result(name, vparams, a, params))
     if trace:
         doc = {"traceEvents": trace, "displayTimeUnit": "ns",
                "otherData": {"study": ID, "note": "host-side span of each launch: acquire block, launch, "
