@@ -316,3 +316,19 @@ def test_attached_traces_of_committed_runs_become_span_tables():
     assert set(kinds) == set(study.TRACE_KINDS)
     assert {"fetch", "gemm"} <= set(kinds[spans.ATTACH_KIND]["category"].astype(str))
     assert (kinds["trace/chrome-json"]["category"].astype(str) == "kernel").any()
+
+
+def test_page_without_gpus_shows_committed_runs_and_their_traces(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "wb.sqlite"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    page = Path(__file__).resolve().parent.parent / "pages" / "ag_gemm.py"
+    at = AppTest.from_file(str(page), default_timeout=120).run()
+    assert not at.exception
+    assert any("no CUDA GPU" in w.value for w in at.warning)
+    runs = next(s for s in at.selectbox if s.label == "Run")
+    assert runs.options and all("committed" in o and "H200" in o for o in runs.options)
+    trace = next(s for s in at.selectbox if s.label == "Trace")
+    trace.set_value(next(o for o in trace.options if o.startswith("programs_"))).run()
+    assert not at.exception and not at.error
