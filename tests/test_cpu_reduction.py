@@ -30,6 +30,14 @@ def test_split_program_shapes():
         program(10, 11)
 
 
+def test_no_split_template_is_the_seeds_program():
+    """kernels/iree/sum_1m.mlir is the seed's program verbatim; the template must stay it at N = 1M."""
+    from kernels.iree.sum_programs import HERE
+
+    ours = [line for line in program(1_000_000, 1).mlir.splitlines() if not line.startswith("//")]
+    assert ours == (HERE / "sum_1m.mlir").read_text().splitlines()
+
+
 @pytest.mark.parametrize("n,c", [(1000, 3), (4099, 7), (2048, 1)])
 def test_compiled_programs_sum_exactly_and_have_the_written_dispatches(tmp_path, n, c):
     prog = program(n, c)
