@@ -71,8 +71,9 @@ def load(run_id):
 ids = list(view["run_id"])
 st.subheader("A/B comparison")
 c1, c2 = st.columns(2)
-a_id = c1.selectbox("A (baseline)", ids, key="runs:a")
-b_id = c2.selectbox("B", ids, index=min(1, len(ids) - 1), key="runs:b")
+# Newest first: by default the newest run (B) against the one before it (A, the baseline).
+a_id = c1.selectbox("A (baseline)", ids, index=min(1, len(ids) - 1), key="runs:a")
+b_id = c2.selectbox("B", ids, key="runs:b")
 if a_id and b_id and a_id != b_id:
     a, b = load(a_id), load(b_id)
     if a.study != b.study:
