@@ -12,7 +12,7 @@ PY="${PYTHON:-python3}"
 LAUNCHES="${LAUNCHES:-16384}"
 dir="$(mktemp -d)/launch-cache"
 mkdir -p "$dir" "$OUT"
-gpu="$("$PY" -c 'import cupy; p = cupy.cuda.runtime.getDeviceProperties(0); print(p["name"].decode().replace(" ", "-"))')"
+gpu="$("$PY" -c 'from studies._launch_cache.gpu import device_text; print(device_text()["gpu"].replace(" ", "-"))')"
 
 run() {  # run NAME ARGS...: one study run, exported as NAME.bundle.json
     local name="$1"; shift
