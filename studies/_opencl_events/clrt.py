@@ -26,14 +26,15 @@ import os
 import queue
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels" / "opencl"
+from workbench.env import REPO_ROOT
+
+KERNEL_DIR = REPO_ROOT / "kernels" / "opencl"
 NATIVE_SRC = Path(__file__).with_name("native_callback.c")
 
 # clSetEventCallback accepts these execution states (CL_SUBMITTED/CL_RUNNING since 1.1
@@ -196,28 +197,27 @@ class RawMaps:
         return (self.cl.Event.from_int_ptr(ev.value, retain=False) if err == 0 else None), err
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perf-workbench"
+CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "opencl_events"  # beside the other studies' builds
 
 
 def native_callback_lib() -> Path:
     """Build (once per source version) the native counting callback; raises OSError without a compiler."""
     src = NATIVE_SRC.read_bytes()
-    out = _cache_dir() / f"libwb_clcb_{hashlib.sha256(src).hexdigest()[:12]}.so"
+    out = CACHE_DIR / f"libwb_clcb_{hashlib.sha256(src).hexdigest()[:12]}.so"
     if out.exists():
         return out
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         raise OSError("no C compiler (cc/gcc/clang) to build the native callback")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_so = Path(tmp) / out.name
-        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp_so), str(NATIVE_SRC)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise OSError(f"building the native callback failed: {proc.stderr.strip()}")
-        shutil.move(str(tmp_so), out)  # atomic within one filesystem; a concurrent build writes the same bytes
+    # Build beside the target and rename (atomic in one directory): a concurrent run never loads
+    # half a library.
+    tmp_so = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp_so), str(NATIVE_SRC)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise OSError(f"building the native callback failed: {proc.stderr.strip()}")
+    os.replace(tmp_so, out)
     return out
 
 
