@@ -158,18 +158,30 @@ def _env_vars() -> dict[str, Any]:
 
 
 READERS: tuple[Callable[[], dict[str, Any]], ...] = (_cpu, _memory, _os, _packages, _gpu, _torch_cuda, _git, _env_vars)
+# Readers whose answer depends on what the process has imported (torch is asked only once a
+# study loaded it): read again after a run, without repeating the subprocess-based ones.
+LATE_READERS: tuple[Callable[[], dict[str, Any]], ...] = (_torch_cuda,)
 
 
-def capture() -> dict[str, Any]:
-    """The environment of this process, with its fingerprint under ``fingerprint``."""
-    env: dict[str, Any] = {}
-    for reader in READERS:
+def _apply(env: dict[str, Any], readers) -> dict[str, Any]:
+    for reader in readers:
         try:
             env.update(reader())
         except Exception as exc:  # a reader must never fail a run; record why it is missing
             env.setdefault("capture_errors", []).append(f"{reader.__name__}: {exc}")
+    return env
+
+
+def capture() -> dict[str, Any]:
+    """The environment of this process, with its fingerprint under ``fingerprint``."""
+    env = _apply({}, READERS)
     env["fingerprint"] = fingerprint(env)
     return env
+
+
+def refresh(env: dict[str, Any]) -> dict[str, Any]:
+    """``env`` with the import-dependent keys read again (after a study ran); same fingerprint."""
+    return _apply(dict(env), LATE_READERS)
 
 
 def fingerprint(env: dict[str, Any]) -> str:

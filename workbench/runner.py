@@ -114,8 +114,8 @@ def execute(
             store.finish(rec.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
             exc.run_id = rec.run_id  # the stored (failed) run, for callers that keep partial results
             raise
-        # Torch may have been imported by the study: capture again for CUDA/NCCL versions.
-        rec.env = envmod.capture() | {"fingerprint": rec.env["fingerprint"]}
+        # Torch may have been imported by the study: read its CUDA/NCCL versions now.
+        rec.env = envmod.refresh(rec.env)
         store.update_env(rec.run_id, rec.env)
         store.finish(rec.run_id, "complete", outputs=outputs)
     return store.load(rec.run_id)
