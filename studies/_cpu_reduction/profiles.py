@@ -25,8 +25,9 @@ VIA = {"bench": "iree-benchmark-module", "python": "iree.runtime (Python)"}
 SOURCES = {"ireeperf.jsonl": "ireeperf", "tracy": "tracy"}
 #: what each phase covers, in the seed's words (for the breakdown table)
 DESCRIPTIONS = {
-    "VM setup": "vm_invoke, semaphore/fence create, buffer alloca, queue_execute (ireeperf: first submit to execute submit)",
-    "scheduling delay": "execute submitted / main thread waits -> first dispatch tile starts",
+    "VM setup": ("vm_invoke, semaphore/fence create, buffer alloca, queue_execute "
+                 "(ireeperf: first submit to the iteration's last submit)"),
+    "scheduling delay": "main thread's fence wait (ireeperf: last submit) -> first dispatch tile starts",
     "dispatch compute": "union of dispatch tiles over all workers (wall clock)",
     "inter-dispatch": "between dispatch spans: retire, barrier, issue of the next dispatch",
     "cleanup + wake-up": "last tile end -> iteration end: signal, wake-up, result view, vm_end_invoke",
