@@ -38,7 +38,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from workbench import stats, tables
+from workbench import cbuild, stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
 
@@ -130,9 +130,7 @@ def requires(params) -> str | None:
         return gpu.available()
     if not sys.platform.startswith("linux"):
         return "the CPU variant needs Linux (glibc malloc, getrusage, /proc/self); run it on a Linux machine"
-    from studies._launch_cache import cpu
-
-    if cpu.compiler() is None:
+    if cbuild.compiler() is None:
         return "the CPU variant compiles kernels/c/launch_cache.c at run time: install a C compiler " \
                "(apt-get install gcc) or point CC at one"
     return None
@@ -234,7 +232,7 @@ def run(params, ctx: RunContext) -> dict:
 
         ctx.progress(0.0, "compiling kernels/c/launch_cache.c")
         exe = cpu.build()
-        outputs["compiler"] = cpu.compiler_text()
+        outputs["compiler"] = cbuild.compiler_version(cbuild.compiler())
 
         def phase_of(vparams, salt):
             return cpu.run_phase(exe, vparams["policy"], params["threads"], params["launches"],

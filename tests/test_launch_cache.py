@@ -83,7 +83,9 @@ def test_validation_names_the_parameter():
 
 
 def test_requires_says_how_to_get_a_compiler(monkeypatch):
-    monkeypatch.setattr(cpu, "compiler", lambda: None)
+    from workbench import cbuild
+
+    monkeypatch.setattr(cbuild, "compiler", lambda: None)
     assert "C compiler" in study.requires(study.SPACE.defaults("smoke"))
 
 

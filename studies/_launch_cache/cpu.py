@@ -8,59 +8,25 @@ and a peak RSS that belong to the phase alone, as the seed's `time` did for its 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from workbench import cbuild
 from workbench.env import REPO_ROOT
 
 from . import Phase, thread_index
 
 SOURCE = REPO_ROOT / "kernels" / "c" / "launch_cache.c"
 CFLAGS = ("-O2", "-pthread", "-std=gnu11", "-Wall")
-CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "launch_cache"
-
-
-def compiler() -> str | None:
-    """The system C compiler (``$CC``, else cc, gcc or clang), or None."""
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
 
 
 def build() -> Path:
-    """Compile the C program once per (source, compiler, flags); reuse the cached binary."""
-    cc = compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler found (install gcc, or set CC)")
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    key = hashlib.sha256(SOURCE.read_bytes() + repr((cc, version, CFLAGS)).encode()).hexdigest()[:16]
-    exe = CACHE_DIR / key / "launch_cache"
-    if exe.exists():
-        return exe
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and rename: two runs building at once never see half a binary.
-    tmp = exe.with_name(f"launch_cache.{os.getpid()}.tmp")
-    proc = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(SOURCE)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"compiling {SOURCE.name} failed:\n{proc.stderr.strip()}")
-    os.replace(tmp, exe)
-    return exe
-
-
-def compiler_text() -> str:
-    cc = compiler()
-    if cc is None:
-        return "none"
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()
-    return out[0] if out else cc
+    """The launch-cache program, compiled once per (source, compiler, flags)."""
+    return cbuild.build(SOURCE, "launch_cache", CFLAGS)
 
 
 def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int,

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import hashlib
 import os
 import queue
-import shutil
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench import cbuild
 from workbench.env import REPO_ROOT
 
 KERNEL_DIR = REPO_ROOT / "kernels" / "opencl"
@@ -197,28 +195,11 @@ class RawMaps:
         return (self.cl.Event.from_int_ptr(ev.value, retain=False) if err == 0 else None), err
 
 
-CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "opencl_events"  # beside the other studies' builds
 
 
 def native_callback_lib() -> Path:
     """Build (once per source version) the native counting callback; raises OSError without a compiler."""
-    src = NATIVE_SRC.read_bytes()
-    out = CACHE_DIR / f"libwb_clcb_{hashlib.sha256(src).hexdigest()[:12]}.so"
-    if out.exists():
-        return out
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        raise OSError("no C compiler (cc/gcc/clang) to build the native callback")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and rename (atomic in one directory): a concurrent run never loads
-    # half a library.
-    tmp_so = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-    proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp_so), str(NATIVE_SRC)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise OSError(f"building the native callback failed: {proc.stderr.strip()}")
-    os.replace(tmp_so, out)
-    return out
+    return cbuild.build(NATIVE_SRC, "libwb_clcb.so", ["-O2", "-shared", "-fPIC"])
 
 
 def native_unavailable() -> str | None:

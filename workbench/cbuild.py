@@ -1,0 +1,55 @@
+"""Building small C sources at run time with the system compiler, cached by content.
+
+Studies that need the real C allocator or a native callback compile a few hundred lines of C
+once per (source, compiler, flags) into ``.workbench/cache/c/``. The build goes beside its
+target and is renamed into place (atomic within one directory), so two runs building at once
+never load half a binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from .env import REPO_ROOT
+
+CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "c"
+
+
+class BuildError(OSError):
+    """No C compiler, or the compiler rejected the source (its own text is in the message)."""
+
+
+def compiler() -> str | None:
+    """The system C compiler (``$CC``, else cc, gcc or clang), or None."""
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def compiler_version(cc: str) -> str:
+    out = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()
+    return out[0] if out else cc
+
+
+def build(source: Path, output_name: str, flags: Sequence[str]) -> Path:
+    """Compile ``source`` with ``flags`` (add ``-shared -fPIC`` for a library) once; return the path."""
+    cc = compiler()
+    if cc is None:
+        raise BuildError("no C compiler found (install gcc: apt-get install gcc, or set CC)")
+    key = hashlib.sha256(source.read_bytes() + repr((cc, compiler_version(cc), list(flags))).encode()).hexdigest()[:16]
+    out = CACHE_DIR / key / output_name
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{output_name}.{os.getpid()}.tmp")
+    proc = subprocess.run([cc, *flags, "-o", str(tmp), str(source)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"compiling {source.name} failed:\n{proc.stderr.strip()}")
+    os.replace(tmp, out)
+    return out
