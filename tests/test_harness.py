@@ -64,3 +64,21 @@ def test_run_gbench_reports_the_failed_command_and_its_text():
 def test_run_gbench_parses_a_command_output():
     cmd = [sys.executable, "-c", f"print({json.dumps(json.dumps(GBENCH))})"]
     assert harness.run_gbench(cmd)["BM_sum/process_time/real_time"] == [170500.0, 171500.0]
+
+
+def test_run_command_turns_a_timeout_into_a_clear_error():
+    cmd = [sys.executable, "-c", "import time; time.sleep(5)"]
+    with pytest.raises(harness.ExternalCommandError, match="timed out after 1 s"):
+        harness.run_command(cmd, timeout_s=1)
+
+
+def test_a_slow_first_call_does_not_end_calibration_at_one_loop():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.01)  # a cold first call, longer than a whole sample
+
+    m = harness.time_callable(fn, repeat=3, min_sample_s=1e-3)
+    assert m.loops > 1

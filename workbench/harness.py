@@ -91,6 +91,9 @@ def measure(
     if min_sample_s is None:
         min_sample_s = max(1e-3, 1000 * _resolution_s())
     if loops is None:
+        # One call first: a cold first call (page faults, lazy init, a descheduled thread)
+        # would otherwise end calibration at loops=1 and leave every sample a single call.
+        timer(1)
         loops = calibrate_loops(timer, min_sample_s)
     for _ in range(warmup):
         timer(loops)
@@ -230,9 +233,18 @@ def parse_gbench(text: str) -> dict[str, list[float]]:
     return out
 
 
-def run_gbench(cmd: Sequence[str], timeout_s: float = 600, env: dict | None = None) -> dict[str, list[float]]:
-    """Run a command that prints google-benchmark JSON on stdout; return raw samples in ns."""
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout_s, env=env)
+def run_command(cmd: Sequence[str], timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run an external tool; a failure or a time-out raises :class:`ExternalCommandError`
+    carrying the command and the tool's own error text."""
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        raise ExternalCommandError(cmd, -1, f"timed out after {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         raise ExternalCommandError(cmd, proc.returncode, proc.stderr or proc.stdout)
-    return parse_gbench(proc.stdout)
+    return proc
+
+
+def run_gbench(cmd: Sequence[str], timeout_s: float = 600, env: dict | None = None) -> dict[str, list[float]]:
+    """Run a command that prints google-benchmark JSON on stdout; return raw samples in ns."""
+    return parse_gbench(run_command(cmd, timeout_s, env).stdout)

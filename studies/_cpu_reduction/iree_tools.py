@@ -22,7 +22,7 @@ from typing import Callable
 
 from kernels.iree.sum_programs import Program
 from workbench.env import REPO_ROOT
-from workbench.harness import ExternalCommandError, parse_gbench
+from workbench.harness import ExternalCommandError, parse_gbench, run_command
 
 #: the seed's compiler flags, plus the target selection every llvm-cpu build needs
 SEED_FLAGS = ("--iree-opt-level=O2", "--iree-opt-data-tiling", "--iree-llvmcpu-target-cpu=host")
@@ -54,13 +54,7 @@ def compiler_tool() -> str:
 
 
 def _run(cmd: list[str], timeout_s: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        raise ExternalCommandError(cmd, -1, f"timed out after {timeout_s:.0f} s") from None
-    if proc.returncode != 0:
-        raise ExternalCommandError(cmd, proc.returncode, proc.stderr or proc.stdout)
-    return proc
+    return run_command(cmd, timeout_s, env)
 
 
 @dataclass
