@@ -263,21 +263,23 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
 
     reason = study.requires(study.SPACE.defaults())
     if reason:
-        st.warning(f"This study cannot run on this machine: {reason}\n\nStored and committed results are shown below.")
-    else:
+        # The defaults cannot run here, but other parameters may (e.g. world_size=1 on a one-GPU
+        # machine): the form stays reachable and every submission is checked again.
+        st.warning(f"With its default parameters this study cannot run on this machine: {reason}\n\n"
+                   "Stored and committed results are shown below.")
+    with st.expander("Parameters and run", expanded=reason is None):
         values, quick, submitted = param_form(study)
-        if submitted and values is not None and store is not None:
-            if st.session_state.get(f"{study.ID}:job") is not None:
-                st.info("A run of this study is already in progress in this session.")
+    if submitted and values is not None and store is not None:
+        if st.session_state.get(f"{study.ID}:job") is not None:
+            st.info("A run of this study is already in progress in this session.")
+        else:
+            refused = study.requires(values)
+            if refused:
+                st.error(f"Cannot run with these parameters here: {refused}")
             else:
-                reason = study.requires(values)
-                if reason:
-                    st.error(f"Cannot run with these parameters: {reason}")
-                else:
-                    st.session_state.pop(f"{study.ID}:last_error", None)
-                    st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False,
-                                                                     store_path=store.path)
-        _poll_job(study)
+                st.session_state.pop(f"{study.ID}:last_error", None)
+                st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False, store_path=store.path)
+    _poll_job(study)
     err = st.session_state.get(f"{study.ID}:last_error")
     if err:
         st.error(f"The last run did not complete:\n\n```\n{err}\n```")

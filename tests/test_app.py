@@ -111,3 +111,19 @@ def test_study_page_rejects_invalid_widget_values_without_running(store, monkeyp
     at.button[0].click().run()
     assert not at.exception and not calls
     assert any("threads" in e.value for e in at.error)
+
+
+def test_a_study_that_cannot_run_with_its_defaults_refuses_the_run_with_the_reason(store, monkeypatch):
+    from workbench.study import registry
+
+    unavailable = [sid for sid, mod in registry().items() if mod.requires(mod.SPACE.defaults())]
+    if not unavailable:
+        pytest.skip("every study can run here")
+    mod = registry()[unavailable[0]]
+    calls = []
+    monkeypatch.setattr("workbench.jobs.start", lambda *a, **k: calls.append(a))
+    at = _page(f"{mod.__name__.split('.')[-1]}.py").run()
+    assert any("cannot run on this machine" in w.value for w in at.warning)
+    at.button[0].click().run()
+    assert not at.exception and not calls
+    assert any("Cannot run with these parameters here" in e.value for e in at.error)

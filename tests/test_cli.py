@@ -171,3 +171,10 @@ def test_report_from_a_committed_bundle_needs_no_store(tmp_path, capsys):
     assert main(["--store", str(tmp_path / "none.sqlite"), "report", str(bundles[0]), "-o", str(out)]) == 0
     assert "**Verdict:**" in out.read_text()
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_preset_option_and_its_validation(store, capsys):
+    code, out = _run_json(capsys, "--store", str(store.path), "run", "calibration", "--preset", "smoke", "--json")
+    assert code == 0 and json.loads(out.out)["params"]["repeat"] == 5
+    code, out = _run_json(capsys, "--store", str(store.path), "run", "calibration", "--preset", "nope")
+    assert code == 2 and "unknown preset" in out.err

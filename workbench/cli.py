@@ -1,7 +1,7 @@
 """The workbench CLI, a contract other tools rely on.
 
     python -m workbench list
-    python -m workbench run STUDY [--set name=value ...] [--quick] [--store PATH] [--json]
+    python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--store PATH] [--json]
     python -m workbench runs [--study ID]
     python -m workbench compare RUN_A RUN_B [--json]
     python -m workbench report RUN --format md|ipynb -o PATH   (RUN: id, prefix, latest or a bundle file)
@@ -24,10 +24,12 @@ import sys
 from pathlib import Path
 
 from . import stats
+from .env import REPO_ROOT
 from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
 
 
 def _err(msg: str) -> None:
@@ -134,7 +136,8 @@ def cmd_run(args) -> int:
     try:
         values = study.SPACE.parse_sets(args.set or [])
         # Validate before touching the store, so bad input stores nothing.
-        validate(study, values, preset="quick" if args.quick else None)
+        preset = "quick" if args.quick else args.preset
+        validate(study, values, preset=preset)
         store = _open_store(args.store)
     except ParamError as exc:
         _err(str(exc))
@@ -144,7 +147,7 @@ def cmd_run(args) -> int:
         return EXIT_BAD_INPUT
     bar = _ProgressBar(jsonl=Path(args.progress_file) if args.progress_file else None)
     try:
-        rec = runner.execute(study, values, store, preset="quick" if args.quick else None, progress=bar)
+        rec = runner.execute(study, values, store, preset=preset, progress=bar)
     except ParamError as exc:
         bar.close()
         _err(str(exc))
@@ -211,7 +214,8 @@ def cmd_report(args) -> int:
     if runs is None:
         return EXIT_BAD_INPUT
     (rec,) = runs
-    out = Path(args.output) if args.output else Path(f"{rec.run_id}.{args.format}")
+    # Without -o, reports go beside the store, not into whatever folder the shell is in.
+    out = Path(args.output) if args.output else REPORTS_DIR / rec.run_id / f"{rec.run_id}.{args.format}"
     if args.format == "md":
         path = report.write_markdown(rec, out)
     else:
@@ -294,7 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("study")
     s.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="parameter value; comma-separated values sweep a list parameter")
-    s.add_argument("--quick", action="store_true", help="the study's quick preset")
+    presets = s.add_mutually_exclusive_group()
+    presets.add_argument("--quick", action="store_true", help="the study's quick preset (same as --preset quick)")
+    presets.add_argument("--preset", help="start from one of the study's presets (smoke, quick, or its own, e.g. "
+                                          "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
 
