@@ -93,7 +93,9 @@ SPACE = ParamSpace(
     presets={
         "smoke": {"m": 512, "k": 128, "n": 256, "dtype": "float32", "backend": "gloo", "live": "on",
                   "points": [128, 256], "uniform": [2, 4], "reps": 3, "warmup": 1, "max_chunks": 8},
-        "quick": {"reps": 10, "uniform": [4]},
+        # quick: a shape a 2-core CPU (gloo, float32) runs in about a minute; the seed shape is the
+        # default (and the 'h200' preset) for GPU nodes
+        "quick": {"m": 2048, "k": 512, "n": 1024, "points": [256, 512, 1024], "uniform": [4], "reps": 10},
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
         "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
                 "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
