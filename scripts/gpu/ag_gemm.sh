@@ -9,14 +9,9 @@
 # Writes $OUT/ag_gemm.tar.gz: bundles (*.bundle.json) and benchmark tables (benchmark_ws*.md),
 # ready to unpack into traces/ag-gemm/. Run from the repository root.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
-OUT="${OUT:-out}"
-PY="${PYTHON:-python3}"
+source "$(dirname "$0")/common.sh" ag-gemm
 REPEAT="${REPEAT:-20}"
-dir="$(mktemp -d)/ag-gemm"
-mkdir -p "$dir" "$OUT"
-ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
+ngpu="$(gpu_count)"
 status=0
 echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
 for ws in ${WORLD_SIZES:-2 4 8}; do
@@ -37,6 +32,5 @@ for ws in ${WORLD_SIZES:-2 4 8}; do
 done
 echo "== pytest (gpu, multigpu)"
 [ "${RUN_PYTEST:-1}" = 1 ] && "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_ag_gemm.py 2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
-tar -C "$(dirname "$dir")" -czf "$OUT/ag_gemm.tar.gz" ag-gemm
-echo "wrote $OUT/ag_gemm.tar.gz:"; tar -tzvf "$OUT/ag_gemm.tar.gz"
+pack ag_gemm
 exit $status

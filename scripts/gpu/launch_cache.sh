@@ -5,13 +5,8 @@
 # ready to unpack into traces/launch-cache/ (import them with `python -m workbench import`).
 # Run from the repository root. LAUNCHES overrides the GPU launch count (default 16384).
 set -euo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
-OUT="${OUT:-out}"
-PY="${PYTHON:-python3}"
+source "$(dirname "$0")/common.sh" launch-cache
 LAUNCHES="${LAUNCHES:-16384}"
-dir="$(mktemp -d)/launch-cache"
-mkdir -p "$dir" "$OUT"
 gpu="$("$PY" -c 'from studies._launch_cache.gpu import device_text; print(device_text()["gpu"].replace(" ", "-"))')"
 
 run() {  # run NAME ARGS...: one study run, exported as NAME.bundle.json
@@ -25,5 +20,4 @@ run "gpu-default-$gpu" --set target=gpu --set "launches=$LAUNCHES"
 run "gpu-long-kernels-$gpu" --set target=gpu --set launches=4096 --set passes=200
 run "cpu-8threads-host-of-$gpu" --set target=cpu --set threads=8
 run "cpu-8threads-long-kernels-host-of-$gpu" --set target=cpu --set threads=8 --set passes=64
-tar -C "$(dirname "$dir")" -czf "$OUT/launch_cache.tar.gz" launch-cache
-echo "wrote $OUT/launch_cache.tar.gz:"; tar -tzf "$OUT/launch_cache.tar.gz"
+pack launch_cache

@@ -5,16 +5,11 @@
 # Writes $OUT/mc2_split.tar.gz: bundles (*.bundle.json) and tables (benchmark_ws*.md), ready to
 # unpack into traces/mc2-split/. Run from the repository root.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
-OUT="${OUT:-out}"
-PY="${PYTHON:-python3}"
+source "$(dirname "$0")/common.sh" mc2-split
 REPS="${REPS:-20}"
 COMMS="${COMMS:-default,limited,ce,ce-oneshot}"
 CARVEOUT="${CARVEOUT:-0,8,16}"
-dir="$(mktemp -d)/mc2-split"
-mkdir -p "$dir" "$OUT"
-ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
+ngpu="$(gpu_count)"
 status=0
 echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
 for ws in ${WORLD_SIZES:-2 4 8}; do
@@ -28,6 +23,5 @@ if [ "${RUN_PYTEST:-1}" = 1 ]; then
   echo "== pytest (gpu, multigpu)"
   "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_mc2_split.py 2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
 fi
-tar -C "$(dirname "$dir")" -czf "$OUT/mc2_split.tar.gz" mc2-split
-echo "wrote $OUT/mc2_split.tar.gz:"; tar -tzvf "$OUT/mc2_split.tar.gz"
+pack mc2_split
 exit $status
