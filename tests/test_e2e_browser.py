@@ -78,7 +78,7 @@ class Page:
     """A browser tab on one app page, collecting console errors."""
 
     def __init__(self, browser, url: str):
-        self.ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        self.ctx = browser.new_context(viewport={"width": 1400, "height": 2200}, accept_downloads=True)
         self.page = self.ctx.new_page()
         self.errors: list[str] = []
         # Resource failures are judged by their response below: on a deep link Streamlit probes
