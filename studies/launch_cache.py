@@ -542,10 +542,15 @@ def _findings(rec: RunRecord, df: pd.DataFrame) -> str:
         sub = df[df[mode] == value].set_index("policy")
         if {"locked_cache", "pool", "per_call"} <= set(sub.index):
             lk, pl, pc = sub.loc["locked_cache"], sub.loc["pool"], sub.loc["per_call"]
-            lines.append(f"- {mode}={value}: pool of {p['k']} vs one locked block: real {pl['real_s'] / lk['real_s']:.2f}x, "
-                         f"user {pl['user_s'] / lk['user_s']:.2f}x, peak memory {pl['peak_mib'] / lk['peak_mib']:.1f}x; "
+            lines.append(f"- {mode}={value}: pool of {p['k']} vs one locked block: real {_times(pl['real_s'], lk['real_s'])}, "
+                         f"user {_times(pl['user_s'], lk['user_s'])}, peak memory {_times(pl['peak_mib'], lk['peak_mib'], 1)}; "
                          f"per_call spends {pc['sys_s'] / max(pc['real_s'], 1e-12):.1f} s of sys per s of real.")
     return "\n".join(lines)
+
+
+def _times(a: float, b: float, digits: int = 2) -> str:
+    """``a / b`` as '1.23x'; 'n/a' when b is 0 (a short run can spend no measurable user time)."""
+    return f"{a / b:.{digits}f}x" if b > 0 else "n/a"
 
 
 def verdict(rec: RunRecord) -> str:
