@@ -85,5 +85,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bundle: {path}", file=sys.stderr)
     return 0 if show(rec) and not error else 1
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -214,7 +214,7 @@ def cmd_report(args) -> int:
     if runs is None:
         return EXIT_BAD_INPUT
     (rec,) = runs
-    # Without -o, reports go beside the store, not into whatever folder the shell is in.
+    # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in.
     out = Path(args.output) if args.output else REPORTS_DIR / rec.run_id / f"{rec.run_id}.{args.format}"
     if args.format == "md":
         path = report.write_markdown(rec, out)
