@@ -46,7 +46,7 @@ def show(rec) -> bool:
                         "speedup_vs_serial_default", "correct") if c in tbl]
     print(md_table(tbl[cols]))
     ok = bool(tbl["correct"].all())
-    best = tbl[(tbl["split"] == "best") & tbl["correct"]]
+    best = tbl[tbl["is_best"] & tbl["correct"]]
     if len(best) and "speedup_vs_serial_default" in best:
         top = best.sort_values("measured_us").iloc[0]
         err = top.get("err_fit", float("nan"))
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.bundles:
         return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot", "carveout": "0,16",
+    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot", "carveout": "0,16,24",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
     store = Store()

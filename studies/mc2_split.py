@@ -69,11 +69,13 @@ SPACE = ParamSpace(
               choices=("auto", "gloo", "nccl")),
         Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
-              "nccl_ctas CTAs on a high-priority stream; copy-engine pulls through symmetric memory (reduce-scatter + "
-              "all-gather, or one-shot: one barrier, every rank adds the whole chunk)",
+              "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
+              "all-gather, or one-shot: every rank adds the whole chunk)",
               choices=COMMS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),
+        Param("nccl_cga", "int", 1, "CTA cluster size of the 'limited' NCCL communicator (NCCL's Hopper default 4 "
+              "keeps its kernels from starting beside a running matmul)", min=1, max=8),
         Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "
               "each value runs every collective", "SMs", min=0, max=128, multi=True),
         Param("points", "int", [256, 512, 768, 1024, 2048], "row counts m measured for the fits", "rows",
@@ -100,7 +102,7 @@ SPACE = ParamSpace(
         "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
                 "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
         "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot"],
-                 "carveout": [0, 8, 16],
+                 "carveout": [0, 16, 24],
                  "reps": 20},
     },
 )
@@ -309,7 +311,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
 
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
-                                  "rule", "align", "max_chunks", "nccl_ctas", "seed")}
+                                  "rule", "align", "max_chunks", "nccl_ctas", "nccl_cga", "seed")}
     cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     by_comm: dict[str, dict] = {}
@@ -397,7 +399,11 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> pd.DataFrame:
         info = by_comm.get(r["comm"], {})
         fits = info.get("fits") or (rec.outputs.get("given") or {}).get("fits")
         chunks = [int(c) for c in str(r["chunks"]).split(",")]
+        best = (info.get("best") or {}).get("chunks")
+        # the search's split, also where it equals a split already run under another name (the
+        # worker then does not run it twice: uniform-4 can be the best split)
         row = {"variant": r["variant"], "comm": r["comm"], "split": r["split"], "chunks": r["chunks"],
+               "is_best": r["kind"] == "overlap" and (r["split"] == "best" or chunks == best),
                "n_chunks": len(chunks), "measured_us": r["median_ns"] / 1e3, "ci_lo_us": r["ci_lo_ns"] / 1e3,
                "ci_hi_us": r["ci_hi_ns"] / 1e3, "noise": r["noise"], "correct": r["correct"], "check": r["check"]}
         if fits:

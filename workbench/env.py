@@ -151,9 +151,12 @@ def _git() -> dict[str, Any]:
 
 
 def _env_vars() -> dict[str, Any]:
-    keep = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE",
-            "NCCL_MAX_NCHANNELS", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "OCL_ICD_VENDORS", "IREE_PY_RUNTIME")
-    found = {k: os.environ[k] for k in keep if k in os.environ}
+    # every NCCL_* setting can change collective timings (NCCL_CGA_CLUSTER_SIZE alone decides whether
+    # an all-reduce runs beside a matmul on an H200), so all are kept; NCCL_VERSION is a container
+    # label, not the library torch loads (that one is recorded as "nccl")
+    keep = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
+            "TORCH_SYMM_MEM_DISABLE_MULTICAST", "OCL_ICD_VENDORS", "IREE_PY_RUNTIME")
+    found = {k: v for k, v in sorted(os.environ.items()) if k in keep or (k.startswith("NCCL_") and k != "NCCL_VERSION")}
     return {"env_vars": found} if found else {}
 
 

@@ -8,7 +8,7 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh" mc2-split
 REPS="${REPS:-20}"
 COMMS="${COMMS:-default,limited,ce,ce-oneshot}"
-CARVEOUT="${CARVEOUT:-0,8,16}"
+CARVEOUT="${CARVEOUT:-0,16,24}"
 ngpu="$(gpu_count)"
 status=0
 echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"

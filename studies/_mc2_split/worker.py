@@ -23,13 +23,14 @@ Collective implementations (``comm``):
 - ``limited``: NCCL in a communicator limited to as many CTAs as the matmul leaves SMs free
   (the carve-out; ``nccl_ctas`` without one) (NCCLConfig.max_ctas), on a high-priority
   stream, so its kernels take fewer SMs from the matmul;
-- ``ce``: a copy-engine all-reduce through symmetric memory: reduce-scatter by pulling the
-  peers' row blocks with cudaMemcpy (copy engines, no SMs), a local add of 1/W of the
-  chunk, then an all-gather by pulling the peers' reduced blocks; two barrier kernels per
-  chunk order the ranks;
-- ``ce-oneshot``: one barrier, then every rank pulls the peers' whole chunks and adds them
-  all itself: (W-1)/W more bytes pulled and W times the add work of ``ce`` but half its
-  barriers, which pays where the per-chunk latency dominates (W = 2).
+- ``ce``: a copy-engine all-reduce through symmetric memory (cudaMemcpy over NVLink: copy
+  engines, no SMs), in place: each rank pushes its rows of every peer's block into that peer's
+  staging buffer, one barrier, each rank adds the staged rows into its block, then pushes the
+  reduced block into every peer's output (one more barrier closes the op). Pushes go in
+  rotated peer order, one stream per peer, so several copy engines run at once;
+- ``ce-oneshot``: every rank's block is the whole chunk: (W-1)/W more bytes pushed and W
+  times the add work of ``ce``, but no push back, which pays where the per-chunk latency
+  dominates (W = 2);
 
 Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
@@ -105,57 +106,71 @@ class BackendComm:
 
 
 class CopyEngineComm:
-    """All-reduce of output rows by copy-engine pulls through symmetric memory (see module doc)."""
+    """In-place all-reduce of output rows by copy-engine pushes through symmetric memory (see module doc)."""
 
     def __init__(self, m: int, n: int, dtype, device, group, oneshot: bool = False):
         import torch.distributed._symmetric_memory as symm_mem
 
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.out = symm_mem.empty((m, n), dtype=dtype, device=device)  # matmul writes here
-        self.red = symm_mem.empty((m, n), dtype=dtype, device=device)  # the all-reduced result
-        self.h_out = symm_mem.rendezvous(self.out, group)
-        self.h_red = symm_mem.rendezvous(self.red, group)
-        self.peer_out = {p: self.h_out.get_buffer(p, (m, n), dtype) for p in range(self.world) if p != self.rank}
-        self.peer_red = {p: self.h_red.get_buffer(p, (m, n), dtype) for p in range(self.world) if p != self.rank}
-        self.stage = torch.empty((self.world, m, n), dtype=dtype, device=device)
+        self.out = symm_mem.empty((m, n), dtype=dtype, device=device)  # matmul writes here; reduced in place
+        self.stage = symm_mem.empty((self.world, m, n), dtype=dtype, device=device)  # stage[p]: rows from rank p
+        self.handle = symm_mem.rendezvous(self.out, group)
+        h_stage = symm_mem.rendezvous(self.stage, group)
+        # Peers in rotated order (rank+1, rank+2, ...): at any moment every rank writes to a
+        # different peer, so no GPU receives from all the others at once.
+        self.peers = [(self.rank + i) % self.world for i in range(1, self.world)]
+        self.peer_out = {p: self.handle.get_buffer(p, (m, n), dtype) for p in self.peers}
+        self.peer_stage = {p: h_stage.get_buffer(p, (self.world, m, n), dtype) for p in self.peers}
         self.stream = torch.cuda.Stream(priority=-1)  # high priority: its small add kernels jump the matmul queue
+        # one stream per peer: copies on different streams can use different copy engines at once
+        self.copy_streams = [torch.cuda.Stream(priority=-1) for _ in self.peers]
         self.oneshot = oneshot
         self.name = "ce-oneshot" if oneshot else "ce"
 
-    def _parts(self, r0: int, r1: int) -> list[tuple[int, int]]:
-        rows = r1 - r0
-        edges = [r0 + rows * i // self.world for i in range(self.world + 1)]
-        return list(zip(edges[:-1], edges[1:]))
+    def _copy(self, jobs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Each (dst, src) copy on its own copy stream after what ``self.stream`` has queued so
+        far; ``self.stream`` then waits for all of them."""
+        jobs = [(dst, src) for dst, src in jobs if dst.numel()]
+        for (dst, src), cs in zip(jobs, self.copy_streams):
+            cs.wait_stream(self.stream)
+            with torch.cuda.stream(cs):
+                dst.copy_(src)
+        for cs in self.copy_streams[:len(jobs)]:
+            self.stream.wait_stream(cs)
 
     def start(self, r0: int, r1: int) -> None:
+        """Queue the all-reduce of rows r0:r1 behind the current stream's work (the chunk's matmul):
+        push this rank's rows of every peer's block into the peer's stage, barrier (every peer's
+        rows of this rank's block have landed), add them into the block in place, push the
+        reduced block into every peer's output. One-shot: every block is the whole chunk, so
+        there is nothing to push back."""
         self.stream.wait_stream(torch.cuda.current_stream())
         if self.oneshot:
-            parts, (s0, s1) = [], (r0, r1)  # every rank reduces the whole chunk; no all-gather
+            parts = [(r0, r1)] * self.world
         else:
-            parts = self._parts(r0, r1)
-            s0, s1 = parts[self.rank]
+            edges = [r0 + (r1 - r0) * i // self.world for i in range(self.world + 1)]
+            parts = list(zip(edges[:-1], edges[1:]))
+        s0, s1 = parts[self.rank]
         with torch.cuda.stream(self.stream):
-            self.h_out.barrier(channel=0)  # every rank's matmul of this chunk is done
-            if s1 > s0:
-                for p, buf in self.peer_out.items():
-                    self.stage[p, s0:s1].copy_(buf[s0:s1])  # pull: copy engine over NVLink
-                acc = self.red[s0:s1]
-                torch.add(self.out[s0:s1], self.stage[next(iter(self.peer_out)), s0:s1], out=acc)
-                for p in list(self.peer_out)[1:]:
-                    acc.add_(self.stage[p, s0:s1])
-            if self.oneshot:
-                return  # peers read only `out`, which this op never writes
-            self.h_out.barrier(channel=0)  # every rank's reduced block is done
-            for p, buf in self.peer_red.items():
-                q0, q1 = parts[p]
-                if q1 > q0:
-                    self.red[q0:q1].copy_(buf[q0:q1])
+            self._copy([(self.peer_stage[p][self.rank, a:b], self.out[a:b]) for p in self.peers
+                        for a, b in [parts[p]]])
+            self.handle.barrier(channel=0)
+            block = self.out[s0:s1]
+            for p in self.peers:
+                block.add_(self.stage[p, s0:s1])
+            if not self.oneshot:
+                # a peer's own rows of this block went out before it reached the barrier: safe to overwrite
+                self._copy([(self.peer_out[p][s0:s1], block) for p in self.peers])
 
     def wait(self) -> None:
+        # the last chunk's pushes into the peers may still be landing, and the next op's matmul
+        # rewrites `out`: one closing barrier per op (each chunk's barrier covers the ones before)
+        with torch.cuda.stream(self.stream):
+            self.handle.barrier(channel=0)
         torch.cuda.current_stream().wait_stream(self.stream)
 
     def result(self) -> torch.Tensor:
-        return self.red
+        return self.out
 
 
 def main() -> int:
@@ -271,11 +286,24 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         except Exception as exc:  # a trace is a bonus: never lose the run for it
             ev.emit("note", text=f"trace of {name} failed: {type(exc).__name__}: {exc}")
 
-    # collective instances: one per collective, and per CTA limit for the limited NCCL one
+    # collective instances: one per collective, and per CTA limit for those with a limited NCCL part
     carveouts = cfg.get("carveouts") or [0]
 
     def instance_of(name: str, cv: int) -> str:
         return f"limited-{cv or cfg['nccl_ctas']}" if name == "limited" else name
+
+    def limited_group(ctas: int):
+        from torch.distributed.distributed_c10d import ProcessGroupNCCL
+
+        opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
+        opts.config.max_ctas = ctas
+        opts.config.min_ctas = 1
+        # NCCL launches its CTAs in clusters (4 on Hopper by default); a cluster needs that many
+        # free SMs in one GPC, which a running matmul rarely leaves, so the all-reduce waited for
+        # the matmul to end: on H200s a matmul and an all-reduce queued together took the sum of
+        # their times whatever the CTA limit or carve-out (scripts/gpu/overlap_probe.py).
+        opts.config.cga_cluster_size = cfg["nccl_cga"]
+        return dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
 
     comms = {}
     for name in cfg["comms"]:
@@ -283,25 +311,21 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             inst = instance_of(name, cv)
             if inst in comms:
                 continue
-            if name == "default":
-                comms[inst] = BackendComm(inst, None, torch.empty(m, n, dtype=dtype, device=device))
-            elif name == "limited":
-                from torch.distributed.distributed_c10d import ProcessGroupNCCL
-
-                opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
-                opts.config.max_ctas = cv or cfg["nccl_ctas"]
-                opts.config.min_ctas = 1
-                group = dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
-                comms[inst] = BackendComm(inst, group, torch.empty(m, n, dtype=dtype, device=device))
-            elif name in ("ce", "ce-oneshot"):
-                try:
+            try:
+                if name == "default":
+                    comms[inst] = BackendComm(inst, None, torch.empty(m, n, dtype=dtype, device=device))
+                elif name == "limited":
+                    comms[inst] = BackendComm(inst, limited_group(cv or cfg["nccl_ctas"]),
+                                              torch.empty(m, n, dtype=dtype, device=device))
+                elif name in ("ce", "ce-oneshot"):
                     comms[inst] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name,
                                                  name == "ce-oneshot")
-                except Exception as exc:  # symmetric memory missing on this build/machine: go on without it
-                    ev.emit("note", text=f"{name}: copy-engine collective unavailable here "
-                                         f"({type(exc).__name__}: {exc})")
-            else:
-                raise ValueError(f"unknown comm {name!r}")
+                else:
+                    raise ValueError(f"unknown comm {name!r}")
+            except (ImportError, RuntimeError) as exc:  # symmetric memory missing on this build/machine
+                if name in ("default", "limited"):
+                    raise
+                ev.emit("note", text=f"{name}: copy-engine collective unavailable here ({type(exc).__name__}: {exc})")
     configs = [(c, cv) for c in cfg["comms"] for cv in carveouts if instance_of(c, cv) in comms]
 
     def matmul(out, r0, r1):
