@@ -21,8 +21,9 @@ Collective implementations (``comm``):
 - ``default``: the backend's all-reduce (NCCL on GPUs, gloo on CPUs), ``async_op=True``
   (NCCL runs it on its own stream; gloo on its own thread);
 - ``limited``: NCCL in a communicator limited to as many CTAs as the matmul leaves SMs free
-  (the carve-out; ``nccl_ctas`` without one) (NCCLConfig.max_ctas), on a high-priority
-  stream, so its kernels take fewer SMs from the matmul;
+  (the carve-out; ``nccl_ctas`` without one) (NCCLConfig.max_ctas), in CTA clusters of
+  ``nccl_cga`` (1: NCCL's default 4-CTA clusters cannot start beside a running matmul), on a
+  high-priority stream, so its kernels run beside the matmul and take few SMs from it;
 - ``ce``: a copy-engine all-reduce through symmetric memory (cudaMemcpy over NVLink: copy
   engines, no SMs), in place: each rank pushes its rows of every peer's block into that peer's
   staging buffer, one barrier, each rank adds the staged rows into its block, then pushes the
@@ -30,7 +31,7 @@ Collective implementations (``comm``):
   rotated peer order, one stream per peer, so several copy engines run at once;
 - ``ce-oneshot``: every rank's block is the whole chunk: (W-1)/W more bytes pushed and W
   times the add work of ``ce``, but no push back, which pays where the per-chunk latency
-  dominates (W = 2);
+  dominates (W = 2).
 
 Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
@@ -116,8 +117,8 @@ class CopyEngineComm:
         self.stage = symm_mem.empty((self.world, m, n), dtype=dtype, device=device)  # stage[p]: rows from rank p
         self.handle = symm_mem.rendezvous(self.out, group)
         h_stage = symm_mem.rendezvous(self.stage, group)
-        # Peers in rotated order (rank+1, rank+2, ...): at any moment every rank writes to a
-        # different peer, so no GPU receives from all the others at once.
+        # Peers in rotated order (rank+1, rank+2, ...): the ranks' first pushes go to different
+        # GPUs rather than all to rank 0.
         self.peers = [(self.rank + i) % self.world for i in range(1, self.world)]
         self.peer_out = {p: self.handle.get_buffer(p, (m, n), dtype) for p in self.peers}
         self.peer_stage = {p: h_stage.get_buffer(p, (self.world, m, n), dtype) for p in self.peers}
@@ -286,7 +287,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         except Exception as exc:  # a trace is a bonus: never lose the run for it
             ev.emit("note", text=f"trace of {name} failed: {type(exc).__name__}: {exc}")
 
-    # collective instances: one per collective, and per CTA limit for those with a limited NCCL part
+    # collective instances: one per collective, and per CTA limit for the limited NCCL one
     carveouts = cfg.get("carveouts") or [0]
 
     def instance_of(name: str, cv: int) -> str:
@@ -311,21 +312,20 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             inst = instance_of(name, cv)
             if inst in comms:
                 continue
-            try:
-                if name == "default":
-                    comms[inst] = BackendComm(inst, None, torch.empty(m, n, dtype=dtype, device=device))
-                elif name == "limited":
-                    comms[inst] = BackendComm(inst, limited_group(cv or cfg["nccl_ctas"]),
-                                              torch.empty(m, n, dtype=dtype, device=device))
-                elif name in ("ce", "ce-oneshot"):
+            if name == "default":
+                comms[inst] = BackendComm(inst, None, torch.empty(m, n, dtype=dtype, device=device))
+            elif name == "limited":
+                comms[inst] = BackendComm(inst, limited_group(cv or cfg["nccl_ctas"]),
+                                          torch.empty(m, n, dtype=dtype, device=device))
+            elif name in ("ce", "ce-oneshot"):
+                try:
                     comms[inst] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name,
                                                  name == "ce-oneshot")
-                else:
-                    raise ValueError(f"unknown comm {name!r}")
-            except (ImportError, RuntimeError) as exc:  # symmetric memory missing on this build/machine
-                if name in ("default", "limited"):
-                    raise
-                ev.emit("note", text=f"{name}: copy-engine collective unavailable here ({type(exc).__name__}: {exc})")
+                except Exception as exc:  # symmetric memory missing on this build/machine: go on without it
+                    ev.emit("note", text=f"{name}: copy-engine collective unavailable here "
+                                         f"({type(exc).__name__}: {exc})")
+            else:
+                raise ValueError(f"unknown comm {name!r}")
     configs = [(c, cv) for c in cfg["comms"] for cv in carveouts if instance_of(c, cv) in comms]
 
     def matmul(out, r0, r1):
