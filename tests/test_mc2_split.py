@@ -263,6 +263,9 @@ def test_committed_gpu_bundles_analyze():
         tables = study.analyze(rec)
         live = tables["live"]
         assert len(live) and live["correct"].all() and "predicted_fit_us" in live
+        # every searched best split is found in the table, also one the worker ran as a uniform split
+        searched = {c for c, v in rec.outputs["live"]["by_comm"].items() if v.get("best")}
+        assert set(live[live["is_best"]]["comm"]) == searched
         for chart in study.charts(tables).values():
             chart.to_dict()
 
