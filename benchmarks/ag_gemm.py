@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import studies.ag_gemm as study  # noqa: E402
 from workbench import runner  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
-from workbench.store import Store, committed_runs, read_bundle, write_bundle  # noqa: E402
+from workbench.store import Store, committed_runs, read_bundle, write_run_bundle  # noqa: E402
 from workbench.study import ParamError, StudyUnavailable  # noqa: E402
 
 
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if error:  # the failed run keeps its finished points: bundle those too
         print(f"run failed: {error}", file=sys.stderr)
     if args.bundle_dir:
-        failed = "-FAILED" if error else ""
-        path = write_bundle(rec, args.bundle_dir / f"{args.tag}-ws{ws}{failed}-{rec.run_id}.bundle.json")
+        path = write_run_bundle(rec, args.bundle_dir, f"{args.tag}-ws{ws}", bool(error))
         print(f"bundle: {path}", file=sys.stderr)
     return 0 if show(rec) and not error else 1
 

@@ -23,7 +23,7 @@ import studies.mc2_split as study  # noqa: E402
 from workbench import runner  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.report import md_table  # noqa: E402
-from workbench.store import Store, committed_runs, read_bundle, write_bundle  # noqa: E402
+from workbench.store import Store, committed_runs, read_bundle, write_run_bundle  # noqa: E402
 from workbench.study import ParamError, StudyUnavailable  # noqa: E402
 
 TARGET_SPEEDUP = 0.20
@@ -54,7 +54,7 @@ def show(rec) -> bool:
         serial = tbl[(tbl["split"] == "unsplit") & tbl["correct"]]
         fastest = serial.sort_values("measured_us").iloc[0] if len(serial) else None
         print(f"\ntarget: best split ({top['variant']}, {top['chunks']}) is {top['speedup_vs_serial_default']:.1%} "
-              f"faster than serial NCCL (target >= {TARGET_SPEEDUP:.0%}); prediction error {err:+.1%} "
+              f"faster than serial {str(live.get('backend', '?')).upper()} (target >= {TARGET_SPEEDUP:.0%}); prediction error {err:+.1%} "
               f"(target within {TARGET_ERR:.0%}): {'MET' if met else 'NOT MET'}")
         if fastest is not None:
             print(f"against the fastest serial run ({fastest['variant']}, {fastest['measured_us']:.1f} us): "
@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if error:  # the failed run keeps its finished points: bundle those too
         print(f"run failed: {error}", file=sys.stderr)
     if args.bundle_dir:
-        failed = ".failed" if error else ""
-        path = write_bundle(rec, args.bundle_dir / f"{args.tag}_ws{args.world_size}_{rec.run_id}{failed}.bundle.json")
+        path = write_run_bundle(rec, args.bundle_dir, f"{args.tag}-ws{args.world_size}", bool(error))
         print(f"bundle: {path}", file=sys.stderr)
     return 0 if show(rec) and not error else 1
 

@@ -144,3 +144,14 @@ def test_execute_keep_partial_returns_the_failed_run_with_its_points(store):
 
     rec, error = runner.execute_keep_partial(Broken, {}, store)
     assert "NCCL timeout" in error and rec.status == "failed" and [v.variant for v in rec.variants] == ["p0"]
+
+
+def test_a_failed_benchmark_run_is_bundled_under_a_name_that_says_so(tmp_path):
+    from workbench.store import write_run_bundle
+
+    rec = _record()
+    ok = write_run_bundle(rec, tmp_path, "bench-ws2", failed=False)
+    bad = write_run_bundle(rec, tmp_path, "bench-ws2", failed=True)
+    assert ok.name == f"bench-ws2-{rec.run_id}.bundle.json"
+    assert bad.name == f"bench-ws2-{rec.run_id}-FAILED.bundle.json"
+    assert read_bundle(bad).run_id == rec.run_id

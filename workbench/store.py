@@ -294,6 +294,12 @@ def write_bundle(rec: RunRecord, path: str | os.PathLike) -> Path:
     return path
 
 
+def write_run_bundle(rec: RunRecord, directory: str | os.PathLike, stem: str, failed: bool) -> Path:
+    """A benchmark run's bundle as ``<stem>-<run id>[-FAILED].bundle.json`` in ``directory``; a failed
+    run keeps its finished points and says so in its name."""
+    return write_bundle(rec, Path(directory) / f"{stem}-{rec.run_id}{'-FAILED' if failed else ''}.bundle.json")
+
+
 def read_bundle(path: str | os.PathLike) -> RunRecord:
     """Parse a bundle file (JSON only; never executed or unpickled)."""
     path = Path(path)
