@@ -45,7 +45,7 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
 
-COMMS = ("default", "limited", "ce", "ce-oneshot")
+COMMS = ("default", "limited", "ce", "ce-oneshot", "triton")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
 
 SPACE = ParamSpace(
@@ -70,10 +70,14 @@ SPACE = ParamSpace(
         Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
               "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
-              "all-gather, or one-shot: every rank adds the whole chunk)",
+              "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push by fixed-grid Triton "
+              "kernels of triton_ctas CTAs",
               choices=COMMS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),
+        Param("triton_ctas", "int", 16, "CTAs of the 'triton' collective's kernels without a carve-out (with one, "
+              "one CTA per SM of the carve-out)", min=1, max=1024),
+        Param("triton_warps", "int", 16, "warps per CTA of the 'triton' collective's kernels", choices=(4, 8, 16, 32)),
         Param("nccl_cga", "int", 1, "CTA cluster size of the 'limited' NCCL communicator (NCCL's Hopper default 4 "
               "keeps its kernels from starting beside a running matmul)", min=1, max=8),
         Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "
@@ -101,7 +105,7 @@ SPACE = ParamSpace(
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
         "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
                 "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
-        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot"],
+        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot", "triton"],
                  "carveout": [0, 16, 24],
                  "reps": 20},
     },
@@ -203,7 +207,7 @@ def validate(params) -> None:
     if backend == "gloo" and any(params["carveout"]):
         raise ParamError("carveout", "an SM carve-out needs GPUs (nccl); with gloo use carveout=0")
     if backend == "gloo" and set(params["comms"]) - {"default"}:
-        raise ParamError("comms", "'limited' and the copy-engine collectives need NCCL on GPUs; with gloo use "
+        raise ParamError("comms", "'limited', the copy-engine and the Triton collectives need NCCL on GPUs; with gloo use "
                                   "comms=default")
 
 
@@ -311,7 +315,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
 
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
-                                  "rule", "align", "max_chunks", "nccl_ctas", "nccl_cga", "seed")}
+                                  "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "seed")}
     cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     by_comm: dict[str, dict] = {}

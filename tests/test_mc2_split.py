@@ -6,6 +6,7 @@ import itertools
 import random
 
 import pytest
+import torch
 
 import studies.mc2_split as study
 from studies._mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
@@ -229,10 +230,63 @@ def test_worker_timeout_kills_the_process_group():
         run_worker(cfg, 2, lambda e: None, timeout_s=0.3)
 
 
+# --- the 'triton' collective's kernel under the interpreter ----------------------------------
+
+TWO_SHOT = {
+    # uneven blocks, a chunk smaller than the world (empty blocks), several counter rounds
+    "ws3-uneven": dict(world=3, rows=20, n=24, chunks=[2, 7, 5]),
+    # more elements than one pass of the grid: every program loops
+    "ws4-loop": dict(world=4, rows=64, n=64, chunks=[16, 40, 8], ctas=1),
+    "ws2-fp32": dict(world=2, rows=8, n=16, chunks=[8], dtype="float32"),
+    "peer-missing": dict(world=3, rows=8, n=16, chunks=[8], skip_push_from=1, max_spins=5),
+}
+
+
+@pytest.fixture(scope="module")
+def two_shot():
+    """All scenarios in one child process: TRITON_INTERPRET must be set before triton loads."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = os.environ | {"TRITON_INTERPRET": "1", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "studies._mc2_split.emulate", json.dumps(list(TWO_SHOT.values()))],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(zip(TWO_SHOT, json.loads(proc.stdout.strip().splitlines()[-1])))
+
+
+@pytest.mark.parametrize("name", ["ws3-uneven", "ws4-loop", "ws2-fp32"])
+def test_two_shot_kernel_reduces_every_chunk_with_emulated_peers(two_shot, name):
+    res, sc = two_shot[name], TWO_SHOT[name]
+    assert res["ok"], res
+    # every program of every peer arrived once per chunk, and nothing else touched the counters
+    assert res["counters"] == [len(sc["chunks"]) * (sc["world"] - 1) * sc.get("ctas", 2)] * sc["world"]
+
+
+def test_two_shot_wait_gives_up_and_the_check_fails_when_a_peer_never_arrives(two_shot):
+    res = two_shot["peer-missing"]
+    assert not res["ok"] and res["counters"] == [2, 4, 2], res
+
+
+def test_two_shot_refuses_mismatched_lists():
+    from kernels.triton.allreduce import two_shot
+
+    block = torch.zeros(4, 8, dtype=torch.float16)
+    with pytest.raises(ValueError, match="one push, counter, partial and output per peer"):
+        two_shot([], [], torch.zeros(1, dtype=torch.int64), 0, block, [block], [block], 1)
+    with pytest.raises(ValueError, match="contiguous tensors of one shape"):
+        two_shot([(block, block)], [torch.zeros(1, dtype=torch.int64)], torch.zeros(1, dtype=torch.int64), 0, block,
+                 [block.t()], [block], 1)
+
+
 @pytest.mark.multigpu
 def test_nccl_variants_are_correct_on_two_gpus(store):
     rec = runner.execute(study, {"backend": "nccl", "world_size": "2", "m": "1000", "k": "512", "n": "1024",
-                                 "comms": "default,limited,ce,ce-oneshot", "carveout": "0,8", "points": "256,512",
+                                 "comms": "default,limited,ce,ce-oneshot,triton", "carveout": "0,8", "points": "256,512",
                                  "uniform": "3", "reps": "3", "warmup": "1"}, store)
     assert rec.status == "complete" and rec.variants
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]

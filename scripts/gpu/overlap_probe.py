@@ -7,7 +7,8 @@ an all-reduce of another buffer of the same size alone, then both queued at once
 sleep kernel (so both are ready together; no dependency between them). Prints the medians
 and the overlap ratio (sum - both) / min(mm, ar): 1 = the shorter one hides completely,
 0 = the GPU ran them one after the other. The "sleep" rows put a one-thread spin kernel in
-the all-reduce's place: whether the GPU runs two streams at once at all. Both outputs are
+the all-reduce's place: whether the GPU runs two streams at once at all; the "triton-<CTAs>x<warps>" rows
+run the mc2-split study's fixed-grid Triton all-reduce (kernels/triton/allreduce.py). Both outputs are
 checked against float references first. Rank 0 prints; every rank runs. The NCCL_* settings
 in the environment apply (the header line shows the ones that matter here).
 """
@@ -18,8 +19,13 @@ import argparse
 import os
 import statistics
 
+import sys
+
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from studies._mc2_split.worker import TritonPushComm  # noqa: E402
 
 
 def main() -> None:
@@ -28,6 +34,11 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3072)
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--triton", nargs="*", default=["16x8", "16x16"],
+                    help="grids of the Triton rows, CTAsxWARPS")
+    ap.add_argument("--carveouts", type=int, nargs="*", default=[0, 16], help="SMs the matmul leaves free")
+    ap.add_argument("--soak-s", type=float, default=0.0,
+                    help="then run the first Triton row at the last carve-out this long per mode (clock log)")
     args = ap.parse_args()
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
@@ -46,9 +57,15 @@ def main() -> None:
         opts.config.max_ctas, opts.config.min_ctas = ctas, 1
         return dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
 
+    def triton(spec):
+        # the mc2-split study's two-shot push all-reduce of a fixed grid (its own symmetric buffer)
+        ctas, warps = map(int, spec.split("x"))
+        return TritonPushComm(args.rows, args.n, torch.float16, dev, dist.group.WORLD.group_name, ctas, warps)
+
     # "sleep": a one-thread spin kernel on a side stream instead of the all-reduce: whether this
     # GPU runs kernels of two streams at once at all
-    groups = {"sleep": "sleep", "default": None, "limited-16": limited(16), "limited-8": limited(8)}
+    groups = {"sleep": "sleep", "default": None, "limited-16": limited(16), "limited-8": limited(8),
+              **{f"triton-{g}": triton(g) for g in args.triton}}
     blas = torch.backends.cuda.preferred_blas_library()
     side = torch.cuda.Stream()
 
@@ -59,12 +76,13 @@ def main() -> None:
         ref = a.float() @ b.float()
         err = float((c.float() - ref).abs().max() / ref.abs().max())
         if group != "sleep":
-            buf.normal_()
-            parts = [torch.empty_like(buf) for _ in range(world)]
-            dist.all_gather(parts, buf)
+            data = reduced(group)
+            data.normal_()
+            parts = [torch.empty_like(data) for _ in range(world)]
+            dist.all_gather(parts, data)
             run(group, "ar-only")
             want = torch.stack([p.float() for p in parts]).sum(0)
-            err = max(err, float((buf.float() - want).abs().max() / want.abs().max()))
+            err = max(err, float((data.float() - want).abs().max() / want.abs().max()))
         torch.cuda.synchronize()
         if err > 1e-2:
             raise SystemExit(f"rank {rank}: output check failed ({err:.2e} relative): no timings")
@@ -100,10 +118,17 @@ def main() -> None:
         def wait(self):
             torch.cuda.current_stream().wait_stream(side)
 
+    def reduced(group):
+        """The buffer the collective reduces in place."""
+        return group.out if isinstance(group, TritonPushComm) else buf
+
     def collective(group):
         if group == "sleep":
             torch.cuda._sleep(280_000)  # ~140 us at 1.98 GHz
             return Spun()
+        if isinstance(group, TritonPushComm):
+            group.start(0, args.rows)
+            return group  # its wait() joins its stream into the current one
         return dist.all_reduce(buf, group=group, async_op=True)
 
     def mm():
@@ -123,8 +148,31 @@ def main() -> None:
             mm()
         work.wait()
 
+    def soak(group, cv):
+        """Each of matmul alone, all-reduce alone, both, back to back for soak_s seconds with
+        wall-clock stamps, so a clock/power log taken beside (nvidia-smi -lms 100) shows
+        whether running both lowers the SM clock (the matmul slows beside the all-reduce)."""
+        import time
+
+        torch._C._set_sm_carveout_experimental(cv or None)
+        torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas)
+        for mode, fn in (("mm", mm), ("ar", lambda: run(group, "ar-only")), ("both", lambda: run(group, "ar-first"))):
+            dist.barrier()
+            torch.cuda.synchronize()
+            t0, iters = time.time(), 0
+            while time.time() - t0 < args.soak_s:
+                for _ in range(20):
+                    fn()
+                torch.cuda.synchronize()
+                iters += 20
+            t1 = time.time()
+            if rank == 0:
+                print(f"soak {mode} carve-out {cv}: {time.strftime('%H:%M:%S', time.localtime(t0))}.{int(t0 % 1 * 1000):03d}"
+                      f" to {time.strftime('%H:%M:%S', time.localtime(t1))}.{int(t1 % 1 * 1000):03d}, "
+                      f"{(t1 - t0) / iters * 1e6:.1f} us per call (host time, no sleep kernel)")
+
     for name, group in groups.items():
-        for cv in (0, 16):
+        for cv in args.carveouts:
             torch._C._set_sm_carveout_experimental(cv or None)
             torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas)
             check(group)
@@ -134,6 +182,8 @@ def main() -> None:
                 ov = (t_mm + t_ar - t_both) / min(t_mm, t_ar)
                 if rank == 0:
                     print(f"| {name} ({order}) | {cv} | {t_mm:.1f} | {t_ar:.1f} | {t_both:.1f} | {ov:.2f} |")
+    if args.soak_s:
+        soak(groups[f"triton-{args.triton[0]}"], args.carveouts[-1])
     torch._C._set_sm_carveout_experimental(None)
     dist.destroy_process_group()
 

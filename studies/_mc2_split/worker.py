@@ -31,11 +31,19 @@ Collective implementations (``comm``):
   rotated peer order, one stream per peer, so several copy engines run at once;
 - ``ce-oneshot``: every rank's block is the whole chunk: (W-1)/W more bytes pushed and W
   times the add work of ``ce``, but no push back, which pays where the per-chunk latency
-  dominates (W = 2).
+  dominates (W = 2);
+- ``triton``: the same two-shot push as ``ce``, moved by one Triton launch per chunk of a
+  fixed grid (one CTA of ``triton_warps`` warps per SM of the carve-out; ``triton_ctas``
+  without one) on a high-priority stream: its programs push the rows to every peer, meet the
+  peers' programs through arrival counters in symmetric memory, sum the staged rows and push
+  the sum back. Only stores cross NVLink, so a few SMs keep the links busy
+  (kernels/triton/allreduce.py). No more CTAs than the carve-out: a matmul CTA needs a whole
+  SM's registers, so every SM holding a collective CTA is one the next chunk's matmul waits
+  for (64 CTAs beside a 16-SM carve-out slowed the matmul by 1.56x on 4 H200s).
 
 Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
-kernels (NCCL's CTAs, the copy-engine path's barrier and add kernels) find SMs at once
+kernels (NCCL's CTAs, the Triton kernels, the copy-engine path's barrier and add kernels) find SMs at once
 instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
 labelled ``<comm>`` or ``<comm>+c<SMs>``; the matmul cost points are measured per carve-out.
 
@@ -87,6 +95,12 @@ class Events:
             self.fh.flush()
 
 
+def row_blocks(r0: int, r1: int, world: int) -> list[tuple[int, int]]:
+    """Each rank's block of rows r0:r1 (the rows it reduces in a two-shot all-reduce)."""
+    edges = [r0 + (r1 - r0) * i // world for i in range(world + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
 class BackendComm:
     """The backend's own all-reduce, in place on the output rows."""
 
@@ -106,10 +120,13 @@ class BackendComm:
         return self.out
 
 
-class CopyEngineComm:
-    """In-place all-reduce of output rows by copy-engine pushes through symmetric memory (see module doc)."""
+class SymmPushComm:
+    """In-place two-shot all-reduce of output rows through symmetric memory, pushed (see the
+    module doc): the buffers, peers and the closing barrier; subclasses move the bytes."""
 
-    def __init__(self, m: int, n: int, dtype, device, group, oneshot: bool = False):
+    name = ""
+
+    def __init__(self, m: int, n: int, dtype, device, group):
         import torch.distributed._symmetric_memory as symm_mem
 
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -122,13 +139,59 @@ class CopyEngineComm:
         self.peers = [(self.rank + i) % self.world for i in range(1, self.world)]
         self.peer_out = {p: self.handle.get_buffer(p, (m, n), dtype) for p in self.peers}
         self.peer_stage = {p: h_stage.get_buffer(p, (self.world, m, n), dtype) for p in self.peers}
-        self.stream = torch.cuda.Stream(priority=-1)  # high priority: its small add kernels jump the matmul queue
+        self.stream = torch.cuda.Stream(priority=-1)  # high priority: its kernels jump the matmul queue
+
+    def blocks(self, r0: int, r1: int) -> list[tuple[int, int]]:
+        return row_blocks(r0, r1, self.world)
+
+    def pushes(self, parts) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(dst, src) per peer: this rank's rows of the peer's block, into the peer's stage."""
+        return [(self.peer_stage[p][self.rank, a:b], self.out[a:b]) for p in self.peers for a, b in [parts[p]]]
+
+    def wait(self) -> None:
+        # the last chunk's pushes into the peers may still be landing, and the next op's matmul
+        # rewrites `out`: one closing barrier per op (each chunk's own sync covers the ones before)
+        with torch.cuda.stream(self.stream):
+            self.handle.barrier(channel=0)
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+    def result(self) -> torch.Tensor:
+        return self.out
+
+
+class CopyEngineComm(SymmPushComm):
+    """Copies by cudaMemcpy over NVLink (copy engines, no SMs); adds by torch on the comm stream."""
+
+    def __init__(self, m, n, dtype, device, group, oneshot: bool = False):
+        super().__init__(m, n, dtype, device, group)
         # one stream per peer: copies on different streams can use different copy engines at once
         self.copy_streams = [torch.cuda.Stream(priority=-1) for _ in self.peers]
         self.oneshot = oneshot
         self.name = "ce-oneshot" if oneshot else "ce"
 
-    def _copy(self, jobs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def blocks(self, r0, r1):
+        # one-shot: every rank's block is the whole chunk, so there is nothing to push back
+        return [(r0, r1)] * self.world if self.oneshot else super().blocks(r0, r1)
+
+    def start(self, r0: int, r1: int) -> None:
+        """Queue the all-reduce of rows r0:r1 behind the current stream's work (the chunk's matmul):
+        push this rank's rows of every peer's block into the peer's stage, barrier (every peer's
+        rows of this rank's block have landed), add them into the block in place, push the
+        reduced block into every peer's output (a peer's own rows of this block went out before
+        it reached the barrier: safe to overwrite)."""
+        self.stream.wait_stream(torch.cuda.current_stream())
+        parts = self.blocks(r0, r1)
+        s0, s1 = parts[self.rank]
+        with torch.cuda.stream(self.stream):
+            self._copy(self.pushes(parts))
+            self.handle.barrier(channel=0)
+            block = self.out[s0:s1]
+            for p in self.peers:
+                block.add_(self.stage[p, s0:s1])
+            if not self.oneshot:
+                self._copy([(self.peer_out[p][s0:s1], block) for p in self.peers])
+
+    def _copy(self, jobs):
         """Each (dst, src) copy on its own copy stream after what ``self.stream`` has queued so
         far; ``self.stream`` then waits for all of them."""
         jobs = [(dst, src) for dst, src in jobs if dst.numel()]
@@ -139,39 +202,37 @@ class CopyEngineComm:
         for cs in self.copy_streams[:len(jobs)]:
             self.stream.wait_stream(cs)
 
+
+class TritonPushComm(SymmPushComm):
+    """The same two-shot push in one fixed-grid Triton launch per chunk, ``ctas`` programs of
+    ``warps`` warps, synchronised by arrival counters in symmetric memory instead of barrier
+    kernels (kernels/triton/allreduce.py)."""
+
+    def __init__(self, m, n, dtype, device, group, ctas: int, warps: int):
+        import torch.distributed._symmetric_memory as symm_mem
+        from kernels.triton import allreduce
+
+        super().__init__(m, n, dtype, device, group)
+        self.kernels, self.ctas, self.warps, self.name = allreduce, ctas, warps, f"triton-{ctas}x{warps}"
+        self.counter = symm_mem.empty((1,), dtype=torch.int64, device=device)
+        self.counter.zero_()
+        handle = symm_mem.rendezvous(self.counter, group)
+        self.peer_counter = [handle.get_buffer(p, (1,), torch.int64) for p in self.peers]
+        self.chunks = 0  # chunks started: the counter's target grows by peers x grid per chunk
+        torch.cuda.synchronize()
+        handle.barrier(channel=0)  # every rank's counter is zero before any peer adds to it
+
     def start(self, r0: int, r1: int) -> None:
-        """Queue the all-reduce of rows r0:r1 behind the current stream's work (the chunk's matmul):
-        push this rank's rows of every peer's block into the peer's stage, barrier (every peer's
-        rows of this rank's block have landed), add them into the block in place, push the
-        reduced block into every peer's output. One-shot: every block is the whole chunk, so
-        there is nothing to push back."""
+        """Queue the all-reduce of rows r0:r1 behind the current stream's work (the chunk's matmul)."""
         self.stream.wait_stream(torch.cuda.current_stream())
-        if self.oneshot:
-            parts = [(r0, r1)] * self.world
-        else:
-            edges = [r0 + (r1 - r0) * i // self.world for i in range(self.world + 1)]
-            parts = list(zip(edges[:-1], edges[1:]))
+        parts = self.blocks(r0, r1)
         s0, s1 = parts[self.rank]
+        self.chunks += 1
         with torch.cuda.stream(self.stream):
-            self._copy([(self.peer_stage[p][self.rank, a:b], self.out[a:b]) for p in self.peers
-                        for a, b in [parts[p]]])
-            self.handle.barrier(channel=0)
-            block = self.out[s0:s1]
-            for p in self.peers:
-                block.add_(self.stage[p, s0:s1])
-            if not self.oneshot:
-                # a peer's own rows of this block went out before it reached the barrier: safe to overwrite
-                self._copy([(self.peer_out[p][s0:s1], block) for p in self.peers])
-
-    def wait(self) -> None:
-        # the last chunk's pushes into the peers may still be landing, and the next op's matmul
-        # rewrites `out`: one closing barrier per op (each chunk's barrier covers the ones before)
-        with torch.cuda.stream(self.stream):
-            self.handle.barrier(channel=0)
-        torch.cuda.current_stream().wait_stream(self.stream)
-
-    def result(self) -> torch.Tensor:
-        return self.out
+            self.kernels.two_shot(self.pushes(parts), self.peer_counter, self.counter,
+                                  self.chunks * len(self.peers) * self.ctas, self.out[s0:s1],
+                                  [self.stage[p, s0:s1] for p in self.peers],
+                                  [self.peer_out[p][s0:s1] for p in self.peers], self.ctas, self.warps)
 
 
 def main() -> int:
@@ -287,11 +348,12 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         except Exception as exc:  # a trace is a bonus: never lose the run for it
             ev.emit("note", text=f"trace of {name} failed: {type(exc).__name__}: {exc}")
 
-    # collective instances: one per collective, and per CTA limit for the limited NCCL one
+    # collective instances: one per collective, and per CTA count for the CTA-limited ones
     carveouts = cfg.get("carveouts") or [0]
+    ctas_param = {"limited": "nccl_ctas", "triton": "triton_ctas"}
 
     def instance_of(name: str, cv: int) -> str:
-        return f"limited-{cv or cfg['nccl_ctas']}" if name == "limited" else name
+        return f"{name}-{cv or cfg[ctas_param[name]]}" if name in ctas_param else name
 
     def limited_group(ctas: int):
         from torch.distributed.distributed_c10d import ProcessGroupNCCL
@@ -317,12 +379,15 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             elif name == "limited":
                 comms[inst] = BackendComm(inst, limited_group(cv or cfg["nccl_ctas"]),
                                           torch.empty(m, n, dtype=dtype, device=device))
-            elif name in ("ce", "ce-oneshot"):
+            elif name in ("ce", "ce-oneshot", "triton"):
+                group = dist.group.WORLD.group_name
                 try:
-                    comms[inst] = CopyEngineComm(m, n, dtype, device, dist.group.WORLD.group_name,
-                                                 name == "ce-oneshot")
-                except Exception as exc:  # symmetric memory missing on this build/machine: go on without it
-                    ev.emit("note", text=f"{name}: copy-engine collective unavailable here "
+                    comms[inst] = (TritonPushComm(m, n, dtype, device, group, cv or cfg["triton_ctas"],
+                                                  cfg["triton_warps"])
+                                   if name == "triton" else
+                                   CopyEngineComm(m, n, dtype, device, group, name == "ce-oneshot"))
+                except Exception as exc:  # symmetric memory or triton missing on this build/machine: go on
+                    ev.emit("note", text=f"{name}: symmetric-memory collective unavailable here "
                                          f"({type(exc).__name__}: {exc})")
             else:
                 raise ValueError(f"unknown comm {name!r}")

@@ -1,0 +1,117 @@
+"""SM-lean two-shot all-reduce over symmetric memory: one fixed-grid Triton launch per chunk.
+
+The mc2-split study's ``triton`` collective reduces output rows of a chunked matmul while the
+next chunk's matmul runs. NCCL's all-reduce there either waits for the matmul to end (its
+CTA clusters find no free SMs) or slows down when limited; copy engines take no SMs but reach
+only about 190 GB/s into each of 4 GPUs. This kernel moves the data with a small fixed grid
+(one CTA per SM of the matmul's carve-out) and only *stores* cross NVLink: a store is posted
+(no round trip), so a few CTAs keep the links busy, where remote loads would stall each CTA
+for the link latency.
+
+Two-shot, for one chunk of rows split into W blocks (rank r reduces block r):
+
+1. every program stores its share of this rank's partial rows of peer p's block into p's
+   staging buffer (``stage[rank]`` on p), for every peer; then (all its warps' stores done:
+   ``debug_barrier``) adds 1 to every peer's arrival counter with a release atomic at system
+   scope;
+2. every program waits (acquire, system scope) until this rank's counter reaches ``target``
+   (every program of every peer has arrived for this chunk), sums its share of the block and
+   the W-1 staged partials in float32, writes the sum into the block and stores it into
+   every peer's output.
+
+Counters only grow (int64): the host passes the cumulative target, ``chunks so far x peers x
+grid``, so nothing is reset between chunks or calls. One launch replaces the push kernel,
+barrier kernel and reduce kernel of a three-launch version, whose per-chunk fixed cost
+(kernel ramps, the barrier's round trip) was about 20 us on 4 H200s. A wait gives up after
+``MAX_SPINS`` polls rather than hang the GPU; the caller's check against a reference then
+fails.
+
+The caller gives plain tensors: a peer's buffer is a tensor on this device whose pointer
+addresses the peer's memory (``torch.distributed._symmetric_memory``), so the kernel knows
+nothing of ranks; the tests emulate peers with local tensors under Triton's interpreter, one
+phase at a time (``phases``), since the interpreter runs programs one after another.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+ELEMS_PER_THREAD = 16  # per program step: two 16-byte stores per thread in fp16
+NUM_WARPS = 8
+MAX_SPINS = 1 << 24  # about a second of polling before a wait gives up
+
+
+@triton.jit
+def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
+                     block, partials, out_dsts, numel,
+                     NPEERS: tl.constexpr, PUSH: tl.constexpr, REDUCE: tl.constexpr,
+                     MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    if PUSH:
+        # Every program walks every peer: the peers' transfers interleave instead of one
+        # peer waiting for another's tail.
+        for j in tl.static_range(NPEERS):
+            src, dst, n = srcs[j], stage_dsts[j], push_numels[j]
+            for start in range(pid * BLOCK, n, nprog * BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                mask = offs < n
+                tl.store(dst + offs, tl.load(src + offs, mask=mask, eviction_policy="evict_first"), mask=mask,
+                         cache_modifier=".cs")
+        # every warp's stores are done before one thread publishes them
+        tl.debug_barrier()
+        for j in tl.static_range(NPEERS):
+            tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+    if REDUCE:
+        seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
+        spins = 0
+        while (seen < target) & (spins < MAX_SPINS):
+            seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
+            spins += 1
+        tl.debug_barrier()
+        for start in range(pid * BLOCK, numel, nprog * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < numel
+            acc = tl.load(block + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
+            for j in tl.static_range(NPEERS):
+                acc += tl.load(partials[j] + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
+            total = acc.to(block.dtype.element_ty)
+            tl.store(block + offs, total, mask=mask, cache_modifier=".cs")
+            for j in tl.static_range(NPEERS):
+                tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
+
+
+def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts, ctas: int,
+             num_warps: int = NUM_WARPS, phases: str = "both") -> None:
+    """One chunk of the two-shot all-reduce (see the module doc) in one launch of ``ctas``
+    programs of ``num_warps`` warps on the current stream.
+
+    ``pushes``: per peer, (dst in the peer's stage, src rows of this rank's partial); ``arrive``:
+    per peer, a one-element int64 tensor, the peer's arrival counter; ``my_counter``: this rank's;
+    ``target``: the value this rank's counter reaches once every peer's programs have pushed this
+    chunk; ``block``: this rank's rows, reduced in place; ``partials``: the staged rows from each
+    peer; ``out_dsts``: the block's rows in each peer's output. Tensors of one list are
+    contiguous, of one dtype, and (but for the pushes) of the block's shape. ``phases``: "both",
+    or "push" / "reduce" alone (for the interpreter)."""
+    npeers = len(partials)
+    if not (npeers == len(pushes) == len(arrive) == len(out_dsts)) or not npeers:
+        raise ValueError(f"two_shot needs one push, counter, partial and output per peer, got {len(pushes)}, "
+                         f"{len(arrive)}, {npeers}, {len(out_dsts)}")
+    _check_like(block, list(partials) + list(out_dsts))
+    for dst, src in pushes:
+        _check_like(src, [dst])
+    if phases not in ("both", "push", "reduce"):
+        raise ValueError(f"phases must be both, push or reduce, got {phases!r}")
+    stage_dsts, srcs = zip(*pushes)
+    _two_shot_kernel[(ctas,)](
+        tuple(srcs), tuple(stage_dsts), tuple(s.numel() for s in srcs), tuple(arrive), my_counter, target,
+        block, tuple(partials), tuple(out_dsts), block.numel(),
+        NPEERS=npeers, PUSH=phases != "reduce", REDUCE=phases != "push", MAX_SPINS=MAX_SPINS,
+        BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
+
+
+def _check_like(ref, tensors) -> None:
+    for t in [ref, *tensors]:
+        if not t.is_contiguous() or t.shape != ref.shape or t.dtype != ref.dtype:
+            raise ValueError(f"two_shot needs contiguous tensors of one shape and dtype, got "
+                             f"{tuple(t.shape)} {t.dtype} beside {tuple(ref.shape)} {ref.dtype}")
