@@ -70,14 +70,14 @@ SPACE = ParamSpace(
         Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
               "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
-              "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push by fixed-grid Triton "
-              "kernels of triton_ctas CTAs",
+              "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
+              "Triton launch per chunk, one CTA per SM of the carve-out",
               choices=COMMS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),
-        Param("triton_ctas", "int", 16, "CTAs of the 'triton' collective's kernels without a carve-out (with one, "
+        Param("triton_ctas", "int", 16, "CTAs of the 'triton' collective's kernel without a carve-out (with one, "
               "one CTA per SM of the carve-out)", min=1, max=1024),
-        Param("triton_warps", "int", 16, "warps per CTA of the 'triton' collective's kernels", choices=(4, 8, 16, 32)),
+        Param("triton_warps", "int", 16, "warps per CTA of the 'triton' collective's kernel", choices=(4, 8, 16, 32)),
         Param("nccl_cga", "int", 1, "CTA cluster size of the 'limited' NCCL communicator (NCCL's Hopper default 4 "
               "keeps its kernels from starting beside a running matmul)", min=1, max=8),
         Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "

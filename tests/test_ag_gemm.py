@@ -5,7 +5,6 @@ timeout and cleanup, trace spans, the analysis; GPU tests run the study through 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 import studies.ag_gemm as study
+from conftest import run_interpreted
 from studies._ag_gemm import autoconfig, methods, spans
 from kernels.triton.ag_gemm import HbmKnobs, HbmLayout
 from workbench import runner
@@ -75,15 +75,8 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def emulated():
-    """All scenarios in one child process: TRITON_INTERPRET must be set before triton loads."""
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-    env = os.environ | {"TRITON_INTERPRET": "1", "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-m", "studies._ag_gemm.emulate", json.dumps(list(SCENARIOS.values()))],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(zip(SCENARIOS, json.loads(proc.stdout.strip().splitlines()[-1])))
+    """All scenarios in one child process."""
+    return dict(zip(SCENARIOS, run_interpreted("studies._ag_gemm.emulate", list(SCENARIOS.values()))))
 
 
 # No bf16 here: triton 3.9's interpreter gets a bf16 tl.dot wrong (a plain 16x16 dot is off by

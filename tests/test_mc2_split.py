@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import studies.mc2_split as study
+from conftest import run_interpreted
 from studies._mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
 from studies._mc2_split.search import _step, best_split
 from studies._mc2_split.simulate import fit_contention, simulate
@@ -244,19 +245,8 @@ TWO_SHOT = {
 
 @pytest.fixture(scope="module")
 def two_shot():
-    """All scenarios in one child process: TRITON_INTERPRET must be set before triton loads."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    env = os.environ | {"TRITON_INTERPRET": "1", "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-m", "studies._mc2_split.emulate", json.dumps(list(TWO_SHOT.values()))],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(zip(TWO_SHOT, json.loads(proc.stdout.strip().splitlines()[-1])))
+    """All scenarios in one child process."""
+    return dict(zip(TWO_SHOT, run_interpreted("studies._mc2_split.emulate", list(TWO_SHOT.values()))))
 
 
 @pytest.mark.parametrize("name", ["ws3-uneven", "ws4-loop", "ws2-fp32"])

@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -152,8 +152,6 @@ def main() -> None:
         """Each of matmul alone, all-reduce alone, both, back to back for soak_s seconds with
         wall-clock stamps, so a clock/power log taken beside (nvidia-smi -lms 100) shows
         whether running both lowers the SM clock (the matmul slows beside the all-reduce)."""
-        import time
-
         torch._C._set_sm_carveout_experimental(cv or None)
         torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas)
         for mode, fn in (("mm", mm), ("ar", lambda: run(group, "ar-only")), ("both", lambda: run(group, "ar-first"))):

@@ -104,8 +104,8 @@ def row_blocks(r0: int, r1: int, world: int) -> list[tuple[int, int]]:
 class BackendComm:
     """The backend's own all-reduce, in place on the output rows."""
 
-    def __init__(self, name: str, group, out: torch.Tensor):
-        self.name, self.group, self.out = name, group, out
+    def __init__(self, group, out: torch.Tensor):
+        self.group, self.out = group, out
         self.works = []
 
     def start(self, r0: int, r1: int) -> None:
@@ -123,8 +123,6 @@ class BackendComm:
 class SymmPushComm:
     """In-place two-shot all-reduce of output rows through symmetric memory, pushed (see the
     module doc): the buffers, peers and the closing barrier; subclasses move the bytes."""
-
-    name = ""
 
     def __init__(self, m: int, n: int, dtype, device, group):
         import torch.distributed._symmetric_memory as symm_mem
@@ -167,7 +165,6 @@ class CopyEngineComm(SymmPushComm):
         # one stream per peer: copies on different streams can use different copy engines at once
         self.copy_streams = [torch.cuda.Stream(priority=-1) for _ in self.peers]
         self.oneshot = oneshot
-        self.name = "ce-oneshot" if oneshot else "ce"
 
     def blocks(self, r0, r1):
         # one-shot: every rank's block is the whole chunk, so there is nothing to push back
@@ -213,7 +210,7 @@ class TritonPushComm(SymmPushComm):
         from kernels.triton import allreduce
 
         super().__init__(m, n, dtype, device, group)
-        self.kernels, self.ctas, self.warps, self.name = allreduce, ctas, warps, f"triton-{ctas}x{warps}"
+        self.kernels, self.ctas, self.warps = allreduce, ctas, warps
         self.counter = symm_mem.empty((1,), dtype=torch.int64, device=device)
         self.counter.zero_()
         handle = symm_mem.rendezvous(self.counter, group)
@@ -375,9 +372,9 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             if inst in comms:
                 continue
             if name == "default":
-                comms[inst] = BackendComm(inst, None, torch.empty(m, n, dtype=dtype, device=device))
+                comms[inst] = BackendComm(None, torch.empty(m, n, dtype=dtype, device=device))
             elif name == "limited":
-                comms[inst] = BackendComm(inst, limited_group(cv or cfg["nccl_ctas"]),
+                comms[inst] = BackendComm(limited_group(cv or cfg["nccl_ctas"]),
                                           torch.empty(m, n, dtype=dtype, device=device))
             elif name in ("ce", "ce-oneshot", "triton"):
                 group = dist.group.WORLD.group_name
