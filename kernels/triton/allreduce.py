@@ -4,9 +4,9 @@ The mc2-split study's ``triton`` collective reduces output rows of a chunked mat
 next chunk's matmul runs. NCCL's all-reduce there either waits for the matmul to end (its
 CTA clusters find no free SMs) or slows down when limited; copy engines take no SMs but reach
 only about 190 GB/s into each of 4 GPUs. This kernel moves the data with a small fixed grid
-(one CTA per SM of the matmul's carve-out) and only *stores* cross NVLink: a store is posted
-(no round trip), so a few CTAs keep the links busy, where remote loads would stall each CTA
-for the link latency.
+(one CTA per SM of the matmul's carve-out) and only *stores* cross NVLink: a store is posted,
+where a remote load holds its CTA for a link round trip, so stores let few CTAs keep the
+links busy (the design's premise; pulls were not measured with this kernel).
 
 Two-shot, for one chunk of rows split into W blocks (rank r reduces block r):
 
@@ -21,10 +21,9 @@ Two-shot, for one chunk of rows split into W blocks (rank r reduces block r):
 
 Counters only grow (int64): the host passes the cumulative target, ``chunks so far x peers x
 grid``, so nothing is reset between chunks or calls. One launch replaces the push kernel,
-barrier kernel and reduce kernel of a three-launch version, whose per-chunk fixed cost
-(kernel ramps, the barrier's round trip) was about 20 us on 4 H200s. A wait gives up after
-``MAX_SPINS`` polls rather than hang the GPU; the caller's check against a reference then
-fails.
+barrier kernel and reduce kernel of a three-launch version: fitted per-chunk fixed cost
+10-27 us against 17-41 us on 4 H200s. A wait gives up after ``MAX_SPINS`` polls rather than
+hang the GPU; the caller's check against a reference then fails.
 
 The caller gives plain tensors: a peer's buffer is a tensor on this device whose pointer
 addresses the peer's memory (``torch.distributed._symmetric_memory``), so the kernel knows
