@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import studies.ag_gemm as study  # noqa: E402
 from workbench import runner  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
-from workbench.store import Store, committed_runs, read_bundle, write_run_bundle  # noqa: E402
-from workbench.study import ParamError, StudyUnavailable  # noqa: E402
+from workbench.store import read_bundle  # noqa: E402
 
 
 def show(rec) -> bool:
@@ -63,26 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     values = {"m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype, "methods": args.methods,
               "repeat": args.repeat, "trace": args.trace, "world_size": ws}
     values.update(dict(s.split("=", 1) for s in args.set))
-    store = Store()
-    try:
-        rec, error = runner.execute_keep_partial(
-            study, values, store, progress=lambda f, msg: print(f"[{f * 100:5.1f}%] {msg}", file=sys.stderr, flush=True))
-    except StudyUnavailable as exc:
-        print(f"cannot run here: {exc}")
-        recs = committed_runs(study.ID)
-        print(f"committed results ({len(recs)} runs under traces/{study.ID}/):")
-        for rec in recs:
-            show(rec)
-        return 0
-    except ParamError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if error:  # the failed run keeps its finished points: bundle those too
-        print(f"run failed: {error}", file=sys.stderr)
-    if args.bundle_dir:
-        path = write_run_bundle(rec, args.bundle_dir, f"{args.tag}-ws{ws}", bool(error))
-        print(f"bundle: {path}", file=sys.stderr)
-    return 0 if show(rec) and not error else 1
+    return runner.run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=f"{args.tag}-ws{ws}",
+                                unavailable_status=0)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,7 @@ import studies.mc2_split as study  # noqa: E402
 from workbench import runner  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.report import md_table  # noqa: E402
-from workbench.store import Store, committed_runs, read_bundle, write_run_bundle  # noqa: E402
-from workbench.study import ParamError, StudyUnavailable  # noqa: E402
+from workbench.store import read_bundle  # noqa: E402
 
 TARGET_SPEEDUP = 0.20
 TARGET_ERR = 0.10
@@ -76,25 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot,triton", "carveout": "0,16,24",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
-    store = Store()
-    try:
-        rec, error = runner.execute_keep_partial(study, values, store,
-                                                 progress=lambda f, m: print(f"[{f:4.0%}] {m}", file=sys.stderr))
-    except ParamError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except StudyUnavailable as exc:
-        recs = committed_runs(study.ID)
-        print(f"cannot run here: {exc}\ncommitted results ({len(recs)} runs under traces/{study.ID}/):")
-        for rec in recs:
-            show(rec)
-        return 2
-    if error:  # the failed run keeps its finished points: bundle those too
-        print(f"run failed: {error}", file=sys.stderr)
-    if args.bundle_dir:
-        path = write_run_bundle(rec, args.bundle_dir, f"{args.tag}-ws{args.world_size}", bool(error))
-        print(f"bundle: {path}", file=sys.stderr)
-    return 0 if show(rec) and not error else 1
+    return runner.run_benchmark(study, values, show, bundle_dir=args.bundle_dir,
+                                bundle_stem=f"{args.tag}-ws{args.world_size}")
+
 
 if __name__ == "__main__":
     sys.exit(main())
