@@ -20,7 +20,12 @@ Two-shot, for one chunk of rows split into W blocks (rank r reduces block r):
    every peer's output.
 
 Counters only grow (int64): the host passes the cumulative target, ``chunks so far x peers x
-grid``, so nothing is reset between chunks or calls. One launch replaces the push kernel,
+grid``, so nothing is reset between chunks or calls. One counter per rank (not one per peer)
+is enough because a peer's push of chunk i+1 runs in its launch i+1, which starts only after
+its launch i has seen every peer's push of chunk i: no peer runs two chunks ahead of another,
+so a sum that reaches the target means every peer has pushed this chunk. (A variant that
+signalled from the compute stream, where nothing holds a fast rank back, broke exactly this:
+see traces/mc2-split/README.md.) One launch replaces the push kernel,
 barrier kernel and reduce kernel of a three-launch version: fitted per-chunk fixed cost
 10-27 us against 17-41 us on 4 H200s. A wait gives up after ``MAX_SPINS`` polls rather than
 hang the GPU; the caller's check against a reference then fails.
