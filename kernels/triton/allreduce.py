@@ -25,10 +25,12 @@ is enough because a peer's push of chunk i+1 runs in its launch i+1, which start
 its launch i has seen every peer's push of chunk i: no peer runs two chunks ahead of another,
 so a sum that reaches the target means every peer has pushed this chunk. (A variant that
 signalled from the compute stream, where nothing holds a fast rank back, broke exactly this:
-see traces/mc2-split/README.md.) One launch replaces the push kernel,
-barrier kernel and reduce kernel of a three-launch version: fitted per-chunk fixed cost
-10-27 us against 17-41 us on 4 H200s. A wait gives up after ``MAX_SPINS`` polls rather than
-hang the GPU; the caller's check against a reference then fails.
+see traces/mc2-split/README.md.)
+
+One launch replaces the push kernel, barrier kernel and reduce kernel of a three-launch
+version: fitted per-chunk fixed cost 10-27 us against 17-41 us on 4 H200s. A wait gives up
+after ``MAX_SPINS`` polls rather than hang the GPU; the caller's check against a reference
+then fails.
 
 The caller gives plain tensors: a peer's buffer is a tensor on this device whose pointer
 addresses the peer's memory (``torch.distributed._symmetric_memory``), so the kernel knows
