@@ -45,7 +45,7 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
 
-COMMS = ("default", "limited", "ce", "ce-oneshot", "triton")
+COMMS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
 
 SPACE = ParamSpace(
@@ -71,13 +71,14 @@ SPACE = ParamSpace(
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
               "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
-              "Triton launch per chunk, one CTA per SM of the carve-out",
+              "Triton launch per chunk, one CTA per SM of the carve-out; or that launch loading the peers' partials "
+              "over NVLink instead of staging them (triton-pull)",
               choices=COMMS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),
-        Param("triton_ctas", "int", 16, "CTAs of the 'triton' collective's kernel without a carve-out (with one, "
+        Param("triton_ctas", "int", 16, "CTAs of the Triton collectives' kernels without a carve-out (with one, "
               "one CTA per SM of the carve-out)", min=1, max=1024),
-        Param("triton_warps", "int", 16, "warps per CTA of the 'triton' collective's kernel", choices=(4, 8, 16, 32)),
+        Param("triton_warps", "int", 16, "warps per CTA of the Triton collectives' kernels", choices=(4, 8, 16, 32)),
         Param("nccl_cga", "int", 1, "CTA cluster size of the 'limited' NCCL communicator (NCCL's Hopper default 4 "
               "keeps its kernels from starting beside a running matmul)", min=1, max=8),
         Param("carveout", "int", [0], "SMs the matmul leaves free for the collective (cuBLAS SM carve-out); "
@@ -105,7 +106,7 @@ SPACE = ParamSpace(
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
         "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
                 "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
-        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot", "triton"],
+        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot", "triton", "triton-pull"],
                  "carveout": [0, 16, 24],
                  "reps": 20},
     },

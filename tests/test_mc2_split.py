@@ -231,7 +231,7 @@ def test_worker_timeout_kills_the_process_group():
         run_worker(cfg, 2, lambda e: None, timeout_s=0.3)
 
 
-# --- the 'triton' collective's kernel under the interpreter ----------------------------------
+# --- the Triton collectives' kernels under the interpreter -----------------------------------
 
 TWO_SHOT = {
     # uneven blocks, a chunk smaller than the world (empty blocks), several counter rounds
@@ -241,6 +241,7 @@ TWO_SHOT = {
     "ws2-fp32": dict(world=2, rows=8, n=16, chunks=[8], dtype="float32"),
     "peer-missing": dict(world=3, rows=8, n=16, chunks=[8], skip_push_from=1, max_spins=5),
 }
+TWO_SHOT.update({f"pull-{k}": dict(v, pull=True) for k, v in TWO_SHOT.items()})
 
 
 @pytest.fixture(scope="module")
@@ -249,21 +250,25 @@ def two_shot():
     return dict(zip(TWO_SHOT, run_interpreted("studies._mc2_split.emulate", list(TWO_SHOT.values()))))
 
 
-@pytest.mark.parametrize("name", ["ws3-uneven", "ws4-loop", "ws2-fp32"])
+@pytest.mark.parametrize("name", ["ws3-uneven", "ws4-loop", "ws2-fp32",
+                                  "pull-ws3-uneven", "pull-ws4-loop", "pull-ws2-fp32"])
 def test_two_shot_kernel_reduces_every_chunk_with_emulated_peers(two_shot, name):
     res, sc = two_shot[name], TWO_SHOT[name]
     assert res["ok"], res
-    # every program of every peer arrived once per chunk, and nothing else touched the counters
-    assert res["counters"] == [len(sc["chunks"]) * (sc["world"] - 1) * sc.get("ctas", 2)] * sc["world"]
+    # push: every program of every peer arrived once per chunk; pull: one arrival per peer per
+    # chunk; nothing else touched the counters
+    per_peer = 1 if sc.get("pull") else sc.get("ctas", 2)
+    assert res["counters"] == [len(sc["chunks"]) * (sc["world"] - 1) * per_peer] * sc["world"]
 
 
-def test_two_shot_wait_gives_up_and_the_check_fails_when_a_peer_never_arrives(two_shot):
-    res = two_shot["peer-missing"]
-    assert not res["ok"] and res["counters"] == [2, 4, 2], res
+@pytest.mark.parametrize("name, counters", [("peer-missing", [2, 4, 2]), ("pull-peer-missing", [1, 2, 1])])
+def test_two_shot_wait_gives_up_and_the_check_fails_when_a_peer_never_arrives(two_shot, name, counters):
+    res = two_shot[name]
+    assert not res["ok"] and res["counters"] == counters, res
 
 
 def test_two_shot_refuses_mismatched_lists():
-    from kernels.triton.allreduce import two_shot
+    from kernels.triton.allreduce import two_shot, two_shot_pull
 
     block = torch.zeros(4, 8, dtype=torch.float16)
     with pytest.raises(ValueError, match="one push, counter, partial and output per peer"):
@@ -271,12 +276,14 @@ def test_two_shot_refuses_mismatched_lists():
     with pytest.raises(ValueError, match="contiguous tensors of one shape"):
         two_shot([(block, block)], [torch.zeros(1, dtype=torch.int64)], torch.zeros(1, dtype=torch.int64), 0, block,
                  [block.t()], [block], 1)
+    with pytest.raises(ValueError, match="one counter, peer block and output per peer"):
+        two_shot_pull([], torch.zeros(1, dtype=torch.int64), 0, block, [block], [block], 1)
 
 
 @pytest.mark.multigpu
 def test_nccl_variants_are_correct_on_two_gpus(store):
     rec = runner.execute(study, {"backend": "nccl", "world_size": "2", "m": "1000", "k": "512", "n": "1024",
-                                 "comms": "default,limited,ce,ce-oneshot,triton", "carveout": "0,8", "points": "256,512",
+                                 "comms": "default,limited,ce,ce-oneshot,triton,triton-pull", "carveout": "0,8", "points": "256,512",
                                  "uniform": "3", "reps": "3", "warmup": "1"}, store)
     assert rec.status == "complete" and rec.variants
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]

@@ -1,14 +1,12 @@
-"""SM-lean two-shot all-reduce over symmetric memory: one fixed-grid Triton launch per chunk.
+"""SM-lean two-shot all-reduces over symmetric memory: one fixed-grid Triton launch per chunk.
 
-The mc2-split study's ``triton`` collective reduces output rows of a chunked matmul while the
-next chunk's matmul runs. NCCL's all-reduce there either waits for the matmul to end (its
-CTA clusters find no free SMs) or slows down when limited; copy engines take no SMs but reach
-only about 190 GB/s into each of 4 GPUs. This kernel moves the data with a small fixed grid
-(one CTA per SM of the matmul's carve-out) and only *stores* cross NVLink: a store is posted,
-where a remote load holds its CTA for a link round trip, so stores let few CTAs keep the
-links busy (the design's premise; pulls were not measured with this kernel).
+The mc2-split study's ``triton`` and ``triton-pull`` collectives reduce output rows of a
+chunked matmul while the next chunk's matmul runs. NCCL's all-reduce there either waits for
+the matmul to end (its CTA clusters find no free SMs) or slows down when limited; copy engines
+take no SMs but reach only about 190 GB/s into each of 4 GPUs. These kernels move the data
+with a small fixed grid (one CTA per SM of the matmul's carve-out).
 
-Two-shot, for one chunk of rows split into W blocks (rank r reduces block r):
+Two-shot push (``two_shot``), for one chunk of rows split into W blocks (rank r reduces block r):
 
 1. every program stores its share of this rank's partial rows of peer p's block into p's
    staging buffer (``stage[rank]`` on p), for every peer; then (all its warps' stores done:
@@ -19,11 +17,25 @@ Two-shot, for one chunk of rows split into W blocks (rank r reduces block r):
    the W-1 staged partials in float32, writes the sum into the block and stores it into
    every peer's output.
 
+Only stores cross NVLink there: a store is posted, where a remote load holds its CTA for a
+link round trip. But per byte of its partial a rank's HBM sees about 3.5 bytes (the pushes
+read 0.75, staged rows land 0.75, the sum reads 1 and writes 0.25, the peers' sums land
+0.75), beside a matmul that shares that memory system.
+
+Two-shot pull (``two_shot_pull``): the launch starts after the chunk's matmul, so it first
+signals every peer (one program, one arrival per peer: nothing was written yet), waits for
+every peer's signal, then *loads* the peers' partial rows of its block over NVLink, sums and
+pushes the sum into every output as above. No staging buffer, one HBM read of every partial
+and one write of every sum: 2 bytes per byte; the loads keep 3 x 16 KB per program in flight
+to cover the link's round trip. Overwriting a peer's partial rows with the sum is safe: only
+this rank reads them, and each program stores an offset only after loading it.
+
 Counters only grow (int64): the host passes the cumulative target, ``chunks so far x peers x
-grid``, so nothing is reset between chunks or calls. One counter per rank (not one per peer)
-is enough because a peer's push of chunk i+1 runs in its launch i+1, which starts only after
-its launch i has seen every peer's push of chunk i: no peer runs two chunks ahead of another,
-so a sum that reaches the target means every peer has pushed this chunk. (A variant that
+grid`` (pull: ``chunks so far x peers``), so nothing is reset between chunks or calls. One
+counter per rank (not one per peer) is enough because a peer's arrival for chunk i+1 comes
+from its launch i+1, which starts only after its launch i has seen every peer's arrival for
+chunk i: no peer runs two chunks ahead of another, so a sum that reaches the target means
+every peer has arrived for this chunk. (A variant that
 signalled from the compute stream, where nothing holds a fast rank back, broke exactly this:
 see traces/mc2-split/README.md.)
 
@@ -87,6 +99,39 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                 tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
 
 
+@triton.jit
+def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_dsts, numel,
+                          NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
+                          MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    if SIGNAL:
+        # The launch starts after the chunk's matmul (stream order), so this rank's rows are
+        # final: one arrival per peer says so. Nothing was written to a peer before it, so one
+        # program signals for the grid.
+        if pid == 0:
+            for j in tl.static_range(NPEERS):
+                tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+    if REDUCE:
+        seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
+        spins = 0
+        while (seen < target) & (spins < MAX_SPINS):
+            seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
+            spins += 1
+        tl.debug_barrier()
+        for start in range(pid * BLOCK, numel, nprog * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < numel
+            acc = tl.load(block + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
+            # the peers' partial rows over NVLink (.cg: not from this SM's L1, which a previous
+            # call may have filled with the same addresses)
+            for j in tl.static_range(NPEERS):
+                acc += tl.load(peer_blocks[j] + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
+            total = acc.to(block.dtype.element_ty)
+            tl.store(block + offs, total, mask=mask, cache_modifier=".cs")
+            for j in tl.static_range(NPEERS):
+                tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
+
+
 def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts, ctas: int,
              num_warps: int = NUM_WARPS, phases: str = "both") -> None:
     """One chunk of the two-shot all-reduce (see the module doc) in one launch of ``ctas``
@@ -116,8 +161,30 @@ def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts,
         BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
 
 
+def two_shot_pull(arrive, my_counter, target: int, block, peer_blocks, out_dsts, ctas: int,
+                  num_warps: int = NUM_WARPS, phases: str = "both") -> None:
+    """One chunk of the pull variant (see the module doc): signal, wait, then sum this rank's
+    block with the peers' partial rows of it, *loaded* over NVLink, and push the sum back.
+
+    ``arrive``/``my_counter`` as for ``two_shot``, but ``target`` grows by the peer count per
+    chunk (one arrival per rank, not per program); ``peer_blocks``: this block's rows in each
+    peer's output (their partials, read; then overwritten by the sum, as ``out_dsts``).
+    ``phases``: "both", or "signal" / "reduce" alone (for the interpreter)."""
+    npeers = len(peer_blocks)
+    if not (npeers == len(arrive) == len(out_dsts)) or not npeers:
+        raise ValueError(f"two_shot_pull needs one counter, peer block and output per peer, got {len(arrive)}, "
+                         f"{npeers}, {len(out_dsts)}")
+    _check_like(block, list(peer_blocks) + list(out_dsts))
+    if phases not in ("both", "signal", "reduce"):
+        raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
+    _two_shot_pull_kernel[(ctas,)](
+        tuple(arrive), my_counter, target, block, tuple(peer_blocks), tuple(out_dsts), block.numel(),
+        NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal", MAX_SPINS=MAX_SPINS,
+        BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
+
+
 def _check_like(ref, tensors) -> None:
     for t in [ref, *tensors]:
         if not t.is_contiguous() or t.shape != ref.shape or t.dtype != ref.dtype:
-            raise ValueError(f"two_shot needs contiguous tensors of one shape and dtype, got "
+            raise ValueError(f"the all-reduce needs contiguous tensors of one shape and dtype, got "
                              f"{tuple(t.shape)} {t.dtype} beside {tuple(ref.shape)} {ref.dtype}")

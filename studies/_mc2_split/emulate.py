@@ -1,9 +1,9 @@
-"""The ``triton`` collective's kernel on a CPU: Triton's interpreter with every rank emulated in one process.
+"""The Triton collectives' kernels on a CPU: Triton's interpreter with every rank emulated in one process.
 
 Peers' buffers are plain CPU tensors whose addresses stand in for the symmetric-memory
 mappings. The interpreter runs a launch's programs one after another, so a rank's wait for
-its peers would never end inside one launch: each chunk runs as every rank's push phase,
-then every rank's reduce phase (the GPU runs both in one launch). ``TRITON_INTERPRET=1`` must
+its peers would never end inside one launch: each chunk runs as every rank's push (pull:
+signal) phase, then every rank's reduce phase (the GPU runs both in one launch). ``TRITON_INTERPRET=1`` must
 be set before triton is first imported, so callers run this module as a child process:
 
     TRITON_INTERPRET=1 python -m studies._mc2_split.emulate '[{"world": 3, "rows": 10, ...}]'
@@ -18,9 +18,10 @@ import sys
 
 
 def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2, dtype: str = "float16",
-                 skip_push_from: int | None = None, max_spins: int | None = None) -> dict:
-    """``skip_push_from``: that rank never pushes (a peer that did not arrive), so every other
-    rank's wait must give up after ``max_spins`` polls and its check fail."""
+                 skip_push_from: int | None = None, max_spins: int | None = None, pull: bool = False) -> dict:
+    """``skip_push_from``: that rank never pushes or signals (a peer that did not arrive), so
+    every other rank's wait must give up after ``max_spins`` polls and its check fail.
+    ``pull``: the ``triton-pull`` kernel instead of the push one."""
     import torch
 
     import kernels.triton.allreduce as kmod
@@ -35,19 +36,25 @@ def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2
     # NaN in the staging buffers: a reduce that reads rows no peer pushed shows as NaN
     stage = [torch.full((world, rows, n), float("nan"), dtype=dt) for _ in range(world)]
     counter = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+    if pull and skip_push_from is not None:
+        out[skip_push_from].fill_(float("nan"))  # a rank that never signalled has no rows ready to load
     r0 = 0
     for seq, c in enumerate(chunks, 1):
         blocks = row_blocks(r0, r0 + c, world)
-        for phase in ("push", "reduce"):
+        for phase in ("signal" if pull else "push", "reduce"):
             for r in range(world):
-                if phase == "push" and r == skip_push_from:
+                if phase != "reduce" and r == skip_push_from:
                     continue
                 peers = [(r + i) % world for i in range(1, world)]
                 s0, s1 = blocks[r]
+                outs = [out[p][s0:s1] for p in peers]
+                if pull:
+                    kmod.two_shot_pull([counter[p] for p in peers], counter[r], seq * len(peers), out[r][s0:s1],
+                                       outs, outs, ctas, num_warps=1, phases=phase)
+                    continue
                 kmod.two_shot([(stage[p][r, a:b], out[r][a:b]) for p in peers for a, b in [blocks[p]]],
                               [counter[p] for p in peers], counter[r], seq * len(peers) * ctas, out[r][s0:s1],
-                              [stage[r][p, s0:s1] for p in peers], [out[p][s0:s1] for p in peers], ctas,
-                              num_warps=1, phases=phase)
+                              [stage[r][p, s0:s1] for p in peers], outs, ctas, num_warps=1, phases=phase)
         r0 += c
     ref = sum(p.float() for p in parts)
     err = max(float((o[:r0].float() - ref[:r0]).abs().max()) for o in out)

@@ -39,7 +39,10 @@ Collective implementations (``comm``):
   the sum back. Only stores cross NVLink, so a few SMs keep the links busy
   (kernels/triton/allreduce.py). No more CTAs than the carve-out: a matmul CTA needs a whole
   SM's registers, so every SM holding a collective CTA is one the next chunk's matmul waits
-  for (64 CTAs beside a 16-SM carve-out slowed the matmul by 1.56x on 4 H200s).
+  for (64 CTAs beside a 16-SM carve-out slowed the matmul by 1.56x on 4 H200s);
+- ``triton-pull``: the same launch, but each rank signals its peers that its chunk is ready,
+  then loads the peers' partial rows of its block over NVLink (no staging buffer: about 2
+  instead of 3.5 bytes of HBM traffic per byte, beside the matmul), sums and pushes the sum.
 
 Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
@@ -121,22 +124,24 @@ class BackendComm:
 
 
 class SymmPushComm:
-    """In-place two-shot all-reduce of output rows through symmetric memory, pushed (see the
-    module doc): the buffers, peers and the closing barrier; subclasses move the bytes."""
+    """In-place two-shot all-reduce of output rows through symmetric memory, the sums pushed
+    (see the module doc): the buffers, peers and the closing barrier; subclasses move the
+    bytes. ``staged``: the partials are pushed too, into a staging buffer on their owner."""
 
-    def __init__(self, m: int, n: int, dtype, device, group):
+    def __init__(self, m: int, n: int, dtype, device, group, staged: bool = True):
         import torch.distributed._symmetric_memory as symm_mem
 
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.out = symm_mem.empty((m, n), dtype=dtype, device=device)  # matmul writes here; reduced in place
-        self.stage = symm_mem.empty((self.world, m, n), dtype=dtype, device=device)  # stage[p]: rows from rank p
         self.handle = symm_mem.rendezvous(self.out, group)
-        h_stage = symm_mem.rendezvous(self.stage, group)
         # Peers in rotated order (rank+1, rank+2, ...): the ranks' first pushes go to different
         # GPUs rather than all to rank 0.
         self.peers = [(self.rank + i) % self.world for i in range(1, self.world)]
         self.peer_out = {p: self.handle.get_buffer(p, (m, n), dtype) for p in self.peers}
-        self.peer_stage = {p: h_stage.get_buffer(p, (self.world, m, n), dtype) for p in self.peers}
+        if staged:
+            self.stage = symm_mem.empty((self.world, m, n), dtype=dtype, device=device)  # stage[p]: rows from p
+            h_stage = symm_mem.rendezvous(self.stage, group)
+            self.peer_stage = {p: h_stage.get_buffer(p, (self.world, m, n), dtype) for p in self.peers}
         self.stream = torch.cuda.Stream(priority=-1)  # high priority: its kernels jump the matmul queue
 
     def blocks(self, r0: int, r1: int) -> list[tuple[int, int]]:
@@ -203,19 +208,20 @@ class CopyEngineComm(SymmPushComm):
 class TritonPushComm(SymmPushComm):
     """The same two-shot push in one fixed-grid Triton launch per chunk, ``ctas`` programs of
     ``warps`` warps, synchronised by arrival counters in symmetric memory instead of barrier
-    kernels (kernels/triton/allreduce.py)."""
+    kernels (kernels/triton/allreduce.py). ``pull``: the peers' partials are loaded over NVLink
+    instead of pushed into a staging buffer (``triton-pull``)."""
 
-    def __init__(self, m, n, dtype, device, group, ctas: int, warps: int):
+    def __init__(self, m, n, dtype, device, group, ctas: int, warps: int, pull: bool = False):
         import torch.distributed._symmetric_memory as symm_mem
         from kernels.triton import allreduce
 
-        super().__init__(m, n, dtype, device, group)
-        self.kernels, self.ctas, self.warps = allreduce, ctas, warps
+        super().__init__(m, n, dtype, device, group, staged=not pull)
+        self.kernels, self.ctas, self.warps, self.pull = allreduce, ctas, warps, pull
         self.counter = symm_mem.empty((1,), dtype=torch.int64, device=device)
         self.counter.zero_()
         handle = symm_mem.rendezvous(self.counter, group)
         self.peer_counter = [handle.get_buffer(p, (1,), torch.int64) for p in self.peers]
-        self.chunks = 0  # chunks started: the counter's target grows by peers x grid per chunk
+        self.chunks = 0  # chunks started: the counter's target grows by the arrivals per chunk
         torch.cuda.synchronize()
         handle.barrier(channel=0)  # every rank's counter is zero before any peer adds to it
 
@@ -225,11 +231,15 @@ class TritonPushComm(SymmPushComm):
         parts = self.blocks(r0, r1)
         s0, s1 = parts[self.rank]
         self.chunks += 1
+        block, outs = self.out[s0:s1], [self.peer_out[p][s0:s1] for p in self.peers]
         with torch.cuda.stream(self.stream):
-            self.kernels.two_shot(self.pushes(parts), self.peer_counter, self.counter,
-                                  self.chunks * len(self.peers) * self.ctas, self.out[s0:s1],
-                                  [self.stage[p, s0:s1] for p in self.peers],
-                                  [self.peer_out[p][s0:s1] for p in self.peers], self.ctas, self.warps)
+            if self.pull:
+                self.kernels.two_shot_pull(self.peer_counter, self.counter, self.chunks * len(self.peers), block,
+                                           outs, outs, self.ctas, self.warps)
+            else:
+                self.kernels.two_shot(self.pushes(parts), self.peer_counter, self.counter,
+                                      self.chunks * len(self.peers) * self.ctas, block,
+                                      [self.stage[p, s0:s1] for p in self.peers], outs, self.ctas, self.warps)
 
 
 def main() -> int:
@@ -347,7 +357,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
 
     # collective instances: one per collective, and per CTA count for the CTA-limited ones
     carveouts = cfg.get("carveouts") or [0]
-    ctas_param = {"limited": "nccl_ctas", "triton": "triton_ctas"}
+    ctas_param = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas"}
 
     def instance_of(name: str, cv: int) -> str:
         return f"{name}-{cv or cfg[ctas_param[name]]}" if name in ctas_param else name
@@ -376,12 +386,12 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             elif name == "limited":
                 comms[inst] = BackendComm(limited_group(cv or cfg["nccl_ctas"]),
                                           torch.empty(m, n, dtype=dtype, device=device))
-            elif name in ("ce", "ce-oneshot", "triton"):
+            elif name in ("ce", "ce-oneshot", "triton", "triton-pull"):
                 group = dist.group.WORLD.group_name
                 try:
                     comms[inst] = (TritonPushComm(m, n, dtype, device, group, cv or cfg["triton_ctas"],
-                                                  cfg["triton_warps"])
-                                   if name == "triton" else
+                                                  cfg["triton_warps"], pull=name == "triton-pull")
+                                   if name.startswith("triton") else
                                    CopyEngineComm(m, n, dtype, device, group, name == "ce-oneshot"))
                 except Exception as exc:  # symmetric memory or triton missing on this build/machine: go on
                     ev.emit("note", text=f"{name}: symmetric-memory collective unavailable here "
