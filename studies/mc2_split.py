@@ -45,7 +45,7 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
 
-COMMS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull")
+COMMS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
 
 SPACE = ParamSpace(
@@ -72,7 +72,8 @@ SPACE = ParamSpace(
               "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
               "Triton launch per chunk, one CTA per SM of the carve-out; or that launch loading the peers' partials "
-              "over NVLink instead of staging them (triton-pull)",
+              "over NVLink instead of staging them (triton-pull); or that pull for all chunks in one launch per op "
+              "(triton-persistent)",
               choices=COMMS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),

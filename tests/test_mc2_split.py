@@ -241,7 +241,8 @@ TWO_SHOT = {
     "ws2-fp32": dict(world=2, rows=8, n=16, chunks=[8], dtype="float32"),
     "peer-missing": dict(world=3, rows=8, n=16, chunks=[8], skip_push_from=1, max_spins=5),
 }
-TWO_SHOT.update({f"pull-{k}": dict(v, pull=True) for k, v in TWO_SHOT.items()})
+TWO_SHOT.update({f"{kind}-{k}": dict(v, **{kind: True}) for kind in ("pull", "persistent")
+                 for k, v in list(TWO_SHOT.items())})
 
 
 @pytest.fixture(scope="module")
@@ -251,17 +252,19 @@ def two_shot():
 
 
 @pytest.mark.parametrize("name", ["ws3-uneven", "ws4-loop", "ws2-fp32",
-                                  "pull-ws3-uneven", "pull-ws4-loop", "pull-ws2-fp32"])
+                                  "pull-ws3-uneven", "pull-ws4-loop", "pull-ws2-fp32",
+                                  "persistent-ws3-uneven", "persistent-ws4-loop", "persistent-ws2-fp32"])
 def test_two_shot_kernel_reduces_every_chunk_with_emulated_peers(two_shot, name):
     res, sc = two_shot[name], TWO_SHOT[name]
     assert res["ok"], res
     # push: every program of every peer arrived once per chunk; pull: one arrival per peer per
-    # chunk; nothing else touched the counters
-    per_peer = 1 if sc.get("pull") else sc.get("ctas", 2)
-    assert res["counters"] == [len(sc["chunks"]) * (sc["world"] - 1) * per_peer] * sc["world"]
+    # chunk; persistent: one per rank, this one included; nothing else touched the counters
+    arrivals = sc["world"] if sc.get("persistent") else (sc["world"] - 1) * (1 if sc.get("pull") else sc.get("ctas", 2))
+    assert res["counters"] == [len(sc["chunks"]) * arrivals] * sc["world"]
 
 
-@pytest.mark.parametrize("name, counters", [("peer-missing", [2, 4, 2]), ("pull-peer-missing", [1, 2, 1])])
+@pytest.mark.parametrize("name, counters", [("peer-missing", [2, 4, 2]), ("pull-peer-missing", [1, 2, 1]),
+                                                  ("persistent-peer-missing", [2, 2, 2])])
 def test_two_shot_wait_gives_up_and_the_check_fails_when_a_peer_never_arrives(two_shot, name, counters):
     res = two_shot[name]
     assert not res["ok"] and res["counters"] == counters, res
@@ -283,7 +286,7 @@ def test_two_shot_refuses_mismatched_lists():
 @pytest.mark.multigpu
 def test_nccl_variants_are_correct_on_two_gpus(store):
     rec = runner.execute(study, {"backend": "nccl", "world_size": "2", "m": "1000", "k": "512", "n": "1024",
-                                 "comms": "default,limited,ce,ce-oneshot,triton,triton-pull", "carveout": "0,8", "points": "256,512",
+                                 "comms": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,8", "points": "256,512",
                                  "uniform": "3", "reps": "3", "warmup": "1"}, store)
     assert rec.status == "complete" and rec.variants
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]

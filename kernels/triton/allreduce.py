@@ -132,6 +132,48 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
                 tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
 
 
+@triton.jit
+def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, base, table, first, count, n_cols,
+                            NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
+                            MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    for c in range(first, first + count):
+        if SIGNAL:
+            if pid == 0:
+                # this rank's matmul of chunk c is done once the compute stream has set its flag
+                flag = tl.atomic_add(ready + c, 0, sem="acquire", scope="sys")
+                spins = 0
+                while (flag < epoch) & (spins < MAX_SPINS):
+                    flag = tl.atomic_add(ready + c, 0, sem="acquire", scope="sys")
+                    spins += 1
+                for j in tl.static_range(NPEERS):
+                    tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+                # this rank's own arrival too: its programs must not sum rows its matmul still writes
+                tl.atomic_add(my_counter, 1, sem="release", scope="sys")
+        if REDUCE:
+            target = base + (c + 1) * (NPEERS + 1)
+            seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
+            spins = 0
+            while (seen < target) & (spins < MAX_SPINS):
+                seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
+                spins += 1
+            tl.debug_barrier()
+            row0 = tl.load(table + 2 * c).to(tl.int64)
+            numel = tl.load(table + 2 * c + 1).to(tl.int64) * n_cols
+            for start in range(pid * BLOCK, numel, nprog * BLOCK):
+                rel = start + tl.arange(0, BLOCK)
+                mask = rel < numel
+                offs = row0 * n_cols + rel
+                # .cg: rows written while this launch runs (this rank's matmul) or by a peer, not from L1
+                acc = tl.load(out + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
+                for j in tl.static_range(NPEERS):
+                    acc += tl.load(peer_outs[j] + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
+                total = acc.to(out.dtype.element_ty)
+                tl.store(out + offs, total, mask=mask, cache_modifier=".cs")
+                for j in tl.static_range(NPEERS):
+                    tl.store(peer_outs[j] + offs, total, mask=mask, cache_modifier=".cs")
+
+
 def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts, ctas: int,
              num_warps: int = NUM_WARPS, phases: str = "both") -> None:
     """One chunk of the two-shot all-reduce (see the module doc) in one launch of ``ctas``
@@ -179,6 +221,35 @@ def two_shot_pull(arrive, my_counter, target: int, block, peer_blocks, out_dsts,
         raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
     _two_shot_pull_kernel[(ctas,)](
         tuple(arrive), my_counter, target, block, tuple(peer_blocks), tuple(out_dsts), block.numel(),
+        NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal", MAX_SPINS=MAX_SPINS,
+        BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
+
+
+def pull_persistent(out, peer_outs, arrive, my_counter, ready, epoch: int, base: int, table, ctas: int,
+                    first: int = 0, count: int | None = None, num_warps: int = NUM_WARPS,
+                    phases: str = "both") -> None:
+    """The pull all-reduce of every chunk of one op in one launch (see the module doc).
+
+    ``out``: this rank's whole output (matmul rows, reduced in place); ``peer_outs``: each
+    peer's; ``table``: int32, per chunk (first row, rows) of this rank's block; ``ready``:
+    int32 flags, chunk c's set to ``epoch`` by the compute stream once its matmul is done;
+    ``base``: this rank's counter before the op (it grows by peers + 1 per chunk).
+    ``first``/``count``: the chunks this launch handles (all by default); ``phases``: "both",
+    or "signal" / "reduce" alone (for the interpreter)."""
+    npeers = len(peer_outs)
+    if npeers != len(arrive) or not npeers:
+        raise ValueError(f"pull_persistent needs one counter and output per peer, got {len(arrive)}, {npeers}")
+    _check_like(out, list(peer_outs))
+    chunks = table.numel() // 2
+    count = chunks - first if count is None else count
+    if table.dtype != ready.dtype or table.dtype.itemsize != 4 or not 0 <= first <= first + count <= chunks \
+            or ready.numel() < chunks:
+        raise ValueError(f"pull_persistent needs int32 table and flags covering chunks {first}..{first + count} "
+                         f"of {chunks}, got {table.dtype} {tuple(table.shape)} and {ready.dtype} {tuple(ready.shape)}")
+    if phases not in ("both", "signal", "reduce"):
+        raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
+    _pull_persistent_kernel[(ctas,)](
+        out, tuple(peer_outs), tuple(arrive), my_counter, ready, epoch, base, table, first, count, out.shape[-1],
         NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal", MAX_SPINS=MAX_SPINS,
         BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
 

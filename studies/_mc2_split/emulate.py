@@ -13,15 +13,19 @@ prints one JSON list with, per scenario: ok, the worst error, every rank's count
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
 
 def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2, dtype: str = "float16",
-                 skip_push_from: int | None = None, max_spins: int | None = None, pull: bool = False) -> dict:
+                 skip_push_from: int | None = None, max_spins: int | None = None, pull: bool = False,
+                 persistent: bool = False) -> dict:
     """``skip_push_from``: that rank never pushes or signals (a peer that did not arrive), so
     every other rank's wait must give up after ``max_spins`` polls and its check fail.
-    ``pull``: the ``triton-pull`` kernel instead of the push one."""
+    ``pull``: the ``triton-pull`` kernel instead of the push one; ``persistent``: the
+    ``triton-persistent`` kernel, one chunk per launch here (the GPU runs every chunk of an op in
+    one), its ready flags set by this loop where the compute stream sets them."""
     import torch
 
     import kernels.triton.allreduce as kmod
@@ -36,6 +40,11 @@ def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2
     # NaN in the staging buffers: a reduce that reads rows no peer pushed shows as NaN
     stage = [torch.full((world, rows, n), float("nan"), dtype=dt) for _ in range(world)]
     counter = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+    pull = pull or persistent
+    ready = [torch.zeros(len(chunks), dtype=torch.int32) for _ in range(world)]
+    tables = [torch.tensor([v for c0, c1 in zip([0, *itertools.accumulate(chunks)], itertools.accumulate(chunks))
+                            for a, b in [row_blocks(c0, c1, world)[r]] for v in (a, b - a)], dtype=torch.int32)
+              for r in range(world)]
     if pull and skip_push_from is not None:
         out[skip_push_from].fill_(float("nan"))  # a rank that never signalled has no rows ready to load
     r0 = 0
@@ -48,6 +57,12 @@ def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2
                 peers = [(r + i) % world for i in range(1, world)]
                 s0, s1 = blocks[r]
                 outs = [out[p][s0:s1] for p in peers]
+                if persistent:
+                    ready[r][seq - 1] = 1  # this rank's matmul of the chunk is done
+                    kmod.pull_persistent(out[r], [out[p] for p in peers], [counter[p] for p in peers], counter[r],
+                                         ready[r], 1, 0, tables[r], ctas, first=seq - 1, count=1, num_warps=1,
+                                         phases=phase)
+                    continue
                 if pull:
                     kmod.two_shot_pull([counter[p] for p in peers], counter[r], seq * len(peers), out[r][s0:s1],
                                        outs, outs, ctas, num_warps=1, phases=phase)

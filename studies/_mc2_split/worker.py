@@ -42,7 +42,11 @@ Collective implementations (``comm``):
   for (64 CTAs beside a 16-SM carve-out slowed the matmul by 1.56x on 4 H200s);
 - ``triton-pull``: the same launch, but each rank signals its peers that its chunk is ready,
   then loads the peers' partial rows of its block over NVLink (no staging buffer: about 2
-  instead of 3.5 bytes of HBM traffic per byte, beside the matmul), sums and pushes the sum.
+  instead of 3.5 bytes of HBM traffic per byte, beside the matmul), sums and pushes the sum;
+- ``triton-persistent``: the pull, but one launch per op for all its chunks, queued before the
+  first matmul: the compute stream sets a flag after each chunk's matmul (cuStreamWriteValue32,
+  no kernel) and the launch's programs move on to that chunk, so a chunk costs no launch, no
+  kernel ramp-up and tail, and the next chunk's pulls start as soon as every rank's flag is set.
 
 Each collective can run with an SM carve-out (``carveouts``): matmuls go through cuBLASLt
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
@@ -66,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import statistics
@@ -111,6 +116,9 @@ class BackendComm:
         self.group, self.out = group, out
         self.works = []
 
+    def plan(self, chunks: list[int]) -> None:
+        """Nothing to prepare: each chunk's all-reduce starts on its own."""
+
     def start(self, r0: int, r1: int) -> None:
         self.works.append(dist.all_reduce(self.out[r0:r1], group=self.group, async_op=True))
 
@@ -146,6 +154,9 @@ class SymmPushComm:
 
     def blocks(self, r0: int, r1: int) -> list[tuple[int, int]]:
         return row_blocks(r0, r1, self.world)
+
+    def plan(self, chunks: list[int]) -> None:
+        """Nothing to prepare: each chunk's all-reduce is queued on its own."""
 
     def pushes(self, parts) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(dst, src) per peer: this rank's rows of the peer's block, into the peer's stage."""
@@ -240,6 +251,51 @@ class TritonPushComm(SymmPushComm):
                 self.kernels.two_shot(self.pushes(parts), self.peer_counter, self.counter,
                                       self.chunks * len(self.peers) * self.ctas, block,
                                       [self.stage[p, s0:s1] for p in self.peers], outs, self.ctas, self.warps)
+
+
+class TritonPersistentComm(TritonPushComm):
+    """The pull all-reduce of all of an op's chunks in one launch (``triton-persistent``,
+    ``kernels/triton/allreduce.py``). ``plan`` queues the launch on the collective's stream before
+    the first matmul; each ``start`` sets the chunk's ready flag on the compute stream, behind its
+    matmul. A ``start`` without a plan (the cost points, the serial op) plans one chunk."""
+
+    def __init__(self, m, n, dtype, device, group, ctas: int, warps: int):
+        from torch._C._distributed_c10d import _SymmetricMemory
+
+        super().__init__(m, n, dtype, device, group, ctas, warps, pull=True)
+        self.write_flag = _SymmetricMemory.stream_write_value32  # cuStreamWriteValue32: no kernel, no SM
+        self.ready = torch.zeros(m, dtype=torch.uint32, device=device)  # per chunk; at most m chunks
+        self.epoch = 0  # ops planned: a flag is set when it equals the op's epoch, so none is ever reset
+        self.tables: dict[tuple, torch.Tensor] = {}
+        self.rows: list[tuple[int, int]] = []  # the planned op's chunks
+        self.next = 0  # its first chunk not started yet
+
+    def plan(self, chunks: list[int], r0: int = 0) -> None:
+        rows = [(a, a + c) for a, c in zip(itertools.accumulate([r0, *chunks[:-1]]), chunks)]
+        key = tuple(rows)
+        if key not in self.tables:
+            # built once per chunk list (the first, untimed call): a host-to-device copy would
+            # wait for the GPU and so stall the pre-queued op
+            blocks = [self.blocks(a, b)[self.rank] for a, b in rows]
+            self.tables[key] = torch.tensor([v for s0, s1 in blocks for v in (s0, s1 - s0)], dtype=torch.int32,
+                                            device=self.out.device)
+        self.epoch += 1
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            self.kernels.pull_persistent(self.out, [self.peer_out[p] for p in self.peers], self.peer_counter,
+                                         self.counter, self.ready.view(torch.int32), self.epoch,
+                                         self.chunks * self.world, self.tables[key], self.ctas, num_warps=self.warps)
+        self.chunks += len(rows)
+        self.rows, self.next = rows, 0
+
+    def start(self, r0: int, r1: int) -> None:
+        """Mark rows r0:r1 ready behind the current stream's work (the chunk's matmul)."""
+        if self.next == len(self.rows):
+            self.plan([r1 - r0], r0)
+        if self.rows[self.next] != (r0, r1):
+            raise ValueError(f"rows {r0}:{r1} started where the plan has {self.rows[self.next]}")
+        self.write_flag(self.ready, self.next, self.epoch)
+        self.next += 1
 
 
 def main() -> int:
@@ -357,7 +413,8 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
 
     # collective instances: one per collective, and per CTA count for the CTA-limited ones
     carveouts = cfg.get("carveouts") or [0]
-    ctas_param = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas"}
+    ctas_param = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas",
+                  "triton-persistent": "triton_ctas"}
 
     def instance_of(name: str, cv: int) -> str:
         return f"{name}-{cv or cfg[ctas_param[name]]}" if name in ctas_param else name
@@ -386,13 +443,16 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
             elif name == "limited":
                 comms[inst] = BackendComm(limited_group(cv or cfg["nccl_ctas"]),
                                           torch.empty(m, n, dtype=dtype, device=device))
-            elif name in ("ce", "ce-oneshot", "triton", "triton-pull"):
+            elif name in ("ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent"):
                 group = dist.group.WORLD.group_name
+                ctas, warps = cv or cfg["triton_ctas"], cfg["triton_warps"]
                 try:
-                    comms[inst] = (TritonPushComm(m, n, dtype, device, group, cv or cfg["triton_ctas"],
-                                                  cfg["triton_warps"], pull=name == "triton-pull")
-                                   if name.startswith("triton") else
-                                   CopyEngineComm(m, n, dtype, device, group, name == "ce-oneshot"))
+                    if name == "triton-persistent":
+                        comms[inst] = TritonPersistentComm(m, n, dtype, device, group, ctas, warps)
+                    elif name.startswith("triton"):
+                        comms[inst] = TritonPushComm(m, n, dtype, device, group, ctas, warps, pull=name == "triton-pull")
+                    else:
+                        comms[inst] = CopyEngineComm(m, n, dtype, device, group, name == "ce-oneshot")
                 except Exception as exc:  # symmetric memory or triton missing on this build/machine: go on
                     ev.emit("note", text=f"{name}: symmetric-memory collective unavailable here "
                                          f"({type(exc).__name__}: {exc})")
@@ -504,6 +564,7 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         tick(f"serial {lbl}")
 
         def overlap(chunks, comm=comm):
+            comm.plan(chunks)
             r0 = 0
             for c in chunks:
                 matmul(comm.out, r0, r0 + c)
