@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.bundles:
         return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot,triton,triton-pull", "carveout": "0,16,24",
+    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
     return runner.run_benchmark(study, values, show, bundle_dir=args.bundle_dir,

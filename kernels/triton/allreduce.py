@@ -30,14 +30,21 @@ and one write of every sum: 2 bytes per byte; the loads keep 3 x 16 KB per progr
 to cover the link's round trip. Overwriting a peer's partial rows with the sum is safe: only
 this rank reads them, and each program stores an offset only after loading it.
 
+Persistent pull (``pull_persistent``): the pull for every chunk of an op in one launch, queued
+before the first matmul. The compute stream sets chunk c's ready flag behind its matmul
+(cuStreamWriteValue32: no kernel); program 0 waits for it, then signals every peer *and this
+rank* (the launch runs beside the matmul, so this rank's own rows are ready only then); every
+program waits for all W arrivals and pulls the chunk as above. A chunk then costs no launch,
+ramp-up or tail.
+
 Counters only grow (int64): the host passes the cumulative target, ``chunks so far x peers x
-grid`` (pull: ``chunks so far x peers``), so nothing is reset between chunks or calls. One
-counter per rank (not one per peer) is enough because a peer's arrival for chunk i+1 comes
-from its launch i+1, which starts only after its launch i has seen every peer's arrival for
-chunk i: no peer runs two chunks ahead of another, so a sum that reaches the target means
-every peer has arrived for this chunk. (A variant that
-signalled from the compute stream, where nothing holds a fast rank back, broke exactly this:
-see traces/mc2-split/README.md.)
+grid`` (pull: ``chunks so far x peers``; persistent: ``x W``), so nothing is reset between
+chunks or calls. One counter per rank (not one per peer) is enough because a peer's arrival
+for chunk i+1 comes from its launch i+1, which starts only after its launch i has seen every
+peer's arrival for chunk i: no peer runs two chunks ahead of another, so a sum that reaches
+the target means every peer has arrived for this chunk (persistent: program 0 signals chunk c+1 only after its
+wait for chunk c). A variant that signalled from the compute stream, where nothing holds a fast
+rank back, broke exactly this: see traces/mc2-split/README.md.
 
 One launch replaces the push kernel, barrier kernel and reduce kernel of a three-launch
 version: fitted per-chunk fixed cost 10-27 us against 17-41 us on 4 H200s. A wait gives up
@@ -57,10 +64,15 @@ import triton.language as tl
 
 ELEMS_PER_THREAD = 16  # per program step: two 16-byte stores per thread in fp16
 NUM_WARPS = 8
-MAX_SPINS = 1 << 24  # about a second of polling before a wait gives up
+# Polls before a wait gives up (seconds of polling): longer than a peer's host may take to reach
+# its launch, e.g. compiling a kernel for a new chunk shape while this rank already waits for it.
+MAX_SPINS = 1 << 26
+# Arguments that change from call to call are not specialised on: a new value (divisible by 16
+# or not) would otherwise compile a new kernel on one rank while its peers wait for it
+# (``do_not_specialize`` below).
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["target"])
 def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                      block, partials, out_dsts, numel,
                      NPEERS: tl.constexpr, PUSH: tl.constexpr, REDUCE: tl.constexpr,
@@ -99,7 +111,7 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                 tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["target"])
 def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_dsts, numel,
                           NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
                           MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
@@ -132,7 +144,7 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
                 tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch", "base", "first", "count"])
 def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, base, table, first, count, n_cols,
                             NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
                             MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):

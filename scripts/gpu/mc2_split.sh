@@ -7,7 +7,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh" mc2-split
 REPS="${REPS:-20}"
-COMMS="${COMMS:-default,limited,ce,ce-oneshot,triton,triton-pull}"
+COMMS="${COMMS:-default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent}"
 CARVEOUT="${CARVEOUT:-0,16,24}"
 ngpu="$(gpu_count)"
 status=0
