@@ -72,6 +72,16 @@ MAX_SPINS = 1 << 26
 # (``do_not_specialize`` below).
 
 
+@triton.jit
+def _wait_at_least(counter, target, MAX_SPINS: tl.constexpr):
+    """Poll ``counter`` (acquire, system scope) until it reaches ``target`` or MAX_SPINS polls pass."""
+    seen = tl.atomic_add(counter, 0, sem="acquire", scope="sys")
+    spins = 0
+    while (seen < target) & (spins < MAX_SPINS):
+        seen = tl.atomic_add(counter, 0, sem="acquire", scope="sys")
+        spins += 1
+
+
 @triton.jit(do_not_specialize=["target"])
 def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                      block, partials, out_dsts, numel,
@@ -93,11 +103,7 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
         for j in tl.static_range(NPEERS):
             tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
     if REDUCE:
-        seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
-        spins = 0
-        while (seen < target) & (spins < MAX_SPINS):
-            seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
-            spins += 1
+        _wait_at_least(my_counter, target, MAX_SPINS)
         tl.debug_barrier()
         for start in range(pid * BLOCK, numel, nprog * BLOCK):
             offs = start + tl.arange(0, BLOCK)
@@ -124,11 +130,7 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
             for j in tl.static_range(NPEERS):
                 tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
     if REDUCE:
-        seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
-        spins = 0
-        while (seen < target) & (spins < MAX_SPINS):
-            seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
-            spins += 1
+        _wait_at_least(my_counter, target, MAX_SPINS)
         tl.debug_barrier()
         for start in range(pid * BLOCK, numel, nprog * BLOCK):
             offs = start + tl.arange(0, BLOCK)
@@ -153,22 +155,14 @@ def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, ba
         if SIGNAL:
             if pid == 0:
                 # this rank's matmul of chunk c is done once the compute stream has set its flag
-                flag = tl.atomic_add(ready + c, 0, sem="acquire", scope="sys")
-                spins = 0
-                while (flag < epoch) & (spins < MAX_SPINS):
-                    flag = tl.atomic_add(ready + c, 0, sem="acquire", scope="sys")
-                    spins += 1
+                _wait_at_least(ready + c, epoch, MAX_SPINS)
                 for j in tl.static_range(NPEERS):
                     tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
                 # this rank's own arrival too: its programs must not sum rows its matmul still writes
                 tl.atomic_add(my_counter, 1, sem="release", scope="sys")
         if REDUCE:
             target = base + (c + 1) * (NPEERS + 1)
-            seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
-            spins = 0
-            while (seen < target) & (spins < MAX_SPINS):
-                seen = tl.atomic_add(my_counter, 0, sem="acquire", scope="sys")
-                spins += 1
+            _wait_at_least(my_counter, target, MAX_SPINS)
             tl.debug_barrier()
             row0 = tl.load(table + 2 * c).to(tl.int64)
             numel = tl.load(table + 2 * c + 1).to(tl.int64) * n_cols
