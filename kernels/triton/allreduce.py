@@ -82,6 +82,29 @@ def _wait_at_least(counter, target, MAX_SPINS: tl.constexpr):
         spins += 1
 
 
+@triton.jit
+def _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS: tl.constexpr, REMOTE: tl.constexpr,
+                  LIVE: tl.constexpr):
+    """Sum ``block`` and the partials at ``offs`` in float32; store the sum into ``block`` and
+    every output. REMOTE: the partials are peers' memory read over NVLink; LIVE: ``block`` is
+    written by a kernel running beside this one. Either is loaded with .cg (not from this SM's
+    L1, which may hold the same addresses from earlier); staged or finished rows stream
+    (evict_first)."""
+    if LIVE:
+        acc = tl.load(block + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
+    else:
+        acc = tl.load(block + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    for j in tl.static_range(NPEERS):
+        if REMOTE:
+            acc += tl.load(partials[j] + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
+        else:
+            acc += tl.load(partials[j] + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    total = acc.to(block.dtype.element_ty)
+    tl.store(block + offs, total, mask=mask, cache_modifier=".cs")
+    for j in tl.static_range(NPEERS):
+        tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
+
+
 @triton.jit(do_not_specialize=["target"])
 def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                      block, partials, out_dsts, numel,
@@ -108,13 +131,7 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
         for start in range(pid * BLOCK, numel, nprog * BLOCK):
             offs = start + tl.arange(0, BLOCK)
             mask = offs < numel
-            acc = tl.load(block + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
-            for j in tl.static_range(NPEERS):
-                acc += tl.load(partials[j] + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
-            total = acc.to(block.dtype.element_ty)
-            tl.store(block + offs, total, mask=mask, cache_modifier=".cs")
-            for j in tl.static_range(NPEERS):
-                tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
+            _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS, False, False)
 
 
 @triton.jit(do_not_specialize=["target"])
@@ -135,15 +152,7 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
         for start in range(pid * BLOCK, numel, nprog * BLOCK):
             offs = start + tl.arange(0, BLOCK)
             mask = offs < numel
-            acc = tl.load(block + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
-            # the peers' partial rows over NVLink (.cg: not from this SM's L1, which a previous
-            # call may have filled with the same addresses)
-            for j in tl.static_range(NPEERS):
-                acc += tl.load(peer_blocks[j] + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
-            total = acc.to(block.dtype.element_ty)
-            tl.store(block + offs, total, mask=mask, cache_modifier=".cs")
-            for j in tl.static_range(NPEERS):
-                tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
+            _sum_and_push(block, peer_blocks, out_dsts, offs, mask, NPEERS, True, False)
 
 
 @triton.jit(do_not_specialize=["epoch", "base", "first", "count"])
@@ -170,14 +179,7 @@ def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, ba
                 rel = start + tl.arange(0, BLOCK)
                 mask = rel < numel
                 offs = row0 * n_cols + rel
-                # .cg: rows written while this launch runs (this rank's matmul) or by a peer, not from L1
-                acc = tl.load(out + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
-                for j in tl.static_range(NPEERS):
-                    acc += tl.load(peer_outs[j] + offs, mask=mask, cache_modifier=".cg").to(tl.float32)
-                total = acc.to(out.dtype.element_ty)
-                tl.store(out + offs, total, mask=mask, cache_modifier=".cs")
-                for j in tl.static_range(NPEERS):
-                    tl.store(peer_outs[j] + offs, total, mask=mask, cache_modifier=".cs")
+                _sum_and_push(out, peer_outs, peer_outs, offs, mask, NPEERS, True, True)
 
 
 def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts, ctas: int,
