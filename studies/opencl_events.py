@@ -136,6 +136,9 @@ def requires(params) -> str | None:
         return str(exc)
     if params["device"] >= len(plat["devices"]):
         return f"platform {plat['name']} has {len(plat['devices'])} device(s); device={params['device']} does not exist"
+    if plat.get("build_error"):
+        return (f"OpenCL platform {plat['name']} ({plat['version']}) cannot compile a kernel here: "
+                f"{plat['build_error']}; {clrt.BUILD_HINT}")
     if params["callback_impl"] == "native":
         return clrt.native_unavailable()
     return None

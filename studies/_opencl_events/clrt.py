@@ -46,6 +46,11 @@ CALLBACK_IMPLS = ("native", "ctypes", "pyopencl")
 INSTALL_HINT = ("install PoCL (a CPU OpenCL platform) from PyPI with `pip install 'pyopencl[pocl]'`, "
                 "or a vendor driver's ICD (NVIDIA: libnvidia-opencl.so.1 from the driver, made visible "
                 "by a file in /etc/OpenCL/vendors or by OCL_ICD_VENDORS)")
+# PoCL's PyPI wheel (3.0-rc2, LLVM 14) asks for target CPU 'generic' on CPUs newer than its LLVM
+# (AMD Zen 5, seen here), which its compiler refuses; Debian's build (3.1, LLVM 15) compiles there.
+BUILD_HINT = ("a CPU newer than the platform's LLVM makes PoCL's PyPI wheel fail every build ('unknown target CPU "
+              "generic'); install Debian's PoCL (`apt-get install pocl-opencl-icd`) and it is picked automatically")
+_PROBE_KERNEL = "__kernel void probe(__global float *a) { a[get_global_id(0)] *= 2.0f; }"
 
 
 class CallbackUnsupported(RuntimeError):
@@ -69,16 +74,38 @@ def platforms() -> list[dict[str, Any]]:
         except (cl.LogicError, cl.RuntimeError):
             devs = []
         out.append({"index": pi, "name": p.name.strip(), "vendor": p.vendor.strip(), "version": p.version.strip(),
-                    "devices": [d.name.strip() for d in devs]})
+                    "devices": [d.name.strip() for d in devs], "build_error": _build_error(pi, devs)})
     return out
 
 
+_BUILD_ERRORS: dict[tuple[int, str], str | None] = {}
+
+
+def _build_error(index: int, devs) -> str | None:
+    """Why a trivial kernel does not compile on the platform's first device, or None. A platform
+    that lists devices but cannot build for them is as good as none; asked once per process."""
+    import pyopencl as cl
+
+    if not devs:
+        return "no devices"
+    key = (index, devs[0].name)
+    if key not in _BUILD_ERRORS:
+        try:
+            cl.Program(cl.Context(devices=[devs[0]]), _PROBE_KERNEL).build()
+            _BUILD_ERRORS[key] = None
+        except (cl.LogicError, cl.RuntimeError) as exc:
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("error:")]
+            _BUILD_ERRORS[key] = lines[0] if lines else str(exc).splitlines()[0]
+    return _BUILD_ERRORS[key]
+
+
 def pick_platform(plats: list[dict[str, Any]], choice: str) -> dict[str, Any]:
-    """``""`` is the first platform; digits an index; else a case-insensitive name/vendor substring."""
+    """``""`` is the first platform that compiles a kernel; digits an index; else a case-insensitive
+    name/vendor substring."""
     if not plats:
         raise LookupError(f"no OpenCL platform is installed; {INSTALL_HINT}")
     if choice == "":
-        return plats[0]
+        return next((p for p in plats if p.get("build_error") is None), plats[0])
     if choice.isdigit():
         if int(choice) < len(plats):
             return plats[int(choice)]
