@@ -322,13 +322,12 @@ TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
 def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
     """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
     from workbench.traces import load
+    from workbench.untrusted import attachment_file
 
     if kind == spans.ATTACH_KIND:
         return spans.to_spans(json.loads(data))
     # The importers read files (format detection looks at the name and the first bytes).
-    with tempfile.TemporaryDirectory(prefix="ag-gemm-trace-") as tmp:
-        path = Path(tmp, Path(name).name)
-        path.write_bytes(data)
+    with attachment_file(name, data) as path:
         return load(path)[0]
 
 

@@ -149,6 +149,11 @@ SEED_FIGURES = {
 
 # --- parameters ------------------------------------------------------------------------
 
+#: largest fixed time or slope a given fit may have (17 minutes): beyond it the simulated
+#: times overflow to inf
+MAX_FIT_US = 1e9
+
+
 def _fits(params) -> tuple[Fit | None, Fit | None]:
     out = []
     for name, unit in (("mm_fit", "row"), ("comm_fit", "MiB")):
@@ -156,10 +161,19 @@ def _fits(params) -> tuple[Fit | None, Fit | None]:
         if not text:
             out.append(None)
             continue
+        example = "16.5,0.192" if unit == "row" else "47,16"
         try:
-            out.append(parse_fit(text, unit, name))
+            fit = parse_fit(text, unit, name)
         except ValueError as exc:
-            raise ParamError(name, f"{exc}; e.g. {'16.5,0.192' if unit == 'row' else '47,16'}") from None
+            raise ParamError(name, f"{exc}; e.g. {example}") from None
+        # A given fit must be a cost that grows with the size: a zero slope cannot be inverted
+        # to balance a block (division by zero), a negative one gives negative times.
+        if fit.slope <= 0:
+            raise ParamError(name, f"the slope {fit.slope:g} us/{unit} must be positive (a cost that does not grow "
+                                   f"with the size cannot balance a block); e.g. {example}")
+        if max(abs(fit.fixed_us), fit.slope) > MAX_FIT_US:
+            raise ParamError(name, f"{text!r} is beyond {MAX_FIT_US:g} us: not a plausible cost; e.g. {example}")
+        out.append(fit)
     return out[0], out[1]
 
 
@@ -488,31 +502,27 @@ def _busy_ns(*spans: pd.DataFrame) -> int:
 def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
     """From the attached torch.profiler traces (rank 0): every engine span, and per trace the
     span from first to last engine activity, each engine's busy time and their overlap."""
-    import tempfile
-    from pathlib import Path
-
     from workbench.traces import chrome
+    from workbench.untrusted import attachment_file
 
     spans, summary = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, kind, data in rec.attachments:
-            if kind != "trace/chrome-json":
-                continue
-            path = Path(tmp, name)
-            path.write_bytes(data)
+    for name, kind, data in rec.attachments:
+        if kind != "trace/chrome-json":
+            continue
+        with attachment_file(name, data) as path:  # never a path built from the bundle's name
             eng = _engine_spans(chrome.load(path)[0])
-            if not len(eng):
-                continue
-            label = name.removesuffix(".json.gz").replace("_", " ", 1)
-            t0 = int(eng["start_ns"].min())
-            spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
-                                    end_us=(eng["end_ns"] - t0) / 1e3))
-            compute, comm = eng[eng["engine"] == "compute"], eng[eng["engine"] == "comm"]
-            compute_ns, comm_ns = _busy_ns(compute), _busy_ns(comm)
-            # Time both engines ran = each one's busy time minus what their union covers once.
-            summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
-                            "compute_busy_us": compute_ns / 1e3, "comm_busy_us": comm_ns / 1e3,
-                            "overlap_us": (compute_ns + comm_ns - _busy_ns(compute, comm)) / 1e3, "spans": len(eng)})
+        if not len(eng):
+            continue
+        label = name.removesuffix(".json.gz").replace("_", " ", 1)
+        t0 = int(eng["start_ns"].min())
+        spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
+                                end_us=(eng["end_ns"] - t0) / 1e3))
+        compute, comm = eng[eng["engine"] == "compute"], eng[eng["engine"] == "comm"]
+        compute_ns, comm_ns = _busy_ns(compute), _busy_ns(comm)
+        # Time both engines ran = each one's busy time minus what their union covers once.
+        summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
+                        "compute_busy_us": compute_ns / 1e3, "comm_busy_us": comm_ns / 1e3,
+                        "overlap_us": (compute_ns + comm_ns - _busy_ns(compute, comm)) / 1e3, "spans": len(eng)})
     cols = ["trace", "engine", "name", "start_us", "end_us"]
     return (pd.concat(spans)[cols] if spans else pd.DataFrame(columns=cols)), pd.DataFrame(summary)
 

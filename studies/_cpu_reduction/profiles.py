@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,6 +52,7 @@ def load_profiles(rec: RunRecord) -> list[dict]:
 def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
     from workbench import traces
     from workbench.traces import phases
+    from workbench.untrusted import attachment_file
 
     out = []
     for name, blob in blobs:
@@ -61,9 +60,7 @@ def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
         n, c, w, via, ext = int(m[1]), int(m[2]), int(m[3]), m[4], m[5]
         item = {"n": n, "c": c, "w": w, "source": SOURCES[ext], "via": VIA[via], "name": name, "spans": None,
                 "per_iter": None, "error": None}
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / name
-            path.write_bytes(blob)
+        with attachment_file(name, blob) as path:
             try:
                 spans, meta = traces.load(path)
                 item["spans"], item["meta"] = spans, meta
