@@ -46,6 +46,7 @@ from studies._ag_gemm import spans
 from workbench import tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+from workbench.untrusted import escape as esc
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
@@ -390,8 +391,10 @@ def format_seed_table(s: pd.DataFrame) -> str:
     for _, r in s.iterrows():
         target = "" if r["target"] is None or r["target"] != r["target"] else (
             f">= {r['target']:.2f}x: {'met' if r['met'] else 'MISSED'}")
-        rows.append(f"| {r['ranks']} | {r['MxNxK']} | {r['dtype']} | {f(r['baseline_ms'])} | {f(r['fused_ms'])} | "
-                    f"{f(r['speedup'], 2, 'x')} | {f(r['tflops'], 0)} | {r['auto_pick']} | {f(r['torch_fused_ms'])} | "
+        rows.append(f"| {esc(r['ranks'], 'cell')} | {esc(r['MxNxK'], 'cell')} | {esc(r['dtype'], 'cell')} | "
+                    f"{f(r['baseline_ms'])} | {f(r['fused_ms'])} | "
+                    f"{f(r['speedup'], 2, 'x')} | {f(r['tflops'], 0)} | {esc(r['auto_pick'], 'cell')} | "
+                    f"{f(r['torch_fused_ms'])} | "
                     f"{f(r['ce_chunked_ms'])} | {f(r['hbm_buffer_ms'])} | {f(r['hbm_speedup'], 2, 'x')} | "
                     f"{f(r['bound_ms'])} | {target} |")
     return ("### All-gather + GEMM, seed-shaped table (measured in this run)\nBaseline: NCCL all_gather_into_tensor then "
@@ -402,17 +405,17 @@ def format_seed_table(s: pd.DataFrame) -> str:
 def verdict(rec: RunRecord) -> str:
     """One line: per shape, our pick against NCCL all-gather then matmul (the seed's table)."""
     failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
     summ = summary_table(rec)
     summ = summ[summ["speedup"].notna()] if len(summ) else summ
     if summ.empty:
         return "No shape has both the NCCL baseline and a fused method measured." + tail
     big = summ.assign(_m=summ["MxNxK"].str.split("x").str[0].astype(int)).sort_values(["ranks", "_m"]).iloc[-1]
-    parts = [f"{r['ranks']} ranks {r['dtype']} {r['MxNxK']}: {r['speedup']:.2f}x" for _, r in summ.iterrows()]
+    parts = [f"{esc(r['ranks'])} ranks {esc(r['dtype'])} {esc(r['MxNxK'])}: {r['speedup']:.2f}x" for _, r in summ.iterrows()]
     missed = summ[summ["met"] == False]  # noqa: E712 (None means no target for that shape)
     text = (f"Against NCCL all-gather then matmul, measured in the same run: {'; '.join(parts)}. "
             f"Largest shape: {big['fused_ms']:.3f} ms vs {big['baseline_ms']:.3f} ms ({big['tflops']:.0f} TFLOP/s"
-            f"{', pick ' + big['auto_pick'] if big['auto_pick'] else ''}).")
+            f"{', pick ' + esc(big['auto_pick']) if big['auto_pick'] else ''}).")
     if summ["met"].notna().any():
         text += " Targets: " + ("all met." if missed.empty else f"{len(missed)} missed.")
     return text + tail

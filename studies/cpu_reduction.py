@@ -40,6 +40,7 @@ import pandas as pd
 from workbench import stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.untrusted import escape as esc
 
 ID = "cpu-reduction"
 TITLE = "CPU reduction: IREE vs PyTorch sum (runtime overhead)"
@@ -442,28 +443,28 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 def verdict(rec: RunRecord) -> str:
     """One line: torch vs the fastest IREE variant at n and the largest w, and IREE's compute share."""
     failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
     try:
         ov = analyze(rec).get("overview")
     except Exception as exc:  # the report still shows the raw results
-        return f"Analysis failed ({type(exc).__name__}: {exc}).{tail}"
+        return f"Analysis failed ({esc(f'{type(exc).__name__}: {exc}')}).{tail}"
     if ov is None or ov.empty:
         return "No checked variant at n." + tail
     torch_rows = ov[ov["impl"] == "torch"]
     iree = ov[ov["impl"].isin(IREE_IMPLS)].sort_values("total_us")
     if torch_rows.empty or iree.empty:
         best = ov.sort_values("total_us").iloc[0]
-        return f"Fastest at N={rec.params['n']:,}: {best['series']} {best['total_us']:.1f} us.{tail}"
+        return f"Fastest at N={rec.params['n']:,}: {esc(best['series'])} {best['total_us']:.1f} us.{tail}"
     t, b = torch_rows.iloc[0], iree.iloc[0]
     best_torch = b["total_us"] / b["vs_best_torch"]
     text = (f"N={rec.params['n']:,}, {int(t['w'])} threads: torch.sum {t['total_us']:.1f} us "
             f"[{t['ci_lo_us']:.1f}, {t['ci_hi_us']:.1f}] (fastest torch at any w: {best_torch:.1f} us), fastest "
-            f"IREE {b['series']} {b['total_us']:.1f} us [{b['ci_lo_us']:.1f}, {b['ci_hi_us']:.1f}] "
+            f"IREE {esc(b['series'])} {b['total_us']:.1f} us [{b['ci_lo_us']:.1f}, {b['ci_hi_us']:.1f}] "
             f"({b['vs_best_torch']:.2f}x the fastest torch).")
     profiled = iree[iree["compute_us"].notna()]
     if len(profiled):
         r = profiled.iloc[0]
-        text += (f" {r['series']}: compute {r['compute_us']:.1f} us of {r['total_us']:.1f} us "
+        text += (f" {esc(r['series'])}: compute {r['compute_us']:.1f} us of {r['total_us']:.1f} us "
                  f"({100 * r['compute_us'] / r['total_us']:.0f}%), the rest runtime overhead.")
     return text + tail
 
@@ -481,7 +482,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     from workbench.report import md_table
 
     env = rec.env
-    machine = f"{env.get('cpu_model', '?')}, {env.get('cpu_logical', '?')} logical CPUs"
+    machine = esc(f"{env.get('cpu_model', '?')}, {env.get('cpu_logical', '?')} logical CPUs")
     floor = stats.fmt_ns(rec.floor_ns or float("nan"))
     parts = []
 
@@ -537,18 +538,18 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     if ph is not None and len(ph):
         for (c, w, source, via), g in ph.groupby(["c", "w", "source", "via"], sort=True):
             if (g["phase"] == "unavailable").any():
-                parts.append(f"### Breakdown c={c} @{w}w from {source} via {via}: unavailable\n\n"
-                             f"> {g['note'].iloc[0]}")
+                parts.append(f"### Breakdown c={c} @{w}w from {esc(source)} via {esc(via)}: unavailable\n\n"
+                             f"> {esc(g['note'].iloc[0])}")
                 continue
             shown = g[["phase", "median_us", "share_pct", "note"]].rename(
                 columns={"median_us": "duration_us", "share_pct": "%", "note": "description"})
-            parts.append(f"## Breakdown of one steady-state iteration: c={c} @{w}w ({source}, {via}, "
+            parts.append(f"## Breakdown of one steady-state iteration: c={c} @{w}w ({esc(source)}, {esc(via)}, "
                          f"{int(g['iterations'].iloc[0])} iterations, medians)\n\n" + md_table(shown))
         for prof in profiles.load_profiles(rec):
             if prof["per_iter"] is not None:
-                parts.append(f"### Timeline of the median steady-state iteration: {prof['source']} c={prof['c']} "
-                             f"@{prof['w']}w via {prof['via']} (lanes in the profiler's order)\n\n```\n"
-                             + profiles.ascii_timeline(prof) + "\n```")
+                parts.append(f"### Timeline of the median steady-state iteration: {esc(prof['source'])} c={prof['c']} "
+                             f"@{prof['w']}w via {esc(prof['via'])} (lanes in the profiler's order)\n\n"
+                             + esc(profiles.ascii_timeline(prof), "block"))
     sc = tbls.get("scaling")
     if sc is not None and len(sc):
         ms = sc.pivot_table(index="w", columns="series", values="median_us", aggfunc="first") / 1e3
@@ -560,8 +561,9 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     bw = tbls.get("bandwidth")
     progs = rec.outputs.get("programs", {})
     env_lines = [f"- machine: {machine}; torch threads set per variant; harness floor {floor} per call",
-                 f"- IREE {rec.outputs.get('iree_versions', {})}, flags {' '.join(rec.outputs.get('iree_flags', []))}",
-                 f"- correctness: {rec.outputs.get('tolerance', '')}"]
+                 f"- IREE {esc(rec.outputs.get('iree_versions', {}))}, flags "
+                 f"{esc(' '.join(map(str, rec.outputs.get('iree_flags', []))))}",
+                 f"- correctness: {esc(rec.outputs.get('tolerance', ''))}"]
     if bw is not None and len(bw):
         env_lines.append("- copy bandwidth (same run): " + ", ".join(
             f"{r.workers} thread(s) {r.copy_gbps:.1f} GB/s" for r in bw.itertuples()))
@@ -570,9 +572,10 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
             if info.get("copies") else ""
         # Measured on IREE 3.13: a chunk length that is not a multiple of the 16-lane vector
         # takes a ~7x slower codegen path (1M, c=8: 900 us vs 131 us for 1,000,064 elements).
-        slow = (f"; chunk length {info['m']} is not a multiple of 16: IREE 3.13's slow reduction codegen path "
+        slow = (f"; chunk length {esc(info['m'])} is not a multiple of 16: IREE 3.13's slow reduction codegen path "
                 "(the seed's 'c=8 fixed' needed codegen fix #24010)") if info["c"] > 1 and info["m"] % 16 else ""
-        env_lines.append(f"- program {key}: {info['dispatches']} dispatch(es) {info['dispatch_names']}{pad}{slow}")
+        env_lines.append(f"- program {esc(key)}: {esc(info['dispatches'])} dispatch(es) {esc(info['dispatch_names'])}"
+                         f"{esc(pad)}{slow}")
     load = rec.outputs.get("loadavg_start")
     if load:
         busy = load[0] > 0.5 * rec.outputs.get("cores", 1)
@@ -580,7 +583,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
                          + (" -- WARNING: other processes were running; multi-thread figures suffer most"
                             if busy else ""))
     for err in rec.outputs.get("capture_errors", []):
-        env_lines.append(f"- capture failed: {err}")
+        env_lines.append(f"- capture failed: {esc(err)}")
     parts.append("## Environment (live run)\n\n" + "\n".join(env_lines))
     return parts
 

@@ -89,7 +89,7 @@ def test_study_page_run_button_starts_a_job_with_the_widget_values(store, monkey
         def cleanup(self):
             pass
 
-    def fake_start(study_id, values, quick=False, store_path=None):
+    def fake_start(study_id, values, quick=False, store_path=None, owner_alive=None):
         started.update(study=study_id, values=values)
         _canned(store)
         return FakeJob()

@@ -136,8 +136,12 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
     """The report text; with ``charts_dir`` the charts are rendered there and linked."""
     study = _study(rec)
     title = study.TITLE if study else escape(rec.study)
+    try:
+        verdict = verdict_line(rec, study)
+    except Exception as exc:  # a run from a bundle may hold outputs its study cannot read
+        verdict = f"none (the verdict failed: {escape(f'{type(exc).__name__}: {exc}')})"
     parts = [f"# {title}: run {escape(rec.run_id, 'code')}",
-             f"**Verdict:** {verdict_line(rec, study)}",
+             f"**Verdict:** {verdict}",
              f"Machine: {escape(summary_line(rec.env))}  \nStatus: {escape(rec.status)}; created "
              f"{escape(rec.created_utc)} UTC; harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; "
              f"origin: {escape(rec.origin)}."]
@@ -159,7 +163,10 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
             parts.append("## Charts\n\n" + "\n\n".join(f"![{n}]({charts_rel}{f})" for n, f in files.items()))
     extra = getattr(study, "report_sections", None) if study else None
     if extra is not None and tables:
-        parts.extend(extra(rec, tables))
+        try:
+            parts.extend(extra(rec, tables))
+        except Exception as exc:
+            parts.append(f"> report sections failed: {escape(f'{type(exc).__name__}: {exc}')}")
     seed = seed_section(study)
     if seed:
         parts.append(seed)

@@ -97,10 +97,14 @@ def attachment_file(name: str, data: bytes) -> Iterator[Path]:
 # --- markup ------------------------------------------------------------------------------
 
 # CommonMark lets a backslash escape any ASCII punctuation. Escaped anywhere: what starts
-# code, emphasis, links and images, tables, strike-through and GitHub's math; at the start
-# of the text also what starts a heading, list, quote or rule there.
-_MD_INLINE = re.compile(r"([\\`*_\[\]|~$])")
-_MD_LINE_START = re.compile(r"^(\d*)([#>+=-]|(?<=\d)[.)])")
+# code, emphasis (an underscore only at a word's edge), tables, strike-through and GitHub's
+# math; brackets when they could make a
+# link or image ("](" or "]["); '<' (HTML) and '&' before an entity. At the start of the
+# text also what starts a heading, list, quote or rule there. Plain text ("[512, 896]",
+# "16.5 us", "a-b") stays as it is.
+_MD_INLINE = re.compile(r"([\\`*|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_MD_LINK = re.compile(r"\][(\[]")
+_MD_LINE_START = re.compile(r"^(\d*)([#+-](?=\s|$|[#+-])|>|=+$|(?<=\d)[.)](?=\s|$))")
 _CONTEXTS = ("text", "cell", "code", "block", "html")
 
 
@@ -126,9 +130,11 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
         fence = "`" * (_longest_run(one_line, "`") + 1)
         pad = " " if one_line.startswith("`") or one_line.endswith("`") else ""
         return f"{fence}{pad}{one_line}{pad}{fence}"
-    # text and cell: HTML characters become entities, Markdown punctuation is backslashed
-    # ('|' too, which a table cell needs and a paragraph does not mind).
-    out = _MD_INLINE.sub(r"\\\1", html.escape(one_line, quote=False))
+    # text and cell ('|' is escaped in both: a table cell needs it, a paragraph does not mind)
+    out = re.sub(r"&(?=#?\w+;)", "&amp;", one_line).replace("<", "&lt;")
+    out = _MD_INLINE.sub(r"\\\1", out)
+    if _MD_LINK.search(out):
+        out = re.sub(r"([\[\]])", r"\\\1", out)
     return _MD_LINE_START.sub(r"\1\\\2", out)
 
 
