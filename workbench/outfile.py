@@ -32,6 +32,9 @@ def check_target(path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"cannot write {path}: it is a folder (give a file name, e.g. {path / 'out.json'})")
+    blocker = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise OutputError(f"cannot write {path}: {blocker} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -45,7 +45,6 @@ VARIANT_SCHEMA: dict[str, Any] = {
 }
 
 RECORD_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "perf-workbench run record",
     "type": "object",
     "required": ["run_id", "study", "params", "env", "variants"],
@@ -69,7 +68,6 @@ RECORD_SCHEMA: dict[str, Any] = {
 }
 
 BUNDLE_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "perf-workbench result bundle",
     "type": "object",
     "required": ["format", "version", "run"],

@@ -527,9 +527,12 @@ def read_bundle(path: str | os.PathLike) -> RunRecord:
     :data:`MAX_BUNDLE_BYTES`)."""
     path = Path(path)
     try:
+        st = path.stat()  # before open(): opening a FIFO would wait for a writer
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{path} is not a regular file")
+        if st.st_size > MAX_BUNDLE_BYTES:
+            raise StoreError(f"{path} is larger than the {MAX_BUNDLE_BYTES >> 20} MiB a result bundle may have")
         with open(path, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise StoreError(f"{path} is not a regular file")
             data = fh.read(MAX_BUNDLE_BYTES + 1)
     except OSError as exc:
         raise StoreError(f"{path} is not a readable result bundle: {exc.strerror or exc}") from None
