@@ -52,6 +52,14 @@ def lock_path() -> Path:
 def _open_lock(path: Path) -> tuple[int, bool]:
     """(fd, writable). Created mode 0666 so every user can queue on it; a file another user
     created read-only still locks (flock needs no write access), it only cannot say who holds it."""
+    try:
+        return _open_lock_file(path)
+    except OSError as exc:
+        raise LockError(f"cannot open the machine lock {path}: {exc.strerror or exc}; set WORKBENCH_LOCK to a file "
+                        "every user of this machine can read") from None
+
+
+def _open_lock_file(path: Path) -> tuple[int, bool]:
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -64,14 +72,10 @@ def _open_lock(path: Path) -> tuple[int, bool]:
             os.fchmod(fd, 0o666)  # the umask narrowed it
             return fd, True
         except FileExistsError:
-            return _open_lock(path)  # another process created it in between
+            return _open_lock_file(path)  # another process created it in between
     except PermissionError:
         pass
-    try:
-        return os.open(path, os.O_RDONLY | flags), False
-    except OSError as exc:
-        raise LockError(f"cannot open the machine lock {path}: {exc.strerror or exc}; set WORKBENCH_LOCK to a file "
-                        "every user of this machine can read") from None
+    return os.open(path, os.O_RDONLY | flags), False
 
 
 def holder_text(raw: str) -> str:

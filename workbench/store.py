@@ -208,7 +208,10 @@ class Store:
             raise StoreError(f"{self.path} is not a workbench results file (not SQLite); it was left untouched")
         try:
             # as_uri() percent-encodes '#', '?' and '%', which would otherwise end the file name.
-            ro = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True)
+            # Without a -wal file beside it the file holds everything: 'immutable' reads it
+            # without creating the -shm/-wal files a read-only look at a WAL database leaves.
+            live = Path(f"{self.path}-wal").exists()
+            ro = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
             try:
                 app_id = ro.execute("PRAGMA application_id").fetchone()[0]
                 if app_id != APPLICATION_ID:
