@@ -264,6 +264,29 @@ def test_a_child_started_with_popen_kwargs_dies_when_its_parent_is_killed():
     assert not _alive(child)
 
 
+_SENTINEL_CHILD = r"""
+import subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from workbench import procs
+with procs.Children():
+    p = subprocess.Popen(["sleep", "60"], start_new_session=True)  # like torchrun: its own session
+    print(p.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_the_sentinel_kills_a_run_s_processes_in_other_sessions_when_the_run_is_sigkilled():
+    parent = subprocess.Popen([sys.executable, "-c", _SENTINEL_CHILD, str(ROOT)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    assert _alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
 # --- the watchdog ----------------------------------------------------------------------------------
 
 class _Stuck:

@@ -1,18 +1,24 @@
 """Processes a run starts die with it, so nothing times after the machine lock is released.
 
 A study starts measurement processes: the launch-cache C program, ``iree-benchmark-module``,
-``torchrun`` and its workers (in a process group of their own). Two mechanisms:
+``torchrun`` and its workers (in a session of their own). Three mechanisms, all in
+:class:`Children`, which the runner holds while it holds the machine lock:
 
-- :class:`Children` (the runner holds one while it holds the machine lock): this process
-  becomes a child subreaper, so a descendant whose parent died stays in its tree; on exit
-  (normal end, exception, Ctrl-C, SIGTERM) every process started since, found in ``/proc``
-  by parent pid, and every process group led by one of them get SIGTERM, then SIGKILL after
-  :data:`GRACE_S`. Processes that existed before (an app server a test started) are spared.
-- :func:`popen_kwargs` (``subprocess.Popen(..., **popen_kwargs())``): the child gets
-  SIGKILL when the process that started it dies, even by SIGKILL, when nothing can run.
+- on exit (normal end, exception, Ctrl-C, SIGTERM) every process started since, found in
+  ``/proc`` by parent pid (this process is a child subreaper meanwhile, so a descendant whose
+  parent died stays in its tree), every process group led by one of them, and every process
+  carrying this run's token (below) get SIGTERM, then SIGKILL after :data:`GRACE_S`.
+  Processes that existed before (an app server a test started) are spared;
+- the run's token, ``$WORKBENCH_RUN_TOKEN``, is in the environment every child inherits; a
+  sentinel process (its own session, idle on a pipe) kills every process carrying it when
+  this process dies without saying goodbye, even by SIGKILL;
+- :func:`popen_kwargs` for ``subprocess.Popen``: the child gets SIGKILL as soon as the thread
+  that started it dies (``PR_SET_PDEATHSIG``), without waiting for the sentinel.
 
-Linux only (``/proc``, ``prctl``); elsewhere both do nothing beyond the runner's own
-handling of the study's exceptions.
+A launcher keeps all of this working by starting its processes from the thread that runs the
+study, passing ``**popen_kwargs()``, and not removing ``WORKBENCH_RUN_TOKEN`` from the
+environment it gives them. Linux only (``/proc``, ``prctl``); elsewhere the runner's own
+handling of the study's exceptions is all there is.
 """
 
 from __future__ import annotations
@@ -20,12 +26,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import secrets
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 GRACE_S = 3.0
+TOKEN_VAR = "WORKBENCH_RUN_TOKEN"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -88,6 +98,35 @@ def descendants(root: int | None = None) -> dict[int, str]:
     return {pid: table[pid][2] for pid in found if pid in table}
 
 
+def carrying(token: str) -> dict[int, str]:
+    """Processes whose environment holds ``TOKEN_VAR=token``: pid -> start ticks."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    out = {}
+    for entry in os.listdir("/proc") if Path("/proc").is_dir() else []:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            ticks = start_ticks(int(entry))
+            if ticks:
+                out[int(entry)] = ticks
+    return out
+
+
+# The sentinel: idle on its stdin (a pipe from the run's process); "done" ends it quietly,
+# end-of-file (the run's process died) makes it kill every process that carries the token.
+_SENTINEL = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+if sys.stdin.read() != "done":
+    from workbench import procs
+    procs.kill(procs.carrying(sys.argv[1]))
+"""
+
+
 def _prctl(option: int, value: int) -> bool:
     if _PRCTL is None:
         return False
@@ -146,7 +185,8 @@ def _reap(pids) -> None:
 
 
 class Children:
-    """Context manager: on exit, kill every process started below this one since entry."""
+    """Context manager: on exit, kill every process started below this one since entry, and
+    have a sentinel do it should this process die first (see the module docstring)."""
 
     def __enter__(self) -> "Children":
         self.before = descendants()
@@ -156,15 +196,38 @@ class Children:
             if _PRCTL(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0:
                 self._was_subreaper = flag.value
             _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        self.token = secrets.token_hex(12)
+        self._old_token = os.environ.get(TOKEN_VAR)
+        self.sentinel = None
+        if Path("/proc").is_dir():
+            env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+            self.sentinel = subprocess.Popen([sys.executable, "-I", "-c", _SENTINEL, self.token,
+                                              str(Path(__file__).resolve().parent.parent)],
+                                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                             env=env, start_new_session=True, text=True)
+        os.environ[TOKEN_VAR] = self.token
         return self
 
     def kill_new(self) -> list[int]:
         new = {pid: t for pid, t in descendants().items() if self.before.get(pid) != t}
+        new.update(carrying(self.token))
+        if self.sentinel is not None:
+            new.pop(self.sentinel.pid, None)
         return kill(new) if new else []
 
     def __exit__(self, *exc) -> None:
         try:
             self.kill_new()
         finally:
+            if self._old_token is None:
+                os.environ.pop(TOKEN_VAR, None)
+            else:
+                os.environ[TOKEN_VAR] = self._old_token
+            if self.sentinel is not None:
+                try:
+                    self.sentinel.communicate("done", timeout=10)
+                except (OSError, subprocess.TimeoutExpired):
+                    self.sentinel.kill()
+                    self.sentinel.wait()
             if self._was_subreaper is not None:
                 _prctl(_PR_SET_CHILD_SUBREAPER, self._was_subreaper)
