@@ -93,11 +93,11 @@ class Job:
         """Remove the job's folder (progress, stdout, stderr) once its record and error were read."""
         shutil.rmtree(self.progress_path.parent, ignore_errors=True)
 
-    def cancel(self, reason: str = "cancelled by the user") -> None:
+    def cancel(self, reason: str = "cancelled by the user", now: float | None = None) -> None:
         """Interrupt (SIGINT): the runner stores the run as interrupted, keeping its points,
         and kills the processes it started; :func:`reap` kills it if it does not stop."""
         if not self.done:
-            self.cancelled = self.cancelled or time.monotonic()
+            self.cancelled = self.cancelled or (time.monotonic() if now is None else now)
             self.cancel_reason = self.cancel_reason or reason
             self.proc.send_signal(signal.SIGINT)
 
@@ -133,7 +133,7 @@ def reap(now: float | None = None) -> None:
         else:
             job.owner_gone_since = job.owner_gone_since or now
             if now - job.owner_gone_since >= ORPHAN_GRACE_S:
-                job.cancel("its browser session ended")
+                job.cancel("its browser session ended", now)
         if job.cancelled is not None and now - job.cancelled >= KILL_AFTER_S:
             job.kill()
 
