@@ -242,41 +242,23 @@ def test_children_started_under_the_lock_are_killed_with_their_groups_and_orphan
         before.wait()
 
 
-_PDEATH_CHILD = r"""
+_KILLED_PARENT = r"""
 import subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
 from workbench import procs
-p = subprocess.Popen(["sleep", "60"], **procs.popen_kwargs())
+if sys.argv[2] == "popen_kwargs":  # PDEATHSIG: the child dies with the thread that started it
+    p = subprocess.Popen(["sleep", "60"], **procs.popen_kwargs())
+else:  # the sentinel: a child in a session of its own (like torchrun), started under Children
+    procs.Children().__enter__()
+    p = subprocess.Popen(["sleep", "60"], start_new_session=True)
 print(p.pid, flush=True)
 time.sleep(60)
 """
 
 
-def test_a_child_started_with_popen_kwargs_dies_when_its_parent_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", _PDEATH_CHILD, str(ROOT)], stdout=subprocess.PIPE, text=True)
-    child = int(parent.stdout.readline())
-    assert _alive(child)
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
-    deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child)
-
-
-_SENTINEL_CHILD = r"""
-import subprocess, sys, time
-sys.path.insert(0, sys.argv[1])
-from workbench import procs
-with procs.Children():
-    p = subprocess.Popen(["sleep", "60"], start_new_session=True)  # like torchrun: its own session
-    print(p.pid, flush=True)
-    time.sleep(60)
-"""
-
-
-def test_the_sentinel_kills_a_run_s_processes_in_other_sessions_when_the_run_is_sigkilled():
-    parent = subprocess.Popen([sys.executable, "-c", _SENTINEL_CHILD, str(ROOT)], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("how", ["popen_kwargs", "sentinel"])
+def test_a_run_s_child_dies_when_the_run_is_sigkilled(how):
+    parent = subprocess.Popen([sys.executable, "-c", _KILLED_PARENT, str(ROOT), how], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     assert _alive(child)
     parent.send_signal(signal.SIGKILL)

@@ -10,7 +10,8 @@ A study is one module in ``studies/`` that defines:
   platform), with how to get it, or None;
 - ``run(params, ctx: RunContext) -> dict``: measures, checks every kernel's output against a
   reference *before* its time counts, hands each finished variant to ``ctx.record`` (so an
-  interrupted sweep keeps its points) and returns study-specific outputs that are not
+  interrupted sweep keeps its points; ``ctx.update`` again each time a variant gains a repeat)
+  and returns study-specific outputs that are not
   timings (JSON-serialisable). It never aggregates, plots or prints;
 - ``analyze(record) -> dict[str, pandas.DataFrame]``: tables from a stored run record;
 - ``charts(tables) -> dict[str, altair.Chart]``;
