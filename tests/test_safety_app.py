@@ -71,7 +71,8 @@ def test_a_job_whose_session_is_gone_is_cancelled_and_killed_if_it_hangs_on(monk
     monkeypatch.setattr(jobs, "KILL_AFTER_S", 1.0)
     monkeypatch.setattr(jobs, "_REAPER", "not started: this test calls reap() with its own clock")
     alive = {"owner": True}
-    polite = _job([sys.executable, "-c", "import time; time.sleep(60)"], lambda: alive["owner"])
+    polite = _job([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                                         "time.sleep(60)"], lambda: alive["owner"])
     stubborn = _job([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                                            "time.sleep(60)"], lambda: alive["owner"])
     time.sleep(0.5)  # let the interpreters install their handlers

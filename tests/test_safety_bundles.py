@@ -138,6 +138,19 @@ def test_valid_bundle_imports_and_a_second_import_says_so(tmp_path, capsys):
     assert rec["variants"] == 1
 
 
+def test_terminal_escapes_from_a_bundle_never_reach_the_terminal(tmp_path, capsys):
+    doc = valid_doc()
+    doc["run"]["env"] = {"fingerprint": "\x1b]0;pwned\x07", "cpu_model": "\x1b[2J\x1b[31mCPU"}
+    path = tmp_path / "esc.bundle.json"
+    path.write_text(json.dumps(doc))
+    store = str(tmp_path / "results.sqlite")
+    assert main(["--store", store, "import", str(path)]) == 0
+    assert main(["--store", store, "runs"]) == 0
+    assert main(["--store", store, "compare", "latest", "latest"]) == 0
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "CPU" in out.out
+
+
 def test_a_bundle_of_a_running_run_is_stored_as_interrupted(tmp_path):
     doc = valid_doc()
     doc["run"]["status"] = "running"

@@ -28,17 +28,18 @@ import threading
 from pathlib import Path
 
 from .env import REPO_ROOT
+from . import outfile
 from .outfile import OutputError
 from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable
-from .untrusted import safe_stem
+from .untrusted import plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
 
 
 def _err(msg: str) -> None:
-    print(f"error: {msg}", file=sys.stderr)
+    print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
 
 
 class _ProgressBar:
@@ -93,7 +94,8 @@ def _load_runs(args, *refs: str):
 
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    rows = [[plain(c) for c in r] for r in rows]  # cells may come from bundles: no terminal escapes
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
@@ -223,8 +225,6 @@ def cmd_report(args) -> int:
     # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
     stem = safe_stem(rec.run_id)
     out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{args.format}"
-    if not args.output:
-        out.parent.mkdir(parents=True, exist_ok=True)
     try:
         path = report.write_markdown(rec, out) if args.format == "md" else report.write_notebook(rec, out)
     except OutputError as exc:
@@ -235,8 +235,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from . import outfile
-
     runs = _load_runs(args, args.run)
     if runs is None:
         return EXIT_BAD_INPUT
@@ -265,7 +263,7 @@ def cmd_import(args) -> int:
         try:
             rec = read_bundle(f)
             if store.import_run(rec):  # one transaction: all of the run, or nothing
-                print(f"{f}: imported run {rec.run_id} ({rec.study}, {rec.env.get('fingerprint', '?')})")
+                print(f"{f}: imported run {rec.run_id} ({rec.study}, {plain(rec.env.get('fingerprint', '?'))})")
             else:
                 print(f"{f}: run {rec.run_id} is already in the store; skipped")
         except StoreError as exc:
@@ -356,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _terminate_as_interrupt():
     """SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
     finished points as ``interrupted`` and its child processes are killed, instead of the
-    CLI dying with the run left ``running`` and its children timing on."""
+    CLI dying with the run left ``running`` and its children timing on. SIGINT is set too:
+    a process started in the background inherits it ignored, and the app cancels with it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -364,7 +363,7 @@ def _terminate_as_interrupt():
     def interrupt(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

@@ -12,7 +12,9 @@ Markdown, HTML or a notebook cell without being escaped for the place they land 
   name the importers can use for format detection, for readers that need a file;
 - :func:`escape` escapes a string by its context: ``text`` (a paragraph, list item or
   heading), ``cell`` (a Markdown table cell), ``code`` (inline code), ``block`` (a fenced
-  code block, returned whole), ``html`` (inside an HTML element, e.g. ``<summary>``).
+  code block, returned whole), ``html`` (inside an HTML element, e.g. ``<summary>``);
+  :func:`plain` makes one line for a terminal. Both replace control characters (a
+  terminal acts on escape sequences).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
     row or a paragraph); ``lang`` is the info string of a ``block``."""
     if where not in _CONTEXTS:
         raise ValueError(f"unknown context {where!r}; one of {_CONTEXTS}")
-    text = "" if value is None else str(value)
+    text = _CONTROL.sub("\ufffd", "" if value is None else str(value))
     if where == "block":
         # A fence longer than any backtick run inside cannot be closed by the content.
         fence = "`" * max(3, _longest_run(text, "`") + 1)
@@ -136,6 +138,16 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
     if _MD_LINK.search(out):
         out = re.sub(r"([\[\]])", r"\\\1", out)
     return _MD_LINE_START.sub(r"\1\\\2", out)
+
+
+# C0 controls but tab and newline, DEL and C1 controls: a terminal acts on them (ESC starts
+# sequences that retitle, recolour or worse), and no report needs them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: Any) -> str:
+    """``value`` as one line of text for a terminal: control characters shown as U+FFFD."""
+    return _CONTROL.sub("\ufffd", " ".join(str(value).split()))
 
 
 def _longest_run(text: str, ch: str) -> int:
