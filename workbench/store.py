@@ -154,20 +154,14 @@ class Store:
 
     def __init__(self, path: str | os.PathLike | None = None, create: bool = True):
         self.path = Path(path) if path else default_path()
-        exists = self._check_path(create, default=path is None and "WORKBENCH_STORE" not in os.environ)
-        if exists:
-            self._check_foreign()
+        if not self._check_path(create, default=path is None and "WORKBENCH_STORE" not in os.environ):
+            self._create()
+        self._check_foreign()
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
             self._conn.execute("PRAGMA foreign_keys = ON")
-            if not exists:
-                with self._conn:
-                    self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    self._conn.executescript(_SCHEMA)
-                    self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             if self.writable():
-                # WAL: readers never wait for a writer, and a run's per-point commits stay cheap.
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA journal_mode = WAL")  # stores made before WAL was the default
                 self._reap_dead_runs()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the results store ({exc})") from None
@@ -196,6 +190,33 @@ class Store:
             raise StoreError(f"{self.path} is an empty file, not a workbench results store; it was left untouched "
                              "(delete it to start a new store there)")
         return True
+
+    def _create(self) -> None:
+        """A new, empty store at ``self.path``, built beside it and linked into place, so a
+        process opening the path meanwhile sees a whole store or none (never 0 bytes)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+        try:
+            con = sqlite3.connect(str(tmp))
+            with con:
+                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                con.executescript(_SCHEMA)
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            # WAL: readers never wait for a writer, and a run's per-point commits stay cheap.
+            con.execute("PRAGMA journal_mode = WAL")
+            con.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            except OSError:  # a file system without hard links
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise StoreError(f"cannot create a results store at {self.path}: {getattr(exc, 'strerror', None) or exc}") \
+                from None
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
 
     def _check_foreign(self) -> None:
         """Read-only checks, so a foreign or corrupt file is never modified."""
