@@ -219,7 +219,10 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     for section in shown["sections"]:
         st.markdown(section, unsafe_allow_html=False)
     if extras is not None:
-        extras(rec, shown["tables"])
+        try:
+            extras(rec, shown["tables"])
+        except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what its page does not expect
+            st.error(f"This part of the page failed: {escape(type(exc).__name__)}: {escape(exc)}")
     with st.expander("Environment and reproduce command"):
         st.code(rec.reproduce, language="bash")
         st.json(rec.env, expanded=False)
