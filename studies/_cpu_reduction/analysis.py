@@ -160,6 +160,9 @@ def _sizes(plain, p, outputs) -> pd.DataFrame | None:
     sz["floor_us"] = sz["n"] * 4 / floor_gbps / 1e3
     sz["overhead_share"] = 1 - sz["floor_us"] / sz["median_us"]
     sz["overhead_dominates"] = sz["overhead_share"] > 0.5
+    # faster than streaming from DRAM: the input stayed in cache between calls
+    sz["note"] = np.where(sz["median_us"] < sz["floor_us"], "below the copy-bandwidth floor: the input fits in "
+                          "cache, so the floor does not bound it", "")
     return sz.reset_index(drop=True)
 
 
@@ -251,6 +254,7 @@ def _phase_tables(profs, iters, over, out, rows) -> None:
     cmp_ = _phase_compare(ph)
     if len(cmp_):
         out["phase_compare"] = cmp_
+    rows += _phase_differences(iters)
     kt = profiles.key_times(profs)
     if len(kt):
         seed = {(c, ev): t for c, evs in SEED_KEY_TIMES.items() for ev, t in evs}
@@ -268,6 +272,27 @@ def _phase_tables(profs, iters, over, out, rows) -> None:
                 for q in profs if q["per_iter"] is not None]
     if pictures:
         out["timeline_ascii"] = pd.DataFrame(pictures)
+
+
+def _phase_differences(iters: pd.DataFrame) -> list[dict]:
+    """c=8 minus c=2 of each phase, per (workers, profiler): the seed's "more chunks lower
+    compute but raise scheduling delay", from the steady-state iterations of both captures."""
+    out = []
+    if iters.empty:
+        return out
+    st = iters[~iters["warmup"]]
+    for (w, source, via), g in st.groupby(["w", "source", "via"], sort=True):
+        by_c = {int(c): gc for c, gc in g.groupby("c")}
+        if not {2, 8} <= set(by_c):
+            continue
+        for phase in ("scheduling delay", "dispatch compute", "total_us"):
+            label = "total" if phase == "total_us" else phase
+            d = derived.difference(by_c[2][phase].to_numpy(), by_c[8][phase].to_numpy(),
+                                   f"{label}: c=8 minus c=2, {source} ({via}), {w} workers", "us")
+            if min(len(by_c[2]), len(by_c[8])) < profiles.MIN_FOR_MEDIAN:
+                d |= {"status": "not meaningful", "why": "fewer than 5 steady-state iterations in a capture"}
+            out.append(d | {"table": "phases"})
+    return out
 
 
 def _phase_compare(ph: pd.DataFrame) -> pd.DataFrame:
