@@ -356,7 +356,8 @@ def _dispatch_model(out, p, plain) -> pd.DataFrame:
             return fmt(r["forkjoin_us"], r["lo_us"], r["hi_us"], r["status"]) + f" (1 -> {int(r['w'])})"
         rows.append(("thread fork/join", last("OpenMP"), last("IREE task")))
     if alloc is not None and len(alloc):
-        a = alloc.sort_values("n").iloc[-1]
+        # the clear figure where there is one (a large sum's noise can hide the allocation)
+        a = alloc.sort_values(["status", "n"], key=lambda c: c != "clear" if c.name == "status" else c).iloc[0]
         tor = fmt(a["alloc_us"], a["alloc_lo_us"], a["alloc_hi_us"], a["status"]) + f" (n={int(a['n']):,}, w=1)"
     else:
         tor = "not measured (experiment alloc)"
@@ -365,14 +366,17 @@ def _dispatch_model(out, p, plain) -> pd.DataFrame:
         ir = (f"{tot['median_us']:.1f} us in {tot['calls_per_iteration']:.0f} zones per call ({tot['statistic']}; "
               f"Tracy zone time, {tot['capture']})")
     else:
-        ir = "not measured (needs a Tracy profile)"
+        ir = "not measured in this run (experiment phases with a Tracy profile)"
     rows.append(("per-call allocations", tor, ir))
     if ov is not None and len(ov):
         t = ov[ov["provider"] == "torch"]
         i = ov[ov["provider"].isin(IREE_PROVIDERS) & (ov["w"] == w_max)].sort_values("total_us")
         if len(t) and len(i):
+            best = i["best_torch_w"].iloc[0]
+            fastest = (f"; fastest torch {i['best_torch_us'].iloc[0]:.1f} us @{int(best)}t"
+                       if best == best and int(best) != w_max else "")
             rows.append((f"total @{w_max} threads/workers, N={p['n']:,}",
-                         fmt(t["total_us"].iloc[0], t["ci_lo_us"].iloc[0], t["ci_hi_us"].iloc[0]),
+                         fmt(t["total_us"].iloc[0], t["ci_lo_us"].iloc[0], t["ci_hi_us"].iloc[0]) + fastest,
                          fmt(i["total_us"].iloc[0], i["ci_lo_us"].iloc[0], i["ci_hi_us"].iloc[0])
                          + f" ({i['series'].iloc[0]})"))
     table = []

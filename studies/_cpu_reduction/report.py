@@ -22,14 +22,14 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
     out = {}
     if "overview" in tbls and len(tbls["overview"]):
-        ov = tbls["overview"]
-        out["overview"] = wbcharts.median_ci_bars(
-            ov.assign(median_ns=ov["total_us"] * 1e3, ci_lo_ns=ov["ci_lo_us"] * 1e3, ci_hi_ns=ov["ci_hi_us"] * 1e3,
-                      correct=True, n=0, check=""), x="series",
-            title="Total time per call at n, largest w (median, 95% CI)")
+        out["overview"] = _overview_chart(tbls["overview"])
     if "scaling" in tbls and len(tbls["scaling"]):
-        out["scaling"] = wbcharts.line_with_ci(tbls["scaling"], x="w", color="series", x_title="workers / threads",
-                                               title="Thread scaling: time per call vs workers")
+        # the seed's scaling chart: IREE through its C++ harness and torch.sum; a heavy-tailed
+        # CI (a stalled OpenMP barrier) is clipped so it cannot flatten every line
+        sc = tbls["scaling"][tbls["scaling"]["provider"].isin(["iree-bench", "torch"])]
+        sc = sc.assign(ci_hi_ns=sc["ci_hi_ns"].clip(upper=3 * sc["median_ns"].max()))
+        out["scaling"] = wbcharts.line_with_ci(sc, x="w", color="series", x_title="workers / threads", log_y=True,
+                                               title="Thread scaling (iree-benchmark-module, torch.sum)")
     if "sizes" in tbls and len(tbls["sizes"]):
         out["sizes"] = _sizes_chart(tbls["sizes"])
     if "_grain" in tbls and len(tbls["_grain"]):
@@ -42,20 +42,40 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         out["grain"] = (lines + rule).properties(width=520, height=300)
     if "forkjoin" in tbls and len(tbls["forkjoin"]):
         fj = tbls["forkjoin"]
-        base = alt.Chart(fj).encode(x=alt.X("w:O", title="workers / threads"),
-                                    color=alt.Color("mechanism:N", legend=alt.Legend(orient="bottom", columns=1)),
-                                    xOffset="mechanism:N")
-        out["forkjoin"] = (base.mark_bar().encode(
+        base = alt.Chart(fj).encode(x=alt.X("w:Q", title="workers / threads", scale=alt.Scale(type="log", base=2)),
+                                    color=alt.Color("mechanism:N", legend=alt.Legend(labelLimit=320)))
+        out["forkjoin"] = (base.mark_line(point=True).encode(
             y=alt.Y("forkjoin_us:Q", title="time at w minus at 1 worker (us)"),
             tooltip=["mechanism", "w", alt.Tooltip("forkjoin_us:Q", format=".2f"), alt.Tooltip("lo_us:Q", format=".2f"),
                      alt.Tooltip("hi_us:Q", format=".2f"), "status"])
-            + base.mark_errorbar(color="black").encode(y="lo_us:Q", y2="hi_us:Q")).properties(
+            + base.mark_errorbar().encode(y=alt.Y("lo_us:Q", title="time at w minus at 1 worker (us)"),
+                                          y2="hi_us:Q")).properties(
             title="Fork/join: what going from 1 to w workers adds (median, 95% CI)", width=460, height=260)
     if "phases" in tbls and len(tbls["phases"]):
         out["phases"] = _phases_chart(tbls["phases"])
     if "timeline" in tbls and len(tbls["timeline"]):
         out.update(_timelines(tbls["timeline"]))
-    return out
+    # "pad": the plot keeps its own width and height and legends, titles and rotated labels add
+    # to them (Streamlit's "fit" squeezes a plot with a long legend to a sliver)
+    return {k: v.properties(autosize=alt.AutoSizeParams(type="pad")) for k, v in out.items()}
+
+
+def _overview_chart(ov: pd.DataFrame):
+    """Bars of the total per call with CI whiskers; a whisker far above every median (a
+    heavy tail) is clipped at the top of the axis, its true bound in the tooltip."""
+    import altair as alt
+
+    top = float(ov["total_us"].max()) * 1.6
+    base = alt.Chart(ov).encode(x=alt.X("series:N", sort=None, title=None))
+    y = alt.Scale(domain=[0, top], clamp=True)
+    tip = ["series", "w", alt.Tooltip("total_us:Q", format=".1f"), alt.Tooltip("ci_lo_us:Q", format=".1f"),
+           alt.Tooltip("ci_hi_us:Q", format=".1f"), alt.Tooltip("noise:Q", format=".1%")]
+    bars = base.mark_bar().encode(y=alt.Y("total_us:Q", scale=y, title="us per call (median)"), tooltip=tip)
+    whiskers = base.mark_errorbar(color="black", clip=True).encode(
+        y=alt.Y("ci_lo_us:Q", scale=y, title="us per call (median)"), y2="ci_hi_us:Q")
+    return (bars + whiskers).properties(
+        title="Total time per call at n, largest w (median, 95% CI; whiskers clipped at the axis top)",
+        width=alt.Step(36), height=260)
 
 
 def _sizes_chart(sz: pd.DataFrame):
