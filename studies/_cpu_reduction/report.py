@@ -101,7 +101,8 @@ def _phases_chart(ph: pd.DataFrame):
     ph = ph[~ph["phase"].isin(["total", "unavailable"])].assign(
         capture=lambda d: d["capture"] + " · " + d["statistic"])
     return alt.Chart(ph).mark_bar().encode(
-        y=alt.Y("capture:N", title=None), x=alt.X("median_us:Q", stack="zero", title="us per iteration"),
+        y=alt.Y("capture:N", title=None, axis=alt.Axis(labelLimit=460)),
+        x=alt.X("median_us:Q", stack="zero", title="us per iteration"),
         color=alt.Color("phase:N", sort=list(ph["phase"].unique())),
         order=alt.Order("phase_order:Q"),
         tooltip=["capture", "phase", alt.Tooltip("median_us:Q", format=".1f"),
