@@ -290,7 +290,7 @@ class DistTimer:
         for fn in fns:
             fn()
             est.append(self.elapsed_s(fn, 3) / 3)
-        return [max(1, min(max_loops, math.ceil(min_sample_s / max(t, 1e-9)))) for t in self.max_over_ranks(est)]
+        return [max(1, min(max_loops, math.ceil(min_sample_s / max(t, 1e-6)))) for t in self.max_over_ranks(est)]
 
     def samples(self, fn: Callable[[], object], repeat: int, loops: int = 1, warmup: int = 1) -> Timing:
         """``repeat`` samples of ``loops`` calls each after ``warmup`` untimed ones; per call."""
