@@ -169,7 +169,7 @@ def requires(params: dict[str, Any]) -> str | None:
                 "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
     probe = gpu_probe()
     if local > probe["count"]:
-        return f"world_size={ws} needs {local} GPUs on this node but {probe['count']} are present; lower world_size"
+        return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"
     for i in range(local):
         for j in range(local):
             if not probe["peer"][i][j]:

@@ -223,14 +223,6 @@ def test_too_few_processes_or_gpus_is_refused_before_starting(monkeypatch):
     assert study.requires(study.SPACE.resolve({"mm_fit": "1,1", "comm_fit": "1,1", "world_size": "8"})) is None
 
 
-def test_worker_timeout_kills_the_process_group():
-    from studies._mc2_split.launch import WorkerFailed, run_worker
-
-    cfg = {"backend": "gloo"}
-    with pytest.raises(WorkerFailed, match="timeout"):
-        run_worker(cfg, 2, lambda e: None, timeout_s=0.3)
-
-
 # --- the Triton collectives' kernels under the interpreter -----------------------------------
 
 TWO_SHOT = {
