@@ -30,7 +30,6 @@ launcher, the reference and the analysis on any machine, not a GPU result.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -151,19 +150,12 @@ def requires(params: dict[str, Any]) -> str | None:
         import torch
     except ImportError:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
-    from workbench.launcher import LaunchError, Topology
+    from workbench.launcher import local_share
 
     ws = params["world_size"]
-    try:
-        local = Topology.from_env().local_processes(ws)  # the ranks of this node (several nodes: WORKBENCH_NNODES)
-    except LaunchError as exc:
-        return str(exc)
-    if params["backend"] == "gloo":
-        cpus = os.cpu_count() or 1
-        if local > cpus:
-            return (f"world_size={ws} puts {local} gloo processes on this node; this machine has {cpus} CPU cores. "
-                    f"Lower world_size to {cpus} or less")
-        return None
+    local, reason = local_share(ws, params["backend"])  # the ranks of this node (several nodes: WORKBENCH_NNODES)
+    if reason or params["backend"] == "gloo":
+        return reason
     if not torch.cuda.is_available():
         return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
                 "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")

@@ -27,7 +27,6 @@ matmul is slow or missing, and the seed's fp16 shape is a GPU case.
 
 from __future__ import annotations
 
-import os
 
 import pandas as pd
 
@@ -176,20 +175,14 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _local_ranks(params) -> int:
-    """The ranks on this node: all of them, unless the run spans nodes (workbench.launcher)."""
-    from workbench.launcher import LaunchError, Topology
-
-    try:
-        return Topology.from_env().local_processes(params["world_size"])
-    except LaunchError:
-        return params["world_size"]  # requires() names the problem
-
-
 def _backend(params) -> str:
     if params["backend"] != "auto":
         return params["backend"]
-    return "nccl" if _cuda_count() >= _local_ranks(params) else "gloo"
+    from workbench.launcher import local_share
+
+    # the ranks of this node: all of them, unless the run spans nodes (a topology error: requires() names it)
+    local = local_share(params["world_size"], "nccl")[0] or params["world_size"]
+    return "nccl" if _cuda_count() >= local else "gloo"
 
 
 def _dtype(params) -> str:
@@ -231,13 +224,12 @@ def requires(params) -> str | None:
         import torch.distributed as dist
     except ImportError:
         return "torch is not installed: pip install torch"
-    from workbench.launcher import LaunchError, Topology
+    from workbench.launcher import local_share
 
     ws = params["world_size"]
-    try:
-        local = Topology.from_env().local_processes(ws)  # the ranks of this node (several nodes: WORKBENCH_NNODES)
-    except LaunchError as exc:
-        return str(exc)
+    local, reason = local_share(ws, _backend(params))  # the ranks of this node (several nodes: WORKBENCH_NNODES)
+    if reason:
+        return reason
     if _backend(params) == "nccl":
         gpus = _cuda_count()
         if gpus < local:
@@ -245,13 +237,8 @@ def requires(params) -> str | None:
                     f"Lower world_size, run on a machine with {local} GPUs, or use backend=gloo (CPU, float32)")
         if not dist.is_nccl_available():
             return "this torch build has no NCCL: install a CUDA build of torch"
-    else:
-        cpus = os.cpu_count() or 1
-        if local > cpus:
-            return (f"world_size={ws} puts {local} gloo processes on this node; they need {local} CPU cores to run "
-                    f"side by side and this machine has {cpus}. Lower world_size to {cpus} or less")
-        if not dist.is_gloo_available():
-            return "this torch build has no gloo backend"
+    elif not dist.is_gloo_available():
+        return "this torch build has no gloo backend"
     return None
 
 
@@ -335,7 +322,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "seed")}
-    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
+    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
     got = launcher.launch("studies._mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])

@@ -214,7 +214,7 @@ def test_validation_names_the_parameter(values, param, fragment):
 
 
 def test_too_few_processes_or_gpus_is_refused_before_starting(monkeypatch):
-    monkeypatch.setattr(study.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
     reason = study.requires(study.SPACE.resolve({"backend": "gloo", "world_size": "4"}))
     assert "need 4 CPU cores" in reason and "has 2" in reason
     monkeypatch.setattr(study, "_cuda_count", lambda: 1)

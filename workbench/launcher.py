@@ -119,6 +119,41 @@ class Topology:
                 "rendezvous": "standalone" if self.nnodes == 1 else ("static" if self.node_rank is not None else "c10d")}
 
 
+def local_share(world_size: int, backend: str) -> tuple[int, str | None]:
+    """The ranks this node runs of ``world_size`` (topology from the environment) and why it
+    cannot (a topology the ranks do not fit; gloo ranks beyond the CPU cores), else None.
+    GPU counts are the study's to check: it knows how it counts them."""
+    try:
+        topo = Topology.from_env()
+        local = topo.local_processes(world_size)
+    except LaunchError as exc:
+        return 0, str(exc)
+    cpus = os.cpu_count() or 1
+    if backend == "gloo" and local > cpus:
+        return local, (f"world_size={world_size} puts {local} gloo processes on this node; they need {local} CPU "
+                       f"cores to run side by side and this machine has {cpus}. Lower world_size to "
+                       f"{cpus * topo.nnodes} or less")
+    return local, None
+
+
+def init_rank(backend: str, timeout_s: float | None = None):
+    """This rank's default process group under torchrun: ``nccl`` on the GPU of its local
+    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device."""
+    import torch
+    import torch.distributed as dist
+
+    kw = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
+    if backend == "nccl":
+        os.environ.update(MULTICAST_OFF)  # read when NCCL and symmetric memory set up, below
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device, **kw)
+        return device
+    torch.set_num_threads(1)  # one rank per core
+    dist.init_process_group(backend, **kw)
+    return torch.device("cpu")
+
+
 def torchrun_command(topology: Topology, nproc_per_node: int) -> list[str]:
     """torchrun with the worker bootstrap of this module as every rank's program."""
     return [sys.executable, "-m", "torch.distributed.run", *topology.torchrun_args(nproc_per_node),

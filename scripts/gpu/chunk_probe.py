@@ -37,11 +37,7 @@ def main() -> None:
     ap.add_argument("--chunks", default="1024,1024,1024,1024")
     ap.add_argument("--reps", type=int, default=40)
     args = ap.parse_args()
-    os.environ.update(launcher.MULTICAST_OFF)  # read by NCCL and symmetric memory at their set-up, below
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
+    dev = launcher.init_rank("nccl")  # NVLink multicast off, however torchrun was started
     rank = dist.get_rank()
     chunks = [int(c) for c in args.chunks.split(",")]
     if sum(chunks) != args.m:

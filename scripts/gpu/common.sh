@@ -11,7 +11,15 @@ OUT="${OUT:-out}"
 dir="$(mktemp -d)/$1"
 mkdir -p "$dir" "$OUT"
 
-gpu_count() { "$PY" -c 'import torch; print(torch.cuda.device_count())'; }
+# world_sizes: says which GPUs this machine has (on stderr) and prints the world sizes of
+# $WORLD_SIZES (default 2 4 8) that they allow
+world_sizes() {
+  local ngpu ws
+  ngpu="$("$PY" -c 'import torch; print(torch.cuda.device_count())')"
+  echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')" >&2
+  for ws in ${WORLD_SIZES:-2 4 8}; do [ "$ws" -le "$ngpu" ] && echo "$ws"; done
+}
+status=0
 
 # pack NAME: $dir as $OUT/NAME.tar.gz, ready to unpack into traces/
 pack() {

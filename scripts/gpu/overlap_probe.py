@@ -40,11 +40,7 @@ def main() -> None:
     ap.add_argument("--soak-s", type=float, default=0.0,
                     help="then run the first Triton row at the last carve-out this long per mode (clock log)")
     args = ap.parse_args()
-    os.environ.update(launcher.MULTICAST_OFF)  # read by NCCL and symmetric memory at their set-up, below
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
+    dev = launcher.init_rank("nccl")  # NVLink multicast off, however torchrun was started
     rank, world = dist.get_rank(), dist.get_world_size()
     a = torch.randn(args.rows, args.k, device=dev, dtype=torch.float16)
     b = torch.randn(args.k, args.n, device=dev, dtype=torch.float16)

@@ -9,7 +9,6 @@ is done when the slowest rank is), each rank's median kept beside them.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import gzip
 import json
 import os
@@ -21,30 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from studies._ag_gemm import autoconfig, methods, spans
-from workbench import harness
+from workbench import harness, launcher
 from workbench.events import Emitter
 from workbench.study import VariantResult
 
 
 class Worker:
     def __init__(self, cfg: dict[str, Any], emit: Emitter):
-        import torch
         import torch.distributed as dist
 
         self.cfg, self.emit = cfg, emit
         self.rank = int(os.environ["RANK"])
         self.ws = int(os.environ["WORLD_SIZE"])
         self.cuda = cfg.get("backend", "nccl") == "nccl"
-        timeout = datetime.timedelta(seconds=float(cfg.get("timeout_s", 600)))
-        if self.cuda:
-            local = int(os.environ.get("LOCAL_RANK", self.rank))
-            torch.cuda.set_device(local)
-            self.device = "cuda"
-            dist.init_process_group("nccl", device_id=torch.device("cuda", local), timeout=timeout)
-        else:
-            torch.set_num_threads(1)
-            self.device = "cpu"
-            dist.init_process_group("gloo", timeout=timeout)
+        self.device = launcher.init_rank(cfg.get("backend", "nccl"), float(cfg.get("timeout_s", 600))).type
         self.group = dist.group.WORLD
         self.timer = harness.DistTimer(self.device, group=self.group)
         self.steps_done, self.steps = 0, 1

@@ -80,7 +80,7 @@ import torch.distributed as dist
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks
 from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import fit_contention
-from workbench import harness
+from workbench import harness, launcher
 from workbench.events import Emitter
 from workbench.study import VariantResult
 
@@ -303,7 +303,7 @@ class Mc2Worker:
     def __init__(self, cfg: dict, emit: Emitter):
         self.cfg, self.emit = cfg, emit
         self.cuda = cfg["backend"] == "nccl"
-        self.device = self._init_group()
+        self.device = launcher.init_rank(cfg["backend"])
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.m, self.k, self.n = cfg["m"], cfg["k"], cfg["n"]
         self.dtype, self.tol = getattr(torch, cfg["dtype"]), TOL[cfg["dtype"]]
@@ -326,17 +326,6 @@ class Mc2Worker:
         per_config = len(cfg["uniform"]) + 3
         self.steps = emit.steps(len(self.configs) * per_config +
                                 (0 if cfg["fits_given"] else len(self.points) * (len(self.carveouts) + len(self.comms))))
-
-    def _init_group(self) -> torch.device:
-        if self.cuda:
-            local = int(os.environ.get("LOCAL_RANK", 0))
-            torch.cuda.set_device(local)
-            device = torch.device("cuda", local)
-            dist.init_process_group("nccl", device_id=device)
-            return device
-        torch.set_num_threads(max(1, self.cfg.get("threads", 1)))
-        dist.init_process_group("gloo")
-        return torch.device("cpu")
 
     # --- the collectives -------------------------------------------------------------
     def _limited_group(self, ctas: int):
