@@ -66,7 +66,7 @@ SPACE = ParamSpace(
               choices=("auto", "on", "off")),
         Param("backend", "str", "auto", "auto: nccl when there are world_size GPUs, else gloo on CPUs",
               choices=("auto", "gloo", "nccl")),
-        Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
+        Param("world_size", "int", 2, "processes (ranks), all nodes together; one GPU each with nccl", min=2, max=64),
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
               "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
