@@ -132,6 +132,27 @@ def test_ctrl_c_or_any_error_while_reading_events_kills_the_whole_process_group(
     assert _gone(pidfile)
 
 
+def test_torchrun_ends_when_the_process_that_started_it_is_killed(monkeypatch, tmp_path):
+    # SIGKILL leaves the CLI no chance to kill the group: the kernel's parent-death signal does
+    pidfile = tmp_path / "torchrun.pid"
+    script = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    cli = (f"import sys\nfrom workbench import launcher\nfrom workbench.study import RunContext\n"
+           f"launcher.torchrun_command = lambda topo, nproc: [sys.executable, '-c', {script!r}]\n"
+           f"launcher.launch('studies._mc2_split.worker', {{}}, 2, RunContext(), timeout_s=60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", cli], cwd=ROOT, env=launcher.worker_env())
+    try:
+        for _ in range(300):
+            if pidfile.exists() and pidfile.read_text():
+                break
+            time.sleep(0.1)
+        proc.kill()
+        proc.wait()
+        assert _gone(pidfile)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_a_failed_rank_s_error_and_torchrun_s_log_are_reported(monkeypatch, tmp_path):
     body = ("emit(event='error', text='ValueError: rank 1 broke', trace='')\n"
             "print('torchrun: child failed', flush=True)\nsys.exit(1)\n")

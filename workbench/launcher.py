@@ -5,7 +5,8 @@ event stream back, and no process left behind.
 (``studies/_<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
 event stream (:mod:`workbench.events`) into the ``RunContext``, and kills torchrun's whole
 process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt``; the CLI turns SIGTERM
-into the same) or any error, so no rank keeps timing after the machine lock is released.
+into the same) or any error, and Linux ends torchrun if the process that started it dies
+(SIGKILL too), so no rank keeps timing after the machine lock is released.
 :data:`MULTICAST_OFF` is the one definition of the NVLink-multicast-off environment, used by
 every launch and by ``scripts/gpu/common.sh`` (``python -m workbench.launcher env``).
 
@@ -189,6 +190,26 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _parent_death_signal():
+    """A ``preexec_fn`` that asks Linux to send SIGTERM to the child when the process that
+    started it dies, SIGKILL included (``prctl(PR_SET_PDEATHSIG)``): torchrun then ends its
+    ranks even when the CLI had no chance to (the process-group kill covers every other way
+    out). None where there is no prctl. Resolved here, in the parent: only the call runs
+    between fork and exec."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+
+
+def start_torchrun(cmd: list[str], **kw) -> subprocess.Popen:
+    """torchrun in a session of its own (its group is killed as one), bound to this process's life."""
+    return subprocess.Popen(cmd, cwd=str(REPO_ROOT), start_new_session=True, preexec_fn=_parent_death_signal(), **kw)
+
+
 def _worker_source_sha256(module: str) -> str:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin:
@@ -216,8 +237,7 @@ def launch(worker: str, config: dict[str, Any], world_size: int, ctx, *, timeout
         env = worker_env(WORKBENCH_SPEC=str(folder / "spec.json"), WORKBENCH_EVENTS=str(events))
         tail = EventTail(events)
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(torchrun_command(topology, nproc), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=str(REPO_ROOT), start_new_session=True)
+            proc = start_torchrun(torchrun_command(topology, nproc), stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
                 _follow(proc, tail, ctx, collected, folder, time.monotonic() + timeout_s, timeout_s, poll_s)
             except BaseException:
@@ -318,8 +338,7 @@ def _agent(args: argparse.Namespace) -> int:
     env = worker_env(WORKBENCH_TIMEOUT_S=str(args.timeout_s))
     env.pop("WORKBENCH_SPEC", None)
     env.pop("WORKBENCH_EVENTS", None)
-    proc = subprocess.Popen(torchrun_command(topo, args.nproc_per_node), env=env, cwd=str(REPO_ROOT),
-                            start_new_session=True)
+    proc = start_torchrun(torchrun_command(topo, args.nproc_per_node), env=env)
     try:
         return proc.wait(timeout=args.timeout_s)
     except subprocess.TimeoutExpired:
