@@ -98,6 +98,12 @@ def test_runtime_only_machine_uses_modules_compiled_elsewhere(tmp_path, monkeypa
         iree_tools.compile_program(prog, iree_tools.seed_flags("x86-64-v4"), cache_dir=tmp_path)
     assert iree_tools.not_precompiled([(4096, 2, "aligned"), (4096, 1, None)], "x86-64-v3", tmp_path) == [
         "N=4096 c=1 (no split)"]
+    monkeypatch.setattr(iree_tools, "CACHE_DIR", tmp_path)
+    params = study.SPACE.resolve({"n": 4096, "chunks": [2], "workers": [1], "experiments": ["grid"],
+                                  "providers": ["iree-bench"], "target_cpu": "x86-64-v3"})
+    assert study.requires(params) is None
+    reason = study.requires(params | {"chunks": [1, 2]})
+    assert "iree-base-compiler is not installed" in reason and "N=4096 c=1" in reason
 
 
 def test_inputs_make_every_element_count():
