@@ -27,11 +27,9 @@ same result).
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import zlib
 from array import array
 from itertools import compress
 from operator import itemgetter
@@ -41,10 +39,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
+from .inflate import gunzip
 from .model import KERNEL, from_columns, with_depth
 
 FORMAT = "chrome-json"
+INFO = Format(
+    FORMAT, "Chrome trace JSON", (".json", ".json.gz", ".pt.trace.json"),
+    "trace event format; torch.profiler/Kineto (torch 2.x), rocprof v1 results.json",
+    "X, B/E, async b/e spans; i/I/R instants; M names and sort indices set lanes; Kineto categories, "
+    "devices, streams and correlation ids; flows and counters counted only")
 _OLD_CATS = {"Kernel": KERNEL, "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
              "Operator": "cpu_op", "Trace": "trace"}
 _GPU_CATS = {KERNEL, "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
@@ -72,13 +76,10 @@ class _Unchunkable(Exception):
 
 
 def read_bytes(path: Path) -> bytes:
-    """File content, gunzipped when it is gzip."""
+    """File content, gunzipped (bounded: :mod:`.inflate`) when it is gzip."""
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceError(FORMAT, f"{path.name}: truncated or corrupted gzip ({exc})") from None
+        return gunzip(data, FORMAT, path.name)
     return data
 
 
@@ -181,19 +182,64 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         meta.update({k: v for k, v in doc.items() if k in _META_KEYS})
     if base_ns:
         # Kineto writes ts relative to this base; adding it back makes ranks' traces comparable
-        df["start_ns"] = df["start_ns"] + base_ns
+        df = _rebase(df, base_ns, meta)
         meta["clock"] = "wall-clock ns (baseTimeNanoseconds + ts)"
     meta["base_time_ns"] = base_ns
     return df, meta
+
+
+def _rebase(df: pd.DataFrame, base_ns: int, meta: dict) -> pd.DataFrame:
+    """``start_ns + base_ns``; rows that would leave int64 are dropped and counted."""
+    start = df["start_ns"].to_numpy()
+    room = (2**63 - 1) - abs(base_ns)
+    over = (np.abs(start) > room) | (np.abs(start + df["dur_ns"].to_numpy()) > room) if room > 0 else \
+        np.ones(len(df), dtype=bool)
+    if over.any():
+        meta["timestamp_overflows"] = meta.get("timestamp_overflows", 0) + int(over.sum())
+        df = df[~over].reset_index(drop=True)
+        if df.empty:
+            raise TraceError(FORMAT, "baseTimeNanoseconds puts every event beyond int64 ns")
+    df["start_ns"] = df["start_ns"] + base_ns
+    return df
 
 
 def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = None
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Span table from trace events: a list of events, or an iterable of such lists (pieces).
 
+    Four steps: :func:`_collect` (the per-event loop: raw values into C buffers),
+    :func:`_usable_rows` (drops and counts rows whose timestamps cannot be used),
+    :func:`_lanes` (lane labels and order) and :func:`_table` (the span table).
+    """
+    c = _collect(events)
+    start_us, dur_us, keep, dropped = _usable_rows(c, base_ns)
+    unclosed = sum(len(s) for s in c.open_b.values()) + len(c.open_async)
+    if len(start_us) == 0:
+        bad = dropped["malformed_events"] + dropped["timestamp_overflows"]
+        raise TraceError(FORMAT, f"{name}: no trace events with timestamps" + (f" ({bad} malformed)" if bad else ""))
+    negative = int((dur_us < 0).sum())
+    df = _table(c, start_us, dur_us, keep, base_ns)
+    meta = {"clock": "wall-clock ns (baseTimeNanoseconds + ts)" if base_ns else "trace ts (us) x 1000",
+            "base_time_ns": base_ns, "skipped_phases": c.skipped,
+            "malformed_events": c.bad + dropped["malformed_events"],
+            "timestamp_overflows": dropped["timestamp_overflows"], "negative_durations": negative,
+            "unclosed_spans": unclosed, **(extra or {})}
+    return df, meta
+
+
+class _Collected:
+    """What :func:`_collect` gathered: per-row buffers, lane keys and the metadata events."""
+
+    def __init__(self, **kw: Any):
+        self.__dict__.update(kw)
+
+
+def _collect(events) -> _Collected:
+    """The per-event loop: raw values of every usable event into buffers, one row each.
+
     ``X`` events, the bulk of any trace, are taken a piece at a time, column by column with
     list comprehensions; the other phases go through a per-event loop. Only raw values are
-    collected; conversion to ns happens once, vectorised, at the end.
+    collected; conversion to ns happens once, vectorised, in :func:`_table`.
     """
     pieces = [events] if isinstance(events, list) else events
     proc_name: dict[Any, str] = {}
@@ -355,36 +401,56 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
             flush()
         piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
     flush()
-    start_us, dur_us = np.frombuffer(ts_, dtype=np.float64).copy(), np.frombuffer(dur_, dtype=np.float64).copy()
-    del ts_[:], dur_[:]
-    # NaN (unusable) or beyond int64 ns (|t| >= ~292 years): dropped as malformed
-    ok = (np.abs(start_us) < 9e15) & (np.abs(dur_us) < 9e15)
-    if not ok.all():  # events with unusable timestamps are dropped and counted
-        bad += int((~ok).sum())
-        keep = np.flatnonzero(ok)
-        code_, name_, cat_, inst_, dev_, strm_ = ([lst[i] for i in keep] for lst in (
-            code_, name_, cat_, inst_, dev_, strm_))
-        corr_ = array("q", np.frombuffer(corr_, dtype=np.int64)[keep].tobytes())
-        start_us, dur_us = start_us[ok], dur_us[ok]
-    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
-    dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
-    inst = np.array(inst_, dtype=bool)
-    dur_ns[inst] = 0
-    seen_keys = list(codes)  # lane key per code
-    unclosed = sum(len(s) for s in open_b.values()) + len(open_async)
-    n = len(start_ns)
-    if n == 0:
-        raise TraceError(FORMAT, f"{name}: no trace events with timestamps" + (f" ({bad} malformed)" if bad else ""))
+    return _Collected(codes=codes, code_=code_, name_=name_, cat_=cat_, inst_=inst_, ts_=ts_, dur_=dur_,
+                      corr_=corr_, dev_=dev_, strm_=strm_, args_blobs=args_blobs, open_b=open_b,
+                      open_async=open_async, skipped=skipped, bad=bad, proc_name=proc_name,
+                      proc_labels=proc_labels, thread_name=thread_name, proc_sort=proc_sort,
+                      thread_sort=thread_sort)
 
-    # Lanes: label per (pid, tid), ordered by sort indices then first appearance (as Perfetto does).
+
+#: |ns| at or beyond this does not fit int64 (with room for adding a duration)
+_MAX_NS = 9.2e18
+
+
+def _usable_rows(c: _Collected, base_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict]:
+    """Start and duration (us) of the rows kept; rows with a NaN timestamp (missing, not a
+    number) or one beyond int64 ns once ``base_ns`` is added are dropped from every buffer
+    and counted. ``keep`` is the kept rows' indices, or None when all are kept."""
+    start_us = np.frombuffer(c.ts_, dtype=np.float64).copy()
+    dur_us = np.frombuffer(c.dur_, dtype=np.float64).copy()
+    del c.ts_[:], c.dur_[:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        nan = np.isnan(start_us) | np.isnan(dur_us)
+        start_abs = np.abs(start_us * 1000.0 + base_ns)
+        end_abs = np.abs(start_us * 1000.0 + np.maximum(dur_us, 0) * 1000.0 + base_ns)
+        overflow = ~nan & ((start_abs >= _MAX_NS) | (end_abs >= _MAX_NS) | ~np.isfinite(start_abs + end_abs))
+    dropped = {"malformed_events": int(nan.sum()), "timestamp_overflows": int(overflow.sum())}
+    ok = ~(nan | overflow)
+    if ok.all():
+        return start_us, dur_us, None, dropped
+    keep = np.flatnonzero(ok)
+    c.code_, c.name_, c.cat_, c.inst_, c.dev_, c.strm_ = ([lst[i] for i in keep] for lst in (
+        c.code_, c.name_, c.cat_, c.inst_, c.dev_, c.strm_))
+    c.corr_ = array("q", np.frombuffer(c.corr_, dtype=np.int64)[keep].tobytes())
+    return start_us[ok], dur_us[ok], keep, dropped
+
+
+def _lanes(c: _Collected) -> tuple[list[str], np.ndarray, list[str]]:
+    """Lane order and labels: ``(order, lane index per code, process label per code)``.
+
+    One lane per (pid, tid), ordered by sort indices then first appearance (as Perfetto
+    does); GPU lanes read "GPU 0 stream 7"; labels that collide get their process and tid.
+    """
+    seen_keys = list(c.codes)  # lane key per code
     first_pid: dict[Any, int] = {}
     for i, (pid, _tid) in enumerate(seen_keys):
         first_pid.setdefault(pid, i)
+    proc_sort, thread_sort, codes = c.proc_sort, c.thread_sort, c.codes
     keys = sorted(seen_keys, key=lambda k: (_num(proc_sort.get(k[0])), first_pid[k[0]], _num(thread_sort.get(k)),
                                             codes[k]))
-    labels = {k: _lane_label(k, proc_name, thread_name) for k in keys}
+    labels = {k: _lane_label(k, c.proc_name, c.thread_name) for k in keys}
     for k in keys:  # GPU lanes: "GPU 0 stream 7"
-        pl = proc_labels.get(k[0], "")
+        pl = c.proc_labels.get(k[0], "")
         if pl and pl != "CPU" and not labels[k].startswith(pl):
             labels[k] = f"{pl} {labels[k]}"
     counts: dict[str, int] = {}
@@ -392,32 +458,46 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
         counts[v] = counts.get(v, 0) + 1
     for k in keys:
         if counts[labels[k]] > 1:
-            labels[k] = f"{_proc_label(k[0], proc_name)} / {labels[k]} ({k[1]})"
-    code_arr = np.array(code_, dtype=np.int64)
-    lane_labels = [labels[k] for k in seen_keys]  # by code
+            labels[k] = f"{_proc_label(k[0], c.proc_name)} / {labels[k]} ({k[1]})"
     order = list(dict.fromkeys(labels[k] for k in keys))
-    track = pd.Categorical.from_codes(
-        np.array([order.index(lab) for lab in lane_labels], dtype=np.int64)[code_arr], categories=order, ordered=True)
-    process = np.array([_proc_label(k[0], proc_name) for k in seen_keys], dtype=object)[code_arr]
-    raw_cat = pd.Categorical([c if type(c) is str else None if c is None else str(c) for c in cat_])
-    cats = np.array([_category(c, None, {}) for c in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
+    position = {label: i for i, label in enumerate(order)}  # a dict: 60,000 lanes stay linear
+    lane_of_code = np.array([position[labels[k]] for k in seen_keys], dtype=np.int64)
+    process_of_code = [_proc_label(k[0], c.proc_name) for k in seen_keys]
+    return order, lane_of_code, process_of_code
+
+
+def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.ndarray | None,
+           base_ns: int) -> pd.DataFrame:
+    """The span table from the kept rows; args are rebuilt last (see :func:`_trim_heap`)."""
+    n = len(start_us)
+    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
+    dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
+    inst = np.array(c.inst_, dtype=bool)
+    dur_ns[inst] = 0
+    seen_keys = list(c.codes)
+    order, lane_of_code, process_of_code = _lanes(c)
+    code_arr = np.array(c.code_, dtype=np.int64)
+    track = pd.Categorical.from_codes(lane_of_code[code_arr], categories=order, ordered=True)
+    process = np.array(process_of_code, dtype=object)[code_arr]
+    raw_cat = pd.Categorical([v if type(v) is str else None if v is None else str(v) for v in c.cat_])
+    cats = np.array([_category(v, None, {}) for v in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
     missing = pd.isna(cats)
     if missing.any():  # rocprof v1: no categories; they come from the process name
         for i in np.flatnonzero(missing):
-            cats[i] = _category(None, seen_keys[code_[i]][0], proc_name)
-    gpu_idx = np.flatnonzero(np.isin(cats, list(_GPU_CATS)))
+            cats[i] = _category(None, seen_keys[c.code_[i]][0], c.proc_name)
     device = np.full(n, None, dtype=object)
     stream = np.full(n, None, dtype=object)
-    for i in gpu_idx.tolist():
-        k = seen_keys[code_[i]]
-        device[i] = _int_or_none(k[0] if dev_[i] is None else dev_[i])
-        stream[i] = _int_or_none(k[1] if strm_[i] is None else strm_[i])
-    ids = np.frombuffer(corr_, dtype=np.int64)
+    for i in np.flatnonzero(np.isin(cats, list(_GPU_CATS))).tolist():
+        k = seen_keys[c.code_[i]]
+        device[i] = _int_or_none(k[0] if c.dev_[i] is None else c.dev_[i])
+        stream[i] = _int_or_none(k[1] if c.strm_[i] is None else c.strm_[i])
+    ids = np.frombuffer(c.corr_, dtype=np.int64)
     has_id = ids != _NO_ID
     df = from_columns({
         "process": process, "track": track, "device": device, "stream": stream,
-        "name": ["" if v is None else v if type(v) is str else str(v) for v in name_],
-        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns, "correlation": pd.arrays.IntegerArray(np.where(has_id, ids, 0), ~has_id),
+        "name": ["" if v is None else v if type(v) is str else str(v) for v in c.name_],
+        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns,
+        "correlation": pd.arrays.IntegerArray(np.where(has_id, ids, 0), ~has_id),
         "kind": pd.Categorical.from_codes(inst.astype(np.int8), categories=["span", "instant"]),
     }, n=n, source=FORMAT)
     df = with_depth(df)
@@ -425,17 +505,14 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
     # and the table's temporaries are freed and their pages handed back before the dicts are
     # rebuilt from their batches
     del code_arr, process, cats, device, stream, ids, has_id
-    for lst in (code_, name_, cat_, inst_, dev_, strm_, corr_):
+    for lst in (c.code_, c.name_, c.cat_, c.inst_, c.dev_, c.strm_, c.corr_):
         del lst[:]
     _trim_heap()
-    args = _unpack(args_blobs)
-    if not ok.all():
+    args = _unpack(c.args_blobs)
+    if keep is not None:
         args = [args[i] for i in keep]
     df["args"] = args
-    meta = {"clock": "wall-clock ns (baseTimeNanoseconds + ts)" if base_ns else "trace ts (us) x 1000",
-            "base_time_ns": base_ns, "skipped_phases": skipped, "malformed_events": bad,
-            "unclosed_spans": unclosed, **(extra or {})}
-    return df, meta
+    return df
 
 
 _NO_ID = -(2**63)  # missing correlation id in the int64 buffer

@@ -30,10 +30,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import KERNEL, from_columns, with_depth
 
 FORMAT = "ireeperf-jsonl"
+INFO = Format(
+    FORMAT, "IREE native profile", (".ireeperf.jsonl", ".jsonl", ".ireeprof"),
+    "schema_version 15 (iree-base-runtime 3.13; .ireeprof through iree-profile)",
+    "host-execution spans (dispatches named by key), queue submit/ready instants, command regions, "
+    "memory instants; GPU dispatches with device ticks fitted to host ns")
 #: schema versions whose record layout this importer was checked against (iree 3.13 writes 15)
 SUPPORTED_SCHEMAS = (15,)
 IREEPROF_MAGIC = b"IRPF"

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import KERNEL, concat, from_columns, with_depth
 
 FORMAT = "nsys-sqlite"
+INFO = Format(FORMAT, "Nsight Systems SQLite export", (".sqlite",), "", "")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _NVTX_RANGES = (59, 60, 70, 71)  # push/pop and start/end ranges (incl. payload variants)
 _NVTX_MARKS = (34, 75)

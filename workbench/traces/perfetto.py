@@ -24,10 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import from_columns
 
 FORMAT = "perfetto-pftrace"
+INFO = Format(
+    FORMAT, "Perfetto protobuf", (".pftrace", ".perfetto-trace"),
+    "TrackEvent packets (any Perfetto SDK)",
+    "track_event slices (begin/end per track) and instants with interned names, categories and debug "
+    "annotations; track descriptors name and order lanes")
 _SEQ_CLEARED = 1  # TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 
 

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import KERNEL, from_columns, with_depth
 
 FORMAT = "rocprof-csv"
+INFO = Format(FORMAT, "rocprof CSV", (".csv",), "", "")
 
 _KINDS = {
     # kind: columns that identify it (all must be present)

@@ -36,10 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import from_columns
 
 FORMAT = "tracy"
+INFO = Format(FORMAT, "Tracy capture", (".tracy",), "0.11", "zones")
 MAGIC = b"tr\xfdP"
 LEGACY_MAGICS = (b"tlZ\x04", b"tZst")
 #: (major, minor) of the Worker layouts this reader decodes; any patch level of them
