@@ -71,7 +71,7 @@ def test_rocprof_v1_json_quirks():
     ("5678_kernel_trace.csv", "kernel", 3, ["GPU 2 stream 0", "GPU 3 stream 1"]),
     ("1234_hip_api_trace.csv", "hip_api", 6, ["thread 1234", "thread 1240"]),
     ("1234_marker_api_trace.csv", "marker", 2, ["thread 1234"]),
-    ("1234_memory_copy_trace.csv", "memcpy", 2, ["copy stream 0"]),
+    ("1234_memory_copy_trace.csv", "gpu_memcpy", 2, ["copy stream 0"]),
     ("results.csv", "kernel", 2, ["GPU 2 queue 0"]),
 ])
 def test_rocprof_csv_column_sets(name, cat, n, tracks):
