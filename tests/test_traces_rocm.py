@@ -60,3 +60,110 @@ def test_rocprof_files_without_spans_are_refused_by_kind(tmp_path, name, header,
         p.write_text(header)
     with pytest.raises(TraceError, match=f"^rocprof-csv: {name}: .*{msg}"):
         load(p)
+
+
+ROCPD = DATA / "rocpd"
+
+
+def test_rocpd_through_views_lanes_and_correlation():
+    df, meta = load(ROCPD / "rank0.db")
+    validate(df)
+    assert meta["format"] == "rocpd" and meta["schema_version"] == "3" and len(meta["sessions"]) == 1
+    assert list(df["track"].cat.categories) == ["thread 4100", "thread 4107", "GPU 0 memory", "GPU 0 stream 0"]
+    counts = df["category"].astype(str).value_counts().to_dict()
+    assert counts == {"hip_api": 7, "kernel": 2, "gpu_memcpy": 2, "marker": 2, "memory_allocation": 1}
+    k = df[df["category"] == "kernel"].set_index("name")
+    assert k.loc["gemm_bf16_tn_128x128", "dur_ns"] == 150_000 and (k["device"] == 0).all()
+    # each kernel's correlation id is its hipLaunchKernel's
+    launches = df[df["name"] == "hipLaunchKernel"]
+    assert sorted(k["correlation"]) == sorted(launches["correlation"])
+    copies = df[df["category"] == "gpu_memcpy"].sort_values("start_ns")
+    assert copies["name"].astype(str).tolist() == ["Memcpy HtoD", "Memcpy DtoH"]
+    # roctx: the range is named by its message and encloses the launches; the mark is an instant
+    step = df[df["name"] == "step 0"].iloc[0]
+    assert step["category"] == "marker" and step["args"]["function"] == "roctxRangePushA"
+    assert (launches["depth"] == 1).all()
+    mark = df[df["name"] == "checkpoint"].iloc[0]
+    assert mark["kind"] == "instant" and mark["dur_ns"] == 0
+
+
+def test_rocpd_two_sessions_in_one_database_keep_apart():
+    df, meta = load(ROCPD / "rank1.db")
+    assert len(meta["sessions"]) == 2 and [p["pid"] for p in meta["processes"]] == [4200, 4300]
+    tracks = list(df["track"].cat.categories)
+    assert tracks[:4] == ["pid 4200 thread 4200", "pid 4200 thread 4207", "pid 4200 GPU 1 memory",
+                          "pid 4200 GPU 1 stream 0"]
+    assert len(tracks) == 8 and (df[df["category"] == "kernel"]["device"] == 1).all()
+    assert df["process"].astype(str).nunique() == 2
+
+
+def _copy(tmp_path, src="rank0.db"):
+    import shutil
+
+    p = tmp_path / src
+    shutil.copy(ROCPD / src, p)
+    return p
+
+
+def _execute(path, *statements):
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    for s in statements:
+        con.execute(s)
+    con.commit()
+    con.close()
+
+
+def test_rocpd_unknown_schema_major_is_refused(tmp_path):
+    p = _copy(tmp_path)
+    table = next(n for n in __import__("sqlite3").connect(p).execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_metadata%'").fetchone())
+    _execute(p, f"UPDATE \"{table}\" SET value='4' WHERE tag='schema_version'")
+    with pytest.raises(TraceError, match=r"^rocpd: rank0.db: rocpd schema_version 4 is not supported \(read: 3.x\)"):
+        load(p)
+
+
+@pytest.mark.parametrize("view_sql,msg", [
+    ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x AS id FROM c", "uses WITH/RECURSIVE"),
+    ("SELECT * FROM evil", "reads 'evil', which is not part of the profiler's schema"),
+    ("SELECT * FROM kernels_inner", "nests views over 6 deep or refers to itself"),
+])
+def test_rocpd_hostile_views_are_refused_before_they_run(tmp_path, view_sql, msg):
+    import time
+
+    p = _copy(tmp_path)
+    extra = ["CREATE TABLE evil (x)"]
+    if "kernels_inner" in view_sql:  # a chain of views deeper than any schema's
+        extra += ["CREATE VIEW rocpd_v0 AS SELECT * FROM rocpd_string"]
+        extra += [f"CREATE VIEW rocpd_v{i} AS SELECT * FROM rocpd_v{i - 1}" for i in range(1, 9)]
+        view_sql = "SELECT * FROM rocpd_v8"
+    _execute(p, *extra, "DROP VIEW kernels", f"CREATE VIEW kernels AS {view_sql}")
+    t = time.monotonic()
+    with pytest.raises(TraceError, match=f"^rocpd: rank0.db: view '(kernels|rocpd_v\\d)' {msg}"):
+        load(p)
+    assert time.monotonic() - t < 5
+
+
+def test_rocpd_runaway_view_is_stopped_by_the_row_cap_and_the_time_budget(tmp_path, monkeypatch):
+    p = _copy(tmp_path)
+    # no recursion, only rocpd names: a cross join that grows as the product of six tables
+    joined = ", ".join(f"rocpd_string s{i}" for i in range(6))
+    _execute(p, "DROP VIEW kernels", f"CREATE VIEW kernels AS SELECT s0.id AS start, s1.id AS end FROM {joined}")
+    monkeypatch.setenv("WORKBENCH_TRACE_MAX_ROWS", "1000")
+    with pytest.raises(TraceError, match=r"view 'kernels' has over 1,000 rows \(limit: WORKBENCH_TRACE_MAX_ROWS\)"):
+        load(p)
+    monkeypatch.setenv("WORKBENCH_TRACE_MAX_ROWS", "1000000000")
+    monkeypatch.setenv("WORKBENCH_TRACE_SQL_SECONDS", "1")
+    _execute(p, "DROP VIEW kernels",
+             f"CREATE VIEW kernels AS SELECT s0.id AS start, s1.id AS end FROM {joined} ORDER BY s5.string DESC")
+    with pytest.raises(TraceError, match=r"took over 1 s \(limit: WORKBENCH_TRACE_SQL_SECONDS\)"):
+        load(p)
+
+
+def test_rocpd_is_detected_by_content(tmp_path):
+    from workbench.traces import detect
+
+    p = tmp_path / "results.sqlite"
+    p.write_bytes((ROCPD / "rank0.db").read_bytes())
+    assert detect(p) == "rocpd"

@@ -11,7 +11,7 @@ that recurses forever or joins a table with itself into billions of rows. So:
   most :data:`MAX_VIEW_DEPTH` views deep (rocpd is meant to be read through its views);
 - a progress handler aborts any statement once the file's time budget is spent
   (``WORKBENCH_TRACE_SQL_SECONDS``, default 120 s for the whole file);
-- every query returns at most ``WORKBENCH_TRACE_MAX_ROWS`` rows (default 20,000,000); more
+- every query returns at most ``WORKBENCH_TRACE_MAX_ROWS`` rows (default 10,000,000); more
   is refused, not truncated silently.
 
 All failures are :class:`TraceError` with one line naming the file and the object.
@@ -32,9 +32,11 @@ from . import TraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DEFAULT_SECONDS = 120.0
-DEFAULT_MAX_ROWS = 20_000_000
+DEFAULT_MAX_ROWS = 10_000_000
 MAX_VALUE_BYTES = 64 << 20
 MAX_VIEW_DEPTH = 6
+#: rows fetched at a time, so the row cap stops a runaway query before it is all in memory
+_CHUNK_ROWS = 100_000
 #: VM instructions between two deadline checks
 _PROGRESS_STEPS = 20_000
 
@@ -169,19 +171,33 @@ class Database:
             raise self._error(exc, f"the columns of '{name}'") from None
 
     def query(self, sql: str, what: str, params: tuple = ()) -> pd.DataFrame:
-        """Rows of ``sql`` as a DataFrame; refuses more than the row cap."""
+        """Rows of ``sql`` as a DataFrame, fetched in chunks; refused past the row cap."""
+        chunks: list[pd.DataFrame] = []
+        rows = 0
         try:
-            df = pd.read_sql_query(f"SELECT * FROM ({sql}) LIMIT {self.max_rows + 1}", self.con, params=params)
+            for chunk in pd.read_sql_query(f"SELECT * FROM ({sql}) LIMIT {self.max_rows + 1}", self.con,
+                                           params=params, chunksize=_CHUNK_ROWS):
+                rows += len(chunk)
+                if rows > self.max_rows:
+                    raise TraceError(self.fmt, f"{self.name}: {what} has over {self.max_rows:,} rows "
+                                               "(limit: WORKBENCH_TRACE_MAX_ROWS)")
+                chunks.append(chunk)
+            if not chunks:  # no rows: one more (instant) query for the column names
+                cur = self.con.execute(f"SELECT * FROM ({sql}) LIMIT 0", params)
+                return pd.DataFrame(columns=[d[0] for d in cur.description])
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
             # pandas wraps the sqlite3 error; the cause says what went wrong
             raise self._error(exc.__cause__ or exc, what) from None
         except MemoryError:
             raise TraceError(self.fmt, f"{self.name}: out of memory while reading {what}") from None
-        if len(df) > self.max_rows:
-            raise TraceError(self.fmt, f"{self.name}: {what} has over {self.max_rows:,} rows "
-                                       "(limit: WORKBENCH_TRACE_MAX_ROWS)")
-        return df
+        return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
 
-    def scalar_rows(self, sql: str, what: str) -> list[tuple]:
-        """A small query's rows (metadata); the same limits apply."""
-        return list(self.query(sql, what).itertuples(index=False, name=None))
+    def select(self, name: str, wanted: tuple[str, ...], what: str) -> pd.DataFrame:
+        """The ``wanted`` columns that ``name`` has (only those: a view's other columns cost memory)."""
+        have = {c.lower(): c for c in self.columns(name)}
+        cols = [have[w.lower()] for w in wanted if w.lower() in have]
+        if not cols:
+            return pd.DataFrame()
+        listed = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+        return self.query(f'SELECT {listed} FROM "{name}"', what)
+
