@@ -93,7 +93,8 @@ def test_nsys_sqlite_tables():
     df, meta = load(DATA / "nsys" / "nsys_small.sqlite")
     validate(df)
     counts = df["category"].astype(str).value_counts().to_dict()
-    assert counts == {"cuda_runtime": 5, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1}
+    assert counts == {"cuda_runtime": 6, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1, "cuda_sync": 1,
+                      "osrt": 2}
     assert list(df["track"].cat.categories) == ["python3 (4242)", "NVTX python3 (4242)", "GPU 0 stream 7",
                                                "GPU 0 stream 18"]
     nv = df[df["category"] == "nvtx"]
