@@ -83,19 +83,22 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
-def read_json(data: bytes, name: str) -> Any:
-    """Parse a whole document, closing an unterminated bare array; errors say where."""
+def read_json(data: bytes, name: str) -> tuple[Any, int]:
+    """Parse a whole document, closing an unterminated bare array; errors say where.
+
+    Returns ``(document, replaced)``: byte sequences that are not UTF-8 (a stray byte in a
+    kernel name) become U+FFFD and are counted, instead of refusing the whole trace.
+    """
+    text = data.decode("utf-8", "replace")
+    # U+FFFD written by the decoder, not ones the file spelled out itself
+    bad_utf8 = text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd") if "\ufffd" in text else 0
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(FORMAT, f"{name}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return json.loads(text)
+        return json.loads(text), bad_utf8
     except json.JSONDecodeError as exc:
         stripped = text.rstrip().rstrip(",")
         if stripped.lstrip().startswith("[") and not stripped.endswith("]"):
             try:  # the trace event format allows omitting the closing bracket
-                return json.loads(stripped + "]")
+                return json.loads(stripped + "]"), bad_utf8
             except json.JSONDecodeError:
                 pass
         # a string or value running into the end of the text means the file was cut
@@ -162,7 +165,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         df, meta = parse_events(_chunks(read_bytes(p), header), 0, p.name)
         doc: Any = header or []
     except _Unchunkable:
-        doc = read_json(read_bytes(p), p.name)
+        doc, bad_utf8 = read_json(read_bytes(p), p.name)
         if isinstance(doc, dict):
             events = doc.get("traceEvents")
             if not isinstance(events, list):
@@ -173,6 +176,8 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
             raise TraceError(FORMAT, f"{p.name}: top-level JSON is a {type(doc).__name__}, "
                                      "not an event list") from None
         df, meta = parse_events(events, 0, p.name)
+        if bad_utf8:
+            meta["non_utf8_replaced"] = bad_utf8
     base_ns = 0
     if isinstance(doc, dict):
         try:

@@ -95,8 +95,8 @@ def records(data: bytes, name: str = "") -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            rec = json.loads(line.decode("utf-8", "replace"))  # a stray non-UTF-8 byte must not lose the file
+        except json.JSONDecodeError:
             last = i == len(lines) or (i == len(lines) - 1 and not lines[-1].strip())
             what = "truncated (last line is incomplete JSON)" if last else f"line {i} is not valid JSON"
             raise TraceError(FORMAT, f"{name}: {what}") from None

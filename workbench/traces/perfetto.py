@@ -49,6 +49,11 @@ def _varint(b: bytes, o: int) -> tuple[int, int]:
         shift += 7
 
 
+def _text(v: Any) -> Any:
+    """protobuf returns ``bytes`` for a string field that is not valid UTF-8: names are always str."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
 def _pb():
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2
 
@@ -139,15 +144,15 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                                ("debug_annotation_names", "name")):
                 t = tables.setdefault(field, {})
                 for e in getattr(idata, field):
-                    t[e.iid] = getattr(e, key)
+                    t[e.iid] = _text(getattr(e, key))
         if pkt.HasField("track_descriptor"):
             td = pkt.track_descriptor
-            label = td.name or td.static_name
+            label = _text(td.name) or _text(td.static_name)
             if td.HasField("thread"):
-                label = label or td.thread.thread_name or f"thread {td.thread.tid}"
+                label = label or _text(td.thread.thread_name) or f"thread {td.thread.tid}"
                 track_proc[td.uuid] = proc_names.get(td.thread.pid, f"process {td.thread.pid}")
             elif td.HasField("process"):
-                proc_names[td.process.pid] = td.process.process_name or f"process {td.process.pid}"
+                proc_names[td.process.pid] = _text(td.process.process_name) or f"process {td.process.pid}"
                 label = label or proc_names[td.process.pid]
                 track_proc[td.uuid] = proc_names[td.process.pid]
             track_names.setdefault(td.uuid, label or f"track {td.uuid}")
@@ -168,12 +173,13 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
             continue
         if ev.type not in (1, 3):
             continue
-        name = ev.name if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
-        cats = list(ev.categories) or [tables.get("event_categories", {}).get(c, "") for c in ev.category_iids]
+        name = _text(ev.name) if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
+        cats = [_text(c) for c in ev.categories] or [tables.get("event_categories", {}).get(c, "")
+                                                      for c in ev.category_iids]
         args = {}
         for a in ev.debug_annotations:
-            key = a.name if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
-            args[key] = _annotation_value(a)
+            key = _text(a.name) if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
+            args[key] = _text(_annotation_value(a))
         stack = open_slices.setdefault(uuid, [])
         cols["uuid"].append(uuid)
         cols["name"].append(name or "(unnamed)")
