@@ -48,7 +48,7 @@ FORMAT = "rocpd"
 #: schema_version majors whose views this importer reads
 SUPPORTED_MAJORS = (3,)
 INFO = Format(
-    FORMAT, "rocpd database (rocprofv3)", (".db", ".rocpd"),
+    FORMAT, "rocprofv3 rocpd database", (".db", ".rocpd"),
     "schema_version 3 (ROCm 7.0 - 7.x); several sessions per file",
     "through its views: kernels (GPU lanes per agent and stream or queue), HIP/HSA/RCCL API regions "
     "(thread lanes), roctx ranges and marks, memory copies (gpu_memcpy), memory allocations, thread and "
