@@ -42,6 +42,7 @@ INFO = Format(
 #: schema versions whose record layout this importer was checked against (iree 3.13 writes 15)
 SUPPORTED_SCHEMAS = (15,)
 IREEPROF_MAGIC = b"IRPF"
+_MAX_NS = 2**63
 
 
 def detect(head: bytes, name: str) -> bool:
@@ -128,14 +129,21 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
     rows: dict[str, list] = {k: [] for k in ("track", "device", "stream", "name", "category", "start_ns",
                                               "dur_ns", "correlation", "args", "kind")}
 
+    dropped = {"timestamp_overflows": 0, "negative_durations": 0}
+
     def add(track, device, stream, nm, cat, start, dur, corr, args, kind="span"):
+        start, dur = int(start), int(dur)
+        if not -_MAX_NS < start < _MAX_NS or not -_MAX_NS < start + max(dur, 0) < _MAX_NS:
+            dropped["timestamp_overflows"] += 1
+            return
+        dropped["negative_durations"] += dur < 0
         rows["track"].append(track)
         rows["device"].append(device)
         rows["stream"].append(stream)
-        rows["name"].append(nm)
+        rows["name"].append(nm if isinstance(nm, str) else str(nm))
         rows["category"].append(cat)
-        rows["start_ns"].append(int(start))
-        rows["dur_ns"].append(max(int(dur), 0))
+        rows["start_ns"].append(start)
+        rows["dur_ns"].append(max(dur, 0))
         rows["correlation"].append(corr)
         rows["args"].append(args)
         rows["kind"].append(kind)
@@ -192,7 +200,7 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
                 continue
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(FORMAT, f"{name}: {rt} record lacks or has a bad field ({exc})") from None
-        if rows["track"][-1] not in order:
+        if rows["track"] and rows["track"][-1] not in order:
             order.append(rows["track"][-1])
 
     if not rows["track"]:
@@ -205,7 +213,7 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
     df["process"] = pd.Categorical(["iree"] * len(df))
     df = with_depth(df)
     meta = {"clock": "iree_host_time_ns (IREE monotonic host clock)", "schema_version": ver,
-            "record_counts": counts, "clock_fits": {str(k): v for k, v in fits.items()}}
+            "record_counts": counts, "clock_fits": {str(k): v for k, v in fits.items()}, **dropped}
     return df, meta
 
 

@@ -129,7 +129,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     default_track: dict[int, int] = {}
     open_slices: dict[int, list[tuple]] = {}
     cols: dict[str, list] = {k: [] for k in ("uuid", "name", "cat", "start", "dur", "depth", "corr", "args", "kind")}
-    n_packets = 0
+    n_packets = overflows = negative = 0
     for pkt in packets(data, p.name):
         n_packets += 1
         seq = pkt.trusted_packet_sequence_id
@@ -165,10 +165,14 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         uuid = ev.track_uuid if ev.HasField("track_uuid") else default_track.get(seq, 0)
         tables = interned.get(seq, {})
         ts = int(pkt.timestamp)
+        if ts >= 2**63:  # uint64 in the protocol; beyond int64 ns it cannot be placed
+            overflows += 1
+            continue
         if ev.type == 2:  # SLICE_END
             stack = open_slices.get(uuid)
             if stack:
                 i = stack.pop()
+                negative += ts < cols["start"][i]
                 cols["dur"][i] = max(ts - cols["start"][i], 0)
             continue
         if ev.type not in (1, 3):
@@ -215,4 +219,5 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                        "args": cols["args"], "kind": cols["kind"]}, n=n, source=FORMAT,
                       track_order=[label[u] for u in order])
     return df, {"clock": "TracePacket timestamp ns (BOOTTIME unless set otherwise)", "packets": n_packets,
-                "unclosed_slices": unclosed}
+                "unclosed_slices": unclosed, "unclosed_spans": unclosed, "timestamp_overflows": overflows,
+                "negative_durations": negative}

@@ -102,6 +102,11 @@ def _ints(s: pd.Series) -> list:
     return [None if v is None or (isinstance(v, float) and v != v) else int(v) for v in s.tolist()]
 
 
+def _str(v: Any) -> str:
+    """Text of a value SQLite returned (a BLOB in a text column is bytes)."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else "" if v is None else str(v)
+
+
 def _json(v: Any) -> dict:
     if not isinstance(v, (str, bytes)) or not v:
         return {}
@@ -191,7 +196,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
 def _thread_names(threads: pd.DataFrame | None) -> dict:
     if threads is None or "name" not in threads:
         return {}
-    return {(g, t): str(n) for g, t, n in zip(_pick(threads, "guid"), _pick(threads, "tid"), threads["name"])
+    return {(g, t): _str(n) for g, t, n in zip(_pick(threads, "guid"), _pick(threads, "tid"), threads["name"])
             if n is not None and str(n).strip()}
 
 
@@ -240,7 +245,7 @@ def _kernels(r: _Reader, k: pd.DataFrame | None) -> pd.DataFrame | None:
             for row, ext in zip(k[extra].itertuples(index=False, name=None), _ext(k))]
     return _spans(len(k), _pick(k, "start"), _pick(k, "end"), process=_process(k), track=lanes, device=dev,
                   stream=stream_ids if use_streams else _ints(_pick(k, "queue_id")),
-                  name=[str(n) for n in _pick(k, "name")], category=[KERNEL] * len(k),
+                  name=[_str(n) for n in _pick(k, "name")], category=[KERNEL] * len(k),
                   correlation=_ints(_pick(k, "stack_id")), args=args)
 
 
@@ -257,7 +262,7 @@ def _copies(r: _Reader, m: pd.DataFrame | None) -> pd.DataFrame | None:
     args = [{"size": sz, "src": sd, "dst": dd, "external_correlation": ext} for sz, sd, dd, ext in
             zip(_ints(_pick(m, "size")), _pick(m, "src_device"), _pick(m, "dst_device"), _ext(m))]
     return _spans(len(m), _pick(m, "start"), _pick(m, "end"), process=_process(m), track=lanes, device=dev,
-                  stream=_ints(_pick(m, "stream_id")), name=[copy_name(n) for n in _pick(m, "name")],
+                  stream=_ints(_pick(m, "stream_id")), name=[copy_name(_str(n)) for n in _pick(m, "name")],
                   category=["gpu_memcpy"] * len(m), correlation=_ints(_pick(m, "stack_id")), args=args)
 
 
@@ -288,9 +293,9 @@ def _host_rows(r: _Reader, g: pd.DataFrame, thread_names: dict) -> dict:
     lanes = r.lanes(pd.DataFrame({"g": guid, "p": pid, "gg": guid, "t": _pick(g, "tid")}),
                     lambda gg, t: f"{thread_names[(gg, t)]} ({t})" if (gg, t) in thread_names else f"thread {t}")
     return {"process": _process(g), "track": lanes,
-            "name": [str(e.get("message") or n) for e, n in zip(extdata, _pick(g, "name"))],
+            "name": [_str(e.get("message") or n) for e, n in zip(extdata, _pick(g, "name"))],
             "category": [_category(c) for c in _pick(g, "category")], "correlation": _ints(_pick(g, "stack_id")),
-            "args": [{"function": str(n), "category": str(c), "external_correlation": ext}
+            "args": [{"function": _str(n), "category": _str(c), "external_correlation": ext}
                      for n, c, ext in zip(_pick(g, "name"), _pick(g, "category"), _ext(g))]}
 
 

@@ -147,10 +147,7 @@ class _Rows:
 
 
 def _read(p: Path) -> tuple[_Rows, str]:
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(FORMAT, f"{p.name}: not UTF-8 text (byte {exc.start})") from None
+    text = p.read_bytes().decode("utf-8", "replace")  # a stray non-UTF-8 byte in a kernel name: U+FFFD
     try:
         rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
     except csv.Error as exc:
