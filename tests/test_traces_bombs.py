@@ -102,28 +102,26 @@ def test_sqlite_recursive_view_where_nsys_expects_a_table(tmp_path):
     _assert_refused(p, "nsys-sqlite: report.sqlite: 'CUPTI_ACTIVITY_KIND_KERNEL' is a view, not a table")
 
 
-def test_sqlite_recursive_kernels_view_in_rocpd(tmp_path):
+def _rocpd_with_kernels_view(tmp_path: Path, select_sql: str) -> Path:
+    """rank0.db with its ``kernels`` view replaced."""
     import shutil
 
     p = tmp_path / "results.db"
     shutil.copy(DATA / "rocpd" / "rank0.db", p)
     con = sqlite3.connect(p)
     con.execute("DROP VIEW kernels")
-    con.execute(f"CREATE VIEW kernels AS {_RECURSIVE}")
+    con.execute(f"CREATE VIEW kernels AS {select_sql}")
     con.commit()
     con.close()
+    return p
+
+
+def test_sqlite_recursive_kernels_view_in_rocpd(tmp_path):
+    p = _rocpd_with_kernels_view(tmp_path, _RECURSIVE)
     _assert_refused(p, "rocpd: results.db: view 'kernels' uses WITH/RECURSIVE")
 
 
 def test_sqlite_cross_join_view_hits_the_time_budget(tmp_path):
-    import shutil
-
-    p = tmp_path / "results.db"
-    shutil.copy(DATA / "rocpd" / "rank0.db", p)
-    con = sqlite3.connect(p)
-    con.execute("DROP VIEW kernels")
     joined = ", ".join(f"rocpd_string s{i}" for i in range(8))
-    con.execute(f"CREATE VIEW kernels AS SELECT s0.id AS start, s1.id AS end FROM {joined} ORDER BY s7.string")
-    con.commit()
-    con.close()
+    p = _rocpd_with_kernels_view(tmp_path, f"SELECT s0.id AS start, s1.id AS end FROM {joined} ORDER BY s7.string")
     _assert_refused(p, r"took over 2 s \(limit: WORKBENCH_TRACE_SQL_SECONDS\)", WORKBENCH_TRACE_SQL_SECONDS="2")

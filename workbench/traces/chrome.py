@@ -233,89 +233,95 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
 
 
 class _Collected:
-    """What :func:`_collect` gathered: per-row buffers, lane keys and the metadata events."""
+    """What :func:`_collect` gathers: per-row buffers, lane keys and the metadata events."""
 
-    def __init__(self, **kw: Any):
-        self.__dict__.update(kw)
+    def __init__(self):
+        self.proc_name: dict[Any, str] = {}
+        self.proc_labels: dict[Any, str] = {}
+        self.thread_name: dict[tuple, str] = {}
+        self.proc_sort: dict[Any, float] = {}
+        self.thread_sort: dict[tuple, float] = {}
+        self.codes: dict[tuple, int] = {}  # (pid, tid) -> lane code, in order of first appearance
+        self.code_, self.name_, self.args_, self.inst_, self.cat_ = [], [], [], [], []
+        # C doubles, not float objects: parser floats kept alive would pin its memory arenas
+        self.ts_, self.dur_ = array("d"), array("d")
+        self.open_b: dict[tuple, list] = {}
+        self.open_async: dict[tuple, dict] = {}
+        self.skipped: dict[str, int] = {}
+        self.bad = 0
+        self.shared = {}.setdefault  # one str per distinct name/category (the parser makes one per event)
+        self.args_blobs: list = []
+        # the args fields that become columns, taken before packing; correlation ids as C int64
+        # (int objects from the parser would pin its arenas, see _pack)
+        self.corr_, self.dev_, self.strm_ = array("q"), [], []
+
+
+def _flush(c: _Collected) -> None:
+    """Take the column fields out of the pending args and pack them (see :func:`_pack`)."""
+    for out, key in ((c.dev_, "device"), (c.strm_, "stream")):
+        out.extend([a.get(key) if type(a) is dict else None for a in c.args_])
+    ids = [a.get("correlation") if type(a) is dict else None for a in c.args_]
+    c.corr_.extend([v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in ids])
+    c.args_blobs.append(_pack(c.args_))
+    c.args_.clear()
+
+
+def _take_x(c: _Collected, xs: list) -> list:
+    """Column-wise fast path for a piece's X events; returns the events it could not take."""
+    def col(key: str, default: Any = None) -> list:
+        # itemgetter runs in C; events lacking the key take the slower .get path
+        try:
+            return list(map(itemgetter(key), xs))
+        except KeyError:
+            return [ev.get(key, default) for ev in xs]
+
+    codes, shared = c.codes, c.shared
+    try:  # fails before any change when a pid/tid is unhashable (a list)
+        try:
+            keys = list(map(itemgetter("pid", "tid"), xs))
+        except KeyError:
+            keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
+        new = [k for k in dict.fromkeys(keys) if k not in codes]
+    except TypeError:
+        return xs
+    for k in new:
+        codes[k] = len(codes)
+    ts = col("ts")
+    dur = col("dur", 0)
+    try:  # array() is all or nothing, so the columns never get out of step
+        ts_a = array("d", ts)
+    except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+        ts_a = array("d", [_float_or_nan(v) for v in ts])
+    try:
+        dur_a = array("d", dur)
+    except (TypeError, OverflowError):
+        dur_a = array("d", [_float_or_nan(v) for v in dur])
+    c.code_.extend([codes[k] for k in keys])
+    c.name_.extend([shared(v, v) if type(v) is str else v for v in col("name")])
+    c.cat_.extend([shared(v, v) if type(v) is str else v for v in col("cat")])
+    c.ts_.extend(ts_a)
+    c.dur_.extend(dur_a)
+    c.args_.extend(col("args"))
+    c.inst_.extend([False] * len(xs))
+    return []
 
 
 def _collect(events) -> _Collected:
     """The per-event loop: raw values of every usable event into buffers, one row each.
 
-    ``X`` events, the bulk of any trace, are taken a piece at a time, column by column with
-    list comprehensions; the other phases go through a per-event loop. Only raw values are
+    ``X`` events, the bulk of any trace, are taken a piece at a time, column by column
+    (:func:`_take_x`); the other phases go through a per-event loop. Only raw values are
     collected; conversion to ns happens once, vectorised, in :func:`_table`.
     """
     pieces = [events] if isinstance(events, list) else events
-    proc_name: dict[Any, str] = {}
-    proc_labels: dict[Any, str] = {}
-    thread_name: dict[tuple, str] = {}
-    proc_sort: dict[Any, float] = {}
-    thread_sort: dict[tuple, float] = {}
-    codes: dict[tuple, int] = {}  # (pid, tid) -> lane code, in order of first appearance
-    code_, name_, args_, inst_, cat_ = [], [], [], [], []
-    # C doubles, not float objects: parser floats kept alive would pin its memory arenas
-    ts_, dur_ = array("d"), array("d")
-    open_b: dict[tuple, list] = {}
-    open_async: dict[tuple, dict] = {}
-    skipped: dict[str, int] = {}
+    buf = _Collected()
+    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
     bad = 0
     # bound methods: this loop runs once per event, so attribute lookups add up
     add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
-        code_.append, name_.append, cat_.append, ts_.append, dur_.append, args_.append, inst_.append)
+        buf.code_.append, buf.name_.append, buf.cat_.append, buf.ts_.append, buf.dur_.append, buf.args_.append,
+        buf.inst_.append)
     codes_get = codes.get
-    shared = {}.setdefault
-    args_blobs: list = []
-    # the args fields that become columns, taken before packing; correlation ids as C int64
-    # (int objects from the parser would pin its arenas, see _pack)
-    corr_, dev_, strm_ = array("q"), [], []
-
-    def flush() -> None:
-        for out, key in ((dev_, "device"), (strm_, "stream")):
-            out.extend([a.get(key) if type(a) is dict else None for a in args_])
-        ids = [a.get("correlation") if type(a) is dict else None for a in args_]
-        corr_.extend([c if type(c) is int and _NO_ID < c < 2**63 else _NO_ID for c in ids])
-        args_blobs.append(_pack(args_))
-        args_.clear()
-    def take_x(xs: list) -> list:
-        """Column-wise fast path for a piece's X events; returns the events it could not take."""
-        def col(key: str, default: Any = None) -> list:
-            # itemgetter runs in C; events lacking the key take the slower .get path
-            try:
-                return list(map(itemgetter(key), xs))
-            except KeyError:
-                return [ev.get(key, default) for ev in xs]
-
-        try:  # fails before any change when a pid/tid is unhashable (a list)
-            try:
-                keys = list(map(itemgetter("pid", "tid"), xs))
-            except KeyError:
-                keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
-            new = [k for k in dict.fromkeys(keys) if k not in codes]
-        except TypeError:
-            return xs
-        for k in new:
-            codes[k] = len(codes)
-        ts = col("ts")
-        dur = col("dur", 0)
-        try:  # array() is all or nothing, so the columns never get out of step
-            ts_a = array("d", ts)
-        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
-            ts_a = array("d", [_float_or_nan(v) for v in ts])
-        try:
-            dur_a = array("d", dur)
-        except (TypeError, OverflowError):
-            dur_a = array("d", [_float_or_nan(v) for v in dur])
-        code_.extend([codes[k] for k in keys])
-        # one shared str per distinct name/category (the parser makes a new one per event)
-        name_.extend([shared(v, v) if type(v) is str else v for v in col("name")])
-        cat_.extend([shared(v, v) if type(v) is str else v for v in col("cat")])
-        ts_.extend(ts_a)
-        dur_.extend(dur_a)
-        args_.extend(col("args"))
-        inst_.extend([False] * len(xs))
-        return []
-
     for piece in pieces:
         if type(piece) is not list:
             raise _Unchunkable
@@ -326,7 +332,7 @@ def _collect(events) -> _Collected:
         is_x = [ph == "X" for ph in phs]
         xs = list(compress(piece, is_x))
         rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
-        rest = take_x(xs) + rest
+        rest = _take_x(buf, xs) + rest
         for ev in rest:
             if type(ev) is not dict:
                 bad += 1
@@ -371,7 +377,7 @@ def _collect(events) -> _Collected:
                         ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
                         ev = b
                     elif ph == "M":
-                        _metadata(ev, proc_name, proc_labels, thread_name, proc_sort, thread_sort)
+                        _metadata(ev, buf)
                         continue
                     else:
                         skipped[str(ph)] = skipped.get(str(ph), 0) + 1
@@ -402,15 +408,12 @@ def _collect(events) -> _Collected:
                 add_dur(_float_or_nan(dur))
             add_args(args)
             add_inst(kind)
-        if len(args_) >= _ARGS_BATCH:
-            flush()
+        if len(buf.args_) >= _ARGS_BATCH:
+            _flush(buf)
         piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
-    flush()
-    return _Collected(codes=codes, code_=code_, name_=name_, cat_=cat_, inst_=inst_, ts_=ts_, dur_=dur_,
-                      corr_=corr_, dev_=dev_, strm_=strm_, args_blobs=args_blobs, open_b=open_b,
-                      open_async=open_async, skipped=skipped, bad=bad, proc_name=proc_name,
-                      proc_labels=proc_labels, thread_name=thread_name, proc_sort=proc_sort,
-                      thread_sort=thread_sort)
+    _flush(buf)
+    buf.bad = bad
+    return buf
 
 
 #: |ns| at or beyond this does not fit int64 (with room for adding a duration)
@@ -582,21 +585,20 @@ def _unpack(blobs: list) -> list:
     return out
 
 
-def _metadata(ev: dict, proc_name: dict, proc_labels: dict, thread_name: dict, proc_sort: dict,
-              thread_sort: dict) -> None:
+def _metadata(ev: dict, c: _Collected) -> None:
     """Record one ``M`` event (lane names and sort indices)."""
     a = ev.get("args") or {}
     mname, pid, key = ev.get("name"), ev.get("pid"), (ev.get("pid"), ev.get("tid"))
     if mname == "process_name":
-        proc_name[pid] = str(a.get("name", ""))
+        c.proc_name[pid] = str(a.get("name", ""))
     elif mname == "process_labels":  # Kineto: "CPU" or "GPU 0" for a device's pid
-        proc_labels[pid] = str(a.get("labels", ""))
+        c.proc_labels[pid] = str(a.get("labels", ""))
     elif mname == "thread_name":
-        thread_name[key] = str(a.get("name", ""))
+        c.thread_name[key] = str(a.get("name", ""))
     elif mname == "process_sort_index":
-        proc_sort[pid] = a.get("sort_index", 0)
+        c.proc_sort[pid] = a.get("sort_index", 0)
     elif mname == "thread_sort_index":
-        thread_sort[key] = a.get("sort_index", 0)
+        c.thread_sort[key] = a.get("sort_index", 0)
 
 
 def _num(v: Any) -> float:

@@ -124,6 +124,24 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
         raise TraceError(FORMAT, f"{name}: truncated (a session has no 'end' record)")
 
     fits = _clock_fits(recs, schema)
+    rows, order, counts, dropped = _rows(recs, fits, name)
+    if not rows["track"]:
+        raise TraceError(FORMAT, f"{name}: no events (capture with --device_profiling_mode="
+                                 "queue-events,host-execution)")
+    lane_rank = {"submit": 0, "host-execution": 1, "command regions": 2}
+    order.sort(key=lambda t: (t == "memory", t.startswith("device"), t.split(" ")[1] if " " in t else "",
+                              lane_rank.get(t.split(" ", 2)[-1], 3)))
+    df = from_columns(rows, source=FORMAT, track_order=order)
+    df["process"] = pd.Categorical(["iree"] * len(df))
+    df = with_depth(df)
+    meta = {"clock": "iree_host_time_ns (IREE monotonic host clock)", "schema_version": ver,
+            "record_counts": counts, "clock_fits": {str(k): v for k, v in fits.items()}, **dropped}
+    return df, meta
+
+
+def _rows(recs: list[dict], fits: dict, name: str) -> tuple[dict[str, list], list[str], dict[str, int], dict]:
+    """Span-table columns from the records, lanes in order of appearance, record counts and
+    the counts of rows dropped or adjusted."""
     fn_names = {(r.get("executable_id"), r.get("function_ordinal")): r.get("name")
                 for r in recs if r.get("record_type") == "executable_function"}
     rows: dict[str, list] = {k: [] for k in ("track", "device", "stream", "name", "category", "start_ns",
@@ -203,18 +221,7 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
         if rows["track"] and rows["track"][-1] not in order:
             order.append(rows["track"][-1])
 
-    if not rows["track"]:
-        raise TraceError(FORMAT, f"{name}: no events (capture with --device_profiling_mode="
-                                 "queue-events,host-execution)")
-    lane_rank = {"submit": 0, "host-execution": 1, "command regions": 2}
-    order.sort(key=lambda t: (t == "memory", t.startswith("device"), t.split(" ")[1] if " " in t else "",
-                              lane_rank.get(t.split(" ", 2)[-1], 3)))
-    df = from_columns(rows, source=FORMAT, track_order=order)
-    df["process"] = pd.Categorical(["iree"] * len(df))
-    df = with_depth(df)
-    meta = {"clock": "iree_host_time_ns (IREE monotonic host clock)", "schema_version": ver,
-            "record_counts": counts, "clock_fits": {str(k): v for k, v in fits.items()}, **dropped}
-    return df, meta
+    return rows, order, counts, dropped
 
 
 def _clock_fits(recs: list[dict], schema: dict) -> dict[int, tuple[float, float]]:

@@ -117,6 +117,22 @@ def _annotation_value(a) -> Any:
     return None
 
 
+def _lanes(uuids: list[int], track_names: dict[int, str], track_rank: dict[int, int]
+           ) -> tuple[list[int], dict[int, str]]:
+    """Track uuids with events in lane order (sibling_order_rank, then first appearance) and
+    a unique label per uuid."""
+    used = list(dict.fromkeys(uuids))
+    first = {u: i for i, u in enumerate(dict.fromkeys(list(track_names) + used))}
+    order = sorted(used, key=lambda u: (track_rank.get(u, 0), first[u]))
+    label = {u: track_names.get(u, f"track {u}") for u in order}
+    seen: dict[str, int] = {}
+    for u in order:  # lane names must be unique
+        seen[label[u]] = seen.get(label[u], 0) + 1
+        if seen[label[u]] > 1:
+            label[u] = f"{label[u]} ({u})"
+    return order, label
+
+
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read TrackEvent slices and instants from a .pftrace file."""
     p = Path(path)
@@ -202,15 +218,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     if n == 0:
         raise TraceError(FORMAT, f"{p.name}: no TrackEvent slices ({n_packets} packets of other data sources)")
     unclosed = sum(len(s) for s in open_slices.values())
-    uuids = list(dict.fromkeys(cols["uuid"]))
-    first = {u: i for i, u in enumerate(dict.fromkeys(list(track_names) + uuids))}
-    order = sorted(uuids, key=lambda u: (track_rank.get(u, 0), first[u]))
-    label = {u: track_names.get(u, f"track {u}") for u in order}
-    seen: dict[str, int] = {}
-    for u in order:  # lane names must be unique
-        seen[label[u]] = seen.get(label[u], 0) + 1
-        if seen[label[u]] > 1:
-            label[u] = f"{label[u]} ({u})"
+    order, label = _lanes(cols["uuid"], track_names, track_rank)
     df = from_columns({"process": [track_proc.get(u) or "trace" for u in cols["uuid"]],
                        "track": [label[u] for u in cols["uuid"]], "name": cols["name"], "category": cols["cat"],
                        "start_ns": np.array(cols["start"], dtype=np.int64),
