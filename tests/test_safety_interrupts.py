@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Sweeps that store a first point within seconds and run on for several times as long.
 SWEEPS = {
     "calibration": ["--set", "repeat=1000", "--set", "threads=8", "--set", "torch=false"],
-    "cpu-reduction": ["--preset", "smoke", "--set", "variants=torch,numpy,iree-task", "--set", "repeat=1000",
-                      "--set", "chunks=1,2,3,4,5,6"],
+    "cpu-reduction": ["--preset", "smoke", "--set", "providers=torch,numpy,iree-task", "--set", "experiments=grid",
+                      "--set", "split=even", "--set", "repeat=1000", "--set", "chunks=1,2,3,4,5,6"],
     "launch-cache": ["--preset", "smoke", "--set", "repeat=30", "--set", "launches=2000"],
     "mc2-split": ["--preset", "smoke", "--set", "reps=150", "--set", "uniform=2,3,4"],
     "opencl-events": ["--preset", "smoke", "--set", "measurements=20", "--set", "reps=1024",
