@@ -25,14 +25,17 @@ from workbench.study import get
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Sweeps that store a first point within seconds and run on for several times as long.
+# Sweeps that store a first point within seconds and would run on for a minute or more (they
+# are interrupted at their first point: the length only keeps a loaded machine from finishing
+# them before the signal lands).
 SWEEPS = {
-    "calibration": ["--set", "repeat=1000", "--set", "threads=8", "--set", "torch=false"],
+    "calibration": ["--set", "repeat=3000", "--set", "threads=8", "--set", "torch=false"],
     "cpu-reduction": ["--preset", "smoke", "--set", "providers=torch,numpy,iree-task", "--set", "experiments=grid",
-                      "--set", "split=even", "--set", "repeat=1000", "--set", "chunks=1,2,3,4,5,6"],
-    "launch-cache": ["--preset", "smoke", "--set", "repeat=30", "--set", "launches=2000"],
-    "mc2-split": ["--preset", "smoke", "--set", "reps=150", "--set", "uniform=2,3,4"],
-    "opencl-events": ["--preset", "smoke", "--set", "measurements=20", "--set", "reps=1024",
+                      "--set", "split=even", "--set", "repeat=1000", "--set", "chunks=1,2,3,4,5,6,7,8",
+                      "--set", "workers=1,2"],
+    "launch-cache": ["--preset", "smoke", "--set", "repeat=50", "--set", "launches=8000"],
+    "mc2-split": ["--preset", "smoke", "--set", "reps=500", "--set", "uniform=2,3,4"],
+    "opencl-events": ["--preset", "smoke", "--set", "measurements=60", "--set", "reps=2048",
                       "--set", "sizes=4096,8192,16384,32768,65536,131072,262144,1048576"],
 }
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
@@ -40,7 +43,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
 def _variants(store: Path) -> int:
     try:
-        con = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, timeout=5)
+        con = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, timeout=0.2)
         try:
             return con.execute("SELECT COUNT(*) FROM variants").fetchone()[0]
         finally:
