@@ -154,6 +154,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike | None = None, create: bool = True):
         self.path = Path(path) if path else default_path()
+        self._write_error = ""  # why the last write probe failed (see writable)
         if not self._check_path(create, default=path is None and "WORKBENCH_STORE" not in os.environ):
             self._create()
         self._check_foreign()
@@ -161,7 +162,7 @@ class Store:
             self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
             self._conn.execute("PRAGMA foreign_keys = ON")
             if self.writable():
-                self._conn.execute("PRAGMA journal_mode = WAL")  # stores made before WAL was the default
+                self._to_wal()
                 self._reap_dead_runs()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the results store ({exc})") from None
@@ -191,6 +192,16 @@ class Store:
                              "(delete it to start a new store there)")
         return True
 
+    def _to_wal(self) -> None:
+        """Switch a store made before WAL was the default. Only when it is not WAL already:
+        setting the mode while other processes write can fail with an I/O error, and a store
+        that stays in rollback mode still works (its writers wait for each other)."""
+        if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError:
+                pass
+
     def _create(self) -> None:
         """A new, empty store at ``self.path``, built beside it and linked into place, so a
         process opening the path meanwhile sees a whole store or none (never 0 bytes)."""
@@ -219,24 +230,28 @@ class Store:
                 leftover.unlink(missing_ok=True)
 
     def _check_foreign(self) -> None:
-        """Read-only checks, so a foreign or corrupt file is never modified."""
+        """Read-only checks, so a foreign or corrupt file is never modified.
+
+        Only SQLite opens the file: a plain open() and close() of a database file drops every
+        POSIX lock this process holds on it, the locks of other sessions' connections included
+        (the app serves many sessions from one process). The first look is 'immutable' (no
+        locks, no -wal or -shm files made beside another application's database); only a
+        file with the workbench's application id is then opened read-only for the rest."""
+        uri = self.path.absolute().as_uri()  # percent-encodes '#', '?' and '%', which would end the name
         try:
-            with open(self.path, "rb") as fh:
-                head = fh.read(100)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
-        if not head.startswith(b"SQLite format 3\x00"):
-            raise StoreError(f"{self.path} is not a workbench results file (not SQLite); it was left untouched")
-        try:
-            # as_uri() percent-encodes '#', '?' and '%', which would otherwise end the file name.
-            # Without a -wal file beside it the file holds everything: 'immutable' reads it
-            # without creating the -shm/-wal files a read-only look at a WAL database leaves.
-            live = Path(f"{self.path}-wal").exists()
-            ro = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
+            probe = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
             try:
-                app_id = ro.execute("PRAGMA application_id").fetchone()[0]
-                if app_id != APPLICATION_ID:
-                    raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
+                app_id = probe.execute("PRAGMA application_id").fetchone()[0]
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a workbench results file (not SQLite: {exc}); it was left "
+                             "untouched") from None
+        if app_id != APPLICATION_ID:
+            raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
+        try:
+            ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
                 objects = {(name, kind) for name, kind in ro.execute("SELECT name, type FROM sqlite_master")}
                 missing = [t for t in _TABLES if (t, "table") not in objects]
                 other = sorted(f"{kind} {name}" for name, kind in objects
@@ -264,14 +279,15 @@ class Store:
             self._conn.execute("ROLLBACK")
             return True
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc):  # another writer holds it for longer than the busy timeout
+            if "locked" in str(exc) or "busy" in str(exc):  # another writer, past the busy timeout
                 return True
+            self._write_error = str(exc)
             return False
 
     def check_writable(self) -> None:
         if not self.writable():
             raise StoreError(f"{self.path} is read-only for this user (file, folder or file system); nothing "
-                             "can be stored there")
+                             f"can be stored there ({self._write_error or 'no write access'})")
 
     def close(self) -> None:
         self._conn.close()
