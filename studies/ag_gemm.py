@@ -19,6 +19,10 @@ the dtype's tolerance, on every rank):
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
 
+``mode=kernel`` measures the fused kernel's two halves on one GPU instead (no torchrun):
+cuBLAS, the kernel with every tile local, its GEMM path alone and the whole kernel at an
+emulated world size (peers' shards in local buffers); see ``studies/_ag_gemm/kernelbench.py``.
+
 Clock: CUDA events around back-to-back calls after a barrier; each per-call sample is the
 maximum over ranks. The run starts ``torchrun --nproc-per-node=W`` itself (worker
 ``studies/_ag_gemm/worker.py``) with NVLink multicast off, and kills it on timeout.
@@ -41,6 +45,7 @@ from typing import Any
 
 import pandas as pd
 
+from studies._ag_gemm import kernelbench
 from studies._ag_gemm import methods as _methods
 from studies._ag_gemm import spans
 from workbench import tables
@@ -100,6 +105,17 @@ SPACE = ParamSpace(
               choices=("rows", "tiles")),
         Param("num_stages", "int", 3, "hbm-buffer: software-pipeline stages", min=1, max=6),
         Param("num_warps", "int", 8, "hbm-buffer: warps per program", choices=(4, 8)),
+        Param("programs", "int", 0, "hbm-buffer: persistent programs (0: one per SM)", min=0, max=4096),
+        Param("stream_k", "int", 1, "hbm-buffer: 0 whole tiles; 1 the last partial wave split along K over "
+              "every SM; 2 that plus one full wave", min=0, max=2),
+        Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
+        Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
+              "is set (else it waits for all of its flags first)"),
+        Param("mode", "str", "multi-gpu", "multi-gpu: every method across world_size GPUs (torchrun); "
+              "kernel: the fused kernel's GEMM and fetch paths on one GPU against cuBLAS",
+              choices=("multi-gpu", "kernel")),
+        Param("emulate", "int", [2, 4], "mode=kernel: world sizes emulated on one GPU (peers' shards in "
+              "local buffers)", min=2, max=8, multi=True),
         Param("repeat", "int", 20, "samples per method", min=3, max=1000),
         Param("trace", "str", "programs", "per-program trace of hbm-buffer; 'all' adds torch.profiler traces "
               "of every method at the largest M", choices=("off", "programs", "all")),
@@ -110,6 +126,7 @@ SPACE = ParamSpace(
         "smoke": {"m": [1000], "n": 320, "k": 448, "methods": ["nccl", "ce-chunked", "hbm-buffer"], "repeat": 3,
                   "trace": "off", "timeout_s": 300},
         "quick": {"m": [4096, 16384], "repeat": 10},
+        "kernel": {"mode": "kernel", "dtype": ["fp16", "bf16"], "repeat": 30},
     },
 )
 
@@ -117,6 +134,9 @@ SPACE = ParamSpace(
 def validate(params: dict[str, Any]) -> None:
     ws = params["world_size"]
     for m in params["m"]:
+        for e in params["emulate"] if params["mode"] == "kernel" else ():
+            if m % e:
+                raise ParamError("m", f"{m} is not divisible by the emulated world size {e} (use a multiple of {e})")
         if m % ws:
             raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
                                   f"(use a multiple of {ws})")
@@ -147,6 +167,8 @@ def requires(params: dict[str, Any]) -> str | None:
     if not torch.cuda.is_available():
         return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
                 "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
+    if params["mode"] == "kernel":
+        return None  # one GPU, the current one
     probe = gpu_probe()
     ws = params["world_size"]
     if ws > probe["count"]:
@@ -161,7 +183,8 @@ def requires(params: dict[str, Any]) -> str | None:
 
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
-                                  "stage_layout", "num_stages", "num_warps")}
+                                  "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "tma",
+                                  "wait_per_group")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "methods", "chunks", "repeat", "trace", "timeout_s",
                                    "seed")} | {"hbm": hbm}
 
@@ -191,6 +214,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run(params: dict[str, Any], ctx: RunContext) -> dict:
     from workbench.env import REPO_ROOT
+
+    if params["mode"] == "kernel":
+        return kernelbench.run(params, ctx)
 
     outputs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ag-gemm-") as tmp:
@@ -269,6 +295,8 @@ def summary_table(rec: RunRecord, variants: pd.DataFrame | None = None) -> pd.Da
     the perfect-overlap bound and the issue's target where one exists. ``variants``: the run's
     ``variants_table`` when the caller has it (it bootstraps a CI per variant)."""
     df = tables.variants_table(rec) if variants is None else variants
+    if "mode" in df.columns:
+        df = df[df["mode"] != "kernel"]
     if df.empty or "method" not in df.columns:
         return pd.DataFrame()
     df = df.assign(ms=_median_ms(df))
@@ -338,6 +366,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         variants = variants.assign(median_ms=_median_ms(variants), ci_lo_ms=variants["ci_lo_ns"] / 1e6,
                                    ci_hi_ms=variants["ci_hi_ns"] / 1e6)
     out = {"summary": summary_table(rec, variants), "variants": variants}
+    kernel = kernelbench.breakdown(rec)
+    if not kernel.empty:
+        out["kernel_breakdown"] = kernel
     traces = program_traces(rec)
     if traces:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
@@ -375,10 +406,16 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
 
 def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
+    out = []
     s = tbls.get("summary")
-    if s is None or s.empty:
-        return []
-    return [format_seed_table(s)]
+    if s is not None and not s.empty:
+        out.append(format_seed_table(s))
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and not kb.empty:
+        out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"
+                   + kernelbench.__doc__.split("\n\n", 1)[1].split("\n\nClock:")[0].strip() + "\n\n"
+                   + kernelbench.format_breakdown(kb))
+    return out
 
 
 def format_seed_table(s: pd.DataFrame) -> str:
@@ -404,6 +441,8 @@ def verdict(rec: RunRecord) -> str:
     """One line: per shape, our pick against NCCL all-gather then matmul (the seed's table)."""
     failed = [v.variant for v in rec.variants if not v.correct]
     tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    if rec.params.get("mode") == "kernel":
+        return kernelbench.verdict(kernelbench.breakdown(rec)) + tail
     summ = summary_table(rec)
     summ = summ[summ["speedup"].notna()] if len(summ) else summ
     if summ.empty:
