@@ -164,12 +164,17 @@ class HbmLayout:
         return (rank + step) % self.world_size, m_tile, n_tile
 
     def schedule(self, rank: int, programs: int, fetch: bool = True, fetchers: int = 16, stream_k: int = 1,
-                 sk_chunks: int = 0) -> Schedule:
+                 sk_split: int = 0) -> Schedule:
         """The ticket queue of ``rank`` for ``programs`` persistent programs.
 
         ``fetch=False`` leaves the fetch rows out (the staging buffer is filled by the caller).
-        ``stream_k``: 0 every tile whole; 1 the last ``T % programs`` tiles (the partial wave)
-        cut into ``sk_chunks`` (default ``programs``) equal k-ranges; 2 that plus one full wave.
+        ``stream_k=1`` cuts the tiles of the last, partial wave (and, if the cost model below
+        says so, one full wave more) into ``sk_split`` equal k-ranges (0: chosen by
+        :func:`stream_k_plan`); each piece is a ticket of its own. Pieces are listed piece
+        by piece (every tile's first k-range, then every tile's second, ...): pieces that run
+        together then read the same k-slices of A and B, as whole tiles do, and share them
+        in L2 (contiguous per-program k-ranges across tile boundaries, the textbook stream-K,
+        scattered the k-offsets and ran at half speed out of DRAM on an H100).
         """
         kt, kpf = self.k_tiles, self.k_tiles_per_flag
         fetch_rows = []
@@ -178,9 +183,8 @@ class HbmLayout:
                 src, m_tile, kg = self.fetch_task(f, rank)
                 fetch_rows.append((ROLE_FETCH, src, m_tile, kg, kg * kpf, min((kg + 1) * kpf, kt), -1, 1))
         tiles = [self.gemm_tile(g, rank) for g in range(self.num_gemm_tiles)]
-        n_sk = 0
-        if stream_k > 0 and (len(tiles) % programs or stream_k > 1):
-            n_sk = min(len(tiles), len(tiles) % programs + (stream_k - 1) * programs)
+        n_sk, split = stream_k_plan(len(tiles), programs, min(sk_split, kt)) if stream_k and kt > 1 else (0, 1)
+        split = min(split, kt)
         whole = tiles[:len(tiles) - n_sk]
         sk = tiles[len(tiles) - n_sk:]
 
@@ -195,32 +199,36 @@ class HbmLayout:
             placed = upto
         tickets += [[r] for r in rest[placed:]]
         tickets += [[(ROLE_GEMM, s, m, n, 0, kt, -1, 1)] for s, m, n in whole[len(local):]]
-
-        max_pieces = 1
-        if sk:
-            iters = len(sk) * kt
-            chunks = min(sk_chunks or programs, iters)
-            pieces = [[] for _ in sk]  # per SK tile: (ticket, row) of each piece, in order
-            for c in range(chunks):
-                it0, it1 = c * iters // chunks, (c + 1) * iters // chunks
-                ticket = []
-                while it0 < it1:
-                    s, kb = divmod(it0, kt)
-                    ke = min(kt, kb + (it1 - it0))
-                    pieces[s].append((len(tickets), len(ticket)))
-                    src, m_tile, n_tile = sk[s]
-                    ticket.append([ROLE_GEMM, src, m_tile, n_tile, kb, ke, -1, 1])
-                    it0 += ke - kb
-                tickets.append(ticket)
-            max_pieces = max(len(p) for p in pieces)
-            for s, plist in enumerate(pieces):
-                if len(plist) > 1:
-                    for j, (t, r) in enumerate(plist):
-                        tickets[t][r][6:8] = [s * max_pieces + j, len(plist)]
-            tickets = [[tuple(r) for r in t] for t in tickets]
+        bounds = [j * kt // split for j in range(split + 1)]
+        for j in range(split):
+            for t, (src, m_tile, n_tile) in enumerate(sk):
+                slot, pieces = (t * split + j, split) if split > 1 else (-1, 1)
+                tickets.append([(ROLE_GEMM, src, m_tile, n_tile, bounds[j], bounds[j + 1], slot, pieces)])
         rows = np.array([r for t in tickets for r in t], dtype=np.int32).reshape(-1, len(ITEM_FIELDS))
         offsets = np.concatenate([[0], np.cumsum([len(t) for t in tickets])]).astype(np.int32)
-        return Schedule(rows, offsets, len(sk), max_pieces)
+        return Schedule(rows, offsets, len(sk) if split > 1 else 0, split)
+
+
+#: cost of one more stream-K piece of a tile, in tile times (its fp32 partial written, and read
+#: by the tile's last piece)
+SK_PIECE_COST = 0.04
+
+
+def stream_k_plan(tiles: int, programs: int, split: int = 0) -> tuple[int, int]:
+    """(tiles to cut, pieces per tile): the last partial wave alone or with one full wave
+    more, each tile cut into ``split`` pieces (0: 1 to 8, whichever the model says is
+    fastest). Model: rounds of ``programs`` pieces run in lockstep, a piece takes 1/split of
+    a tile plus ``SK_PIECE_COST`` per extra piece; (0, 1) when no cut beats whole tiles."""
+    best = (float(-(-tiles // programs)), 0, 1)
+    for extra in (0, 1):
+        n_sk = tiles % programs + extra * programs
+        if not tiles % programs or n_sk > tiles:
+            continue
+        for s in ([split] if split else range(2, 9)):
+            cost = (tiles - n_sk) // programs + -(-n_sk * s // programs) / s + SK_PIECE_COST * (s - 1)
+            if cost < best[0] - 1e-9:
+                best = (cost, n_sk, s)
+    return (best[1], best[2]) if best[1] else (0, 1)
 
 
 @triton.jit
@@ -242,13 +250,19 @@ def _sm_id(TRACE: tl.constexpr):
 
 
 @triton.jit
-def _wait_flag(flag_ptr, epoch, err_ptr, MAX_SPINS: tl.constexpr):
-    seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+def _wait_flags(flag_ptr, count, epoch, err_ptr, MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr):
+    """Wait until flags [0, count) reach ``epoch``: one acquire atomic per flag, all of them
+    in flight at once (one round trip per poll, however many k-groups a tile spans)."""
+    offs = tl.arange(0, MAX_FLAGS)
+    mask = offs < count
+    seen = tl.atomic_add(flag_ptr + offs, 0, mask=mask, sem="acquire", scope="sys")
+    low = tl.min(tl.where(mask, seen, epoch), axis=0)
     spins = 0
-    while (seen < epoch) & (spins < MAX_SPINS):
-        seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+    while (low < epoch) & (spins < MAX_SPINS):
+        seen = tl.atomic_add(flag_ptr + offs, 0, mask=mask, sem="acquire", scope="sys")
+        low = tl.min(tl.where(mask, seen, epoch), axis=0)
         spins += 1
-    if seen < epoch:
+    if low < epoch:
         tl.atomic_xchg(err_ptr, 1, sem="relaxed", scope="sys")
 
 
@@ -366,7 +380,7 @@ def ag_gemm_hbm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     FETCH_K: tl.constexpr, TILED_STAGE: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
     WAIT_PER_GROUP: tl.constexpr, FENCE_ASYNC: tl.constexpr, EVEN_K: tl.constexpr, TRACE: tl.constexpr,
-    MAX_SPINS: tl.constexpr,
+    MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr,
 ):
     """``b``, ``c``: TMA descriptors (``USE_TMA``, ``TMA_STORE``) or the tensors; ``*_ptr``:
     plain pointers; see the module docstring."""
@@ -432,8 +446,8 @@ def ag_gemm_hbm_kernel(
                         # Compute each k-group as soon as it lands (a pipeline refill per group).
                         segments = tl.cdiv(ke, k_tiles_per_flag) - g_first
                     else:
-                        for g in range(g_first, tl.cdiv(ke, k_tiles_per_flag)):
-                            _wait_flag(flags_ptr + (src * tps + m_tile) * k_groups + g, epoch, err_ptr, MAX_SPINS)
+                        _wait_flags(flags_ptr + (src * tps + m_tile) * k_groups + g_first,
+                                    tl.cdiv(ke, k_tiles_per_flag) - g_first, epoch, err_ptr, MAX_FLAGS, MAX_SPINS)
                         _fence_async(kb, FENCE_ASYNC)
                         t_ready = _now_ns(TRACE)
                 if USE_TMA:
@@ -447,7 +461,8 @@ def ag_gemm_hbm_kernel(
                     if remote:
                         if WAIT_PER_GROUP:
                             g = g_first + s
-                            _wait_flag(flags_ptr + (src * tps + m_tile) * k_groups + g, epoch, err_ptr, MAX_SPINS)
+                            _wait_flags(flags_ptr + (src * tps + m_tile) * k_groups + g, 1, epoch, err_ptr, MAX_FLAGS,
+                                        MAX_SPINS)
                             _fence_async(g, FENCE_ASYNC)
                             if s == 0:
                                 t_ready = _now_ns(TRACE)
@@ -495,8 +510,8 @@ class HbmKnobs:
     num_warps: int = 8
     num_stages: int = 3
     programs: int = 0  # persistent programs; 0: one per SM
-    stream_k: int = 1  # 0: whole tiles only; 1: the partial last wave cut into k-ranges; 2: plus a wave
-    sk_chunks: int = 0  # stream-K k-ranges; 0: one per program
+    stream_k: int = 1  # 0: whole tiles only; 1: the partial last wave cut into k-ranges (stream_k_plan)
+    sk_split: int = 0  # stream-K pieces per tile; 0: chosen by stream_k_plan
     tma: bool = True  # TMA descriptors for A, B (and C) where strides and alignment allow
     tma_store: bool = True
     wait_per_group: bool = False  # GEMM rows compute each k-group as it lands (else wait for all first)
@@ -563,7 +578,7 @@ class HbmBuffer:
         dev = a_local.device
         self.programs = knobs.programs or _num_sms(dev)
         sched = lay.schedule(rank, self.programs, fetch=fetch, fetchers=knobs.fetchers, stream_k=knobs.stream_k,
-                             sk_chunks=knobs.sk_chunks)
+                             sk_split=knobs.sk_split)
         self.schedule = sched
         self.rows = torch.from_numpy(sched.rows.reshape(-1)).to(dev)
         self.offsets = torch.from_numpy(sched.offsets).to(dev)
@@ -635,7 +650,8 @@ class HbmBuffer:
                       FETCH_K=kn.fetch_k, TILED_STAGE=kn.stage_layout == "tiles", USE_TMA=self.use_tma,
                       TMA_STORE=tma_store, WAIT_PER_GROUP=kn.wait_per_group,
                       FENCE_ASYNC=self.use_tma and os.environ.get("TRITON_INTERPRET") != "1",
-                      EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace, MAX_SPINS=MAX_SPINS,
+                      EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace, MAX_FLAGS=triton.next_power_of_2(lay.k_groups),
+                      MAX_SPINS=MAX_SPINS,
                       num_warps=kn.num_warps, num_stages=kn.num_stages)
         return args, kwargs
 

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 #: the GEMM path at world size 1: what each change to the kernel buys (knobs over the defaults)
 BASE = {"block_m": 128, "block_n": 256, "block_k": 64, "num_warps": 8, "num_stages": 4, "stream_k": 1, "tma": True}
+FETCH = BASE | {"k_tiles_per_flag": 32, "fetchers": 16}
 PLANS = {
     "gemm": [
         ("old kernel (before this issue)", "kernel", 1, "old", {}),
@@ -35,35 +36,33 @@ PLANS = {
          BASE | {"tma": False, "stream_k": 0, "num_stages": 3}),
         ("+ TMA loads/stores, 3 stages", "kernel", 1, "new", BASE | {"stream_k": 0, "num_stages": 3}),
         ("+ 4 stages", "kernel", 1, "new", BASE | {"stream_k": 0}),
-        ("+ stream-K over the last wave", "kernel", 1, "new", BASE),
-        ("stream-K over last wave + 1", "kernel", 1, "new", BASE | {"stream_k": 2}),
+        ("+ stream-K (k-aligned pieces)", "kernel", 1, "new", BASE),
         ("stream-K, 3 stages", "kernel", 1, "new", BASE | {"num_stages": 3}),
-        ("stream-K, pointer loads", "kernel", 1, "new", BASE | {"tma": False, "num_stages": 3}),
+        ("stream-K, 2 pieces per tile", "kernel", 1, "new", BASE | {"sk_split": 2}),
+        ("stream-K, 4 pieces per tile", "kernel", 1, "new", BASE | {"sk_split": 4}),
+        ("stream-K, pointer loads, 3 stages", "kernel", 1, "new", BASE | {"tma": False, "num_stages": 3}),
         ("stream-K, C stored without TMA", "kernel", 1, "new", BASE | {"tma_store": False}),
-        ("stream-K, group_m 4", "kernel", 1, "new", BASE | {"group_m": 4}),
         ("stream-K, group_m 16", "kernel", 1, "new", BASE | {"group_m": 16}),
-        ("stream-K, 128x128 tiles, 4 stages", "kernel", 1, "new", BASE | {"block_n": 128}),
-        ("stream-K, 128x128 tiles, 5 stages", "kernel", 1, "new", BASE | {"block_n": 128, "num_stages": 5}),
-        ("stream-K, 64x256 tiles, 4 warps", "kernel", 1, "new", BASE | {"block_m": 64, "num_warps": 4}),
-        ("stream-K, block_k 128, 2 stages", "kernel", 1, "new", BASE | {"block_k": 128, "num_stages": 2}),
+        ("stream-K, group_m 16, 3 stages", "kernel", 1, "new", BASE | {"group_m": 16, "num_stages": 3}),
         ("GEMM path at ws2 (staged, flags set)", "gemm-path", 2, "new", BASE),
+        ("GEMM path at ws2, 3 stages", "gemm-path", 2, "new", BASE | {"num_stages": 3}),
         ("GEMM path at ws4 (staged, flags set)", "gemm-path", 4, "new", BASE),
     ],
     "fetch": [
         ("old kernel, emulated ws2", "emulated", 2, "old", {}),
-        *[(f"emulated ws{ws}: flags per {kpf or 'M-tile'} k-tiles, {fe} fetchers first, "
-           f"{'wait per group' if wpg else 'wait all first'}", "emulated", ws, "new",
-           BASE | {"k_tiles_per_flag": kpf, "fetchers": fe, "wait_per_group": wpg})
-          for ws in (2, 4) for kpf in (0, 32, 8) for fe in (16, 100000) for wpg in (False, True)
-          if not (ws == 4 and kpf == 0)],
-        ("emulated ws2: 32 k-tiles per flag, fetch loads of 512 columns", "emulated", 2, "new",
-         BASE | {"k_tiles_per_flag": 32, "fetch_k": 512}),
-        ("emulated ws2: 32 k-tiles per flag, fetch loads of 128 columns", "emulated", 2, "new",
-         BASE | {"k_tiles_per_flag": 32, "fetch_k": 128}),
-        ("emulated ws2: tile-contiguous staging", "emulated", 2, "new",
-         BASE | {"k_tiles_per_flag": 32, "stage_layout": "tiles"}),
+        *[(f"emulated ws{ws}: {kpf or 'all'} k-tiles per flag, {fe} fetch rows first", "emulated", ws, "new",
+           FETCH | {"k_tiles_per_flag": kpf, "fetchers": fe})
+          for ws in (2, 4) for kpf in (0, 32, 16, 8) for fe in (16, 100000) if not (ws == 4 and kpf in (0, 16))],
+        ("emulated ws2: 32 k-tiles per flag, wait per group", "emulated", 2, "new", FETCH | {"wait_per_group": True}),
+        ("emulated ws2: 8 k-tiles per flag, wait per group", "emulated", 2, "new",
+         FETCH | {"wait_per_group": True, "k_tiles_per_flag": 8}),
+        ("emulated ws2: fetch loads of 128 columns", "emulated", 2, "new", FETCH | {"fetch_k": 128}),
+        ("emulated ws2: fetch loads of 64 columns", "emulated", 2, "new", FETCH | {"fetch_k": 64}),
+        ("emulated ws2: 3 stages", "emulated", 2, "new", FETCH | {"num_stages": 3}),
+        ("emulated ws2: tile-contiguous staging", "emulated", 2, "new", FETCH | {"stage_layout": "tiles"}),
     ],
 }
+TRACED = ("GEMM path at ws2 (staged, flags set)", "emulated ws2: 32 k-tiles per flag, 16 fetch rows first")
 
 
 def load_module(path: Path, name: str):
@@ -84,12 +83,14 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--old", type=Path, help="an earlier kernels/triton/ag_gemm.py, timed as the baseline")
     ap.add_argument("--only", default="", help="run only the variants whose label contains this text")
+    ap.add_argument("--trace", action="store_true", help="also save per-row traces of the TRACED variants")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, tiny shapes, checks only")
     args = ap.parse_args(argv)
     if args.dry_run and os.environ.get("TRITON_INTERPRET") != "1":
         print("--dry-run needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
         return 2
+    import numpy as np
     import torch
 
     import kernels.triton.ag_gemm as new
@@ -106,6 +107,7 @@ def main(argv=None) -> int:
         print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
               f"triton {__import__('triton').__version__}", flush=True)
     rows = []
+    traces: dict = {}
     for dtype in args.dtype.split(","):
         for m in map(int, args.m.split(",")):
             n, k = args.n, args.k
@@ -139,6 +141,14 @@ def main(argv=None) -> int:
                 rows.append(row)
                 log.write(json.dumps(row) + "\n")
             log.flush()
+            if args.trace:
+                for label, method, ws, which, knobs, c in built:
+                    if label in TRACED:
+                        t = kb.build(method, prob, ws, kb.knobs_from(knobs, new), trace=True)
+                        t.fn()
+                        kb.check(t, prob)
+                        traces[f"{dtype}_m{m}_{TRACED.index(label)}"] = t.hbm.trace_records()
+                np.savez_compressed(args.out / "traces.npz", **traces)
             del built, prob
             torch.cuda.empty_cache()
     print("\n| dtype | M | variant | median us | time / cuBLAS [95% CI] |\n|---|---|---|---|---|")
