@@ -99,11 +99,13 @@ SPACE = ParamSpace(
         Param("block_m", "int", 128, "hbm-buffer: tile rows", choices=(16, 32, 64, 128, 256)),
         Param("block_n", "int", 256, "hbm-buffer: tile columns", choices=(16, 32, 64, 128, 256)),
         Param("block_k", "int", 64, "hbm-buffer: tile depth", choices=(16, 32, 64, 128)),
-        Param("fetchers", "int", 16, "hbm-buffer: fetcher programs", min=1, max=1024),
-        Param("k_tiles_per_flag", "int", 0, "hbm-buffer: k-tiles per ready flag (0: all of an M-tile)", min=0),
+        Param("fetchers", "int", 16, "hbm-buffer: fetch rows at the head of the work queue (the others are "
+              "spread among the local tiles)", min=0, max=1 << 20),
+        Param("k_tiles_per_flag", "int", 16, "hbm-buffer: k-tiles per fetch row and ready flag (0: all of an "
+              "M-tile)", min=0),
         Param("stage_layout", "str", "rows", "hbm-buffer: staged A row-major or tile-contiguous",
               choices=("rows", "tiles")),
-        Param("num_stages", "int", 3, "hbm-buffer: software-pipeline stages", min=1, max=6),
+        Param("num_stages", "int", 4, "hbm-buffer: software-pipeline stages", min=1, max=6),
         Param("num_warps", "int", 8, "hbm-buffer: warps per program", choices=(4, 8)),
         Param("programs", "int", 0, "hbm-buffer: persistent programs (0: one per SM)", min=0, max=4096),
         Param("stream_k", "int", 1, "hbm-buffer: 0 whole tiles; 1 the last partial wave split along K over "
@@ -165,8 +167,9 @@ def requires(params: dict[str, Any]) -> str | None:
     except ImportError:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
     if not torch.cuda.is_available():
-        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
-                "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
+        need = "one NVIDIA GPU (mode=kernel)" if params["mode"] == "kernel" else "NVIDIA GPUs linked by NVLink"
+        return (f"no CUDA GPU on this machine: this study needs {need} (torch with CUDA, triton); the committed "
+                "results from GPU machines under traces/ag-gemm/ are shown instead")
     if params["mode"] == "kernel":
         return None  # one GPU, the current one
     probe = gpu_probe()

@@ -308,7 +308,8 @@ def _mma(acc, a, a_base, a_row, row_step, col_step, a_stride, row_ok, b, off_n, 
 
 @triton.jit
 def _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
-           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FETCH_K: tl.constexpr, TILED: tl.constexpr):
+           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FETCH_K: tl.constexpr, TILED: tl.constexpr,
+           EVEN_K: tl.constexpr):
     """Copy k-tiles [kb, ke) of M-tile ``m_tile`` of shard ``src`` into the staging buffer."""
     offs_m = tl.arange(0, BLOCK_M)
     rows = m_tile * BLOCK_M + offs_m
@@ -326,8 +327,10 @@ def _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
     else:
         offs_f = tl.arange(0, FETCH_K)
         c_end = tl.minimum(ke * BLOCK_K, K)
+        if EVEN_K:
+            c_end = tl.multiple_of(c_end, BLOCK_K)  # the column mask is constant over 16-byte vectors
         for c0 in range(kb * BLOCK_K, c_end, FETCH_K):
-            cols = c0 + offs_f
+            cols = tl.multiple_of(c0, BLOCK_K if BLOCK_K < FETCH_K else FETCH_K) + offs_f
             mask = row_ok[:, None] & (cols < c_end)[None, :]
             block = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask)
             tl.store(stage_ptr + (src * M_SHARD + rows)[:, None] * K + cols[None, :], block, mask=mask)
@@ -405,9 +408,11 @@ def ag_gemm_hbm_kernel(
             ke = tl.load(item + 5)
             t_ready = t_start
             if kind == 1:  # ROLE_FETCH: nk is the k-group
-                src_ptr = tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype))
+                # A peer's address comes from memory, so Triton cannot see its alignment: without
+                # the hint (the host checks it) every load is 2 bytes wide, 7-11 GB/s per SM.
+                src_ptr = tl.multiple_of(tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype)), 16)
                 _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
-                       BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE)
+                       BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K)
                 # Every warp's stores must be done before one thread publishes the flag.
                 tl.debug_barrier()
                 tl.atomic_xchg(flags_ptr + (src * tps + m_tile) * k_groups + nk, epoch, sem="release", scope="sys")
@@ -504,11 +509,11 @@ class HbmKnobs:
     block_n: int = 256
     block_k: int = 64
     fetchers: int = 16  # fetch rows at the head of the queue; the others spread among local tiles
-    k_tiles_per_flag: int = 0  # 0: one flag per M-tile (all k-tiles)
+    k_tiles_per_flag: int = 16  # per flag and fetch row (256 KiB of A at 128 x 64 fp16 tiles); 0: all
     stage_layout: str = "rows"
     group_m: int = 8
     num_warps: int = 8
-    num_stages: int = 3
+    num_stages: int = 4
     programs: int = 0  # persistent programs; 0: one per SM
     stream_k: int = 1  # 0: whole tiles only; 1: the partial last wave cut into k-ranges (stream_k_plan)
     sk_split: int = 0  # stream-K pieces per tile; 0: chosen by stream_k_plan
@@ -572,6 +577,8 @@ class HbmBuffer:
         m_shard, k = a_local.shape
         if world_size * m_shard * k >= 2**31:
             raise ValueError("M x K must stay under 2^31 elements (the kernel indexes A with int32)")
+        if world_size > 1 and bool((peer_ptrs.cpu() % 16).any()):
+            raise ValueError("every peer's shard must be 16-byte aligned (the fetch rows load 16 bytes at a time)")
         self.a_local, self.peer_ptrs, self.b = a_local, peer_ptrs, b
         self.rank, self.world_size, self.knobs = rank, world_size, knobs
         self.layout = lay = knobs.layout(m_shard, b.shape[1], k, world_size)
@@ -650,7 +657,7 @@ class HbmBuffer:
                       FETCH_K=kn.fetch_k, TILED_STAGE=kn.stage_layout == "tiles", USE_TMA=self.use_tma,
                       TMA_STORE=tma_store, WAIT_PER_GROUP=kn.wait_per_group,
                       FENCE_ASYNC=self.use_tma and os.environ.get("TRITON_INTERPRET") != "1",
-                      EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace, MAX_FLAGS=triton.next_power_of_2(lay.k_groups),
+                      EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace and len(self.trace_buf) == len(self.schedule.rows), MAX_FLAGS=triton.next_power_of_2(lay.k_groups),
                       MAX_SPINS=MAX_SPINS,
                       num_warps=kn.num_warps, num_stages=kn.num_stages)
         return args, kwargs
@@ -668,4 +675,6 @@ class HbmBuffer:
     def trace_records(self):
         """The last launch's trace, one int64 row per schedule row: the TRACE_FIELDS, then the
         row's ITEM_FIELDS (what it computed)."""
+        if not self.trace:
+            raise ValueError("this buffer records no trace (built with trace=False)")
         return np.concatenate([self.trace_buf.cpu().numpy(), self.schedule.rows.astype(np.int64)], axis=1)
