@@ -101,8 +101,8 @@ SPACE = ParamSpace(
         Param("block_k", "int", 64, "hbm-buffer: tile depth", choices=(16, 32, 64, 128)),
         Param("fetchers", "int", 16, "hbm-buffer: fetch rows at the head of the work queue (the others are "
               "spread among the local tiles)", min=0, max=1 << 20),
-        Param("k_tiles_per_flag", "int", 16, "hbm-buffer: k-tiles per fetch row and ready flag (0: all of an "
-              "M-tile)", min=0),
+        Param("k_tiles_per_flag", "int", -1, "hbm-buffer: k-tiles per fetch row and ready flag (0: all of an "
+              "M-tile; -1: by shape, small rows when all tiles fit one wave)", min=-1),
         Param("stage_layout", "str", "rows", "hbm-buffer: staged A row-major or tile-contiguous",
               choices=("rows", "tiles")),
         Param("num_stages", "int", 4, "hbm-buffer: software-pipeline stages", min=1, max=6),

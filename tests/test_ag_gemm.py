@@ -354,6 +354,23 @@ def test_kernel_breakdown_ratios_and_targets():
     assert "FAILED their check" in study.verdict(bad)
 
 
+def test_paired_ratio_cancels_clock_drift_between_rounds():
+    # Two clock states, 30% apart, sampled in the same rounds: each round's ratio is 1.03.
+    base = [100.0, 130.0] * 10
+    ours = [103.0, 133.9] * 10
+    ratio, lo, hi = kernelbench.paired_ratio(base, ours)
+    assert ratio == pytest.approx(1.03) and hi - lo < 1e-6
+    unpaired = kernelbench.paired_ratio(base, ours[:-1])  # counts differ: ratio of medians, wide CI
+    assert unpaired[2] - unpaired[1] > 0.1
+
+
+def test_flags_by_shape_small_rows_only_when_one_wave():
+    knobs = HbmKnobs()  # k_tiles_per_flag=-1
+    assert knobs.layout(512, 3584, 8192, 2, programs=132).k_tiles_per_flag == 8  # 112 tiles: one wave
+    assert knobs.layout(2048, 3584, 8192, 2, programs=132).k_tiles_per_flag == 128  # 448 tiles: whole M-tiles
+    assert HbmKnobs(k_tiles_per_flag=32).layout(512, 3584, 8192, 2).k_tiles_per_flag == 32
+
+
 def test_kernel_mode_parameters():
     with pytest.raises(ParamError, match="emulated world size 4"):
         wbstudy.validate(study, {"mode": "kernel", "m": "1026", "emulate": "2,4"})
