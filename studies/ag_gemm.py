@@ -110,7 +110,10 @@ SPACE = ParamSpace(
         Param("programs", "int", 0, "hbm-buffer: persistent programs (0: one per SM)", min=0, max=4096),
         Param("stream_k", "int", 1, "hbm-buffer: 0 whole tiles; 1 the last partial wave split along K over "
               "every SM; 2 that plus one full wave", min=0, max=2),
+        Param("sk_split", "int", 0, "hbm-buffer: stream-K pieces per cut tile (0: by a cost model)", min=0, max=16),
         Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
+        Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
+              "L2 policy"),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
         Param("mode", "str", "multi-gpu", "multi-gpu: every method across world_size GPUs (torchrun); "
@@ -186,8 +189,8 @@ def requires(params: dict[str, Any]) -> str | None:
 
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
-                                  "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "tma",
-                                  "wait_per_group")}
+                                  "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
+                                  "tma", "fetch_evict", "wait_per_group")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "methods", "chunks", "repeat", "trace", "timeout_s",
                                    "seed")} | {"hbm": hbm}
 

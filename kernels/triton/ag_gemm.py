@@ -309,7 +309,7 @@ def _mma(acc, a, a_base, a_row, row_step, col_step, a_stride, row_ok, b, off_n, 
 @triton.jit
 def _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
            BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FETCH_K: tl.constexpr, TILED: tl.constexpr,
-           EVEN_K: tl.constexpr):
+           EVEN_K: tl.constexpr, FETCH_EVICT: tl.constexpr):
     """Copy k-tiles [kb, ke) of M-tile ``m_tile`` of shard ``src`` into the staging buffer."""
     offs_m = tl.arange(0, BLOCK_M)
     rows = m_tile * BLOCK_M + offs_m
@@ -332,7 +332,10 @@ def _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
         for c0 in range(kb * BLOCK_K, c_end, FETCH_K):
             cols = tl.multiple_of(c0, BLOCK_K if BLOCK_K < FETCH_K else FETCH_K) + offs_f
             mask = row_ok[:, None] & (cols < c_end)[None, :]
-            block = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask)
+            if FETCH_EVICT:  # the peer's rows are read once: keep them from pushing A/B tiles out of L2
+                block = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask, eviction_policy="evict_first")
+            else:
+                block = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask)
             tl.store(stage_ptr + (src * M_SHARD + rows)[:, None] * K + cols[None, :], block, mask=mask)
 
 
@@ -381,7 +384,8 @@ def ag_gemm_hbm_kernel(
     M_SHARD, N, K, rank, epoch, ticket_base, num_tickets, max_pieces, k_tiles_per_flag,
     stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    FETCH_K: tl.constexpr, TILED_STAGE: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
+    FETCH_K: tl.constexpr, FETCH_EVICT: tl.constexpr, TILED_STAGE: tl.constexpr, USE_TMA: tl.constexpr,
+    TMA_STORE: tl.constexpr,
     WAIT_PER_GROUP: tl.constexpr, FENCE_ASYNC: tl.constexpr, EVEN_K: tl.constexpr, TRACE: tl.constexpr,
     MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr,
 ):
@@ -412,7 +416,7 @@ def ag_gemm_hbm_kernel(
                 # the hint (the host checks it) every load is 2 bytes wide, 7-11 GB/s per SM.
                 src_ptr = tl.multiple_of(tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype)), 16)
                 _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
-                       BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K)
+                       BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K, FETCH_EVICT)
                 # Every warp's stores must be done before one thread publishes the flag.
                 tl.debug_barrier()
                 tl.atomic_xchg(flags_ptr + (src * tps + m_tile) * k_groups + nk, epoch, sem="release", scope="sys")
@@ -521,6 +525,7 @@ class HbmKnobs:
     tma_store: bool = True
     wait_per_group: bool = False  # GEMM rows compute each k-group as it lands (else wait for all first)
     fetch_k: int = 256  # columns per load of a fetch row
+    fetch_evict: bool = False  # fetch rows load the peer's rows with an evict-first L2 policy
 
     def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132) -> HbmLayout:
         """``k_tiles_per_flag=-1``: when every tile has its own program (one wave), the fetch
@@ -668,7 +673,8 @@ class HbmBuffer:
                 self.schedule.num_tickets, self.schedule.max_pieces, lay.k_tiles_per_flag,
                 self.b.stride(0), self.b.stride(1), out.stride(0), out.stride(1))
         kwargs = dict(BLOCK_M=kn.block_m, BLOCK_N=kn.block_n, BLOCK_K=kn.block_k,
-                      FETCH_K=kn.fetch_k, TILED_STAGE=kn.stage_layout == "tiles", USE_TMA=self.use_tma,
+                      FETCH_K=kn.fetch_k, FETCH_EVICT=kn.fetch_evict, TILED_STAGE=kn.stage_layout == "tiles",
+                      USE_TMA=self.use_tma,
                       TMA_STORE=tma_store, WAIT_PER_GROUP=kn.wait_per_group,
                       FENCE_ASYNC=self.use_tma and os.environ.get("TRITON_INTERPRET") != "1",
                       EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace and len(self.trace_buf) == len(self.schedule.rows), MAX_FLAGS=triton.next_power_of_2(lay.k_groups),

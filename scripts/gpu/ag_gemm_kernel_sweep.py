@@ -11,6 +11,9 @@ file holding an earlier ``kernels/triton/ag_gemm.py`` (e.g. ``git show 9250dc7:k
 timed beside the current one as the baseline. Results: DIR/sweep.jsonl (one line per variant,
 raw samples included, written as each shape finishes) and a table on stdout, sorted by time.
 ``--dry-run`` checks every variant at tiny shapes on the CPU under Triton's interpreter.
+``--pick`` reads DIR/sweep.jsonl instead and prints, as ``--set`` arguments for
+``benchmarks/ag_gemm_kernel.py``, the knobs of the emulated world-size-2 variant with the lowest
+mean time over cuBLAS's (over dtypes and M), unless the defaults are within 0.3% of it.
 """
 
 from __future__ import annotations
@@ -63,6 +66,19 @@ PLANS = {
         *[(f"emulated ws2: {kpf or 'all'} k-tiles per flag, {fe} fetch rows first", "emulated", 2, "new",
            BASE | {"k_tiles_per_flag": kpf, "fetchers": fe}) for kpf in (0, 4, 8, 16) for fe in (16, 64)],
     ],
+    # the fetch path at M >= 4096: where fetch rows sit, their L2 policy, finer stream-K cuts
+    "queue": [
+        ("emulated ws2: flags by shape", "emulated", 2, "new", BASE),
+        *[(f"emulated ws2: {fe} fetch rows first", "emulated", 2, "new", BASE | {"fetchers": fe}) for fe in (0, 4, 8)],
+        ("emulated ws2: evict-first fetch loads", "emulated", 2, "new", BASE | {"fetch_evict": True}),
+        ("emulated ws2: evict-first, 4 fetch rows first", "emulated", 2, "new",
+         BASE | {"fetch_evict": True, "fetchers": 4}),
+        *[(f"emulated ws2: stream-K {s} pieces", "emulated", 2, "new", BASE | {"sk_split": s}) for s in (3, 4)],
+        ("emulated ws2: 64 k-tiles per flag", "emulated", 2, "new", BASE | {"k_tiles_per_flag": 64}),
+        ("emulated ws4: flags by shape", "emulated", 4, "new", BASE),
+        ("emulated ws4: evict-first fetch loads", "emulated", 4, "new", BASE | {"fetch_evict": True}),
+        ("emulated ws4: 4 fetch rows first", "emulated", 4, "new", BASE | {"fetchers": 4}),
+    ],
 }
 TRACED = ("GEMM path at ws2 (staged, flags set)", "emulated ws2: 16 k-tiles per flag, 16 fetch rows first")
 
@@ -73,6 +89,26 @@ def load_module(path: Path, name: str):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def pick(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    ratios: dict[str, list[float]] = {}
+    knobs: dict[str, dict] = {}
+    for r in rows:
+        if r.get("ok") and r["label"].startswith("emulated ws2") and "time_ratio" in r:
+            ratios.setdefault(r["label"], []).append(r["time_ratio"])
+            knobs[r["label"]] = r["knobs"]
+    full = max(map(len, ratios.values()))
+    mean = {label: sum(v) / len(v) for label, v in ratios.items() if len(v) == full}
+    for label, value in sorted(mean.items(), key=lambda kv: kv[1]):
+        print(f"{value:.4f}  {label}", file=sys.stderr)
+    best = min(mean, key=mean.get)
+    default = "emulated ws2: flags by shape"
+    if default in mean and mean[best] > mean[default] - 0.003:
+        best = default
+    print(f"picked: {best}", file=sys.stderr)
+    return " ".join(f"--set {k}={v}" for k, v in knobs[best].items() if k not in BASE)
 
 
 def main(argv=None) -> int:
@@ -88,7 +124,11 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", action="store_true", help="also save per-row traces of the TRACED variants")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, tiny shapes, checks only")
+    ap.add_argument("--pick", action="store_true", help="print the best emulated-ws2 knobs of OUT/sweep.jsonl")
     args = ap.parse_args(argv)
+    if args.pick:
+        print(pick(args.out / "sweep.jsonl"))
+        return 0
     if args.dry_run and os.environ.get("TRITON_INTERPRET") != "1":
         print("--dry-run needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
         return 2

@@ -84,6 +84,7 @@ class Contestant:
     fn: Callable[[], Any]
     out: Any
     hbm: Any = None  # the kernel's HbmBuffer (timeout word, trace)
+    peers: Any = None  # the emulated peers' shards: alive as long as the kernel reads them
 
 
 def build(method: str, prob: Problem, world_size: int, knobs, trace: bool = False,
@@ -106,14 +107,16 @@ def build(method: str, prob: Problem, world_size: int, knobs, trace: bool = Fals
     if m % world_size:
         raise ValueError(f"M={m} is not divisible by world size {world_size}")
     ms = m // world_size
-    shards = [prob.a[r * ms:(r + 1) * ms] for r in range(world_size)]  # contiguous row blocks
+    # Each shard in its own allocation, as every rank's symmetric-memory buffer is (row blocks
+    # of one A start off 16-byte boundaries when K*2 is not a multiple of 16).
+    shards = [prob.a] if world_size == 1 else [prob.a[r * ms:(r + 1) * ms].clone() for r in range(world_size)]
     ptrs = torch.tensor([s.data_ptr() for s in shards], dtype=torch.int64, device=dev)
     extra = {"fetch": False} if method == "gemm-path" else {}
     hb = kmod.HbmBuffer(shards[0], ptrs, prob.b, 0, world_size, knobs, trace=trace, **extra)
     if method == "gemm-path":
         for src in range(1, world_size):
             hb.stage_rows(src).copy_(shards[src])
-    return Contestant(lambda: hb(out), out, hb)
+    return Contestant(lambda: hb(out), out, hb, shards)
 
 
 def check(c: Contestant, prob: Problem) -> tuple[bool, str]:
