@@ -375,6 +375,8 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     kernel = kernelbench.breakdown(rec)
     if not kernel.empty:
         out["kernel_breakdown"] = kernel
+        if out["summary"].empty:  # a kernel-mode run: no multi-GPU table to show
+            del out["summary"]
     traces = program_traces(rec)
     if traces:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
@@ -393,12 +395,18 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     v = tbls.get("variants")
     if v is not None and not v.empty and "method" in v:
         ok = v[v["correct"]].copy()
-        ok["shape"] = ok["dtype"] + " M=" + ok["M"].astype(str) + " ws=" + ok["world_size"].astype(str)
-        base = alt.Chart(ok).encode(y=alt.Y("method:N", title=None), color=alt.Color("method:N", legend=None))
-        bars = base.mark_bar().encode(x=alt.X("median_ms:Q", title="median ms per call (max over ranks)"))
+        kernel = ok["mode"] == "kernel" if "mode" in ok else pd.Series(False, index=ok.index)
+        # Kernel mode: one panel per dtype and M, cuBLAS beside each (method, emulated world size).
+        ok["shape"] = ok["dtype"] + " M=" + ok["M"].astype(str) + (" ws=" + ok["world_size"].astype(str)).where(~kernel, "")
+        ok["bar"] = ok["method"].where(~kernel, ok["method"] + (" ws" + ok["world_size"].astype(str)).where(
+            ok["method"].isin(["gemm-path", "emulated"]), ""))
+        base = alt.Chart(ok).encode(y=alt.Y("bar:N", title=None), color=alt.Color("bar:N", legend=None))
+        bars = base.mark_bar().encode(x=alt.X("median_ms:Q", title="median ms per call (multi-GPU: max over ranks)"))
         err = base.mark_rule().encode(x="ci_lo_ms:Q", x2="ci_hi_ms:Q")
-        out["methods"] = (bars + err).properties(width=380, height=140).facet(row=alt.Row("shape:N", title=None)).properties(
-            title="All-gather + matmul: median per call, 95% CI")
+        title = ("The fused kernel on one GPU against cuBLAS" if kernel.all() else "All-gather + matmul") + \
+            ": median per call, 95% CI"
+        out["methods"] = (bars + err).properties(width=380, height=140).facet(
+            row=alt.Row("shape:N", title=None)).resolve_scale(x="independent", y="independent").properties(title=title)
     tl = tbls.get("_timeline")
     if tl is not None and not tl.empty:
         out["timeline"] = alt.Chart(tl).mark_bar().encode(

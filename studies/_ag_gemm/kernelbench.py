@@ -12,7 +12,10 @@ fp32 reference before its time counts and again after the timed calls:
   blocks land. Against ``gemm-path`` it gives the fetch path's cost without NVLink.
 
 Clock: CUDA events around each call, the L2 written over (a 256 MiB buffer zeroed) before every
-call as ``triton.testing.do_bench`` does; variants sampled round-robin, the order rotated
+call as ``triton.testing.do_bench`` does, then a GPU-side spin of about 0.2 ms so that the host
+has queued the call before its start event runs (a launch that takes the host longer than the
+flush would otherwise count host time: seen on an H200 at M=1024, where the flush takes 55 us
+and a launch with TMA descriptors about as long); variants sampled round-robin, the order rotated
 each round, so clock drift spreads over all of them. (This module times for itself until
 the workbench's GPU timer offers per-call L2 flushing.) A ratio to cuBLAS is the median over
 rounds of the round's two samples' ratio, with a bootstrap CI: samples of one round are
@@ -38,6 +41,7 @@ METHODS = ("cublas", "kernel", "gemm-path", "emulated")
 #: the emulated world size 2 over cuBLAS's at most the bound.
 TARGETS = {("gemm", 4096): 0.95, ("gemm", 0): 0.85, ("emulated-ws2", 4096): 1.10, ("emulated-ws2", 0): 1.25}
 FLUSH_BYTES = 256 << 20  # over the L2 of an H100 (50 MB) or H200 (60 MB)
+SPIN_CYCLES = 400_000  # about 0.2 ms at 2 GHz: longer than any launch takes the host
 
 
 def target(kind: str, m: int, n: int, k: int) -> float | None:
@@ -149,6 +153,7 @@ def time_interleaved(fns: list[Callable[[], Any]], repeat: int, warmup: int = 3)
     for r in range(repeat):
         for i in [(r + j) % len(fns) for j in range(len(fns))]:
             flush.zero_()
+            torch.cuda._sleep(SPIN_CYCLES)
             start, end = events[i][r]
             start.record()
             fns[i]()
