@@ -26,7 +26,6 @@ H100's clocks under sustained matrix work (bimodal samples that make the medians
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -320,7 +319,3 @@ def verdict(df: pd.DataFrame) -> str:
     return (f"{head} (GEMM path: throughput over cuBLAS's; emulated ws2: time over cuBLAS's; "
             f"met only when the 95% CI clears the bound): " + "; ".join(parts) + ".")
 
-
-def summary_json(df: pd.DataFrame) -> str:
-    """The breakdown as compact JSON (for the sweep script and the committed notes)."""
-    return json.dumps(df.drop(columns=["check"]).to_dict(orient="records"), default=float)
