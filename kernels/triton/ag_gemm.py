@@ -5,8 +5,9 @@ every peer can address (PyTorch symmetric memory); B (K x N) is replicated; ever
 computes the full C = A @ B (M x N).
 
 One persistent launch (one program per SM) works through a queue of *tickets*, built on the
-host (:meth:`HbmLayout.schedule`) and taken in order from an atomic counter. A ticket is one
-or more *rows* of work:
+host (:meth:`HbmLayout.schedule`) and taken in order from an atomic counter. A ticket is a
+run of *rows* of work (one row each in the schedules built today; the textbook stream-K that
+was measured and dropped gave a program several rows):
 
 - a *fetch* row pulls one M-tile x k-group block of a peer's shard (plain loads over NVLink)
   into a local staging buffer and publishes one ready flag for it;
@@ -18,7 +19,7 @@ or more *rows* of work:
 Queue order: the first ``fetchers`` fetch rows, then the local shard's tiles with the other
 fetch rows spread among them (a fetching SM is memory-bound while GEMM SMs are compute-bound,
 so few fetchers at a time cost less SM time than all at once), then the peers' tiles in fetch
-order, then the stream-K chunks. A and B tiles are read with the tensor-memory accelerator
+order, then the stream-K pieces. A and B tiles are read with the tensor-memory accelerator
 (TMA descriptors) where the strides allow, else with pointer loads.
 
 The flag protocol (the one subtle part):
