@@ -19,6 +19,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from workbench.stats import fmt_ns
 from workbench.traces import TraceError, analysis, charts, diff, export, load, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
@@ -79,8 +80,8 @@ def _load_example(rel: str):
     return _load_path(str(p), p.stat().st_mtime)
 
 
-def _pick() -> tuple[object, dict, str] | None:
-    """The chosen trace(s) as (spans, meta, key), or None; errors are shown, never raised."""
+def _pick() -> tuple[object, dict, str, str] | None:
+    """The chosen trace(s) as (spans, meta, key, title), or None; errors are shown, never raised."""
     src = st.radio("Trace source", ["examples in traces/", "upload"], horizontal=True, key="src")
     try:
         if src == "upload":
@@ -109,12 +110,12 @@ def _pick() -> tuple[object, dict, str] | None:
             key = tuple(names)
         if len(loaded) == 1:
             df, meta = loaded[0]
-            return df, meta, "|".join(key)
+            return df, meta, "|".join(key), Path(names[0]).name
         align = st.selectbox("Align the ranks' clocks by", ranks.ALIGNMENTS, key="align",
                              help="auto: the end of the first NCCL/RCCL collective when every rank has one, else the "
                                   "wall-clock base times the files report")
         df, meta = _merge(key, align, loaded, [Path(n).name for n in names])
-        return df, meta, "|".join(key) + align
+        return df, meta, "|".join(key) + align, f"{len(names)} ranks: " + ", ".join(Path(n).name for n in names)
     except (TraceError, ranks.RankError) as exc:
         st.error(_md(exc))
         return None
@@ -217,9 +218,9 @@ def _lane_filter(df, tkey: str):
 
 def _compare(df, name: str) -> None:
     with st.expander("Compare with another trace (trace diff)"):
-        src = st.radio("Other trace (b)", ["examples in traces/", "upload"], horizontal=True, key="cmp_src")
+        src = st.radio("Other trace (b)", ["an example in traces/", "a file to upload"], horizontal=True, key="cmp_src")
         try:
-            if src == "upload":
+            if src == "a file to upload":
                 up = st.file_uploader(f"Trace b (max {MAX_UPLOAD_MB} MB)", key="cmp_upload")
                 if up is None or up.size > MAX_UPLOAD_MB << 20:
                     if up is not None:
@@ -257,16 +258,15 @@ def main() -> None:
     picked = _pick()
     if picked is None:
         return
-    df, meta, name = picked
+    df, meta, name, title = picked
     tkey = hashlib.sha1(name.encode()).hexdigest()[:8]  # widget keys per trace: a new trace starts fresh
     doc = analysis.summary(df, meta)
-    c = st.columns(5)
-    c[0].metric("format", doc["format"])
-    c[1].metric("spans", f"{doc['span_count']:,}")
-    c[2].metric("lanes", f"{len(doc['tracks']):,}")
-    c[3].metric("wall", f"{(doc['end_ns'] - doc['start_ns']) / 1e6:,.3f} ms")
-    c[4].metric("dropped events", f"{sum(doc['dropped'].values()):,}")
-    st.caption(f"clock: {_md(doc['clock'])}")
+    c = st.columns(4)
+    c[0].metric("spans", f"{doc['span_count']:,}")
+    c[1].metric("lanes", f"{len(doc['tracks']):,}")
+    c[2].metric("wall", fmt_ns(doc["end_ns"] - doc["start_ns"]) if doc["start_ns"] is not None else "-")
+    c[3].metric("dropped events", f"{sum(doc['dropped'].values()):,}")
+    st.caption(f"format: {_md(doc['format'])}; clock: {_md(doc['clock'])}")
     if doc["dropped"]:
         st.warning(f"The importer left out or changed events: {_md(analysis.dropped_text(doc['dropped']))}. "
                    "They are not in the timeline or the statistics.")
@@ -283,7 +283,7 @@ def main() -> None:
         st.info("No lanes match.")
         return
     key = (name, lanes_key, s, e)
-    st.vega_lite_chart(spec=_timeline_spec(key, Path(name).name, view, s, e), width="stretch")
+    st.vega_lite_chart(spec=_timeline_spec(key, title, view, s, e), width="stretch")
 
     _phases(df, meta)
 
@@ -295,7 +295,7 @@ def main() -> None:
         st.dataframe(gaps, hide_index=True, width="stretch")
 
     dl = f"{tkey}{s}{e}"
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name).stem)[:80] or "trace"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(title).stem)[:80].strip(".-") or "trace"
     d1, d2 = st.columns(2)
     # built on click, not on every rerun (a large window's JSON takes seconds)
     d1.download_button("Download Chrome JSON (open in ui.perfetto.dev)", partial(export.to_chrome_json, win),

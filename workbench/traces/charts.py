@@ -120,7 +120,7 @@ def bin_cells(row: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarr
 
     ``start``/``end`` are ns from the window start. Returns columns ``row, bin, key`` (the key
     with most time in the cell), ``busy`` (covered share of the cell, at most 1) and
-    ``count`` (intervals touching it).
+    ``count`` (intervals starting in it, so counts add up to the intervals).
     """
     cols = ["row", "bin", "key", "busy", "count"]
     if len(start) == 0:
@@ -132,8 +132,9 @@ def bin_cells(row: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarr
     first = np.repeat(np.cumsum(pieces) - pieces, pieces)
     b = b0[idx] + (np.arange(len(idx)) - first)
     cover = np.minimum(end[idx], (b + 1) * bin_ns) - np.maximum(start[idx], b * bin_ns)
-    frame = pd.DataFrame({"row": row[idx], "bin": b, "key": key[idx], "cover": np.maximum(cover, 0)})
-    per_key = frame.groupby(["row", "bin", "key"], sort=False).agg(cover=("cover", "sum"), count=("cover", "size"))
+    frame = pd.DataFrame({"row": row[idx], "bin": b, "key": key[idx], "cover": np.maximum(cover, 0),
+                          "starts": b == b0[idx]})
+    per_key = frame.groupby(["row", "bin", "key"], sort=False).agg(cover=("cover", "sum"), count=("starts", "sum"))
     per_key = per_key.reset_index()
     cell = per_key.groupby(["row", "bin"], sort=False).agg(total=("cover", "sum"), count=("count", "sum"))
     top = per_key.loc[per_key.groupby(["row", "bin"], sort=False)["cover"].idxmax(), ["row", "bin", "key"]]
@@ -243,11 +244,12 @@ def _instants(df: pd.DataFrame, t0: int, t1: int, origin: int, scale: float, row
 
 def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None, max_marks: int = MAX_MARKS,
              width: int | str = "container", row_px: int | None = None, title: str = "", color_by: str = "auto",
-             top_names: int = TOP_NAMES, max_rows: int = MAX_ROWS):
+             top_names: int = TOP_NAMES, max_rows: int = MAX_ROWS, note: str = ""):
     """The timeline chart of a span table (see the module docstring). Used by the Traces
     page and by studies' pages for their attached traces (``charts.timeline(spans,
     title=...)``, shown with ``st.altair_chart(..., width="stretch")``); ``width`` is
-    ``"container"`` (the page's width) or pixels (for static images)."""
+    ``"container"`` (the page's width) or pixels (for static images); ``note`` opens the
+    subtitle."""
     import altair as alt
 
     alt.data_transformers.disable_max_rows()  # the data is bounded by max_marks already
@@ -287,7 +289,7 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
         lane="rowlane[datum.row]", depth="rowdepth[datum.row]", what="datum.name || datum.key + ' (most time)'")
     tip = [alt.Tooltip("what:N", title="name"), alt.Tooltip("lane:N"),
            alt.Tooltip("start:Q", title=f"start ({unit})", format=",.4f"),
-           alt.Tooltip("dur:Q", title=f"duration ({unit})", format=",.4f"), alt.Tooltip("count:Q", title="spans"),
+           alt.Tooltip("dur:Q", title=f"duration ({unit})", format=",.4f"), alt.Tooltip("count:Q", title="spans starting here"),
            alt.Tooltip("busy:Q", title="busy", format=".0%"), alt.Tooltip("depth:Q")]
     bars = base.transform_filter("datum.kind != 'instant'").mark_rect(clip=True).encode(
         x=x, x2="end:Q", y=y, y2="y1:Q", color=color, tooltip=tip,
@@ -312,9 +314,27 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
             y=alt.Y("ty:Q", title=None, scale=y_scale, axis=y_axis),
             text=alt.value(f"busy cells of {finest:,.4g} {unit}, not single spans: set a narrower window "
                            "(Window from/to) to load each span")))
+    # fit-x: the page's width is the chart's, but its height is the lanes' (Streamlit's default
+    # "fit" squeezes a short chart's lanes to nothing to fit title, axis and legend in its height)
     return alt.layer(*layers).add_params(*params).properties(
-        width=width, height=max(n_rows * row_px, 60),
-        title=alt.TitleParams(title or "timeline", subtitle=_note(info), anchor="start"))
+        width=width, height=max(n_rows * row_px, 60), autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+        title=alt.TitleParams(title or "timeline", subtitle=(note + "; " if note else "") + _note(info),
+                              anchor="start"))
+
+
+def ranks_timeline(traces: Sequence, align: str = "auto", marker: str | None = None, title: str = "",
+                   **kwargs: Any):
+    """Per-rank traces in one timeline, clocks aligned and lanes grouped by rank: what a
+    study shows for the traces its ranks attached. ``traces`` are span tables or ``(spans,
+    meta)`` pairs, one per rank (see :func:`workbench.traces.ranks.merge` for ``align`` and
+    ``marker``); other arguments go to :func:`timeline`. Returns ``(chart, meta)``; ``meta``
+    says how the clocks were aligned and by how much each rank was shifted. Raises
+    ``RankError`` when the alignment asked for is impossible."""
+    from .ranks import merge
+
+    df, meta = merge(traces, align=align, marker=marker)
+    shifts = ", ".join(f"rank {r['rank']} {r['offset_ns'] / 1e3:+,.1f} us" for r in meta["ranks"])
+    return timeline(df, title=title, note=f"ranks aligned by {meta['alignment']} ({shifts})", **kwargs), meta
 
 
 def _colors(keys: list[str]) -> list[str]:
