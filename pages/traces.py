@@ -250,6 +250,48 @@ def _diff(name_a: str, name_b: str, _a, _b):
     return diff.diff(_a, _b)
 
 
+def _section(what: str, fn, *args):
+    """Run one part of the page and return what it returns; a failure on a strange trace is
+    one clear line (None returned) and the rest of the page still shows (the importers
+    validated the table; this guards the views)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - never a traceback on the page
+        st.error(f"{what} failed on this trace: {type(exc).__name__}: {_md(exc)}")
+        return None
+
+
+def _timeline(df, name: str, title: str, tkey: str) -> tuple | None:
+    """The timeline of the chosen lanes and window; returns (cache key, lanes, window) for the
+    statistics below it."""
+    st.subheader("Timeline")
+    view, lanes_key = _lane_filter(df, tkey)
+    s, e = _window(df, tkey)
+    if view.empty or not (view["kind"] == "span").any():
+        st.info("No lanes match.")
+        return None
+    key = (name, lanes_key, s, e)
+    st.vega_lite_chart(spec=_timeline_spec(key, title, view, s, e), width="stretch")
+    return key, view, s, e
+
+
+def _statistics(title: str, tkey: str, key: tuple, view, s: int, e: int) -> None:
+    st.subheader("Statistics (window)")
+    by_name, by_lane, gaps, win = _window_stats(key, view, s, e)
+    st.dataframe(by_name, hide_index=True, width="stretch")
+    st.dataframe(by_lane, hide_index=True, width="stretch")
+    with st.expander("Idle gaps per lane (longer than 10 us)"):
+        st.dataframe(gaps, hide_index=True, width="stretch")
+    dl = f"{tkey}{s}{e}"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(title).stem)[:80].strip(".-") or "trace"
+    d1, d2 = st.columns(2)
+    # built on click, not on every rerun (a large window's JSON takes seconds)
+    d1.download_button("Download Chrome JSON (open in ui.perfetto.dev)", partial(export.to_chrome_json, win),
+                       file_name=f"{stem}.chrome.json", mime="application/json", key=f"dl{dl}")
+    d2.download_button("Download Mermaid gantt (Markdown)", partial(export.mermaid_gantt, win, s, e, title=stem),
+                       file_name=f"{stem}.gantt.md", mime="text/markdown", key=f"mm{dl}")
+
+
 def main() -> None:
     st.title("Traces")
     st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV, Nsight Systems "
@@ -271,38 +313,15 @@ def main() -> None:
         st.warning(f"The importer left out or changed events: {_md(analysis.dropped_text(doc['dropped']))}. "
                    "They are not in the timeline or the statistics.")
     if ranks.is_multi_rank(df):
-        _ranks(df, meta)
+        _section("The per-rank statistics", _ranks, df, meta)
     if doc["span_count"] == 0:
         st.info("This trace has no spans (only instants): nothing to draw or summarise.")
         return
-
-    st.subheader("Timeline")
-    view, lanes_key = _lane_filter(df, tkey)
-    s, e = _window(df, tkey)
-    if view.empty or not (view["kind"] == "span").any():
-        st.info("No lanes match.")
-        return
-    key = (name, lanes_key, s, e)
-    st.vega_lite_chart(spec=_timeline_spec(key, title, view, s, e), width="stretch")
-
-    _phases(df, meta)
-
-    st.subheader("Statistics (window)")
-    by_name, by_lane, gaps, win = _window_stats(key, view, s, e)
-    st.dataframe(by_name, hide_index=True, width="stretch")
-    st.dataframe(by_lane, hide_index=True, width="stretch")
-    with st.expander("Idle gaps per lane (longer than 10 us)"):
-        st.dataframe(gaps, hide_index=True, width="stretch")
-
-    dl = f"{tkey}{s}{e}"
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(title).stem)[:80].strip(".-") or "trace"
-    d1, d2 = st.columns(2)
-    # built on click, not on every rerun (a large window's JSON takes seconds)
-    d1.download_button("Download Chrome JSON (open in ui.perfetto.dev)", partial(export.to_chrome_json, win),
-                       file_name=f"{stem}.chrome.json", mime="application/json", key=f"dl{dl}")
-    d2.download_button("Download Mermaid gantt (Markdown)", partial(export.mermaid_gantt, win, s, e, title=stem),
-                       file_name=f"{stem}.gantt.md", mime="text/markdown", key=f"mm{dl}")
-    _compare(df, name)
+    shown = _section("The timeline", _timeline, df, name, title, tkey)
+    _section("The phase breakdown", _phases, df, meta)
+    if shown is not None:
+        _section("The statistics", _statistics, title, tkey, *shown)
+    _section("The comparison", _compare, df, name)
 
 
 main()

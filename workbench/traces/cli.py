@@ -119,9 +119,14 @@ def _summary(args) -> int:
         if multi:
             doc["rank_summary"] = ranks.rank_summary(df).to_dict(orient="records")
             doc["slowest"] = ranks.slowest(df)
-        if args.phases:
-            doc["phases"] = ({str(k): t.to_dict(orient="records") for k, t in phase_tables.items()}
-                             if phase_error is None else {"error": phase_error})
+        if args.phases and phase_error is not None:
+            doc["phases"] = {"error": phase_error}
+        elif args.phases and multi:  # per rank: {"0": [...], "1": [...]}
+            doc["phases"] = {str(k): t.to_dict(orient="records") for k, t in phase_tables.items()}
+            doc["phase_iterations"] = {str(k): int(t.attrs["iterations"]) for k, t in phase_tables.items()}
+        elif args.phases:
+            doc["phases"] = phase_tables[None].to_dict(orient="records")
+            doc["phase_iterations"] = int(phase_tables[None].attrs["iterations"])
         print(json.dumps(doc, indent=2, default=str))
     else:
         _print_text(df, doc, args.top, args.lanes)
