@@ -19,22 +19,20 @@ the dtype's tolerance, on every rank):
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
 
-Clock: CUDA events around back-to-back calls after a barrier; each per-call sample is the
-maximum over ranks. The run starts ``torchrun --nproc-per-node=W`` itself (worker
-``studies/_ag_gemm/worker.py``) with NVLink multicast off, and kills it on timeout.
+Clock: ``workbench.harness.DistTimer``: CUDA events around back-to-back calls after a
+barrier; each per-call sample is the maximum over ranks. The run starts torchrun through
+``workbench.launcher`` (worker ``studies/_ag_gemm/worker.py``; several nodes too), which keeps
+NVLink multicast off and kills every rank on a timeout, a cancel or an error.
+``backend=gloo`` runs the all-gather + matmul methods on CPU processes: a check of the
+launcher, the reference and the analysis on any machine, not a GPU result.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import queue
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -45,7 +43,7 @@ from studies._ag_gemm import methods as _methods
 from studies._ag_gemm import spans
 from workbench import tables
 from workbench.store import RunRecord
-from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
@@ -80,7 +78,8 @@ SEED_FIGURES = {
 #: issue targets on H200, fp16, N=3584, K=8192: (world size, M) -> min speedup over nccl
 TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30, (4, 4096): 1.15}
 ALL_METHODS = _methods.METHODS + ("auto",) + _methods.PARTS
-NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+#: the methods that run on any torch.distributed backend (gloo on CPUs too)
+ANY_BACKEND_METHODS = ("nccl",) + _methods.PARTS
 
 SPACE = ParamSpace(
     params=(
@@ -88,7 +87,9 @@ SPACE = ParamSpace(
         Param("n", "int", 3584, "columns of B and C", min=1, max=1 << 18),
         Param("k", "int", 8192, "inner dimension", min=1, max=1 << 18),
         Param("dtype", "str", ["fp16"], "element type", choices=("fp16", "bf16"), multi=True),
-        Param("world_size", "int", 2, "GPUs (ranks), one process each", min=1, max=8),
+        Param("world_size", "int", 2, "GPUs (ranks), one process each; all nodes together", min=1, max=64),
+        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs; gloo: CPU processes, all-gather + matmul methods only "
+              "(checks the launcher and the analysis, not a GPU result)", choices=("nccl", "gloo")),
         Param("methods", "str", list(ALL_METHODS), "methods to time", choices=ALL_METHODS, multi=True),
         Param("chunks", "int", 1, "ce-chunked: pieces per peer shard", min=1, max=64),
         Param("block_m", "int", 128, "hbm-buffer: tile rows", choices=(16, 32, 64, 128, 256)),
@@ -110,12 +111,17 @@ SPACE = ParamSpace(
         "smoke": {"m": [1000], "n": 320, "k": 448, "methods": ["nccl", "ce-chunked", "hbm-buffer"], "repeat": 3,
                   "trace": "off", "timeout_s": 300},
         "quick": {"m": [4096, 16384], "repeat": 10},
+        "cpu": {"backend": "gloo", "m": [64], "n": 48, "k": 32, "dtype": ["bf16"], "methods": list(ANY_BACKEND_METHODS),
+                "repeat": 3, "trace": "off", "timeout_s": 120},
     },
 )
 
 
 def validate(params: dict[str, Any]) -> None:
     ws = params["world_size"]
+    if params["backend"] == "gloo" and set(params["methods"]) - set(ANY_BACKEND_METHODS):
+        raise ParamError("methods", f"with backend=gloo only {', '.join(ANY_BACKEND_METHODS)} run (the others need "
+                                    "NVIDIA GPUs)")
     for m in params["m"]:
         if m % ws:
             raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
@@ -144,15 +150,20 @@ def requires(params: dict[str, Any]) -> str | None:
         import torch
     except ImportError:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
+    from workbench.launcher import local_share
+
+    ws = params["world_size"]
+    local, reason = local_share(ws, params["backend"])  # the ranks of this node (several nodes: WORKBENCH_NNODES)
+    if reason or params["backend"] == "gloo":
+        return reason
     if not torch.cuda.is_available():
         return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
                 "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
     probe = gpu_probe()
-    ws = params["world_size"]
-    if ws > probe["count"]:
-        return f"world_size={ws} needs {ws} GPUs but {probe['count']} are present; lower world_size"
-    for i in range(ws):
-        for j in range(ws):
+    if local > probe["count"]:
+        return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"
+    for i in range(local):
+        for j in range(local):
             if not probe["peer"][i][j]:
                 return (f"GPU {i} cannot map GPU {j}'s memory (no peer access): the symmetric-memory methods "
                         "need NVLink or PCIe peer-to-peer between all ranks")
@@ -163,99 +174,17 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "methods", "chunks", "repeat", "trace", "timeout_s",
-                                   "seed")} | {"hbm": hbm}
-
-
-def launch_command(params: dict[str, Any], config_path: Path, outdir: Path) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={params['world_size']}",
-            "-m", "studies._ag_gemm.worker", str(config_path), str(outdir)]
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """End the torchrun process group we started (SIGTERM, then SIGKILL)."""
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+                                   "seed", "backend")} | {"hbm": hbm}
 
 
 def run(params: dict[str, Any], ctx: RunContext) -> dict:
-    from workbench.env import REPO_ROOT
+    from workbench import launcher
 
-    outputs: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="ag-gemm-") as tmp:
-        tmpdir = Path(tmp)
-        cfg_path = tmpdir / "config.json"
-        cfg_path.write_text(json.dumps(_worker_config(params)))
-        cmd = launch_command(params, cfg_path, tmpdir / "out")
-        env = os.environ | NVLS_OFF | {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-                                       "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-        ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes")
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
-        lines: queue.Queue = queue.Queue()
-        reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put(None)], daemon=True)
-        reader.start()
-        tail: list[str] = []
-        deadline = time.monotonic() + params["timeout_s"]
-        try:
-            while True:
-                try:
-                    line = lines.get(timeout=1.0)
-                except queue.Empty:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"the run did not finish within timeout_s={params['timeout_s']} s "
-                                           f"(a kernel or collective hung?); its processes were killed. "
-                                           f"Last output: {' | '.join(tail[-5:])}")
-                    ctx.progress(_last_fraction(outputs), outputs.get("_last_message", "running"))
-                    continue
-                if line is None:
-                    break
-                _handle_line(line.rstrip("\n"), ctx, outputs, tail)
-            rc = proc.wait(timeout=60)
-        except BaseException:
-            _kill_group(proc)
-            raise
-        if rc != 0:
-            raise RuntimeError(f"torchrun exited with {rc}; last output:\n" + "\n".join(tail[-30:]))
-    outputs.pop("_last_fraction", None)
-    outputs.pop("_last_message", None)
+    ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
+    got = launcher.launch("studies._ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
+                          timeout_s=params["timeout_s"])
     ctx.progress(1.0, "done")
-    return outputs
-
-
-def _last_fraction(outputs: dict) -> float:
-    return float(outputs.get("_last_fraction", 0.0))
-
-
-def _handle_line(line: str, ctx: RunContext, outputs: dict, tail: list[str]) -> None:
-    if not line.startswith("@@"):
-        if line.strip():
-            tail.append(line)
-            del tail[:-200]
-        return
-    kind, _, payload = line[2:].partition(" ")
-    doc = json.loads(payload)
-    if kind == "progress":
-        outputs["_last_fraction"], outputs["_last_message"] = doc["fraction"], doc["message"]
-        ctx.progress(doc["fraction"], doc["message"])
-    elif kind == "variant":
-        ctx.record(VariantResult(doc["variant"], doc["params"], doc["samples_ns"], doc["correct"], doc["check"],
-                                 doc.get("extra", {})))
-    elif kind == "attach":
-        ctx.attach(doc["name"], doc["kind"], Path(doc["path"]).read_bytes())
-    elif kind == "outputs":
-        outputs.update(doc)
+    return got.outputs | ({"notes": got.notes} if got.notes else {})
 
 
 # --- analysis ----------------------------------------------------------------------------

@@ -27,7 +27,6 @@ matmul is slow or missing, and the seed's fp16 shape is a GPU case.
 
 from __future__ import annotations
 
-import os
 
 import pandas as pd
 
@@ -37,7 +36,7 @@ from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import simulate
 from workbench import tables
 from workbench.store import RunRecord
-from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
@@ -67,7 +66,7 @@ SPACE = ParamSpace(
               choices=("auto", "on", "off")),
         Param("backend", "str", "auto", "auto: nccl when there are world_size GPUs, else gloo on CPUs",
               choices=("auto", "gloo", "nccl")),
-        Param("world_size", "int", 2, "processes (ranks); one GPU each with nccl", min=2, max=64),
+        Param("world_size", "int", 2, "processes (ranks), all nodes together; one GPU each with nccl", min=2, max=64),
         Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
               "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
@@ -179,7 +178,11 @@ def _cuda_count() -> int:
 def _backend(params) -> str:
     if params["backend"] != "auto":
         return params["backend"]
-    return "nccl" if _cuda_count() >= params["world_size"] else "gloo"
+    from workbench.launcher import local_share
+
+    # the ranks of this node: all of them, unless the run spans nodes (a topology error: requires() names it)
+    local = local_share(params["world_size"], "nccl")[0] or params["world_size"]
+    return "nccl" if _cuda_count() >= local else "gloo"
 
 
 def _dtype(params) -> str:
@@ -221,21 +224,21 @@ def requires(params) -> str | None:
         import torch.distributed as dist
     except ImportError:
         return "torch is not installed: pip install torch"
+    from workbench.launcher import local_share
+
     ws = params["world_size"]
+    local, reason = local_share(ws, _backend(params))  # the ranks of this node (several nodes: WORKBENCH_NNODES)
+    if reason:
+        return reason
     if _backend(params) == "nccl":
         gpus = _cuda_count()
-        if gpus < ws:
-            return (f"world_size={ws} needs {ws} GPUs with backend=nccl; this machine has {gpus}. Lower world_size, "
-                    f"run on a machine with {ws} GPUs, or use backend=gloo (CPU, float32)")
+        if gpus < local:
+            return (f"world_size={ws} needs {local} GPUs on this node with backend=nccl; this machine has {gpus}. "
+                    f"Lower world_size, run on a machine with {local} GPUs, or use backend=gloo (CPU, float32)")
         if not dist.is_nccl_available():
             return "this torch build has no NCCL: install a CUDA build of torch"
-    else:
-        cpus = os.cpu_count() or 1
-        if ws > cpus:
-            return (f"world_size={ws} gloo processes need {ws} CPU cores to run side by side; this machine has "
-                    f"{cpus}. Lower world_size to {cpus} or less")
-        if not dist.is_gloo_available():
-            return "this torch build has no gloo backend"
+    elif not dist.is_gloo_available():
+        return "this torch build has no gloo backend"
     return None
 
 
@@ -314,47 +317,22 @@ def run(params, ctx: RunContext) -> dict:
 
 
 def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict:
-    from studies._mc2_split.launch import run_worker
+    from workbench import launcher
 
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "seed")}
-    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None, "threads": 1,
+    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
-    by_comm: dict[str, dict] = {}
-    notes: list[str] = []
-
-    def on_event(e: dict) -> None:
-        kind = e["type"]
-        if kind == "progress":
-            ctx.progress(e["frac"], e["msg"])
-        elif kind == "variant":
-            ctx.record(VariantResult(e["variant"], e["params"], e["samples_ns"], e["correct"], e["check"],
-                                     {"backend": backend, "world_size": params["world_size"]}))
-        elif kind == "fits":
-            by_comm.setdefault(e["comm"], {})["fits"] = {"mm": e["mm"], "comm": e["comm_fit"]}
-            by_comm[e["comm"]]["instance"] = e.get("instance", e["comm"])
-            by_comm[e["comm"]]["full"] = {k: e[k] for k in ("full_mm_us", "full_comm_us") if k in e}
-        elif kind == "plan":
-            by_comm.setdefault(e["comm"], {})["plan"] = e["plan"]
-        elif kind == "best":
-            by_comm.setdefault(e["comm"], {})["best"] = {k: v for k, v in e.items() if k not in ("type", "comm")}
-        elif kind == "contention":
-            by_comm.setdefault(e["comm"], {})["contention"] = {k: v for k, v in e.items() if k not in ("type", "comm")}
-        elif kind == "note":
-            notes.append(e["text"])
-        elif kind == "attach":
-            with open(e["path"], "rb") as fh:
-                ctx.attach(e["name"], e["kind"], fh.read())
-
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
-    run_worker(cfg, params["world_size"], on_event, params["timeout_s"])
-    for name, info in by_comm.items():
+    got = launcher.launch("studies._mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
+    by_comm: dict[str, dict] = got.outputs.get("by_comm", {})
+    for info in by_comm.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
         model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
         info["planned"] = plan_outputs(params, model, params["contention"], info.get("full"))
     return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_comm": by_comm,
-            "notes": notes}
+            "notes": got.notes, "launch": got.outputs.get("launch", {})}
 
 
 # --- analysis ----------------------------------------------------------------------------

@@ -1,12 +1,11 @@
 """ag-gemm: tile/flag bookkeeping, the fused kernel under Triton's interpreter with peers
-emulated in one process, the reference check, the auto-config, validation, the launcher's
-timeout and cleanup, trace spans, the analysis; GPU tests run the study through torchrun."""
+emulated in one process, the reference check, the auto-config, validation, trace spans, the
+analysis; GPU tests run the study through torchrun (its CPU path on two local nodes:
+tests/test_launcher.py)."""
 
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from kernels.triton.ag_gemm import HbmKnobs, HbmLayout
 from workbench import runner
 from workbench import study as wbstudy
 from workbench.store import RunRecord, committed_runs
-from workbench.study import ParamError, RunContext, StudyUnavailable, VariantResult
+from workbench.study import ParamError, StudyUnavailable, VariantResult
 
 
 # --- bookkeeping -----------------------------------------------------------------------------
@@ -162,40 +161,11 @@ def test_requires_names_missing_gpus_and_peer_access(monkeypatch):
     assert "cannot map" in study.requires(study.SPACE.defaults())
 
 
-def test_timeout_kills_the_whole_process_group(monkeypatch, tmp_path):
-    pidfile = tmp_path / "grandchild.pid"
-    script = (f"import subprocess, sys, time\n"
-              f"p = subprocess.Popen(['sleep', '60'])\n"
-              f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
-              f"print('@@progress ' + '{{\"fraction\": 0.5, \"message\": \"stuck\"}}', flush=True)\n"
-              f"time.sleep(60)\n")
-    monkeypatch.setattr(study, "launch_command", lambda p, c, o: [sys.executable, "-c", script])
-    seen = []
-    params = study.SPACE.defaults("smoke") | {"timeout_s": 2}
-    t0 = time.monotonic()
-    with pytest.raises(TimeoutError, match="did not finish within timeout_s=2"):
-        study.run(params, RunContext(progress=lambda f, m: seen.append((f, m))))
-    assert time.monotonic() - t0 < 30
-    assert (0.5, "stuck") in seen
-    pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    stat = Path(f"/proc/{pid}/stat")
-    # Gone, or a zombie waiting for a PID 1 that does not reap (containers): not running.
-    assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z"
-
-
-def test_worker_lines_become_variants_attachments_and_outputs(tmp_path):
-    att = tmp_path / "t.json"
-    att.write_bytes(b"{}")
-    ctx = RunContext()
-    out, tail = {}, []
-    v = VariantResult("nccl/fp16/m8", {"method": "nccl"}, [1.0, 2.0], True, "ok")
-    for line in ["torchrun noise", f"@@variant {json.dumps(v.to_json())}",
-                 f"@@attach {json.dumps({'name': 't.json', 'kind': 'trace/x', 'path': str(att)})}",
-                 '@@outputs {"world_size": 2}']:
-        study._handle_line(line, ctx, out, tail)
-    assert ctx.variants[0].samples_ns == [1.0, 2.0] and ctx.attachments[0][:2] == ("t.json", "trace/x")
-    assert out == {"world_size": 2} and tail == ["torchrun noise"]
+def test_gloo_runs_only_the_methods_that_need_no_gpu():
+    with pytest.raises(ParamError, match="'methods'.*only nccl, all-gather, matmul"):
+        wbstudy.validate(study, {"backend": "gloo", "methods": "nccl,hbm-buffer"})
+    params = wbstudy.validate(study, {"world_size": 2}, preset="cpu")
+    assert params["backend"] == "gloo" and study.requires(params) is None
 
 
 # --- traces and analysis ---------------------------------------------------------------

@@ -82,3 +82,54 @@ def test_a_slow_first_call_does_not_end_calibration_at_one_loop():
 
     m = harness.time_callable(fn, repeat=3, min_sample_s=1e-3)
     assert m.loops > 1
+
+
+# --- the distributed clock on CPUs (gloo); tests/test_harness_gpu.py times CUDA events -------
+
+def test_dist_timer_on_one_process_without_a_group():
+    timer = harness.DistTimer("cpu")
+    t = timer.samples(lambda: time.sleep(0.002), repeat=3, loops=2, warmup=1)
+    assert t.clock == "perf_counter_ns" and len(t.rank_samples_ns) == 1 and t.samples_ns == t.rank_samples_ns[0]
+    assert all(2e6 <= s < 2e7 for s in t.samples_ns)
+    # a 1 ms sleep lasts 1 ms or a little longer on a loaded machine: 4 calls or fewer make 4 ms
+    assert 2 <= timer.loops_for([lambda: time.sleep(0.001)], min_sample_s=0.004)[0] <= 4
+    m = timer.measure(lambda: time.sleep(0.001), repeat=3, min_sample_s=0.003)
+    assert 2 <= m.loops <= 3 and len(m.samples_ns) == 3 and len(m.extra["rank_median_ns"]) == 1
+    with pytest.raises(ValueError, match="need device='cuda'"):
+        harness.DistTimer("cpu", sleep_cycles=1000)
+
+
+def test_interleaved_samples_rotate_the_order_each_round():
+    order = []
+    fns = [lambda i=i: order.append(i) for i in range(3)]
+    timings = harness.DistTimer("cpu").interleaved(fns, repeat=3, loops=[1, 1, 1])
+    assert [len(t.samples_ns) for t in timings] == [3, 3, 3]
+    assert order == [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2]  # round 0 (untimed), then rotated
+
+
+def _rank_timing(rank: int, store_path: str, out_path: str) -> None:
+    """One of two gloo ranks: rank 1's call sleeps 20 ms, rank 0's returns at once."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, 2), rank=rank, world_size=2)
+    t = harness.DistTimer("cpu").samples(lambda: time.sleep(0.02 * rank), repeat=3, warmup=0)
+    with open(out_path, "w") as fh:
+        json.dump({"samples": t.samples_ns, "ranks": t.rank_samples_ns}, fh)
+    dist.destroy_process_group()
+
+
+def test_a_sample_is_the_slowest_rank_s_and_every_rank_s_samples_are_kept(tmp_path):
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    procs = [spawn.Process(target=_rank_timing, args=(r, str(tmp_path / "store"), str(tmp_path / f"{r}.json")))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    got = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
+    assert got[0] == got[1]  # every rank gets the same answer
+    assert all(s >= 2e7 for s in got[0]["samples"])
+    assert max(got[0]["ranks"][0]) < 2e7 <= min(got[0]["ranks"][1])

@@ -6,6 +6,10 @@ work (``perf_counter_ns`` on the host, CUDA events on a GPU, OpenCL profiling ev
 ``measure`` calibrates ``loops`` so one sample is long against the clock's resolution, warms
 up, then collects ``repeat`` samples and returns per-call times in ns, all kept.
 
+GPU work, and work spread over ranks, has one clock: :class:`DistTimer` (barrier, optional
+spin kernel that hides the host's launch cost, CUDA events, optional L2 flush, the maximum
+over ranks). It serves one GPU without a process group as well as every torchrun worker.
+
 The harness reports its own floor: the per-call cost of timing an empty callable the same
 way. Figures within a few times the floor are dominated by the harness, and reports say so.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shlex
 import subprocess
 import time
@@ -151,53 +156,173 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-# --- GPU -------------------------------------------------------------------------------
+# --- distributed and GPU clock -----------------------------------------------------------
 
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+#: ~2 ms of ``torch.cuda._sleep`` at an H200's 1.98 GHz: longer than the host needs to enqueue
+#: an op of a few dozen kernels, so the GPU reaches the start event with the whole op queued
+SLEEP_CYCLES = 4_000_000
 
 
-def cuda_event_timer(fn: Callable[[], object], flush_l2: bool = False, l2_bytes: int = 256 << 20) -> Timer:
-    """A timer on CUDA events around ``loops`` calls of ``fn``.
+@dataclass
+class Timing:
+    """Samples of one timed function: per-call ns per repetition, the maximum over ranks (a
+    call is done when its slowest rank is), and every rank's own samples."""
 
-    With ``flush_l2`` each call is preceded by a write of a buffer larger than L2 and the
-    timer measures each call between its own events, so the flush is not counted.
+    samples_ns: list[float]
+    rank_samples_ns: list[list[float]]
+    loops: int
+    clock: str
+
+    @property
+    def median_ns(self) -> float:
+        import statistics
+
+        return statistics.median(self.samples_ns)
+
+    def rank_medians_ns(self) -> list[float]:
+        import statistics
+
+        return [statistics.median(s) for s in self.rank_samples_ns]
+
+
+class DistTimer:
+    """The one clock of GPU work, and of CPU work across ranks: CUDA events (or
+    ``perf_counter_ns`` with ``device="cpu"``) around ``loops`` calls, after a barrier.
+
+    Every rank of ``group`` must make the same calls in the same order with the same
+    ``loops`` and ``repeat`` (the barrier and the reductions are collectives). Without an
+    initialised process group (one GPU, no torchrun) the barrier is a device synchronisation
+    and the maximum over ranks is this process's own samples.
+
+    - ``sleep_cycles``: a spin kernel queued before the start event, so the host enqueues the
+      whole op while the GPU waits and the host's launch cost is not timed (the op must take
+      less host time to enqueue than the sleep lasts; see :data:`SLEEP_CYCLES`);
+    - ``flush_l2``: before each call, a write of a buffer larger than L2; each call is then
+      timed between its own events and the flush is not counted.
     """
-    import torch
 
-    flush_buf = torch.empty(l2_bytes // 4, dtype=torch.int32, device="cuda") if flush_l2 else None
+    def __init__(self, device: str = "cuda", group=None, sleep_cycles: int = 0, flush_l2: bool = False,
+                 l2_bytes: int = 256 << 20):
+        import torch
+        import torch.distributed as dist
 
-    def timer(loops: int) -> float:
-        if flush_buf is None:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+        if device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
+        self.torch, self.dist = torch, dist
+        self.cuda = device == "cuda"
+        self.clock = "cuda-event" if self.cuda else "perf_counter_ns"
+        self.group = group
+        self.distributed = dist.is_available() and dist.is_initialized()
+        if not self.cuda and (sleep_cycles or flush_l2):
+            raise ValueError("sleep_cycles and flush_l2 need device='cuda'")
+        self.sleep_cycles = sleep_cycles
+        self.flush_buf = torch.empty(l2_bytes // 4, dtype=torch.int32, device="cuda") if flush_l2 else None
+
+    # --- this rank --------------------------------------------------------------------
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def barrier(self) -> None:
+        """Every rank's queued work done, every rank here (a device sync without a group)."""
+        self.sync()
+        if self.distributed:
+            self.dist.barrier(group=self.group)
+            self.sync()
+
+    def elapsed_s(self, fn: Callable[[], object], loops: int = 1) -> float:
+        """One sample on this rank: barrier (not timed), then ``loops`` calls; seconds."""
+        self.barrier()
+        if not self.cuda:
+            t0 = time.perf_counter_ns()
+            for _ in range(loops):
+                fn()
+            return (time.perf_counter_ns() - t0) * 1e-9
+        event = lambda: self.torch.cuda.Event(enable_timing=True)  # noqa: E731
+        if self.sleep_cycles:
+            self.torch.cuda._sleep(self.sleep_cycles)
+        if self.flush_buf is None:
+            start, end = event(), event()
             start.record()
             for _ in range(loops):
                 fn()
             end.record()
             end.synchronize()
             return start.elapsed_time(end) * 1e-3
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(loops)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(loops)]
-        for i in range(loops):
-            flush_buf.zero_()
-            starts[i].record()
+        marks = [(event(), event()) for _ in range(loops)]
+        for start, end in marks:
+            self.flush_buf.zero_()
+            start.record()
             fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return sum(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e-3
+            end.record()
+        marks[-1][1].synchronize()
+        return sum(start.elapsed_time(end) for start, end in marks) * 1e-3
 
-    return timer
+    # --- across ranks -------------------------------------------------------------------
+    def _tensor(self, values):
+        dev = self.torch.device("cuda", self.torch.cuda.current_device()) if self.cuda else "cpu"
+        return self.torch.tensor(values, dtype=self.torch.float64, device=dev)
 
+    def max_over_ranks(self, values: Sequence[float]) -> list[float]:
+        """Element-wise maximum of ``values`` over the ranks (every rank gets it)."""
+        t = self._tensor(list(values))
+        if self.distributed:
+            self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.group)
+        return t.cpu().tolist()
 
-def time_cuda(fn: Callable[[], object], flush_l2: bool = False, **kw) -> Measurement:
-    """Time GPU work with CUDA events (requires a CUDA device)."""
-    kw.setdefault("min_sample_s", 1e-3)
-    return measure(cuda_event_timer(fn, flush_l2=flush_l2), clock="cuda-event", **kw)
+    def per_rank(self, values: Sequence[float]) -> list[list[float]]:
+        """Every rank's ``values`` (same length on every rank), in rank order."""
+        t = self._tensor(list(values))
+        if not self.distributed:
+            return [t.cpu().tolist()]
+        parts = [self.torch.empty_like(t) for _ in range(self.dist.get_world_size(self.group))]
+        self.dist.all_gather(parts, t, group=self.group)
+        return [p.cpu().tolist() for p in parts]
+
+    def _timing(self, samples_ns: list[float], loops: int) -> Timing:
+        ranks = self.per_rank(samples_ns)
+        return Timing([max(col) for col in zip(*ranks)], ranks, loops, self.clock)
+
+    def loops_for(self, fns: Sequence[Callable[[], object]], min_sample_s: float, max_loops: int = 64) -> list[int]:
+        """Per fn, the calls per sample that make a sample last ``min_sample_s``, from one
+        untimed call and 3 timed ones; the same on every rank (the slowest rank's estimate)."""
+        est = []
+        for fn in fns:
+            fn()
+            est.append(self.elapsed_s(fn, 3) / 3)
+        return [max(1, min(max_loops, math.ceil(min_sample_s / max(t, 1e-6)))) for t in self.max_over_ranks(est)]
+
+    def samples(self, fn: Callable[[], object], repeat: int, loops: int = 1, warmup: int = 1) -> Timing:
+        """``repeat`` samples of ``loops`` calls each after ``warmup`` untimed ones; per call."""
+        for _ in range(warmup):
+            self.barrier()
+            for _ in range(loops):
+                fn()
+        return self._timing([self.elapsed_s(fn, loops) * 1e9 / loops for _ in range(repeat)], loops)
+
+    def interleaved(self, fns: Sequence[Callable[[], object]], repeat: int, loops: Sequence[int]) -> list[Timing]:
+        """One sample of each fn per round, the order rotated each round, so a clock that
+        drifts over the run (GPUs slow down as they heat) is spread over every fn instead of
+        penalising the ones timed last. Round 0 is an untimed warm-up round."""
+        samples: list[list[float]] = [[] for _ in fns]
+        for r in range(repeat + 1):
+            shift = r % len(fns) if fns else 0
+            for i in list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]:
+                elapsed_s = self.elapsed_s(fns[i], loops[i])
+                if r:
+                    samples[i].append(elapsed_s * 1e9 / loops[i])
+        return [self._timing(s, n) for s, n in zip(samples, loops)]
+
+    def measure(self, fn: Callable[[], object], repeat: int = 20, warmup: int = 1, loops: int | None = None,
+                min_sample_s: float = 1e-3) -> Measurement:
+        """:func:`measure` on this clock: ``loops`` agreed by the ranks, a fixed ``repeat``
+        (no time budget: every rank must take the same number of samples), the maximum over
+        ranks as the samples and each rank's median in ``extra``."""
+        if loops is None:
+            loops = self.loops_for([fn], min_sample_s, max_loops=1 << 16)[0]
+        t = self.samples(fn, repeat, loops, warmup)
+        return Measurement(samples_ns=t.samples_ns, loops=loops, warmup=warmup, clock=self.clock,
+                           extra={"rank_median_ns": t.rank_medians_ns()})
 
 
 # --- external commands: google-benchmark JSON ------------------------------------------

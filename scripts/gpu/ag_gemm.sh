@@ -11,11 +11,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh" ag-gemm
 REPEAT="${REPEAT:-20}"
-ngpu="$(gpu_count)"
-status=0
-echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
-for ws in ${WORLD_SIZES:-2 4 8}; do
-  [ "$ws" -le "$ngpu" ] || continue
+for ws in $(world_sizes); do
   echo "== ws=$ws correctness at shapes off the block sizes"
   "$PY" benchmarks/ag_gemm.py --world-size "$ws" --m 264,1000,2056 --n 3000 --k 4000 --dtype fp16,bf16 \
       --methods nccl,torch-fused,ce-chunked,hbm-buffer --repeat 3 --trace off --set chunks=2 --set timeout_s=120 \

@@ -21,7 +21,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from studies._mc2_split.worker import SLEEP_CYCLES, TritonPushComm  # noqa: E402
+from studies._mc2_split.worker import TritonPushComm  # noqa: E402
+from workbench import harness, launcher  # noqa: E402
 
 
 def main() -> None:
@@ -36,10 +37,7 @@ def main() -> None:
     ap.add_argument("--chunks", default="1024,1024,1024,1024")
     ap.add_argument("--reps", type=int, default=40)
     args = ap.parse_args()
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
+    dev = launcher.init_rank("nccl")  # NVLink multicast off, however torchrun was started
     rank = dist.get_rank()
     chunks = [int(c) for c in args.chunks.split(",")]
     if sum(chunks) != args.m:
@@ -78,32 +76,25 @@ def main() -> None:
         raise SystemExit(f"rank {rank}: output check failed ({err:.2e}): no timings")
     for _ in range(3):
         call()
+    timer = harness.DistTimer(sleep_cycles=harness.SLEEP_CYCLES)  # the whole call queued before the GPU starts it
     rows = []
     for _ in range(args.reps):
-        torch.cuda.synchronize()
-        dist.barrier()
-        torch.cuda.synchronize()
         marks = {k: [ev() for _ in chunks] for k in ("mm0", "mm1", "ar1")}
-        s, e = ev(), ev()
-        torch.cuda._sleep(SLEEP_CYCLES)
-        s.record()
-        call(marks)
-        e.record()
-        e.synchronize()
-        # ar start ~ max(mm end, previous ar end): the launch waits for both
-        row = [s.elapsed_time(e)]
+        row = [timer.elapsed_s(lambda: call(marks)) * 1e3]  # ms, like elapsed_time
+        t0 = marks["mm0"][0]
         for i in range(len(chunks)):
             mm = marks["mm0"][i].elapsed_time(marks["mm1"][i])
+            # ar start ~ max(mm end, previous ar end): the launch waits for both
             ar_start = marks["mm1"][i] if i == 0 else max(
-                (marks["mm1"][i], marks["ar1"][i - 1]), key=lambda x: s.elapsed_time(x))
+                (marks["mm1"][i], marks["ar1"][i - 1]), key=lambda x: t0.elapsed_time(x))
             row += [mm, ar_start.elapsed_time(marks["ar1"][i])]
         rows.append(row)
-    t = torch.tensor(rows, device=dev) * 1e3
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    worst = timer.max_over_ranks([v * 1e3 for row in rows for v in row])  # us, slowest rank per entry
+    t = [worst[i:i + len(rows[0])] for i in range(0, len(worst), len(rows[0]))]
     if rank == 0:
         print(f"{args.comm} carve-out {args.carveout} CTAs {ctas} warps {args.warps} chunks {chunks}: us, max over ranks")
         print("call | " + " | ".join(f"mm{i} ar{i}" for i in range(len(chunks))))
-        for row in sorted(t.tolist()):
+        for row in sorted(t):
             print(f"{row[0]:6.1f} | " + " | ".join(f"{row[1 + 2 * i]:5.1f} {row[2 + 2 * i]:5.1f}"
                                                  for i in range(len(chunks))))
     torch._C._set_sm_carveout_experimental(None)

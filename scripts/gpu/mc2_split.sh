@@ -9,11 +9,7 @@ source "$(dirname "$0")/common.sh" mc2-split
 REPS="${REPS:-20}"
 COMMS="${COMMS:-default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent}"
 CARVEOUT="${CARVEOUT:-0,16,24}"
-ngpu="$(gpu_count)"
-status=0
-echo "== $ngpu GPUs: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
-for ws in ${WORLD_SIZES:-2 4 8}; do
-  [ "$ws" -le "$ngpu" ] || continue
+for ws in $(world_sizes); do
   echo "== ws=$ws"
   "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set comms="$COMMS" --set carveout="$CARVEOUT" \
       --set timeout_s=500 ${EXTRA_SETS:-} --bundle-dir "$dir" --tag seed-shape > "$dir/benchmark_ws$ws.md" || status=1

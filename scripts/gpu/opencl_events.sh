@@ -12,10 +12,11 @@
 set -u
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+PY=${PY:-python3}
+eval "$($PY -m workbench.launcher env)" || exit 1  # NVLink multicast off (workbench/launcher.py)
+export PYTHONUNBUFFERED=1
 export WORKBENCH_STORE=${WORKBENCH_STORE:-/tmp/wb-opencl-events.sqlite}
 export WORKBENCH_LOCK=/tmp/wb-opencl-events.lock
-PY=${PY:-python3}
 PLAT=${OE_PLATFORM:-nvidia}  # OpenCL platform substring
 
 if ! $PY -c 'import pyopencl' 2>/dev/null; then

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -26,6 +25,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from studies._mc2_split.worker import TritonPushComm  # noqa: E402
+from workbench import harness, launcher  # noqa: E402
 
 
 def main() -> None:
@@ -40,10 +40,7 @@ def main() -> None:
     ap.add_argument("--soak-s", type=float, default=0.0,
                     help="then run the first Triton row at the last carve-out this long per mode (clock log)")
     args = ap.parse_args()
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
+    dev = launcher.init_rank("nccl")  # NVLink multicast off, however torchrun was started
     rank, world = dist.get_rank(), dist.get_world_size()
     a = torch.randn(args.rows, args.k, device=dev, dtype=torch.float16)
     b = torch.randn(args.k, args.n, device=dev, dtype=torch.float16)
@@ -87,23 +84,12 @@ def main() -> None:
         if err > 1e-2:
             raise SystemExit(f"rank {rank}: output check failed ({err:.2e} relative): no timings")
 
+    # the sleep kernel: both kernels (or the whole op) are queued before the GPU starts them
+    timer = harness.DistTimer(sleep_cycles=harness.SLEEP_CYCLES)
+
     def timed(fn):
-        out = []
-        for i in range(args.reps + 3):
-            torch.cuda.synchronize()
-            dist.barrier()
-            torch.cuda.synchronize()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(2_000_000)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            if i >= 3:
-                out.append(s.elapsed_time(e) * 1e3)
-        t = torch.tensor(out, device=dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return statistics.median(t.tolist())
+        """Median us of one call, slowest rank (3 untimed calls first)."""
+        return timer.samples(fn, args.reps, warmup=3).median_ns / 1e3
 
     if rank == 0:
         print(f"world {world}, {args.rows}x{args.k} @ {args.k}x{args.n} fp16, all-reduce {c.numel() * 2 / 2**20:.0f} MiB; "

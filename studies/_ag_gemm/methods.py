@@ -46,15 +46,16 @@ class Inputs:
     cache: dict = field(default_factory=dict)
 
 
-def make_inputs(m: int, n: int, k: int, dtype: str, rank: int, world_size: int, group, seed: int = 0) -> Inputs:
+def make_inputs(m: int, n: int, k: int, dtype: str, rank: int, world_size: int, group, seed: int = 0,
+                device: str = "cuda") -> Inputs:
     """Random normal inputs: A shard seeded per rank, B seeded the same on every rank."""
     import torch
 
     dt = torch_dtype(dtype)
-    gen = torch.Generator(device="cuda").manual_seed(seed * 7919 + 1000 + rank)
-    a = torch.randn(m // world_size, k, device="cuda", generator=gen, dtype=torch.float32).to(dt)
-    gen_b = torch.Generator(device="cuda").manual_seed(seed * 7919 + 17)
-    b = torch.randn(k, n, device="cuda", generator=gen_b, dtype=torch.float32).to(dt)
+    gen = torch.Generator(device=device).manual_seed(seed * 7919 + 1000 + rank)
+    a = torch.randn(m // world_size, k, device=device, generator=gen, dtype=torch.float32).to(dt)
+    gen_b = torch.Generator(device=device).manual_seed(seed * 7919 + 17)
+    b = torch.randn(k, n, device=device, generator=gen_b, dtype=torch.float32).to(dt)
     return Inputs(rank, world_size, a, b, m, group)
 
 
@@ -103,9 +104,9 @@ def build(name: str, inp: Inputs, knobs: dict[str, Any], trace: bool = False) ->
 
     m, (k, n) = inp.m, inp.b.shape
     dt = inp.a_shard.dtype
-    if name in ("nccl", "all-gather", "matmul"):
-        gathered = torch.empty(m, k, device="cuda", dtype=dt)
-        out = torch.empty(m, n, device="cuda", dtype=dt)
+    if name in ("nccl", "all-gather", "matmul"):  # any backend (gloo on CPUs too)
+        gathered = torch.empty(m, k, device=inp.a_shard.device, dtype=dt)
+        out = torch.empty(m, n, device=inp.a_shard.device, dtype=dt)
         if name == "matmul":
             dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)
             return (lambda: torch.matmul(gathered, inp.b, out=out)), out, {}

@@ -24,15 +24,38 @@ from kernels.iree.sum_programs import Program
 from workbench.env import REPO_ROOT
 from workbench.harness import ExternalCommandError, parse_gbench, run_command
 
-#: the seed's compiler flags, plus the target selection every llvm-cpu build needs
-SEED_FLAGS = ("--iree-opt-level=O2", "--iree-opt-data-tiling", "--iree-llvmcpu-target-cpu=host")
+#: the seed's compiler flags (``--iree-llvmcpu-target-cpu`` is set per run: ``host`` as the seed)
+SEED_FLAGS = ("--iree-opt-level=O2", "--iree-opt-data-tiling")
 TARGET_FLAGS = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu")
 CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "iree"
 PROFILE_MODES = "queue-events,host-execution,command-region-events"
+#: an LLVM CPU name (``host``, ``x86-64-v4``, ``znver4``, ``sapphirerapids``...)
+TARGET_CPU_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+#: a dispatch export's name in the module's read-only data
+DISPATCH_NAME_RE = re.compile(r"^\w+_dispatch_\d+\w*$")
+#: a VM call of a command-buffer operation, one instruction per line of the disassembly
+VM_CALL_RE = re.compile(r"\bvm\.call(?:\.variadic)?(?:\.yieldable)? @hal\.command_buffer\.(\w+)\b")
+
+
+def seed_flags(target_cpu: str = "host") -> tuple[str, ...]:
+    """The seed's flags for ``target_cpu`` (the seed compiled with ``host``)."""
+    if not TARGET_CPU_RE.match(target_cpu):
+        raise ValueError(f"not an LLVM CPU name: {target_cpu!r}")
+    return (*SEED_FLAGS, f"--iree-llvmcpu-target-cpu={target_cpu}")
+
+
+def compiler_installed() -> bool:
+    return importlib.util.find_spec("iree") is not None and importlib.util.find_spec("iree.compiler") is not None
 
 
 def versions() -> dict[str, str]:
-    return {p: importlib.metadata.version(p) for p in ("iree-base-compiler", "iree-base-runtime")}
+    out = {}
+    for p in ("iree-base-compiler", "iree-base-runtime"):
+        try:
+            out[p] = importlib.metadata.version(p)
+        except importlib.metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
 
 
 def runtime_tool(name: str, tracy: bool = False) -> str:
@@ -63,24 +86,38 @@ class Compiled:
     info: dict  # key, flags, versions, dispatch/copy/fill counts, compile_s, cached
 
 
-def compile_program(prog: Program, flags: tuple[str, ...] = SEED_FLAGS, cache_dir: Path | None = None) -> Compiled:
-    """Compile (or reuse) the program's .vmfb, keyed by (N, C, flags, compiler version).
+class NotPrecompiled(FileNotFoundError):
+    """No compiler here and no module compiled elsewhere for this program and these flags."""
 
-    The key hashes the MLIR text too, so an edited template never reuses a stale module. The
+
+def _mlir_sha(prog: Program, all_flags: tuple[str, ...]) -> str:
+    return hashlib.sha256(json.dumps([prog.mlir, all_flags]).encode()).hexdigest()[:16]
+
+
+def compile_program(prog: Program, flags: tuple[str, ...] | None = None, cache_dir: Path | None = None) -> Compiled:
+    """Compile (or reuse) the program's .vmfb, keyed by (MLIR text, flags, compiler version).
+
+    The key hashes the MLIR text, so an edited template never reuses a stale module. The
     sidecar JSON records what the compiled module really contains (from ``iree-dump-module``):
-    dispatches, and fill/copy command-buffer operations (a materialised pad).
+    dispatches, and fill/copy command-buffer operations (a materialised pad). Without the
+    compiler (a machine that only has the runtime), a module compiled elsewhere for the same
+    MLIR and flags is taken from the cache; its sidecar names the compiler that built it.
     """
     cache_dir = Path(cache_dir or CACHE_DIR)
+    all_flags = TARGET_FLAGS + tuple(seed_flags() if flags is None else flags)
+    src_key = _mlir_sha(prog, all_flags)
+    if not compiler_installed():
+        return _precompiled(prog, src_key, all_flags, cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     ver = versions()["iree-base-compiler"]
-    all_flags = TARGET_FLAGS + tuple(flags)
     digest = hashlib.sha256(json.dumps([prog.mlir, all_flags, ver]).encode()).hexdigest()[:16]
     stem = f"sum_n{prog.n}_c{prog.c}_{digest}"
     vmfb, side = cache_dir / f"{stem}.vmfb", cache_dir / f"{stem}.json"
     if vmfb.exists() and side.exists():
         info = json.loads(side.read_text())
-        info["cached"] = True
-        return Compiled(vmfb, info)
+        if info.get("source_key") == src_key:
+            info["cached"] = True
+            return Compiled(vmfb, info)
     src = cache_dir / f"{stem}.mlir"
     src.write_text(prog.mlir)
     tmp = vmfb.with_suffix(f".tmp{os.getpid()}")
@@ -89,27 +126,67 @@ def compile_program(prog: Program, flags: tuple[str, ...] = SEED_FLAGS, cache_di
     _run(cmd)
     compile_s = time.perf_counter() - t0
     os.replace(tmp, vmfb)  # atomic: a concurrent run never reads a half-written module
-    info = {"key": stem, "n": prog.n, "c": prog.c, "m": prog.m, "pad": prog.pad, "flags": list(flags),
-            "compiler": ver, "compile_cmd": " ".join(cmd[:-1] + [str(vmfb)]), "compile_s": round(compile_s, 3),
-            **module_ops(vmfb)}
+    info = {"key": stem, "source_key": src_key, "n": prog.n, "c": prog.c, "m": prog.m, "pad": prog.pad,
+            "split": prog.split, "shards": prog.shards, "rem": prog.rem, "label": prog.label,
+            "flags": list(all_flags[len(TARGET_FLAGS):]), "compiler": ver,
+            "compile_cmd": " ".join(cmd[:-1] + [str(vmfb)]), "compile_s": round(compile_s, 3), **module_ops(vmfb)}
     side.write_text(json.dumps(info, indent=1))
     info["cached"] = False
     return Compiled(vmfb, info)
 
 
+def _precompiled(prog: Program, src_key: str, all_flags: tuple[str, ...], cache_dir: Path) -> Compiled:
+    for side in sorted(cache_dir.glob(f"sum_n{prog.n}_c{prog.c}_*.json")) if cache_dir.is_dir() else []:
+        try:
+            info = json.loads(side.read_text())
+        except (OSError, ValueError):
+            continue
+        vmfb = side.with_suffix(".vmfb")
+        if info.get("source_key") == src_key and vmfb.exists():
+            info["cached"] = True
+            return Compiled(vmfb, info)
+    raise NotPrecompiled(f"iree-base-compiler is not installed and no module for N={prog.n}, c={prog.c} "
+                         f"({prog.label}) with flags {' '.join(all_flags[len(TARGET_FLAGS):])} was compiled into "
+                         f"{cache_dir}: pip install iree-base-compiler==3.13.0, or precompile on another machine "
+                         "(python -m studies._cpu_reduction.precompile)")
+
+
+def not_precompiled(keys, target_cpu: str, cache_dir: Path | None = None) -> list[str]:
+    """Which of the (n, c, split) programs have no module in the cache for ``target_cpu``
+    (for a machine without the compiler), as readable labels."""
+    from kernels.iree.sum_programs import program
+
+    absent = []
+    for n, c, split in keys:
+        prog = program(n, c, split or "aligned")
+        try:
+            _precompiled(prog, _mlir_sha(prog, TARGET_FLAGS + seed_flags(target_cpu)),
+                         TARGET_FLAGS + seed_flags(target_cpu), Path(cache_dir or CACHE_DIR))
+        except NotPrecompiled:
+            absent.append(f"N={n} c={c} ({prog.label})")
+    return absent
+
+
 def module_ops(vmfb: Path) -> dict:
-    """Dispatch names and command-buffer dispatch/fill/copy call counts of a compiled module."""
-    text = _run([runtime_tool("iree-dump-module"), str(vmfb)]).stdout
-    # Export names appear in several (sometimes truncated) places: keep the longest per ordinal.
-    names: dict[str, str] = {}
-    for name in re.findall(r"`(\w+?_dispatch_(\d+)\w*)", text):
-        full, ordinal = name
-        if len(full) > len(names.get(ordinal, "")):
-            names[ordinal] = full
-    return {"dispatches": len(re.findall(r"vm\.call\.variadic @hal\.command_buffer\.dispatch\b", text)),
-            "fills": len(re.findall(r"vm\.call @hal\.command_buffer\.fill_buffer\b", text)),
-            "copies": len(re.findall(r"vm\.call @hal\.command_buffer\.copy_buffer\b", text)),
-            "dispatch_names": [names[k] for k in sorted(names, key=int)]}
+    """Dispatch names (from ``iree-dump-module``'s flatbuffer JSON) and the command-buffer
+    dispatch/fill/copy calls of the module's VM code (one instruction per disassembly line)."""
+    tool = runtime_tool("iree-dump-module")
+    doc = json.loads(_run([tool, "--output=flatbuffer-json", str(vmfb)]).stdout)
+    names = []
+    for seg in doc.get("rodata_segments", []):
+        data = seg.get("embedded_data")
+        if isinstance(data, list) and 0 < len(data) <= 256:
+            text = bytes(data).decode("utf-8", errors="replace")
+            if DISPATCH_NAME_RE.match(text):
+                names.append(text)
+    names.sort(key=lambda s: int(s.split("_dispatch_")[1].split("_")[0]))
+    calls: dict[str, int] = {}
+    for line in _run([tool, "--output=disassembly", str(vmfb)]).stdout.splitlines():
+        m = VM_CALL_RE.search(line)
+        if m:
+            calls[m[1]] = calls.get(m[1], 0) + 1
+    return {"dispatches": calls.get("dispatch", 0), "fills": calls.get("fill_buffer", 0),
+            "copies": calls.get("copy_buffer", 0), "dispatch_names": names}
 
 
 def device_flags(driver: str, workers: int) -> list[str]:
@@ -129,12 +206,15 @@ def run_module(vmfb: Path, input_npy: Path, driver: str, workers: int) -> float:
         return float(np.load(out))
 
 
-def benchmark(vmfb: Path, input_npy: Path, workers: int, repeat: int, min_time_s: float,
+def benchmark(vmfb: Path, input_npy: Path, workers: int, repeat: int, min_time: str,
               extra: list[str] | None = None, tracy: bool = False, env: dict | None = None) -> tuple[list[float], str]:
-    """``iree-benchmark-module`` on local-task: per-iteration ns of each repetition, and the command."""
+    """``iree-benchmark-module`` on local-task: per-iteration ns of each repetition, and the command.
+
+    ``min_time`` is google-benchmark's: ``"0.01s"`` (run at least that long) or ``"30x"``
+    (exactly 30 iterations per repetition: a profile with a known number of iterations)."""
     cmd = [runtime_tool("iree-benchmark-module", tracy=tracy), f"--module={vmfb}", "--function=sum",
            *device_flags("local-task", workers), f"--input=@{input_npy}",
-           f"--benchmark_repetitions={repeat}", f"--benchmark_min_time={min_time_s:g}s",
+           f"--benchmark_repetitions={repeat}", f"--benchmark_min_time={min_time}",
            "--benchmark_format=json", *(extra or [])]
     proc = _run(cmd, env=env)
     rows = parse_gbench(proc.stdout)
@@ -144,10 +224,11 @@ def benchmark(vmfb: Path, input_npy: Path, workers: int, repeat: int, min_time_s
 
 
 def capture_ireeperf(vmfb: Path, input_npy: Path, workers: int, out_dir: Path,
-                     min_time_s: float = 0.01) -> tuple[Path, str]:
-    """IREE's native profiler around a short benchmark; returns the ireeperf-jsonl path."""
+                     iterations: int = 30) -> tuple[Path, str]:
+    """IREE's native profiler around ``iterations`` benchmark iterations; returns the
+    ireeperf-jsonl path and the command."""
     prof = out_dir / "run.ireeprof"
-    _, cmd = benchmark(vmfb, input_npy, workers, 1, min_time_s,
+    _, cmd = benchmark(vmfb, input_npy, workers, 1, f"{iterations}x",
                        [f"--device_profiling_mode={PROFILE_MODES}", f"--device_profiling_output={prof}"])
     jsonl = out_dir / "run.ireeperf.jsonl"
     _run([runtime_tool("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={jsonl}", str(prof)])
@@ -184,6 +265,6 @@ def capture_tracy(out_dir: Path, traced: Callable[[dict], str], timeout_s: float
     return out, f"TRACY_NO_EXIT=1 IREE_PY_RUNTIME=tracy {cmd}  # with: {' '.join(cap_cmd)}"
 
 
-def traced_benchmark(vmfb: Path, input_npy: Path, workers: int, min_time_s: float = 0.01) -> Callable[[dict], str]:
-    """For :func:`capture_tracy`: a short ``iree-benchmark-module`` run of the Tracy build."""
-    return lambda env: benchmark(vmfb, input_npy, workers, 1, min_time_s, tracy=True, env=env)[1]
+def traced_benchmark(vmfb: Path, input_npy: Path, workers: int, iterations: int = 30) -> Callable[[dict], str]:
+    """For :func:`capture_tracy`: ``iterations`` iterations of ``iree-benchmark-module``'s Tracy build."""
+    return lambda env: benchmark(vmfb, input_npy, workers, 1, f"{iterations}x", tracy=True, env=env)[1]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -27,21 +28,32 @@ from .iree_tools import benchmark, run_module
 
 @dataclass(frozen=True)
 class Point:
-    """One measured configuration: implementation, elements, chunks (IREE only), workers."""
+    """One measured configuration: provider (the compared dimension), elements, chunks and
+    split (IREE only), workers; ``experiment`` names the interleaved experiments whose
+    samples are paired by round (``alloc``, ``forkjoin``), empty for an ordinary point."""
 
-    impl: str
+    provider: str
     n: int
     c: int | None
     w: int
+    split: str | None = None
+    experiment: str = ""
 
     @property
     def name(self) -> str:
-        chunk = f"/c={self.c}" if self.c is not None else ""
-        return f"{self.impl}/n={self.n}{chunk}/w={self.w}"
+        chunk = "" if self.c is None else f"/c={self.c}" + (f"/{self.split}" if self.c > 1 and self.split else "")
+        prefix = f"{self.experiment}:" if self.experiment else ""
+        return f"{prefix}{self.provider}/n={self.n}{chunk}/w={self.w}"
+
+    @property
+    def program_key(self) -> tuple[int, int, str | None]:
+        """(n, c, split) of the IREE program this point runs (split None without a split)."""
+        return (self.n, self.c or 1, self.split if (self.c or 1) > 1 else None)
 
     @property
     def params(self) -> dict:
-        return {"impl": self.impl, "n": self.n, "c": self.c, "w": self.w}
+        out = {"provider": self.provider, "n": self.n, "c": self.c, "split": self.split, "w": self.w}
+        return out | ({"experiment": self.experiment} if self.experiment else {})
 
 
 def failed(p: Point, reason: str, extra: dict | None = None) -> VariantResult:
@@ -53,7 +65,7 @@ def checked(p: Point, value: float, ref: float, samples_ns: list[float], extra: 
     return VariantResult(p.name, p.params, samples_ns if ok else [], ok, text, extra)
 
 
-def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
+def torch_fn(provider: str, x: np.ndarray) -> Callable[[], object]:
     """``torch.sum(x)`` (allocates its output each call) or ``torch.sum(x, 0, out=o)``.
 
     The ``out=`` overload needs a ``dim``; over the only dimension of a 1D tensor it runs the
@@ -63,12 +75,54 @@ def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResu
 
     xt = torch.from_numpy(x)
     out = torch.empty((), dtype=torch.float32)
-    fn = (lambda: torch.sum(xt, 0, out=out)) if p.impl == "torch-out" else (lambda: torch.sum(xt))
+    return (lambda: torch.sum(xt, 0, out=out)) if provider == "torch-out" else (lambda: torch.sum(xt))
+
+
+def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
+    import torch
+
+    fn = torch_fn(p.provider, x)
     with harness.torch_threads(p.w):
         value = float(fn())
         m = harness.time_callable(fn, repeat=repeat)
-    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "torch": torch.__version__,
-                                                 "threads": p.w})
+    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "torch": torch.__version__, "threads": p.w})
+
+
+def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int) -> list[VariantResult]:
+    """Torch points timed in interleaved rounds: each round takes one sample of every point,
+    in forward order on even rounds and reverse order on odd ones, so drift and order effects
+    fall on all points alike and sample ``i`` of every point comes from round ``i`` (paired).
+
+    Each point keeps its own calibrated loop count and its own thread count (set before
+    each of its samples, then one untimed call so a resized OpenMP pool is warm)."""
+    import torch
+
+    fns, loops, results = {}, {}, {}
+    for p in points:
+        fn = torch_fn(p.provider, arrays[p.n])
+        with harness.torch_threads(p.w):
+            value = float(fn())
+            ok, text = data.check(value, refs[p.n])
+            if ok:
+                fn()
+                loops[p.name] = harness.calibrate_loops(harness.perf_counter_timer(fn), 1e-3)
+        fns[p.name], results[p.name] = fn, (ok, text)
+    samples: dict[str, list[float]] = {p.name: [] for p in points}
+    live = [p for p in points if results[p.name][0]]
+    for r in range(rounds):
+        for p in (live if r % 2 == 0 else live[::-1]):
+            timer = harness.perf_counter_timer(fns[p.name])
+            with harness.torch_threads(p.w):
+                fns[p.name]()
+                samples[p.name].append(timer(loops[p.name]) * 1e9 / loops[p.name])
+    out = []
+    for p in points:
+        ok, text = results[p.name]
+        extra = {"loops": loops.get(p.name), "torch": torch.__version__, "threads": p.w, "rounds": rounds,
+                 "paired_by": "round (interleaved; order reversed every other round)",
+                 "interleaved_with": [q.name for q in points if q is not p]}
+        out.append(VariantResult(p.name, p.params, samples[p.name] if ok else [], ok, text, extra))
+    return out
 
 
 def copy_bandwidth(workers: int, repeat: int, n_elems: int = 1 << 25) -> dict:
@@ -120,10 +174,15 @@ def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, en
     return json.loads(proc.stdout), shown
 
 
+def _module_extra(module) -> dict:
+    return {"module": module.info["key"], "dispatches": module.info["dispatches"],
+            "program": module.info.get("label", ""), "dispatch_names": module.info.get("dispatch_names", [])}
+
+
 def iree_python(points: list[Point], driver: str, workers: int, modules: dict, inputs: dict, refs: dict,
                 repeat: int) -> list[VariantResult]:
     """All points of one driver setup through ``iree.runtime`` in one child process."""
-    progs = [{"key": p.name, "vmfb": str(modules[(p.n, p.c)].vmfb), "input": str(inputs[p.n])} for p in points]
+    progs = [{"key": p.name, "vmfb": str(modules[p.program_key].vmfb), "input": str(inputs[p.n])} for p in points]
     try:
         results, _ = run_iree_python(progs, driver, workers, repeat)
     except ExternalCommandError as exc:
@@ -132,8 +191,7 @@ def iree_python(points: list[Point], driver: str, workers: int, modules: dict, i
     out = []
     for p in points:
         r = by_key.get(p.name, {"error": "no result from the child process"})
-        extra = {"driver": driver, "workers": workers, "module": modules[(p.n, p.c)].info["key"],
-                 "dispatches": modules[(p.n, p.c)].info["dispatches"]}
+        extra = {"driver": driver, "workers": workers, **_module_extra(modules[p.program_key])}
         if "error" in r:
             out.append(failed(p, f"iree.runtime ({driver}, {workers} workers): {r['error']}", extra))
         else:
@@ -143,14 +201,13 @@ def iree_python(points: list[Point], driver: str, workers: int, modules: dict, i
 
 def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_time_s: float) -> VariantResult:
     """``iree-benchmark-module`` (C++ harness): result checked with ``iree-run-module`` first."""
-    extra = {"module": module.info["key"], "dispatches": module.info["dispatches"]}
+    extra = _module_extra(module)
     try:
         value = run_module(module.vmfb, input_npy, "local-task", p.w)
         ok, text = data.check(value, ref)
         if not ok:
             return VariantResult(p.name, p.params, [], False, text, extra)
-        samples, cmd = benchmark(module.vmfb, input_npy, p.w, repeat, min_time_s)
+        samples, cmd = benchmark(module.vmfb, input_npy, p.w, repeat, f"{min_time_s:g}s")
     except ExternalCommandError as exc:
         return failed(p, str(exc), extra)
-    return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd,
-                                                                        "min_time_s": min_time_s})
+    return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd, "min_time_s": min_time_s})

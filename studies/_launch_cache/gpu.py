@@ -31,6 +31,7 @@ import queue
 import resource
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,6 @@ extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsign
 """
 BLOCK_THREADS = 256  # the kernel's shared-memory reduction assumes exactly this many
 
-POLICIES = ("per_call", "locked_cache", "pool", "framework", "graph")
 SEGMENTS = ("acquire", "launch", "sync", "release")  # the parts of one launch's host time
 
 
@@ -234,115 +234,138 @@ def _kernel():
     return kern
 
 
-def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int, passes: int,
-              sync: bool, salt: int) -> Phase:
-    """One launch phase of ``policy`` on GPU 0; the caller checks ``Phase.checksum``."""
-    import cupy
+class _LaunchPhase:
+    """One launch phase's state: the output and launch-counter buffers, one stream per host
+    thread, the policy (or the captured graphs) and the per-launch time stamps."""
 
-    dev = cupy.cuda.Device(0)
-    dev.use()
-    kern = _kernel()
-    step_words = np.uint64((scratch_bytes // pages) // 64 * 8)  # 64-byte aligned lines, in words
-    out = cupy.zeros(launches, dtype=cupy.uint64)
-    seq = cupy.zeros(threads, dtype=cupy.uint32)
-    bounds = split(launches, threads)
-    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(threads)]
-    held = _Held()
-    dev.synchronize()
-    free0, _total = cupy.cuda.runtime.memGetInfo()
+    def __init__(self, cupy, threads: int, launches: int, scratch_bytes: int, pages: int, passes: int, salt: int):
+        self.cupy, self.threads, self.launches, self.scratch_bytes = cupy, threads, launches, scratch_bytes
+        self.dev = cupy.cuda.Device(0)
+        self.dev.use()
+        self.kern = _kernel()
+        step_words = np.uint64((scratch_bytes // pages) // 64 * 8)  # 64-byte aligned lines, in words
+        self.out = cupy.zeros(launches, dtype=cupy.uint64)
+        self.seq = cupy.zeros(threads, dtype=cupy.uint32)
+        self.bounds = split(launches, threads)
+        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(threads)]
+        self.held = _Held()
+        # Argument tuples built once per thread: only the block pointer changes per launch.
+        self.fixed = [(step_words, np.int32(pages), np.int32(passes), self.out, self.seq[t:t + 1], np.uint64(lo),
+                       np.uint64(salt)) for t, (lo, _hi) in enumerate(self.bounds)]
+        self.pol = None
+        self.graphs: list = []
+        self.graph_blocks: list[_Block] = []
+        # Per launch: start, after acquire, after the launch call, after the sync, after release.
+        self.stamps = np.zeros((launches, 5), dtype=np.int64)
 
-    # Argument tuples built once per thread: only the block pointer changes per launch.
-    fixed = [(step_words, np.int32(pages), np.int32(passes), out, seq[t:t + 1], np.uint64(lo), np.uint64(salt))
-             for t, (lo, _hi) in enumerate(bounds)]
+    def args(self, t: int, ptr) -> tuple:
+        return (np.uint64(ptr), *self.fixed[t])
 
-    def args(t, ptr):
-        return (np.uint64(ptr), *fixed[t])
-
-    graphs, graph_blocks = [], []
-    if policy == "graph":
-        graph_blocks = [_Block(cupy, scratch_bytes, held) for _ in range(threads)]
-        for t, s in enumerate(streams):
+    def prepare(self, policy: str, k: int) -> None:
+        """The policy's allocator, or for ``graph`` one captured launch per thread with its own block."""
+        if policy != "graph":
+            self.pol = POLICY_CLASSES[policy](self.cupy, self.scratch_bytes, self.threads, k, self.held)
+            return
+        self.graph_blocks = [_Block(self.cupy, self.scratch_bytes, self.held) for _ in range(self.threads)]
+        for t, s in enumerate(self.streams):
             with s:
                 s.begin_capture()
-                kern((1,), (BLOCK_THREADS,), args(t, graph_blocks[t].ptr))
-                graphs.append(s.end_capture())
-        pol = None
-    else:
-        pol = POLICY_CLASSES[policy](cupy, scratch_bytes, threads, k, held)
-    # Per launch: start, after acquire, after the launch call, after the sync, after release.
-    stamps = np.zeros((launches, 5), dtype=np.int64)
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
-    clock = time.perf_counter_ns
+                self.kern((1,), (BLOCK_THREADS,), self.args(t, self.graph_blocks[t].ptr))
+                self.graphs.append(s.end_capture())
 
-    def worker(t):
+    def launch(self, t: int, stream, sync: bool, clock=time.perf_counter_ns) -> tuple[int, int, int, int, int]:
+        """One launch of thread ``t``: its five time stamps."""
+        t0 = clock()
+        if self.pol is None:
+            self.graphs[t].launch(stream)
+            t2 = clock()
+            if sync:
+                stream.synchronize()
+            t3 = clock()
+            return t0, t0, t2, t3, t3
+        blk = self.pol.acquire(stream, sync)
+        t1 = clock()
+        self.kern((1,), (BLOCK_THREADS,), self.args(t, self.pol.ptr(blk)))
+        t2 = clock()
+        if sync:
+            stream.synchronize()
+        t3 = clock()
+        self.pol.release(blk, stream, sync)
+        blk = None  # drop it now: the framework pool reuses it on the next launch
+        return t0, t1, t2, t3, clock()
+
+    def thread(self, t: int, sync: bool, barrier: threading.Barrier, errors: list) -> None:
         try:
-            dev.use()
-            stream = streams[t]
-            lo, hi = bounds[t]
+            self.dev.use()
+            stream = self.streams[t]
+            lo, hi = self.bounds[t]
             with stream:
                 barrier.wait()
                 for i in range(lo, hi):
-                    t0 = clock()
-                    if pol is None:
-                        t1 = t0
-                        graphs[t].launch(stream)
-                        t2 = clock()
-                        if sync:
-                            stream.synchronize()
-                        t3 = t4 = clock()
-                    else:
-                        blk = pol.acquire(stream, sync)
-                        t1 = clock()
-                        kern((1,), (BLOCK_THREADS,), args(t, pol.ptr(blk)))
-                        t2 = clock()
-                        if sync:
-                            stream.synchronize()
-                        t3 = clock()
-                        pol.release(blk, stream, sync)
-                        blk = None  # drop it now: the framework pool reuses it on the next launch
-                        t4 = clock()
-                    stamps[i] = (t0, t1, t2, t3, t4)
+                    self.stamps[i] = self.launch(t, stream, sync)
                 stream.synchronize()
         except BaseException as exc:  # surfaced to the caller after the join
             errors.append(exc)
             barrier.abort()
 
-    workers = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
-    for w in workers:
-        w.start()
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    phase_t0 = time.perf_counter_ns()
-    try:
-        barrier.wait()
-    except threading.BrokenBarrierError:
-        pass
-    for w in workers:
-        w.join()
-    dev.synchronize()
-    real_ns = time.perf_counter_ns() - phase_t0
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    if errors:
-        raise errors[0]
+    def run(self, sync: bool) -> tuple[int, Any, Any]:
+        """All threads' launches, released together; (real ns, rusage before, rusage after)."""
+        barrier = threading.Barrier(self.threads + 1)
+        errors: list[BaseException] = []
+        workers = [threading.Thread(target=self.thread, args=(t, sync, barrier, errors), daemon=True)
+                   for t in range(self.threads)]
+        for w in workers:
+            w.start()
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        self.t0_ns = time.perf_counter_ns()
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        for w in workers:
+            w.join()
+        self.dev.synchronize()
+        real_ns = time.perf_counter_ns() - self.t0_ns
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        if errors:
+            raise errors[0]
+        return real_ns, r0, r1
+
+    def release(self) -> None:
+        if self.pol is not None:
+            self.pol.close()
+        for b in self.graph_blocks:
+            b.free(self.cupy, self.held)
+
+    def result(self, real_ns: int, r0, r1, device_used_bytes: int) -> Phase:
+        sums = self.out.get()
+        seq_host = self.seq.get()
+        counts = np.array([hi - lo for lo, hi in self.bounds])
+        self.dev.synchronize()
+        return Phase(
+            real_ns=real_ns, user_ns=int((r1.ru_utime - r0.ru_utime) * 1e9),
+            sys_ns=int((r1.ru_stime - r0.ru_stime) * 1e9), minflt=r1.ru_minflt - r0.ru_minflt,
+            majflt=r1.ru_majflt - r0.ru_majflt, nvcsw=r1.ru_nvcsw - r0.ru_nvcsw, nivcsw=r1.ru_nivcsw - r0.ru_nivcsw,
+            peak_bytes=self.held.peak, start_ns=self.stamps[:, 0] - self.t0_ns,
+            segments_ns={name: self.stamps[:, j + 1] - self.stamps[:, j] for j, name in enumerate(SEGMENTS)},
+            checksum=sums, thread_of=thread_index(self.launches, self.threads),
+            extra={"device_used_at_end_bytes": int(device_used_bytes), "seq_ok": bool(np.array_equal(seq_host, counts))},
+        )
+
+
+def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: int, pages: int, passes: int,
+              sync: bool, salt: int) -> Phase:
+    """One launch phase of ``policy`` on GPU 0; the caller checks ``Phase.checksum``."""
+    import cupy
+
+    phase = _LaunchPhase(cupy, threads, launches, scratch_bytes, pages, passes, salt)
+    phase.dev.synchronize()
+    free0, _total = cupy.cuda.runtime.memGetInfo()
+    phase.prepare(policy, k)
+    real_ns, r0, r1 = phase.run(sync)
     free1, _ = cupy.cuda.runtime.memGetInfo()
-    if pol is not None:
-        pol.close()
-    else:
-        for b in graph_blocks:
-            b.free(cupy, held)
-    sums = out.get()
-    seq_host = seq.get()
-    counts = np.array([hi - lo for lo, hi in bounds])
-    dev.synchronize()
-    return Phase(
-        real_ns=real_ns, user_ns=int((r1.ru_utime - r0.ru_utime) * 1e9), sys_ns=int((r1.ru_stime - r0.ru_stime) * 1e9),
-        minflt=r1.ru_minflt - r0.ru_minflt, majflt=r1.ru_majflt - r0.ru_majflt, nvcsw=r1.ru_nvcsw - r0.ru_nvcsw,
-        nivcsw=r1.ru_nivcsw - r0.ru_nivcsw, peak_bytes=held.peak, start_ns=stamps[:, 0] - phase_t0,
-        segments_ns={name: stamps[:, j + 1] - stamps[:, j] for j, name in enumerate(SEGMENTS)}, checksum=sums,
-        thread_of=thread_index(launches, threads),
-        extra={"device_used_at_end_bytes": int(free0 - free1),
-               "seq_ok": bool(np.array_equal(seq_host, counts))},
-    )
+    phase.release()
+    return phase.result(real_ns, r0, r1, free0 - free1)
 
 
 def device_text() -> dict:

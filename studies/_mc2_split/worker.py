@@ -1,9 +1,8 @@
 """Distributed worker of the mc2-split study: chunked matmul + all-reduce, serial vs overlapped.
 
-Launched by the study with ``python -m torch.distributed.run --nproc-per-node=W worker.py
---config cfg.json --out events.jsonl``. Every rank computes the same thing; rank 0 writes
-one JSON event per line to ``--out`` as soon as it has it (progress, fits, plans, each
-measured variant), which the study tails to record points and show progress.
+Started by ``workbench.launcher`` (torchrun), which calls :func:`main` on every rank. Every
+rank computes the same thing; one rank reports (progress, fits, plans, each measured variant)
+through the launcher's event stream as soon as it has them.
 
 Each rank holds A_r (M x K) and B_r (K x N), seeded by rank; the result is
 sum_r A_r @ B_r on every rank (matmul, then all-reduce of the output). Variants:
@@ -54,53 +53,41 @@ kernels (NCCL's CTAs, the Triton kernels, the copy-engine path's barrier and add
 instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
 labelled ``<comm>`` or ``<comm>+c<SMs>``; the matmul cost points are measured per carve-out.
 
-Timing: per sample, all ranks meet (barrier + device sync); on GPUs a ~2 ms sleep kernel is
-queued first so the host enqueues the whole op before the GPU reaches it (the host's launch
-cost is not timed), then CUDA events bracket the op on the compute stream; on CPUs
-``perf_counter_ns``. A sample is the maximum over ranks. Each variant's output is checked
-against the unsplit matmul + all-reduce before it is timed.
+Timing: ``workbench.harness.DistTimer``: per sample, all ranks meet (barrier + device sync);
+on GPUs a ~2 ms sleep kernel is queued first so the host enqueues the whole op before the GPU
+reaches it (the host's launch cost is not timed), then CUDA events bracket the op on the
+compute stream; on CPUs ``perf_counter_ns``. A sample is the maximum over ranks; each rank's
+median is kept beside it. Each variant's output is checked against the unsplit matmul +
+all-reduce before it is timed, and every rank takes the check's verdict of the worst rank.
 
 Traces: one extra call of each config's serial op and best split runs under torch.profiler
-(all ranks; rank 0 keeps its Chrome trace, gzipped, next to the event file) so the study can
+(all ranks; the reporting rank attaches its Chrome trace, gzipped) so the study can
 draw the measured timeline beside the simulated one. A profiler failure is reported as a
 note and costs nothing else.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import itertools
-import json
 import os
 import statistics
-import sys
-import time
-import traceback
+import tempfile
 
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks
+from studies._mc2_split.search import best_split, unsearchable
+from studies._mc2_split.simulate import fit_contention
+from workbench import harness, launcher
+from workbench.events import Emitter
+from workbench.study import VariantResult
 
-from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks  # noqa: E402
-from studies._mc2_split.search import best_split, unsearchable  # noqa: E402
-from studies._mc2_split.simulate import fit_contention  # noqa: E402
-
-SLEEP_CYCLES = 4_000_000  # ~2 ms at the H200's 1.98 GHz: longer than the host needs to enqueue 16 chunks
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
-
-
-class Events:
-    """Rank 0's JSONL event stream; other ranks write nothing."""
-
-    def __init__(self, path: str, rank: int):
-        self.fh = open(path, "a") if rank == 0 else None
-
-    def emit(self, event: str, **data) -> None:
-        if self.fh:
-            self.fh.write(json.dumps({"type": event, **data}) + "\n")
-            self.fh.flush()
+#: the parameter that sets the CTAs of a CTA-limited collective without a carve-out
+CTAS_PARAM = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas",
+              "triton-persistent": "triton_ctas"}
 
 
 def row_blocks(r0: int, r1: int, world: int) -> list[tuple[int, int]]:
@@ -298,128 +285,50 @@ class TritonPersistentComm(TritonPushComm):
         self.next += 1
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    cfg = json.load(open(args.config))
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    ev = Events(args.out, rank)
-    try:
-        run(cfg, rank, world, ev, os.path.dirname(os.path.abspath(args.out)))
-    except Exception as exc:  # report to the study, then fail the process
-        ev.emit("error", rank=rank, text=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc(limit=8))
-        raise
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+def instance_of(cfg: dict, name: str, cv: int) -> str:
+    """The collective instance a (collective, carve-out) config runs on: one per collective,
+    and per CTA count for the CTA-limited ones."""
+    return f"{name}-{cv or cfg[CTAS_PARAM[name]]}" if name in CTAS_PARAM else name
 
 
-def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
-    cuda = cfg["backend"] == "nccl"
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    if cuda:
-        torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        torch.set_num_threads(max(1, cfg.get("threads", 1)))
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    m, k, n = cfg["m"], cfg["k"], cfg["n"]
-    dtype = getattr(torch, cfg["dtype"])
-    gen = torch.Generator(device="cpu").manual_seed(cfg["seed"] * 1000 + rank)
-    a = (torch.randn(m, k, generator=gen) / k ** 0.5).to(device=device, dtype=dtype)
-    b = torch.randn(k, n, generator=gen).to(device=device, dtype=dtype)
-    ev.emit("progress", frac=0.02, msg=f"{world} ranks up ({cfg['backend']}); computing the reference")
+def label(name: str, cv: int) -> str:
+    return name if cv == 0 else f"{name}+c{cv}"
 
-    # the reference: the unsplit matmul + all-reduce, in float32 for a tight check
-    ref = (a.float() @ b.float())
-    dist.all_reduce(ref)
-    ref_rms = float(ref.pow(2).mean().sqrt())
 
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
+class Mc2Worker:
+    """One rank of the live run (see the module doc): inputs and reference, the collectives,
+    then the cost points (unless the fits are given) and, per config, the serial op, the
+    heuristic and uniform splits and the best split. Rank-reporting goes through ``emit``."""
 
-    def barrier():
-        sync()
-        dist.barrier()
-        sync()
+    def __init__(self, cfg: dict, emit: Emitter):
+        self.cfg, self.emit = cfg, emit
+        self.cuda = cfg["backend"] == "nccl"
+        self.device = launcher.init_rank(cfg["backend"])
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.m, self.k, self.n = cfg["m"], cfg["k"], cfg["n"]
+        self.dtype, self.tol = getattr(torch, cfg["dtype"]), TOL[cfg["dtype"]]
+        self.dbytes = DTYPE_BYTES[cfg["dtype"]]
+        gen = torch.Generator(device="cpu").manual_seed(cfg["seed"] * 1000 + self.rank)
+        self.a = (torch.randn(self.m, self.k, generator=gen) / self.k ** 0.5).to(device=self.device, dtype=self.dtype)
+        self.b = torch.randn(self.k, self.n, generator=gen).to(device=self.device, dtype=self.dtype)
+        self.timer = harness.DistTimer("cuda" if self.cuda else "cpu",
+                                       sleep_cycles=harness.SLEEP_CYCLES if self.cuda else 0)
+        self.blas_default = torch.backends.cuda.preferred_blas_library() if self.cuda else None
+        self.carveouts = cfg.get("carveouts") or [0]
+        self.points = list(cfg["points"]) + ([] if self.m in cfg["points"] else [self.m])
+        emit.progress(0.02, f"{self.world} ranks up ({cfg['backend']}); computing the reference")
+        # the reference: the unsplit matmul + all-reduce, in float32 for a tight check
+        self.ref = self.a.float() @ self.b.float()
+        dist.all_reduce(self.ref)
+        self.ref_rms = float(self.ref.pow(2).mean().sqrt())
+        self.comms = self._build_comms()
+        self.configs = [(c, cv) for c in cfg["comms"] for cv in self.carveouts if instance_of(cfg, c, cv) in self.comms]
+        per_config = len(cfg["uniform"]) + 3
+        self.steps = emit.steps(len(self.configs) * per_config +
+                                (0 if cfg["fits_given"] else len(self.points) * (len(self.carveouts) + len(self.comms))))
 
-    def check(out: torch.Tensor, rows: int) -> tuple[bool, str]:
-        err = (out[:rows].float() - ref[:rows]).abs().max()
-        dist.all_reduce(err, op=dist.ReduceOp.MAX)
-        rel = float(err) / ref_rms
-        ok = rel <= TOL[cfg["dtype"]]
-        return ok, (f"max|out-ref|/rms(ref) = {rel:.2e} over {rows} rows on all ranks "
-                    f"({'<=' if ok else '>'} {TOL[cfg['dtype']]:g} for {cfg['dtype']})")
-
-    def time_op(fn, inner: int = 1) -> list[float]:
-        """Samples of ``inner`` back-to-back calls each, per call. Cost points use inner > 1 so
-        the ranks' start skew (paid once per op in the pipelined runs) is not fitted as a
-        per-chunk fixed cost."""
-        def run():
-            for _ in range(inner):
-                fn()
-
-        for _ in range(cfg["warmup"]):
-            barrier()
-            run()
-        sync()
-        samples = []
-        for _ in range(cfg["reps"]):
-            barrier()
-            if cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda._sleep(SLEEP_CYCLES)
-                start.record()
-                run()
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end) * 1e6 / inner)
-            else:
-                t0 = time.perf_counter_ns()
-                run()
-                samples.append(float(time.perf_counter_ns() - t0) / inner)
-        worst = torch.tensor(samples, dtype=torch.float64, device=device)
-        dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-        return worst.cpu().tolist()
-
-    def profile_op(name: str, fn) -> None:
-        """One call of ``fn`` under torch.profiler on every rank; rank 0 attaches its trace."""
-        if not cfg.get("trace", True):
-            return
-        try:
-            from torch.profiler import ProfilerActivity, profile
-
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-            barrier()
-            with profile(activities=acts) as prof:
-                fn()
-                sync()
-            if rank == 0:
-                raw = os.path.join(outdir, f"{name}.json")
-                prof.export_chrome_trace(raw)
-                path = raw + ".gz"
-                with open(raw, "rb") as src, open(path, "wb") as dst:
-                    dst.write(gzip.compress(src.read()))
-                os.unlink(raw)
-                ev.emit("attach", name=f"{name}.json.gz", kind="trace/chrome-json", path=path)
-        except Exception as exc:  # a trace is a bonus: never lose the run for it
-            ev.emit("note", text=f"trace of {name} failed: {type(exc).__name__}: {exc}")
-
-    # collective instances: one per collective, and per CTA count for the CTA-limited ones
-    carveouts = cfg.get("carveouts") or [0]
-    ctas_param = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas",
-                  "triton-persistent": "triton_ctas"}
-
-    def instance_of(name: str, cv: int) -> str:
-        return f"{name}-{cv or cfg[ctas_param[name]]}" if name in ctas_param else name
-
-    def limited_group(ctas: int):
+    # --- the collectives -------------------------------------------------------------
+    def _limited_group(self, ctas: int):
         from torch.distributed.distributed_c10d import ProcessGroupNCCL
 
         opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
@@ -429,186 +338,255 @@ def run(cfg: dict, rank: int, world: int, ev: Events, outdir: str) -> None:
         # free SMs in one GPC, which a running matmul rarely leaves, so the all-reduce waited for
         # the matmul to end: on H200s a matmul and an all-reduce queued together took the sum of
         # their times whatever the CTA limit or carve-out (scripts/gpu/overlap_probe.py).
-        opts.config.cga_cluster_size = cfg["nccl_cga"]
-        return dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
+        opts.config.cga_cluster_size = self.cfg["nccl_cga"]
+        return dist.new_group(list(range(self.world)), backend="nccl", pg_options=opts)
 
-    comms = {}
-    for name in cfg["comms"]:
-        for cv in carveouts:
-            inst = instance_of(name, cv)
-            if inst in comms:
-                continue
-            if name == "default":
-                comms[inst] = BackendComm(None, torch.empty(m, n, dtype=dtype, device=device))
-            elif name == "limited":
-                comms[inst] = BackendComm(limited_group(cv or cfg["nccl_ctas"]),
-                                          torch.empty(m, n, dtype=dtype, device=device))
-            elif name in ("ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent"):
-                group = dist.group.WORLD.group_name
-                ctas, warps = cv or cfg["triton_ctas"], cfg["triton_warps"]
-                try:
-                    if name == "triton-persistent":
-                        comms[inst] = TritonPersistentComm(m, n, dtype, device, group, ctas, warps)
-                    elif name.startswith("triton"):
-                        comms[inst] = TritonPushComm(m, n, dtype, device, group, ctas, warps, pull=name == "triton-pull")
-                    else:
-                        comms[inst] = CopyEngineComm(m, n, dtype, device, group, name == "ce-oneshot")
-                except Exception as exc:  # symmetric memory or triton missing on this build/machine: go on
-                    ev.emit("note", text=f"{name}: symmetric-memory collective unavailable here "
-                                         f"({type(exc).__name__}: {exc})")
-            else:
-                raise ValueError(f"unknown comm {name!r}")
-    configs = [(c, cv) for c in cfg["comms"] for cv in carveouts if instance_of(c, cv) in comms]
+    def _comm(self, name: str, cv: int):
+        """The collective ``name`` for carve-out ``cv``, or None (and a note) where symmetric
+        memory or Triton is missing on this build or machine."""
+        m, n, dtype, device = self.m, self.n, self.dtype, self.device
+        if name == "default":
+            return BackendComm(None, torch.empty(m, n, dtype=dtype, device=device))
+        if name == "limited":
+            return BackendComm(self._limited_group(cv or self.cfg["nccl_ctas"]), torch.empty(m, n, dtype=dtype,
+                                                                                             device=device))
+        if name not in ("ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent"):
+            raise ValueError(f"unknown comm {name!r}")
+        group = dist.group.WORLD.group_name
+        ctas, warps = cv or self.cfg["triton_ctas"], self.cfg["triton_warps"]
+        try:
+            if name == "triton-persistent":
+                return TritonPersistentComm(m, n, dtype, device, group, ctas, warps)
+            if name.startswith("triton"):
+                return TritonPushComm(m, n, dtype, device, group, ctas, warps, pull=name == "triton-pull")
+            return CopyEngineComm(m, n, dtype, device, group, name == "ce-oneshot")
+        except Exception as exc:  # symmetric memory or triton missing on this build/machine: go on
+            self.emit.note(f"{name}: symmetric-memory collective unavailable here ({type(exc).__name__}: {exc})")
+            return None
 
-    def matmul(out, r0, r1):
-        torch.matmul(a[r0:r1], b, out=out[r0:r1])
+    def _build_comms(self) -> dict:
+        comms = {}
+        for name in self.cfg["comms"]:
+            for cv in self.carveouts:
+                inst = instance_of(self.cfg, name, cv)
+                if inst not in comms:
+                    comms[inst] = self._comm(name, cv)
+        return {inst: comm for inst, comm in comms.items() if comm is not None}
 
-    def variant(name, params, fn, result, rows, inner=1):
-        barrier()
-        fn()
-        sync()
-        ok, msg = check(result(), rows)
-        samples = time_op(fn, inner) if ok else []
-        ev.emit("variant", variant=name, params=params, samples_ns=samples, correct=ok, check=msg)
-        return samples
-
-    points = list(cfg["points"]) + ([] if m in cfg["points"] else [m])
-    total = len(configs) * (len(cfg["uniform"]) + 3) + \
-        (0 if cfg["fits_given"] else len(points) * (len(carveouts) + len(comms)))
-    done = [0]
-
-    def tick(msg):
-        done[0] += 1
-        ev.emit("progress", frac=0.05 + 0.9 * done[0] / max(1, total), msg=msg)
-
-    dbytes = DTYPE_BYTES[cfg["dtype"]]
-
-    def label(c, cv):
-        return c if cv == 0 else f"{c}+c{cv}"
-
-    blas_default = torch.backends.cuda.preferred_blas_library() if cuda else None
-
-    def set_carveout(cv):
+    def set_carveout(self, cv: int) -> None:
         # torch applies the carve-out only on its cuBLASLt path (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET);
         # a plain fp16 matmul goes through cuBLAS unless cuBLASLt is preferred. A first H200 run
         # without this switch showed no effect of the carve-out at all.
-        if cuda:
+        if self.cuda:
             torch._C._set_sm_carveout_experimental(cv or None)
-            torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas_default)
+            torch.backends.cuda.preferred_blas_library("cublaslt" if cv else self.blas_default)
 
-    models, full = {}, {}  # full: measured full-size (matmul, all-reduce) us per config
-    if cfg["fits_given"]:
-        given = CostModel(Fit.from_json(cfg["mm_fit"]), Fit.from_json(cfg["comm_fit"]), n, dbytes)
-        models = {label(c, cv): given for c, cv in configs}
-    else:
-        mm_fits, comm_fits, full_mm, full_comm = {}, {}, {}, {}
-        anyc = next(iter(comms.values()))
-        for cv in carveouts:
-            set_carveout(cv)
-            mm_pts = []
-            for p in points:
-                # the local matmul is checked against the local product's rows (no all-reduce yet)
-                out = anyc.out
-                barrier()
-                matmul(out, 0, p)
-                sync()
-                err = float((out[:p].float() - (a[:p].float() @ b.float())).abs().max()) / ref_rms
-                ok = err <= TOL[cfg["dtype"]]
-                samples = time_op(lambda p=p: matmul(out, 0, p), cfg["inner"]) if ok else []
-                name = f"mm/m{p}" if cv == 0 else f"mm/c{cv}/m{p}"
-                ev.emit("variant", variant=name, params={"kind": "cost-mm", "comm": "-", "carveout": cv, "m": p},
-                        samples_ns=samples, correct=ok, check=f"max|out-local ref|/rms = {err:.2e}")
-                mm_pts.append((p, _median(samples) / 1e3))
-                tick(f"CostMM point m={p} carve-out {cv}")
-            mm_fits[cv] = fit_points([x for x, _ in mm_pts], [y for _, y in mm_pts], "row")
-            full_mm[cv] = dict(mm_pts)[m]
-        set_carveout(0)
-        for cname, comm in comms.items():
-            pts = []
-            for p in points:
-                def op(p=p, comm=comm):
-                    comm.start(0, p)
-                    comm.wait()
-                # input: the full local product, so the first reduction equals the reference; timed
-                # repetitions then reduce in place again (values grow; the speed does not depend on them)
-                matmul(comm.out, 0, m)
-                samples = variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "comm": cname, "m": p,
-                                                          "mib": p * n * dbytes / 2**20},
-                                  op, comm.result, p, cfg["inner"])
-                pts.append((p * n * dbytes / 2**20, _median(samples) / 1e3))
-                tick(f"CostComm point {cname} m={p}")
+    # --- the ops -------------------------------------------------------------------------
+    def matmul(self, out: torch.Tensor, r0: int, r1: int) -> None:
+        torch.matmul(self.a[r0:r1], self.b, out=out[r0:r1])
+
+    def serial(self, comm) -> None:
+        self.matmul(comm.out, 0, self.m)
+        comm.start(0, self.m)
+        comm.wait()
+
+    def overlap(self, comm, chunks: list[int]) -> None:
+        comm.plan(chunks)
+        r0 = 0
+        for c in chunks:
+            self.matmul(comm.out, r0, r0 + c)
+            comm.start(r0, r0 + c)
+            r0 += c
+        comm.wait()
+
+    # --- checking, timing, reporting -----------------------------------------------------
+    def _verdict(self, err: torch.Tensor, what: str) -> tuple[bool, str]:
+        """The largest error over all ranks against the tolerance: every rank takes the same
+        decision, so all time the variant or none does (a rank alone would wait forever)."""
+        dist.all_reduce(err, op=dist.ReduceOp.MAX)
+        rel = float(err) / self.ref_rms
+        ok = rel <= self.tol
+        return ok, f"{what} = {rel:.2e} on all ranks ({'<=' if ok else '>'} {self.tol:g} for {self.cfg['dtype']})"
+
+    def check(self, out: torch.Tensor, rows: int) -> tuple[bool, str]:
+        return self._verdict((out[:rows].float() - self.ref[:rows]).abs().max(),
+                             f"max|out-ref|/rms(ref) over {rows} rows")
+
+    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str) -> list[float]:
+        samples = timing.samples_ns if timing else []
+        extra = {"backend": self.cfg["backend"], "world_size": self.world}
+        if timing:
+            extra["rank_median_ns"] = timing.rank_medians_ns()
+        self.emit.record(VariantResult(name, params, samples, ok, msg, extra))
+        return samples
+
+    def time_op(self, fn, inner: int = 1) -> harness.Timing:
+        """Samples of ``inner`` back-to-back calls each, per call. Cost points use inner > 1 so
+        the ranks' start skew (paid once per op in the pipelined runs) is not fitted as a
+        per-chunk fixed cost."""
+        return self.timer.samples(fn, self.cfg["reps"], loops=inner, warmup=self.cfg["warmup"])
+
+    def variant(self, name: str, params: dict, fn, comm, rows: int, inner: int = 1) -> list[float]:
+        """Run ``fn`` once, check ``comm``'s output rows against the reference, time it if correct."""
+        self.timer.barrier()
+        fn()
+        self.timer.sync()
+        ok, msg = self.check(comm.result(), rows)
+        return self.record(name, params, self.time_op(fn, inner) if ok else None, ok, msg)
+
+    def profile_op(self, name: str, fn) -> None:
+        """One call of ``fn`` under torch.profiler on every rank; the reporting rank attaches its trace."""
+        if not self.cfg.get("trace", True):
+            return
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            self.timer.barrier()
+            with profile(activities=acts) as prof:
+                fn()
+                self.timer.sync()
+            if self.emit.active:
+                with tempfile.TemporaryDirectory() as tmp:
+                    raw = os.path.join(tmp, "trace.json")
+                    prof.export_chrome_trace(raw)
+                    with open(raw, "rb") as fh:
+                        self.emit.attach(f"{name}.json.gz", "trace/chrome-json", gzip.compress(fh.read()))
+        except Exception as exc:  # a trace is a bonus: never lose the run for it
+            self.emit.note(f"trace of {name} failed: {type(exc).__name__}: {exc}")
+
+    # --- cost points ----------------------------------------------------------------------
+    def mm_points(self, cv: int) -> list[tuple[int, float]]:
+        """(rows, median us) of the local matmul per point, checked against the local product's
+        rows (no all-reduce yet)."""
+        out = next(iter(self.comms.values())).out
+        pts = []
+        for p in self.points:
+            self.timer.barrier()
+            self.matmul(out, 0, p)
+            self.timer.sync()
+            ok, msg = self._verdict((out[:p].float() - (self.a[:p].float() @ self.b.float())).abs().max(),
+                                    "max|out-local ref|/rms(ref)")
+            fn = lambda p=p: self.matmul(out, 0, p)  # noqa: E731
+            samples = self.record(f"mm/m{p}" if cv == 0 else f"mm/c{cv}/m{p}",
+                                  {"kind": "cost-mm", "comm": "-", "carveout": cv, "m": p},
+                                  self.time_op(fn, self.cfg["inner"]) if ok else None, ok, msg)
+            pts.append((p, _median(samples) / 1e3))
+            self.steps.tick(f"CostMM point m={p} carve-out {cv}")
+        return pts
+
+    def comm_points(self, cname: str, comm) -> list[tuple[float, float]]:
+        """(MiB, median us) of the collective alone per point."""
+        pts = []
+        for p in self.points:
+            def op(p=p):
+                comm.start(0, p)
+                comm.wait()
+            # input: the full local product, so the first reduction equals the reference; timed
+            # repetitions then reduce in place again (values grow; the speed does not depend on them)
+            self.matmul(comm.out, 0, self.m)
+            mib = p * self.n * self.dbytes / 2**20
+            samples = self.variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "comm": cname, "m": p, "mib": mib},
+                                   op, comm, p, self.cfg["inner"])
+            pts.append((mib, _median(samples) / 1e3))
+            self.steps.tick(f"CostComm point {cname} m={p}")
+        return pts
+
+    def measured_models(self) -> tuple[dict[str, CostModel], dict[str, tuple[float, float]]]:
+        """Fits from the cost points: per config label, the cost model and the measured
+        full-size (matmul, all-reduce) us that decide the bound."""
+        mm_fits, full_mm, comm_fits, full_comm = {}, {}, {}, {}
+        for cv in self.carveouts:
+            self.set_carveout(cv)
+            pts = self.mm_points(cv)
+            mm_fits[cv] = fit_points([x for x, _ in pts], [y for _, y in pts], "row")
+            full_mm[cv] = dict(pts)[self.m]
+        self.set_carveout(0)
+        for cname, comm in self.comms.items():
+            pts = self.comm_points(cname, comm)
             comm_fits[cname] = fit_points([x for x, _ in pts], [y for _, y in pts], "MiB")
-            full_comm[cname] = dict(zip(points, (y for _, y in pts)))[m]
-        for cname, cv in configs:
-            lbl, inst = label(cname, cv), instance_of(cname, cv)
-            models[lbl] = CostModel(mm_fits[cv], comm_fits[inst], n, dbytes)
+            full_comm[cname] = pts[self.points.index(self.m)][1]
+        models, full = {}, {}
+        for cname, cv in self.configs:
+            lbl, inst = label(cname, cv), instance_of(self.cfg, cname, cv)
+            models[lbl] = CostModel(mm_fits[cv], comm_fits[inst], self.n, self.dbytes)
             full[lbl] = (full_mm[cv], full_comm[inst])
-            ev.emit("fits", comm=lbl, instance=inst, mm=models[lbl].mm.to_json(), comm_fit=comm_fits[inst].to_json(),
-                    full_mm_us=full_mm[cv], full_comm_us=full_comm[inst])
+            self.emit.outputs(by_comm={lbl: {"fits": {"mm": models[lbl].mm.to_json(), "comm": comm_fits[inst].to_json()},
+                                             "instance": inst,
+                                             "full": {"full_mm_us": full_mm[cv], "full_comm_us": full_comm[inst]}}})
+        return models, full
 
-    for cname, cv in configs:
-        inst = instance_of(cname, cv)
-        comm, lbl, model = comms[inst], label(cname, cv), models[label(cname, cv)]
-        set_carveout(cv)
+    # --- one config: serial, splits, best -------------------------------------------------
+    def run_config(self, cname: str, cv: int, model: CostModel, full: tuple[float, float] | None) -> None:
+        cfg, m = self.cfg, self.m
+        inst, lbl = instance_of(cfg, cname, cv), label(cname, cv)
+        comm = self.comms[inst]
+        self.set_carveout(cv)
         base = {"comm": lbl, "collective": cname, "instance": inst, "carveout": cv,
-                "blas": "cublaslt" if cv and cuda else "default"}
-
-        def serial(comm=comm):
-            matmul(comm.out, 0, m)
-            comm.start(0, m)
-            comm.wait()
-
-        variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
-                serial, comm.result, m)
-        profile_op(f"serial_{lbl}", serial)
-        tick(f"serial {lbl}")
-
-        def overlap(chunks, comm=comm):
-            comm.plan(chunks)
-            r0 = 0
-            for c in chunks:
-                matmul(comm.out, r0, r0 + c)
-                comm.start(r0, r0 + c)
-                r0 += c
-            comm.wait()
-
-        mm_full, comm_full = full.get(lbl, (None, None))
-        plan = heuristic(m, k, model, cfg["contention"], cfg["rule"], cfg["align"], full_mm_us=mm_full,
+                "blas": "cublaslt" if cv and self.cuda else "default"}
+        self.variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
+                     lambda: self.serial(comm), comm, m)
+        self.profile_op(f"serial_{lbl}", lambda: self.serial(comm))
+        self.steps.tick(f"serial {lbl}")
+        mm_full, comm_full = full or (None, None)
+        plan = heuristic(m, self.k, model, cfg["contention"], cfg["rule"], cfg["align"], full_mm_us=mm_full,
                          full_comm_us=comm_full)
-        ev.emit("plan", comm=lbl, plan=plan.to_json())
+        self.emit.outputs(by_comm={lbl: {"plan": plan.to_json()}})
         splits = [("heuristic", plan.chunks)] if plan.ok else []
         splits += [(f"uniform-{u}", uniform_chunks(m, u, cfg["align"])) for u in cfg["uniform"]
                    if uniform_chunks(m, u, cfg["align"])]
         measured = []
         for split, chunks in splits:
-            s = variant(f"overlap/{lbl}/{split}", _params(base, split, chunks),
-                        lambda ch=chunks: overlap(ch), comm.result, m)
+            s = self.variant(f"overlap/{lbl}/{split}", _params(base, split, chunks),
+                             lambda ch=chunks: self.overlap(comm, ch), comm, m)
             if s:
                 measured.append((chunks, _median(s) / 1e3))
-            tick(f"overlap {lbl} {split}")
+            self.steps.tick(f"overlap {lbl} {split}")
+        self.run_best(comm, lbl, base, model, measured, splits)
+        self.steps.tick(f"overlap {lbl} best")
+
+    def run_best(self, comm, lbl: str, base: dict, model: CostModel, measured: list, splits: list) -> None:
+        """Fit the contention to the measured splits, search the best split, trace and measure it."""
+        cfg = self.cfg
         if measured:
             cont = fit_contention(measured, model)
-            ev.emit("contention", comm=lbl, **cont)
+            self.emit.outputs(by_comm={lbl: {"contention": cont}})
             factors = tuple(cont["pair"])
         else:
             factors = (cfg["contention"], cfg["contention"])
         skipped = unsearchable(model, cfg["align"])
         if skipped:
-            ev.emit("note", text=f"{lbl}: best split not searched: {skipped}")
-            tick(f"overlap {lbl} best")
-            continue
-        best = best_split(m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
-        ev.emit("best", comm=lbl, contention=list(factors), **best)
-        profile_op(f"best_{lbl}", lambda ch=best["chunks"]: overlap(ch))
-        if best["chunks"] not in [c for _, c in splits]:
-            variant(f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
-                    lambda ch=best["chunks"]: overlap(ch), comm.result, m)
+            self.emit.note(f"{lbl}: best split not searched: {skipped}")
+            return
+        best = best_split(self.m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
+        self.emit.outputs(by_comm={lbl: {"best": {"contention": list(factors), **best}}})
+        self.profile_op(f"best_{lbl}", lambda: self.overlap(comm, best["chunks"]))
+        same = [sp for sp, c in splits if c == best["chunks"]]
+        if same:
+            self.emit.note(f"{lbl}: the best split {best['chunks']} was already measured as {same[0]}")
+            return
+        self.variant(f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
+                     lambda: self.overlap(comm, best["chunks"]), comm, self.m)
+
+    def run(self) -> None:
+        cfg = self.cfg
+        if cfg["fits_given"]:
+            given = CostModel(Fit.from_json(cfg["mm_fit"]), Fit.from_json(cfg["comm_fit"]), self.n, self.dbytes)
+            models, full = {label(c, cv): given for c, cv in self.configs}, {}
         else:
-            ev.emit("note", text=f"{lbl}: the best split {best['chunks']} was already measured as "
-                                 f"{[sp for sp, c in splits if c == best['chunks']][0]}")
-        tick(f"overlap {lbl} best")
-    set_carveout(0)
-    ev.emit("done")
+            models, full = self.measured_models()
+        for cname, cv in self.configs:
+            self.run_config(cname, cv, models[label(cname, cv)], full.get(label(cname, cv)))
+        self.set_carveout(0)
+
+
+def main(cfg: dict, emit: Emitter) -> None:
+    """Every rank's entry (started by ``workbench.launcher``)."""
+    try:
+        Mc2Worker(cfg, emit).run()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _params(base: dict, split: str, chunks) -> dict:
@@ -619,7 +597,3 @@ def _params(base: dict, split: str, chunks) -> dict:
 def _median(samples) -> float:
     """Median of the per-call samples; NaN for a variant that failed its check (no samples)."""
     return statistics.median(samples) if samples else float("nan")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
