@@ -71,7 +71,7 @@ def test_rocprof_v1_json_quirks():
     ("5678_kernel_trace.csv", "kernel", 3, ["GPU 2 stream 0", "GPU 3 stream 1"]),
     ("1234_hip_api_trace.csv", "hip_api", 6, ["thread 1234", "thread 1240"]),
     ("1234_marker_api_trace.csv", "marker", 2, ["thread 1234"]),
-    ("1234_memory_copy_trace.csv", "memcpy", 2, ["copy stream 0"]),
+    ("1234_memory_copy_trace.csv", "gpu_memcpy", 2, ["copy stream 0"]),
     ("results.csv", "kernel", 2, ["GPU 2 queue 0"]),
 ])
 def test_rocprof_csv_column_sets(name, cat, n, tracks):
@@ -93,7 +93,8 @@ def test_nsys_sqlite_tables():
     df, meta = load(DATA / "nsys" / "nsys_small.sqlite")
     validate(df)
     counts = df["category"].astype(str).value_counts().to_dict()
-    assert counts == {"cuda_runtime": 5, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1}
+    assert counts == {"cuda_runtime": 6, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1, "cuda_sync": 1,
+                      "osrt": 2}
     assert list(df["track"].cat.categories) == ["python3 (4242)", "NVTX python3 (4242)", "GPU 0 stream 7",
                                                "GPU 0 stream 18"]
     nv = df[df["category"] == "nvtx"]
@@ -223,3 +224,74 @@ def test_chrome_pieces_and_args_batches_match_the_whole_document_path(monkeypatc
     assert pieces["args"].tolist() == whole["args"].tolist()
     assert pieces.drop(columns="args").equals(whole.drop(columns="args"))
     assert pieces["args"].iloc[125] == {"correlation": 126, "grid": [126, 1, 1]} and pieces["args"].iloc[0] is None
+
+
+def test_formats_listed_once_and_the_readme_table_matches():
+    from workbench import traces
+
+    ids = [f.id for f in traces.formats()]
+    assert len(ids) == len(set(ids)) and ids[-1] == "chrome-json"  # chrome accepts any JSON: last
+    assert all(f.label and f.suffixes and f.versions and f.reads for f in traces.formats())
+    assert "tracy" in traces.suffixes() and "json.gz" in traces.suffixes()
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert traces.formats_markdown() in readme
+
+
+def test_perfetto_non_utf8_names_are_str(tmp_path):
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    pkts = []
+    td = pb.TracePacket()
+    td.track_descriptor.uuid = 1
+    td.track_descriptor.name = "lane"
+    pkts.append(td)
+    for ts, kind in ((10, 1), (20, 2)):
+        p = pb.TracePacket()
+        p.timestamp, p.trusted_packet_sequence_id = ts, 1
+        p.track_event.type, p.track_event.track_uuid = kind, 1
+        if kind == 1:
+            p.track_event.name = "NAME"
+            p.track_event.debug_annotations.add(name="k", string_value="VALUE")
+        pkts.append(p)
+    raw = b"".join(b"\x0a" + _varint(len(b)) + b for b in (x.SerializeToString() for x in pkts))
+    path = tmp_path / "bad.pftrace"
+    path.write_bytes(raw.replace(b"NAME", b"\xff\xfeAM").replace(b"VALUE", b"\xc3\x28LUE").replace(b"lane", b"l\xffne"))
+    df, _ = load(path)
+    assert isinstance(df["name"].iloc[0], str) and df["name"].iloc[0].endswith("AM")
+    assert isinstance(df["args"].iloc[0]["k"], str) and isinstance(df["track"].iloc[0], str)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def test_chrome_counts_dropped_overflowing_and_negative_events(tmp_path):
+    events = [{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0},
+              {"ph": "X", "name": "neg", "pid": 1, "tid": 1, "ts": 5.0, "dur": -3.0},
+              {"ph": "X", "name": "huge", "pid": 1, "tid": 1, "ts": 1e17, "dur": 1.0},
+              {"ph": "X", "name": "nan", "pid": 1, "tid": 1, "ts": "soon", "dur": 1.0},
+              {"ph": "E", "pid": 1, "tid": 9, "ts": 3.0}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    df, meta = load(p)
+    assert sorted(df["name"].astype(str)) == ["neg", "ok"]
+    assert (meta["malformed_events"], meta["timestamp_overflows"], meta["negative_durations"]) == (2, 1, 1)
+    assert df.set_index("name").loc["neg", "dur_ns"] == 0
+
+
+def test_chrome_lane_order_follows_sort_indices_then_first_appearance(tmp_path):
+    events = [{"ph": "X", "name": "k", "pid": 1, "tid": i, "ts": float(i), "dur": 1.0} for i in range(3000)]
+    events += [{"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": i, "args": {"sort_index": -i}}
+               for i in range(0, 3000, 7)]
+    p = tmp_path / "lanes.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    df, _ = load(p)
+    cats = list(df["track"].cat.categories)
+    sorted_tids = list(range(2996, -1, -7))  # most negative sort index first
+    assert len(cats) == 3000 and cats[:len(sorted_tids)] == [f"1/{t}" for t in sorted_tids]
+    assert cats[len(sorted_tids)] == "1/1"  # then unsorted lanes in order of appearance

@@ -1,4 +1,5 @@
-"""Tracy reader on a real IREE 3.13 capture: threads, nesting, dynamic names, version gate."""
+"""Tracy reader: a real IREE 3.13 capture (0.11.2), captures of Tracy 0.11.1 - 0.14.0 checked
+against each version's own tracy-csvexport, version gates, bounded decompression."""
 
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def _payload_with_version(minor: int) -> bytes:
 
 
 def test_version_gate_names_found_and_supported(tmp_path):
-    p = tmp_path / "v13.tracy"
-    p.write_bytes(_payload_with_version(13))
-    with pytest.raises(TraceError, match=r"tracy: v13.tracy: Tracy file version 0\.13\.0 is not supported "
-                                         r"\(supported: 0\.11\.x"):
+    p = tmp_path / "v15.tracy"
+    p.write_bytes(_payload_with_version(15))
+    with pytest.raises(TraceError, match=r"tracy: v15.tracy: Tracy file version 0\.15\.0 is not supported "
+                                         r"\(read: 0\.11\.0 - 0\.14\.0"):
         load(p)
 
 
@@ -101,8 +102,8 @@ def test_other_versions_go_through_tracy_csvexport_on_path(tmp_path, monkeypatch
                     "echo outer,a.c,1,100,900,0\necho inner,a.c,2,200,100,0\necho work,b.c,3,150,50,1\n")
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tool.parent}:/usr/bin:/bin")
-    p = tmp_path / "v13.tracy"
-    p.write_bytes(_payload_with_version(13))
+    p = tmp_path / "v15.tracy"
+    p.write_bytes(_payload_with_version(15))
     df, meta = load(p)
     assert meta["reader"] == "tracy-csvexport"
     assert list(df["track"].cat.categories) == ["thread 0", "thread 1"]
@@ -139,3 +140,75 @@ def test_tracy_tile_before_the_wait_leaves_no_scheduling_delay():
     row = it.iloc[0]
     assert (row["VM setup"], row["scheduling delay"]) == (300, 0)
     assert it[list(phases.PHASES)].sum(axis=1).iloc[0] == row["total_ns"] == 1000
+
+
+VERSIONS = Path(__file__).parent / "data" / "traces" / "tracy_versions"
+
+
+def _csv(path: Path) -> list[dict]:
+    import csv
+
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.12.2", "0.13.1", "0.14.0"])
+def test_tracy_versions_match_their_own_csvexport(version):
+    from collections import Counter
+
+    df, meta = load(VERSIONS / f"demo-{version}.tracy")
+    validate(df)
+    assert meta["tracy_version"] == version
+    rows = _csv(VERSIONS / f"demo-{version}.u.csv")
+    zones = df[df["category"] == "zone"]
+    # CPU zones: every one tracy-csvexport lists (it drops zero-length zones), on the same thread
+    tid_of_index = meta["thread_map"]
+    theirs = Counter((r["name"], int(r["ns_since_start"]), int(r["exec_time_ns"]), tid_of_index[int(r["thread"])],
+                      r.get("value") or None) for r in rows if r["src_file"])
+    texts = "value" in rows[0]  # the zone text column is new in 0.12
+    ours = Counter((a["srcloc"], s, d, meta["thread_ids"][str(t)], a["text"] if texts else None)
+                   for a, s, d, t in zip(zones["args"], zones["start_ns"], zones["dur_ns"], zones["track"]) if d > 0)
+    assert ours == theirs and len(zones) == 44
+    # dynamic names and zone texts come from the zone extras
+    tiles = zones[[a["srcloc"] == "tile" for a in zones["args"]]]
+    assert len(tiles) == 16 and all(str(n).startswith("tile_") for n in tiles["name"])
+    assert set(zones["track"].astype(str)) == {"Main thread", "worker-0", "worker-1"}
+    assert zones[zones["name"] == "prepare"]["depth"].eq(1).all()
+    # messages on their threads
+    msgs = df[df["category"] == "message"]
+    assert Counter(zip(msgs["name"].astype(str), msgs["start_ns"])) == Counter(
+        (r["MessageName"], int(r["total_ns"])) for r in _csv(VERSIONS / f"demo-{version}.m.csv"))
+    assert (msgs["kind"] == "instant").all() and set(msgs["track"].astype(str)) == {"Main thread"}
+    gpu = df[df["category"] == "kernel"]
+    assert len(gpu) == 8 and set(gpu["track"].astype(str)) == {"GPU: emulated GPU queue"}
+    plots = df[df["category"] == "plot"]
+    assert len(plots) == 8 and sorted(a["value"] for a in plots["args"]) == [0, 0, 0, 0, 1, 3, 5, 7]
+    if version == "0.11.1":
+        return  # that exporter has no -g or -p
+    assert Counter(zip(gpu["name"].astype(str), gpu["start_ns"], gpu["dur_ns"])) == Counter(
+        (r["name"], int(r["Time from start of program"]), int(r["GPU execution time"]))
+        for r in _csv(VERSIONS / f"demo-{version}.g.csv"))
+    assert Counter(zip(plots["start_ns"], (a["value"] for a in plots["args"]))) == Counter(
+        (int(r["ns_since_start"]), float(r["value"])) for r in rows if not r["src_file"])
+
+
+def test_tracy_gpu_zones_keep_their_cpu_submit_times():
+    df, _ = load(VERSIONS / "demo-0.14.0.tracy")
+    gpu = df[df["category"] == "kernel"]
+    launches = df[df["name"] == "launch"]
+    ends = launches["start_ns"] + launches["dur_ns"]
+    # each kernel was submitted inside a "launch" zone of the main thread
+    for a in gpu["args"]:
+        assert ((launches["start_ns"] <= a["cpu_start_ns"]) & (a["cpu_end_ns"] <= ends)).any()
+
+
+def test_tracy_zstd_bomb_is_refused_by_the_per_block_cap(tmp_path):
+    import zstandard
+
+    # one block whose frame inflates to 64 MiB: Tracy never writes a block over 64 KiB
+    block = zstandard.ZstdCompressor().compress(b"\0" * (64 << 20))
+    p = tmp_path / "bomb.tracy"
+    p.write_bytes(b"tr\xfdP\x01\x01" + struct.pack("<I", len(block)) + block)
+    with pytest.raises(TraceError, match=r"^tracy: bomb.tracy: corrupted compressed block 0 \(a block inflates "
+                                         r"beyond Tracy's 64 KiB buffer\)"):
+        load(p)

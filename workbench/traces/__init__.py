@@ -2,23 +2,30 @@
 
 ``load(path) -> (spans, meta)`` detects the format from the file's content (the name is only
 a tie-breaker), calls that format's importer and validates the result. Every failure, from an
-unreadable file to a truncated or corrupted one, raises :class:`TraceError` with one line
-naming the detected format and what is wrong; importers never let another exception out.
+unreadable file to a truncated, corrupted or hostile one, raises :class:`TraceError` with one
+line naming the detected format and what is wrong; importers never let another exception out.
 
-Importers (one module each, with ``FORMAT``, ``detect(head, name)`` and ``load(path)``):
-``ireeperf`` (IREE ireeperf-jsonl and .ireeprof), ``tracy`` (.tracy captures),
-``chrome`` (Chrome trace JSON: torch.profiler/Kineto, rocprof v1), ``rocprof`` (rocprofv3
-and rocprof v1 CSV), ``nsys`` (Nsight Systems SQLite export), ``perfetto`` (.pftrace).
-Files are parsed, never executed or unpickled.
+Importers are one module each, with ``FORMAT`` (the id), ``INFO`` (a :class:`Format`: label,
+suffixes, versions read, what is read), ``detect(head, name)`` and ``load(path)``; they are
+listed once, in :data:`IMPORTERS`, whose order is the detection order. :func:`formats` gives
+their :class:`Format` records; the upload label, the suffix filter and the README's table
+(:func:`formats_markdown`) derive from it. Files are parsed, never executed or unpickled;
+decompression is bounded (:mod:`.inflate`) and SQLite files are read through :mod:`.sqlite`.
+
+Every ``meta`` has ``format``, ``path``, ``clock`` and the counts of what the importer could
+not use as it stands (0 when nothing): ``malformed_events`` (dropped: unusable timestamps,
+unpaired ends, rows of the wrong shape), ``timestamp_overflows`` (dropped: beyond int64 ns),
+``negative_durations`` (kept with ``dur_ns`` 0: end before start) and ``unclosed_spans`` (kept,
+ending at the last timestamp of the trace or with duration 0, as the importer says).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import gzip
+import importlib
 import os
-import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,27 +42,40 @@ class TraceError(Exception):
         super().__init__(f"{fmt}: {self.message}")
 
 
+@dataclass(frozen=True)
+class Format:
+    """What one importer reads: the README's trace table and the upload widget derive from it."""
+
+    id: str                     # meta["format"], also the first word of every TraceError
+    label: str                  # human name, e.g. "Tracy capture"
+    suffixes: tuple[str, ...]   # file name endings users have (detection is by content)
+    versions: str               # versions read, e.g. "0.11.0 - 0.14.0"
+    reads: str                  # what becomes spans/instants
+
+
+#: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
+#: recognised by its table names, nsys takes any other SQLite and explains what it lacks);
+#: chrome last, because it accepts any JSON array or object with events.
+IMPORTERS = ("ireeperf", "tracy", "rocpd", "nsys", "perfetto", "rocprof", "chrome")
+
 #: bytes read for content detection
 HEAD_BYTES = 1 << 16
 
 
 def _importers() -> list[ModuleType]:
     # Imported lazily so a broken optional dependency of one format cannot stop the others.
-    from . import chrome, ireeperf, nsys, perfetto, rocprof, tracy
-
-    return [ireeperf, tracy, nsys, perfetto, rocprof, chrome]
+    return [importlib.import_module(f".{name}", __name__) for name in IMPORTERS]
 
 
 def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:
     """First ``n`` bytes of a file, gunzipped when it is gzip (so detectors see the content)."""
+    from .inflate import gunzip_head
+
     with open(path, "rb") as fh:
         head = fh.read(n)
     if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as gz:
-                return gz.read(n)
-        except (OSError, EOFError, zlib.error):
-            return head  # a broken gzip: the chrome importer reports it
+        inner = gunzip_head(path, n)
+        return inner if inner else head  # a broken gzip: the chrome importer reports it
     return head
 
 
@@ -77,9 +97,26 @@ def _detect_module(path: str | os.PathLike) -> ModuleType | None:
     return None
 
 
-def formats() -> list[str]:
-    """Format ids of all importers."""
-    return [m.FORMAT for m in _importers()]
+def formats() -> list[Format]:
+    """Every importer's :class:`Format`, in detection order."""
+    return [m.INFO for m in _importers()]
+
+
+def suffixes() -> list[str]:
+    """File name endings of all formats (for an upload filter), without the leading dot."""
+    return list(dict.fromkeys(s.lstrip(".") for f in formats() for s in f.suffixes))
+
+
+def formats_markdown() -> str:
+    """The README's table of formats: format id, what it is, versions read, what is read."""
+    rows = ["| format | file | versions read | what is read |", "|---|---|---|---|"]
+    for f in formats():
+        rows.append(f"| `{f.id}` | {f.label} (`{'`, `'.join(f.suffixes)}`) | {f.versions} | {f.reads} |")
+    return "\n".join(rows)
+
+
+#: meta keys every importer's meta carries (0 when nothing was dropped or adjusted)
+COUNT_KEYS = ("malformed_events", "timestamp_overflows", "negative_durations", "unclosed_spans")
 
 
 @contextlib.contextmanager
@@ -116,7 +153,8 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     except OSError as exc:
         raise TraceError("unknown", f"{p.name}: cannot read ({exc.strerror or exc})") from None
     if mod is None:
-        raise TraceError("unknown", f"{p.name}: not a supported trace format (supported: {', '.join(formats())})")
+        raise TraceError("unknown", f"{p.name}: not a supported trace format "
+                                    f"(supported: {', '.join(f.id for f in formats())})")
     try:
         with _gc_paused():
             df, meta = mod.load(p)
@@ -131,4 +169,6 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         raise TraceError(mod.FORMAT, f"{p.name}: unreadable ({type(exc).__name__}: {exc})") from None
     meta = {"format": mod.FORMAT, "path": str(p), **meta}
     meta.setdefault("clock", "unknown")
+    for key in COUNT_KEYS:
+        meta.setdefault(key, 0)
     return df, meta

@@ -27,11 +27,9 @@ same result).
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import zlib
 from array import array
 from itertools import compress
 from operator import itemgetter
@@ -41,10 +39,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
+from .inflate import gunzip
 from .model import KERNEL, from_columns, with_depth
 
 FORMAT = "chrome-json"
+INFO = Format(
+    FORMAT, "Chrome trace JSON", (".json", ".json.gz", ".pt.trace.json"),
+    "trace event format; torch.profiler/Kineto (torch 2.x), rocprof v1 results.json",
+    "X, B/E, async b/e spans; i/I/R instants; M names and sort indices set lanes; Kineto categories, "
+    "devices, streams and correlation ids; flows and counters counted only")
 _OLD_CATS = {"Kernel": KERNEL, "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
              "Operator": "cpu_op", "Trace": "trace"}
 _GPU_CATS = {KERNEL, "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
@@ -72,29 +76,29 @@ class _Unchunkable(Exception):
 
 
 def read_bytes(path: Path) -> bytes:
-    """File content, gunzipped when it is gzip."""
+    """File content, gunzipped (bounded: :mod:`.inflate`) when it is gzip."""
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceError(FORMAT, f"{path.name}: truncated or corrupted gzip ({exc})") from None
+        return gunzip(data, FORMAT, path.name)
     return data
 
 
-def read_json(data: bytes, name: str) -> Any:
-    """Parse a whole document, closing an unterminated bare array; errors say where."""
+def read_json(data: bytes, name: str) -> tuple[Any, int]:
+    """Parse a whole document, closing an unterminated bare array; errors say where.
+
+    Returns ``(document, replaced)``: byte sequences that are not UTF-8 (a stray byte in a
+    kernel name) become U+FFFD and are counted, instead of refusing the whole trace.
+    """
+    text = data.decode("utf-8", "replace")
+    # U+FFFD written by the decoder, not ones the file spelled out itself
+    bad_utf8 = text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd") if "\ufffd" in text else 0
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(FORMAT, f"{name}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return json.loads(text)
+        return json.loads(text), bad_utf8
     except json.JSONDecodeError as exc:
         stripped = text.rstrip().rstrip(",")
         if stripped.lstrip().startswith("[") and not stripped.endswith("]"):
             try:  # the trace event format allows omitting the closing bracket
-                return json.loads(stripped + "]")
+                return json.loads(stripped + "]"), bad_utf8
             except json.JSONDecodeError:
                 pass
         # a string or value running into the end of the text means the file was cut
@@ -161,7 +165,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         df, meta = parse_events(_chunks(read_bytes(p), header), 0, p.name)
         doc: Any = header or []
     except _Unchunkable:
-        doc = read_json(read_bytes(p), p.name)
+        doc, bad_utf8 = read_json(read_bytes(p), p.name)
         if isinstance(doc, dict):
             events = doc.get("traceEvents")
             if not isinstance(events, list):
@@ -172,6 +176,8 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
             raise TraceError(FORMAT, f"{p.name}: top-level JSON is a {type(doc).__name__}, "
                                      "not an event list") from None
         df, meta = parse_events(events, 0, p.name)
+        if bad_utf8:
+            meta["non_utf8_replaced"] = bad_utf8
     base_ns = 0
     if isinstance(doc, dict):
         try:
@@ -181,90 +187,141 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         meta.update({k: v for k, v in doc.items() if k in _META_KEYS})
     if base_ns:
         # Kineto writes ts relative to this base; adding it back makes ranks' traces comparable
-        df["start_ns"] = df["start_ns"] + base_ns
+        df = _rebase(df, base_ns, meta)
         meta["clock"] = "wall-clock ns (baseTimeNanoseconds + ts)"
     meta["base_time_ns"] = base_ns
     return df, meta
+
+
+def _rebase(df: pd.DataFrame, base_ns: int, meta: dict) -> pd.DataFrame:
+    """``start_ns + base_ns``; rows that would leave int64 are dropped and counted."""
+    start = df["start_ns"].to_numpy()
+    room = (2**63 - 1) - abs(base_ns)
+    over = (np.abs(start) > room) | (np.abs(start + df["dur_ns"].to_numpy()) > room) if room > 0 else \
+        np.ones(len(df), dtype=bool)
+    if over.any():
+        meta["timestamp_overflows"] = meta.get("timestamp_overflows", 0) + int(over.sum())
+        df = df[~over].reset_index(drop=True)
+        if df.empty:
+            raise TraceError(FORMAT, "baseTimeNanoseconds puts every event beyond int64 ns")
+    df["start_ns"] = df["start_ns"] + base_ns
+    return df
 
 
 def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = None
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Span table from trace events: a list of events, or an iterable of such lists (pieces).
 
-    ``X`` events, the bulk of any trace, are taken a piece at a time, column by column with
-    list comprehensions; the other phases go through a per-event loop. Only raw values are
-    collected; conversion to ns happens once, vectorised, at the end.
+    Four steps: :func:`_collect` (the per-event loop: raw values into C buffers),
+    :func:`_usable_rows` (drops and counts rows whose timestamps cannot be used),
+    :func:`_lanes` (lane labels and order) and :func:`_table` (the span table).
+    """
+    c = _collect(events)
+    start_us, dur_us, keep, dropped = _usable_rows(c, base_ns)
+    unclosed = sum(len(s) for s in c.open_b.values()) + len(c.open_async)
+    if len(start_us) == 0:
+        bad = dropped["malformed_events"] + dropped["timestamp_overflows"]
+        raise TraceError(FORMAT, f"{name}: no trace events with timestamps" + (f" ({bad} malformed)" if bad else ""))
+    negative = int((dur_us < 0).sum())
+    df = _table(c, start_us, dur_us, keep, base_ns)
+    meta = {"clock": "wall-clock ns (baseTimeNanoseconds + ts)" if base_ns else "trace ts (us) x 1000",
+            "base_time_ns": base_ns, "skipped_phases": c.skipped,
+            "malformed_events": c.bad + dropped["malformed_events"],
+            "timestamp_overflows": dropped["timestamp_overflows"], "negative_durations": negative,
+            "unclosed_spans": unclosed, **(extra or {})}
+    return df, meta
+
+
+class _Collected:
+    """What :func:`_collect` gathers: per-row buffers, lane keys and the metadata events."""
+
+    def __init__(self):
+        self.proc_name: dict[Any, str] = {}
+        self.proc_labels: dict[Any, str] = {}
+        self.thread_name: dict[tuple, str] = {}
+        self.proc_sort: dict[Any, float] = {}
+        self.thread_sort: dict[tuple, float] = {}
+        self.codes: dict[tuple, int] = {}  # (pid, tid) -> lane code, in order of first appearance
+        self.code_, self.name_, self.args_, self.inst_, self.cat_ = [], [], [], [], []
+        # C doubles, not float objects: parser floats kept alive would pin its memory arenas
+        self.ts_, self.dur_ = array("d"), array("d")
+        self.open_b: dict[tuple, list] = {}
+        self.open_async: dict[tuple, dict] = {}
+        self.skipped: dict[str, int] = {}
+        self.bad = 0
+        self.shared = {}.setdefault  # one str per distinct name/category (the parser makes one per event)
+        self.args_blobs: list = []
+        # the args fields that become columns, taken before packing; correlation ids as C int64
+        # (int objects from the parser would pin its arenas, see _pack)
+        self.corr_, self.dev_, self.strm_ = array("q"), [], []
+
+
+def _flush(c: _Collected) -> None:
+    """Take the column fields out of the pending args and pack them (see :func:`_pack`)."""
+    for out, key in ((c.dev_, "device"), (c.strm_, "stream")):
+        out.extend([a.get(key) if type(a) is dict else None for a in c.args_])
+    ids = [a.get("correlation") if type(a) is dict else None for a in c.args_]
+    c.corr_.extend([v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in ids])
+    c.args_blobs.append(_pack(c.args_))
+    c.args_.clear()
+
+
+def _take_x(c: _Collected, xs: list) -> list:
+    """Column-wise fast path for a piece's X events; returns the events it could not take."""
+    def col(key: str, default: Any = None) -> list:
+        # itemgetter runs in C; events lacking the key take the slower .get path
+        try:
+            return list(map(itemgetter(key), xs))
+        except KeyError:
+            return [ev.get(key, default) for ev in xs]
+
+    codes, shared = c.codes, c.shared
+    try:  # fails before any change when a pid/tid is unhashable (a list)
+        try:
+            keys = list(map(itemgetter("pid", "tid"), xs))
+        except KeyError:
+            keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
+        new = [k for k in dict.fromkeys(keys) if k not in codes]
+    except TypeError:
+        return xs
+    for k in new:
+        codes[k] = len(codes)
+    ts = col("ts")
+    dur = col("dur", 0)
+    try:  # array() is all or nothing, so the columns never get out of step
+        ts_a = array("d", ts)
+    except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+        ts_a = array("d", [_float_or_nan(v) for v in ts])
+    try:
+        dur_a = array("d", dur)
+    except (TypeError, OverflowError):
+        dur_a = array("d", [_float_or_nan(v) for v in dur])
+    c.code_.extend([codes[k] for k in keys])
+    c.name_.extend([shared(v, v) if type(v) is str else v for v in col("name")])
+    c.cat_.extend([shared(v, v) if type(v) is str else v for v in col("cat")])
+    c.ts_.extend(ts_a)
+    c.dur_.extend(dur_a)
+    c.args_.extend(col("args"))
+    c.inst_.extend([False] * len(xs))
+    return []
+
+
+def _collect(events) -> _Collected:
+    """The per-event loop: raw values of every usable event into buffers, one row each.
+
+    ``X`` events, the bulk of any trace, are taken a piece at a time, column by column
+    (:func:`_take_x`); the other phases go through a per-event loop. Only raw values are
+    collected; conversion to ns happens once, vectorised, in :func:`_table`.
     """
     pieces = [events] if isinstance(events, list) else events
-    proc_name: dict[Any, str] = {}
-    proc_labels: dict[Any, str] = {}
-    thread_name: dict[tuple, str] = {}
-    proc_sort: dict[Any, float] = {}
-    thread_sort: dict[tuple, float] = {}
-    codes: dict[tuple, int] = {}  # (pid, tid) -> lane code, in order of first appearance
-    code_, name_, args_, inst_, cat_ = [], [], [], [], []
-    # C doubles, not float objects: parser floats kept alive would pin its memory arenas
-    ts_, dur_ = array("d"), array("d")
-    open_b: dict[tuple, list] = {}
-    open_async: dict[tuple, dict] = {}
-    skipped: dict[str, int] = {}
+    buf = _Collected()
+    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
     bad = 0
     # bound methods: this loop runs once per event, so attribute lookups add up
     add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
-        code_.append, name_.append, cat_.append, ts_.append, dur_.append, args_.append, inst_.append)
+        buf.code_.append, buf.name_.append, buf.cat_.append, buf.ts_.append, buf.dur_.append, buf.args_.append,
+        buf.inst_.append)
     codes_get = codes.get
-    shared = {}.setdefault
-    args_blobs: list = []
-    # the args fields that become columns, taken before packing; correlation ids as C int64
-    # (int objects from the parser would pin its arenas, see _pack)
-    corr_, dev_, strm_ = array("q"), [], []
-
-    def flush() -> None:
-        for out, key in ((dev_, "device"), (strm_, "stream")):
-            out.extend([a.get(key) if type(a) is dict else None for a in args_])
-        ids = [a.get("correlation") if type(a) is dict else None for a in args_]
-        corr_.extend([c if type(c) is int and _NO_ID < c < 2**63 else _NO_ID for c in ids])
-        args_blobs.append(_pack(args_))
-        args_.clear()
-    def take_x(xs: list) -> list:
-        """Column-wise fast path for a piece's X events; returns the events it could not take."""
-        def col(key: str, default: Any = None) -> list:
-            # itemgetter runs in C; events lacking the key take the slower .get path
-            try:
-                return list(map(itemgetter(key), xs))
-            except KeyError:
-                return [ev.get(key, default) for ev in xs]
-
-        try:  # fails before any change when a pid/tid is unhashable (a list)
-            try:
-                keys = list(map(itemgetter("pid", "tid"), xs))
-            except KeyError:
-                keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
-            new = [k for k in dict.fromkeys(keys) if k not in codes]
-        except TypeError:
-            return xs
-        for k in new:
-            codes[k] = len(codes)
-        ts = col("ts")
-        dur = col("dur", 0)
-        try:  # array() is all or nothing, so the columns never get out of step
-            ts_a = array("d", ts)
-        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
-            ts_a = array("d", [_float_or_nan(v) for v in ts])
-        try:
-            dur_a = array("d", dur)
-        except (TypeError, OverflowError):
-            dur_a = array("d", [_float_or_nan(v) for v in dur])
-        code_.extend([codes[k] for k in keys])
-        # one shared str per distinct name/category (the parser makes a new one per event)
-        name_.extend([shared(v, v) if type(v) is str else v for v in col("name")])
-        cat_.extend([shared(v, v) if type(v) is str else v for v in col("cat")])
-        ts_.extend(ts_a)
-        dur_.extend(dur_a)
-        args_.extend(col("args"))
-        inst_.extend([False] * len(xs))
-        return []
-
     for piece in pieces:
         if type(piece) is not list:
             raise _Unchunkable
@@ -275,7 +332,7 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
         is_x = [ph == "X" for ph in phs]
         xs = list(compress(piece, is_x))
         rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
-        rest = take_x(xs) + rest
+        rest = _take_x(buf, xs) + rest
         for ev in rest:
             if type(ev) is not dict:
                 bad += 1
@@ -320,7 +377,7 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
                         ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
                         ev = b
                     elif ph == "M":
-                        _metadata(ev, proc_name, proc_labels, thread_name, proc_sort, thread_sort)
+                        _metadata(ev, buf)
                         continue
                     else:
                         skipped[str(ph)] = skipped.get(str(ph), 0) + 1
@@ -351,40 +408,57 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
                 add_dur(_float_or_nan(dur))
             add_args(args)
             add_inst(kind)
-        if len(args_) >= _ARGS_BATCH:
-            flush()
+        if len(buf.args_) >= _ARGS_BATCH:
+            _flush(buf)
         piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
-    flush()
-    start_us, dur_us = np.frombuffer(ts_, dtype=np.float64).copy(), np.frombuffer(dur_, dtype=np.float64).copy()
-    del ts_[:], dur_[:]
-    # NaN (unusable) or beyond int64 ns (|t| >= ~292 years): dropped as malformed
-    ok = (np.abs(start_us) < 9e15) & (np.abs(dur_us) < 9e15)
-    if not ok.all():  # events with unusable timestamps are dropped and counted
-        bad += int((~ok).sum())
-        keep = np.flatnonzero(ok)
-        code_, name_, cat_, inst_, dev_, strm_ = ([lst[i] for i in keep] for lst in (
-            code_, name_, cat_, inst_, dev_, strm_))
-        corr_ = array("q", np.frombuffer(corr_, dtype=np.int64)[keep].tobytes())
-        start_us, dur_us = start_us[ok], dur_us[ok]
-    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
-    dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
-    inst = np.array(inst_, dtype=bool)
-    dur_ns[inst] = 0
-    seen_keys = list(codes)  # lane key per code
-    unclosed = sum(len(s) for s in open_b.values()) + len(open_async)
-    n = len(start_ns)
-    if n == 0:
-        raise TraceError(FORMAT, f"{name}: no trace events with timestamps" + (f" ({bad} malformed)" if bad else ""))
+    _flush(buf)
+    buf.bad = bad
+    return buf
 
-    # Lanes: label per (pid, tid), ordered by sort indices then first appearance (as Perfetto does).
+
+#: |ns| at or beyond this does not fit int64 (with room for adding a duration)
+_MAX_NS = 9.2e18
+
+
+def _usable_rows(c: _Collected, base_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict]:
+    """Start and duration (us) of the rows kept; rows with a NaN timestamp (missing, not a
+    number) or one beyond int64 ns once ``base_ns`` is added are dropped from every buffer
+    and counted. ``keep`` is the kept rows' indices, or None when all are kept."""
+    start_us = np.frombuffer(c.ts_, dtype=np.float64).copy()
+    dur_us = np.frombuffer(c.dur_, dtype=np.float64).copy()
+    del c.ts_[:], c.dur_[:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        nan = np.isnan(start_us) | np.isnan(dur_us)
+        start_abs = np.abs(start_us * 1000.0 + base_ns)
+        end_abs = np.abs(start_us * 1000.0 + np.maximum(dur_us, 0) * 1000.0 + base_ns)
+        overflow = ~nan & ((start_abs >= _MAX_NS) | (end_abs >= _MAX_NS) | ~np.isfinite(start_abs + end_abs))
+    dropped = {"malformed_events": int(nan.sum()), "timestamp_overflows": int(overflow.sum())}
+    ok = ~(nan | overflow)
+    if ok.all():
+        return start_us, dur_us, None, dropped
+    keep = np.flatnonzero(ok)
+    c.code_, c.name_, c.cat_, c.inst_, c.dev_, c.strm_ = ([lst[i] for i in keep] for lst in (
+        c.code_, c.name_, c.cat_, c.inst_, c.dev_, c.strm_))
+    c.corr_ = array("q", np.frombuffer(c.corr_, dtype=np.int64)[keep].tobytes())
+    return start_us[ok], dur_us[ok], keep, dropped
+
+
+def _lanes(c: _Collected) -> tuple[list[str], np.ndarray, list[str]]:
+    """Lane order and labels: ``(order, lane index per code, process label per code)``.
+
+    One lane per (pid, tid), ordered by sort indices then first appearance (as Perfetto
+    does); GPU lanes read "GPU 0 stream 7"; labels that collide get their process and tid.
+    """
+    seen_keys = list(c.codes)  # lane key per code
     first_pid: dict[Any, int] = {}
     for i, (pid, _tid) in enumerate(seen_keys):
         first_pid.setdefault(pid, i)
+    proc_sort, thread_sort, codes = c.proc_sort, c.thread_sort, c.codes
     keys = sorted(seen_keys, key=lambda k: (_num(proc_sort.get(k[0])), first_pid[k[0]], _num(thread_sort.get(k)),
                                             codes[k]))
-    labels = {k: _lane_label(k, proc_name, thread_name) for k in keys}
+    labels = {k: _lane_label(k, c.proc_name, c.thread_name) for k in keys}
     for k in keys:  # GPU lanes: "GPU 0 stream 7"
-        pl = proc_labels.get(k[0], "")
+        pl = c.proc_labels.get(k[0], "")
         if pl and pl != "CPU" and not labels[k].startswith(pl):
             labels[k] = f"{pl} {labels[k]}"
     counts: dict[str, int] = {}
@@ -392,32 +466,46 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
         counts[v] = counts.get(v, 0) + 1
     for k in keys:
         if counts[labels[k]] > 1:
-            labels[k] = f"{_proc_label(k[0], proc_name)} / {labels[k]} ({k[1]})"
-    code_arr = np.array(code_, dtype=np.int64)
-    lane_labels = [labels[k] for k in seen_keys]  # by code
+            labels[k] = f"{_proc_label(k[0], c.proc_name)} / {labels[k]} ({k[1]})"
     order = list(dict.fromkeys(labels[k] for k in keys))
-    track = pd.Categorical.from_codes(
-        np.array([order.index(lab) for lab in lane_labels], dtype=np.int64)[code_arr], categories=order, ordered=True)
-    process = np.array([_proc_label(k[0], proc_name) for k in seen_keys], dtype=object)[code_arr]
-    raw_cat = pd.Categorical([c if type(c) is str else None if c is None else str(c) for c in cat_])
-    cats = np.array([_category(c, None, {}) for c in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
+    position = {label: i for i, label in enumerate(order)}  # a dict: 60,000 lanes stay linear
+    lane_of_code = np.array([position[labels[k]] for k in seen_keys], dtype=np.int64)
+    process_of_code = [_proc_label(k[0], c.proc_name) for k in seen_keys]
+    return order, lane_of_code, process_of_code
+
+
+def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.ndarray | None,
+           base_ns: int) -> pd.DataFrame:
+    """The span table from the kept rows; args are rebuilt last (see :func:`_trim_heap`)."""
+    n = len(start_us)
+    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
+    dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
+    inst = np.array(c.inst_, dtype=bool)
+    dur_ns[inst] = 0
+    seen_keys = list(c.codes)
+    order, lane_of_code, process_of_code = _lanes(c)
+    code_arr = np.array(c.code_, dtype=np.int64)
+    track = pd.Categorical.from_codes(lane_of_code[code_arr], categories=order, ordered=True)
+    process = np.array(process_of_code, dtype=object)[code_arr]
+    raw_cat = pd.Categorical([v if type(v) is str else None if v is None else str(v) for v in c.cat_])
+    cats = np.array([_category(v, None, {}) for v in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
     missing = pd.isna(cats)
     if missing.any():  # rocprof v1: no categories; they come from the process name
         for i in np.flatnonzero(missing):
-            cats[i] = _category(None, seen_keys[code_[i]][0], proc_name)
-    gpu_idx = np.flatnonzero(np.isin(cats, list(_GPU_CATS)))
+            cats[i] = _category(None, seen_keys[c.code_[i]][0], c.proc_name)
     device = np.full(n, None, dtype=object)
     stream = np.full(n, None, dtype=object)
-    for i in gpu_idx.tolist():
-        k = seen_keys[code_[i]]
-        device[i] = _int_or_none(k[0] if dev_[i] is None else dev_[i])
-        stream[i] = _int_or_none(k[1] if strm_[i] is None else strm_[i])
-    ids = np.frombuffer(corr_, dtype=np.int64)
+    for i in np.flatnonzero(np.isin(cats, list(_GPU_CATS))).tolist():
+        k = seen_keys[c.code_[i]]
+        device[i] = _int_or_none(k[0] if c.dev_[i] is None else c.dev_[i])
+        stream[i] = _int_or_none(k[1] if c.strm_[i] is None else c.strm_[i])
+    ids = np.frombuffer(c.corr_, dtype=np.int64)
     has_id = ids != _NO_ID
     df = from_columns({
         "process": process, "track": track, "device": device, "stream": stream,
-        "name": ["" if v is None else v if type(v) is str else str(v) for v in name_],
-        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns, "correlation": pd.arrays.IntegerArray(np.where(has_id, ids, 0), ~has_id),
+        "name": ["" if v is None else v if type(v) is str else str(v) for v in c.name_],
+        "category": cats, "start_ns": start_ns, "dur_ns": dur_ns,
+        "correlation": pd.arrays.IntegerArray(np.where(has_id, ids, 0), ~has_id),
         "kind": pd.Categorical.from_codes(inst.astype(np.int8), categories=["span", "instant"]),
     }, n=n, source=FORMAT)
     df = with_depth(df)
@@ -425,17 +513,14 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
     # and the table's temporaries are freed and their pages handed back before the dicts are
     # rebuilt from their batches
     del code_arr, process, cats, device, stream, ids, has_id
-    for lst in (code_, name_, cat_, inst_, dev_, strm_, corr_):
+    for lst in (c.code_, c.name_, c.cat_, c.inst_, c.dev_, c.strm_, c.corr_):
         del lst[:]
     _trim_heap()
-    args = _unpack(args_blobs)
-    if not ok.all():
+    args = _unpack(c.args_blobs)
+    if keep is not None:
         args = [args[i] for i in keep]
     df["args"] = args
-    meta = {"clock": "wall-clock ns (baseTimeNanoseconds + ts)" if base_ns else "trace ts (us) x 1000",
-            "base_time_ns": base_ns, "skipped_phases": skipped, "malformed_events": bad,
-            "unclosed_spans": unclosed, **(extra or {})}
-    return df, meta
+    return df
 
 
 _NO_ID = -(2**63)  # missing correlation id in the int64 buffer
@@ -500,21 +585,20 @@ def _unpack(blobs: list) -> list:
     return out
 
 
-def _metadata(ev: dict, proc_name: dict, proc_labels: dict, thread_name: dict, proc_sort: dict,
-              thread_sort: dict) -> None:
+def _metadata(ev: dict, c: _Collected) -> None:
     """Record one ``M`` event (lane names and sort indices)."""
     a = ev.get("args") or {}
     mname, pid, key = ev.get("name"), ev.get("pid"), (ev.get("pid"), ev.get("tid"))
     if mname == "process_name":
-        proc_name[pid] = str(a.get("name", ""))
+        c.proc_name[pid] = str(a.get("name", ""))
     elif mname == "process_labels":  # Kineto: "CPU" or "GPU 0" for a device's pid
-        proc_labels[pid] = str(a.get("labels", ""))
+        c.proc_labels[pid] = str(a.get("labels", ""))
     elif mname == "thread_name":
-        thread_name[key] = str(a.get("name", ""))
+        c.thread_name[key] = str(a.get("name", ""))
     elif mname == "process_sort_index":
-        proc_sort[pid] = a.get("sort_index", 0)
+        c.proc_sort[pid] = a.get("sort_index", 0)
     elif mname == "thread_sort_index":
-        thread_sort[key] = a.get("sort_index", 0)
+        c.thread_sort[key] = a.get("sort_index", 0)
 
 
 def _num(v: Any) -> float:

@@ -30,13 +30,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import KERNEL, from_columns, with_depth
 
 FORMAT = "ireeperf-jsonl"
+INFO = Format(
+    FORMAT, "IREE native profile", (".ireeperf.jsonl", ".jsonl", ".ireeprof"),
+    "schema_version 15 (iree-base-runtime 3.13; .ireeprof through iree-profile)",
+    "host-execution spans (dispatches named by key), queue submit/ready instants, command regions, "
+    "memory instants; GPU dispatches with device ticks fitted to host ns")
 #: schema versions whose record layout this importer was checked against (iree 3.13 writes 15)
 SUPPORTED_SCHEMAS = (15,)
 IREEPROF_MAGIC = b"IRPF"
+_MAX_NS = 2**63
 
 
 def detect(head: bytes, name: str) -> bool:
@@ -90,8 +96,8 @@ def records(data: bytes, name: str = "") -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            rec = json.loads(line.decode("utf-8", "replace"))  # a stray non-UTF-8 byte must not lose the file
+        except json.JSONDecodeError:
             last = i == len(lines) or (i == len(lines) - 1 and not lines[-1].strip())
             what = "truncated (last line is incomplete JSON)" if last else f"line {i} is not valid JSON"
             raise TraceError(FORMAT, f"{name}: {what}") from None
@@ -118,19 +124,44 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
         raise TraceError(FORMAT, f"{name}: truncated (a session has no 'end' record)")
 
     fits = _clock_fits(recs, schema)
+    rows, order, counts, dropped = _rows(recs, fits, name)
+    if not rows["track"]:
+        raise TraceError(FORMAT, f"{name}: no events (capture with --device_profiling_mode="
+                                 "queue-events,host-execution)")
+    lane_rank = {"submit": 0, "host-execution": 1, "command regions": 2}
+    order.sort(key=lambda t: (t == "memory", t.startswith("device"), t.split(" ")[1] if " " in t else "",
+                              lane_rank.get(t.split(" ", 2)[-1], 3)))
+    df = from_columns(rows, source=FORMAT, track_order=order)
+    df["process"] = pd.Categorical(["iree"] * len(df))
+    df = with_depth(df)
+    meta = {"clock": "iree_host_time_ns (IREE monotonic host clock)", "schema_version": ver,
+            "record_counts": counts, "clock_fits": {str(k): v for k, v in fits.items()}, **dropped}
+    return df, meta
+
+
+def _rows(recs: list[dict], fits: dict, name: str) -> tuple[dict[str, list], list[str], dict[str, int], dict]:
+    """Span-table columns from the records, lanes in order of appearance, record counts and
+    the counts of rows dropped or adjusted."""
     fn_names = {(r.get("executable_id"), r.get("function_ordinal")): r.get("name")
                 for r in recs if r.get("record_type") == "executable_function"}
     rows: dict[str, list] = {k: [] for k in ("track", "device", "stream", "name", "category", "start_ns",
                                               "dur_ns", "correlation", "args", "kind")}
 
+    dropped = {"timestamp_overflows": 0, "negative_durations": 0}
+
     def add(track, device, stream, nm, cat, start, dur, corr, args, kind="span"):
+        start, dur = int(start), int(dur)
+        if not -_MAX_NS < start < _MAX_NS or not -_MAX_NS < start + max(dur, 0) < _MAX_NS:
+            dropped["timestamp_overflows"] += 1
+            return
+        dropped["negative_durations"] += dur < 0
         rows["track"].append(track)
         rows["device"].append(device)
         rows["stream"].append(stream)
-        rows["name"].append(nm)
+        rows["name"].append(nm if isinstance(nm, str) else str(nm))
         rows["category"].append(cat)
-        rows["start_ns"].append(int(start))
-        rows["dur_ns"].append(max(int(dur), 0))
+        rows["start_ns"].append(start)
+        rows["dur_ns"].append(max(dur, 0))
         rows["correlation"].append(corr)
         rows["args"].append(args)
         rows["kind"].append(kind)
@@ -187,21 +218,10 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
                 continue
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(FORMAT, f"{name}: {rt} record lacks or has a bad field ({exc})") from None
-        if rows["track"][-1] not in order:
+        if rows["track"] and rows["track"][-1] not in order:
             order.append(rows["track"][-1])
 
-    if not rows["track"]:
-        raise TraceError(FORMAT, f"{name}: no events (capture with --device_profiling_mode="
-                                 "queue-events,host-execution)")
-    lane_rank = {"submit": 0, "host-execution": 1, "command regions": 2}
-    order.sort(key=lambda t: (t == "memory", t.startswith("device"), t.split(" ")[1] if " " in t else "",
-                              lane_rank.get(t.split(" ", 2)[-1], 3)))
-    df = from_columns(rows, source=FORMAT, track_order=order)
-    df["process"] = pd.Categorical(["iree"] * len(df))
-    df = with_depth(df)
-    meta = {"clock": "iree_host_time_ns (IREE monotonic host clock)", "schema_version": ver,
-            "record_counts": counts, "clock_fits": {str(k): v for k, v in fits.items()}}
-    return df, meta
+    return rows, order, counts, dropped
 
 
 def _clock_fits(recs: list[dict], schema: dict) -> dict[int, tuple[float, float]]:

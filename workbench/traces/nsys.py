@@ -1,31 +1,61 @@
 """Nsight Systems SQLite export (``nsys export --type sqlite`` / ``nsys profile --export=sqlite``).
 
-Tables read (each optional): ``CUPTI_ACTIVITY_KIND_KERNEL`` (category ``kernel``),
-``CUPTI_ACTIVITY_KIND_RUNTIME`` (``cuda_runtime``), ``CUPTI_ACTIVITY_KIND_MEMCPY`` /
-``_MEMSET`` (``gpu_memcpy`` / ``gpu_memset``), ``NVTX_EVENTS`` (``nvtx`` ranges and marks),
-with names from ``StringIds`` and thread names from ``ThreadNames``. Times are ns from the
+The export's layout drifts between releases: tables appear lazily (only for what was traced),
+some gain ``_V2``/``_V3`` suffixes, columns are added. So each source table is resolved by
+what exists (the highest suffix present wins) and read by column name, one reader per table:
+
+- ``CUPTI_ACTIVITY_KIND_KERNEL`` (category ``kernel``), ``_MEMCPY`` / ``_MEMSET``
+  (``gpu_memcpy`` / ``gpu_memset``): lanes ``GPU <device> stream <stream>``;
+- ``CUPTI_ACTIVITY_KIND_RUNTIME`` (``cuda_runtime``) and ``OSRT_API`` (``osrt``, OS runtime
+  calls) on their thread's lane;
+- ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` (``cuda_sync``: stream/event/context waits) on the
+  lane of the runtime call with the same correlation id (``process <pid> CUDA sync`` if none);
+- ``NVTX_EVENTS``: push/pop and start/end ranges (``nvtx`` spans) and marks (instants) on
+  ``NVTX <thread>``, event types resolved through ``ENUM_NSYS_EVENT_TYPE`` when present,
+  domain names in args.
+
+Names come from ``StringIds``, thread names from ``ThreadNames``. Times are ns from the
 session start. Host threads are ``globalTid``: pid = (globalTid >> 24) & 0xFFFFFF,
-tid = globalTid & 0xFFFFFF. The database is opened read-only.
+tid = globalTid & 0xFFFFFF. ``META_DATA_EXPORT`` (``EXPORT_META_DATA`` before 2022) gives
+``EXPORT_SCHEMA_VERSION``: major 3 (Nsight Systems 2022 - 2026, e.g. 3.15 in 2024.7 and 3.24
+in 2026.1) is read; another major is refused with the version found. The file is opened
+through :mod:`.sqlite`: read-only, every source checked to be a table, queries bounded.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import KERNEL, concat, from_columns, with_depth
+from .sqlite import SQLITE_MAGIC, Database
 
 FORMAT = "nsys-sqlite"
-SQLITE_MAGIC = b"SQLite format 3\x00"
-_NVTX_RANGES = (59, 60, 70, 71)  # push/pop and start/end ranges (incl. payload variants)
-_NVTX_MARKS = (34, 75)
-_COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 8: "DtoD", 10: "PtoP"}  # CUpti_ActivityMemcpyKind
+#: EXPORT_SCHEMA_VERSION majors whose layout this reader was written against
+SUPPORTED_MAJORS = (3,)
+INFO = Format(
+    FORMAT, "Nsight Systems SQLite export", (".sqlite", ".nsys.sqlite"),
+    "EXPORT_SCHEMA_VERSION 3.x (Nsight Systems 2022 - 2026); table names resolved by what exists (_V2/_V3)",
+    "CUDA kernels, memcpy and memset on GPU stream lanes, CUDA runtime calls, OS runtime calls and CUDA "
+    "synchronization on thread lanes, NVTX ranges and marks (with domains); correlation ids")
+
+# NVTX event types (ENUM_NSYS_EVENT_TYPE), used when the export has no enum table
+_NVTX_RANGES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtPushPopRange", 71: "NvtxtStartEndRange"}
+_NVTX_MARKS = {34: "NvtxMark"}
+_NVTX_DOMAIN = 75  # NvtxDomainCreate: its text is the domain's name
+_COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+               10: "PtoP"}  # CUpti_ActivityMemcpyKind
+_SYNC_TYPES = {1: "Event synchronize", 2: "Stream wait event", 3: "Stream synchronize", 4: "Context synchronize"}
+#: logical source -> base table name (suffixes resolved at load)
+_SOURCES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "runtime": "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY", "memset": "CUPTI_ACTIVITY_KIND_MEMSET",
+            "sync": "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "nvtx": "NVTX_EVENTS", "osrt": "OSRT_API"}
 
 
 def detect(head: bytes, name: str) -> bool:
@@ -33,127 +63,252 @@ def detect(head: bytes, name: str) -> bool:
     return head.startswith(SQLITE_MAGIC)
 
 
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
-def _columns(con: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+def resolve(db: Database, base: str) -> str | None:
+    """The table for ``base``: ``base`` or ``base_V<n>`` with the highest n present; checked
+    to be a table (a view or trigger there is refused)."""
+    pattern = re.compile(rf"^{re.escape(base)}(?:_V(\d+))?$", re.I)
+    found = [(int(m.group(1) or 1), n) for n in (o[1] for o in db.objects.values()) if (m := pattern.match(n))]
+    if not found:
+        return None
+    return db.table(max(found)[1])
 
 
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read kernels, runtime calls, memcpy/memset and NVTX from an nsys SQLite export."""
+    """Read kernels, copies, runtime/OS calls, syncs and NVTX from an nsys SQLite export."""
     p = Path(path)
-    try:
-        con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise TraceError(FORMAT, f"{p.name}: cannot open ({exc})") from None
-    try:
-        return _read(con, p.name)
-    except sqlite3.DatabaseError as exc:
-        raise TraceError(FORMAT, f"{p.name}: corrupted or truncated database ({exc})") from None
-    finally:
-        con.close()
-
-
-def _read(con: sqlite3.Connection, name: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    tables = _tables(con)
-    wanted = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-              "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS"}
-    if not tables & wanted:
-        hint = (" (a rocpd database: convert it with 'rocpd convert -f csv')" if any("rocpd" in t for t in tables)
-                else "")
-        raise TraceError(FORMAT, f"{name}: SQLite database without Nsight Systems tables{hint}")
-    strings = dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
-    thread_names: dict[int, str] = {}
-    if "ThreadNames" in tables:
-        for name_id, gtid in con.execute("SELECT nameId, globalTid FROM ThreadNames"):
-            thread_names[gtid] = strings.get(name_id, "")
-    parts: list[pd.DataFrame] = []
-
-    def host_track(gtid: int | None) -> str:
-        if gtid is None:
-            return "host"
-        tid = gtid & 0xFFFFFF
-        tn = thread_names.get(gtid)
-        return f"{tn} ({tid})" if tn else f"thread {tid}"
-
-    def process(gtid: int | None) -> str:
-        return f"process {(gtid >> 24) & 0xFFFFFF}" if gtid is not None else "host"
-
-    for table, cat in (("CUPTI_ACTIVITY_KIND_KERNEL", KERNEL), ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy"),
-                       ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset")):
-        if table not in tables:
-            continue
-        cols = _columns(con, table)
-        name_col = next((c for c in ("demangledName", "shortName", "name") if c in cols), None)
-        extra = [c for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "bytes",
-                             "copyKind") if c in cols]
-        sel = ", ".join(["start", "end", "deviceId", "streamId", "correlationId",
-                         name_col or "NULL"] + extra)
-        rows = con.execute(f"SELECT {sel} FROM {table} ORDER BY start").fetchall()
-        if not rows:
-            continue
-        a = list(zip(*rows))
-        n = len(rows)
-        if cat == KERNEL:
-            names = [strings.get(v, str(v)) for v in a[5]]
-        elif cat == "gpu_memcpy":
-            kinds = a[6 + extra.index("copyKind")] if "copyKind" in extra else [None] * n
-            names = [f"Memcpy {_COPY_KINDS.get(k, k)}" if k is not None else "Memcpy" for k in kinds]
-        else:
-            names = ["Memset"] * n
-        args = [dict(zip(extra, r[6:])) or None for r in rows]
-        tracks = [f"GPU {d} stream {s}" for d, s in zip(a[2], a[3])]
-        parts.append(from_columns({
-            "process": [f"GPU {d}" for d in a[2]], "track": tracks, "device": list(a[2]), "stream": list(a[3]),
-            "name": names, "category": [cat] * n, "start_ns": np.array(a[0], dtype=np.int64),
-            "dur_ns": np.maximum(np.array(a[1], dtype=np.int64) - np.array(a[0], dtype=np.int64), 0),
-            "correlation": list(a[4]), "args": args}, n=n, source=FORMAT))
-    if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-        rows = con.execute("SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
-                           "ORDER BY start").fetchall()
-        if rows:
-            a = list(zip(*rows))
-            n = len(rows)
-            parts.append(from_columns({
-                "process": [process(g) for g in a[2]], "track": [host_track(g) for g in a[2]],
-                "name": [strings.get(v, str(v)) for v in a[4]], "category": ["cuda_runtime"] * n,
-                "start_ns": np.array(a[0], dtype=np.int64),
-                "dur_ns": np.maximum(np.array(a[1], dtype=np.int64) - np.array(a[0], dtype=np.int64), 0),
-                "correlation": list(a[3])}, n=n, source=FORMAT))
-    if "NVTX_EVENTS" in tables:
-        cols = _columns(con, "NVTX_EVENTS")
-        text_id = "textId" if "textId" in cols else "NULL"
-        rows = con.execute(f"SELECT start, end, eventType, text, {text_id}, globalTid FROM NVTX_EVENTS "
-                           "ORDER BY start").fetchall()
-        rows = [r for r in rows if r[2] in _NVTX_RANGES + _NVTX_MARKS]
-        if rows:
-            a = list(zip(*rows))
-            n = len(rows)
-            st = np.array(a[0], dtype=np.int64)
-            en = np.array([e if e is not None else s for s, e in zip(a[0], a[1])], dtype=np.int64)
-            marks = np.array([t in _NVTX_MARKS for t in a[2]])
-            parts.append(from_columns({
-                "process": [process(g) for g in a[5]], "track": [f"NVTX {host_track(g)}" for g in a[5]],
-                "name": [t if t is not None else strings.get(i, "nvtx") for t, i in zip(a[3], a[4])],
-                "category": ["nvtx"] * n, "start_ns": st, "dur_ns": np.where(marks, 0, np.maximum(en - st, 0)),
-                "kind": np.where(marks, "instant", "span").tolist()}, n=n, source=FORMAT))
+    with Database(p, FORMAT) as db:
+        tables = {k: resolve(db, base) for k, base in _SOURCES.items()}
+        if not any(tables.values()):
+            hint = " (a rocpd database: rocprofv3's output)" if any("rocpd" in n for n in db.objects) else ""
+            raise TraceError(FORMAT, f"{p.name}: SQLite database without Nsight Systems tables{hint}")
+        export = _export_meta(db)
+        version = export.get("EXPORT_SCHEMA_VERSION")
+        if version is not None:
+            major = str(version).split(".")[0].strip()
+            if not major.isdigit() or int(major) not in SUPPORTED_MAJORS:
+                raise TraceError(FORMAT, f"{p.name}: export schema version {str(version)[:20]} is not supported (read: "
+                                         f"{', '.join(f'{m}.x' for m in SUPPORTED_MAJORS)}, Nsight Systems 2022 - 2026)")
+        names = _Names(db)
+        runtime = _runtime(db, tables["runtime"], names)
+        parts = [_gpu_activity(db, tables["kernel"], names, KERNEL), _gpu_activity(db, tables["memcpy"], names, "gpu_memcpy"),
+                 _gpu_activity(db, tables["memset"], names, "gpu_memset"), runtime,
+                 _osrt(db, tables["osrt"], names), _sync(db, tables["sync"], names, runtime),
+                 _nvtx(db, tables["nvtx"], names)]
+        gpus = _gpu_names(db)
+    parts = [t for t in parts if t is not None and len(t)]
     if not parts:
-        raise TraceError(FORMAT, f"{name}: the export has no kernel, runtime, memcpy, memset or NVTX rows")
+        raise TraceError(FORMAT, f"{p.name}: the export has no kernel, copy, runtime, sync, OS runtime or NVTX rows")
+    negative = sum(int(t.attrs.get("negative", 0)) for t in parts)
+    unclosed = sum(int(t.attrs.get("unclosed", 0)) for t in parts)
     df = concat(parts)
-    # lanes: host threads (NVTX next to their thread), then GPUs by device and stream
-    order = sorted(df["track"].cat.categories, key=lambda t: (t.startswith("GPU"), t.replace("NVTX ", ""),
-                                                               t.startswith("NVTX")))
-    if any(t.startswith("GPU") for t in order):
-        gpu = sorted([t for t in order if t.startswith("GPU")], key=lambda t: [int(x) if x.isdigit() else x
-                                                                                for x in t.split()])
-        order = [t for t in order if not t.startswith("GPU")] + gpu
-    df["track"] = df["track"].cat.set_categories(order, ordered=True)
+    df["track"] = df["track"].cat.set_categories(_lane_order(df["track"].cat.categories), ordered=True)
     df = with_depth(df)
-    meta: dict[str, Any] = {"clock": "ns from the nsys session start", "tables": sorted(tables & wanted)}
-    if "EXPORT_META_DATA" in tables:
-        meta["export"] = {k: v for k, v in con.execute("SELECT name, value FROM EXPORT_META_DATA")}
-    if "TARGET_INFO_GPU" in tables and "name" in _columns(con, "TARGET_INFO_GPU"):
-        meta["gpus"] = [r[0] for r in con.execute("SELECT name FROM TARGET_INFO_GPU")]
+    meta: dict[str, Any] = {"clock": "ns from the nsys session start", "export_schema_version": version,
+                            "tables": sorted(t for t in tables.values() if t), "export": export,
+                            "negative_durations": negative, "unclosed_spans": unclosed}
+    if gpus:
+        meta["gpus"] = gpus
     return df, meta
+
+
+def _export_meta(db: Database) -> dict[str, str]:
+    for name in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        table = resolve(db, name)
+        if table:
+            rows = db.select(table, ("name", "value"), f"table '{table}'")
+            if len(rows.columns) == 2:
+                return {str(k): str(v) for k, v in zip(rows["name"], rows["value"])}
+    return {}
+
+
+def _gpu_names(db: Database) -> list[str]:
+    table = resolve(db, "TARGET_INFO_GPU")
+    if not table:
+        return []
+    rows = db.select(table, ("id", "name"), f"table '{table}'")
+    return [str(n) for n in rows["name"]] if "name" in rows else []
+
+
+class _Names:
+    """StringIds, thread names and the enum tables of one export."""
+
+    def __init__(self, db: Database):
+        table = resolve(db, "StringIds")
+        ids = db.select(table, ("id", "value"), f"table '{table}'") if table else pd.DataFrame()
+        self.strings: dict = dict(zip(ids["id"], ids["value"])) if len(ids.columns) == 2 else {}
+        table = resolve(db, "ThreadNames")
+        tn = db.select(table, ("nameId", "globalTid"), f"table '{table}'") if table else pd.DataFrame()
+        self.threads: dict = ({g: self.text(n) for n, g in zip(tn["nameId"], tn["globalTid"])}
+                              if len(tn.columns) == 2 else {})
+        self.event_types = self._enum(db, "ENUM_NSYS_EVENT_TYPE")
+        self.sync_types = self._enum(db, "ENUM_CUPTI_SYNC_TYPE")
+
+    @staticmethod
+    def _enum(db: Database, base: str) -> dict:
+        table = resolve(db, base)
+        rows = db.select(table, ("id", "name"), f"table '{table}'") if table else pd.DataFrame()
+        return dict(zip(rows["id"], rows["name"].astype(str))) if len(rows.columns) == 2 else {}
+
+    def text(self, string_id: Any) -> str:
+        v = self.strings.get(string_id)
+        return v if isinstance(v, str) else str(string_id)
+
+    def map(self, ids: pd.Series) -> list[str]:
+        return [self.text(i) for i in ids.tolist()]
+
+    def host_lanes(self, gtids: pd.Series, prefix: str = "") -> tuple[list[str], list[str]]:
+        """(lane, process) per row from globalTid; labels computed once per distinct thread."""
+        labels: dict = {}
+        for g in pd.unique(gtids):
+            if g is None or (isinstance(g, float) and g != g):
+                labels[g] = (f"{prefix}host", "host")
+                continue
+            g = int(g)
+            tid, pid = g & 0xFFFFFF, (g >> 24) & 0xFFFFFF
+            tn = self.threads.get(g)
+            labels[g] = (f"{prefix}{tn} ({tid})" if tn else f"{prefix}thread {tid}", f"process {pid}")
+        pairs = [labels[g] for g in gtids.tolist()]
+        return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def _times(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(start, duration, negative count, unclosed count); a missing end is an unclosed span."""
+    start = pd.to_numeric(df["start"], errors="coerce").fillna(0).to_numpy(np.int64)
+    end_raw = pd.to_numeric(df["end"], errors="coerce") if "end" in df else pd.Series(np.nan, index=df.index)
+    unclosed = int(end_raw.isna().sum())
+    end = end_raw.fillna(pd.Series(start, index=df.index)).to_numpy(np.int64)
+    return start, np.maximum(end - start, 0), int((end < start).sum()), unclosed
+
+
+def _table(df: pd.DataFrame, **cols) -> pd.DataFrame:
+    start, dur, negative, unclosed = _times(df)
+    out = from_columns({"start_ns": start, "dur_ns": dur, **cols}, n=len(df), source=FORMAT)
+    out.attrs.update(negative=negative, unclosed=unclosed)
+    return out
+
+
+def _gpu_activity(db: Database, table: str | None, names: _Names, category: str) -> pd.DataFrame | None:
+    """Kernels, memcpy or memset rows of one table: GPU stream lanes."""
+    if not table:
+        return None
+    extra = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
+             "dynamicSharedMemory", "bytes", "copyKind", "srcKind", "dstKind", "value")
+    df = db.select(table, ("start", "end", "deviceId", "streamId", "correlationId", "demangledName", "shortName",
+                           "name") + extra, f"table '{table}'")
+    if df.empty:
+        return None
+    if category == KERNEL:
+        ids = next((df[c] for c in ("demangledName", "shortName", "name") if c in df), pd.Series([None] * len(df)))
+        label = names.map(ids)
+    elif category == "gpu_memcpy":
+        kinds = df["copyKind"].tolist() if "copyKind" in df else [None] * len(df)
+        label = [f"Memcpy {_COPY_KINDS.get(k, k)}" if k is not None and k == k else "Memcpy" for k in kinds]
+    else:
+        label = ["Memset"] * len(df)
+    present = [c for c in extra if c in df]
+    args = [dict(zip(present, row)) or None for row in df[present].itertuples(index=False, name=None)] if present \
+        else [None] * len(df)
+    dev, stream = df.get("deviceId", pd.Series([None] * len(df))), df.get("streamId", pd.Series([None] * len(df)))
+    return _table(df, process=[f"GPU {d}" for d in dev], track=[f"GPU {d} stream {s}" for d, s in zip(dev, stream)],
+                  device=dev.tolist(), stream=stream.tolist(), name=label, category=[category] * len(df),
+                  correlation=df.get("correlationId", pd.Series([None] * len(df))).tolist(), args=args)
+
+
+def _runtime(db: Database, table: str | None, names: _Names) -> pd.DataFrame | None:
+    if not table:
+        return None
+    df = db.select(table, ("start", "end", "globalTid", "correlationId", "nameId"), f"table '{table}'")
+    if df.empty or "globalTid" not in df:
+        return None
+    lanes, procs = names.host_lanes(df["globalTid"])
+    out = _table(df, process=procs, track=lanes, name=names.map(df.get("nameId", pd.Series([None] * len(df)))),
+                 category=["cuda_runtime"] * len(df), correlation=df.get("correlationId", pd.Series([None] * len(df))).tolist())
+    gtid = pd.to_numeric(df["globalTid"], errors="coerce").fillna(0).to_numpy(np.int64)
+    out.attrs["pid"] = ((gtid >> 24) & 0xFFFFFF).tolist()
+    return out
+
+
+def _osrt(db: Database, table: str | None, names: _Names) -> pd.DataFrame | None:
+    if not table:
+        return None
+    df = db.select(table, ("start", "end", "globalTid", "nameId", "returnValue", "nestingLevel"), f"table '{table}'")
+    if df.empty or "globalTid" not in df:
+        return None
+    lanes, procs = names.host_lanes(df["globalTid"])
+    args = [{"return": r} for r in df["returnValue"]] if "returnValue" in df else None
+    return _table(df, process=procs, track=lanes, name=names.map(df.get("nameId", pd.Series([None] * len(df)))),
+                  category=["osrt"] * len(df), args=args)
+
+
+def _sync(db: Database, table: str | None, names: _Names, runtime: pd.DataFrame | None) -> pd.DataFrame | None:
+    """CUDA synchronization on the lane of the runtime call that waited (same correlation id)."""
+    if not table:
+        return None
+    df = db.select(table, ("start", "end", "globalPid", "deviceId", "streamId", "correlationId", "syncType", "eventId"),
+                   f"table '{table}'")
+    if df.empty:
+        return None
+    pids = [(int(g) >> 24) & 0xFFFFFF if g is not None and g == g else None for g in df.get("globalPid", [None] * len(df))]
+    caller: dict = {}
+    if runtime is not None and len(runtime):
+        caller = dict(zip(zip(runtime.attrs["pid"], runtime["correlation"].tolist()),
+                          zip(runtime["track"].astype(str), runtime["process"].astype(str))))
+    corr = df.get("correlationId", pd.Series([None] * len(df))).tolist()
+    where = [caller.get((p, c)) or caller.get((None, c)) or (f"process {p} CUDA sync", f"process {p}")
+             for p, c in zip(pids, corr)]
+    types = df.get("syncType", pd.Series([None] * len(df))).tolist()
+    label = [_sync_name(names.sync_types.get(t), t) for t in types]
+    return _table(df, process=[w[1] for w in where], track=[w[0] for w in where], name=label,
+                  category=["cuda_sync"] * len(df), correlation=corr,
+                  device=df.get("deviceId", pd.Series([None] * len(df))).tolist(),
+                  stream=df.get("streamId", pd.Series([None] * len(df))).tolist(),
+                  args=[{"sync_type": t} for t in types])
+
+
+def _sync_name(enum_name: str | None, code: Any) -> str:
+    if enum_name:  # "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE" -> "Stream synchronize"
+        words = re.sub(r"^.*SYNCHRONIZATION_TYPE_", "", enum_name).replace("_", " ").strip().lower()
+        return words[:1].upper() + words[1:] if words else f"sync {code}"
+    return _SYNC_TYPES.get(code, f"sync {code}")
+
+
+def _nvtx(db: Database, table: str | None, names: _Names) -> pd.DataFrame | None:
+    """NVTX ranges (spans) and marks (instants) on ``NVTX <thread>`` lanes."""
+    if not table:
+        return None
+    df = db.select(table, ("start", "end", "eventType", "text", "textId", "globalTid", "domainId"), f"table '{table}'")
+    if df.empty or "eventType" not in df:
+        return None
+    kinds = names.event_types
+    ranges = {i for i, n in kinds.items() if n.endswith("Range")} if kinds else set(_NVTX_RANGES)
+    marks = {i for i, n in kinds.items() if n.endswith("Mark")} if kinds else set(_NVTX_MARKS)
+    domain_create = next((i for i, n in kinds.items() if n == "NvtxDomainCreate"), _NVTX_DOMAIN)
+    domains = {}
+    if "domainId" in df:
+        created = df[df["eventType"] == domain_create]
+        domains = dict(zip(created["domainId"], created.get("text", pd.Series([None] * len(created)))))
+    df = df[df["eventType"].isin(ranges | marks)].reset_index(drop=True)
+    if df.empty:
+        return None
+    text = df.get("text", pd.Series([None] * len(df))).tolist()
+    text_id = df.get("textId", pd.Series([None] * len(df))).tolist()
+    label = [t if isinstance(t, str) else names.text(i) if i is not None and i == i else "nvtx"
+             for t, i in zip(text, text_id)]
+    is_mark = df["eventType"].isin(marks).to_numpy()
+    gtids = df.get("globalTid", pd.Series([None] * len(df)))
+    lanes, procs = names.host_lanes(gtids, prefix="NVTX ")
+    dom = df.get("domainId", pd.Series([None] * len(df))).tolist()
+    args = [{"domain": domains[d]} if d in domains and domains[d] else None for d in dom]
+    end = df["end"].where(~pd.Series(is_mark), df["start"]) if "end" in df else df["start"]
+    return _table(df.assign(end=end), process=procs, track=lanes, name=label, category=["nvtx"] * len(df),
+                  kind=np.where(is_mark, "instant", "span").tolist(), args=args)
+
+
+def _lane_order(tracks) -> list[str]:
+    """Host threads (each followed by its NVTX lane), then GPUs by device and stream."""
+    def natural(t: str) -> list:
+        return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"[\s()]+", t) if x]
+
+    host = sorted((t for t in tracks if not t.startswith("GPU ")), key=lambda t: (t.removeprefix("NVTX "),
+                                                                                  t.startswith("NVTX ")))
+    return host + sorted((t for t in tracks if t.startswith("GPU ")), key=natural)

@@ -24,10 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
+from . import Format, TraceError
 from .model import from_columns
 
 FORMAT = "perfetto-pftrace"
+INFO = Format(
+    FORMAT, "Perfetto protobuf", (".pftrace", ".perfetto-trace"),
+    "TrackEvent packets (any Perfetto SDK)",
+    "track_event slices (begin/end per track) and instants with interned names, categories and debug "
+    "annotations; track descriptors name and order lanes")
 _SEQ_CLEARED = 1  # TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 
 
@@ -42,6 +47,11 @@ def _varint(b: bytes, o: int) -> tuple[int, int]:
         if not c & 0x80:
             return v, o
         shift += 7
+
+
+def _text(v: Any) -> Any:
+    """protobuf returns ``bytes`` for a string field that is not valid UTF-8: names are always str."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
 def _pb():
@@ -107,6 +117,22 @@ def _annotation_value(a) -> Any:
     return None
 
 
+def _lanes(uuids: list[int], track_names: dict[int, str], track_rank: dict[int, int]
+           ) -> tuple[list[int], dict[int, str]]:
+    """Track uuids with events in lane order (sibling_order_rank, then first appearance) and
+    a unique label per uuid."""
+    used = list(dict.fromkeys(uuids))
+    first = {u: i for i, u in enumerate(dict.fromkeys(list(track_names) + used))}
+    order = sorted(used, key=lambda u: (track_rank.get(u, 0), first[u]))
+    label = {u: track_names.get(u, f"track {u}") for u in order}
+    seen: dict[str, int] = {}
+    for u in order:  # lane names must be unique
+        seen[label[u]] = seen.get(label[u], 0) + 1
+        if seen[label[u]] > 1:
+            label[u] = f"{label[u]} ({u})"
+    return order, label
+
+
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read TrackEvent slices and instants from a .pftrace file."""
     p = Path(path)
@@ -119,7 +145,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     default_track: dict[int, int] = {}
     open_slices: dict[int, list[tuple]] = {}
     cols: dict[str, list] = {k: [] for k in ("uuid", "name", "cat", "start", "dur", "depth", "corr", "args", "kind")}
-    n_packets = 0
+    n_packets = overflows = negative = 0
     for pkt in packets(data, p.name):
         n_packets += 1
         seq = pkt.trusted_packet_sequence_id
@@ -134,15 +160,15 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                                ("debug_annotation_names", "name")):
                 t = tables.setdefault(field, {})
                 for e in getattr(idata, field):
-                    t[e.iid] = getattr(e, key)
+                    t[e.iid] = _text(getattr(e, key))
         if pkt.HasField("track_descriptor"):
             td = pkt.track_descriptor
-            label = td.name or td.static_name
+            label = _text(td.name) or _text(td.static_name)
             if td.HasField("thread"):
-                label = label or td.thread.thread_name or f"thread {td.thread.tid}"
+                label = label or _text(td.thread.thread_name) or f"thread {td.thread.tid}"
                 track_proc[td.uuid] = proc_names.get(td.thread.pid, f"process {td.thread.pid}")
             elif td.HasField("process"):
-                proc_names[td.process.pid] = td.process.process_name or f"process {td.process.pid}"
+                proc_names[td.process.pid] = _text(td.process.process_name) or f"process {td.process.pid}"
                 label = label or proc_names[td.process.pid]
                 track_proc[td.uuid] = proc_names[td.process.pid]
             track_names.setdefault(td.uuid, label or f"track {td.uuid}")
@@ -155,20 +181,25 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         uuid = ev.track_uuid if ev.HasField("track_uuid") else default_track.get(seq, 0)
         tables = interned.get(seq, {})
         ts = int(pkt.timestamp)
+        if ts >= 2**63:  # uint64 in the protocol; beyond int64 ns it cannot be placed
+            overflows += 1
+            continue
         if ev.type == 2:  # SLICE_END
             stack = open_slices.get(uuid)
             if stack:
                 i = stack.pop()
+                negative += ts < cols["start"][i]
                 cols["dur"][i] = max(ts - cols["start"][i], 0)
             continue
         if ev.type not in (1, 3):
             continue
-        name = ev.name if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
-        cats = list(ev.categories) or [tables.get("event_categories", {}).get(c, "") for c in ev.category_iids]
+        name = _text(ev.name) if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
+        cats = [_text(c) for c in ev.categories] or [tables.get("event_categories", {}).get(c, "")
+                                                      for c in ev.category_iids]
         args = {}
         for a in ev.debug_annotations:
-            key = a.name if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
-            args[key] = _annotation_value(a)
+            key = _text(a.name) if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
+            args[key] = _text(_annotation_value(a))
         stack = open_slices.setdefault(uuid, [])
         cols["uuid"].append(uuid)
         cols["name"].append(name or "(unnamed)")
@@ -187,15 +218,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     if n == 0:
         raise TraceError(FORMAT, f"{p.name}: no TrackEvent slices ({n_packets} packets of other data sources)")
     unclosed = sum(len(s) for s in open_slices.values())
-    uuids = list(dict.fromkeys(cols["uuid"]))
-    first = {u: i for i, u in enumerate(dict.fromkeys(list(track_names) + uuids))}
-    order = sorted(uuids, key=lambda u: (track_rank.get(u, 0), first[u]))
-    label = {u: track_names.get(u, f"track {u}") for u in order}
-    seen: dict[str, int] = {}
-    for u in order:  # lane names must be unique
-        seen[label[u]] = seen.get(label[u], 0) + 1
-        if seen[label[u]] > 1:
-            label[u] = f"{label[u]} ({u})"
+    order, label = _lanes(cols["uuid"], track_names, track_rank)
     df = from_columns({"process": [track_proc.get(u) or "trace" for u in cols["uuid"]],
                        "track": [label[u] for u in cols["uuid"]], "name": cols["name"], "category": cols["cat"],
                        "start_ns": np.array(cols["start"], dtype=np.int64),
@@ -204,4 +227,5 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                        "args": cols["args"], "kind": cols["kind"]}, n=n, source=FORMAT,
                       track_order=[label[u] for u in order])
     return df, {"clock": "TracePacket timestamp ns (BOOTTIME unless set otherwise)", "packets": n_packets,
-                "unclosed_slices": unclosed}
+                "unclosed_slices": unclosed, "unclosed_spans": unclosed, "timestamp_overflows": overflows,
+                "negative_durations": negative}

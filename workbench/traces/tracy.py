@@ -1,25 +1,33 @@
-"""Tracy ``.tracy`` captures read in Python (no Tracy build needed), for file version 0.11.x.
+"""Tracy ``.tracy`` captures read in Python (no Tracy build needed), file versions 0.11.0 - 0.14.0.
 
 Container (Tracy's FileWrite): magic ``tr\\xFDP``, u8 compression (0 LZ4, 1 Zstd), u8 stream
 count, then blocks of (u32 LE compressed size, payload); block i belongs to stream i mod n and
 each stream is one continuous compression stream (LZ4 blocks use the previous 64 KiB of the
-same stream as dictionary; uncompressed blocks are at most 64 KiB).
+same stream as dictionary). Every block inflates to at most 64 KiB (Tracy's FileBufSize);
+more is corruption, and the whole file's inflated size is capped (:mod:`.inflate`).
 
-Payload: ``tracy`` + major, minor, patch, then Tracy's ``Worker`` serialization. The layout
-changes between minor versions and Tracy only reads its own, so this reader gates on
-:data:`SUPPORTED` and refuses others with the version it found. The 0.11.2 layout was
-checked field by field against captures from the IREE 3.13 wheel (``iree-tracy-capture``);
-differences from the 0.10 layout that matter: the CPU topology has a die level
-(package -> die -> core -> thread), string references are 9 bytes (u64 + flags byte), the
-CPU manufacturer is 13 bytes and each thread record carries a 4-byte group hint.
+Payload: ``tracy`` + major, minor, patch, then Tracy's ``Worker`` serialization, which only
+Tracy's own version reads. The layout differences between 0.11.0 and 0.14.0 are the version
+gates of ``Worker::Worker(FileRead&)`` in ``server/TracyWorker.cpp`` (the file versions
+between releases are Tracy's development versions):
 
-Only what a timeline needs is decoded: strings, thread names, source locations, zone
-extras (IREE puts dynamic zone names, e.g. dispatch names, there) and every thread's zone
-tree (delta-coded ns since capture start). Locks, messages, GPU zones, plots, memory and
-samples that follow are not read. All structs in the file are packed (no padding).
+- 0.11.1: a 4-byte group hint per thread;        - 0.11.2: a die level in the CPU topology;
+- 0.12.3: the 8-byte ``delay`` after the header is gone;
+- 0.12.4: GPU contexts carry note names and notes, GPU zones a 2-byte query id;
+- 0.13.2: messages carry a source and a severity byte;
+- 0.13.4: one list of sections; 0.13.5: sections by category with descriptions.
 
-If ``tracy-csvexport`` is on PATH, :func:`load_csvexport` is an alternative reader of the
-same file through Tracy's own tool (thread indices only, no dynamic names).
+Other versions are refused with the version found (or read through ``tracy-csvexport`` when it
+is on PATH, Tracy's reader of its own version). Checked against captures of Tracy 0.11.1,
+0.12.2, 0.13.1 and 0.14.0 and their ``tracy-csvexport -u``/``-g``/``-m``/``-p`` output
+(tests/data/traces/tracy_versions), and the IREE 3.13 wheel's 0.11.2 captures.
+
+Read: strings, thread names, source locations, zone extras (dynamic names and texts: IREE puts
+dispatch names there), every thread's zone tree (category ``zone``), messages (instants on
+their thread, category ``message``), GPU contexts' zones (category ``kernel``, lane
+``GPU: <context name>``, GPU time; CPU submit times in args) and plots (instants with
+``args["value"]`` on ``plot: <name>``). Locks are skipped; frames, memory, callstacks and
+samples (after the plots) are not read. All structs in the file are packed (no padding).
 """
 
 from __future__ import annotations
@@ -36,15 +44,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import TraceError
-from .model import from_columns
+from . import Format, TraceError
+from .inflate import Budget
+from .model import concat, from_columns
 
 FORMAT = "tracy"
 MAGIC = b"tr\xfdP"
 LEGACY_MAGICS = (b"tlZ\x04", b"tZst")
-#: (major, minor) of the Worker layouts this reader decodes; any patch level of them
-SUPPORTED = ((0, 11),)
+#: file versions this reader decodes (inclusive)
+OLDEST, NEWEST = (0, 11, 0), (0, 14, 0)
+INFO = Format(
+    FORMAT, "Tracy capture", (".tracy",),
+    "file versions 0.11.0 - 0.14.0 (Tracy 0.11.x - 0.14.0, IREE wheels' 0.11.2); others through "
+    "tracy-csvexport on PATH",
+    "CPU zones per thread (dynamic names and texts from zone extras), GPU zones per GPU context, messages "
+    "(instants), plots (instants with values); locks skipped, frames and memory not read")
 _BLOCK_MAX = 64 * 1024
+
+
+def _ver(major: int, minor: int, patch: int) -> int:
+    return (major << 16) | (minor << 8) | patch
 
 
 def detect(head: bytes, name: str) -> bool:
@@ -53,25 +72,46 @@ def detect(head: bytes, name: str) -> bool:
 
 
 def supported_text() -> str:
-    return ", ".join(f"{a}.{b}.x" for a, b in SUPPORTED)
+    return f"{'.'.join(map(str, OLDEST))} - {'.'.join(map(str, NEWEST))}"
+
+
+class _BlockSink:
+    """Receives one stream's inflated output; refuses a block over 64 KiB (see module docstring)."""
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, data) -> int:
+        self.size += len(data)
+        if self.size > _BLOCK_MAX:
+            raise OverflowError("a block inflates beyond Tracy's 64 KiB buffer")
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out, self.parts, self.size = b"".join(self.parts), [], 0
+        return out
 
 
 def decompress(data: bytes, name: str = "") -> bytes:
-    """The uncompressed Worker payload of a .tracy file."""
+    """The uncompressed Worker payload of a .tracy file (bounded: see the module docstring)."""
     if data[:5] == b"tracy":
         return data
     if data[:4] in LEGACY_MAGICS:
         raise TraceError(FORMAT, f"{name}: legacy Tracy container ({data[:4]!r}, Tracy < 0.9); supported: "
-                                 f"{supported_text()} (re-save the capture with Tracy {supported_text()})")
+                                 f"{supported_text()} (re-save the capture with a newer Tracy)")
     if data[:4] != MAGIC or len(data) < 6:
         raise TraceError(FORMAT, f"{name}: not a Tracy file (bad magic)")
     comp, n_streams = data[4], data[5]
     if comp not in (0, 1) or n_streams == 0:
         raise TraceError(FORMAT, f"{name}: unknown compression {comp} / {n_streams} streams in the header")
+    budget = Budget(FORMAT, name, len(data))
     if comp == 1:
         import zstandard
 
-        decs = [zstandard.ZstdDecompressor().decompressobj() for _ in range(n_streams)]
+        sinks = [_BlockSink() for _ in range(n_streams)]
+        writers = [zstandard.ZstdDecompressor().stream_writer(s, write_size=_BLOCK_MAX) for s in sinks]
     else:
         import lz4.block
 
@@ -90,12 +130,15 @@ def decompress(data: bytes, name: str = "") -> bytes:
         s = i % n_streams
         try:
             if comp == 1:
-                chunk = decs[s].decompress(block)
+                writers[s].write(block)
+                writers[s].flush()
+                chunk = sinks[s].take()
             else:
                 chunk = lz4.block.decompress(block, uncompressed_size=_BLOCK_MAX, dict=dicts[s])
                 dicts[s] = (dicts[s] + chunk)[-_BLOCK_MAX:]
-        except Exception as exc:  # zstd/lz4 raise their own error types
+        except Exception as exc:  # zstd/lz4 raise their own error types; OverflowError from the sink
             raise TraceError(FORMAT, f"{name}: corrupted compressed block {i} ({exc})") from None
+        budget.add(len(chunk))
         out.append(chunk)
         i += 1
     return b"".join(out)
@@ -140,6 +183,61 @@ class _Reader:
         self.need(n, what)
         self.o += n
 
+    def array(self, dtype: str | np.dtype, n: int, what: str) -> np.ndarray:
+        dt = np.dtype(dtype)
+        self.need(n * dt.itemsize, what)
+        out = np.frombuffer(self.b, dtype=dt, count=n, offset=self.o)
+        self.o += n * dt.itemsize
+        return out
+
+
+class UnsupportedVersion(TraceError):
+    """A Tracy file version this reader does not decode."""
+
+
+class _Strings:
+    """The capture's string table and the lookups zones, messages and plots use."""
+
+    def __init__(self, r: _Reader):
+        n_str = r.count("strings", 16)
+        self.items: list[str] = []
+        by_ptr: dict[int, str] = {}
+        b = r.b
+        for _ in range(n_str):
+            ptr, ssz = r.unpack("QQ", "string")
+            r.need(ssz, "string bytes")
+            s = b[r.o: r.o + ssz].decode("utf-8", "replace")  # never bytes, whatever the file holds
+            r.o += ssz
+            self.items.append(s)
+            by_ptr[ptr] = s
+        self.by_id: dict[int, str] = {}
+        for _ in range(r.count("string ids", 16)):
+            sid, ptr = r.unpack("QQ", "string id")
+            if ptr in by_ptr:
+                self.by_id[sid] = by_ptr[ptr]
+        self.thread_names: dict[int, str] = {}
+        for _ in range(r.count("thread names", 16)):
+            tid, ptr = r.unpack("QQ", "thread name")
+            if ptr in by_ptr:
+                self.thread_names[tid] = by_ptr[ptr]
+
+    def ref(self, v: int, flags: int) -> str | None:
+        """StringRef: u64 value + flags (bit 1 active, bit 0 value is an index into strings)."""
+        if not flags & 2:
+            return None
+        if flags & 1:
+            return self.items[v] if v < len(self.items) else None
+        return self.by_id.get(v)
+
+    def idx(self, raw: int) -> str | None:
+        """StringIdx: 24-bit (index + 1), 0 meaning none."""
+        return self.items[raw - 1] if 0 < raw <= len(self.items) else None
+
+
+def _u24(raw: np.ndarray, col: int) -> np.ndarray:
+    return (raw[:, col].astype(np.int64) | (raw[:, col + 1].astype(np.int64) << 8)
+            | (raw[:, col + 2].astype(np.int64) << 16))
+
 
 def parse(buf: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
     """Span table + meta from an uncompressed Tracy payload."""
@@ -148,23 +246,79 @@ def parse(buf: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
     if buf[:5] != b"tracy":
         raise TraceError(FORMAT, f"{name}: payload does not start with 'tracy' (corrupted)")
     ver = tuple(buf[5:8])
-    if ver[:2] not in SUPPORTED:
+    fv = _ver(*ver)
+    if not _ver(*OLDEST) <= fv <= _ver(*NEWEST):
         raise UnsupportedVersion(FORMAT, f"{name}: Tracy file version {ver[0]}.{ver[1]}.{ver[2]} is not supported "
-                                         f"(supported: {supported_text()}, as written by the IREE 3.x wheels; "
-                                         "other versions read through tracy-csvexport when it is on PATH)")
+                                         f"(read: {supported_text()}; other versions read through tracy-csvexport "
+                                         "when it is on PATH)")
     r.o = 8
-    r.unpack("q", "delay")
+    header = _header(r, fv)
+    strings = _Strings(r)
+    r.skip(24 * r.count("external names", 24), "external names")
+    thread_map = r.array("<u8", r.count("local thread map", 8), "local thread map").tolist()
+    r.skip(8 * r.count("external thread map", 8), "external thread map")
+    locs = _SourceLocations(r, strings)
+    for what in ("zone counts", "gpu zone counts"):
+        r.skip(10 * r.count(what, 10), what)
+    _skip_locks(r)
+    messages = _messages(r, fv, strings)
+    extra_raw = r.array(np.uint8, 12 * r.count("zone extras", 12), "zone extras").reshape(-1, 12)
+    extra_text, extra_name = _u24(extra_raw, 3), _u24(extra_raw, 6)
+    r.u64("zone total")
+    r.u64("zone children total")
+    zones, track_tid, message_tid = _threads(r, fv, strings, thread_map)
+    gpu = _gpu_contexts(r, fv, strings)
+    plots = _plots(r, strings)
+
+    last_time = int(header["last_time"])
+    parts: list[pd.DataFrame] = []
+    unfinished = 0
+    if zones["start"]:
+        table, unfinished = _zone_table(zones, locs, extra_name, extra_text, strings, last_time)
+        parts.append(table)
+    gpu_unfinished = 0
+    if gpu["start"]:
+        table, gpu_unfinished = _gpu_table(gpu, locs)
+        parts.append(table)
+    tid_track = {tid: t for t, tid in track_tid.items()}
+    if len(messages["time"]):
+        parts.append(_message_table(messages, message_tid, tid_track))
+    if plots["time"]:
+        parts.append(_plot_table(plots))
+    if not parts:
+        raise TraceError(FORMAT, f"{name}: the capture has no zones, GPU zones, messages or plots")
+    df = concat(parts)
+    used = set(df["track"].astype(str))
+    # lanes: threads in the capture's order, then GPU contexts, plots and unattributed messages
+    threads = [t for t in track_tid if t in used]
+    df["track"] = df["track"].cat.set_categories(threads + sorted(used - set(threads)), ordered=True)
+    df["process"] = pd.Categorical([header["program"] or "tracy"] * len(df))
+    meta = {"clock": "ns since Tracy capture start", "tracy_version": ".".join(map(str, ver)),
+            "capture_name": header["capture_name"], "program": header["program"], "pid": header["pid"],
+            "capture_time": header["capture_time"], "host_info": header["host_info"], "span_ns": last_time,
+            "thread_ids": {t: track_tid[t] for t in threads}, "thread_map": thread_map,
+            "unfinished_zones": unfinished, "unclosed_spans": unfinished + gpu_unfinished,
+            "gpu_contexts": gpu["contexts"], "messages": len(messages["time"]), "plots": sorted(set(plots["name"]))}
+    return df, meta
+
+
+def _header(r: _Reader, fv: int) -> dict[str, Any]:
+    """Fields up to the string table (only the ones a timeline needs are kept)."""
+    if fv < _ver(0, 12, 3):
+        r.skip(8, "delay")
     _res, _timer_mul, last_time, _frame_off, pid, _sampling, _arch, _cpu_id = r.unpack("qdqQQqBI", "header")
-    r.skip(13, "cpu manufacturer")
-    capture_name = r.string("capture name").decode("utf-8", "replace")
-    program = r.string("program name").decode("utf-8", "replace")
-    (capture_time,) = r.unpack("q", "capture time")
+    r.skip(13, "cpu manufacturer and on-demand flag")
+    out = {"last_time": last_time, "pid": pid,
+           "capture_name": r.string("capture name").decode("utf-8", "replace"),
+           "program": r.string("program name").decode("utf-8", "replace")}
+    (out["capture_time"],) = r.unpack("q", "capture time")
     r.unpack("q", "executable time")
-    host_info = r.string("host info").decode("utf-8", "replace")
+    out["host_info"] = r.string("host info").decode("utf-8", "replace")
     for _ in range(r.count("cpu packages", 12)):
         r.unpack("I", "package id")
-        for _ in range(r.count("cpu dies", 12)):
-            r.unpack("I", "die id")
+        for _ in range(r.count("cpu dies", 12)) if fv >= _ver(0, 11, 2) else (None,):
+            if fv >= _ver(0, 11, 2):
+                r.unpack("I", "die id")
             for _ in range(r.count("cpu cores", 12)):
                 r.unpack("I", "core id")
                 r.skip(4 * r.count("cpu threads", 4), "cpu threads")
@@ -172,135 +326,95 @@ def parse(buf: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
     for _ in range(r.count("frame sets", 17)):
         _fname, continuous, fsz = r.unpack("QBQ", "frame set")
         r.skip(fsz * (12 if continuous else 20), "frames")
+    if fv >= _ver(0, 13, 5):
+        for _ in range(r.count("section categories", 10)):
+            r.unpack("H", "section category")
+            r.skip(15 * r.count("sections", 15), "sections")
+        r.skip(5 * r.count("section descriptions", 5), "section descriptions")
+    elif fv == _ver(0, 13, 4):
+        r.skip(15 * r.count("sections", 15), "sections")
+    return out
 
-    n_str = r.count("strings", 16)
-    strings: list[str] = []
-    by_ptr: dict[int, str] = {}
-    b = r.b
-    for _ in range(n_str):
-        ptr, ssz = r.unpack("QQ", "string")
-        r.need(ssz, "string bytes")
-        s = b[r.o: r.o + ssz].decode("utf-8", "replace")
-        r.o += ssz
-        strings.append(s)
-        by_ptr[ptr] = s
-    str_by_id = {}
-    for _ in range(r.count("string ids", 16)):
-        sid, ptr = r.unpack("QQ", "string id")
-        if ptr in by_ptr:
-            str_by_id[sid] = by_ptr[ptr]
-    thread_names: dict[int, str] = {}
-    for _ in range(r.count("thread names", 16)):
-        tid, ptr = r.unpack("QQ", "thread name")
-        if ptr in by_ptr:
-            thread_names[tid] = by_ptr[ptr]
-    r.skip(24 * r.count("external names", 24), "external names")
-    for what in ("local thread map", "external thread map"):
-        r.skip(8 * r.count(what, 8), what)
 
-    def ref(v: int, flags: int) -> str | None:
-        # StringRef: u64 value + flags (bit 1 active, bit 0 value is an index into strings)
-        if not flags & 2:
-            return None
-        if flags & 1:
-            return strings[v] if v < len(strings) else None
-        return str_by_id.get(v)
+class _SourceLocations:
+    """Static and dynamic (payload) source locations: (name, function, file, line)."""
 
-    srcloc_struct = "QBQBQBII"
-    srcloc_by_ptr: dict[int, tuple] = {}
-    for _ in range(r.count("source locations", 43)):
-        (ptr,) = r.unpack("Q", "source location")
-        a, af, f_, ff, fl, flf, line, _color = r.unpack(srcloc_struct, "source location")
-        srcloc_by_ptr[ptr] = (ref(a, af), ref(f_, ff), ref(fl, flf), line)
-    n_exp = r.count("source location map", 8)
-    expand = np.frombuffer(b, dtype="<u8", count=n_exp, offset=r.o).tolist()
-    r.o += 8 * n_exp
-    payload = []
-    for _ in range(r.count("dynamic source locations", 35)):
-        a, af, f_, ff, fl, flf, line, _color = r.unpack(srcloc_struct, "dynamic source location")
-        payload.append((ref(a, af), ref(f_, ff), ref(fl, flf), line))
-    for what in ("zone counts", "gpu zone counts"):
-        r.skip(10 * r.count(what, 10), what)
-    if r.u64("lock count") != 0:
-        # Locks have a per-type record layout; IREE's runtime declares none. Refuse rather than guess.
-        raise TraceError(FORMAT, f"{name}: captures with Tracy locks are not supported by this reader "
-                                 "(use tracy-csvexport)")
-    # a message is ptr u64, time i64, StringRef (9 bytes), color u32, callstack u24
-    r.skip(32 * r.count("messages", 32), "messages")
-    n_extra = r.count("zone extras", 12)
-    extra_raw = np.frombuffer(b, dtype=np.uint8, count=12 * n_extra, offset=r.o).reshape(-1, 12)
-    r.o += 12 * n_extra
-    # StringIdx is a 24-bit (index + 1), 0 meaning none
-    def u24(col: int) -> np.ndarray:
-        return (extra_raw[:, col].astype(np.int64) | (extra_raw[:, col + 1].astype(np.int64) << 8)
-                | (extra_raw[:, col + 2].astype(np.int64) << 16))
-    extra_text, extra_name = u24(3), u24(6)
+    _FMT = "QBQBQBII"  # three StringRefs (u64 + flags byte), line, color
 
-    r.u64("zone total")
-    r.u64("zone children total")
-    n_threads = r.count("threads", 33)
+    def __init__(self, r: _Reader, strings: _Strings):
+        self.by_ptr: dict[int, tuple] = {}
+        for _ in range(r.count("source locations", 43)):
+            (ptr,) = r.unpack("Q", "source location")
+            self.by_ptr[ptr] = self._loc(r.unpack(self._FMT, "source location"), strings)
+        self.expand = r.array("<u8", r.count("source location map", 8), "source location map").tolist()
+        self.payload = [self._loc(r.unpack(self._FMT, "dynamic source location"), strings)
+                        for _ in range(r.count("dynamic source locations", 35))]
+
+    @staticmethod
+    def _loc(v: tuple, strings: _Strings) -> tuple:
+        a, af, f_, ff, fl, flf, line, _color = v
+        return strings.ref(a, af), strings.ref(f_, ff), strings.ref(fl, flf), line
+
+    def get(self, srcloc: int) -> tuple:
+        """A zone's int16 srcloc: >= 0 indexes the static map, < 0 the payload list."""
+        if srcloc >= 0:
+            ptr = self.expand[srcloc] if srcloc < len(self.expand) else None
+            loc = self.by_ptr.get(ptr) if ptr is not None else None
+        else:
+            loc = self.payload[-srcloc - 1] if -srcloc - 1 < len(self.payload) else None
+        return loc or (None, None, None, 0)
+
+
+def _skip_locks(r: _Reader) -> None:
+    """Locks: id u32, name StringIdx, srcloc i16, type u8, valid u8, announce/terminate i64,
+    thread list, then (time i64, srcloc i16, thread u8, type u8) events."""
+    for _ in range(r.count("locks", 43)):
+        r.skip(9, "lock header")
+        r.skip(1 + 17, "lock type and times")
+        r.skip(8 * r.count("lock threads", 8), "lock threads")
+        r.skip(12 * r.count("lock events", 12), "lock events")
+
+
+def _messages(r: _Reader, fv: int, strings: _Strings) -> dict[str, Any]:
+    """ptr u64, time delta i64, StringRef (9 bytes), color u32, callstack u24 [, source u8, severity u8]."""
+    size = 32 + (2 if fv >= _ver(0, 13, 2) else 0)
+    n = r.count("messages", size)
+    raw = r.array(np.uint8, n * size, "messages").reshape(-1, size)
+    ptr = raw[:, 0:8].copy().view("<u8").ravel()
+    time = np.cumsum(raw[:, 8:16].copy().view("<i8").ravel())
+    value = raw[:, 16:24].copy().view("<u8").ravel().tolist()
+    flags = raw[:, 24].tolist()
+    text = [strings.ref(v, f) or "" for v, f in zip(value, flags)]
+    severity = raw[:, 33].tolist() if size == 34 else [None] * n
+    return {"ptr": ptr.tolist(), "time": time, "text": text, "severity": severity}
+
+
+def _threads(r: _Reader, fv: int, strings: _Strings, thread_map: list[int]
+             ) -> tuple[dict[str, list], dict[str, int], dict[int, int]]:
+    """Every thread's zones; its lane name; which thread posted each message (by pointer).
+
+    ``thread_map`` (the saved compressed-thread table) is extended in place with each thread
+    not yet in it, in file order, as Tracy does while loading: the result maps the thread
+    indices of Tracy's tools (tracy-csvexport's ``thread`` column) to thread ids."""
     cols: dict[str, list] = {"track": [], "srcloc": [], "extra": [], "start": [], "end": [], "depth": []}
-    order: list[str] = []
     track_tid: dict[str, int] = {}
-    for _ in range(n_threads):
-        tid, _count, _ksc, _fiber, _hint, tsz = r.unpack("QQQBiI", "thread")
-        tname = thread_names.get(tid, f"thread {tid}")
+    message_tid: dict[int, int] = {}
+    thread_fmt = "QQQBiI" if fv >= _ver(0, 11, 1) else "QQQBI"
+    for _ in range(r.count("threads", struct.calcsize("<" + thread_fmt))):
+        fields = r.unpack(thread_fmt, "thread")
+        tid, tsz = fields[0], fields[-1]
+        if tid not in thread_map:
+            thread_map.append(tid)
+        tname = strings.thread_names.get(tid, f"thread {tid}")
         track = tname if tname not in track_tid else f"{tname} ({tid})"
         track_tid[track] = tid
         if tsz:
-            order.append(track)
             _read_zones(r, tsz, track, cols)
-        r.skip(8 * r.count("thread messages", 8), "thread messages")
+        for ptr in r.array("<u8", r.count("thread messages", 8), "thread messages").tolist():
+            message_tid[ptr] = tid
         for what in ("context switch samples", "samples"):
             r.skip(11 * r.count(what, 11), what)
-
-    n = len(cols["start"])
-    if n == 0:
-        raise TraceError(FORMAT, f"{name}: the capture has no zones")
-    start = np.array(cols["start"], dtype=np.int64)
-    end = np.array(cols["end"], dtype=np.int64)
-    unfinished = end < start  # a zone still open when the capture stopped is written with end -1
-    end[unfinished] = max(int(last_time), int(start.max()))
-
-    # Names per distinct (srcloc, extra) pair: far fewer than zones.
-    sl = np.array(cols["srcloc"], dtype=np.int64)
-    ex = np.array(cols["extra"], dtype=np.int64)
-    key = sl * (1 << 32) + ex
-    uniq, inv = np.unique(key, return_inverse=True)
-    names, zones, texts, files = [], [], [], []
-    for k in uniq.tolist():
-        s, e = k >> 32, k & 0xFFFFFFFF
-        if s >= 0:
-            ptr = expand[s] if s < len(expand) else None
-            loc = srcloc_by_ptr.get(ptr) if ptr is not None else None
-        else:
-            loc = payload[-s - 1] if -s - 1 < len(payload) else None
-        loc = loc or (None, None, None, 0)
-        static = loc[0] or loc[1] or f"srcloc {s}"
-        dyn = txt = None
-        if 0 < e < len(extra_name):
-            dyn = strings[extra_name[e] - 1] if 0 < extra_name[e] <= len(strings) else None
-            txt = strings[extra_text[e] - 1] if 0 < extra_text[e] <= len(strings) else None
-        names.append(dyn or static)
-        zones.append(loc[1] or static)
-        texts.append(txt)
-        files.append(f"{loc[2]}:{loc[3]}" if loc[2] else None)
-    name_arr = np.array(names, dtype=object)[inv]
-    zone_arr = np.array(zones, dtype=object)[inv]
-    text_arr = np.array(texts, dtype=object)[inv]
-    file_arr = np.array(files, dtype=object)[inv]
-    args = [{"zone": z, "text": t, "src": f, **({"unfinished": True} if u else {})}
-            for z, t, f, u in zip(zone_arr.tolist(), text_arr.tolist(), file_arr.tolist(), unfinished.tolist())]
-    df = from_columns({
-        "track": cols["track"], "name": name_arr, "category": ["zone"] * n, "start_ns": start,
-        "dur_ns": end - start, "depth": np.array(cols["depth"], dtype=np.int32), "args": args,
-    }, n=n, source=FORMAT, track_order=order)
-    df["process"] = pd.Categorical([program or "tracy"] * n)
-    meta = {"clock": "ns since Tracy capture start", "tracy_version": ".".join(map(str, ver)),
-            "capture_name": capture_name, "program": program, "pid": pid, "capture_time": capture_time,
-            "host_info": host_info, "span_ns": int(last_time),
-            "thread_ids": {t: track_tid[t] for t in order}, "unfinished_zones": int(unfinished.sum())}
-    return df, meta
+    return cols, track_tid, message_tid
 
 
 def _read_zones(r: _Reader, top_count: int, track: str, cols: dict[str, list]) -> None:
@@ -353,8 +467,182 @@ def _read_zones(r: _Reader, top_count: int, track: str, cols: dict[str, list]) -
     r.o = o
 
 
-class UnsupportedVersion(TraceError):
-    """A Tracy file version this reader does not decode."""
+_GPU_TYPES = ("Invalid", "OpenGL", "Vulkan", "OpenCL", "Direct3D12", "Direct3D11", "Metal", "Custom", "CUDA",
+              "Rocprof", "WebGPU")
+
+
+def _gpu_contexts(r: _Reader, fv: int, strings: _Strings) -> dict[str, Any]:
+    """GPU contexts (thread u64, calibration u8, count u64, period f32, type u8, name StringIdx,
+    overflow u64 [, note names]) with per-thread zone trees [, notes]."""
+    cols: dict[str, Any] = {"track": [], "srcloc": [], "cpu_start": [], "cpu_end": [], "start": [], "end": [],
+                            "depth": [], "contexts": []}
+    notes = fv >= _ver(0, 12, 4)
+    r.u64("gpu zone total")
+    r.u64("gpu children total")
+    for i in range(r.count("gpu contexts", 33)):
+        _thread, _calib, _count, _period, kind, name_raw, _overflow = r.unpack("QBQfB3sQ", "gpu context")
+        name = strings.idx(int.from_bytes(name_raw, "little"))
+        kind_name = _GPU_TYPES[kind] if kind < len(_GPU_TYPES) else f"type {kind}"
+        track = f"GPU: {name}" if name else f"GPU context {i} ({kind_name})"
+        cols["contexts"].append({"name": name, "type": kind_name})
+        if notes:
+            r.skip(11 * r.count("gpu note names", 11), "gpu note names")
+        for _ in range(r.count("gpu context threads", 16)):
+            _tid, tsz = r.unpack("QQ", "gpu context thread")
+            if tsz:
+                _read_gpu_zones(r, tsz, track, cols, notes)
+        if notes:
+            for _ in range(r.count("gpu notes", 10)):
+                r.unpack("H", "gpu note query")
+                r.skip(16 * r.count("gpu note values", 16), "gpu note values")
+    return cols
+
+
+def _read_gpu_zones(r: _Reader, top_count: int, track: str, cols: dict[str, list], query_ids: bool) -> None:
+    """One GPU context thread's zone tree: i64 CPU and GPU start deltas, i16 srcloc, u24
+    callstack, u16 thread, u64 child count, the children, i64 CPU and GPU end deltas
+    [, u16 query id]; both times accumulate over the tree in write order.
+
+    The same walk as :func:`_read_zones` over other records; kept apart rather than given a
+    per-zone callback because the CPU walk is the hot loop of every Tracy import."""
+    b, o, n_b = r.b, r.o, len(r.b)
+    head = struct.Struct("<qqh3sHQ").unpack_from
+    tail = struct.Struct("<qq").unpack_from
+    tail_size = 18 if query_ids else 16
+    ref_cpu = ref_gpu = 0
+    cs_, ce_, gs_, ge_ = cols["cpu_start"], cols["cpu_end"], cols["start"], cols["end"]
+    stack = [[top_count, -1]]
+    try:
+        while stack:
+            top = stack[-1]
+            if top[0] == 0:
+                stack.pop()
+                if top[1] >= 0:
+                    dc, dg = tail(b, o)
+                    o += tail_size
+                    ref_cpu += dc
+                    ref_gpu += dg
+                    ce_[top[1]], ge_[top[1]] = ref_cpu, ref_gpu
+                continue
+            top[0] -= 1
+            dc, dg, srcloc, _callstack, _thread, child = head(b, o)
+            o += 31
+            ref_cpu += dc
+            ref_gpu += dg
+            idx = len(gs_)
+            cols["track"].append(track)
+            cols["srcloc"].append(srcloc)
+            cols["depth"].append(len(stack) - 1)
+            cs_.append(ref_cpu)
+            gs_.append(ref_gpu)
+            ce_.append(0)
+            ge_.append(0)
+            if child:
+                if child > (n_b - o) // (31 + tail_size):
+                    raise struct.error("child count larger than the data left")
+                stack.append([child, idx])
+            else:
+                dc, dg = tail(b, o)
+                o += tail_size
+                ref_cpu += dc
+                ref_gpu += dg
+                ce_[idx], ge_[idx] = ref_cpu, ref_gpu
+    except struct.error:
+        raise TraceError(FORMAT, f"{r.name}: truncated or corrupted GPU zone data ('{track}', byte {o} of {n_b})") \
+            from None
+    r.o = o
+
+
+def _plots(r: _Reader, strings: _Strings) -> dict[str, list]:
+    """Plots: type, format, steps, fill (u8 each), color u32, name u64, min/max/sum f64, then
+    (time delta i64, value f64) points."""
+    out: dict[str, list] = {"name": [], "time": [], "value": []}
+    for i in range(r.count("plots", 48)):
+        kind, _fmt, _steps, _fill, _color, name_id, _mn, _mx, _sum = r.unpack("BBBBIQddd", "plot")
+        points = r.array([("dt", "<i8"), ("v", "<f8")], r.count("plot points", 16), "plot points")
+        name = {1: "Memory usage", 2: "CPU usage"}.get(kind) or strings.by_id.get(name_id) or f"plot {i}"
+        out["name"] += [name] * len(points)
+        out["time"] += np.cumsum(points["dt"]).tolist()
+        out["value"] += points["v"].tolist()
+    return out
+
+
+def _zone_names(srcloc: np.ndarray, extra: np.ndarray, locs: _SourceLocations,
+                extras: tuple[np.ndarray, np.ndarray, _Strings] | None) -> tuple[np.ndarray, ...]:
+    """Per zone: (name, zone function, source location name, text, source) arrays: the name is
+    the dynamic name if the zone has one, else the source location's. Resolved once per distinct
+    (srcloc, extra) pair, of which there are far fewer than zones. ``extras`` is
+    (name index, text index, strings) of the zone extras (CPU zones only)."""
+    key = srcloc.astype(np.int64) * (1 << 32) + extra.astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    names, zones, statics, texts, files = [], [], [], [], []
+    for k in uniq.tolist():
+        s, e = k >> 32, k & 0xFFFFFFFF
+        loc = locs.get(s)
+        static = loc[0] or loc[1] or f"srcloc {s}"
+        dyn = txt = None
+        if extras is not None and 0 < e < len(extras[0]):
+            dyn, txt = extras[2].idx(int(extras[0][e])), extras[2].idx(int(extras[1][e]))
+        names.append(dyn or static)
+        zones.append(loc[1] or static)
+        statics.append(static)
+        texts.append(txt)
+        files.append(f"{loc[2]}:{loc[3]}" if loc[2] else None)
+    return tuple(np.array(v, dtype=object)[inv] for v in (names, zones, statics, texts, files))
+
+
+def _zone_table(cols: dict[str, list], locs: _SourceLocations, extra_name: np.ndarray, extra_text: np.ndarray,
+                strings: _Strings, last_time: int) -> tuple[pd.DataFrame, int]:
+    n = len(cols["start"])
+    start = np.array(cols["start"], dtype=np.int64)
+    end = np.array(cols["end"], dtype=np.int64)
+    unfinished = end < start  # a zone still open when the capture stopped is written with end -1
+    end[unfinished] = max(int(last_time), int(start.max()))
+    names, zones, statics, texts, files = _zone_names(np.array(cols["srcloc"]), np.array(cols["extra"]), locs,
+                                                      (extra_name, extra_text, strings))
+    args = [{"zone": z, "srcloc": sl, "text": t, "src": f, **({"unfinished": True} if u else {})}
+            for z, sl, t, f, u in zip(zones.tolist(), statics.tolist(), texts.tolist(), files.tolist(),
+                                      unfinished.tolist())]
+    df = from_columns({"track": cols["track"], "name": names, "category": ["zone"] * n, "start_ns": start,
+                       "dur_ns": end - start, "depth": np.array(cols["depth"], dtype=np.int32), "args": args},
+                      n=n, source=FORMAT)
+    return df, int(unfinished.sum())
+
+
+def _gpu_table(cols: dict[str, list], locs: _SourceLocations) -> tuple[pd.DataFrame, int]:
+    n = len(cols["start"])
+    start = np.array(cols["start"], dtype=np.int64)
+    end = np.array(cols["end"], dtype=np.int64)
+    unfinished = end < start  # a query never resolved: the GPU end is unknown
+    end[unfinished] = start[unfinished]
+    names, zones, _statics, _texts, files = _zone_names(np.array(cols["srcloc"]), np.zeros(n, dtype=np.int64), locs,
+                                                        None)
+    args = [{"zone": z, "src": f, "cpu_start_ns": cs, "cpu_end_ns": ce, **({"unfinished": True} if u else {})}
+            for z, f, cs, ce, u in zip(zones.tolist(), files.tolist(), cols["cpu_start"], cols["cpu_end"],
+                                       unfinished.tolist())]
+    df = from_columns({"track": cols["track"], "name": names, "category": ["kernel"] * n, "start_ns": start,
+                       "dur_ns": end - start, "depth": np.array(cols["depth"], dtype=np.int32), "args": args},
+                      n=n, source=FORMAT)
+    return df, int(unfinished.sum())
+
+
+_SEVERITY = ("trace", "debug", "info", "warning", "error", "fatal")
+
+
+def _message_table(m: dict[str, Any], message_tid: dict[int, int], tid_track: dict[int, str]) -> pd.DataFrame:
+    n = len(m["time"])
+    tracks = [tid_track.get(message_tid.get(p), "messages") for p in m["ptr"]]
+    args = [{"severity": _SEVERITY[s]} if s is not None and s < len(_SEVERITY) else None for s in m["severity"]]
+    return from_columns({"track": tracks, "name": m["text"], "category": ["message"] * n,
+                         "start_ns": np.asarray(m["time"], dtype=np.int64), "dur_ns": np.zeros(n, dtype=np.int64),
+                         "kind": ["instant"] * n, "args": args}, n=n, source=FORMAT)
+
+
+def _plot_table(p: dict[str, list]) -> pd.DataFrame:
+    n = len(p["time"])
+    return from_columns({"track": [f"plot: {x}" for x in p["name"]], "name": p["name"], "category": ["plot"] * n,
+                         "start_ns": np.asarray(p["time"], dtype=np.int64), "dur_ns": np.zeros(n, dtype=np.int64),
+                         "kind": ["instant"] * n, "args": [{"value": v} for v in p["value"]]}, n=n, source=FORMAT)
 
 
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -376,9 +664,9 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
 def load_csvexport(path: str | os.PathLike, tool: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a capture through ``tracy-csvexport -u`` (any version that tool reads).
 
-    The tool prints ``name,src_file,src_line,ns_since_start,exec_time_ns,thread`` with the
-    thread as an index and without dynamic zone names or nesting, so depth is recomputed
-    from the intervals.
+    The tool prints ``name,src_file,src_line,ns_since_start,exec_time_ns,thread[,value]`` with
+    the thread as an index, without dynamic zone names, nesting or zero-length zones, so depth
+    is recomputed from the intervals.
     """
     from .model import with_depth
 
@@ -386,18 +674,27 @@ def load_csvexport(path: str | os.PathLike, tool: str | None = None) -> tuple[pd
     if exe is None:
         raise TraceError(FORMAT, "tracy-csvexport is not on PATH")
     p = Path(path)
-    res = subprocess.run([exe, "-u", str(p)], capture_output=True, text=True, timeout=300)
+    try:
+        res = subprocess.run([exe, "-u", str(p)], capture_output=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise TraceError(FORMAT, f"{p.name}: tracy-csvexport took over 300 s") from None
+    out, err = res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
     if res.returncode != 0:
-        raise TraceError(FORMAT, f"{p.name}: tracy-csvexport failed: {res.stderr.strip()[-200:]}")
-    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+        raise TraceError(FORMAT, f"{p.name}: tracy-csvexport failed: {err.strip()[-200:]}")
+    rows = list(csv.DictReader(io.StringIO(out)))
     if not rows:
         raise TraceError(FORMAT, f"{p.name}: tracy-csvexport printed no zones")
-    start = np.array([int(x["ns_since_start"]) for x in rows], dtype=np.int64)
-    dur = np.array([int(x["exec_time_ns"]) for x in rows], dtype=np.int64)
+    try:
+        start = np.array([int(x["ns_since_start"]) for x in rows], dtype=np.int64)
+        dur = np.array([int(x["exec_time_ns"]) for x in rows], dtype=np.int64)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(FORMAT, f"{p.name}: unexpected tracy-csvexport output ({exc})") from None
     tracks = [f"thread {x['thread']}" for x in rows]
     df = from_columns({"track": tracks, "name": [x["name"] for x in rows], "category": ["zone"] * len(rows),
                        "start_ns": start, "dur_ns": np.maximum(dur, 0),
-                       "args": [{"src": f"{x['src_file']}:{x['src_line']}"} for x in rows]},
+                       "args": [{"src": f"{x['src_file']}:{x['src_line']}", **({"text": x["value"]} if x.get("value")
+                                                                               else {})} for x in rows]},
                       source=FORMAT, track_order=sorted(set(tracks), key=lambda t: int(t.split()[1])))
     return with_depth(df), {"clock": "ns since Tracy capture start", "reader": "tracy-csvexport",
+                            "negative_durations": int((dur < 0).sum()),
                             "note": "thread indices only; dynamic zone names are not in tracy-csvexport's output"}
