@@ -19,6 +19,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from workbench import traces
 from workbench.stats import fmt_ns
 from workbench.traces import TraceError, analysis, charts, diff, export, load, phases, ranks
 
@@ -27,10 +28,9 @@ MAX_UPLOAD_MB = 200
 MAX_RANK_FILES = 16
 #: files under traces/ that are not traces
 _NOT_TRACES = (".bundle.json", ".md", ".txt", ".py", ".sh", ".mlir", ".vmfb", ".gitkeep")
-# TODO(lead): once the importers' traces.formats() (id, label, suffixes, versions) is merged, build
-# this label and the uploader's suffix filter from it.
-UPLOAD_LABEL = ("Tracy, IREE ireeperf-jsonl/.ireeprof, Chrome JSON (.json/.gz), rocprof CSV, nsys SQLite, "
-                "Perfetto .pftrace")
+#: what the uploaders accept: the importers' own list (workbench.traces.formats())
+UPLOAD_LABEL = ", ".join(f.label for f in traces.formats())
+UPLOAD_SUFFIXES = traces.suffixes()
 
 
 def _md(text: object) -> str:
@@ -86,7 +86,8 @@ def _pick() -> tuple[object, dict, str, str] | None:
     try:
         if src == "upload":
             ups = st.file_uploader(f"Trace file(s), max {MAX_UPLOAD_MB} MB each; several files are the ranks of one "
-                                   f"run: {UPLOAD_LABEL}", accept_multiple_files=True, key="upload")
+                                   f"run: {UPLOAD_LABEL}", accept_multiple_files=True, type=UPLOAD_SUFFIXES,
+                                   key="upload")
             if not ups:
                 return None
             for up in ups:
@@ -221,7 +222,7 @@ def _compare(df, name: str) -> None:
         src = st.radio("Other trace (b)", ["an example in traces/", "a file to upload"], horizontal=True, key="cmp_src")
         try:
             if src == "a file to upload":
-                up = st.file_uploader(f"Trace b (max {MAX_UPLOAD_MB} MB)", key="cmp_upload")
+                up = st.file_uploader(f"Trace b (max {MAX_UPLOAD_MB} MB)", type=UPLOAD_SUFFIXES, key="cmp_upload")
                 if up is None or up.size > MAX_UPLOAD_MB << 20:
                     if up is not None:
                         st.error(f"{_md(up.name)}: over the {MAX_UPLOAD_MB} MB limit")
@@ -307,11 +308,12 @@ def main() -> None:
     c[0].metric("spans", f"{doc['span_count']:,}")
     c[1].metric("lanes", f"{len(doc['tracks']):,}")
     c[2].metric("wall", fmt_ns(doc["end_ns"] - doc["start_ns"]) if doc["start_ns"] is not None else "-")
-    c[3].metric("dropped events", f"{sum(doc['dropped'].values()):,}")
+    c[3].metric("events dropped or adjusted", f"{sum(doc['dropped'].values()):,}")
     st.caption(f"format: {_md(doc['format'])}; clock: {_md(doc['clock'])}")
     if doc["dropped"]:
-        st.warning(f"The importer left out or changed events: {_md(analysis.dropped_text(doc['dropped']))}. "
-                   "They are not in the timeline or the statistics.")
+        st.warning(f"The importer could not use every event as the file gave it: "
+                   f"{_md(analysis.dropped_text(doc['dropped']))}. Dropped events are not in the timeline or the "
+                   "statistics.")
     if ranks.is_multi_rank(df):
         _section("The per-rank statistics", _ranks, df, meta)
     if doc["span_count"] == 0:

@@ -66,6 +66,20 @@ def test_rank_summary_and_per_name_spread():
     assert per.loc[make_fixture.GEMM, "spread_us"] == pytest.approx(134, abs=25)
 
 
+def test_rocpd_databases_of_two_ranks():
+    """The importers' rocpd fixtures: one database per rank (rank 1's holds two sessions)."""
+    data = ROOT / "tests" / "data" / "traces" / "rocpd"
+    df, meta = ranks.load_ranks([str(data / "rank0.db"), str(data / "rank1.db")])
+    validate(df)
+    assert meta["format"] == "rocpd" and [r["rank"] for r in meta["ranks"]] == [0, 1]
+    assert meta["alignment"].startswith("end of each rank's first collective (ncclDevKernel_AllReduce")
+    sk = ranks.collective_skew(df)
+    assert len(sk) == 1 and sk["end_spread_us"].iloc[0] == 0
+    slow = ranks.slowest(df)
+    # the fixture's kernels start and end alike on both ranks: no rank is blamed
+    assert slow["rank"] is None and slow["text"].startswith("no slowest rank")
+
+
 def test_merge_of_tables_without_collectives_or_clocks():
     a = from_records([{"track": "SM 000", "name": "gemm", "start_ns": 1_000, "dur_ns": 10}], source="x")
     b = from_records([{"track": "SM 000", "name": "gemm", "start_ns": 5_000, "dur_ns": 10}], source="x")
@@ -179,13 +193,13 @@ def test_dropped_events_reach_every_output(tmp_path, capsys):
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events}))
     assert trace_main([str(p)]) == 0
-    assert "dropped: 2 malformed" in capsys.readouterr().out
+    assert "dropped or adjusted events: 2 malformed (dropped)" in capsys.readouterr().out
     assert trace_main([str(p), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["dropped"] == {"malformed": 2}
-    # the importer interface: meta["dropped"] (reason -> count) and meta["adjusted"]
-    assert analysis.dropped_events({"dropped": {"negative duration": 3, "timestamp overflow": 0},
-                                    "adjusted": {"negative duration": 1}, "malformed_events": 9}) == {
-        "negative duration": 3, "negative duration (kept, adjusted)": 1}
+    assert json.loads(capsys.readouterr().out)["dropped"] == {"malformed (dropped)": 2}
+    assert trace_main([str(p), str(p)]) == 0  # two ranks: the counts add up
+    assert "dropped or adjusted events: 4 malformed (dropped)" in capsys.readouterr().out
+    assert analysis.dropped_events({"negative_durations": 3, "timestamp_overflows": 0, "unclosed_spans": 1}) == {
+        "negative duration (kept with duration 0)": 3, "unclosed span (kept, closed by the importer)": 1}
 
 
 def test_text_columns_are_valid_utf8_whatever_the_source_gave():

@@ -143,38 +143,26 @@ def category_counts(df: pd.DataFrame) -> dict[str, int]:
     return {str(k): int(v) for k, v in vc.items()}
 
 
-#: keys importers used before ``meta["dropped"]`` existed -> the reason they count
-_LEGACY_DROP_KEYS = {"malformed_events": "malformed", "unclosed_spans": "unclosed span"}
+#: the importers' counts (``workbench.traces.COUNT_KEYS``) -> what each says in an output
+DROP_REASONS = {"malformed_events": "malformed (dropped)", "timestamp_overflows": "timestamp overflow (dropped)",
+                "negative_durations": "negative duration (kept with duration 0)",
+                "unclosed_spans": "unclosed span (kept, closed by the importer)"}
 
 
 def dropped_events(meta: Mapping[str, Any]) -> dict[str, int]:
-    """Events of the source that the span table leaves out or changed, by reason.
+    """What the importer could not use as the source gave it, by reason, non-zero counts only.
 
-    The importer interface: ``meta["dropped"]`` maps a reason ("malformed", "negative
-    duration", "timestamp overflow", ...) to how many events were left out for it, and
-    ``meta["adjusted"]`` counts events kept with a changed value (reported as "<reason>
-    (kept, adjusted)"). Without ``meta["dropped"]``, the Chrome importer's older
-    ``malformed_events`` and ``unclosed_spans`` are read. Only non-zero counts are returned;
-    every output (text, JSON, page) shows them.
+    Every importer's meta carries the counts of :data:`DROP_REASONS` (see
+    :mod:`workbench.traces`); every output (text, JSON, page) shows them.
     """
     out: dict[str, int] = {}
-
-    def add(reason: str, n: Any) -> None:
+    for key, reason in DROP_REASONS.items():
         try:
-            n = int(n)
+            n = int(meta.get(key) or 0)
         except (TypeError, ValueError):
-            return
+            continue
         if n > 0:
-            out[reason] = out.get(reason, 0) + n
-
-    if not isinstance(meta.get("dropped"), Mapping):  # an importer of before the interface
-        for key, reason in _LEGACY_DROP_KEYS.items():
-            add(reason, meta.get(key))
-    for key, suffix in (("dropped", ""), ("adjusted", " (kept, adjusted)")):
-        got = meta.get(key)
-        if isinstance(got, Mapping):
-            for reason, n in got.items():
-                add(f"{reason}{suffix}", n)
+            out[reason] = n
     return out
 
 

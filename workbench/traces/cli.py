@@ -167,7 +167,7 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     wall_ms = (doc["end_ns"] - doc["start_ns"]) / 1e6 if doc["start_ns"] is not None else 0.0
     print(f"format: {doc['format']}   spans: {doc['span_count']:,}   instants: {doc['instant_count']:,}   "
           f"wall: {wall_ms:.3f} ms   clock: {doc['clock']}")
-    print(f"dropped: {analysis.dropped_text(doc['dropped']) or 'none'}")
+    print(f"dropped or adjusted events: {analysis.dropped_text(doc['dropped']) or 'none'}")
     print("categories: " + ", ".join(f"{k}={v}" for k, v in doc["by_category"].items()))
     ts = analysis.track_summary(df)
     if ts.empty:
@@ -213,8 +213,9 @@ def _diff(args) -> int:
                           "dropped": dropped, **table.attrs,
                           "names": json.loads(table.to_json(orient="records"))}, indent=1))
         return EXIT_OK
-    print(f"a: {args.files[1]} ({meta_a['format']}; dropped: {analysis.dropped_text(dropped['a']) or 'none'})")
-    print(f"b: {args.files[2]} ({meta_b['format']}; dropped: {analysis.dropped_text(dropped['b']) or 'none'})")
+    for side, path, meta in (("a", args.files[1], meta_a), ("b", args.files[2], meta_b)):
+        print(f"{side}: {path} ({meta['format']}; dropped or adjusted events: "
+              f"{analysis.dropped_text(dropped[side]) or 'none'})")
     print(diff.headline(table))
     shown = diff.display(table).head(args.top)
     print(f"\nTop {len(shown)} names by |Δ total| (times in us; Δ = b - a):")

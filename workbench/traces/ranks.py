@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .analysis import busy_intervals, dropped_events
+from .analysis import DROP_REASONS, busy_intervals, dropped_events
 from .model import concat, end_ns, spans
 
 #: GPU kernels of collective libraries (NCCL, RCCL, and the names torch and rocprof give them)
@@ -143,17 +143,14 @@ def merge(traces: Sequence[pd.DataFrame | tuple[pd.DataFrame, Mapping[str, Any]]
         parts.append(_relabel(t, rank, shift))
     df = concat(parts)
     formats = list(dict.fromkeys(str(m.get("format", "?")) for m in metas))
-    dropped: dict[str, int] = {}
-    per_rank = []
-    for rank, shift, mark, label, meta in zip(ranks, shifts, marks, labels, metas):
-        d = dropped_events(meta)
-        for k, v in d.items():
-            dropped[k] = dropped.get(k, 0) + v
-        per_rank.append({"rank": rank, "file": str(label), "format": meta.get("format"), "offset_ns": int(shift),
-                         "marker": mark, "dropped": d})
+    per_rank = [{"rank": rank, "file": str(label), "format": meta.get("format"), "offset_ns": int(shift),
+                 "marker": mark, "dropped": dropped_events(meta)}
+                for rank, shift, mark, label, meta in zip(ranks, shifts, marks, labels, metas)]
     meta = {"format": formats[0] if len(formats) == 1 else "mixed (" + ", ".join(formats) + ")",
             "clock": f"rank {ranks[0]}'s clock ({metas[0].get('clock', 'unknown')})", "alignment": how,
-            "ranks": per_rank, "dropped": dropped}
+            "ranks": per_rank}
+    for key in DROP_REASONS:  # the importers' counts, summed over the ranks
+        meta[key] = sum(int(m.get(key) or 0) for m in metas)
     return df, meta
 
 
@@ -219,7 +216,8 @@ def collective_skew(df: pd.DataFrame, marker: str | None = None) -> pd.DataFrame
     the ranks arrived (kernel start) and left (kernel end).
 
     Columns: ``name, call, ranks, arrival_skew_us`` (last arrival minus first),
-    ``last_rank`` (the rank the others waited for), ``first_rank``, ``end_spread_us`` (how
+    ``last_rank`` (the rank the others waited for; NA when several arrived together),
+    ``first_rank``, ``end_spread_us`` (how
     far apart the ends are: near 0 when the clocks are aligned well). Only calls that every
     rank of the table made are listed.
     """
@@ -240,10 +238,13 @@ def collective_skew(df: pd.DataFrame, marker: str | None = None) -> pd.DataFrame
         st = g["start_ns"].to_numpy()
         en = g["end"].to_numpy()
         rk = g["rank"].to_numpy(dtype=np.int64)
+        tie = (st == st.max()).sum() > 1  # nobody arrived last: no rank to blame
         out.append({"name": name, "call": int(call), "ranks": len(g), "arrival_skew_us": (st.max() - st.min()) / 1e3,
-                    "last_rank": int(rk[st.argmax()]), "first_rank": int(rk[st.argmin()]),
+                    "last_rank": None if tie else int(rk[st.argmax()]), "first_rank": int(rk[st.argmin()]),
                     "end_spread_us": (en.max() - en.min()) / 1e3})
-    return pd.DataFrame(out, columns=cols)
+    out = pd.DataFrame(out, columns=cols)
+    out["last_rank"] = out["last_rank"].astype("Int32")
+    return out
 
 
 def slowest(df: pd.DataFrame, marker: str | None = None) -> dict[str, Any]:
@@ -256,6 +257,10 @@ def slowest(df: pd.DataFrame, marker: str | None = None) -> dict[str, Any]:
     ``by`` (what decided it), ``calls``, ``last_at``, ``skew_us``, ``skew_ci_us``, ``text``.
     """
     sk = collective_skew(df, marker)
+    if len(sk) and sk["last_rank"].isna().all():
+        return {"rank": None, "by": "last to arrive at collectives", "calls": len(sk), "last_at": 0,
+                "skew_us": 0.0, "skew_ci_us": [0.0, 0.0],
+                "text": f"no slowest rank: the ranks arrived together at all {len(sk)} collective calls"}
     if len(sk):
         counts = sk["last_rank"].value_counts()
         rank = int(counts.index[0])
