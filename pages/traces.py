@@ -1,34 +1,63 @@
-"""Traces page: open a trace (upload or from traces/), see its timeline, phases and statistics.
+"""Traces page: open traces (upload or from traces/), see the timeline, phases, statistics,
+several ranks aligned, and the difference between two traces.
 
 Thin on purpose: every number comes from ``workbench.traces`` (the same functions the
-``python -m workbench trace`` CLI uses). Uploaded files are written to a temporary file and
-parsed by the importers; nothing is executed or unpickled.
+``python -m workbench trace`` CLI uses). Uploads are untrusted: each is written under a
+generated name in a private temporary folder (the upload's own name only lends its
+extension, as a hint for format detection, and is shown escaped), parsed by the importers,
+never executed or unpickled. Zoom and pan run in the browser; the window form below the
+chart is the only server-side zoom (for statistics, and for the spans of huge traces).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from functools import partial
 from pathlib import Path
 
 import streamlit as st
 
-from workbench.traces import TraceError, analysis, charts, export, load, phases
+from workbench import traces
+from workbench.stats import fmt_ns
+from workbench.traces import TraceError, analysis, charts, diff, export, load, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
 MAX_UPLOAD_MB = 200
+MAX_RANK_FILES = 16
 #: files under traces/ that are not traces
 _NOT_TRACES = (".bundle.json", ".md", ".txt", ".py", ".sh", ".mlir", ".vmfb", ".gitkeep")
+#: what the uploaders accept: the importers' own list (workbench.traces.formats())
+UPLOAD_LABEL = ", ".join(f.label for f in traces.formats())
+UPLOAD_SUFFIXES = traces.suffixes()
 
 
-@st.cache_data(show_spinner="reading trace...", max_entries=4)
+def _md(text: object) -> str:
+    """Untrusted text (file names, span names, importer messages) shown literally in Markdown.
+    TODO(lead): use workbench.untrusted.escape once the safety branch is merged."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])", r"\\\1", " ".join(str(text).split()))
+
+
+def _hint_name(name: str) -> str:
+    """A generated file name that keeps only the upload's extension (and a rocprof file-kind
+    tail such as ``_kernel_trace.csv``), the part format detection looks at."""
+    plain = re.sub(r"[^a-z0-9._-]", "", name.lower())[-80:]
+    tail = re.search(r"(_[a-z0-9_]{1,40}_trace)?((\.[a-z0-9]{1,12}){1,2})$", plain)
+    return "upload" + (tail.group(0) if tail else "")
+
+
+@st.cache_data(show_spinner="reading trace...", max_entries=8)
 def _load_upload(file_id: str, name: str, _data: bytes):
     # keyed by the upload's id: hashing up to MAX_UPLOAD_MB of bytes on every rerun costs seconds
-    with tempfile.TemporaryDirectory() as tmp:
-        p = Path(tmp) / Path(name).name
-        p.write_bytes(_data)
-        return load(p)
+    with tempfile.TemporaryDirectory(prefix="wb-upload-") as tmp:
+        path = Path(tmp) / _hint_name(name)
+        path.write_bytes(_data)
+        try:
+            df, meta = load(path)
+        except TraceError as exc:  # name the upload, not the generated file
+            raise TraceError(exc.format, exc.message.replace(path.name, name)) from None
+    return df, {**meta, "path": name}
 
 
 @st.cache_data(show_spinner="reading trace...", max_entries=8)
@@ -36,52 +65,111 @@ def _load_path(path: str, mtime: float):
     return load(path)
 
 
-def _pick() -> tuple[object, str] | None:
-    """The chosen trace as (spans, meta), or None; errors are shown, never raised."""
+@st.cache_data(show_spinner="aligning ranks...", max_entries=4)
+def _merge(key: tuple, align: str, _loaded: list, names: list[str]):
+    return ranks.merge(_loaded, align=align, names=names)
+
+
+def _example_files() -> list[str]:
+    files = sorted(p for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(_NOT_TRACES))
+    return [str(p.relative_to(ROOT)) for p in files]
+
+
+def _load_example(rel: str):
+    p = ROOT / rel
+    return _load_path(str(p), p.stat().st_mtime)
+
+
+def _pick() -> tuple[object, dict, str, str] | None:
+    """The chosen trace(s) as (spans, meta, key, title), or None; errors are shown, never raised."""
     src = st.radio("Trace source", ["examples in traces/", "upload"], horizontal=True, key="src")
     try:
         if src == "upload":
-            up = st.file_uploader(f"Trace file (max {MAX_UPLOAD_MB} MB): Tracy, IREE ireeperf-jsonl/.ireeprof, "
-                                  "Chrome JSON (.json/.gz), rocprof CSV, nsys SQLite, Perfetto .pftrace")
-            if up is None:
+            ups = st.file_uploader(f"Trace file(s), max {MAX_UPLOAD_MB} MB each; several files are the ranks of one "
+                                   f"run: {UPLOAD_LABEL}", accept_multiple_files=True, type=UPLOAD_SUFFIXES,
+                                   key="upload")
+            if not ups:
                 return None
-            if up.size > MAX_UPLOAD_MB << 20:
-                st.error(f"{up.name}: {up.size / 2**20:.0f} MB is over the {MAX_UPLOAD_MB} MB limit")
+            for up in ups:
+                if up.size > MAX_UPLOAD_MB << 20:
+                    st.error(f"{_md(up.name)}: {up.size / 2**20:.0f} MB is over the {MAX_UPLOAD_MB} MB limit")
+                    return None
+            loaded = [_load_upload(up.file_id, up.name, up.getvalue()) for up in ups[:MAX_RANK_FILES]]
+            names = [up.name for up in ups[:MAX_RANK_FILES]]
+            key = ("upload",) + tuple(up.file_id for up in ups[:MAX_RANK_FILES])
+        else:
+            files = _example_files()
+            if not files:
+                st.info("No trace files under traces/ yet; upload one.")
                 return None
-            return _load_upload(up.file_id, up.name, up.getvalue()), up.name
-        files = sorted(p for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(_NOT_TRACES))
-        if not files:
-            st.info("No trace files under traces/ yet; upload one.")
-            return None
-        rel = st.selectbox("Trace", [str(p.relative_to(ROOT)) for p in files], key="pick")
-        p = ROOT / rel
-        return _load_path(str(p), p.stat().st_mtime), rel
-    except TraceError as exc:
-        st.error(str(exc))
+            c1, c2 = st.columns([2, 3])
+            first = c1.selectbox("Trace", files, key="pick")
+            more = c2.multiselect("Other ranks of the same run (optional)", [f for f in files if f != first],
+                                  key="more", max_selections=MAX_RANK_FILES - 1)
+            names = [first] + more
+            loaded = [_load_example(n) for n in names]
+            key = tuple(names)
+        if len(loaded) == 1:
+            df, meta = loaded[0]
+            return df, meta, "|".join(key), Path(names[0]).name
+        align = st.selectbox("Align the ranks' clocks by", ranks.ALIGNMENTS, key="align",
+                             help="auto: the end of the first NCCL/RCCL collective when every rank has one, else the "
+                                  "wall-clock base times the files report")
+        df, meta = _merge(key, align, loaded, [Path(n).name for n in names])
+        return df, meta, "|".join(key) + align, f"{len(names)} ranks: " + ", ".join(Path(n).name for n in names)
+    except (TraceError, ranks.RankError) as exc:
+        st.error(_md(exc))
         return None
 
 
 def _window(df, key: str) -> tuple[int, int]:
+    """The server-side window (statistics, and the chart's data for huge traces): a form,
+    applied on submit only, so nothing reruns while values are typed."""
     t0, t1 = int(df["start_ns"].min()), int((df["start_ns"] + df["dur_ns"]).max())
     span = max(t1 - t0, 1)
     unit, scale = ("ms", 1e6) if span >= 5e6 else ("us", 1e3)
-    lo, hi = st.slider(f"Time window ({unit} from trace start)", 0.0, span / scale, (0.0, span / scale),
-                       step=max(span / scale / 1000, 0.001), key=f"win{key}")
-    return t0 + int(lo * scale), t0 + int(hi * scale)
+    state = st.session_state.setdefault(f"win{key}", (0.0, span / scale))
+    with st.form(f"winform{key}", border=False):
+        c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
+        lo = c1.number_input(f"Window from ({unit} since trace start)", 0.0, span / scale, state[0], format="%.3f")
+        hi = c2.number_input(f"to ({unit})", 0.0, span / scale, state[1], format="%.3f")
+        apply = c3.form_submit_button("Apply window")
+        reset = c4.form_submit_button("Whole trace")
+    if reset:
+        lo, hi = 0.0, span / scale
+    if apply or reset:
+        lo, hi = min(lo, hi), max(lo, hi)
+        st.session_state[f"win{key}"] = (lo, hi)
+        state = (lo, hi)
+    return t0 + int(state[0] * scale), t0 + int(state[1] * scale)
+
+
+@st.cache_data(show_spinner="drawing the timeline...", max_entries=6)
+def _timeline_spec(key: tuple, title: str, _view, s: int, e: int) -> dict:
+    return charts.timeline(_view, s, e, title=title).to_dict()
+
+
+@st.cache_data(show_spinner=False, max_entries=6)
+def _window_stats(key: tuple, _view, s: int, e: int):
+    win = analysis.window(_view, s, e)
+    return analysis.name_stats(win), analysis.track_summary(win), analysis.gaps(win, min_gap_ns=10_000), win
 
 
 def _phases(df, meta) -> None:
+    st.subheader("Phases")
+    if ranks.is_multi_rank(df):
+        rank = st.selectbox("Rank", sorted(int(r) for r in df["rank"].dropna().unique()), key="phase_rank")
+        df = df[df["rank"] == rank]
     try:
         per_iter = phases.iterations(df)
     except phases.PhaseError as exc:
-        st.caption(f"No phase breakdown: {exc}")
+        st.caption(f"No phase breakdown: {_md(exc)}")
         return
     summ = phases.summarize(per_iter, skip_first=1)  # keeps a lone iteration
     skipped = len(per_iter) - summ.attrs["iterations"]
-    st.subheader("Phases")
-    st.caption(f"{meta['format']} rules, {summ.attrs['iterations']} iterations"
+    st.caption(f"{_md(meta['format'])} rules, {summ.attrs['iterations']} iterations"
                f"{' (first skipped as warm-up)' if skipped else ''}; shares are of the sum of the phase medians.")
-    st.altair_chart(charts.phase_bars(summ), width="stretch")
+    st.altair_chart(charts.phase_bars(summ), width="content")
     c1, c2 = st.columns(2)
     c1.dataframe(summ, hide_index=True, width="stretch")
     per_iter_us = per_iter[["iteration"]].assign(**{f"{k} (us)": per_iter[k] / 1e3
@@ -100,60 +188,142 @@ def _phases_and_threads(df, per_iter):
     return concat([phases.phase_spans(per_iter), df])
 
 
-def main() -> None:
-    st.title("Traces")
-    st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV, Nsight Systems "
-               "SQLite and Perfetto traces. Lanes keep the source's order.")
-    picked = _pick()
-    if picked is None:
-        return
-    (df, meta), name = picked
-    doc = analysis.summary(df, meta)
-    c = st.columns(4)
-    c[0].metric("format", doc["format"])
-    c[1].metric("spans", f"{doc['span_count']:,}")
-    c[2].metric("lanes", len(doc["tracks"]))
-    c[3].metric("wall", f"{(doc['end_ns'] - doc['start_ns']) / 1e6:.3f} ms")
-    st.caption(f"clock: {doc['clock']}")
+def _ranks(df, meta) -> None:
+    st.subheader("Ranks")
+    st.caption(f"Clocks aligned by: {_md(meta.get('alignment'))}. Shifts applied: "
+               + ", ".join(f"rank {r['rank']} {r['offset_ns'] / 1e3:+,.1f} us" for r in meta["ranks"]))
+    st.markdown(f"**{_md(ranks.slowest(df)['text'])}**")
+    st.dataframe(ranks.rank_summary(df), hide_index=True, width="stretch")
+    with st.expander("Per collective call: arrival skew and the last rank to arrive"):
+        st.dataframe(ranks.collective_skew(df), hide_index=True, width="stretch")
+    with st.expander("Per span name: median per rank and the spread"):
+        st.dataframe(ranks.rank_name_stats(df), hide_index=True, width="stretch")
 
-    # widget keys per trace: another trace starts with all its lanes and its whole time range
-    tkey = hashlib.sha1(name.encode()).hexdigest()[:8]
-    lanes = st.multiselect("Lanes", doc["tracks"], default=doc["tracks"], key=f"lanes{tkey}")
+
+def _lane_filter(df, tkey: str):
+    """Lanes to show: a regular expression over lane names (and ranks for a multi-rank trace)."""
+    c1, c2 = st.columns([3, 2])
+    pattern = c1.text_input("Lanes matching (regular expression; empty: all)", key=f"lanes{tkey}")
+    view = df
+    if ranks.is_multi_rank(df):
+        all_ranks = sorted(int(r) for r in df["rank"].dropna().unique())
+        pick = c2.multiselect("Ranks", all_ranks, default=all_ranks, key=f"ranks{tkey}")
+        view = view[view["rank"].isin(pick)]
+    if pattern:
+        try:
+            view = view[view["track"].astype(str).str.contains(pattern, regex=True)]
+        except re.error as exc:
+            c1.error(f"Not a regular expression: {_md(exc)}")
+    return view, (pattern, tuple(sorted(view["rank"].dropna().unique().tolist())))
+
+
+def _compare(df, name: str) -> None:
+    with st.expander("Compare with another trace (trace diff)"):
+        src = st.radio("Other trace (b)", ["an example in traces/", "a file to upload"], horizontal=True, key="cmp_src")
+        try:
+            if src == "a file to upload":
+                up = st.file_uploader(f"Trace b (max {MAX_UPLOAD_MB} MB)", type=UPLOAD_SUFFIXES, key="cmp_upload")
+                if up is None or up.size > MAX_UPLOAD_MB << 20:
+                    if up is not None:
+                        st.error(f"{_md(up.name)}: over the {MAX_UPLOAD_MB} MB limit")
+                    return
+                (df_b, meta_b), other = _load_upload(up.file_id, up.name, up.getvalue()), up.name
+            else:
+                other = st.selectbox("Trace b", ["(none)"] + _example_files(), key="cmp")
+                if other == "(none)":
+                    return
+                df_b, meta_b = _load_example(other)
+            table = _diff(name, other, df, df_b)
+        except TraceError as exc:
+            st.error(_md(exc))
+            return
+        except diff.DiffError as exc:
+            st.info(f"Nothing to compare: {_md(exc)}")
+            return
+        st.markdown(_md(diff.headline(table, labels=("a", "b"))))
+        st.caption("a: the trace above; b: the one picked here. Δ = b - a. A verdict needs the adjusted p-value "
+                   "below 5% and a CI of the median difference that excludes 0.")
+        st.dataframe(diff.display(table), hide_index=True, width="stretch")
+
+
+@st.cache_data(show_spinner="comparing...", max_entries=4)
+def _diff(name_a: str, name_b: str, _a, _b):
+    return diff.diff(_a, _b)
+
+
+def _section(what: str, fn, *args):
+    """Run one part of the page and return what it returns; a failure on a strange trace is
+    one clear line (None returned) and the rest of the page still shows (the importers
+    validated the table; this guards the views)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - never a traceback on the page
+        st.error(f"{what} failed on this trace: {type(exc).__name__}: {_md(exc)}")
+        return None
+
+
+def _timeline(df, name: str, title: str, tkey: str) -> tuple | None:
+    """The timeline of the chosen lanes and window; returns (cache key, lanes, window) for the
+    statistics below it."""
+    st.subheader("Timeline")
+    view, lanes_key = _lane_filter(df, tkey)
     s, e = _window(df, tkey)
-    view = df[df["track"].isin(lanes)]
-    if view.empty:
-        st.info("No lanes selected.")
-        return
-    st.altair_chart(charts.timeline(view, s, e, title=name), width="stretch")
+    if view.empty or not (view["kind"] == "span").any():
+        st.info("No lanes match.")
+        return None
+    key = (name, lanes_key, s, e)
+    st.vega_lite_chart(spec=_timeline_spec(key, title, view, s, e), width="stretch")
+    return key, view, s, e
 
-    _phases(df, meta)
 
-    st.subheader("Statistics (time window)")
-    win = analysis.window(view, s, e)
-    st.dataframe(analysis.name_stats(win), hide_index=True, width="stretch")
-    st.dataframe(analysis.track_summary(win), hide_index=True, width="stretch")
+def _statistics(title: str, tkey: str, key: tuple, view, s: int, e: int) -> None:
+    st.subheader("Statistics (window)")
+    by_name, by_lane, gaps, win = _window_stats(key, view, s, e)
+    st.dataframe(by_name, hide_index=True, width="stretch")
+    st.dataframe(by_lane, hide_index=True, width="stretch")
     with st.expander("Idle gaps per lane (longer than 10 us)"):
-        st.dataframe(analysis.gaps(win, min_gap_ns=10_000), hide_index=True, width="stretch")
-
-    key = f"{tkey}{s}{e}"
+        st.dataframe(gaps, hide_index=True, width="stretch")
+    dl = f"{tkey}{s}{e}"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(title).stem)[:80].strip(".-") or "trace"
     d1, d2 = st.columns(2)
     # built on click, not on every rerun (a large window's JSON takes seconds)
     d1.download_button("Download Chrome JSON (open in ui.perfetto.dev)", partial(export.to_chrome_json, win),
-                       file_name=f"{Path(name).stem}.chrome.json", mime="application/json", key=f"dl{key}")
-    d2.download_button("Download Mermaid gantt (Markdown)", partial(export.mermaid_gantt, win, s, e, title=name),
-                       file_name=f"{Path(name).stem}.gantt.md", mime="text/markdown", key=f"mm{key}")
+                       file_name=f"{stem}.chrome.json", mime="application/json", key=f"dl{dl}")
+    d2.download_button("Download Mermaid gantt (Markdown)", partial(export.mermaid_gantt, win, s, e, title=stem),
+                       file_name=f"{stem}.gantt.md", mime="text/markdown", key=f"mm{dl}")
 
-    with st.expander("Compare with another trace"):
-        files = sorted(p for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(_NOT_TRACES))
-        other = st.selectbox("Other trace (b)", ["(none)"] + [str(p.relative_to(ROOT)) for p in files], key="cmp")
-        if other != "(none)":
-            try:
-                p = ROOT / other
-                df_b, _ = _load_path(str(p), p.stat().st_mtime)
-                st.dataframe(analysis.compare(df, df_b, labels=("a", "b")), hide_index=True,
-                             width="stretch")
-            except TraceError as exc:
-                st.error(str(exc))
+
+def main() -> None:
+    st.title("Traces")
+    st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV, Nsight Systems "
+               "SQLite and Perfetto traces; several files are the ranks of one run, aligned. Lanes keep the "
+               "source's order.")
+    picked = _pick()
+    if picked is None:
+        return
+    df, meta, name, title = picked
+    tkey = hashlib.sha1(name.encode()).hexdigest()[:8]  # widget keys per trace: a new trace starts fresh
+    doc = analysis.summary(df, meta)
+    c = st.columns(4)
+    c[0].metric("spans", f"{doc['span_count']:,}")
+    c[1].metric("lanes", f"{len(doc['tracks']):,}")
+    c[2].metric("wall", fmt_ns(doc["end_ns"] - doc["start_ns"]) if doc["start_ns"] is not None else "-")
+    c[3].metric("events dropped or adjusted", f"{sum(doc['dropped'].values()):,}")
+    st.caption(f"format: {_md(doc['format'])}; clock: {_md(doc['clock'])}")
+    if doc["dropped"]:
+        st.warning(f"The importer could not use every event as the file gave it: "
+                   f"{_md(analysis.dropped_text(doc['dropped']))}. Dropped events are not in the timeline or the "
+                   "statistics.")
+    if ranks.is_multi_rank(df):
+        _section("The per-rank statistics", _ranks, df, meta)
+    if doc["span_count"] == 0:
+        st.info("This trace has no spans (only instants): nothing to draw or summarise.")
+        return
+    shown = _section("The timeline", _timeline, df, name, title, tkey)
+    _section("The phase breakdown", _phases, df, meta)
+    if shown is not None:
+        _section("The statistics", _statistics, title, tkey, *shown)
+    _section("The comparison", _compare, df, name)
 
 
 main()

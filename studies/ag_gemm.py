@@ -19,6 +19,10 @@ the dtype's tolerance, on every rank):
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
 
+``mode=kernel`` measures the fused kernel's two halves on one GPU instead (no torchrun):
+cuBLAS, the kernel with every tile local, its GEMM path alone and the whole kernel at an
+emulated world size (peers' shards in local buffers); see ``studies/_ag_gemm/kernelbench.py``.
+
 Clock: ``workbench.harness.DistTimer``: CUDA events around back-to-back calls after a
 barrier; each per-call sample is the maximum over ranks. The run starts torchrun through
 ``workbench.launcher`` (worker ``studies/_ag_gemm/worker.py``; several nodes too), which keeps
@@ -39,6 +43,7 @@ from typing import Any
 
 import pandas as pd
 
+from studies._ag_gemm import kernelbench
 from studies._ag_gemm import methods as _methods
 from studies._ag_gemm import spans
 from workbench import tables
@@ -96,12 +101,28 @@ SPACE = ParamSpace(
         Param("block_m", "int", 128, "hbm-buffer: tile rows", choices=(16, 32, 64, 128, 256)),
         Param("block_n", "int", 256, "hbm-buffer: tile columns", choices=(16, 32, 64, 128, 256)),
         Param("block_k", "int", 64, "hbm-buffer: tile depth", choices=(16, 32, 64, 128)),
-        Param("fetchers", "int", 16, "hbm-buffer: fetcher programs", min=1, max=1024),
-        Param("k_tiles_per_flag", "int", 0, "hbm-buffer: k-tiles per ready flag (0: all of an M-tile)", min=0),
+        Param("fetchers", "int", 16, "hbm-buffer: fetch rows at the head of the work queue (the others are "
+              "spread among the local tiles)", min=0, max=1 << 20),
+        Param("k_tiles_per_flag", "int", -1, "hbm-buffer: k-tiles per fetch row and ready flag (0: all of an "
+              "M-tile; -1: by shape, small rows when all tiles fit one wave)", min=-1),
         Param("stage_layout", "str", "rows", "hbm-buffer: staged A row-major or tile-contiguous",
               choices=("rows", "tiles")),
-        Param("num_stages", "int", 3, "hbm-buffer: software-pipeline stages", min=1, max=6),
+        Param("num_stages", "int", 4, "hbm-buffer: software-pipeline stages", min=1, max=6),
         Param("num_warps", "int", 8, "hbm-buffer: warps per program", choices=(4, 8)),
+        Param("programs", "int", 0, "hbm-buffer: persistent programs (0: one per SM)", min=0, max=4096),
+        Param("stream_k", "int", 1, "hbm-buffer: 0 whole tiles; 1 the last partial wave split along K over "
+              "every SM; 2 that plus one full wave", min=0, max=2),
+        Param("sk_split", "int", 0, "hbm-buffer: stream-K pieces per cut tile (0: by a cost model)", min=0, max=16),
+        Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
+        Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
+              "L2 policy"),
+        Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
+              "is set (else it waits for all of its flags first)"),
+        Param("mode", "str", "multi-gpu", "multi-gpu: every method across world_size GPUs (torchrun); "
+              "kernel: the fused kernel's GEMM and fetch paths on one GPU against cuBLAS",
+              choices=("multi-gpu", "kernel")),
+        Param("emulate", "int", [2, 4], "mode=kernel: world sizes emulated on one GPU (peers' shards in "
+              "local buffers)", min=2, max=8, multi=True),
         Param("repeat", "int", 20, "samples per method", min=3, max=1000),
         Param("trace", "str", "programs", "per-program trace of hbm-buffer; 'all' adds torch.profiler traces "
               "of every method at the largest M", choices=("off", "programs", "all")),
@@ -114,6 +135,7 @@ SPACE = ParamSpace(
         "quick": {"m": [4096, 16384], "repeat": 10},
         "cpu": {"backend": "gloo", "m": [64], "n": 48, "k": 32, "dtype": ["bf16"], "methods": list(ANY_BACKEND_METHODS),
                 "repeat": 3, "trace": "off", "timeout_s": 120},
+        "kernel": {"mode": "kernel", "dtype": ["fp16", "bf16"], "repeat": 30},
     },
 )
 
@@ -124,6 +146,9 @@ def validate(params: dict[str, Any]) -> None:
         raise ParamError("methods", f"with backend=gloo only {', '.join(ANY_BACKEND_METHODS)} run (the others need "
                                     "NVIDIA GPUs)")
     for m in params["m"]:
+        for e in params["emulate"] if params["mode"] == "kernel" else ():
+            if m % e:
+                raise ParamError("m", f"{m} is not divisible by the emulated world size {e} (use a multiple of {e})")
         if m % ws:
             raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
                                   f"(use a multiple of {ws})")
@@ -151,6 +176,10 @@ def requires(params: dict[str, Any]) -> str | None:
         import torch
     except ImportError:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
+    if params["mode"] == "kernel":  # one process on the current GPU: no launcher, no peers
+        return None if torch.cuda.is_available() else (
+            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton); the committed "
+            "results from GPU machines under traces/ag-gemm/ are shown instead")
     from workbench.launcher import local_share
 
     ws = params["world_size"]
@@ -173,7 +202,8 @@ def requires(params: dict[str, Any]) -> str | None:
 
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
-                                  "stage_layout", "num_stages", "num_warps")}
+                                  "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
+                                  "tma", "fetch_evict", "wait_per_group")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "methods", "chunks", "repeat", "trace", "timeout_s",
                                    "seed", "backend")} | {"hbm": hbm}
 
@@ -181,6 +211,8 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
 def run(params: dict[str, Any], ctx: RunContext) -> dict:
     from workbench import launcher
 
+    if params["mode"] == "kernel":
+        return kernelbench.run(params, ctx)
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
     got = launcher.launch("studies._ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
@@ -199,6 +231,8 @@ def summary_table(rec: RunRecord, variants: pd.DataFrame | None = None) -> pd.Da
     the perfect-overlap bound and the issue's target where one exists. ``variants``: the run's
     ``variants_table`` when the caller has it (it bootstraps a CI per variant)."""
     df = tables.variants_table(rec) if variants is None else variants
+    if "mode" in df.columns:
+        df = df[df["mode"] != "kernel"]
     if df.empty or "method" not in df.columns:
         return pd.DataFrame()
     df = df.assign(ms=_median_ms(df))
@@ -267,6 +301,11 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         variants = variants.assign(median_ms=_median_ms(variants), ci_lo_ms=variants["ci_lo_ns"] / 1e6,
                                    ci_hi_ms=variants["ci_hi_ns"] / 1e6)
     out = {"summary": summary_table(rec, variants), "variants": variants}
+    kernel = kernelbench.breakdown(rec)
+    if not kernel.empty:
+        out["kernel_breakdown"] = kernel
+        if out["summary"].empty:  # a kernel-mode run: no multi-GPU table to show
+            del out["summary"]
     traces = program_traces(rec)
     if traces:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
@@ -285,12 +324,18 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     v = tbls.get("variants")
     if v is not None and not v.empty and "method" in v:
         ok = v[v["correct"]].copy()
-        ok["shape"] = ok["dtype"] + " M=" + ok["M"].astype(str) + " ws=" + ok["world_size"].astype(str)
-        base = alt.Chart(ok).encode(y=alt.Y("method:N", title=None), color=alt.Color("method:N", legend=None))
-        bars = base.mark_bar().encode(x=alt.X("median_ms:Q", title="median ms per call (max over ranks)"))
+        kernel = ok["mode"] == "kernel" if "mode" in ok else pd.Series(False, index=ok.index)
+        # Kernel mode: one panel per dtype and M, cuBLAS beside each (method, emulated world size).
+        ok["shape"] = ok["dtype"] + " M=" + ok["M"].astype(str) + (" ws=" + ok["world_size"].astype(str)).where(~kernel, "")
+        ok["bar"] = ok["method"].where(~kernel, ok["method"] + (" ws" + ok["world_size"].astype(str)).where(
+            ok["method"].isin(["gemm-path", "emulated"]), ""))
+        base = alt.Chart(ok).encode(y=alt.Y("bar:N", title=None), color=alt.Color("bar:N", legend=None))
+        bars = base.mark_bar().encode(x=alt.X("median_ms:Q", title="median ms per call (multi-GPU: max over ranks)"))
         err = base.mark_rule().encode(x="ci_lo_ms:Q", x2="ci_hi_ms:Q")
-        out["methods"] = (bars + err).properties(width=380, height=140).facet(row=alt.Row("shape:N", title=None)).properties(
-            title="All-gather + matmul: median per call, 95% CI")
+        title = ("The fused kernel on one GPU against cuBLAS" if kernel.all() else "All-gather + matmul") + \
+            ": median per call, 95% CI"
+        out["methods"] = (bars + err).properties(width=380, height=140).facet(
+            row=alt.Row("shape:N", title=None)).resolve_scale(x="independent", y="independent").properties(title=title)
     tl = tbls.get("_timeline")
     if tl is not None and not tl.empty:
         out["timeline"] = alt.Chart(tl).mark_bar().encode(
@@ -304,10 +349,16 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
 
 def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
+    out = []
     s = tbls.get("summary")
-    if s is None or s.empty:
-        return []
-    return [format_seed_table(s)]
+    if s is not None and not s.empty:
+        out.append(format_seed_table(s))
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and not kb.empty:
+        out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"
+                   + kernelbench.__doc__.split("\n\n", 1)[1].split("\n\nClock:")[0].strip() + "\n\n"
+                   + kernelbench.format_breakdown(kb))
+    return out
 
 
 def format_seed_table(s: pd.DataFrame) -> str:
@@ -335,6 +386,8 @@ def verdict(rec: RunRecord) -> str:
     """One line: per shape, our pick against NCCL all-gather then matmul (the seed's table)."""
     failed = [v.variant for v in rec.variants if not v.correct]
     tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
+    if rec.params.get("mode") == "kernel":
+        return kernelbench.verdict(kernelbench.breakdown(rec)) + tail
     summ = summary_table(rec)
     summ = summ[summ["speedup"].notna()] if len(summ) else summ
     if summ.empty:

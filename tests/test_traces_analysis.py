@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from workbench.traces import analysis, charts, export, load, phases
-from workbench.traces.model import SpanTableError, concat, from_records, validate, with_depth
+from workbench.traces.model import SpanTableError, concat, from_columns, from_records, validate, with_depth
 
 REC = [
     {"track": "cpu", "name": "step", "category": "cpu_op", "start_ns": 0, "dur_ns": 100_000},
@@ -58,16 +58,6 @@ def test_name_stats_and_track_gaps():
     assert ts.loc["GPU 0 stream 7", "busy_us"] == 60.0 and ts.loc["GPU 0 stream 7", "idle_us"] == 10.0
 
 
-def test_compare_gives_per_name_deltas():
-    a = table()
-    b = a.copy()
-    b.loc[b["name"] == "gemm", "dur_ns"] = [30_000, 20_000]
-    cmp = analysis.compare(a, b).set_index("name")
-    assert cmp.loc["gemm", "delta_total_us"] == -10.0
-    assert cmp.loc["gemm", "ratio_mean"] == pytest.approx(25 / 30)
-    assert cmp.index[0] == "gemm"  # largest change first
-
-
 def test_chrome_export_round_trips(tmp_path):
     df = table()
     p = tmp_path / "out.json"
@@ -107,30 +97,72 @@ def test_mermaid_gantt_block():
     assert "title a∶ b" in text  # ':' would end the title field
 
 
-def test_timeline_data_downsamples_but_keeps_time_coverage():
+def test_timeline_data_sends_real_spans_or_bounded_cells():
     rng = np.random.default_rng(1)
     n = 30_000
     start = np.sort(rng.integers(0, 10_000_000, n))
     df = from_records([{"track": f"t{i % 3}", "name": f"k{i % 7}", "category": "kernel", "start_ns": int(s),
                         "dur_ns": 200} for i, s in enumerate(start)], source="test")
-    rows, info = charts.timeline_data(df, max_marks=2_000)
-    assert info["merged"] and len(rows) <= 2_000 and rows["count"].sum() == n
-    # every span lies inside some drawn block of its lane
-    full, _ = charts.timeline_data(df, max_marks=10**6)
-    assert not _["merged"] and len(full) == n
+    full, info = charts.timeline_data(df, max_marks=10**6)
+    assert info["real"] and info["levels"] == [0.0] and len(full) == n and (full["kind"] == "span").all()
+    assert set(full["name"]) == {f"k{i}" for i in range(7)} and info["color_by"] == "name"
+    rows, info = charts.timeline_data(df, max_marks=2_000, width_px=600)
+    assert len(rows) <= 2_000 and not info["real"] and len(info["levels"]) >= 2
+    cells = rows[rows["level"] == 0]
+    # level 0: one cell per lane row and 3-px column with spans; every span is counted once
+    assert cells["count"].sum() == n and cells["busy"].between(0, 1).all()
+    assert (np.diff(info["levels"]) < 0).all()  # each level finer than the one before
+    # the cells' busy shares add up to the spans' time (busy is rounded to 0.1% per cell)
+    assert cells["busy"].sum() * info["levels"][0] == pytest.approx(n * 200 / info["scale"], rel=2e-3)
     small, info2 = charts.timeline_data(df, start_ns=0, end=50_000)
-    assert not info2["merged"] and info2["spans_in_window"] == len(small)
-    # labels: a merged block names its longest span and how many it stands for
-    block = rows[rows["count"] > 1].iloc[0]
-    assert block["category"] == "kernel" and block["name"].startswith("k")
-    assert block["name"].endswith(f"(+{block['count'] - 1} more)")
-    assert set(full["name"]) == {f"k{i}" for i in range(7)} and set(full["category"]) == {"kernel"}
+    assert info2["real"] and info2["spans_in_window"] == len(small)
+
+
+def test_timeline_colours_by_self_time_and_by_category_for_per_tile_names():
+    # an enclosing zone must not take a colour from the work inside it
+    recs = [{"track": "main", "name": "run", "start_ns": 0, "dur_ns": 1_000}]
+    recs += [{"track": "main", "name": f"op{i % 2}", "start_ns": 10 + 100 * i, "dur_ns": 90} for i in range(10)]
+    rows, info = charts.timeline_data(with_depth(from_records(recs, source="t")), top_names=2)
+    assert info["keys"][:2] == ["op0", "op1"] and rows.loc[rows["name"] == "run", "key"].iloc[0] == charts.OTHER
+    # per-tile names (ag-gemm): too many to colour, so colour by category
+    tiles = [{"track": f"SM {i % 4}", "name": f"gemm m{i}", "category": "gemm" if i % 3 else "wait",
+              "start_ns": i * 10, "dur_ns": 9} for i in range(200)]
+    _, info = charts.timeline_data(from_records(tiles, source="t"))
+    assert info["color_by"] == "category" and set(info["keys"]) == {"gemm", "wait"}
+
+
+def test_self_time_subtracts_children():
+    from workbench.traces.charts import self_time
+
+    lane = np.array([0, 0, 0, 1])
+    st = np.array([0, 10, 50, 0])
+    en = np.array([100, 40, 60, 30])
+    depth = np.array([0, 1, 1, 0])
+    assert self_time(lane, st, en, depth).tolist() == [60, 30, 10, 30]
 
 
 def test_timeline_chart_builds():
     pytest.importorskip("altair")
     spec = charts.timeline(table()).to_dict()
-    assert "layer" in spec or "mark" in spec
+    assert "layer" in spec
+    params = {p["name"] for p in spec["params"]}
+    assert {"zoom", "lo", "hi", "lvl"} <= params  # zoom and level choice happen in the browser
+
+
+def test_timeline_chart_of_a_million_spans_stays_bounded():
+    pytest.importorskip("altair")
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    lanes = np.repeat(np.arange(16), n // 16)
+    start = np.cumsum(rng.integers(600, 3_000, n))
+    df = validate(with_depth(from_columns(
+        {"track": np.array([f"GPU {i // 4} stream {i % 4}" for i in range(16)])[lanes],
+         "name": np.array([f"k{i}" for i in range(60)])[rng.integers(0, 60, n)], "category": np.full(n, "kernel"),
+         "start_ns": start, "dur_ns": rng.integers(500, 600, n)}, source="synthetic")))
+    rows, info = charts.timeline_data(df)
+    assert len(rows) <= charts.MAX_MARKS and not info["real"]
+    assert rows.loc[rows["level"] == 0, "count"].sum() == n  # the overview accounts for every span
+    assert set(info["rows"]["label"]) == {f"GPU {i // 4} stream {i % 4}" for i in range(16)}
 
 
 def test_phase_spans_tile_iterations():
@@ -156,7 +188,7 @@ def test_timeline_chart_with_more_rows_than_altairs_default_limit():
     df = from_records([{"track": f"t{i % 4}", "name": "k", "start_ns": i * 1_000, "dur_ns": 500}
                        for i in range(6_000)], source="test")
     spec = charts.timeline(df).to_dict()  # 6000 marks > altair's 5000-row guard
-    assert len(spec["datasets"][next(iter(spec["datasets"]))]) == 6_000
+    assert max(len(v) for v in spec["datasets"].values()) == 6_000
 
 
 def test_traces_page_switches_traces_with_fresh_lanes_and_window():

@@ -89,3 +89,75 @@ def test_fuzzed_chrome_events(tmp_path, events):
     p = tmp_path / "ev.json"
     p.write_text(json.dumps({"traceEvents": events}))
     _check(p)
+
+
+# --- every output of `workbench trace`, not only load() ------------------------------------------
+
+MODES = [[], ["--json"], ["--phases"], ["--chrome", "{out}"], ["--json", "--phases", "--chrome", "{out}"]]
+
+
+def _run_cli(tmp_path: Path, files: list[Path], mode: list[str]) -> None:
+    """The CLI on ``files`` in one output mode: exit 0, or exit 2 with one error line; never a
+    traceback or the catch-all's 'internal error'; a written Chrome export reads back."""
+    import contextlib
+    import io
+
+    from workbench.traces.cli import trace_main
+
+    out = tmp_path / "out.json"
+    out.unlink(missing_ok=True)
+    args = [str(f) for f in files] + [a.format(out=out) for a in mode]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = trace_main(args)
+    err = stderr.getvalue()
+    assert "internal error" not in err and "Traceback" not in err, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert (rc, len(errors)) in ((0, 0), (2, 1)), (rc, err)
+    if rc == 0 and "--chrome" in mode:
+        if "--phases" not in mode or out.exists():
+            validate(load(out)[0])
+    stdout.getvalue().encode("utf-8")  # printable
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prefix=st.sampled_from(PREFIXES), body=st.binary(max_size=400), mode=st.sampled_from(MODES))
+def test_fuzzed_bytes_through_every_output(tmp_path, prefix, body, mode):
+    p = tmp_path / "fuzz.bin"
+    p.write_bytes(prefix + body)
+    _run_cli(tmp_path, [p], mode)
+
+
+NAMES = st.one_of(st.text(max_size=6), st.sampled_from(["ProfilerStep#1", "ncclDevKernel_AllReduce", "step",
+                                                        "\udc80bad", "submit execute", ""]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(st.fixed_dictionaries({
+    "ph": st.sampled_from(["X", "X", "B", "E", "i"]),
+    "ts": st.one_of(st.floats(-1e6, 1e9, allow_nan=False), st.integers(-5, 10**9)),
+    "pid": st.integers(0, 2), "tid": st.integers(0, 3),
+    "name": NAMES,
+    "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "user_annotation", "gpu_memcpy"]),
+}, optional={"dur": st.one_of(st.floats(0, 1e6, allow_nan=False), st.integers(-3, 10**6)),
+             "args": st.fixed_dictionaries({}, optional={"correlation": st.integers(-2, 5),
+                                                         "stream": st.integers(0, 3)})}),
+    min_size=1, max_size=30), mode=st.sampled_from(MODES), ranks=st.booleans())
+def test_fuzzed_chrome_traces_through_every_output(tmp_path, events, mode, ranks):
+    """Valid-looking traces (names from every rule the outputs key on: steps, collectives)
+    through the summary, --json, --phases and --chrome, alone and as two ranks."""
+    import json
+
+    files = []
+    for r in range(2 if ranks else 1):
+        p = tmp_path / f"r{r}.json"
+        p.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": r}}))
+        files.append(p)
+    _run_cli(tmp_path, files, mode)
+
+
+@pytest.mark.parametrize("src", sorted(p for p in (Path(__file__).parent.parent / "traces" / "examples").iterdir()
+                                       if p.suffix != ".md"), ids=lambda p: p.name)
+def test_examples_through_every_output(tmp_path, src):
+    for mode in MODES:
+        _run_cli(tmp_path, [src], mode)

@@ -8,7 +8,8 @@
     python -m workbench export RUN -o FILE [--format bundle|gbench]
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
-    python -m workbench trace FILE [--json] [--phases] [--chrome OUT.json]
+    python -m workbench trace FILE [FILE ...] [--json] [--phases] [--chrome OUT.json]
+    python -m workbench trace diff A B [--json]
 
 Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
 store or output path, unknown study or run), 3 the study cannot run on this machine, 130
@@ -285,13 +286,10 @@ def cmd_notebooks(args) -> int:
     return EXIT_OK
 
 
-def cmd_trace(argv: list[str]) -> int:
-    try:
-        from .traces.cli import trace_main
-    except ImportError as exc:
-        _err(f"trace support is not available: {exc}")
-        return EXIT_BAD_INPUT
-    return trace_main(argv)
+def cmd_trace(args) -> int:
+    from .traces.cli import run
+
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -345,8 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = command("notebooks", cmd_notebooks, "generate one study notebook per study", store=False)
     s.add_argument("-o", "--output", default="notebooks")
 
-    sub.add_parser("trace", help="import a trace file: python -m workbench trace FILE [--json] [--phases] [--chrome OUT]",
-                   add_help=False)
+    from .traces.cli import add_arguments
+
+    add_arguments(command("trace", cmd_trace, "summarise traces (several files: ranks of one run) or 'trace diff A B'",
+                          store=False))
     return p
 
 
@@ -373,14 +373,6 @@ def _terminate_as_interrupt():
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `trace` owns its own argument parsing (workbench.traces.cli); pass the rest through.
-    idx = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if idx is not None and argv[idx] == "trace":
-        store_args = argv[:idx]
-        if store_args:
-            _err("--store does not apply to trace")
-            return EXIT_BAD_INPUT
-        return cmd_trace(argv[idx + 1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

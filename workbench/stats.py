@@ -190,3 +190,35 @@ def fmt_ns(ns: float) -> str:
     if a < 1e9:
         return f"{ns / 1e6:.3g} ms"
     return f"{ns / 1e9:.3g} s"
+
+
+def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
+    """P-values adjusted for testing many hypotheses at once (one per span name, per variant...).
+
+    ``method="holm"``: Holm's step-down correction, which bounds the chance of *any* false
+    verdict (family-wise error) without assuming the tests are independent. ``"bh"``:
+    Benjamini-Hochberg, which bounds the expected *share* of false verdicts among the
+    reported ones (false discovery rate; assumes independent or positively dependent
+    tests) and keeps more power when many names differ. NaN p-values (no test made) stay
+    NaN and do not count as tests. Compare the result with the unadjusted alpha.
+    """
+    x = np.asarray(p, dtype=float)
+    out = np.full(x.shape, np.nan)
+    ok = ~np.isnan(x)
+    v = x[ok]
+    m = v.size
+    if m == 0:
+        return out
+    order = np.argsort(v, kind="stable")
+    ranked = v[order]
+    if method == "holm":
+        adj = np.maximum.accumulate(np.minimum((m - np.arange(m)) * ranked, 1.0))
+    elif method == "bh":
+        adj = np.minimum.accumulate((m / np.arange(m, 0, -1) * ranked[::-1]))[::-1]
+        adj = np.minimum(adj, 1.0)
+    else:
+        raise ValueError(f"unknown p-value adjustment '{method}' (use 'holm' or 'bh')")
+    back = np.empty(m)
+    back[order] = adj
+    out[ok] = back
+    return out

@@ -4,49 +4,69 @@ A is row-sharded: rank r holds rows [r*Ms, (r+1)*Ms) of the M x K matrix in a bu
 every peer can address (PyTorch symmetric memory); B (K x N) is replicated; every rank
 computes the full C = A @ B (M x N).
 
-One launch holds two roles:
+One persistent launch (one program per SM) works through a queue of *tickets*, built on the
+host (:meth:`HbmLayout.schedule`) and taken in order from an atomic counter. A ticket is a
+run of *rows* of work (one row each in the schedules built today; the textbook stream-K that
+was measured and dropped gave a program several rows):
 
-- *fetchers* pull remote A tiles from the peers' buffers (plain loads over NVLink) into a
-  local staging buffer and publish one ready flag per group of ``K_TILES_PER_FLAG`` k-tiles
-  of one M-tile;
-- *GEMM programs* compute one C tile each; tiles of the local shard read A in place and
-  start at once, tiles of a remote shard wait on the flags of the groups they need.
+- a *fetch* row pulls one M-tile x k-group block of a peer's shard (plain loads over NVLink)
+  into a local staging buffer and publishes one ready flag for it;
+- a *GEMM* row computes one C tile, or a k-range of one (stream-K: the tiles of the last,
+  partial wave are cut into equal k-ranges so every SM finishes at about the same time).
+  Tiles of the local shard read A in place; tiles of a peer's shard read the staging buffer
+  once the flags of the k-groups they need are set.
+
+Queue order: the first ``fetchers`` fetch rows, then the local shard's tiles with the other
+fetch rows spread among them (a fetching SM is memory-bound while GEMM SMs are compute-bound,
+so few fetchers at a time cost less SM time than all at once), then the peers' tiles in fetch
+order, then the stream-K pieces. A and B tiles are read with the tensor-memory accelerator
+(TMA descriptors) where the strides allow, else with pointer loads.
 
 The flag protocol (the one subtle part):
 
-- Roles come from a ticket (an atomic counter), not from the program id. The first
-  ``NUM_FETCHERS`` tickets become fetchers, the rest GEMM tiles in consumption order. A
-  program that waits on a flag therefore holds a ticket taken after every fetcher ticket,
-  so every fetcher is already resident and running; fetchers never wait, so every flag is
-  eventually set: no deadlock whatever the grid size or occupancy, and the interpreter
-  (which runs programs one after another in ticket order) needs no special case.
-- A fetcher stores its tile, then ``debug_barrier`` (a CTA barrier: the stores of every
+- Every fetch row a GEMM row waits on sits in an earlier ticket, and a program takes a new
+  ticket only when its previous one is done; a fetch row never waits. So whatever GEMM row a
+  program waits in, the fetch rows it needs were taken by running programs that will finish
+  them: no deadlock whatever the grid size or occupancy, and the interpreter (which runs
+  programs one after another) needs no special case.
+- A fetch row stores its block, then ``debug_barrier`` (a CTA barrier: the stores of every
   warp are done; the atomic below is issued by one thread only) and a release exchange at
   system scope writes the flag. The GEMM side reads it with an acquire atomic at system
-  scope before it loads the staged tile.
-- Flags hold the launch's *epoch* (1, 2, ...): a flag is ready when it equals the epoch,
+  scope, then a proxy fence (the staged tile is read next by TMA, the async proxy), before
+  it loads the staged tile.
+- Flags hold the launch's *epoch* (1, 2, ...): a flag is ready when it is at least the epoch,
   so flags need no reset between launches. The ticket counter is monotonic; each launch
-  subtracts ``ticket_base = (epoch - 1) * grid``. The host wraps both before int32 runs out.
+  subtracts ``ticket_base = (epoch - 1) * tickets_per_launch``. The host wraps both before
+  int32 runs out.
 - A wait gives up after ``MAX_SPINS`` polls and raises an error word (checked by the
   host) instead of hanging the GPU.
+- Stream-K partial tiles never wait on each other: every piece writes its fp32 partial to a
+  workspace, then (barrier, acq_rel atomic at GPU scope) counts itself in; the piece that
+  completes the count adds the others' partials and stores the tile.
 
-With ``TRACE`` the kernel writes one record per task into ``trace_ptr``
-(``TRACE_FIELDS`` int64 each): role, ticket, SM id, start, ready (GEMM: after its first
-wait), end, in global-timer ns.
+With ``TRACE`` the kernel writes one record per row into ``trace_ptr`` (``TRACE_FIELDS``
+int64 each): role, ticket, SM id, start, ready (GEMM: after its flag waits), end, in
+global-timer ns.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+import numpy as np
 import triton
 import triton.language as tl
 
 TRACE_FIELDS = 6  # role, ticket, smid, t_start_ns, t_ready_ns, t_end_ns
 ROLE_FETCH = 1
 ROLE_GEMM = 2
+#: a schedule row: kind (ROLE_*), source rank, M-tile in its shard, N-tile (GEMM) or k-group
+#: (fetch), first and end k-tile, stream-K slot (-1: the row stores its tile), pieces of its tile
+ITEM_FIELDS = ("kind", "src", "m_tile", "n_tile_or_k_group", "k_begin", "k_end", "sk_slot", "sk_pieces")
 STAGE_LAYOUTS = ("rows", "tiles")  # staged A row-major like the gathered A, or tile-contiguous
 MAX_SPINS = 1 << 26  # about 1-2 s of polling on an H200 before a wait reports a timeout
+FLAG_PRESET = 2**31 - 1  # flags of a buffer built with fetch=False: every wait is already satisfied
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -56,11 +76,26 @@ def _cdiv(a: int, b: int) -> int:
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """The ticket queue of one rank: ``rows`` [R, len(ITEM_FIELDS)] and ``offsets`` [T + 1]
+    (ticket t is rows offsets[t]..offsets[t+1]), plus the stream-K workspace it needs."""
+
+    rows: np.ndarray
+    offsets: np.ndarray
+    sk_tiles: int
+    max_pieces: int
+
+    @property
+    def num_tickets(self) -> int:
+        return len(self.offsets) - 1
+
+
+@dataclass(frozen=True)
 class HbmLayout:
     """Tile, flag and task bookkeeping shared by the kernel launch, the tests and the traces.
 
-    The index maths here mirrors the kernel's exactly: fetch task ``f`` and GEMM tile ``g``
-    decode to the same (source rank, M-tile, ...) on both sides.
+    ``fetch_task`` and ``gemm_tile`` give the orders in which the schedule lists the fetch
+    rows and the GEMM tiles; they also decode traces recorded before the schedule existed.
     """
 
     m_shard: int
@@ -129,6 +164,73 @@ class HbmLayout:
         n_tile = (within % per_group) // size_m
         return (rank + step) % self.world_size, m_tile, n_tile
 
+    def schedule(self, rank: int, programs: int, fetch: bool = True, fetchers: int = 16, stream_k: int = 1,
+                 sk_split: int = 0) -> Schedule:
+        """The ticket queue of ``rank`` for ``programs`` persistent programs.
+
+        ``fetch=False`` leaves the fetch rows out (the staging buffer is filled by the caller).
+        ``stream_k=1`` cuts the tiles of the last, partial wave (and, if the cost model below
+        says so, one full wave more) into ``sk_split`` equal k-ranges (0: chosen by
+        :func:`stream_k_plan`); each piece is a ticket of its own. Pieces are listed piece
+        by piece (every tile's first k-range, then every tile's second, ...): pieces that run
+        together then read the same k-slices of A and B, as whole tiles do, and share them
+        in L2 (contiguous per-program k-ranges across tile boundaries, the textbook stream-K,
+        scattered the k-offsets and ran at half speed out of DRAM on an H100).
+        """
+        kt, kpf = self.k_tiles, self.k_tiles_per_flag
+        fetch_rows = []
+        if fetch:
+            for f in range(self.num_fetch_tasks):
+                src, m_tile, kg = self.fetch_task(f, rank)
+                fetch_rows.append((ROLE_FETCH, src, m_tile, kg, kg * kpf, min((kg + 1) * kpf, kt), -1, 1))
+        tiles = [self.gemm_tile(g, rank) for g in range(self.num_gemm_tiles)]
+        n_sk, split = stream_k_plan(len(tiles), programs, min(sk_split, kt)) if stream_k and kt > 1 else (0, 1)
+        split = min(split, kt)
+        whole = tiles[:len(tiles) - n_sk]
+        sk = tiles[len(tiles) - n_sk:]
+
+        tickets: list[list[tuple]] = [[r] for r in fetch_rows[:fetchers]]
+        rest = fetch_rows[fetchers:]
+        local = [t for t in whole if t[0] == rank]
+        placed = 0
+        for i, (src, m_tile, n_tile) in enumerate(local):
+            tickets.append([(ROLE_GEMM, src, m_tile, n_tile, 0, kt, -1, 1)])
+            upto = (i + 1) * len(rest) // len(local)
+            tickets += [[r] for r in rest[placed:upto]]
+            placed = upto
+        tickets += [[r] for r in rest[placed:]]
+        tickets += [[(ROLE_GEMM, s, m, n, 0, kt, -1, 1)] for s, m, n in whole[len(local):]]
+        bounds = [j * kt // split for j in range(split + 1)]
+        for j in range(split):
+            for t, (src, m_tile, n_tile) in enumerate(sk):
+                slot, pieces = (t * split + j, split) if split > 1 else (-1, 1)
+                tickets.append([(ROLE_GEMM, src, m_tile, n_tile, bounds[j], bounds[j + 1], slot, pieces)])
+        rows = np.array([r for t in tickets for r in t], dtype=np.int32).reshape(-1, len(ITEM_FIELDS))
+        offsets = np.concatenate([[0], np.cumsum([len(t) for t in tickets])]).astype(np.int32)
+        return Schedule(rows, offsets, len(sk) if split > 1 else 0, split)
+
+
+#: cost of one more stream-K piece of a tile, in tile times (its fp32 partial written, and read
+#: by the tile's last piece)
+SK_PIECE_COST = 0.04
+
+
+def stream_k_plan(tiles: int, programs: int, split: int = 0) -> tuple[int, int]:
+    """(tiles to cut, pieces per tile): the last partial wave alone or with one full wave
+    more, each tile cut into ``split`` pieces (0: 1 to 8, whichever the model says is
+    fastest). Model: rounds of ``programs`` pieces run in lockstep, a piece takes 1/split of
+    a tile plus ``SK_PIECE_COST`` per extra piece; (0, 1) when no cut beats whole tiles."""
+    best = (float(-(-tiles // programs)), 0, 1)
+    for extra in (0, 1):
+        n_sk = tiles % programs + extra * programs
+        if not tiles % programs or n_sk > tiles:
+            continue
+        for s in ([split] if split else range(2, 9)):
+            cost = (tiles - n_sk) // programs + -(-n_sk * s // programs) / s + SK_PIECE_COST * (s - 1)
+            if cost < best[0] - 1e-9:
+                best = (cost, n_sk, s)
+    return (best[1], best[2]) if best[1] else (0, 1)
+
 
 @triton.jit
 def _now_ns(TRACE: tl.constexpr):
@@ -149,133 +251,259 @@ def _sm_id(TRACE: tl.constexpr):
 
 
 @triton.jit
-def _wait_flag(flag_ptr, epoch, err_ptr, MAX_SPINS: tl.constexpr):
-    seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+def _wait_flags(flag_ptr, count, epoch, err_ptr, MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr):
+    """Wait until flags [0, count) reach ``epoch``: one acquire atomic per flag, all of them
+    in flight at once (one round trip per poll, however many k-groups a tile spans)."""
+    offs = tl.arange(0, MAX_FLAGS)
+    mask = offs < count
+    seen = tl.atomic_add(flag_ptr + offs, 0, mask=mask, sem="acquire", scope="sys")
+    low = tl.min(tl.where(mask, seen, epoch), axis=0)
     spins = 0
-    while (seen != epoch) & (spins < MAX_SPINS):
-        seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+    while (low < epoch) & (spins < MAX_SPINS):
+        seen = tl.atomic_add(flag_ptr + offs, 0, mask=mask, sem="acquire", scope="sys")
+        low = tl.min(tl.where(mask, seen, epoch), axis=0)
         spins += 1
-    if seen != epoch:
+    if low < epoch:
         tl.atomic_xchg(err_ptr, 1, sem="relaxed", scope="sys")
 
 
 @triton.jit
+def _fence_async(x, FENCE: tl.constexpr):
+    # Generic-proxy writes (the fetchers' stores) seen through an acquire, read next by TMA
+    # (the async proxy): PTX asks for a proxy fence in between.
+    if FENCE:
+        tl.inline_asm_elementwise("fence.proxy.async.global;\n mov.u32 $0, $1;", "=r,r", [x], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@triton.jit
+def _mma(acc, a, a_base, a_row, row_step, col_step, a_stride, row_ok, b, off_n, col_ok, kb, ke, K,
+         stride_bk, stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+         USE_TMA: tl.constexpr, EVEN_K: tl.constexpr):
+    """acc += A @ B over k-tiles [kb, ke). k-tile kt of A is the BLOCK_M x BLOCK_K block at row
+    ``a_row + kt*row_step``, column ``kt*col_step`` of a matrix with row stride ``a_stride``
+    (row-major A: steps 0, BLOCK_K; tile-contiguous: BLOCK_M, 0); ``a`` is its TMA
+    descriptor, ``a_base`` its pointer; ``b`` B's descriptor or pointer."""
+    if USE_TMA:
+        for kt in range(kb, ke):
+            a_t = a.load([a_row + kt * row_step, kt * col_step])
+            b_t = b.load([kt * BLOCK_K, off_n])
+            acc = tl.dot(a_t, b_t, acc)
+    else:
+        offs_m = tl.arange(0, BLOCK_M)
+        offs_k = tl.arange(0, BLOCK_K)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        for kt in range(kb, ke):
+            a_ptrs = a_base + (a_row + kt * row_step + offs_m)[:, None] * a_stride + (kt * col_step + offs_k)[None, :]
+            b_ptrs = b + (kt * BLOCK_K + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+            if EVEN_K:
+                a_t = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+                b_t = tl.load(b_ptrs, mask=col_ok[None, :], other=0.0)
+            else:
+                k_ok = kt * BLOCK_K + offs_k < K
+                a_t = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+                b_t = tl.load(b_ptrs, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+            acc = tl.dot(a_t, b_t, acc)
+    return acc
+
+
+@triton.jit
+def _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
+           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FETCH_K: tl.constexpr, TILED: tl.constexpr,
+           EVEN_K: tl.constexpr, FETCH_EVICT: tl.constexpr):
+    """Copy k-tiles [kb, ke) of M-tile ``m_tile`` of shard ``src`` into the staging buffer."""
+    offs_m = tl.arange(0, BLOCK_M)
+    rows = m_tile * BLOCK_M + offs_m
+    row_ok = rows < M_SHARD
+    if TILED:
+        offs_k = tl.arange(0, BLOCK_K)
+        for kt in range(kb, ke):
+            cols = kt * BLOCK_K + offs_k
+            tile = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=row_ok[:, None] & (cols < K)[None, :],
+                           other=0.0)
+            # Padded tiles: the zeros of a partial tile are stored too, so the GEMM side can
+            # read whole tiles.
+            base = ((src * tps + m_tile) * k_tiles + kt) * (BLOCK_M * BLOCK_K)
+            tl.store(stage_ptr + base + offs_m[:, None] * BLOCK_K + offs_k[None, :], tile)
+    else:
+        offs_f = tl.arange(0, FETCH_K)
+        c_end = tl.minimum(ke * BLOCK_K, K)
+        if EVEN_K:
+            c_end = tl.multiple_of(c_end, BLOCK_K)  # the column mask is constant over 16-byte vectors
+        for c0 in range(kb * BLOCK_K, c_end, FETCH_K):
+            cols = tl.multiple_of(c0, BLOCK_K if BLOCK_K < FETCH_K else FETCH_K) + offs_f
+            mask = row_ok[:, None] & (cols < c_end)[None, :]
+            if FETCH_EVICT:  # the peer's rows are read once: keep them from pushing A/B tiles out of L2
+                block = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask, eviction_policy="evict_first")
+            else:
+                block = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask)
+            tl.store(stage_ptr + (src * M_SHARD + rows)[:, None] * K + cols[None, :], block, mask=mask)
+
+
+@triton.jit
+def _store_tile(c, c_ptr, acc, out_row, m_row, off_n, M_SHARD, N, stride_cm, stride_cn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA_STORE: tl.constexpr):
+    val = acc.to(c_ptr.dtype.element_ty)
+    if TMA_STORE:
+        # Two half-width stores: half the epilogue's shared memory, room for a 4th stage.
+        left, right = tl.split(tl.permute(tl.reshape(val, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+        c.store([out_row, off_n], left)
+        c.store([out_row, off_n + BLOCK_N // 2], right)
+    else:
+        offs_m = tl.arange(0, BLOCK_M)
+        cols = off_n + tl.arange(0, BLOCK_N)
+        mask = ((m_row + offs_m) < M_SHARD)[:, None] & (cols < N)[None, :]
+        tl.store(c_ptr + (out_row + offs_m)[:, None] * stride_cm + cols[None, :] * stride_cn, val, mask=mask)
+
+
+@triton.jit
+def _sk_finish(part_ptr, first_slot, pieces, c_ptr, out_row, m_row, off_n, M_SHARD, N, stride_cm, stride_cn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SUB_M: tl.constexpr = 32):
+    """The last stream-K piece of a tile: sum every piece's fp32 partial (its own included,
+    just written) and store the tile, SUB_M rows at a time (holding the accumulator and a
+    whole partial at once would not fit the registers)."""
+    cols = off_n + tl.arange(0, BLOCK_N)
+    for r0 in tl.static_range(0, BLOCK_M, SUB_M):
+        offs_r = r0 + tl.arange(0, SUB_M)
+        offs = offs_r[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        total = tl.zeros((SUB_M, BLOCK_N), dtype=tl.float32)
+        for j in range(0, pieces):
+            total += tl.load(part_ptr + (first_slot + j).to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+        mask = ((m_row + offs_r) < M_SHARD)[:, None] & (cols < N)[None, :]
+        tl.store(c_ptr + (out_row + offs_r)[:, None] * stride_cm + cols[None, :] * stride_cn,
+                 total.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+# Ints that differ between calls, ranks or shapes are not specialised (Triton compiles a variant
+# for ints equal to 1 or divisible by 16): one compile serves every launch.
+@triton.jit(do_not_specialize=["M_SHARD", "rank", "epoch", "ticket_base", "num_tickets", "max_pieces",
+                               "k_tiles_per_flag"])
 def ag_gemm_hbm_kernel(
-    a_local_ptr, peer_ptrs_ptr, stage_ptr, b_ptr, c_ptr,
-    flags_ptr, ticket_ptr, err_ptr, trace_ptr,
-    M_SHARD, N, K, rank, world_size, epoch, ticket_base,
+    b, c,
+    a_local_ptr, peer_ptrs_ptr, stage_ptr, c_ptr, rows_ptr, offsets_ptr, flags_ptr, ticket_ptr, err_ptr, trace_ptr,
+    part_ptr, count_ptr,
+    M_SHARD, N, K, rank, epoch, ticket_base, num_tickets, max_pieces, k_tiles_per_flag,
     stride_bk, stride_bn, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_FETCHERS: tl.constexpr, K_TILES_PER_FLAG: tl.constexpr, TILED_STAGE: tl.constexpr,
-    EVEN_K: tl.constexpr, TRACE: tl.constexpr, MAX_SPINS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    FETCH_K: tl.constexpr, FETCH_EVICT: tl.constexpr, TILED_STAGE: tl.constexpr, USE_TMA: tl.constexpr,
+    TMA_STORE: tl.constexpr,
+    WAIT_PER_GROUP: tl.constexpr, FENCE_ASYNC: tl.constexpr, EVEN_K: tl.constexpr, TRACE: tl.constexpr,
+    MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr,
 ):
-    """A shards (row-major, stride K) in symmetric memory; see the module docstring."""
-    ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") - ticket_base
+    """``b``, ``c``: TMA descriptors (``USE_TMA``, ``TMA_STORE``) or the tensors; ``*_ptr``:
+    plain pointers; see the module docstring."""
     tps = tl.cdiv(M_SHARD, BLOCK_M)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    k_groups = tl.cdiv(k_tiles, K_TILES_PER_FLAG)
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    num_fetch = (world_size - 1) * tps * k_groups
+    k_groups = tl.cdiv(k_tiles, k_tiles_per_flag)
+    dtype = stage_ptr.dtype.element_ty
     offs_m = tl.arange(0, BLOCK_M)
-    offs_k = tl.arange(0, BLOCK_K)
-    dtype = a_local_ptr.dtype.element_ty
 
-    if ticket < NUM_FETCHERS:
-        for f in range(ticket, num_fetch, NUM_FETCHERS):
+    t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") - ticket_base
+    while t < num_tickets:
+        row_begin = tl.load(offsets_ptr + t)
+        row_end = tl.load(offsets_ptr + t + 1)
+        for r in range(row_begin, row_end):
             t_start = _now_ns(TRACE)
-            step = f // (tps * k_groups)
-            rem = f % (tps * k_groups)
-            m_tile = rem // k_groups
-            k_group = rem % k_groups
-            src = (rank + 1 + step) % world_size
-            src_ptr = tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype))
-            rows = m_tile * BLOCK_M + offs_m
-            row_ok = rows < M_SHARD
-            k_end = tl.minimum((k_group + 1) * K_TILES_PER_FLAG, k_tiles)
-            for kt in range(k_group * K_TILES_PER_FLAG, k_end):
-                cols = kt * BLOCK_K + offs_k
-                mask = row_ok[:, None] & (cols[None, :] < K)
-                tile = tl.load(src_ptr + rows[:, None] * K + cols[None, :], mask=mask, other=0.0)
-                if TILED_STAGE:
-                    # Padded tiles: the zeros of a partial tile are stored too, so the GEMM
-                    # side can read whole tiles.
-                    tile_base = ((src * tps + m_tile) * k_tiles + kt) * (BLOCK_M * BLOCK_K)
-                    tl.store(stage_ptr + tile_base + offs_m[:, None] * BLOCK_K + offs_k[None, :], tile)
-                else:
-                    dst = stage_ptr + (src * M_SHARD + rows)[:, None] * K + cols[None, :]
-                    tl.store(dst, tile, mask=mask)
-            # Every warp's stores must be done before one thread publishes the flag.
-            tl.debug_barrier()
-            flag = flags_ptr + (src * tps + m_tile) * k_groups + k_group
-            tl.atomic_xchg(flag, epoch, sem="release", scope="sys")
-            if TRACE:
-                rec = trace_ptr + f * 6
-                tl.store(rec + 0, 1)
-                tl.store(rec + 1, ticket.to(tl.int64))
-                tl.store(rec + 2, _sm_id(TRACE))
-                tl.store(rec + 3, t_start)
-                tl.store(rec + 4, t_start)
-                tl.store(rec + 5, _now_ns(TRACE))
-    else:
-        g = ticket - NUM_FETCHERS
-        if g < world_size * tps * n_tiles:
-            t_start = _now_ns(TRACE)
-            per_shard = tps * n_tiles
-            step = g // per_shard
-            within = g % per_shard
-            per_group = GROUP_M * n_tiles
-            first_m = (within // per_group) * GROUP_M
-            size_m = tl.minimum(tps - first_m, GROUP_M)
-            m_tile = first_m + (within % per_group) % size_m
-            n_tile = (within % per_group) // size_m
-            src = (rank + step) % world_size
-
-            rows = m_tile * BLOCK_M + offs_m
-            row_ok = rows < M_SHARD
-            cols_n = n_tile * BLOCK_N + tl.arange(0, BLOCK_N)
-            col_ok = cols_n < N
-            if TILED_STAGE:
-                k_step = tl.where(src == rank, BLOCK_K, BLOCK_M * BLOCK_K)
-            else:
-                k_step = BLOCK_K
-            if src == rank:
-                a_ptrs = a_local_ptr + rows[:, None] * K + offs_k[None, :]
-            else:
-                if TILED_STAGE:
-                    tile0 = (src * tps + m_tile) * k_tiles * (BLOCK_M * BLOCK_K)
-                    a_ptrs = stage_ptr + tile0 + offs_m[:, None] * BLOCK_K + offs_k[None, :]
-                else:
-                    a_ptrs = stage_ptr + (src * M_SHARD + rows)[:, None] * K + offs_k[None, :]
-            b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols_n[None, :] * stride_bn
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            item = rows_ptr + r * 8
+            kind = tl.load(item + 0)
+            src = tl.load(item + 1)
+            m_tile = tl.load(item + 2)
+            nk = tl.load(item + 3)
+            kb = tl.load(item + 4)
+            ke = tl.load(item + 5)
             t_ready = t_start
-            for k_group in range(0, k_groups):
-                if src != rank:
-                    _wait_flag(flags_ptr + (src * tps + m_tile) * k_groups + k_group, epoch, err_ptr, MAX_SPINS)
-                    if k_group == 0:
-                        t_ready = _now_ns(TRACE)
-                k_end = tl.minimum((k_group + 1) * K_TILES_PER_FLAG, k_tiles)
-                for kt in range(k_group * K_TILES_PER_FLAG, k_end):
-                    if EVEN_K:
-                        a = tl.load(a_ptrs + kt * k_step, mask=row_ok[:, None], other=0.0)
-                        b = tl.load(b_ptrs + kt * BLOCK_K * stride_bk, mask=col_ok[None, :], other=0.0)
+            if kind == 1:  # ROLE_FETCH: nk is the k-group
+                # A peer's address comes from memory, so Triton cannot see its alignment: without
+                # the hint (the host checks it) every load is 2 bytes wide, 7-11 GB/s per SM.
+                src_ptr = tl.multiple_of(tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype)), 16)
+                _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
+                       BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K, FETCH_EVICT)
+                # Every warp's stores must be done before one thread publishes the flag.
+                tl.debug_barrier()
+                tl.atomic_xchg(flags_ptr + (src * tps + m_tile) * k_groups + nk, epoch, sem="release", scope="sys")
+            else:  # ROLE_GEMM: nk is the N-tile
+                slot = tl.load(item + 6)
+                pieces = tl.load(item + 7)
+                off_m = m_tile * BLOCK_M
+                off_n = nk * BLOCK_N
+                row_ok = off_m + offs_m < M_SHARD
+                col_ok = off_n + tl.arange(0, BLOCK_N) < N
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                # Where A comes from: the local shard in place, or the peer's staged copy.
+                # One matrix-multiply loop for both (a loop per source would double the
+                # pipeline's shared memory), so A's TMA descriptor is made here, per row.
+                remote = src != rank
+                a_base = a_local_ptr
+                a_rows = M_SHARD
+                a_stride = K
+                a_row = off_m
+                row_step = 0
+                col_step = BLOCK_K
+                if remote:
+                    if TILED_STAGE:
+                        a_base = stage_ptr + (src * tps + m_tile) * k_tiles * (BLOCK_M * BLOCK_K)
+                        a_rows = k_tiles * BLOCK_M
+                        a_stride = BLOCK_K
+                        a_row = 0
+                        row_step = BLOCK_M
+                        col_step = 0
                     else:
-                        k_ok = kt * BLOCK_K + offs_k < K
-                        a = tl.load(a_ptrs + kt * k_step, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-                        b = tl.load(b_ptrs + kt * BLOCK_K * stride_bk, mask=k_ok[:, None] & col_ok[None, :],
-                                    other=0.0)
-                    acc = tl.dot(a, b, acc)
-            out_rows = src * M_SHARD + rows
-            c_ptrs = c_ptr + out_rows[:, None] * stride_cm + cols_n[None, :] * stride_cn
-            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+                        a_base = stage_ptr + src * M_SHARD * K
+                g_first = kb // k_tiles_per_flag
+                segments = 1
+                if remote:
+                    if WAIT_PER_GROUP:
+                        # Compute each k-group as soon as it lands (a pipeline refill per group).
+                        segments = tl.cdiv(ke, k_tiles_per_flag) - g_first
+                    else:
+                        _wait_flags(flags_ptr + (src * tps + m_tile) * k_groups + g_first,
+                                    tl.cdiv(ke, k_tiles_per_flag) - g_first, epoch, err_ptr, MAX_FLAGS, MAX_SPINS)
+                        _fence_async(kb, FENCE_ASYNC)
+                        t_ready = _now_ns(TRACE)
+                if USE_TMA:
+                    a = tl.make_tensor_descriptor(a_base, shape=[a_rows, a_stride], strides=[a_stride, 1],
+                                                  block_shape=[BLOCK_M, BLOCK_K])
+                else:
+                    a = a_base
+                for s in range(segments):
+                    seg_kb = kb
+                    seg_ke = ke
+                    if remote:
+                        if WAIT_PER_GROUP:
+                            g = g_first + s
+                            _wait_flags(flags_ptr + (src * tps + m_tile) * k_groups + g, 1, epoch, err_ptr, MAX_FLAGS,
+                                        MAX_SPINS)
+                            _fence_async(g, FENCE_ASYNC)
+                            if s == 0:
+                                t_ready = _now_ns(TRACE)
+                            seg_kb = tl.maximum(kb, g * k_tiles_per_flag)
+                            seg_ke = tl.minimum(ke, (g + 1) * k_tiles_per_flag)
+                    acc = _mma(acc, a, a_base, a_row, row_step, col_step, a_stride, row_ok, b, off_n, col_ok,
+                               seg_kb, seg_ke, K, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, EVEN_K)
+                out_row = src * M_SHARD + off_m
+                if pieces == 1:
+                    _store_tile(c, c_ptr, acc, out_row, off_m, off_n, M_SHARD, N, stride_cm, stride_cn,
+                                BLOCK_M, BLOCK_N, TMA_STORE)
+                else:
+                    # Stream-K piece: publish the partial; the last piece of the tile adds them up.
+                    part_offs = offs_m[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+                    tl.store(part_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + part_offs, acc,
+                             cache_modifier=".cg")
+                    tl.debug_barrier()
+                    sk_tile = slot // max_pieces
+                    seen = tl.atomic_add(count_ptr + sk_tile, 1, sem="acq_rel", scope="gpu")
+                    if seen == epoch * pieces - 1:
+                        _sk_finish(part_ptr, sk_tile * max_pieces, pieces, c_ptr, out_row, off_m, off_n, M_SHARD, N,
+                                   stride_cm, stride_cn, BLOCK_M, BLOCK_N)
             if TRACE:
-                rec = trace_ptr + (num_fetch + g) * 6
-                tl.store(rec + 0, 2)
-                tl.store(rec + 1, ticket.to(tl.int64))
+                rec = trace_ptr + r * 6
+                tl.store(rec + 0, kind.to(tl.int64))
+                tl.store(rec + 1, t.to(tl.int64))
                 tl.store(rec + 2, _sm_id(TRACE))
                 tl.store(rec + 3, t_start)
                 tl.store(rec + 4, t_ready)
                 tl.store(rec + 5, _now_ns(TRACE))
+        t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") - ticket_base
 
 
 @dataclass
@@ -285,28 +513,81 @@ class HbmKnobs:
     block_m: int = 128
     block_n: int = 256
     block_k: int = 64
-    fetchers: int = 16
-    k_tiles_per_flag: int = 0  # 0: one flag per M-tile (all k-tiles)
+    fetchers: int = 16  # fetch rows at the head of the queue; the others spread among local tiles
+    k_tiles_per_flag: int = -1  # per flag and fetch row; 0: a whole M-tile; -1: by shape (layout)
     stage_layout: str = "rows"
     group_m: int = 8
     num_warps: int = 8
-    num_stages: int = 3
+    num_stages: int = 4
+    programs: int = 0  # persistent programs; 0: one per SM
+    stream_k: int = 1  # 0: whole tiles only; 1: the partial last wave cut into k-ranges (stream_k_plan)
+    sk_split: int = 0  # stream-K pieces per tile; 0: chosen by stream_k_plan
+    tma: bool = True  # TMA descriptors for A, B (and C) where strides and alignment allow
+    tma_store: bool = True
+    wait_per_group: bool = False  # GEMM rows compute each k-group as it lands (else wait for all first)
+    fetch_k: int = 256  # columns per load of a fetch row
+    fetch_evict: bool = False  # fetch rows load the peer's rows with an evict-first L2 policy
 
-    def layout(self, m_shard: int, n: int, k: int, world_size: int) -> HbmLayout:
+    def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132) -> HbmLayout:
+        """``k_tiles_per_flag=-1``: when every tile has its own program (one wave), the fetch
+        is the critical path (remote tiles wait for it), so it is cut into many small rows
+        (``SMALL_FETCH_K_TILES``, 128 KiB at 128 x 64 fp16 tiles) that idle programs take at
+        once; otherwise one row per M-tile (whole 2 MiB rows at K=8192; each row's flag release
+        costs a system-scope fence, and there is time to spare before remote tiles run)."""
         k_tiles = _cdiv(k, self.block_k)
-        kpf = k_tiles if self.k_tiles_per_flag <= 0 else min(self.k_tiles_per_flag, k_tiles)
+        kpf = self.k_tiles_per_flag
+        if kpf < 0:
+            tiles = world_size * _cdiv(m_shard, self.block_m) * _cdiv(n, self.block_n)
+            kpf = SMALL_FETCH_K_TILES if tiles <= programs else 0
+        kpf = k_tiles if kpf == 0 else min(kpf, k_tiles)
         return HbmLayout(m_shard, n, k, world_size, self.block_m, self.block_n, self.block_k, kpf, self.group_m)
 
 
+#: k-tiles per fetch row when the fetch is on the critical path (see HbmKnobs.layout); on an
+#: H100 at M=1024, N=3584, K=8192, world size 2: 8 -> 1.20x cuBLAS's time, 16 -> 1.26x, 32 -> 1.36x
+SMALL_FETCH_K_TILES = 8
+
+
+def _num_sms(device) -> int:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter runs programs one after another; a few exercise the queue
+
+
+def _set_scratch_allocator() -> None:
+    """Device-side TMA descriptors (A's, made per GEMM row) live in global scratch memory
+    that Triton asks the host for at launch."""
+    import torch
+
+    def alloc(size: int, alignment: int, stream):
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        triton.set_allocator(alloc)
+
+
+def _tma_ok(*tensors) -> bool:
+    """TMA needs 16-byte aligned bases and row strides and a contiguous last dimension."""
+    for t in tensors:
+        esize = t.element_size()
+        if t.data_ptr() % 16 or t.stride(-1) != 1 or any((s * esize) % 16 for s in t.stride()[:-1]):
+            return False
+    return True
+
+
 class HbmBuffer:
-    """Device state of the fused kernel for one (shape, rank): staging, flags, ticket, epoch.
+    """Device state of the fused kernel for one (shape, rank): staging, flags, queue, epoch.
 
     ``peer_ptrs`` is an int64 tensor of every rank's shard address as mapped on this device
-    (``rendezvous(...).buffer_ptrs`` on GPUs; plain ``data_ptr()``s when peers are emulated
-    in one process under ``TRITON_INTERPRET=1``).
+    (``rendezvous(...).buffer_ptrs`` on GPUs; plain ``data_ptr()``s of local buffers when
+    peers are emulated in one process). ``fetch=False`` builds the GEMM path alone: no fetch
+    rows, every flag already set; the caller fills the staging buffer (:meth:`stage_rows`).
     """
 
-    def __init__(self, a_local, peer_ptrs, b, rank: int, world_size: int, knobs: HbmKnobs, trace: bool = False):
+    def __init__(self, a_local, peer_ptrs, b, rank: int, world_size: int, knobs: HbmKnobs, trace: bool = False,
+                 fetch: bool = True):
         import torch
 
         if knobs.stage_layout not in STAGE_LAYOUTS:
@@ -314,45 +595,98 @@ class HbmBuffer:
         if not a_local.is_contiguous():
             raise ValueError("the A shard must be contiguous (row stride K)")
         m_shard, k = a_local.shape
+        if world_size * m_shard * k >= 2**31:
+            raise ValueError("M x K must stay under 2^31 elements (the kernel indexes A with int32)")
+        if world_size > 1 and bool((peer_ptrs.cpu() % 16).any()):
+            raise ValueError("every peer's shard must be 16-byte aligned (the fetch rows load 16 bytes at a time)")
         self.a_local, self.peer_ptrs, self.b = a_local, peer_ptrs, b
         self.rank, self.world_size, self.knobs = rank, world_size, knobs
-        self.layout = knobs.layout(m_shard, b.shape[1], k, world_size)
         dev = a_local.device
-        self.stage = torch.empty(self.layout.stage_elems(knobs.stage_layout), dtype=a_local.dtype, device=dev)
-        self.flags = torch.zeros(max(1, self.layout.num_flags), dtype=torch.int32, device=dev)
+        self.programs = knobs.programs or _num_sms(dev)
+        self.layout = lay = knobs.layout(m_shard, b.shape[1], k, world_size, self.programs)
+        sched = lay.schedule(rank, self.programs, fetch=fetch, fetchers=knobs.fetchers, stream_k=knobs.stream_k,
+                             sk_split=knobs.sk_split)
+        self.schedule = sched
+        self.rows = torch.from_numpy(sched.rows.reshape(-1)).to(dev)
+        self.offsets = torch.from_numpy(sched.offsets).to(dev)
+        self.tickets_per_launch = sched.num_tickets + self.programs  # each program's last ticket finds none
+        stage_elems = lay.stage_elems(knobs.stage_layout) if world_size > 1 else 1
+        self.stage = torch.empty(stage_elems, dtype=a_local.dtype, device=dev)
+        self.flag_reset = 0 if fetch else FLAG_PRESET
+        self.flags = torch.full((max(1, lay.num_flags),), self.flag_reset, dtype=torch.int32, device=dev)
         self.ticket = torch.zeros(1, dtype=torch.int32, device=dev)
         self.err = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.grid = knobs.fetchers + self.layout.num_gemm_tiles
-        records = self.layout.num_fetch_tasks + self.layout.num_gemm_tiles
-        self.trace_buf = torch.zeros((records, TRACE_FIELDS) if trace else (1, TRACE_FIELDS), dtype=torch.int64,
-                                     device=dev)
+        self.part = torch.empty(max(1, sched.sk_tiles * sched.max_pieces) * lay.block_m * lay.block_n,
+                                dtype=torch.float32, device=dev)
+        self.counts = torch.zeros(max(1, sched.sk_tiles), dtype=torch.int32, device=dev)
+        self.trace_buf = torch.zeros((len(sched.rows), TRACE_FIELDS) if trace else (1, TRACE_FIELDS),
+                                     dtype=torch.int64, device=dev)
         self.trace = trace
         self.epoch = 0
+        self.use_tma = knobs.tma and _tma_ok(a_local, b) and (world_size == 1 or _tma_ok(self.stage))
+        if self.use_tma:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            _set_scratch_allocator()
+            self._b_arg = TensorDescriptor.from_tensor(b, [lay.block_k, lay.block_n])
+        else:
+            self._b_arg = b
+        self._c_desc: tuple = (None, None)
+
+    def stage_rows(self, src: int):
+        """The staging buffer's rows for shard ``src`` (row-major layout only)."""
+        if self.knobs.stage_layout != "rows":
+            raise ValueError("stage_rows needs stage_layout='rows'")
+        ms, k = self.layout.m_shard, self.layout.k
+        return self.stage.view(self.world_size * ms, k)[src * ms:(src + 1) * ms]
 
     def _next_epoch(self) -> int:
-        # Wrap before the ticket counter (epoch * grid) nears int32's limit; the zeroing is
+        # Wrap before the ticket counter (epoch * tickets) nears int32's limit; the zeroing is
         # stream-ordered before the launch that uses the new epoch.
-        if (self.epoch + 1) * self.grid >= 2**31 - 1:
-            self.flags.zero_()
+        if (self.epoch + 1) * self.tickets_per_launch >= 2**31 - 1:
+            self.flags.fill_(self.flag_reset)
             self.ticket.zero_()
+            self.counts.zero_()
             self.epoch = 0
         self.epoch += 1
         return self.epoch
 
-    def __call__(self, out):
-        """Launch once into ``out`` (M x N). The caller makes peers' shards ready first."""
+    def _c_arg(self, out):
+        lay = self.layout
+        tma_store = (self.use_tma and self.knobs.tma_store and lay.m_shard % lay.block_m == 0 and _tma_ok(out))
+        if not tma_store:
+            return out, False
+        if self._c_desc[0] != (out.data_ptr(), tuple(out.shape), tuple(out.stride())):
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            self._c_desc = ((out.data_ptr(), tuple(out.shape), tuple(out.stride())),
+                            TensorDescriptor.from_tensor(out, [lay.block_m, lay.block_n // 2]))
+        return self._c_desc[1], True
+
+    def launch_args(self, out) -> tuple[tuple, dict]:
+        """Positional and keyword arguments of one launch into ``out`` (advances the epoch)."""
         kn, lay = self.knobs, self.layout
         epoch = self._next_epoch()
-        ag_gemm_hbm_kernel[(self.grid,)](
-            self.a_local, self.peer_ptrs, self.stage, self.b, out,
-            self.flags, self.ticket, self.err, self.trace_buf,
-            lay.m_shard, lay.n, lay.k, self.rank, self.world_size, epoch, (epoch - 1) * self.grid,
-            self.b.stride(0), self.b.stride(1), out.stride(0), out.stride(1),
-            BLOCK_M=kn.block_m, BLOCK_N=kn.block_n, BLOCK_K=kn.block_k, GROUP_M=kn.group_m,
-            NUM_FETCHERS=kn.fetchers, K_TILES_PER_FLAG=lay.k_tiles_per_flag,
-            TILED_STAGE=kn.stage_layout == "tiles", EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace,
-            MAX_SPINS=MAX_SPINS, num_warps=kn.num_warps, num_stages=kn.num_stages,
-        )
+        c, tma_store = self._c_arg(out)
+        args = (self._b_arg, c, self.a_local, self.peer_ptrs, self.stage, out, self.rows, self.offsets, self.flags, self.ticket,
+                self.err, self.trace_buf, self.part, self.counts,
+                lay.m_shard, lay.n, lay.k, self.rank, epoch, (epoch - 1) * self.tickets_per_launch,
+                self.schedule.num_tickets, self.schedule.max_pieces, lay.k_tiles_per_flag,
+                self.b.stride(0), self.b.stride(1), out.stride(0), out.stride(1))
+        kwargs = dict(BLOCK_M=kn.block_m, BLOCK_N=kn.block_n, BLOCK_K=kn.block_k,
+                      FETCH_K=kn.fetch_k, FETCH_EVICT=kn.fetch_evict, TILED_STAGE=kn.stage_layout == "tiles",
+                      USE_TMA=self.use_tma,
+                      TMA_STORE=tma_store, WAIT_PER_GROUP=kn.wait_per_group,
+                      FENCE_ASYNC=self.use_tma and os.environ.get("TRITON_INTERPRET") != "1",
+                      EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace and len(self.trace_buf) == len(self.schedule.rows), MAX_FLAGS=triton.next_power_of_2(lay.k_groups),
+                      MAX_SPINS=MAX_SPINS,
+                      num_warps=kn.num_warps, num_stages=kn.num_stages)
+        return args, kwargs
+
+    def __call__(self, out):
+        """Launch once into ``out`` (M x N). The caller makes peers' shards ready first."""
+        args, kwargs = self.launch_args(out)
+        ag_gemm_hbm_kernel[(self.programs,)](*args, **kwargs)
         return out
 
     def timed_out(self) -> bool:
@@ -360,5 +694,8 @@ class HbmBuffer:
         return bool(self.err.item())
 
     def trace_records(self):
-        """The last launch's trace as an int64 numpy array [tasks, TRACE_FIELDS]."""
-        return self.trace_buf.cpu().numpy()
+        """The last launch's trace, one int64 row per schedule row: the TRACE_FIELDS, then the
+        row's ITEM_FIELDS (what it computed)."""
+        if not self.trace:
+            raise ValueError("this buffer records no trace (built with trace=False)")
+        return np.concatenate([self.trace_buf.cpu().numpy(), self.schedule.rows.astype(np.int64)], axis=1)

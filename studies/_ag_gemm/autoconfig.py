@@ -29,10 +29,10 @@ def candidates(m: int, n: int, k: int, world_size: int) -> list[tuple[str, dict[
 
     Copy-engine chunking: one piece per peer when each piece's matmul is large; at small
     M the pieces' matmuls are short and splitting only adds launches, so only 1 is tried.
-    The fused Triton kernel is tried with its default tiles (128x256x64) and, for small
-    shards that fill few SMs with 128-row tiles, with 64-row tiles and with finer flags
-    (16 k-tiles per flag, 32 fetchers): the H200 traces show that with one flag per M-tile
-    a 512-row shard gives only 4 fetch tasks, so 4 SMs pull 8 MB and GEMM programs wait.
+    The fused Triton kernel is tried with its defaults (128x256x64 tiles, k-tiles per flag by
+    shape) and, when its tiles fit one wave (the fetch is then on the critical path), with
+    16 k-tiles per flag as well: over NVLink the best fetch-row size may differ from the one
+    measured on one GPU (8 k-tiles; 16 was next, traces/ag-gemm/README.md).
     """
     m_shard = m // world_size
     out: list[tuple[str, dict[str, Any]]] = [(BASELINE, {})]
@@ -41,9 +41,8 @@ def candidates(m: int, n: int, k: int, world_size: int) -> list[tuple[str, dict[
         out.append(("ce-chunked", {"chunks": 2}))
     out.append(("hbm-buffer", {}))
     tiles = math.ceil(m_shard / 128) * math.ceil(n / 256) * world_size
-    if tiles < 4 * 132:
-        out.append(("hbm-buffer", {"block_m": 64, "block_n": 256, "num_warps": 4}))
-        out.append(("hbm-buffer", {"k_tiles_per_flag": 16, "fetchers": 32}))
+    if tiles <= 132 and world_size > 1:
+        out.append(("hbm-buffer", {"k_tiles_per_flag": 16}))
     if world_size > 1:
         out.append(("torch-fused", {}))
     return out

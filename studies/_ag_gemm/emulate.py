@@ -21,10 +21,11 @@ from typing import Any
 
 def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any], dtype: str = "fp16",
                  launches: int = 2, swap_peers: bool = False, skip_fetchers: bool = False,
-                 max_spins: int | None = None) -> list[dict[str, Any]]:
+                 gemm_path: bool = False, max_spins: int | None = None) -> list[dict[str, Any]]:
     """``swap_peers`` maps the peers' addresses in the wrong order (a broken rendezvous);
-    ``skip_fetchers`` starts the ticket counter past the fetcher tickets so no program
-    fetches and every remote wait must give up after ``max_spins`` polls."""
+    ``skip_fetchers`` builds the queue without its fetch rows and clears the flags, so every
+    remote wait must give up after ``max_spins`` polls; ``gemm_path`` builds it without fetch
+    rows and fills the staging buffer beforehand (the GEMM path alone, as the benchmark times it)."""
     import torch
 
     import kernels.triton.ag_gemm as kmod
@@ -41,14 +42,19 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
     ref = torch.cat(shards, dim=0).float() @ b.float()
     out_ranks = []
     for rank in range(world_size):
-        buf = kmod.HbmBuffer(shards[rank], ptrs, b, rank, world_size, kmod.HbmKnobs(**knobs))
+        buf = kmod.HbmBuffer(shards[rank], ptrs, b, rank, world_size, kmod.HbmKnobs(**knobs),
+                             fetch=not (skip_fetchers or gemm_path))
+        if skip_fetchers:
+            buf.flags.zero_()
         # NaN in the staging buffer: a GEMM that reads a tile no fetcher wrote shows as NaN
         # (a reused allocation could otherwise hold the right data by chance).
         buf.stage.fill_(float("nan"))
+        if gemm_path:
+            for src in range(world_size):
+                if src != rank:
+                    buf.stage_rows(src).copy_(shards[src])
         out = torch.full((m, n), float("nan"), dtype=dt)
         for _ in range(launches):
-            if skip_fetchers:
-                buf.ticket.fill_(buf.epoch * buf.grid + buf.knobs.fetchers)
             buf(out)
         ok, msg = methods.check(out, ref, dtype)
         out_ranks.append({"ok": ok, "check": msg, "timed_out": buf.timed_out(), "epoch": buf.epoch})

@@ -1,9 +1,11 @@
 """Per-program trace of the fused kernel -> span table (one lane per SM).
 
-The kernel writes one record per task (see ``kernels.triton.ag_gemm``): role, ticket, SM id,
-start, ready, end in global-timer ns. A fetch task becomes one ``fetch`` span; a GEMM tile
-becomes a ``wait`` span (start -> its first flag seen; empty for local tiles) and a
-``gemm`` span (ready -> end). Times are rebased to the first task's start (the global
+The kernel writes one record per schedule row (see ``kernels.triton.ag_gemm``): role, ticket,
+SM id, start, ready, end in global-timer ns, followed (format version 2) by the row itself:
+source rank, M-tile, N-tile or k-group, k-range. A fetch row becomes one ``fetch`` span; a
+GEMM row becomes a ``wait`` span (start -> its flags seen; empty for local tiles) and a
+``gemm`` span (ready -> end). Version-1 records (the kernel before its ticket queue) carry no
+row: their task indices are decoded with ``HbmLayout``. Times are rebased to the first task's start (the global
 timer's epoch means nothing across machines); ``args`` keeps the decoded tile indices.
 """
 
@@ -18,11 +20,28 @@ SOURCE = "ag-gemm-programs"
 ATTACH_KIND = "trace/ag-gemm-programs-json"
 
 
+TIMES = ["role", "ticket", "smid", "start_ns", "ready_ns", "end_ns"]
+
+
 def encode(records, layout: dict[str, Any], rank: int, meta: dict[str, Any]) -> bytes:
-    """The attachment: the raw records plus what is needed to decode task indices."""
-    return json.dumps({"format": SOURCE, "version": 1, "rank": rank, "layout": layout, "meta": meta,
-                       "fields": ["role", "ticket", "smid", "start_ns", "ready_ns", "end_ns"],
-                       "records": [list(map(int, r)) for r in records]}).encode()
+    """The attachment: the raw records plus what is needed to decode them."""
+    from kernels.triton.ag_gemm import ITEM_FIELDS
+
+    records = [list(map(int, r)) for r in records]
+    v2 = bool(records) and len(records[0]) == len(TIMES) + len(ITEM_FIELDS)
+    return json.dumps({"format": SOURCE, "version": 2 if v2 else 1, "rank": rank, "layout": layout, "meta": meta,
+                       "fields": TIMES + list(ITEM_FIELDS) if v2 else TIMES, "records": records}).encode()
+
+
+def _task(doc: dict[str, Any], lay, index: int, rec: list[int], fetch: bool) -> tuple[int, int, int, str]:
+    """(source rank, M-tile, N-tile or k-group, k-range label) of record ``index``."""
+    if doc.get("version", 1) >= 2:
+        _kind, src, m_tile, nk, kb, ke = rec[6:12]
+        return src, m_tile, nk, f"k{kb}-{ke}"
+    rank = int(doc["rank"])
+    if fetch:
+        return (*lay.fetch_task(index, rank), "")
+    return (*lay.gemm_tile(index - lay.num_fetch_tasks, rank), "")
 
 
 def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
@@ -38,21 +57,22 @@ def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
     t0 = min(r[3] for r in recs)
     out: list[dict[str, Any]] = []
     process = f"rank {rank}"
-    for task, (role, ticket, smid, start, ready, end) in enumerate(doc["records"]):
+    for task, rec in enumerate(doc["records"]):
+        role, ticket, smid, start, ready, end = rec[:6]
         track = f"SM {smid:03d}"
         if role == ROLE_FETCH:
-            src, m_tile, k_group = lay.fetch_task(task, rank)
+            src, m_tile, k_group, _ = _task(doc, lay, task, rec, True)
             out.append({"process": process, "track": track, "name": f"fetch r{src} m{m_tile} k{k_group}",
                         "category": "fetch", "start_ns": start - t0, "dur_ns": end - start,
                         "args": {"ticket": ticket, "src": src, "m_tile": m_tile, "k_group": k_group}})
         elif role == ROLE_GEMM:
-            g = task - lay.num_fetch_tasks
-            src, m_tile, n_tile = lay.gemm_tile(g, rank)
-            args = {"ticket": ticket, "src": src, "m_tile": m_tile, "n_tile": n_tile, "local": src == rank}
+            src, m_tile, n_tile, krange = _task(doc, lay, task, rec, False)
+            args = {"ticket": ticket, "src": src, "m_tile": m_tile, "n_tile": n_tile, "local": src == rank,
+                    "k_range": krange}
             if ready > start:
                 out.append({"process": process, "track": track, "name": f"wait r{src} m{m_tile}",
                             "category": "wait", "start_ns": start - t0, "dur_ns": ready - start, "args": args})
-            out.append({"process": process, "track": track, "name": f"gemm r{src} m{m_tile} n{n_tile}",
+            out.append({"process": process, "track": track, "name": f"gemm r{src} m{m_tile} n{n_tile} {krange}".strip(),
                         "category": "gemm", "start_ns": ready - t0, "dur_ns": end - ready, "args": args})
     order = sorted({o["track"] for o in out})
     return from_records(out, source=SOURCE, track_order=order)

@@ -1,163 +1,383 @@
-"""Altair views of span tables: a lane-per-track timeline and phase bars.
+"""Altair views of span tables: the timeline every trace view uses, and phase bars.
 
-Drawing data is prepared by plain-pandas functions (:func:`timeline_data`) so it can be
-tested without altair; altair is imported inside the chart functions (the GPU machines have
-none). Large traces are downsampled for drawing only: within a lane and nesting level,
-spans closer than one pixel are merged into one block (coloured by the category with most
-time in it, its tooltip giving the span count), doubling the pixel size until the marks fit.
-Statistics are always computed on the full table (:mod:`.analysis`), never on the drawing.
+The timeline is two views. Below, the lanes: one row per lane and nesting level (nesting as
+stacked rows), spans coloured by name (the top names; the rest grey; by category when names
+are too many to colour, as in per-tile traces), labelled where the bar is wide enough, time
+from the trace's start in a readable unit. Above, a strip of utilisation over the whole
+window: drag on it to zoom (the brush), drag the brush to pan, double-click to reset. Zoom
+and pan run in the browser; nothing goes back to the server.
+
+What goes to the browser stays bounded (:data:`MAX_MARKS` rows). A window with that many
+spans or fewer sends them all. A larger one sends a pyramid of levels: level 0 bins the
+window into cells of about :data:`CELL_PX` pixels per lane row, coloured by the name with
+most time in the cell, its opacity the share of the cell that is busy; each further level
+halves the cell size. The browser shows the level that matches the zoom, and the real spans
+once zoomed in far enough, where they were sent. Drawing data is made by plain-pandas
+functions (:func:`timeline_data`) so it is tested without altair; altair is imported inside
+the chart functions (the GPU machines have none). Statistics are always computed on the full
+table (:mod:`.analysis`), never on the drawing.
 """
 
 from __future__ import annotations
+
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .model import end_ns
 
-#: marks drawn at most (Vega renders ~tens of thousands of rects interactively)
-MAX_MARKS = 20_000
+#: rows sent to the browser at most (Vega draws a few tens of thousands of rects smoothly)
+MAX_MARKS = 50_000
+#: lane rows (lane x nesting level) drawn at most; more lanes: filter them on the page
+MAX_ROWS = 400
+#: cell size of the coarsest pyramid level, in pixels at the full window
+CELL_PX = 3
+#: names with their own colour (Tableau 10); the rest are "other", grey
+TOP_NAMES = 10
+PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+           "#79706e"]
+OTHER, OTHER_COLOR = "other", "#c7c7c7"
+INSTANTS_MAX = 2_000
 
 
 def _unit(span_ns: float) -> tuple[str, float]:
-    if span_ns >= 5e9:
-        return "s", 1e9
-    if span_ns >= 5e6:
-        return "ms", 1e6
-    return "us", 1e3
+    """A readable time unit for a window length."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if span_ns >= 5 * scale:
+            return unit, scale
+    return "ns", 1.0
+
+
+def self_time(lane: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Each span's time not covered by its children (the spans one level deeper that start
+    inside it on its lane), so that enclosing zones do not outrank the work inside them."""
+    dur = (end - start).astype(np.int64)
+    out = dur.copy()
+    if len(dur) == 0:
+        return out
+    order = np.lexsort((-dur, start, lane))
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))  # rank in nesting order (lane first): parents precede children
+    for d in np.unique(depth[depth > 0]):
+        child = np.flatnonzero(depth == d)
+        par = np.flatnonzero(depth == d - 1)
+        par = par[np.argsort(pos[par])]
+        # the parent: the last span one level up before the child in nesting order, on its lane
+        j = np.searchsorted(pos[par], pos[child]) - 1
+        ok = j >= 0
+        p = par[np.maximum(j, 0)]
+        ok &= (lane[p] == lane[child]) & (end[p] > start[child])
+        np.subtract.at(out, p[ok], dur[child[ok]])
+    return np.maximum(out, 0)
+
+
+def _color_keys(names: np.ndarray, cats: np.ndarray, dur: np.ndarray, color_by: str, top: int
+                ) -> tuple[np.ndarray, list[str], str]:
+    """Colour key per span (a top name or category, else :data:`OTHER`), the legend's keys in
+    order, and what they are ("name" or "category"). ``dur`` ranks them (self time).
+
+    ``color_by="auto"`` colours by name unless the top names hold under half the time and
+    there are few categories (per-tile traces name every tile differently)."""
+    def top_of(vals: np.ndarray) -> tuple[list[str], float]:
+        tot = pd.Series(dur, dtype="float64").groupby(vals).sum().sort_values(ascending=False, kind="stable")
+        share = float(tot.iloc[:top].sum() / tot.sum()) if tot.sum() > 0 else 1.0
+        return [str(k) for k in tot.index[:top]], share
+
+    if color_by == "auto":
+        keys, share = top_of(names)
+        n_cats = len(pd.unique(cats))
+        color_by = "category" if share < 0.5 and 1 < n_cats <= top else "name"
+    vals = names if color_by == "name" else cats
+    keys, _ = top_of(vals)
+    key = np.where(pd.Series(vals).isin(keys).to_numpy(), vals, OTHER)
+    legend = keys + ([OTHER] if (key == OTHER).any() else [])
+    return key, legend, color_by
+
+
+def _rows(lane_codes: np.ndarray, depth: np.ndarray, lane_names: Sequence[str], max_rows: int
+          ) -> tuple[np.ndarray, pd.DataFrame, int]:
+    """Row index per span (lane order, then depth), the rows table, and lanes left out."""
+    pairs = pd.DataFrame({"lane": lane_codes, "depth": depth}).drop_duplicates().sort_values(["lane", "depth"])
+    if pairs.empty:
+        return np.zeros(0, dtype=np.int64), pairs.assign(row=[], label=[], first=[]), 0
+    lanes_all = pairs["lane"].unique()
+    # whole lanes only, up to max_rows rows (at least one lane)
+    rows_per_lane = pairs.groupby("lane", sort=True).size().reindex(lanes_all).to_numpy()
+    keep_n = max(1, int(np.searchsorted(np.cumsum(rows_per_lane), max_rows, side="right")))
+    kept = set(lanes_all[:keep_n].tolist())
+    pairs = pairs[pairs["lane"].isin(kept)].reset_index(drop=True)
+    pairs["row"] = np.arange(len(pairs))
+    idx = pd.MultiIndex.from_frame(pairs[["lane", "depth"]])
+    row = idx.get_indexer(pd.MultiIndex.from_arrays([lane_codes, depth]))
+    pairs["label"] = [str(lane_names[c]) for c in pairs["lane"]]
+    pairs["first"] = ~pairs["lane"].duplicated()  # a lane's first row carries its name
+    return row, pairs, len(lanes_all) - keep_n
+
+
+def bin_cells(row: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarray, bin_ns: int) -> pd.DataFrame:
+    """Time in each (row, bin) cell per colour key: intervals cut at bin edges (vectorised).
+
+    ``start``/``end`` are ns from the window start. Returns columns ``row, bin, key`` (the key
+    with most time in the cell), ``busy`` (covered share of the cell, at most 1) and
+    ``count`` (intervals starting in it, so counts add up to the intervals).
+    """
+    cols = ["row", "bin", "key", "busy", "count"]
+    if len(start) == 0:
+        return pd.DataFrame(columns=cols)
+    b0 = start // bin_ns
+    b1 = np.maximum(end - 1, start) // bin_ns
+    pieces = (b1 - b0 + 1).astype(np.int64)
+    idx = np.repeat(np.arange(len(start)), pieces)
+    first = np.repeat(np.cumsum(pieces) - pieces, pieces)
+    b = b0[idx] + (np.arange(len(idx)) - first)
+    cover = np.minimum(end[idx], (b + 1) * bin_ns) - np.maximum(start[idx], b * bin_ns)
+    frame = pd.DataFrame({"row": row[idx], "bin": b, "key": key[idx], "cover": np.maximum(cover, 0),
+                          "starts": b == b0[idx]})
+    per_key = frame.groupby(["row", "bin", "key"], sort=False).agg(cover=("cover", "sum"), count=("starts", "sum"))
+    per_key = per_key.reset_index()
+    cell = per_key.groupby(["row", "bin"], sort=False).agg(total=("cover", "sum"), count=("count", "sum"))
+    top = per_key.loc[per_key.groupby(["row", "bin"], sort=False)["cover"].idxmax(), ["row", "bin", "key"]]
+    out = cell.reset_index().merge(top, on=["row", "bin"])
+    out["busy"] = np.minimum(out.pop("total") / bin_ns, 1.0)
+    return out[cols]
 
 
 def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None,
-                  max_marks: int = MAX_MARKS, width_px: int = 1200) -> tuple[pd.DataFrame, dict]:
-    """Rows to draw for a time window, downsampled when needed.
+                  max_marks: int = MAX_MARKS, width_px: int = 1000, color_by: str = "auto", top_names: int = TOP_NAMES,
+                  max_rows: int = MAX_ROWS) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """What the timeline draws for a time window (see the module docstring).
 
-    Returns ``(rows, info)``; rows have ``track, depth, name, category, start, end, dur, count``
-    in ``info["unit"]`` relative to ``info["origin_ns"]``; ``info["merged"]`` says whether
-    spans were merged and ``info["pixel_ns"]`` the merge resolution.
+    Returns ``(rows, info)``. ``rows``: ``row, level, kind`` ("span", "cell", "instant"),
+    ``start, end`` (in ``info["unit"]`` from ``info["origin_ns"]``, the trace's first start),
+    ``name, key`` (colour), ``count`` (spans in a cell), ``busy`` (0..1), ``depth``, ``dur``.
+    ``info``: ``unit, scale, origin_ns, start, end`` (window, in the unit), ``levels`` (cell
+    size per level in the unit; 0 for real spans), ``real`` (whether real spans were sent),
+    ``rows`` (table ``row, lane, depth, label``), ``lanes_left_out``, ``keys`` (legend order),
+    ``color_by``, ``spans_in_window``, ``marks``.
     """
-    sp = df[df["kind"] == "span"]
-    inst = df[df["kind"] == "instant"]
-    t0 = int(df["start_ns"].min()) if start_ns is None else int(start_ns)
-    t1 = int(end_ns(df).max()) if end is None else int(end)
+    origin = int(df["start_ns"].min()) if len(df) else 0
+    t0 = origin if start_ns is None else int(start_ns)
+    t1 = (int(end_ns(df).max()) if len(df) else origin) if end is None else int(end)
     t1 = max(t1, t0 + 1)
-    e = end_ns(sp)
-    sp = sp[(sp["start_ns"] < t1) & (e > t0)]
-    inst = inst[(inst["start_ns"] >= t0) & (inst["start_ns"] <= t1)]
     unit, scale = _unit(t1 - t0)
-    tr_codes = sp["track"].cat.codes.to_numpy()
-    st = np.clip(sp["start_ns"].to_numpy(), t0, t1)
-    en = np.clip(sp["start_ns"].to_numpy() + sp["dur_ns"].to_numpy(), t0, t1)
+    sp = df[(df["kind"] == "span") & df["track"].notna()]
+    sp = sp[(sp["start_ns"] < t1) & (end_ns(sp) > t0)]
+    lane_names = [str(c) for c in df["track"].cat.categories]
+    st = np.clip(sp["start_ns"].to_numpy(), t0, t1) - t0
+    en = np.clip(sp["start_ns"].to_numpy() + sp["dur_ns"].to_numpy(), t0, t1) - t0
     depth = sp["depth"].to_numpy(dtype=np.int64, na_value=0)
     names = sp["name"].astype(str).to_numpy()
     cats = sp["category"].astype(str).to_numpy()
-    pixel = 0
-    merged = False
-    if len(sp) + len(inst) > max_marks:
-        merged = True
-        pixel = max((t1 - t0) // width_px, 1)
+    lanes = sp["track"].cat.codes.to_numpy().astype(np.int64)
+    key, keys, color_by = _color_keys(names, cats, self_time(lanes, st, en, depth), color_by, top_names)
+    inst_lanes = df.loc[(df["kind"] == "instant") & (df["start_ns"] >= t0) & (df["start_ns"] <= t1),
+                        "track"].cat.codes.to_numpy().astype(np.int64)
+    inst_lanes = np.unique(inst_lanes[inst_lanes >= 0])
+    row, rows_table, left_out = _rows(np.r_[lanes, inst_lanes], np.r_[depth, np.zeros(len(inst_lanes), np.int64)],
+                                      lane_names, max_rows)
+    row = row[:len(lanes)]
+    shown = row >= 0
+    st, en, depth, names, key, row = st[shown], en[shown], depth[shown], names[shown], key[shown], row[shown]
+    parts, levels = [], []
+    real = len(st) <= max_marks
+    if not real:
+        span_ns = t1 - t0
+        bins = max(width_px // CELL_PX, 1)
+        used = 0
         while True:
-            blocks = _merge(tr_codes, depth, st, en, cats, names, pixel)
-            if len(blocks) + min(len(inst), max_marks // 10) <= max_marks:
+            bin_ns = max(-(-span_ns // bins), 1)
+            cells = bin_cells(row, st, en, key, bin_ns)
+            if levels and used + len(cells) > max_marks:
                 break
-            pixel *= 2
-        rows = blocks
-    else:
-        rows = pd.DataFrame({"code": tr_codes, "depth": depth, "start_ns": st, "end_ns": en, "name": names,
-                             "category": cats, "count": 1})
-    cats_all = df["track"].cat.categories
-    rows["track"] = pd.Categorical.from_codes(rows.pop("code"), categories=cats_all, ordered=True)
-    rows["start"] = (rows.pop("start_ns") - t0) / scale
-    rows["end"] = (rows.pop("end_ns") - t0) / scale
-    rows["dur"] = rows["end"] - rows["start"]
-    rows["kind"] = "span"
+            cells["start"] = cells["bin"] * bin_ns
+            cells["end"] = np.minimum((cells["bin"] + 1) * bin_ns, span_ns)
+            cells["level"] = len(levels)
+            parts.append(cells.drop(columns="bin").assign(kind="cell", name=cells["key"]))
+            levels.append(bin_ns / scale)
+            used += len(cells)
+            if bin_ns == 1 or len(cells) >= 0.8 * len(st):  # cells as many as spans: no finer level helps
+                break
+            if used + len(st) <= max_marks:  # the real spans fit now: they are the finest level
+                real = True
+                break
+            bins *= 2
+    if real:
+        parts.append(pd.DataFrame({"row": row, "start": st, "end": en, "name": names, "key": key, "count": 1,
+                                   "busy": 1.0, "kind": "span", "level": len(levels)}))
+        levels.append(0.0)
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["row", "start", "end", "name", "key", "count", "busy", "kind", "level"])
+    # times in the unit, to a millionth of the window: enough for any zoom the pixels show,
+    # and half the JSON of full doubles
+    decimals = max(0, 6 - int(np.floor(np.log10(max((t1 - t0) / scale, 1e-12)))))
+    out["start"] = ((out["start"].astype("float64") + (t0 - origin)) / scale).round(decimals)
+    out["end"] = ((out["end"].astype("float64") + (t0 - origin)) / scale).round(decimals)
+    out.loc[out["kind"] == "cell", "name"] = None  # a cell's name is its key
+    inst = _instants(df, t0, t1, origin, scale, rows_table)
     if len(inst):
-        if len(inst) > max_marks // 10:  # keep an even sample of instants
-            inst = inst.iloc[np.linspace(0, len(inst) - 1, max_marks // 10).astype(int)]
-        ir = pd.DataFrame({"track": inst["track"].to_numpy(), "depth": 0, "name": inst["name"].astype(str).to_numpy(),
-                           "category": inst["category"].astype(str).to_numpy(), "count": 1,
-                           "start": (inst["start_ns"].to_numpy() - t0) / scale})
-        ir["end"] = ir["start"]
-        ir["dur"] = 0.0
-        ir["kind"] = "instant"
-        ir["track"] = pd.Categorical(ir["track"], categories=cats_all, ordered=True)
-        rows = pd.concat([rows, ir], ignore_index=True)
-    info = {"origin_ns": t0, "end_ns": t1, "unit": unit, "merged": merged, "pixel_ns": int(pixel),
-            "spans_in_window": int(len(sp)), "instants_in_window": int(len(inst)), "marks": int(len(rows)),
-            "tracks": [t for t in cats_all if (rows["track"] == t).any()]}
-    return rows, info
+        out = pd.concat([out, inst.assign(level=-1)], ignore_index=True)
+    out["busy"] = out["busy"].astype("float64").round(3)
+    info = {"unit": unit, "scale": scale, "origin_ns": origin, "start": (t0 - origin) / scale,
+            "end": (t1 - origin) / scale, "levels": levels, "real": real, "rows": rows_table,
+            "lanes_left_out": left_out, "keys": keys, "color_by": color_by, "spans_in_window": int(len(sp)),
+            "marks": int(len(out))}
+    return out, info
 
 
-def _merge(codes, depth, st, en, cats, names, pixel: int) -> pd.DataFrame:
-    """Merge spans of one (track, depth) that lie within ``pixel`` ns of each other."""
-    order = np.lexsort((st, depth, codes))
-    c, d, s, e = codes[order], depth[order], st[order], en[order]
-    key_change = np.ones(len(s), dtype=bool)
-    key_change[1:] = (c[1:] != c[:-1]) | (d[1:] != d[:-1])
-    # running max of end within each (track, depth) group
-    grp = np.cumsum(key_change) - 1
-    run_end = pd.Series(e).groupby(grp).cummax().to_numpy()
-    new = key_change.copy()
-    new[1:] |= s[1:] > run_end[:-1] + pixel
-    block = np.cumsum(new) - 1
-    dur = e - s
-    frame = pd.DataFrame({"block": block, "code": c, "depth": d, "s": s, "e": e, "dur": dur,
-                          "cat": cats[order], "name": names[order]})
-    agg = frame.groupby("block", sort=False).agg(code=("code", "first"), depth=("depth", "first"),
-                                                 start_ns=("s", "min"), end_ns=("e", "max"), count=("s", "size"))
-    # the block's colour and label: its longest span's category and name
-    longest = frame.loc[frame.groupby("block", sort=False)["dur"].idxmax()]
-    agg["category"] = longest["cat"].to_numpy()
-    agg["name"] = np.where(agg["count"].to_numpy() > 1,
-                           [f"{n} (+{k - 1} more)" for n, k in zip(longest["name"], agg["count"])],
-                           longest["name"].to_numpy())
-    return agg.reset_index(drop=True)
+def _instants(df: pd.DataFrame, t0: int, t1: int, origin: int, scale: float, rows_table: pd.DataFrame
+              ) -> pd.DataFrame:
+    """Instants in the window on their lane's first row (an even sample of at most INSTANTS_MAX)."""
+    inst = df[(df["kind"] == "instant") & (df["start_ns"] >= t0) & (df["start_ns"] <= t1)]
+    first_row = rows_table[rows_table["depth"] == rows_table.groupby("lane")["depth"].transform("min")]
+    row_of = dict(zip(first_row["lane"], first_row["row"]))
+    lane = inst["track"].cat.codes.to_numpy()
+    row = np.array([row_of.get(c, -1) for c in lane], dtype=np.int64)
+    inst, row = inst[row >= 0], row[row >= 0]
+    if len(inst) > INSTANTS_MAX:
+        pick = np.linspace(0, len(inst) - 1, INSTANTS_MAX).astype(int)
+        inst, row = inst.iloc[pick], row[pick]
+    t = (inst["start_ns"].to_numpy() - origin) / scale
+    return pd.DataFrame({"row": row, "start": t, "end": t, "name": inst["name"].astype(str).to_numpy(),
+                         "key": OTHER, "count": 1, "busy": 1.0, "kind": "instant"})
 
 
 def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None, max_marks: int = MAX_MARKS,
-             width: int = 900, lane_px: int = 28, title: str = ""):
-    """Timeline chart: one lane per track (source order), nesting as sub-rows, colour by
-    category, hover details, drag/scroll to zoom the time axis."""
+             width: int | str = "container", row_px: int | None = None, title: str = "", color_by: str = "auto",
+             top_names: int = TOP_NAMES, max_rows: int = MAX_ROWS, note: str = ""):
+    """The timeline chart of a span table (see the module docstring). Used by the Traces
+    page and by studies' pages for their attached traces (``charts.timeline(spans,
+    title=...)``, shown with ``st.altair_chart(..., width="stretch")``); ``width`` is
+    ``"container"`` (the page's width) or pixels (for static images); ``note`` opens the
+    subtitle."""
     import altair as alt
 
-    # the drawing is already bounded by max_marks; altair's 5000-row guard would refuse it
-    alt.data_transformers.disable_max_rows()
-    rows, info = timeline_data(df, start_ns, end, max_marks=max_marks, width_px=width)
+    alt.data_transformers.disable_max_rows()  # the data is bounded by max_marks already
+    rows, info = timeline_data(df, start_ns, end, max_marks=max_marks,
+                               width_px=width if isinstance(width, int) else 1200, color_by=color_by,
+                               top_names=top_names, max_rows=max_rows)
     unit = info["unit"]
-    lanes = info["tracks"]
-    rows = rows[rows["track"].isin(lanes)].copy()
-    rows["track"] = rows["track"].astype(str)
-    max_depth = int(rows["depth"].max()) if len(rows) else 0
-    note = (f" — {info['spans_in_window']:,} spans drawn as {info['marks']:,} blocks "
-            f"(merged below {info['pixel_ns'] / 1e3:.1f} us)") if info["merged"] else ""
-    zoom = alt.selection_interval(bind="scales", encodings=["x"])
-    base = alt.Chart(rows).encode(
-        y=alt.Y("track:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=260)),
-        yOffset=alt.YOffset("depth:O", sort="ascending", scale=alt.Scale(domain=list(range(max_depth + 1)))),
-        color=alt.Color("category:N", legend=alt.Legend(title="category", orient="bottom", columns=6)),
-        tooltip=[alt.Tooltip("track:N"), alt.Tooltip("name:N"), alt.Tooltip("category:N"),
-                 alt.Tooltip("start:Q", title=f"start ({unit})", format=".3f"),
-                 alt.Tooltip("dur:Q", title=f"duration ({unit})", format=".3f"), alt.Tooltip("depth:Q"),
-                 alt.Tooltip("count:Q", title="spans")],
-    )
-    x = alt.X("start:Q", title=f"time ({unit}) from {info['origin_ns']} ns", scale=alt.Scale(zero=False))
-    bars = base.transform_filter(alt.datum.kind == "span").mark_bar(clip=True).encode(x=x, x2="end:Q")
-    ticks = base.transform_filter(alt.datum.kind == "instant").mark_tick(clip=True, thickness=1, color="black"
-                                                                        ).encode(x=x)
-    return (bars + ticks).add_params(zoom).properties(
-        width=width, height=alt.Step(max(lane_px // (max_depth + 1), 3)),
-        title=(title or "timeline") + note)
+    rt = info["rows"]
+    n_rows = max(len(rt), 1)
+    row_px = row_px or int(np.clip(1100 // n_rows, 6, 22))
+    lo0, hi0 = info["start"], info["end"]
+    zoom = alt.selection_interval(name="zoom", encodings=["x"], bind="scales")
+    # the visible window and the pyramid level for it, recomputed in the browser on every zoom step
+    params = [alt.param(name="lo", expr=f"zoom.start ? zoom.start[0] : {lo0!r}"),
+              alt.param(name="hi", expr=f"zoom.start ? zoom.start[1] : {hi0!r}"),
+              alt.param(name="lvl", expr=f"clamp(ceil(log(({hi0 - lo0!r}) / max(hi - lo, 1e-12)) / LN2 - 1e-9), 0, "
+                                         f"{len(info['levels']) - 1})"),
+              alt.param(name="rowlane", value=list(rt["label"])),
+              alt.param(name="rowdepth", value=[int(d) for d in rt["depth"]])]
+    keys = info["keys"] or [OTHER]
+    color = alt.Color("key:N", title=f"{info['color_by']} (top {len([k for k in keys if k != OTHER])} by time)",
+                      scale=alt.Scale(domain=keys, range=_colors(keys)),
+                      legend=alt.Legend(orient="bottom", columns=2, labelLimit=300, symbolType="square"))
+    x = alt.X("start:Q", title=f"time since trace start ({unit}); scroll or drag to zoom and pan, double-click "
+                               "to reset", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False),
+              axis=alt.Axis(format=",.10~g", grid=True, labelFlush=True))
+    # one y axis for every layer (layers with different axes would merge into default ticks)
+    y_scale = alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False)
+    y_axis = alt.Axis(values=[r + 0.5 for r in rt["row"][rt["first"]]] if len(rt) else [],
+                      labelExpr="rowlane[floor(datum.value)]", labelLimit=_label_px(rt), ticks=False,
+                      grid=False, domain=False)
+    y = alt.Y("y0:Q", title=None, scale=y_scale, axis=y_axis)
+    ym = alt.Y("ym:Q", title=None, scale=y_scale, axis=y_axis)
+    base = alt.Chart(rows).transform_filter(
+        "(datum.level == lvl || datum.level == -1) && datum.end >= lo && datum.start <= hi").transform_calculate(
+        y0="datum.row + 0.12", y1="datum.row + 0.88", ym="datum.row + 0.5", dur="datum.end - datum.start",
+        lane="rowlane[datum.row]", depth="rowdepth[datum.row]", what="datum.name || datum.key + ' (most time)'")
+    tip = [alt.Tooltip("what:N", title="name"), alt.Tooltip("lane:N"),
+           alt.Tooltip("start:Q", title=f"start ({unit})", format=",.4f"),
+           alt.Tooltip("dur:Q", title=f"duration ({unit})", format=",.4f"), alt.Tooltip("count:Q", title="spans starting here"),
+           alt.Tooltip("busy:Q", title="busy", format=".0%"), alt.Tooltip("depth:Q")]
+    bars = base.transform_filter("datum.kind != 'instant'").mark_rect(clip=True).encode(
+        x=x, x2="end:Q", y=y, y2="y1:Q", color=color, tooltip=tip,
+        opacity=alt.Opacity("busy:Q", scale=alt.Scale(domain=[0, 1], range=[0.25, 1]), legend=None)).add_params(zoom)
+    ticks = base.transform_filter("datum.kind == 'instant'").mark_tick(clip=True, thickness=1, color="black").encode(
+        x=x, y=ym, tooltip=tip)
+    layers = [bars, ticks]
+    if row_px >= 10:  # names on bars wide enough to hold some of the name (about 6 px a character)
+        layers.append(base.transform_filter("datum.kind == 'span'").transform_calculate(
+            px="(min(datum.end, hi) - max(datum.start, lo)) / max(hi - lo, 1e-12) * width",
+            tx="max(datum.start, lo)").transform_calculate(
+            label="datum.px > 28 ? (length(datum.name) * 6 <= datum.px - 6 ? datum.name : "
+                  "substring(datum.name, 0, max(floor((datum.px - 6) / 6) - 1, 1)) + '…') : ''").transform_filter(
+            "datum.label != ''").mark_text(align="left", baseline="middle", dx=3, fontSize=10, clip=True,
+                                            color="black").encode(x=alt.X("tx:Q", scale=alt.Scale(
+                                                domain=[lo0, hi0], zero=False, nice=False)), y=ym, text="label:N"))
+    if not info["real"]:  # zoomed in past the finest cells: say so on the chart
+        finest = info["levels"][-1]
+        layers.append(alt.Chart(pd.DataFrame({"n": [0]})).transform_filter(f"hi - lo < {finest!r} * 40").transform_calculate(
+            tx="lo", ty="0").mark_text(align="left", baseline="top", dx=4, dy=2, color="#b00000", fontSize=12).encode(
+            x=alt.X("tx:Q", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False)),
+            y=alt.Y("ty:Q", title=None, scale=y_scale, axis=y_axis),
+            text=alt.value(f"busy cells of {finest:,.4g} {unit}, not single spans: set a narrower window "
+                           "(Window from/to) to load each span")))
+    # fit-x: the page's width is the chart's, but its height is the lanes' (Streamlit's default
+    # "fit" squeezes a short chart's lanes to nothing to fit title, axis and legend in its height)
+    return alt.layer(*layers).add_params(*params).properties(
+        width=width, height=max(n_rows * row_px, 60), autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+        title=alt.TitleParams(title or "timeline", subtitle=(note + "; " if note else "") + _note(info),
+                              anchor="start"))
 
 
-def phase_bars(summary: pd.DataFrame, title: str = "phase breakdown (median per iteration)"):
-    """Horizontal stacked bar of phase medians from :func:`workbench.traces.phases.summarize`."""
+def ranks_timeline(traces: Sequence, align: str = "auto", marker: str | None = None, title: str = "",
+                   **kwargs: Any):
+    """Per-rank traces in one timeline, clocks aligned and lanes grouped by rank: what a
+    study shows for the traces its ranks attached. ``traces`` are span tables or ``(spans,
+    meta)`` pairs, one per rank (see :func:`workbench.traces.ranks.merge` for ``align`` and
+    ``marker``); other arguments go to :func:`timeline`. Returns ``(chart, meta)``; ``meta``
+    says how the clocks were aligned and by how much each rank was shifted. Raises
+    ``RankError`` when the alignment asked for is impossible."""
+    from .ranks import merge
+
+    df, meta = merge(traces, align=align, marker=marker)
+    shifts = ", ".join(f"rank {r['rank']} {r['offset_ns'] / 1e3:+,.1f} us" for r in meta["ranks"])
+    return timeline(df, title=title, note=f"ranks aligned by {meta['alignment']} ({shifts})", **kwargs), meta
+
+
+def _colors(keys: list[str]) -> list[str]:
+    pal = iter(PALETTE * (len(keys) // len(PALETTE) + 1))
+    return [OTHER_COLOR if k == OTHER else next(pal) for k in keys]
+
+
+def _label_px(rt: pd.DataFrame) -> int:
+    """Room for lane names: their length in pixels, between 60 and 320."""
+    longest = int(rt["label"].str.len().max()) if len(rt) else 8
+    return int(np.clip(longest * 6.5 + 8, 60, 320))
+
+
+def _note(info: dict[str, Any]) -> str:
+    """The subtitle: what is drawn (spans or cells) and what was left out."""
+    parts = [f"{info['spans_in_window']:,} spans"]
+    if not info["real"]:
+        parts.append(f"drawn as busy cells down to {info['levels'][-1]:,.4g} {info['unit']}: "
+                     "narrow the window on the page to see each span")
+    elif len(info["levels"]) > 1:
+        parts.append("cells at full view, each span once zoomed in")
+    if info["lanes_left_out"]:
+        parts.append(f"{info['lanes_left_out']:,} more lanes not drawn (pick lanes)")
+    parts.append(f"colour: {info['color_by']}, top {len([k for k in info['keys'] if k != OTHER])} by time, "
+                 f"the rest grey; rows: lanes, nesting below")
+    return "; ".join(parts)
+
+
+def phase_bars(summary: pd.DataFrame, title: str = "phase breakdown: median per iteration, p10-p90 whiskers"):
+    """One bar per phase (median, with its p10-p90 range) from
+    :func:`workbench.traces.phases.summarize`, labelled with its share."""
     import altair as alt
 
     d = summary[summary["phase"] != "total"].copy()
-    d["order"] = range(len(d))
-    return alt.Chart(d).mark_bar().encode(
-        x=alt.X("median_us:Q", stack="zero", title="median (us)"),
-        color=alt.Color("phase:N", sort=list(d["phase"])),
-        order="order:Q",
-        tooltip=["phase", alt.Tooltip("median_us:Q", format=".2f"), alt.Tooltip("p10_us:Q", format=".2f"),
-                 alt.Tooltip("p90_us:Q", format=".2f"), alt.Tooltip("share_pct:Q", format=".1f")],
-    ).properties(title=title, width=700, height=60)
+    d["label"] = [f"{m:,.1f} us ({s:.1f}%)" for m, s in zip(d["median_us"], d["share_pct"])]
+    order = list(d["phase"])
+    base = alt.Chart(d).encode(y=alt.Y("phase:N", sort=order, title=None, axis=alt.Axis(labelLimit=240)))
+    bars = base.mark_bar().encode(
+        x=alt.X("median_us:Q", title="median per iteration (us)"),
+        color=alt.Color("phase:N", sort=order, legend=None),
+        tooltip=["phase", alt.Tooltip("median_us:Q", format=",.2f"), alt.Tooltip("p10_us:Q", format=",.2f"),
+                 alt.Tooltip("p90_us:Q", format=",.2f"), alt.Tooltip("share_pct:Q", format=".1f")])
+    whiskers = base.mark_rule(color="#333").encode(x="p10_us:Q", x2="p90_us:Q")
+    text = base.mark_text(align="left", dx=4, baseline="bottom", dy=-2, fontSize=11).encode(
+        x="median_us:Q", text="label:N")
+    return (bars + whiskers + text).properties(title=title, width=700, height=alt.Step(28))

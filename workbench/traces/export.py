@@ -7,50 +7,77 @@ import json
 import math
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .model import end_ns, with_depth
+
+
+def _lane_processes(df: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Lanes with rows (codes, in lane order), their process names, and a pid per lane.
+
+    A pid is given per run of consecutive lanes of one process, numbered in lane order, so
+    that sorting lanes by (process sort index, thread sort index), as the Chrome importer and
+    Perfetto do, gives back the table's lane order even when processes interleave.
+    """
+    codes = df["track"].cat.codes.to_numpy()
+    n_lanes = len(df["track"].cat.categories)
+    valid = codes >= 0
+    counts = np.bincount(codes[valid], minlength=n_lanes)
+    lanes = np.flatnonzero(counts)
+    # first row of each lane names its process
+    first_row = np.full(n_lanes, len(codes), dtype=np.int64)
+    np.minimum.at(first_row, codes[valid], np.flatnonzero(valid))
+    proc = df["process"].astype("object").fillna("trace").to_numpy()
+    lane_proc = [str(proc[first_row[c]]) for c in lanes]
+    new_run = np.ones(len(lanes), dtype=bool)
+    new_run[1:] = np.array(lane_proc[1:], dtype=object) != np.array(lane_proc[:-1], dtype=object)
+    return lanes, lane_proc, np.cumsum(new_run)
 
 
 def chrome_events(df: pd.DataFrame) -> dict[str, Any]:
     """Chrome trace document for a span table.
 
     Timestamps are written relative to the first row (``baseTimeNanoseconds`` keeps the
-    absolute origin, as Kineto does) so float microseconds keep ns precision.
+    absolute origin, as Kineto does) so float microseconds keep ns precision. Lane order
+    survives a re-import: lanes carry sort indices in lane order (see :func:`_lane_processes`).
+    Built column-wise: no per-lane pass over the table (20,000 streams took 15 s that way).
     """
     base = int(df["start_ns"].min()) if len(df) else 0
-    procs = {p: i + 1 for i, p in enumerate(dict.fromkeys(df["process"].astype("object").fillna("trace")))}
+    cats = [str(c) for c in df["track"].cat.categories]
+    lanes, lane_proc, lane_pid = _lane_processes(df)
     events: list[dict] = []
-    track_pid: dict[str, int] = {}
-    tracks = list(df["track"].cat.categories)
-    for tid, track in enumerate(tracks, 1):
-        rows = df[df["track"] == track]
-        if rows.empty:
-            continue
-        proc = rows["process"].astype("object").fillna("trace").iloc[0]
-        pid = procs[proc]
-        track_pid[track] = pid
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": str(track)}})
+    pid_of = np.zeros(len(cats) + 1, dtype=np.int64)  # by lane code (+1: NA lane -> 0, skipped)
+    tid_of = np.zeros(len(cats) + 1, dtype=np.int64)
+    for tid, (code, pid) in enumerate(zip(lanes.tolist(), lane_pid.tolist()), 1):
+        pid_of[code + 1], tid_of[code + 1] = pid, tid
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": cats[code]}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
-    for proc, pid in procs.items():
-        events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": str(proc)}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
-    tid_of = {t: i for i, t in enumerate(tracks, 1)}
-    cols = zip(df["track"].astype("object"), df["name"].astype(str), df["category"].astype("object"),
-               df["start_ns"].tolist(), df["dur_ns"].tolist(), df["kind"].astype(str), df["args"],
-               df["correlation"].astype("object"))
-    for track, name, cat, s, d, kind, args, corr in cols:
-        if track is None or track is pd.NA or track not in track_pid:
-            continue
-        ev: dict[str, Any] = {"name": name, "cat": "" if cat is None or cat is pd.NA else str(cat),
-                              "pid": track_pid[track], "tid": tid_of[track], "ts": (s - base) / 1e3}
-        if kind == "instant":
+    seen: set[int] = set()
+    for proc, pid in zip(lane_proc, lane_pid.tolist()):
+        if pid not in seen:
+            seen.add(pid)
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": proc}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
+    codes = df["track"].cat.codes.to_numpy() + 1
+    rows = np.flatnonzero(codes > 0)
+    ts_us = ((df["start_ns"].to_numpy()[rows] - base) / 1e3).tolist()
+    dur_us = (df["dur_ns"].to_numpy()[rows] / 1e3).tolist()
+    corr = df["correlation"].to_numpy(dtype=object, na_value=None)[rows].tolist()
+    instant = (df["kind"].to_numpy()[rows] == "instant").tolist()
+    cat_text = df["category"].astype("object").fillna("").to_numpy()[rows].tolist()
+    args_col = df["args"].to_numpy()[rows].tolist()
+    for name, cat, pid, tid, ts, dur, inst, args, c in zip(
+            df["name"].astype(str).to_numpy()[rows].tolist(), cat_text, pid_of[codes[rows]].tolist(),
+            tid_of[codes[rows]].tolist(), ts_us, dur_us, instant, args_col, corr):
+        ev: dict[str, Any] = {"name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts}
+        if inst:
             ev.update(ph="i", s="t")
         else:
-            ev.update(ph="X", dur=d / 1e3)
+            ev.update(ph="X", dur=dur)
         a = dict(args) if isinstance(args, Mapping) else {}
-        if corr is not None and corr is not pd.NA:
-            a["correlation"] = int(corr)
+        if c is not None:
+            a["correlation"] = int(c)
         if a:
             ev["args"] = a
         events.append(ev)
@@ -59,7 +86,14 @@ def chrome_events(df: pd.DataFrame) -> dict[str, Any]:
 
 def to_chrome_json(df: pd.DataFrame) -> str:
     """Chrome trace JSON text; non-JSON argument values are written as strings."""
-    return json.dumps(chrome_events(df), default=str, separators=(",", ":"))
+    doc = chrome_events(df)
+    try:
+        import orjson
+
+        # orjson is ~10x faster; it refuses what json accepts (ints over 64 bits, lone surrogates)
+        return orjson.dumps(doc, default=str).decode()
+    except (ImportError, TypeError):
+        return json.dumps(doc, default=str, separators=(",", ":"))
 
 
 def write_chrome_json(df: pd.DataFrame, path) -> None:

@@ -22,6 +22,7 @@ import pandas as pd
 COLUMNS: dict[str, str] = {
     "source": "category",    # importer format id: "chrome-json", "tracy", "ireeperf-jsonl", ...
     "process": "category",   # process (or host / rank) name
+    "rank": "Int32",         # distributed rank of a multi-file trace (workbench.traces.ranks); NA otherwise
     "track": "category",     # lane: thread name, "GPU 0 stream 7", "queue 0 host-execution"
     "device": "Int32",       # GPU / accelerator ordinal; NA for host spans
     "stream": "Int64",       # stream / queue id on the device; NA for host spans
@@ -110,14 +111,40 @@ def from_records(records: Iterable[Mapping[str, Any]], source: str,
     return from_columns(cols, n=len(recs), track_order=track_order)
 
 
+def _text(v: Any) -> str:
+    """A label as printable text: bytes decoded as UTF-8 and lone surrogates replaced (both
+    come from traces with invalid UTF-8 names, and would break printing and JSON export)."""
+    s = v.decode("utf-8", "replace") if isinstance(v, bytes) else v if isinstance(v, str) else str(v)
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            s = s.encode("utf-8", "replace").decode("utf-8")
+    return s
+
+
+def _clean_categories(cat: pd.Categorical) -> pd.Categorical:
+    """Categories that are all valid text (see :func:`_text`); checks the categories only."""
+    cats = cat.categories
+    if pd.api.types.infer_dtype(cats, skipna=True) in ("string", "empty") and all(c.isascii() for c in cats):
+        return cat
+    new = [_text(c) for c in cats]
+    if len(set(new)) == len(new):
+        return cat.rename_categories(new)
+    # two raw values became the same text (b"a" and "a"): one category
+    codes = np.asarray(cat.codes)
+    vals = np.array(new + [None], dtype=object)[codes]
+    return pd.Categorical(vals, ordered=cat.ordered)
+
+
 def _coerce(col: str, dtype: str, val: Any, n: int):
     if dtype == "category":
-        if isinstance(val, pd.Categorical):
-            return val
-        try:  # None/NaN become missing; works on lists and object arrays without a copy
-            return pd.Categorical(val)
-        except TypeError:  # unhashable values: fall back to their text
-            return pd.Categorical([v if v is None or isinstance(v, str) else str(v) for v in val])
+        if not isinstance(val, pd.Categorical):
+            try:  # None/NaN become missing; works on lists and object arrays without a copy
+                val = pd.Categorical(val)
+            except TypeError:  # unhashable values: fall back to their text
+                val = pd.Categorical([v if v is None or isinstance(v, str) else str(v) for v in val])
+        return _clean_categories(val)
     if dtype == "int64":
         arr = np.asarray(val)
         if arr.dtype.kind == "f":
@@ -147,10 +174,10 @@ def _isna(v: Any) -> bool:
 
 def _ordered_tracks(track: pd.Series, order: Sequence[str] | None) -> pd.Categorical:
     if order is None and isinstance(track.dtype, pd.CategoricalDtype) and track.cat.ordered:
-        return track.array  # already in lane order
+        return _clean_categories(track.array)  # already in lane order
     codes, uniques = pd.factorize(track.astype("object"), use_na_sentinel=True)
-    names = [str(u) for u in uniques]  # first-appearance order
-    cats = list(dict.fromkeys([str(t) for t in order] + names)) if order is not None else list(dict.fromkeys(names))
+    names = [_text(u) for u in uniques]  # first-appearance order
+    cats = list(dict.fromkeys([_text(t) for t in order] + names)) if order is not None else list(dict.fromkeys(names))
     pos = {c: i for i, c in enumerate(cats)}
     remap = np.array([pos[nm] for nm in names] + [-1], dtype=np.int64)
     return pd.Categorical.from_codes(remap[codes], categories=cats, ordered=True)
@@ -177,6 +204,10 @@ def validate(df: pd.DataFrame) -> pd.DataFrame:
             raise SpanTableError("instants must have dur_ns == 0")
         if df["name"].isna().any():
             raise SpanTableError("spans without a name")
+    for col, dtype in COLUMNS.items():
+        if dtype == "category" and pd.api.types.infer_dtype(df[col].cat.categories, skipna=True) not in (
+                "string", "empty"):
+            raise SpanTableError(f"column '{col}' has non-text values (build tables with from_columns)")
     if not df["track"].cat.ordered:
         raise SpanTableError("'track' must be an ordered categorical (lane order)")
     return df
@@ -185,11 +216,6 @@ def validate(df: pd.DataFrame) -> pd.DataFrame:
 def spans(df: pd.DataFrame) -> pd.DataFrame:
     """Only the spans (``kind == "span"``)."""
     return df[df["kind"] == "span"]
-
-
-def instants(df: pd.DataFrame) -> pd.DataFrame:
-    """Only the instants (``kind == "instant"``)."""
-    return df[df["kind"] == "instant"]
 
 
 def end_ns(df: pd.DataFrame) -> pd.Series:
@@ -260,7 +286,3 @@ def concat(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
     df["track"] = pd.Categorical(df["track"], categories=order, ordered=True)
     return df
 
-
-def sort(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in lane order, then start time, then depth."""
-    return df.sort_values(["track", "start_ns", "depth"], kind="stable").reset_index(drop=True)

@@ -106,7 +106,8 @@ def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
                          "(--device_profiling_mode=queue-events,host-execution)")
     ops = q["name"].astype(str).str.slice(7).tolist()
     t = q["start_ns"].tolist()
-    sub = q["correlation"].tolist()
+    # submission ids; an event without one (NaN) joins its group but matches no dispatch
+    sub = q["correlation"].to_numpy(dtype="float64", na_value=np.nan).tolist()
     # group submissions: a new iteration starts at an alloca/execute that follows an execute
     groups: list[dict] = []
     cur: dict | None = None
@@ -117,7 +118,8 @@ def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
         if op == "execute" and cur["exec_ns"] is None:
             cur["exec_ns"] = ts
         cur["last_submit_ns"] = ts  # the host's last queue call before it waits (module docstring)
-        cur["subs"].append(sid)
+        if sid == sid:
+            cur["subs"].append(sid)
     groups = [g for g in groups if g["exec_ns"] is not None]
     d_sub = disp["correlation"].to_numpy(dtype="float64", na_value=np.nan)
     d_st = disp["start_ns"].to_numpy()
@@ -130,7 +132,7 @@ def iree_jsonl_iterations(df: pd.DataFrame) -> pd.DataFrame:
             continue
         t_next = groups[i + 1]["start_ns"] if i + 1 < len(groups) else None
         if t_next is None:  # last iteration: ends when its last event ends
-            ev = df[df["correlation"].isin(g["subs"])]
+            ev = df[np.isin(df["correlation"].to_numpy(dtype="float64", na_value=np.nan), g["subs"])]
             t_next = int((ev["start_ns"] + ev["dur_ns"]).max()) if len(ev) else all_end
         rows.append(_iteration_row(len(rows), g["start_ns"], g["last_submit_ns"], d_st[m], d_en[m], t_next))
     if not rows:
