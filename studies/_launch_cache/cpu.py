@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench import cbuild
+from workbench import cbuild, procs
 from workbench.env import REPO_ROOT
 
 from . import Phase, thread_index
@@ -37,7 +37,8 @@ def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes
         args = [str(exe), f"policy={policy}", f"threads={threads}", f"launches={launches}",
                 f"scratch={scratch_bytes}", f"k={k}", f"pages={pages}", f"passes={passes}", f"malloc={malloc}",
                 f"salt={salt}", f"out={out}"]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+        # Dies with this process even when it is SIGKILLed: it must not time on after the run ends.
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, **procs.popen_kwargs())
         if proc.returncode != 0:
             raise RuntimeError(f"{exe.name} exited {proc.returncode}: {proc.stderr.strip()}")
         c = json.loads(proc.stdout)
