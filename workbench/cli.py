@@ -38,6 +38,7 @@ from .env import REPO_ROOT
 from . import events, outfile
 from .outfile import OutputError
 from .catalog import Catalog
+from .tables import render
 from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable
 from .untrusted import plain, safe_stem
@@ -116,10 +117,10 @@ def _load_runs(args, *refs: str):
 
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
-    rows = [[plain(c) for c in r] for r in rows]  # cells may come from bundles: no terminal escapes
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
+    import pandas as pd
+
+    return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
 def summary_table(rec) -> str:

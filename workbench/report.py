@@ -24,33 +24,15 @@ import pandas as pd
 from . import outfile, stats
 from .env import REPO_ROOT, summary_line
 from .store import RunRecord, write_bundle
+from .tables import render
 from .untrusted import details, escape
 
 # --- formatting helpers ------------------------------------------------------------------------
 
 
-def _cell(x: Any) -> str:
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "n/a"
-        if x == 0:
-            return "0"
-        return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
-    if isinstance(x, (list, dict)):
-        return escape(json.dumps(x, default=str), "cell")
-    return escape(x, "cell")
-
-
 def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
-    """A GitHub table; every row has as many cells as the header, so columns align."""
-    if df is None or len(df) == 0:
-        return "_(no rows)_"
-    df = df.head(max_rows)
-    cols = [escape(c, "cell") for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
-    return "\n".join(lines)
+    """A GitHub table (:func:`workbench.tables.render`): cells escaped, one number format per column."""
+    return render(df, "markdown", max_rows)
 
 
 def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
