@@ -20,7 +20,7 @@ or the path of a bundle file.
 Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
 store or output path, unknown study or run), 3 the study cannot run on this machine, 130
 interrupted (Ctrl-C or SIGTERM). Progress goes to stderr; ``--json`` prints only the record
-on stdout. ``list`` imports no study dependencies beyond the study modules (no scipy).
+on stdout, with the analysis's ``verdict``, ``claims`` and ``disturbance`` added. ``list`` imports no study dependencies beyond the study modules (no scipy).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import signal
 import sys
 import threading
@@ -123,23 +122,19 @@ def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
-def summary_table(rec) -> str:
-    from . import stats
+def summary_text(a) -> str:
+    """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
+    from .tables import results_display
 
-    rows = []
-    floor = rec.floor_ns or 0.0
-    for v in rec.variants:
-        s = stats.summarize(v.samples_ns)
-        note = []
-        if not v.correct:
-            note.append("CHECK FAILED: " + v.check)
-        if s.noisy:
-            note.append(f"noisy (IQR {s.noise:.0%})")
-        if s.median == s.median and s.median < 10_000 and floor:
-            note.append(f"floor {stats.fmt_ns(floor)}")
-        rows.append([v.variant, str(s.n), stats.fmt_ns(s.median), f"[{stats.fmt_ns(s.ci_lo)}, {stats.fmt_ns(s.ci_hi)}]",
-                     f"{s.noise:.1%}" if not math.isnan(s.noise) else "n/a", "; ".join(note)])
-    return _fmt_table(rows, ["variant", "n", "median", "95% CI", "IQR/med", "notes"])
+    lines = [f"warning: {line}" for line in a.disturbance]
+    lines.append(f"verdict: {a.verdict}")
+    if len(a.claims):
+        claims = a.claims[["id", "status", "live", "why"]].rename(
+            columns={"id": "claim", "status": "here", "live": "live figure (95% CI)"})
+        lines += ["", "the seed's claims on this machine:", render(claims, "plain", max_rows=None)]
+    lines += ["", render(results_display(a.results), "plain", max_rows=None)]
+    lines += [f"error: {e}" for e in a.errors]
+    return "\n".join(lines)
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -200,11 +195,14 @@ def cmd_run(args) -> int:
         _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished points kept)")
         return EXIT_FAILED
     close()
+    from .analysis import analyse, json_fields
+
+    a = analyse(rec, study)
     if args.json:
-        print(json.dumps(rec.to_json(), default=str))
+        print(json.dumps(rec.to_json() | json_fields(a), default=str))
     else:
         print(f"run {rec.run_id} ({rec.status}) stored in {store.path}")
-        print(summary_table(rec))
+        print(summary_text(a))
         for warning in rec.outputs.get("warnings", []) if isinstance(rec.outputs, dict) else []:
             print(f"warning: {plain(warning)}")
         print(f"reproduce: {rec.reproduce}")
