@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
-from studies._mc2_split.spread import TARGET_PCT, across_runs  # noqa: E402
+from studies._mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.report import md_table  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
@@ -68,11 +68,8 @@ def show(rec) -> bool:
 def spread(paths: list[Path]) -> int:
     """The spread over runs (:func:`studies._mc2_split.spread.across_runs`)."""
     table, _ = across_runs([read_bundle(p) for p in paths])
-    table = table.assign(**{c: table[c].map(lambda x: f"{x:.1f}") for c in ("median_pct", "min_pct", "max_pct")})
     print(f"Best split's gain over serial NCCL, per run (%), over {len(paths)} bundles; target >= {TARGET_PCT:.0f}%\n")
-    print(md_table(table.rename(columns={"median_pct": "median %", "min_pct": "min %", "max_pct": "max %",
-                                         "met_point": "runs >= 20%", "met_ci": "runs with CI >= 20%",
-                                         "per_run": "per run (%, oldest first)"})))
+    print(md_table(display(table)))
     return 0
 
 

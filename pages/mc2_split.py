@@ -3,7 +3,7 @@ import streamlit as st
 
 import studies.mc2_split as study
 from pages._ui import committed, study_page
-from studies._mc2_split.spread import TARGET_PCT, across_runs
+from studies._mc2_split.spread import TARGET_PCT, across_runs, display
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -23,7 +23,7 @@ def page_extras(record, tables) -> None:
     st.caption(f"Each run's gain is measured within that run (95% CI from its samples); across runs only the "
                f"median and range are shown. 'best of each run's configurations' is the figure a run's target line "
                f"states (target: at least {TARGET_PCT:.0f}% faster). Committed runs and this run.")
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(display(table), hide_index=True, width="stretch")
 
 
 study_page(study, extras=page_extras)

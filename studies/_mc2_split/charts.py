@@ -48,7 +48,7 @@ def key_chart(data: pd.DataFrame):
     seed_marks = alt.Chart(data[is_seed]).encode(x=x, y=y, tooltip=tip)
     layers.append(seed_marks.mark_point(size=160, shape="cross", filled=True, color="#555555"))
     layers.append(seed_marks.mark_text(align="left", dx=10, color="#555555", fontSize=11).encode(
-        text=alt.Text("label:N")).transform_calculate(label=f"format(datum.us, '.0f') + ' us, {seed_label}'"))
+        text=alt.Text("label:N")).transform_calculate(label="format(datum.us, '.0f') + ' us (seed)'"))
     return alt.layer(*layers).resolve_scale(xOffset="independent").properties(
         width=min(120 * max(len(order), 3), 840), height=320,
         title=alt.TitleParams("Time per op by split: measured vs predicted (us)",
@@ -77,7 +77,8 @@ def configs_chart(live: pd.DataFrame):
         x=x, y=y, color=color, yOffset="kind:N",
         tooltip=["variant", "chunks", alt.Tooltip("measured_us:Q", format=",.1f"),
                  alt.Tooltip("ci_lo_us:Q", format=",.1f"), alt.Tooltip("ci_hi_us:Q", format=",.1f")])
-    return (bars + dots).properties(width=620, height=alt.Step(6), title="Every configuration: serial and splits (us)")
+    return (bars + dots).properties(width=620, height=max(150, 40 * len(configs)),
+                                    title="Every configuration: serial and splits (us)")
 
 
 def fits_chart(pts: pd.DataFrame):

@@ -166,21 +166,24 @@ def inflation(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
 
 SEED_CLAIMS = [
     Claim("002-split-rule",
-          "The split algorithm (短块 m0, balance, count, 128-aligned long block) gives 5 blocks "
-          "{512, 896, 896, 896, 896} for M=4096, K=3072, N=8192 half (seed 002, 验证优化方案性能收益)",
+          "The split algorithm (short block m0, balance, count, 128-aligned long block) gives 5 blocks "
+          "{512, 896, 896, 896, 896} for M=4096, K=3072, N=8192 half (seed 002, 验证优化方案性能收益: "
+          "\"长度分别为:{512,896,896,896,896}\")",
           "[512, 896, 896, 896, 896]", MACHINE, split_rule),
     Claim("002-comm-bound",
-          "\"该输入的Matmul计算执行时间为803us,AllReduce通信的执行时间为1071us ... 属于通信bound场景\": the case is "
-          "communication-bound (seed 002)", "all-reduce 1071 us > matmul 803 us", MACHINE, comm_bound),
+          "The case is communication-bound: matmul 803 us, all-reduce 1071 us (seed 002: \"Matmul计算执行时间为803us,"
+          "AllReduce通信的执行时间为1071us ... 属于通信bound场景\")", "all-reduce 1071 us > matmul 803 us", MACHINE,
+          comm_bound),
     Claim("002-gain",
-          "\"融合后该算子的执行时间为1262us,则融合算子的性能收益为(1874 - 1262) / 1874 = 32.7%\": pipelining the split "
-          "gains 32.7% over serial (seed 002)", "32.7% (1874 -> 1262 us)", MACHINE, pipelining_gain),
+          "Pipelining the split gains 32.7% over serial: the fused op takes 1262 us against 1874 us (seed 002: "
+          "\"融合后该算子的执行时间为1262us,则融合算子的性能收益为(1874 - 1262) / 1874 = 32.7%\")",
+          "32.7% (1874 -> 1262 us)", MACHINE, pipelining_gain),
     Claim("002-1262-reachable",
           "The fused op of the split derived from CostMM and CostComm takes 1262 us (seed 002, 验证优化方案性能收益; "
           "its fits reconstructed from its own 803, 1071, 143 us and m1 = 768)",
           "1262 us", MACHINE, reachable),
     Claim("002-inflation",
-          "\"通信和计算并行执行时,可能出现抢占内存带宽的情况,导致执行时间增加,一般按经验在拟合公式中乘以1.15的系数\": "
-          "splitting and running both engines at once inflates chunk times (seed 002)",
-          "x1.15 (empirical)", MACHINE, inflation),
+          "Running compute and communication at once inflates chunk times (memory-bandwidth contention); the fits "
+          "are multiplied by 1.15 by experience (seed 002: \"可能出现抢占内存带宽的情况,导致执行时间增加,"
+          "一般按经验在拟合公式中乘以1.15的系数\")", "x1.15 (empirical)", MACHINE, inflation),
 ]

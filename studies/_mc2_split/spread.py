@@ -82,3 +82,12 @@ def across_runs(records: list[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]:
     spread = spread.sort_values(["shape", "world_size", "best_first", "median_pct"],
                                 ascending=[True, True, True, False]).drop(columns="best_first")
     return spread.reset_index(drop=True), per_run
+
+
+def display(spread: pd.DataFrame) -> pd.DataFrame:
+    """The spread table as people read it: gains to one decimal, columns named in words."""
+    pct = {c: spread[c].map(lambda x: f"{x:.1f}") for c in ("median_pct", "min_pct", "max_pct")}
+    return spread.assign(**pct).rename(columns={
+        "world_size": "world size", "config": "configuration", "median_pct": "median %", "min_pct": "min %",
+        "max_pct": "max %", "met_point": f"runs >= {TARGET_PCT:.0f}%", "met_ci": f"runs with CI >= {TARGET_PCT:.0f}%",
+        "per_run": "per run (%, oldest first)"})
