@@ -526,3 +526,12 @@ def device_text() -> dict:
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return {"gpu": name, "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cupy": cupy.__version__}
+
+
+def passes_for_ms(target_ms: float, blocks: int = 0, pages: int = 256, scratch_bytes: int = 50_000_000) -> int:
+    """``passes`` that make one kernel take about ``target_ms`` on GPU 0 (a line through two
+    timed lengths: the kernel's time is a fixed part plus a part per pass)."""
+    short, long_ = 100, 2000
+    t_short, t_long = kernel_ms(short, blocks, pages, scratch_bytes), kernel_ms(long_, blocks, pages, scratch_bytes)
+    per_pass = max((t_long - t_short) / (long_ - short), 1e-9)
+    return max(1, round(short + (target_ms - t_short) / per_pass))
