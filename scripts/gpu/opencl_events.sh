@@ -12,7 +12,7 @@
 # The dependency run enqueues from C (host=native, the seed's C++ setting: pyopencl's ~9 us per
 # enqueue made the 28-worker runs host-bound at ~270 us a run) and takes 150 measurements per
 # point, each of about OE_DEP_MS ms: at each point a pilot of the baseline sets the runs per
-# measurement (at most 512, the seed's cap on maps per measurement; at least 4), so the large
+# measurement (at most 512, the seed's cap on maps per measurement; at least 8), so the large
 # sizes, where one run of 28 workers takes milliseconds, fit in the call too.
 set -u
 OUT=${OUT:-$PWD/out}
