@@ -370,7 +370,8 @@ def _overhead_table(valid: tuple) -> pd.DataFrame:
 
 
 POINT_COLUMNS = ["variant", "platform", "device", "experiment", "callback_impl", "workers", "condition", "size_bytes",
-                 "total_bytes", "reps", "samples", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy", "excess_us", "correct", "check"]
+                 "total_bytes", "reps", "samples", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy",
+                 "excess_us", "excess_batch_ms", "correct", "check"]
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
@@ -389,6 +390,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         # the seed's right-hand plot: each condition minus the fastest condition at that size
         points["excess_ns"] = points["mean_ns"] - points[points["correct"]].groupby(keys)["mean_ns"].transform("min")
         points = tables.with_us(points)
+        # The same excess per measurement (batch of `reps` runs): a fixed delay at the end of a
+        # batch (the last callback's delivery) is the same here whatever the runs per measurement.
+        points["excess_batch_ms"] = points["excess_us"] * points["reps"] / 1e3
         points = points[[c for c in POINT_COLUMNS if c in points.columns]]
     samples = tables.samples_table(rec)
     if len(samples):

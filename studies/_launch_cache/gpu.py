@@ -489,7 +489,8 @@ def resolve_blocks(blocks: int) -> int:
     return FILL_BLOCKS_PER_SM * int(cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"])
 
 
-def kernel_ms(passes: int, blocks: int = 0, pages: int = 256, scratch_bytes: int = 50_000_000, launches: int = 5) -> float:
+def kernel_ms(passes: int, blocks: int = 0, pages: int = 256, scratch_bytes: int = 50_000_000,
+              launches: int = 5) -> float:
     """Median GPU time of one kernel (CUDA events, after a warm-up), to pick ``passes`` for a
     wanted kernel length. Checks the sums as a phase does."""
     import cupy

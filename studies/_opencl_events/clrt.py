@@ -242,7 +242,8 @@ def native_dependency_loop():
     path = _opencl_lib_path()
     rc = lib.wb_dep_open(path.encode())
     if rc:
-        raise OSError(f"native.c could not bind OpenCL in {path}: " + ("library not loaded" if rc < 0 else f"symbol {rc} missing"))
+        why = "library not loaded" if rc < 0 else f"symbol {rc} missing"
+        raise OSError(f"native.c could not bind OpenCL in {path}: {why}")
     vp, i32, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
     fn = lib.wb_dep_time
     fn.argtypes = [vp, ctypes.POINTER(vp), ctypes.POINTER(i32), i32, vp, vp, sz, sz, ctypes.c_long, i32, i32, i32,
