@@ -72,8 +72,8 @@ SPACE = ParamSpace(
         Param("workers", "int", [7, 28], "logical workers (experiment=dependency)", choices=tuple(TREES), multi=True),
         Param("callback_impl", "str", "native", "native: C counter (the seed's case); ctypes: Python function; "
               "pyopencl: Event.set_callback (a thread per callback)", choices=clrt.CALLBACK_IMPLS),
-        Param("host", "str", "python", "dependency experiment: who enqueues the runs: python (pyopencl, about "
-              "9 us per enqueue) or native (a C loop, as the seed's C++ test; needs callback_impl=native)",
+        Param("host", "str", "python", "dependency experiment: who enqueues the runs: python (pyopencl; its wait "
+              "thread shares the GIL) or native (a C loop, as the seed's C++ test; needs callback_impl=native)",
               choices=("python", "native")),
         Param("target_ms", "float", 0.0, "aim each measurement at about this many ms: a short pilot of the "
               "baseline sets the runs per measurement at each point, at most reps and at least 8 (0: always reps)",

@@ -9,8 +9,8 @@
 # OE_RUNS picks the runs (default: all of "callbacks wait cuda callbacks-pyopencl dependency").
 # OE_SCALE=quick runs every experiment in seconds (a smoke test of the machine).
 #
-# The dependency run enqueues from C (host=native, the seed's C++ setting: pyopencl's ~9 us per
-# enqueue made the 28-worker runs host-bound at ~270 us a run) and takes 150 measurements per
+# The dependency run enqueues from C (host=native, the seed's C++ setting: from Python the waiting
+# thread competes with the enqueuing one for the GIL) and takes 150 measurements per
 # point, each of about OE_DEP_MS ms: at each point a pilot of the baseline sets the runs per
 # measurement (at most 512, the seed's cap on maps per measurement; at least 8), so the large
 # sizes, where one run of 28 workers takes milliseconds, fit in the call too: about 220 s on an

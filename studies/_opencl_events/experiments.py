@@ -165,8 +165,9 @@ class DependencyRuns:
     released untimed.
 
     ``host="native"`` enqueues the runs from C (native.c's ``wb_dep_time``, the same loop) as
-    the seed's C++ test did: pyopencl spends about 9 us per enqueue, so with 28 workers (31
-    commands a run) the Python loop, not the device, sets the pace at small sizes.
+    the seed's C++ test did: the Python loop adds pyopencl's cost to every enqueue, and its
+    waiting thread competes with the enqueuing one for the GIL (on an H200 that made waiting
+    cost more than a callback, the reverse of the seed's finding).
     """
 
     def __init__(self, target: clrt.Target, size_bytes: int, workers: int, cbs: clrt.Callbacks,

@@ -7,8 +7,8 @@
  * were as thin).
  *
  * wb_dep_time: R runs of the dependency experiment enqueued from C, as the seed's C++ test did
- * (see DependencyRuns in experiments.py, which holds the same loop in Python; the Python loop
- * spends about 9 us of pyopencl per enqueue, which hides the runtime's own costs). The OpenCL
+ * (see DependencyRuns in experiments.py, which holds the same loop in Python; there pyopencl's
+ * cost is added to every enqueue and the waiting thread competes for the GIL). The OpenCL
  * entry points come from the ICD loader the process already loaded (pyopencl's), looked up by
  * wb_dep_open; the queue, kernels (arguments set) and buffers are pyopencl's, passed as handles.
  *
