@@ -21,7 +21,7 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
+	$(BIN)/streamlit run serve.py --server.address $(HOST) --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 
 test: $(STAMP)

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.ag_gemm as study  # noqa: E402
-from workbench import runner  # noqa: E402
+from benchmarks._run import run_benchmark  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 
@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     values = {"m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype, "methods": args.methods,
               "repeat": args.repeat, "trace": args.trace, "world_size": ws}
     values.update(dict(s.split("=", 1) for s in args.set))
-    return runner.run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=f"{args.tag}-ws{ws}",
-                                unavailable_status=0)
+    return run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=f"{args.tag}-ws{ws}",
+                         unavailable_status=0)
 
 
 if __name__ == "__main__":

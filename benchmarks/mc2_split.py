@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
-from workbench import runner  # noqa: E402
+from benchmarks._run import run_benchmark  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.report import md_table  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
-    return runner.run_benchmark(study, values, show, bundle_dir=args.bundle_dir,
-                                bundle_stem=f"{args.tag}-ws{args.world_size}")
+    return run_benchmark(study, values, show, bundle_dir=args.bundle_dir,
+                         bundle_stem=f"{args.tag}-ws{args.world_size}")
 
 
 if __name__ == "__main__":

@@ -22,22 +22,37 @@ import streamlit as st
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.env import REPO_ROOT, summary_line
-from workbench.store import RunRecord, Store, StoreError, default_path, to_bundle
+from workbench.store import RunRecord, Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
+from workbench.untrusted import escape, safe_stem
 
 
-@st.cache_resource
-def _store_at(path: str) -> Store:
-    return Store(path)
+def open_store() -> Store:
+    """The app's store access: a connection of its own for each script run (sessions run on
+    their own threads, and a shared connection would interleave their transactions)."""
+    return Store()
 
 
 def get_store() -> Store | None:
     """The results store, or None with an error shown (a foreign/corrupt file is left untouched)."""
     try:
-        return _store_at(str(default_path()))
+        return open_store()
     except StoreError as exc:
-        st.error(f"Results store unavailable: {exc}")
+        st.error(f"Results store unavailable: {escape(exc)}")
         return None
+
+
+def session_alive() -> Callable[[], bool] | None:
+    """A check that this browser session is still connected (for :mod:`workbench.jobs`), or
+    None where there is no server (AppTest, bare mode)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return None
+    session_id, rt = ctx.session_id, runtime.get_instance()
+    return lambda: rt.is_active_session(session_id)
 
 
 def committed(study_id: str) -> tuple[list[RunRecord], list[str]]:
@@ -108,29 +123,31 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool, bool]:
 # --- results -------------------------------------------------------------------------------------
 
 def downloads(rec: RunRecord, key: str) -> None:
-    """Markdown (zip with chart PNGs), notebook (zip with its bundle) and the bundle."""
+    """Markdown (zip with chart PNGs), notebook (zip with its bundle) and the bundle; file
+    names from the run id's sanitised stem."""
+    stem = safe_stem(rec.run_id)
     c1, c2, c3 = st.columns(3)
     with c1:
         if st.button("Prepare Markdown report", key=f"{key}:md"):
             with tempfile.TemporaryDirectory() as tmp:
-                md = report.write_markdown(rec, Path(tmp) / f"{rec.run_id}.md")
+                md = report.write_markdown(rec, Path(tmp) / f"{stem}.md")
                 st.session_state[f"{key}:mdzip"] = _zip_dir(Path(tmp))
                 st.session_state[f"{key}:mdtext"] = md.read_text()
         if f"{key}:mdzip" in st.session_state:
             st.download_button("Download Markdown (.zip with charts)", st.session_state[f"{key}:mdzip"],
-                               file_name=f"{rec.run_id}-report.zip", mime="application/zip", key=f"{key}:mddl")
+                               file_name=f"{stem}-report.zip", mime="application/zip", key=f"{key}:mddl")
     with c2:
         if st.button("Prepare notebook", key=f"{key}:nb"):
             with tempfile.TemporaryDirectory() as tmp:
-                report.write_notebook(rec, Path(tmp) / f"{rec.run_id}.ipynb")
+                report.write_notebook(rec, Path(tmp) / f"{stem}.ipynb")
                 st.session_state[f"{key}:nbzip"] = _zip_dir(Path(tmp))
         if f"{key}:nbzip" in st.session_state:
             st.download_button("Download notebook (.zip with bundle)", st.session_state[f"{key}:nbzip"],
-                               file_name=f"{rec.run_id}-notebook.zip", mime="application/zip", key=f"{key}:nbdl")
+                               file_name=f"{stem}-notebook.zip", mime="application/zip", key=f"{key}:nbdl")
     with c3:
         # A callable: built on click, not on every rerun (it summarises every variant, up to MBs).
         st.download_button("Download result bundle (JSON)", lambda: json.dumps(to_bundle(rec), default=str),
-                           file_name=f"{rec.run_id}.bundle.json", mime="application/json", key=f"{key}:bundle")
+                           file_name=f"{stem}.bundle.json", mime="application/json", key=f"{key}:bundle")
     if f"{key}:mdtext" in st.session_state:
         with st.expander("Markdown report text"):
             st.code(st.session_state[f"{key}:mdtext"], language="markdown")
@@ -171,7 +188,8 @@ def _analysis(key: tuple, _study: ModuleType, _rec: RunRecord) -> dict[str, Any]
         charts = _attempt(errors, "Charts", lambda: _study.charts(tables), {})
         if hasattr(_study, "report_sections"):
             sections = _attempt(errors, "Report sections", lambda: _study.report_sections(_rec, tables), [])
-    return {"verdict": report.verdict_line(_rec, _study), "results": report.results_table(_rec),
+    verdict = _attempt(errors, "The verdict", lambda: report.verdict_line(_rec, _study), "(no verdict)")
+    return {"verdict": verdict, "results": report.results_table(_rec),
             "tables": tables, "charts": charts, "sections": sections, "errors": errors}
 
 
@@ -179,14 +197,15 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     """Verdict, results, the study's tables and charts, seed figures, environment, downloads."""
     shown = _analysis(run_key(rec), study, rec)
     st.markdown(f"**Verdict:** {shown['verdict']}")
-    st.caption(f"Run `{rec.run_id}` · {rec.status} · {rec.created_utc} UTC · machine: {summary_line(rec.env)} · "
-               f"origin: {rec.origin}")
+    st.caption(f"Run {escape(rec.run_id, 'code')} · {escape(rec.status)} · {escape(rec.created_utc)} UTC · machine: "
+               f"{escape(summary_line(rec.env))} · origin: {escape(rec.origin)}")
     if rec.status != "complete":
-        st.warning(f"This run is {rec.status}." + (f" {rec.error.splitlines()[0]}" if rec.error else ""))
+        st.warning(f"This run is {escape(rec.status)}." + (f" {escape(rec.error.splitlines()[0])}"
+                                                           if rec.error and rec.error.strip() else ""))
     failed = [v for v in rec.variants if not v.correct]
     if failed:
         st.error("Correctness check FAILED (times not counted): " +
-                 "; ".join(f"{v.variant}: {v.check}" for v in failed))
+                 escape("; ".join(f"{v.variant}: {v.check}" for v in failed)))
     st.dataframe(shown["results"], hide_index=True, width="stretch")
     for message in shown["errors"]:
         st.error(message)
@@ -200,7 +219,10 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     for section in shown["sections"]:
         st.markdown(section, unsafe_allow_html=False)
     if extras is not None:
-        extras(rec, shown["tables"])
+        try:
+            extras(rec, shown["tables"])
+        except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what its page does not expect
+            st.error(f"This part of the page failed: {escape(type(exc).__name__)}: {escape(exc)}")
     with st.expander("Environment and reproduce command"):
         st.code(rec.reproduce, language="bash")
         st.json(rec.env, expanded=False)
@@ -235,7 +257,7 @@ def _poll_job(study: ModuleType) -> None:
     def _progress():
         frac, msg = job.progress()
         if not job.done:
-            st.progress(frac, text=f"Running {study.ID}: {msg}")
+            st.progress(frac, text=f"Running {study.ID}: {escape(msg)}")
             if st.button("Cancel run (keeps finished points)", key=f"{key}:cancel"):
                 job.cancel()
             return
@@ -278,11 +300,12 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
                 st.error(f"Cannot run with these parameters here: {refused}")
             else:
                 st.session_state.pop(f"{study.ID}:last_error", None)
-                st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False, store_path=store.path)
+                st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False, store_path=store.path,
+                                                                 owner_alive=session_alive())
     _poll_job(study)
     err = st.session_state.get(f"{study.ID}:last_error")
     if err:
-        st.error(f"The last run did not complete:\n\n```\n{err}\n```")
+        st.error(f"The last run did not complete:\n\n{escape(err, 'block')}")
 
     st.header("Results")
     records: dict[str, RunRecord] = {}
@@ -295,7 +318,7 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
         records[rec.run_id] = rec
         labels[rec.run_id] = f"{rec.run_id} · committed · {summary_line(rec.env)}"
     for e in committed_errors:
-        st.warning(f"A committed bundle could not be read: {e}")
+        st.warning(f"A committed bundle could not be read: {escape(e)}")
     if not labels:
         st.info("No runs yet. Set parameters above and press Run.")
         return

@@ -4,6 +4,7 @@ import streamlit as st
 import studies.ag_gemm as study
 from pages._ui import study_page
 from workbench.traces import TraceError, charts
+from workbench.untrusted import escape
 
 
 @st.cache_data(max_entries=8, show_spinner="reading trace...")
@@ -28,7 +29,7 @@ def page_extras(record, tables) -> None:
     try:
         st.altair_chart(charts.timeline(_spans(record.run_id, name, kind, data), title=name), width="stretch")
     except TraceError as exc:
-        st.error(f"Cannot read {name}: {exc}")
+        st.error(f"Cannot read {escape(name)}: {escape(exc)}")
 
 
 study_page(study, extras=page_extras)

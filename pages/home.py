@@ -7,6 +7,7 @@ import streamlit as st
 from pages._ui import get_store
 from workbench import env, stats
 from workbench.study import registry
+from workbench.untrusted import escape
 
 st.title("Perf Study Workbench")
 st.markdown(
@@ -39,7 +40,7 @@ if store is not None:
     if cal:
         rec = store.load(cal[0]["run_id"], attachments=False)
         meds = {v.variant: float(np.median(v.samples_ns)) for v in rec.variants if v.correct}
-        floor_txt = ", ".join(f"{k}: {stats.fmt_ns(v)}" for k, v in meds.items())
+        floor_txt = escape(", ".join(f"{k}: {stats.fmt_ns(v)}" for k, v in meds.items()))
 st.markdown(f"**Floor on this machine** (Calibration study): {floor_txt}")
 
 st.subheader("Studies")

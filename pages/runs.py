@@ -1,15 +1,14 @@
 """Runs: browse stored and committed runs, A/B-compare two, download reports and bundles."""
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from pages._ui import committed, downloads, get_store, run_key
 from workbench import report
 from workbench.env import summary_line
-from workbench.store import StoreError, from_bundle
+from workbench.store import StoreError, parse_bundle
 from workbench.study import registry
+from workbench.untrusted import escape, safe_stem
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -33,15 +32,16 @@ with st.expander("Import a result bundle (JSON from another machine)"):
     up = st.file_uploader("Result bundle", type=["json"], key="runs:import")
     if up is not None and st.button("Import", key="runs:do-import"):
         try:
-            rec = from_bundle(json.loads(up.getvalue().decode("utf-8")), origin=f"bundle:{up.name}")
-            try:
-                store.resolve_id(rec.run_id)
-                st.info(f"Run {rec.run_id} is already in the store.")
-            except KeyError:
-                store.save(rec)
-                st.success(f"Imported {rec.run_id} ({rec.study}) from {summary_line(rec.env)}")
-        except (StoreError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            st.error(f"Not imported: {exc}")
+            rec = parse_bundle(up.getvalue(), origin="bundle:upload", what=f"{up.name}")
+            if store.import_run(rec):  # one transaction: all of the run, or nothing
+                st.success(f"Imported {escape(rec.run_id, 'code')} ({escape(rec.study)}) from "
+                           f"{escape(summary_line(rec.env))}")
+            else:
+                st.info(f"Run {escape(rec.run_id, 'code')} is already in the store.")
+        except StoreError as exc:
+            st.error(f"Not imported: {escape(exc)}")
+        except Exception as exc:  # noqa: BLE001 - an upload must never replace the page with a traceback
+            st.error(f"Not imported: {escape(up.name)} could not be read ({escape(type(exc).__name__)}: {escape(exc)})")
 
 records = {}
 rows = []
@@ -78,9 +78,13 @@ if a_id and b_id and a_id != b_id:
     a, b = load(a_id), load(b_id)
     if a.study != b.study:
         st.warning("A and B are runs of different studies; only variants with the same name are compared.")
-    text = _compare_text(run_key(a), run_key(b), a, b)
+    try:
+        text = _compare_text(run_key(a), run_key(b), a, b)
+    except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
+        text = f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}"
     st.markdown(text)
-    st.download_button("Download comparison (Markdown)", text, file_name=f"compare-{a_id}-{b_id}.md", key="runs:cmpdl")
+    st.download_button("Download comparison (Markdown)", text,
+                       file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
 else:
     st.caption("Pick two different runs to compare.")
 
@@ -88,5 +92,9 @@ st.subheader("Export one run")
 one = st.selectbox("Run", ids, key="runs:one")
 if one:
     rec = load(one)
-    st.markdown(f"**Verdict:** {_verdict(run_key(rec), rec)}")
+    try:
+        verdict = _verdict(run_key(rec), rec)
+    except Exception as exc:  # noqa: BLE001 - as above
+        verdict = f"(none: {escape(type(exc).__name__)}: {escape(exc)})"
+    st.markdown(f"**Verdict:** {verdict}")
     downloads(rec, key=f"runs:{one}")

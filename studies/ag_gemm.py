@@ -49,6 +49,7 @@ from studies._ag_gemm import spans
 from workbench import tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.untrusted import escape as esc
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
@@ -285,13 +286,12 @@ TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
 def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
     """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
     from workbench.traces import load
+    from workbench.untrusted import attachment_file
 
     if kind == spans.ATTACH_KIND:
         return spans.to_spans(json.loads(data))
     # The importers read files (format detection looks at the name and the first bytes).
-    with tempfile.TemporaryDirectory(prefix="ag-gemm-trace-") as tmp:
-        path = Path(tmp, Path(name).name)
-        path.write_bytes(data)
+    with attachment_file(name, data) as path:
         return load(path)[0]
 
 
@@ -371,8 +371,10 @@ def format_seed_table(s: pd.DataFrame) -> str:
     for _, r in s.iterrows():
         target = "" if r["target"] is None or r["target"] != r["target"] else (
             f">= {r['target']:.2f}x: {'met' if r['met'] else 'MISSED'}")
-        rows.append(f"| {r['ranks']} | {r['MxNxK']} | {r['dtype']} | {f(r['baseline_ms'])} | {f(r['fused_ms'])} | "
-                    f"{f(r['speedup'], 2, 'x')} | {f(r['tflops'], 0)} | {r['auto_pick']} | {f(r['torch_fused_ms'])} | "
+        rows.append(f"| {esc(r['ranks'], 'cell')} | {esc(r['MxNxK'], 'cell')} | {esc(r['dtype'], 'cell')} | "
+                    f"{f(r['baseline_ms'])} | {f(r['fused_ms'])} | "
+                    f"{f(r['speedup'], 2, 'x')} | {f(r['tflops'], 0)} | {esc(r['auto_pick'], 'cell')} | "
+                    f"{f(r['torch_fused_ms'])} | "
                     f"{f(r['ce_chunked_ms'])} | {f(r['hbm_buffer_ms'])} | {f(r['hbm_speedup'], 2, 'x')} | "
                     f"{f(r['bound_ms'])} | {target} |")
     return ("### All-gather + GEMM, seed-shaped table (measured in this run)\nBaseline: NCCL all_gather_into_tensor then "
@@ -383,7 +385,7 @@ def format_seed_table(s: pd.DataFrame) -> str:
 def verdict(rec: RunRecord) -> str:
     """One line: per shape, our pick against NCCL all-gather then matmul (the seed's table)."""
     failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
     if rec.params.get("mode") == "kernel":
         return kernelbench.verdict(kernelbench.breakdown(rec)) + tail
     summ = summary_table(rec)
@@ -391,11 +393,11 @@ def verdict(rec: RunRecord) -> str:
     if summ.empty:
         return "No shape has both the NCCL baseline and a fused method measured." + tail
     big = summ.assign(_m=summ["MxNxK"].str.split("x").str[0].astype(int)).sort_values(["ranks", "_m"]).iloc[-1]
-    parts = [f"{r['ranks']} ranks {r['dtype']} {r['MxNxK']}: {r['speedup']:.2f}x" for _, r in summ.iterrows()]
+    parts = [f"{esc(r['ranks'])} ranks {esc(r['dtype'])} {esc(r['MxNxK'])}: {r['speedup']:.2f}x" for _, r in summ.iterrows()]
     missed = summ[summ["met"] == False]  # noqa: E712 (None means no target for that shape)
     text = (f"Against NCCL all-gather then matmul, measured in the same run: {'; '.join(parts)}. "
             f"Largest shape: {big['fused_ms']:.3f} ms vs {big['baseline_ms']:.3f} ms ({big['tflops']:.0f} TFLOP/s"
-            f"{', pick ' + big['auto_pick'] if big['auto_pick'] else ''}).")
+            f"{', pick ' + esc(big['auto_pick']) if big['auto_pick'] else ''}).")
     if summ["met"].notna().any():
         text += " Targets: " + ("all met." if missed.empty else f"{len(missed)} missed.")
     return text + tail

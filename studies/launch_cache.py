@@ -51,6 +51,7 @@ import pandas as pd
 from workbench import cbuild, stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+from workbench.untrusted import escape as esc
 
 from studies._launch_cache import SOFTSTACK_CACHE_LIMIT, OutOfMemory
 
@@ -241,7 +242,9 @@ def _variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
     storage, percentiles from all), per-segment statistics, each phase's counters, the checks."""
     lat = np.concatenate(a["lat"])
     samples, stride = _subsample(lat, params["max_samples"])
-    check = "; ".join(a["fails"]) if a["fails"] else f"{params['repeat']} phases: {a['check']}"
+    done = len(a["reps"])
+    phases = f"{done} phases" if done == params["repeat"] else f"{done} of {params['repeat']} phases"
+    check = "; ".join(a["fails"]) if a["fails"] else f"{phases}: {a['check']}"
     segments = {seg: _segment_stats(np.concatenate([d[seg] for d in a["seg"]])) for seg in a["seg"][0]}
     return VariantResult(name, vparams, samples, not a["fails"], check, {
         "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "segments_ns": segments,
@@ -301,9 +304,9 @@ def run(params, ctx: RunContext) -> dict:
                 phase = phase_of(vparams, salt)
             except OutOfMemory as exc:
                 # The policy cannot run these launches in this memory: a failed variant with the
-                # reason and no samples (its earlier phases, if any, are dropped with it).
+                # reason and no samples (replacing the row of its earlier phases, if any).
                 out_of_memory.add(name)
-                ctx.record(VariantResult(name, vparams, [], False, f"phase {rep + 1}: {exc}", {}))
+                ctx.update(VariantResult(name, vparams, [], False, f"phase {rep + 1}: {exc}", {}))
                 continue
             ok, msg = check_checksums(phase.checksum, salt, params["touch_pages"], params["passes"], blocks)
             if ok and phase.extra.get("seq_ok") is False:
@@ -315,10 +318,11 @@ def run(params, ctx: RunContext) -> dict:
             if not ok:
                 a["fails"].append(f"phase {rep + 1}: {msg}")
             a["check"] = msg
-            if rep == params["repeat"] - 1:
-                if params["trace_launches"]:
-                    trace += _trace_events(name, vi, phase, params["trace_launches"])
-                ctx.record(_variant_result(name, vparams, a, params))
+            if rep == params["repeat"] - 1 and params["trace_launches"]:
+                trace += _trace_events(name, vi, phase, params["trace_launches"])
+            # Stored after every phase (replacing the variant's earlier row): an interrupt keeps
+            # each phase that finished, not only the variants whose last phase did.
+            ctx.update(_variant_result(name, vparams, a, params))
     if trace:
         doc = {"traceEvents": trace, "displayTimeUnit": "ns",
                "otherData": {"study": ID, "note": "host-side span of each launch: acquire block, launch, "
@@ -522,7 +526,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
              "peak scratch": f"{r['peak_mib']:.0f} MiB", "check": "ok" if r["correct"] else "FAILED"}
             for _, r in df.iterrows()]
     secs.append(f"## Live `time` of the launch phase ({p['launches']:,} launches over {p['threads']} threads, "
-                f"{p['target']}, scratch {p['scratch_bytes']:,} B; median of {p['repeat']} phases)\n\n"
+                f"{esc(p['target'])}, scratch {p['scratch_bytes']:,} B; median of {p['repeat']} phases)\n\n"
                 + md_table(pd.DataFrame(rows)))
     vs = tbls.get("vs_per_call")
     if vs is not None and len(vs):
@@ -558,12 +562,12 @@ def _findings(rec: RunRecord, df: pd.DataFrame) -> str:
     ok = df[df["correct"]]
     if len(ok):
         best = ok.loc[ok["real_s"].idxmin()]
-        lines.append(f"- Fastest whole phase: **{best['variant']}** ({fmt_time(best['real_s'])} real, "
+        lines.append(f"- Fastest whole phase: **{esc(best['variant'])}** ({fmt_time(best['real_s'])} real, "
                      f"{best['launches_per_s']:,.0f} launches/s).")
     if p["target"] == "cpu":
         for _, r in df[df["policy"] == "per_call"].iterrows():
             if r.get("allocs", 0):
-                lines.append(f"- per_call/{r['malloc']}: {r['mmapped_allocs']:,.0f} of {r['allocs']:,.0f} blocks came "
+                lines.append(f"- per_call/{esc(r['malloc'])}: {r['mmapped_allocs']:,.0f} of {r['allocs']:,.0f} blocks came "
                              f"from mmap; {r['minflt_per_launch']:.0f} minor faults per launch for "
                              f"{p['touch_pages']} touched pages.")
         lines.append("- glibc raises its mmap threshold to the size of each freed mmapped block, up to 32 MiB on "
@@ -586,7 +590,7 @@ def _findings(rec: RunRecord, df: pd.DataFrame) -> str:
         sub = df[df[mode] == value].set_index("policy")
         if {"locked_cache", "pool", "per_call"} <= set(sub.index):
             lk, pl, pc = sub.loc["locked_cache"], sub.loc["pool"], sub.loc["per_call"]
-            lines.append(f"- {mode}={value}: pool of {p['k']} vs one locked block: real {_times(pl['real_s'], lk['real_s'])}, "
+            lines.append(f"- {mode}={esc(value)}: pool of {p['k']} vs one locked block: real {_times(pl['real_s'], lk['real_s'])}, "
                          f"user {_times(pl['user_s'], lk['user_s'])}, peak memory {_times(pl['peak_mib'], lk['peak_mib'], 1)}; "
                          f"per_call spends {pc['sys_s'] / max(pc['real_s'], 1e-12):.1f} s of sys per s of real.")
     return "\n".join(lines)
@@ -600,7 +604,7 @@ def _times(a: float, b: float, digits: int = 2) -> str:
 def verdict(rec: RunRecord) -> str:
     """One line: each policy's real time against per-launch allocation, the seed's comparison."""
     failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
     vs = analyze(rec).get("vs_per_call")
     if vs is None or vs.empty:
         return "No policy to compare with per-launch allocation." + tail
@@ -608,6 +612,6 @@ def verdict(rec: RunRecord) -> str:
     if rows.empty:
         return "Only per-launch allocation was measured." + tail
     best = rows.iloc[0]
-    parts = ", ".join(f"{r['variant']} {r['real_vs_per_call']:.2f}x" for _, r in rows.head(4).iterrows())
-    return (f"Real time against per-launch allocation (lower is better): {parts}. Fastest: {best['variant']} "
+    parts = ", ".join(f"{esc(r['variant'])} {r['real_vs_per_call']:.2f}x" for _, r in rows.head(4).iterrows())
+    return (f"Real time against per-launch allocation (lower is better): {parts}. Fastest: {esc(best['variant'])} "
             f"(user {best['user_vs_per_call']:.2f}x, sys {best['sys_vs_per_call']:.2f}x).") + tail

@@ -37,6 +37,7 @@ from studies._mc2_split.simulate import simulate
 from workbench import tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.untrusted import escape as esc
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
@@ -148,6 +149,11 @@ SEED_FIGURES = {
 
 # --- parameters ------------------------------------------------------------------------
 
+#: largest fixed time or slope a given fit may have (17 minutes): beyond it the simulated
+#: times overflow to inf
+MAX_FIT_US = 1e9
+
+
 def _fits(params) -> tuple[Fit | None, Fit | None]:
     out = []
     for name, unit in (("mm_fit", "row"), ("comm_fit", "MiB")):
@@ -155,10 +161,19 @@ def _fits(params) -> tuple[Fit | None, Fit | None]:
         if not text:
             out.append(None)
             continue
+        example = "16.5,0.192" if unit == "row" else "47,16"
         try:
-            out.append(parse_fit(text, unit, name))
+            fit = parse_fit(text, unit, name)
         except ValueError as exc:
-            raise ParamError(name, f"{exc}; e.g. {'16.5,0.192' if unit == 'row' else '47,16'}") from None
+            raise ParamError(name, f"{exc}; e.g. {example}") from None
+        # A given fit must be a cost that grows with the size: a zero slope cannot be inverted
+        # to balance a block (division by zero), a negative one gives negative times.
+        if fit.slope <= 0:
+            raise ParamError(name, f"the slope {fit.slope:g} us/{unit} must be positive (a cost that does not grow "
+                                   f"with the size cannot balance a block); e.g. {example}")
+        if max(abs(fit.fixed_us), fit.slope) > MAX_FIT_US:
+            raise ParamError(name, f"{text!r} is beyond {MAX_FIT_US:g} us: not a plausible cost; e.g. {example}")
+        out.append(fit)
     return out[0], out[1]
 
 
@@ -466,31 +481,27 @@ def _busy_ns(*spans: pd.DataFrame) -> int:
 def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
     """From the attached torch.profiler traces (rank 0): every engine span, and per trace the
     span from first to last engine activity, each engine's busy time and their overlap."""
-    import tempfile
-    from pathlib import Path
-
     from workbench.traces import chrome
+    from workbench.untrusted import attachment_file
 
     spans, summary = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, kind, data in rec.attachments:
-            if kind != "trace/chrome-json":
-                continue
-            path = Path(tmp, name)
-            path.write_bytes(data)
+    for name, kind, data in rec.attachments:
+        if kind != "trace/chrome-json":
+            continue
+        with attachment_file(name, data) as path:  # never a path built from the bundle's name
             eng = _engine_spans(chrome.load(path)[0])
-            if not len(eng):
-                continue
-            label = name.removesuffix(".json.gz").replace("_", " ", 1)
-            t0 = int(eng["start_ns"].min())
-            spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
-                                    end_us=(eng["end_ns"] - t0) / 1e3))
-            compute, comm = eng[eng["engine"] == "compute"], eng[eng["engine"] == "comm"]
-            compute_ns, comm_ns = _busy_ns(compute), _busy_ns(comm)
-            # Time both engines ran = each one's busy time minus what their union covers once.
-            summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
-                            "compute_busy_us": compute_ns / 1e3, "comm_busy_us": comm_ns / 1e3,
-                            "overlap_us": (compute_ns + comm_ns - _busy_ns(compute, comm)) / 1e3, "spans": len(eng)})
+        if not len(eng):
+            continue
+        label = name.removesuffix(".json.gz").replace("_", " ", 1)
+        t0 = int(eng["start_ns"].min())
+        spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
+                                end_us=(eng["end_ns"] - t0) / 1e3))
+        compute, comm = eng[eng["engine"] == "compute"], eng[eng["engine"] == "comm"]
+        compute_ns, comm_ns = _busy_ns(compute), _busy_ns(comm)
+        # Time both engines ran = each one's busy time minus what their union covers once.
+        summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
+                        "compute_busy_us": compute_ns / 1e3, "comm_busy_us": comm_ns / 1e3,
+                        "overlap_us": (compute_ns + comm_ns - _busy_ns(compute, comm)) / 1e3, "spans": len(eng)})
     cols = ["trace", "engine", "name", "start_us", "end_us"]
     return (pd.concat(spans)[cols] if spans else pd.DataFrame(columns=cols)), pd.DataFrame(summary)
 
@@ -607,27 +618,28 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     if out.get("fits"):
         f = out["fits"]
         secs.append("## Cost fits\n\n"
-                    f"- CostMM(m) = {f['mm']['text']} ({f['mm']['source']})\n"
-                    f"- CostComm(x) = {f['comm']['text']} ({f['comm']['source']}), x = m*N*sizeof(dtype)\n"
-                    f"- contention factor {out.get('contention')}\n")
+                    f"- CostMM(m) = {esc(f['mm']['text'])} ({esc(f['mm']['source'])})\n"
+                    f"- CostComm(x) = {esc(f['comm']['text'])} ({esc(f['comm']['source'])}), x = m\\*N\\*sizeof(dtype)\n"
+                    f"- contention factor {esc(out.get('contention'))}\n")
     if len(tbls.get("fit_points", [])):
         secs.append("### Measured points\n\n" + _md(tbls["fit_points"], ["cost", "m", "x", "unit", "measured_us",
                                                                           "ci_lo_us", "ci_hi_us", "fit_us"]))
     if len(tbls.get("derivation", [])):
         plan = out["plan"]
-        head = (f"Result: **{plan['chunks']}**" if plan["ok"] else
-                f"**No valid split**: {plan['reason']}. The simulator shows the unsplit case.")
-        lines = "\n".join(f"{i + 1}. **{r.step}**: {r.derivation}" for i, r in enumerate(tbls["derivation"].itertuples()))
+        head = (f"Result: **{esc(plan['chunks'])}**" if plan["ok"] else
+                f"**No valid split**: {esc(plan['reason'])}. The simulator shows the unsplit case.")
+        lines = "\n".join(f"{i + 1}. **{esc(r.step)}**: {esc(r.derivation)}"
+                          for i, r in enumerate(tbls["derivation"].itertuples()))
         secs.append("## The seed's split, step by step\n\n" + lines + "\n\n" + head +
                     "\n\nReadings: " + " ".join(SEED_FIGURES["notes"][1:]))
     sims = tbls.get("simulated")
     if sims is not None and len(sims):
-        skipped = f"\n\n{out['best_skipped']}." if out.get("best_skipped") else ""
+        skipped = f"\n\n{esc(out['best_skipped'])}." if out.get("best_skipped") else ""
         secs.append("## Simulated splits\n\n" + _md(sims, ["split", "chunks", "n_chunks", "makespan_us", "serial_us",
                                                            "gain", "over_best"]) + skipped)
     gantt = tbls.get("gantt")
     if gantt is not None and len(gantt):
-        secs.append("## Gantt (simulated, ASCII)\n\n```\n" + ascii_gantt(gantt[gantt["shown"]]) + "\n```")
+        secs.append("## Gantt (simulated, ASCII)\n\n" + esc(ascii_gantt(gantt[gantt["shown"]]), "block"))
     ov = tbls.get("trace_overlap")
     if ov is not None and len(ov):
         secs.append("## Measured overlap (torch.profiler, one call, rank 0)\n\n" +
@@ -637,7 +649,7 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     live = tbls.get("live")
     if live is not None and len(live):
         lv = out.get("live", {})
-        secs.append(f"## Predicted vs measured ({lv.get('backend')}, world size {lv.get('world_size')})\n\n" +
+        secs.append(f"## Predicted vs measured ({esc(lv.get('backend'))}, world size {esc(lv.get('world_size'))})\n\n" +
                     _md(live, ["variant", "chunks", "measured_us", "ci_lo_us", "ci_hi_us", "predicted_us", "err",
                                "predicted_fit_us", "err_fit", "contention_fit", "speedup_vs_serial_default",
                                "correct"]) +
@@ -668,10 +680,10 @@ def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
 def verdict(rec: RunRecord) -> str:
     """One line: the seed heuristic's split and, where measured, the best overlap against serial."""
     failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {', '.join(failed)}." if failed else ""
+    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
     # Only the two tables it needs: analyze() would also parse every attached trace.
     sims = {s["split"]: s for s in rec.outputs.get("simulated", [])}
-    parts = [f"{label} [{','.join(map(str, sims[name]['chunks']))}]: simulated gain {sims[name]['gain']:.1%}"
+    parts = [f"{label} [{esc(','.join(map(str, sims[name]['chunks'])))}]: simulated gain {sims[name]['gain']:.1%}"
              for name, label in (("heuristic", "seed heuristic"), ("best", "best split")) if name in sims]
     text = ("; ".join(parts) + ".") if parts else ""
     live = live_table(rec)
@@ -679,11 +691,12 @@ def verdict(rec: RunRecord) -> str:
     if len(over):
         top = over.sort_values("measured_us").iloc[0]
         # Against the backend's own serial op when the run has it, else the same collective's serial.
-        backend = rec.outputs.get("live", {}).get("backend", "default")
+        backend = esc(rec.outputs.get("live", {}).get("backend", "default"))
         for col, against in (("speedup_vs_serial_default", f"serial {backend.upper() if backend == 'nccl' else backend}"),
-                             ("speedup_vs_serial_same_comm", f"serial {top['comm']}")):
+                             ("speedup_vs_serial_same_comm", f"serial {esc(top['comm'])}")):
             if pd.notna(top.get(col)):
-                text += (f" Measured: fastest overlap {top['variant']} [{top['chunks']}] {top['measured_us']:.0f} us, "
+                text += (f" Measured: fastest overlap {esc(top['variant'])} [{esc(top['chunks'])}] "
+                         f"{top['measured_us']:.0f} us, "
                          f"{top[col]:+.1%} against {against} (same run)")
                 if pd.notna(top.get("err_fit")):
                     text += f", prediction error {top['err_fit']:+.1%} with fitted contention"

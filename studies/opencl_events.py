@@ -39,6 +39,7 @@ import pandas as pd
 from workbench import stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, StudyUnavailable, VariantResult
+from workbench.untrusted import escape as esc
 
 from studies._opencl_events import clrt
 from studies._opencl_events.experiments import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label,
@@ -476,23 +477,23 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
 
     out = rec.outputs or {}
     impl = out.get("callback_impl", rec.params.get("callback_impl"))
-    where = f"{out.get('platform', '?')} / {out.get('device', '?')}"
+    where = esc(f"{out.get('platform', '?')} / {out.get('device', '?')}")
     method = [
         "## What is measured",
-        f"Platform and device: **{where}** (driver {out.get('driver_version', out.get('cuda_driver', '?'))}). "
-        + (f"Runs per measurement chosen per point for about {rec.params.get('target_ms')} ms (a pilot of the "
-         f"baseline; between {MIN_REPS} and {rec.params.get('reps')}; each point's count is its `reps`), "
-         if rec.params.get("target_ms") else f"{rec.params.get('reps')} runs per measurement, ")
-        + f"{rec.params.get('measurements')} measurements per point "
+        f"Platform and device: **{where}** (driver {esc(out.get('driver_version', out.get('cuda_driver', '?')))}). "
+        + (f"Runs per measurement chosen per point for about {esc(rec.params.get('target_ms'))} ms (a pilot of the "
+           f"baseline; between {MIN_REPS} and {esc(rec.params.get('reps'))}; each point's count is its `reps`), "
+           if rec.params.get("target_ms") else f"{esc(rec.params.get('reps'))} runs per measurement, ")
+        + f"{esc(rec.params.get('measurements'))} measurements per point "
         "after one warm-up round, conditions interleaved. One sample = host wall time from the first enqueue until "
         "the queue finished and every callback/wait returned, divided by the runs.",
     ]
     if rec.params.get("experiment") != "cuda":
         method.append(
-            f"Callbacks registered as `{impl}`: `native` is a C function that bumps an atomic counter (the seed's "
+            f"Callbacks registered as {esc(impl, 'code')}: `native` is a C function that bumps an atomic counter (the seed's "
             "C++ setting), `ctypes` a Python function called on the runtime's thread (GIL + frame per call), "
             "`pyopencl` is `Event.set_callback`, which starts one OS thread per callback on the enqueuing thread. "
-            f"Callback support: {out.get('callback_support', {})}.")
+            f"Callback support: {esc(out.get('callback_support', {}))}.")
     else:
         method.append("CUDA host functions run in the stream: the next kernel waits for each to return, unlike an "
                       "OpenCL callback. CuPy's trampoline takes the GIL for each.")
@@ -525,7 +526,7 @@ def verdict(rec: RunRecord) -> str:
     parts = []
     for (plat, exp), grp in small.groupby(["platform", "experiment"], sort=False):
         top = grp.sort_values("overhead_us").iloc[-1]
-        parts.append(f"{exp} on {plat}: {top['condition']} adds {top['overhead_us']:.1f} us "
-                     f"[{top['ci_lo_us']:.1f}, {top['ci_hi_us']:.1f}] per run over {top['baseline']} "
-                     f"({top['relative']:+.0%}) at {top['bucket']}")
+        parts.append(f"{esc(exp)} on {esc(plat)}: {esc(top['condition'])} adds {top['overhead_us']:.1f} us "
+                     f"[{top['ci_lo_us']:.1f}, {top['ci_hi_us']:.1f}] per run over {esc(top['baseline'])} "
+                     f"({top['relative']:+.0%}) at {esc(top['bucket'])}")
     return "; ".join(parts) + "." + tail

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from workbench.store import RunRecord
+from workbench.store import RunRecord, Store
 from workbench.study import VariantResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,9 +89,9 @@ def test_study_page_run_button_starts_a_job_with_the_widget_values(store, monkey
         def cleanup(self):
             pass
 
-    def fake_start(study_id, values, quick=False, store_path=None):
+    def fake_start(study_id, values, quick=False, store_path=None, owner_alive=None):
         started.update(study=study_id, values=values)
-        _canned(store)
+        _canned(Store(store.path))  # the script's thread: a connection of its own
         return FakeJob()
 
     monkeypatch.setattr("workbench.jobs.start", fake_start)

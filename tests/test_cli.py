@@ -24,7 +24,11 @@ def calib_run(store, capsys):
 
 
 def test_run_json_contract(calib_run):
+    from workbench.schema import RECORD_VERSION, check_record
+
     rec = calib_run
+    check_record(rec)  # the published schema (workbench/schema.py) of the --json record
+    assert rec["format"] == "perf-workbench-run" and rec["version"] == RECORD_VERSION
     assert set(["run_id", "study", "params", "env", "variants", "outputs"]) <= set(rec)
     assert rec["study"] == "calibration" and rec["params"]["repeat"] == 5
     for v in rec["variants"]:

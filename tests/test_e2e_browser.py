@@ -47,7 +47,8 @@ def app(tmp_path_factory):
     port = _free_port()
     env = {**os.environ, "WORKBENCH_STORE": str(tmp / "results.sqlite"), "WORKBENCH_LOCK": str(tmp / "machine.lock")}
     log = open(tmp / "streamlit.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    # serve.py, as `make run` does: app.py behind the Host-header allow-list
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
                              "--server.address", "127.0.0.1", "--server.headless", "true"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -128,6 +129,30 @@ PAGES = [("home", "/"), ("runs", "/runs")] + (
     [("traces", "/traces")] if (ROOT / "pages" / "traces.py").exists() else []) + [
     (sid, _study_path(sid)) for sid, mod in registry().items()
     if (ROOT / "pages" / f"{mod.__name__.split('.')[-1]}.py").exists()]
+
+
+def test_the_server_refuses_a_foreign_host_header(app):
+    """DNS rebinding: a page of evil.example resolving to 127.0.0.1 must get nothing, on HTTP
+    and on the WebSocket, while localhost and 127.0.0.1 are served."""
+    import http.client
+
+    port = int(app["url"].rsplit(":", 1)[1])
+
+    def status(host: str, path: str = "/", websocket: bool = False) -> int:
+        con = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {"Host": f"{host}:{port}"}
+        if websocket:
+            headers |= {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        con.request("GET", path, headers=headers)
+        code = con.getresponse().status
+        con.close()
+        return code
+
+    assert status("localhost") == 200 and status("127.0.0.1", "/_stcore/health") == 200
+    assert status("evil.example") == 400 and status("evil.example", "/_stcore/health") == 400
+    assert status("evil.example", "/_stcore/stream", websocket=True) == 400
+    assert status("127.0.0.1", "/_stcore/stream", websocket=True) == 101
 
 
 @pytest.mark.parametrize("name, path", PAGES, ids=[p[0] for p in PAGES])

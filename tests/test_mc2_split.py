@@ -343,13 +343,14 @@ def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
 
 
 def test_benchmark_run_without_gpus_shows_the_committed_runs_and_refuses_bad_parameters(store, capsys):
+    from benchmarks._run import run_benchmark
     from workbench.store import committed_runs
 
     shown = []
-    status = runner.run_benchmark(study, {"backend": "nccl", "live": "on", "world_size": "2"},
-                                  lambda rec: shown.append(rec.run_id) or True, unavailable_status=7)
+    status = run_benchmark(study, {"backend": "nccl", "live": "on", "world_size": "2"},
+                           lambda rec: shown.append(rec.run_id) or True, unavailable_status=7)
     if torch.cuda.device_count() < 2:
         assert status == 7 and shown == [r.run_id for r in committed_runs(study.ID)] and shown
         assert "cannot run here" in capsys.readouterr().out
-    assert runner.run_benchmark(study, {"world_size": "1"}, lambda rec: True) == 2
+    assert run_benchmark(study, {"world_size": "1"}, lambda rec: True) == 2
     assert "parameter 'world_size'" in capsys.readouterr().err

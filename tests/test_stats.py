@@ -76,7 +76,7 @@ def test_large_samples_use_the_order_statistic_interval_with_bootstrap_like_widt
     sub = stats.median_ci(big[:1000])
     width_small = sub[1] - sub[0]
     assert (hi - lo) < width_small  # 20x more samples: a narrower interval
-    boot = stats._st.bootstrap((big,), np.median, n_resamples=300, method="percentile",
+    boot = stats._scipy_stats().bootstrap((big,), np.median, n_resamples=300, method="percentile",
                                random_state=np.random.default_rng(0), vectorized=True, axis=-1)
     # The exact interval and a bootstrap on the same data agree in width within 30%.
     bw = boot.confidence_interval.high - boot.confidence_interval.low
@@ -91,7 +91,7 @@ def test_large_sample_compare_matches_a_resampling_bootstrap(seed):
     a = rng.lognormal(3, 0.3, 3001)
     b = rng.lognormal(3, 0.3, 2500) * 1.08
     c = stats.compare(a, b)
-    ref = stats._st.bootstrap((a, b), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
+    ref = stats._scipy_stats().bootstrap((a, b), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
                               n_resamples=1000, method="percentile", random_state=np.random.default_rng(seed),
                               vectorized=True, axis=-1).confidence_interval
     width = ref.high - ref.low

@@ -108,7 +108,7 @@ def test_bundle_roundtrip_and_import(tmp_path, store):
 @pytest.mark.parametrize("doc, fragment", [
     ({"format": "something-else"}, "not a perf-workbench result bundle"),
     ({"format": "perf-workbench-bundle", "version": 99, "run": {}}, "newer"),
-    ({"format": "perf-workbench-bundle", "version": 1, "run": {"run_id": "x"}}, "malformed"),
+    ({"format": "perf-workbench-bundle", "version": 1, "run": {"run_id": "x"}}, "run: .study. is a required property"),
     ([1, 2, 3], "not a perf-workbench result bundle"),
 ])
 def test_bad_bundles_get_clear_errors(doc, fragment):

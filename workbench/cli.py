@@ -12,29 +12,35 @@
     python -m workbench trace diff A B [--json]
 
 Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
-unknown study or run), 3 the study cannot run on this machine, 130 interrupted.
-Progress goes to stderr; ``--json`` prints only the record on stdout.
+store or output path, unknown study or run), 3 the study cannot run on this machine, 130
+interrupted (Ctrl-C or SIGTERM). Progress goes to stderr; ``--json`` prints only the record
+on stdout. ``list`` imports no study dependencies beyond the study modules (no scipy).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import signal
 import sys
+import threading
 from pathlib import Path
 
-from . import stats
 from .env import REPO_ROOT
+from . import outfile
+from .outfile import OutputError
 from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable
+from .untrusted import plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
 
 
 def _err(msg: str) -> None:
-    print(f"error: {msg}", file=sys.stderr)
+    print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
 
 
 class _ProgressBar:
@@ -65,8 +71,9 @@ class _ProgressBar:
             self.stream.write("\n")
 
 
-def _open_store(path: str | None) -> Store:
-    return Store(path) if path else Store()
+def _open_store(path: str | None, create: bool = True) -> Store:
+    """The store; commands that only read pass ``create=False`` (a mistyped path is an error)."""
+    return Store(path, create=create) if path else Store(create=create)
 
 
 def _load_runs(args, *refs: str):
@@ -79,7 +86,7 @@ def _load_runs(args, *refs: str):
             if ref.endswith(".json") and Path(ref).is_file():
                 out.append(read_bundle(ref))
                 continue
-            store = store or _open_store(args.store)
+            store = store or _open_store(args.store, create=False)
             out.append(store.load(ref))
     except (StoreError, KeyError) as exc:
         _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
@@ -88,12 +95,15 @@ def _load_runs(args, *refs: str):
 
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    rows = [[plain(c) for c in r] for r in rows]  # cells may come from bundles: no terminal escapes
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
 def summary_table(rec) -> str:
+    from . import stats
+
     rows = []
     floor = rec.floor_ns or 0.0
     for v in rec.variants:
@@ -140,16 +150,14 @@ def cmd_run(args) -> int:
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
         store = _open_store(args.store)
-    except ParamError as exc:
-        _err(str(exc))
-        return EXIT_BAD_INPUT
-    except StoreError as exc:
+        store.check_writable()  # before the machine is taken and anything is measured
+    except (ParamError, StoreError) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     bar = _ProgressBar(jsonl=Path(args.progress_file) if args.progress_file else None)
     try:
         rec = runner.execute(study, values, store, preset=preset, progress=bar)
-    except ParamError as exc:
+    except (ParamError, StoreError, runner.LockError) as exc:
         bar.close()
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -179,11 +187,10 @@ def cmd_run(args) -> int:
 
 def cmd_runs(args) -> int:
     try:
-        store = _open_store(args.store)
+        runs = _open_store(args.store, create=False).runs(study=args.study)
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    runs = store.runs(study=args.study)
     if args.json:
         print(json.dumps(runs, default=str))
         return EXIT_OK
@@ -215,12 +222,15 @@ def cmd_report(args) -> int:
     if runs is None:
         return EXIT_BAD_INPUT
     (rec,) = runs
-    # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in.
-    out = Path(args.output) if args.output else REPORTS_DIR / rec.run_id / f"{rec.run_id}.{args.format}"
-    if args.format == "md":
-        path = report.write_markdown(rec, out)
-    else:
-        path = report.write_notebook(rec, out)
+    # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
+    # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
+    stem = safe_stem(rec.run_id)
+    out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{args.format}"
+    try:
+        path = report.write_markdown(rec, out) if args.format == "md" else report.write_notebook(rec, out)
+    except OutputError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
     print(path)
     return EXIT_OK
 
@@ -230,11 +240,14 @@ def cmd_export(args) -> int:
     if runs is None:
         return EXIT_BAD_INPUT
     (rec,) = runs
-    out = Path(args.output)
-    if args.format == "gbench":
-        out.write_text(json.dumps(to_gbench(rec), indent=1))
-    else:
-        write_bundle(rec, out)
+    try:
+        if args.format == "gbench":
+            out = outfile.write(args.output, json.dumps(to_gbench(rec), indent=1))
+        else:
+            out = write_bundle(rec, args.output)
+    except OutputError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
     print(out)
     return EXIT_OK
 
@@ -242,6 +255,7 @@ def cmd_export(args) -> int:
 def cmd_import(args) -> int:
     try:
         store = _open_store(args.store)
+        store.check_writable()
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -249,14 +263,10 @@ def cmd_import(args) -> int:
     for f in args.files:
         try:
             rec = read_bundle(f)
-            try:
-                store.resolve_id(rec.run_id)
+            if store.import_run(rec):  # one transaction: all of the run, or nothing
+                print(f"{f}: imported run {rec.run_id} ({rec.study}, {plain(rec.env.get('fingerprint', '?'))})")
+            else:
                 print(f"{f}: run {rec.run_id} is already in the store; skipped")
-                continue
-            except KeyError:
-                pass
-            store.save(rec)
-            print(f"{f}: imported run {rec.run_id} ({rec.study}, {rec.env.get('fingerprint', '?')})")
         except StoreError as exc:
             _err(f"{f}: {exc}")
             status = EXIT_BAD_INPUT
@@ -266,7 +276,12 @@ def cmd_import(args) -> int:
 def cmd_notebooks(args) -> int:
     from .report import write_study_notebooks
 
-    for path in write_study_notebooks(args.output):
+    try:
+        paths = write_study_notebooks(args.output)
+    except OSError as exc:
+        _err(f"cannot write notebooks into {args.output}: {exc.strerror or exc}")
+        return EXIT_BAD_INPUT
+    for path in paths:
         print(path)
     return EXIT_OK
 
@@ -335,6 +350,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+    finished points as ``interrupted`` and its child processes are killed, instead of the
+    CLI dying with the run left ``running`` and its children timing on. SIGINT is set too:
+    a process started in the background inherits it ignored, and the app cancels with it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -342,4 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_BAD_INPUT if exc.code else EXIT_OK
-    return args.fn(args)
+    try:
+        with _terminate_as_interrupt():
+            return args.fn(args)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED

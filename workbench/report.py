@@ -5,6 +5,9 @@ Markdown layout: a one-line verdict, the study's tables with medians and CIs, ch
 files beside the Markdown (relative links, so the folder can be pasted into an issue), the
 study's own sections, the seed's published figures (labelled as the seed's), and
 ``<details>`` blocks for the environment + reproduce command and the raw samples.
+
+Everything from the run record (it may come from someone else's bundle) reaches Markdown
+and notebook cells through :func:`workbench.untrusted.escape`, by the context it lands in.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import outfile, stats
 from .env import REPO_ROOT, summary_line
 from .store import RunRecord, write_bundle
+from .untrusted import details, escape
 
 # --- formatting helpers ------------------------------------------------------------------------
 
@@ -33,8 +37,8 @@ def _cell(x: Any) -> str:
             return "0"
         return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
     if isinstance(x, (list, dict)):
-        return json.dumps(x)
-    return str(x).replace("|", "\\|").replace("\n", " ")
+        return escape(json.dumps(x, default=str), "cell")
+    return escape(x, "cell")
 
 
 def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
@@ -42,15 +46,11 @@ def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
     if df is None or len(df) == 0:
         return "_(no rows)_"
     df = df.head(max_rows)
-    cols = [str(c) for c in df.columns]
+    cols = [escape(c, "cell") for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in df.itertuples(index=False):
         lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join(lines)
-
-
-def details(summary: str, body: str) -> str:
-    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
 
 
 def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
@@ -63,10 +63,10 @@ def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
         return f"No valid measurement ({len(failed)} variant(s) failed their check)." if failed else "No measurement."
     best = min(valid, key=lambda v: float(np.median(v.samples_ns)))  # the CI only for the winner
     s = stats.summarize(best.samples_ns)
-    text = (f"Fastest of {len(valid)} checked variant(s): **{best.variant}** at {stats.fmt_ns(s.median)} "
+    text = (f"Fastest of {len(valid)} checked variant(s): **{escape(best.variant)}** at {stats.fmt_ns(s.median)} "
             f"(95% CI {stats.fmt_ns(s.ci_lo)} to {stats.fmt_ns(s.ci_hi)}).")
     if failed:
-        text += f" {len(failed)} variant(s) FAILED their correctness check: {', '.join(failed)}."
+        text += f" {len(failed)} variant(s) FAILED their correctness check: {escape(', '.join(failed))}."
     return text
 
 
@@ -135,49 +135,60 @@ def render_charts(study: ModuleType, tables: dict[str, pd.DataFrame], out_dir: P
 def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "") -> str:
     """The report text; with ``charts_dir`` the charts are rendered there and linked."""
     study = _study(rec)
-    title = study.TITLE if study else rec.study
-    parts = [f"# {title}: run `{rec.run_id}`",
-             f"**Verdict:** {verdict_line(rec, study)}",
-             f"Machine: {summary_line(rec.env)}  \nStatus: {rec.status}; created {rec.created_utc} UTC; "
-             f"harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; origin: {rec.origin}."]
+    title = study.TITLE if study else escape(rec.study)
+    try:
+        verdict = verdict_line(rec, study)
+    except Exception as exc:  # a run from a bundle may hold outputs its study cannot read
+        verdict = f"none (the verdict failed: {escape(f'{type(exc).__name__}: {exc}')})"
+    parts = [f"# {title}: run {escape(rec.run_id, 'code')}",
+             f"**Verdict:** {verdict}",
+             f"Machine: {escape(summary_line(rec.env))}  \nStatus: {escape(rec.status)}; created "
+             f"{escape(rec.created_utc)} UTC; harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; "
+             f"origin: {escape(rec.origin)}."]
     if rec.error:
-        parts.append(details("Error", f"```\n{rec.error}\n```"))
+        parts.append(details("Error", escape(rec.error, "block")))
     parts.append("## Results\n\n" + md_table(results_table(rec)))
     tables: dict[str, pd.DataFrame] = {}
     if study is not None and (rec.variants or rec.outputs):
         try:
             tables = study.analyze(rec)
         except Exception as exc:
-            parts.append(f"> analysis failed: {type(exc).__name__}: {exc}")
+            parts.append(f"> analysis failed: {escape(f'{type(exc).__name__}: {exc}')}")
     for name, df in tables.items():
         if not name.startswith("_"):  # "_name" tables are chart data, not for reading
-            parts.append(f"### {name}\n\n" + md_table(df))
+            parts.append(f"### {escape(name)}\n\n" + md_table(df))
     if charts_dir is not None and study is not None and tables:
         files = render_charts(study, tables, charts_dir)
         if files:
             parts.append("## Charts\n\n" + "\n\n".join(f"![{n}]({charts_rel}{f})" for n, f in files.items()))
     extra = getattr(study, "report_sections", None) if study else None
     if extra is not None and tables:
-        parts.extend(extra(rec, tables))
+        try:
+            parts.extend(extra(rec, tables))
+        except Exception as exc:
+            parts.append(f"> report sections failed: {escape(f'{type(exc).__name__}: {exc}')}")
     seed = seed_section(study)
     if seed:
         parts.append(seed)
     parts.append(details("Environment and reproduce command",
-                         f"Reproduce:\n\n```sh\n{rec.reproduce}\n```\n\nEnvironment:\n\n```json\n"
-                         f"{json.dumps(rec.env, indent=1, default=str)}\n```"))
-    raw = "\n".join(f"- `{v.variant}` ({'ok' if v.correct else 'FAILED'}): "
+                         f"Reproduce:\n\n{escape(rec.reproduce, 'block', 'sh')}\n\nEnvironment:\n\n"
+                         f"{escape(json.dumps(rec.env, indent=1, default=str), 'block', 'json')}"))
+    raw = "\n".join(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}): "
                     + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
     parts.append(details("Raw samples (ns per call)", raw or "_(none)_"))
     return "\n\n".join(parts) + "\n"
 
 
 def write_markdown(rec: RunRecord, path: str | Path) -> Path:
-    """Write ``path`` (Markdown) and its charts in ``<stem>_files/`` beside it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``path`` (Markdown) and its charts in ``<stem>_files/`` beside it; raises
+    ``outfile.OutputError`` (one line) when it cannot, before the charts are drawn."""
+    path = outfile.check_target(path)
     files_dir = path.parent / f"{path.stem}_files"
-    path.write_text(markdown(rec, charts_dir=files_dir, charts_rel=f"{files_dir.name}/"))
-    return path
+    try:
+        files_dir.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise outfile.OutputError(f"cannot write {files_dir}: {exc.strerror or exc}") from None
+    return outfile.write(path, markdown(rec, charts_dir=files_dir, charts_rel=f"{files_dir.name}/"))
 
 
 # --- A/B comparison ----------------------------------------------------------------------------
@@ -207,13 +218,13 @@ def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = No
     rows = cmp["rows"]
     faster = sum(r["verdict"] == "faster" for r in rows)
     slower = sum(r["verdict"] == "slower" for r in rows)
-    head = [f"# A/B: `{b.run_id}` (B) against `{a.run_id}` (A)",
+    head = [f"# A/B: {escape(b.run_id, 'code')} (B) against {escape(a.run_id, 'code')} (A)",
             f"**Verdict:** B is faster in {faster}, slower in {slower}, and cannot be told apart in "
             f"{len(rows) - faster - slower} of {len(rows)} common variant(s)."]
     if cmp["same_machine"]:
-        head.append(f"Both runs on: {cmp['machine_a']}.")
+        head.append(f"Both runs on: {escape(cmp['machine_a'])}.")
     else:
-        head.append(f"> **Warning: different machines.** A: {cmp['machine_a']}; B: {cmp['machine_b']}. "
+        head.append(f"> **Warning: different machines.** A: {escape(cmp['machine_a'])}; B: {escape(cmp['machine_b'])}. "
                     "Differences mix the change with the machine.")
     table = pd.DataFrame([{
         "variant": r["variant"], "A median": stats.fmt_ns(r.get("median_a", float("nan"))),
@@ -222,8 +233,10 @@ def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = No
         "p (Mann-Whitney)": r.get("p_value", float("nan")), "verdict": r["verdict"]} for r in rows])
     head.append(md_table(table))
     if cmp["only_in_a"] or cmp["only_in_b"]:
-        head.append(f"Only in A: {', '.join(cmp['only_in_a']) or '-'}; only in B: {', '.join(cmp['only_in_b']) or '-'}.")
-    head.append(details("Reproduce", f"A:\n```sh\n{a.reproduce}\n```\nB:\n```sh\n{b.reproduce}\n```"))
+        head.append(f"Only in A: {escape(', '.join(cmp['only_in_a']) or '-')}; "
+                    f"only in B: {escape(', '.join(cmp['only_in_b']) or '-')}.")
+    head.append(details("Reproduce", f"A:\n\n{escape(a.reproduce, 'block', 'sh')}\n\nB:\n\n"
+                                     f"{escape(b.reproduce, 'block', 'sh')}"))
     return "\n\n".join(head) + "\n"
 
 
@@ -253,8 +266,9 @@ def notebook(rec: RunRecord, bundle_name: str):
 
     return _notebook([
         nbformat.v4.new_markdown_cell(
-            f"# {rec.study}: run `{rec.run_id}`\n\nReloads the run from `{bundle_name}` (no results store "
-            f"needed) and redraws its tables and charts.\n\nReproduce on your machine:\n\n```sh\n{rec.reproduce}\n```"),
+            f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
+            f"{escape(bundle_name, 'code')} (no results store needed) and redraws its tables and charts.\n\n"
+            f"Reproduce on your machine:\n\n{escape(rec.reproduce, 'block', 'sh')}"),
         nbformat.v4.new_code_cell(
             _IMPORT_WORKBENCH +
             "from workbench.store import read_bundle\n"
@@ -281,14 +295,13 @@ def notebook(rec: RunRecord, bundle_name: str):
 
 
 def write_notebook(rec: RunRecord, path: str | Path) -> Path:
-    """Write the notebook and its bundle (``<stem>.bundle.json``) side by side."""
+    """Write the notebook and its bundle (``<stem>.bundle.json``) side by side; raises
+    ``outfile.OutputError`` (one line) when it cannot."""
     import nbformat
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = outfile.check_target(path)
     bundle = write_bundle(rec, path.parent / f"{path.stem}.bundle.json")
-    nbformat.write(notebook(rec, bundle.name), str(path))
-    return path
+    return outfile.write(path, nbformat.writes(notebook(rec, bundle.name)))
 
 
 def study_notebook(study: ModuleType):

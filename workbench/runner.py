@@ -5,58 +5,162 @@ the UI shows can be reproduced headless with the run's ``reproduce`` command.
 
 Only one study times kernels on a machine at a time: :func:`machine_lock` takes an
 exclusive machine-wide ``flock``, and a second run (another browser session, another
-terminal) waits in line rather than timing on a busy machine.
+terminal, another user) waits in line rather than timing on a busy machine. While a run
+holds the lock, every process it starts dies with it (:mod:`workbench.procs`), and a
+watchdog stops a run that reports no progress for :func:`stall_limit_s` seconds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import getpass
+import json
 import os
 import shlex
-import sys
-import tempfile
+import signal
+import threading
 import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness
-from .store import RunRecord, Store, committed_runs, new_run_id, now_utc, write_run_bundle
+from . import harness, procs
+from .store import RunRecord, Store, new_run_id, now_utc
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
-LOCK_NAME = "perf-workbench-machine.lock"
+#: the default lock file: a fixed path, not the temp folder ($TMPDIR differs between shells)
+DEFAULT_LOCK = Path("/tmp/perf-workbench-machine.lock")
+#: default seconds without progress before the watchdog stops a run
+DEFAULT_STALL_S = 1200
+
+
+class LockError(RuntimeError):
+    """The machine lock file cannot be opened; the message says how to fix it."""
+
+
+class Stalled(RuntimeError):
+    """The run reported no progress for too long (the watchdog stopped it)."""
+
+
+def lock_path() -> Path:
+    """``$WORKBENCH_LOCK``, else :data:`DEFAULT_LOCK`: one file per machine, for every user."""
+    return Path(os.environ.get("WORKBENCH_LOCK") or DEFAULT_LOCK)
+
+
+def _open_lock(path: Path) -> tuple[int, bool]:
+    """(fd, writable). Created mode 0666 so every user can queue on it; a file another user
+    created read-only still locks (flock needs no write access), it only cannot say who holds it."""
+    try:
+        return _open_lock_file(path)
+    except OSError as exc:
+        raise LockError(f"cannot open the machine lock {path}: {exc.strerror or exc}; set WORKBENCH_LOCK to a file "
+                        "every user of this machine can read") from None
+
+
+def _open_lock_file(path: Path) -> tuple[int, bool]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        # Open an existing file without O_CREAT: in a sticky /tmp the kernel refuses O_CREAT on
+        # another user's file (fs.protected_regular), even when its mode allows writing.
+        return os.open(path, os.O_RDWR | flags), True
+    except FileNotFoundError:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o666)
+            os.fchmod(fd, 0o666)  # the umask narrowed it
+            return fd, True
+        except FileExistsError:
+            return _open_lock_file(path)  # another process created it in between
+    except PermissionError:
+        pass
+    return os.open(path, os.O_RDONLY | flags), False
+
+
+def holder_text(raw: str) -> str:
+    """What the lock file says about the run holding it, for a queued run's message."""
+    try:
+        doc = json.loads(raw)
+        params = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                          for k, v in doc.get("params", {}).items())
+        text = (f"study {doc['study']} ({params[:300]}{'...' if len(params) > 300 else ''}) started "
+                f"{doc['since']} by {doc.get('user', '?')}, pid {doc['pid']}")
+        return " ".join(text.split())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "another run (the lock file does not say which)"
 
 
 @contextlib.contextmanager
-def machine_lock(on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+def machine_lock(on_wait: Callable[[str], None] | None = None, study: str = "?",
+                 params: dict[str, Any] | None = None) -> Iterator[None]:
     """Exclusive lock for timing on this machine; waits (queues) while another run holds it.
 
-    The lock file is machine-wide (``$WORKBENCH_LOCK``, else in the system temp folder), so
-    runs into different stores, from the CLI or any browser session, never overlap."""
-    # One lock per machine, not per store: runs into different stores still share the CPUs.
-    lock_path = Path(os.environ.get("WORKBENCH_LOCK", str(Path(tempfile.gettempdir()) / LOCK_NAME)))
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as fh:
+    The lock file (:func:`lock_path`) is machine-wide, so runs into different stores, from
+    the CLI, any browser session or any user, never overlap. The holder writes its study,
+    parameters and pid into it, which a queued run shows. Processes started while the lock
+    is held are killed before it is released."""
+    path = lock_path()
+    fd, writable = _open_lock(path)
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another run"
             if on_wait:
-                on_wait(f"queued: waiting for {holder} to finish")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} since {now_utc()}")
-        fh.flush()
+                on_wait(f"queued: waiting for {holder_text(os.pread(fd, 65536, 0).decode(errors='replace'))} to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if writable:
+            info = json.dumps({"pid": os.getpid(), "user": _user(), "study": study, "params": params or {},
+                               "since": now_utc()}, default=str).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, info, 0)
         try:
-            yield
+            with procs.Children():
+                yield
         finally:
-            fh.seek(0)
-            fh.truncate()
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            if writable:
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def stall_limit_s() -> float:
+    """``$WORKBENCH_STALL_S`` (0 switches the watchdog off), else :data:`DEFAULT_STALL_S`."""
+    try:
+        return float(os.environ.get("WORKBENCH_STALL_S", DEFAULT_STALL_S))
+    except ValueError:
+        return float(DEFAULT_STALL_S)
+
+
+@contextlib.contextmanager
+def _watchdog(limit_s: float) -> Iterator[Callable[[], None]]:
+    """Yields ``touch``: each call restarts a ``limit_s`` timer; when it runs out, the main
+    thread gets :class:`Stalled` (SIGALRM interrupts even a blocking wait). Off outside the
+    main thread, where signals cannot be handled."""
+    if limit_s <= 0 or threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+
+    def on_alarm(signum, frame):
+        raise Stalled(f"no progress for {limit_s:g} s: stopped by the watchdog (set WORKBENCH_STALL_S to allow "
+                      "longer, 0 to switch it off)")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    touch = lambda: signal.setitimer(signal.ITIMER_REAL, limit_s)  # noqa: E731
+    touch()
+    try:
+        yield touch
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def set_args(params: dict[str, Any]) -> list[str]:
@@ -85,26 +189,35 @@ def execute(
 ) -> RunRecord:
     """Validate, wait for the machine, run, store each point as it lands, return the record.
 
-    Raises :class:`ParamError` (nothing stored) or :class:`StudyUnavailable`. A study that
-    fails mid-way is stored with status ``failed`` and the error text; points it finished
-    stay. Ctrl-C stores the run as ``interrupted`` and re-raises.
+    Raises :class:`ParamError` (nothing stored), :class:`StudyUnavailable`, or ``StoreError``
+    for a read-only store (before anything is measured). A study that fails mid-way is
+    stored with status ``failed`` and the error text; points it finished stay. Ctrl-C (and
+    SIGTERM, which the CLI turns into Ctrl-C) stores the run as ``interrupted`` and re-raises.
     """
     params = validate(study, values, preset=preset)
     reason = study.requires(params)
     if reason:
         raise StudyUnavailable(reason)
+    store.check_writable()
     rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
                     reproduce=reproduce_command(study.ID, params))
     say = progress or (lambda f, m: None)
-    with machine_lock(on_wait=lambda m: say(0.0, m)):
+    with machine_lock(on_wait=lambda m: say(0.0, m), study=study.ID, params=params):
         say(0.0, "measuring the harness floor")
         rec.floor_ns = harness.floor_ns()
         rec.env = envmod.capture()
         store.begin(rec)
-        ctx = RunContext(progress=progress, on_record=lambda v: store.add_variant(rec.run_id, v),
-                         on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
         try:
-            outputs = study.run(params, ctx) or {}
+            with _watchdog(stall_limit_s()) as touch:
+                def progress_and_touch(fraction: float, message: str) -> None:
+                    touch()
+                    say(fraction, message)
+
+                ctx = RunContext(progress=progress_and_touch,
+                                 on_record=lambda v: (touch(), store.add_variant(rec.run_id, v)),
+                                 on_update=lambda v: (touch(), store.replace_variant(rec.run_id, v)),
+                                 on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
+                outputs = study.run(params, ctx) or {}
         except (KeyboardInterrupt, Cancelled):
             store.finish(rec.run_id, "interrupted", error="interrupted by the user; finished points were kept")
             raise
@@ -135,28 +248,3 @@ def execute_keep_partial(study: ModuleType, values: dict[str, Any], store: Store
         if run_id is None:
             raise
         return store.load(run_id), f"{type(exc).__name__}: {exc}"
-
-
-def run_benchmark(study: ModuleType, values: dict[str, Any], show: Callable[[RunRecord], bool], *,
-                  bundle_dir: Path | None = None, bundle_stem: str = "bench", unavailable_status: int = 2) -> int:
-    """The benchmark scripts' run: execute in a fresh store (progress on stderr), keep and
-    bundle a failed run's finished points, print the table with ``show``. Without the hardware
-    it prints the committed runs instead and returns ``unavailable_status``; bad parameters
-    return 2. Otherwise 0 when the run finished and ``show`` says every check (and target) held."""
-    try:
-        rec, error = execute_keep_partial(study, values, Store(),
-                                          progress=lambda f, m: print(f"[{f:4.0%}] {m}", file=sys.stderr, flush=True))
-    except ParamError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except StudyUnavailable as exc:
-        recs = committed_runs(study.ID)
-        print(f"cannot run here: {exc}\ncommitted results ({len(recs)} runs under traces/{study.ID}/):")
-        for committed in recs:
-            show(committed)
-        return unavailable_status
-    if error:
-        print(f"run failed: {error}", file=sys.stderr)
-    if bundle_dir:
-        print(f"bundle: {write_run_bundle(rec, bundle_dir, bundle_stem, bool(error))}", file=sys.stderr)
-    return 0 if show(rec) and not error else 1

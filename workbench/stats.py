@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as _st
 
 NOISE_WARN = 0.10  # IQR/median above this is flagged as noisy
 MIN_SAMPLES_FOR_VERDICT = 5  # fewer samples than this per side: no statistical verdict
@@ -37,6 +36,14 @@ class Summary:
         return asdict(self)
 
 
+def _scipy_stats():
+    """scipy.stats on first use: its import takes about half a second, which commands that
+    summarise nothing (``list``, ``--help``, the app's first page) should not pay."""
+    from scipy import stats
+
+    return stats
+
+
 def _rng(seed: int | None):
     return np.random.default_rng(seed)
 
@@ -57,10 +64,10 @@ def median_ci(samples, confidence: float = 0.95, seed: int | None = 0) -> tuple[
     if x.size > BOOTSTRAP_MAX_N:
         xs = np.sort(x)
         alpha = 1 - confidence
-        lo = int(_st.binom.ppf(alpha / 2, x.size, 0.5))
-        hi = int(_st.binom.isf(alpha / 2, x.size, 0.5))
+        lo = int(_scipy_stats().binom.ppf(alpha / 2, x.size, 0.5))
+        hi = int(_scipy_stats().binom.isf(alpha / 2, x.size, 0.5))
         return float(xs[max(lo - 1, 0)]), float(xs[min(hi, x.size - 1)])
-    res = _st.bootstrap(
+    res = _scipy_stats().bootstrap(
         (x,), np.median, confidence_level=confidence, n_resamples=_BOOT_RESAMPLES,
         method="percentile", random_state=_rng(seed), vectorized=True, axis=-1,
     )
@@ -80,7 +87,7 @@ def _bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
     """
     xs = np.sort(x)
     n = xs.size
-    cdf = _st.binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)
+    cdf = _scipy_stats().binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)
     idx = np.searchsorted(cdf, rng.random(resamples), side="left")
     return xs[np.minimum(idx, n - 1)]
 
@@ -133,13 +140,13 @@ def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | No
         tail = (1 - confidence) / 2
         lo, hi = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
     else:
-        res = _st.bootstrap(
+        res = _scipy_stats().bootstrap(
             (xa, xb), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
             confidence_level=confidence, n_resamples=_BOOT_RESAMPLES, method="percentile",
             random_state=_rng(seed), vectorized=True, paired=False, axis=-1,
         )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    p = float(_st.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    p = float(_scipy_stats().mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     # Both the rank test and the ratio CI must agree before we call a difference.
     if p < alpha and hi < 1.0:
         verdict = "faster"

@@ -5,36 +5,52 @@ Location: ``--store PATH`` on the CLI, else ``$WORKBENCH_STORE``, else
 interrupted sweep keeps its points (the run is left with status ``interrupted``).
 
 Bundles (one JSON file per run) carry a run between machines, e.g. from a GPU node into a
-laptop's store. Format history:
+laptop's store. They are untrusted: read with a size cap, checked against the schema in
+:mod:`workbench.schema` before any field is used, and imported in one transaction per run.
+Format history:
   version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}.
+
+Several processes (CLI runs, app sessions) use one store at once: every :class:`Store`
+owns its own connection (never shared between threads), the file is in WAL mode and
+writers wait up to :data:`BUSY_TIMEOUT_S` for each other. A run in progress records its
+process in the ``meta`` table; when that process is gone (killed), readers show the run as
+``interrupted``, and the next writer stores that.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as _dt
 import json
 import os
 import secrets
+import socket
+import statistics
 import sqlite3
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from . import stats
 from .env import REPO_ROOT
+from .procs import start_ticks
+from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, RECORD_FORMAT, RECORD_VERSION, SchemaError, check_bundle
 from .study import VariantResult
+from .untrusted import safe_stem
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
 SCHEMA_VERSION = 1
-BUNDLE_FORMAT = "perf-workbench-bundle"
-BUNDLE_VERSION = 1
+BUSY_TIMEOUT_S = 30
+#: largest bundle file read (a JSON document takes several times its size in memory)
+MAX_BUNDLE_BYTES = 256 << 20
+_TABLES = ("meta", "runs", "variants", "attachments")
+_OWNER_KEY = "owner:"  # meta key prefix: the process running a run, while it runs
 
 
 class StoreError(RuntimeError):
-    """A results file that is not ours, corrupt, or from a newer schema. The file is untouched."""
+    """A results file that is not ours, corrupt, or from a newer schema, or a bundle that is
+    not valid. The file is untouched; ``str()`` is one line."""
 
 
 def default_path() -> Path:
@@ -71,6 +87,8 @@ class RunRecord:
     attachments: list[tuple[str, str, bytes]] = field(default_factory=list)
 
     def variant_json(self, v: VariantResult) -> dict[str, Any]:
+        from . import stats  # scipy: only when a record is summarised
+
         s = stats.summarize(v.samples_ns)
         return {
             "variant": v.variant, "params": v.params, "samples_ns": v.samples_ns,
@@ -80,7 +98,7 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "study": self.study, "params": self.params, "env": self.env,
+            "format": RECORD_FORMAT, "version": RECORD_VERSION, "run_id": self.run_id, "study": self.study, "params": self.params, "env": self.env,
             "status": self.status, "created_utc": self.created_utc, "finished_utc": self.finished_utc,
             "reproduce": self.reproduce, "floor_ns": self.floor_ns, "error": self.error,
             "origin": self.origin,
@@ -90,22 +108,21 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "RunRecord":
-        try:
-            variants = [
-                VariantResult(variant=v["variant"], params=v.get("params", {}),
-                              samples_ns=[float(x) for x in v["samples_ns"]], correct=bool(v["correct"]),
-                              check=v.get("check", ""), extra=v.get("extra", {}))
-                for v in doc["variants"]
-            ]
-            return cls(
-                run_id=doc["run_id"], study=doc["study"], params=doc["params"], env=doc["env"],
-                status=doc.get("status", "complete"), created_utc=doc.get("created_utc", ""),
-                finished_utc=doc.get("finished_utc"), reproduce=doc.get("reproduce", ""),
-                outputs=doc.get("outputs", {}), error=doc.get("error"), floor_ns=doc.get("floor_ns"),
-                origin=doc.get("origin", "local"), variants=variants,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"run record is missing or has a malformed field: {exc}") from None
+        """A record from a document that passed :func:`workbench.schema.check_record` (or
+        the bundle check): the types are known to be right here."""
+        variants = [
+            VariantResult(variant=v["variant"], params=v.get("params", {}),
+                          samples_ns=[float(x) for x in v["samples_ns"]], correct=v["correct"],
+                          check=v.get("check", ""), extra=v.get("extra", {}))
+            for v in doc["variants"]
+        ]
+        return cls(
+            run_id=doc["run_id"], study=doc["study"], params=doc["params"], env=doc["env"],
+            status=doc.get("status", "complete"), created_utc=doc.get("created_utc", ""),
+            finished_utc=doc.get("finished_utc"), reproduce=doc.get("reproduce", ""),
+            outputs=doc.get("outputs", {}), error=doc.get("error"), floor_ns=doc.get("floor_ns"),
+            origin=doc.get("origin", "local"), variants=variants,
+        )
 
     def valid_variants(self) -> list[VariantResult]:
         return [v for v in self.variants if v.correct and v.samples_ns]
@@ -128,68 +145,192 @@ CREATE TABLE IF NOT EXISTS attachments (
 
 
 class Store:
-    """The SQLite results store. Opening a file that is not ours raises :class:`StoreError`."""
+    """The SQLite results store. Opening a file that is not ours raises :class:`StoreError`.
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    ``create``: make a new store when ``path`` does not exist (its folder must exist, except
+    for the default store, whose ``.workbench/`` folder is made). Commands that only read
+    pass ``create=False``, so a mistyped path is reported, not created. One connection per
+    instance, used from the thread that opened it."""
+
+    def __init__(self, path: str | os.PathLike | None = None, create: bool = True):
         self.path = Path(path) if path else default_path()
-        exists = self.path.exists() and self.path.stat().st_size > 0
-        if exists:
-            self._check_foreign()
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-        self._conn.execute("PRAGMA foreign_keys = ON")
-        if not exists:
-            with self._conn:
-                self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                self._conn.executescript(_SCHEMA)
-                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self._write_error = ""  # why the last write probe failed (see writable)
+        if not self._check_path(create, default=path is None and "WORKBENCH_STORE" not in os.environ):
+            self._create()
+        self._check_foreign()
+        try:
+            self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if self.writable():
+                self._to_wal()
+                self._reap_dead_runs()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open the results store ({exc})") from None
+
+    def _check_path(self, create: bool, default: bool) -> bool:
+        """Whether a store file exists at ``self.path``; refuses what is not a regular file."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            if not create:
+                raise StoreError(f"no results store at {self.path} (nothing was run or imported into it; check "
+                                 "--store / WORKBENCH_STORE)") from None
+            if default:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            elif not self.path.parent.is_dir():
+                raise StoreError(f"cannot create a results store at {self.path}: the folder {self.path.parent} "
+                                 "does not exist") from None
+            return False
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise StoreError(f"{self.path} is a folder, not a results store file")
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{self.path} is not a regular file (a FIFO, socket or device); it was left untouched")
+        if st.st_size == 0:
+            raise StoreError(f"{self.path} is an empty file, not a workbench results store; it was left untouched "
+                             "(delete it to start a new store there)")
+        return True
+
+    def _to_wal(self) -> None:
+        """Switch a store made before WAL was the default. Only when it is not WAL already:
+        setting the mode while other processes write can fail with an I/O error, and a store
+        that stays in rollback mode still works (its writers wait for each other)."""
+        if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError:
+                pass
+
+    def _create(self) -> None:
+        """A new, empty store at ``self.path``, built beside it and linked into place, so a
+        process opening the path meanwhile sees a whole store or none (never 0 bytes)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+        try:
+            con = sqlite3.connect(str(tmp))
+            with con:
+                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                con.executescript(_SCHEMA)
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            # WAL: readers never wait for a writer, and a run's per-point commits stay cheap.
+            con.execute("PRAGMA journal_mode = WAL")
+            con.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            except OSError:  # a file system without hard links
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise StoreError(f"cannot create a results store at {self.path}: {getattr(exc, 'strerror', None) or exc}") \
+                from None
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
 
     def _check_foreign(self) -> None:
-        """Read-only checks, so a foreign or corrupt file is never modified."""
-        with open(self.path, "rb") as fh:
-            head = fh.read(100)
-        if not head.startswith(b"SQLite format 3\x00"):
-            raise StoreError(f"{self.path} is not a workbench results file (not SQLite); it was left untouched")
+        """Read-only checks, so a foreign or corrupt file is never modified.
+
+        Only SQLite opens the file: a plain open() and close() of a database file drops every
+        POSIX lock this process holds on it, the locks of other sessions' connections included
+        (the app serves many sessions from one process). The first look is 'immutable' (no
+        locks, no -wal or -shm files made beside another application's database); only a
+        file with the workbench's application id is then opened read-only for the rest."""
+        uri = self.path.absolute().as_uri()  # percent-encodes '#', '?' and '%', which would end the name
         try:
-            ro = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            probe = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
             try:
-                app_id = ro.execute("PRAGMA application_id").fetchone()[0]
-                if app_id != APPLICATION_ID:
-                    raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
+                app_id = probe.execute("PRAGMA application_id").fetchone()[0]
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a workbench results file (not SQLite: {exc}); it was left "
+                             "untouched") from None
+        if app_id != APPLICATION_ID:
+            raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
+        try:
+            ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
+                objects = {(name, kind) for name, kind in ro.execute("SELECT name, type FROM sqlite_master")}
+                missing = [t for t in _TABLES if (t, "table") not in objects]
+                other = sorted(f"{kind} {name}" for name, kind in objects
+                               if kind in ("view", "trigger") or (kind == "table" and name not in _TABLES))
+                if missing or other:
+                    raise StoreError(f"{self.path} looks like a workbench results file but is not one ("
+                                     + (f"missing tables: {', '.join(missing)}" if missing else
+                                        f"unexpected {', '.join(other[:3])}") + "); it was left untouched")
                 version = ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is corrupt or not a workbench results file ({exc}); it was left untouched") from None
-        if version is None:
+        if version is None or not str(version[0]).isdigit():
             raise StoreError(f"{self.path} is a damaged workbench results file (no schema version); it was left untouched")
         if int(version[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has results schema {version[0]}, newer than this workbench's "
                              f"{SCHEMA_VERSION}; update the workbench")
+
+    def writable(self) -> bool:
+        """Whether this process can write the store (file and folder permissions, read-only
+        mounts): takes and drops a write lock, so a run knows before it measures."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):  # another writer, past the busy timeout
+                return True
+            self._write_error = str(exc)
+            return False
+
+    def check_writable(self) -> None:
+        if not self.writable():
+            raise StoreError(f"{self.path} is read-only for this user (file, folder or file system); nothing "
+                             f"can be stored there ({self._write_error or 'no write access'})")
 
     def close(self) -> None:
         self._conn.close()
 
     # --- writing ---------------------------------------------------------------------------
 
+    def _insert_run(self, rec: RunRecord) -> None:
+        self._conn.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (rec.run_id, rec.study, rec.status, json.dumps(rec.params), json.dumps(rec.env, default=str),
+             rec.env.get("fingerprint"), rec.created_utc or now_utc(), rec.finished_utc, rec.reproduce,
+             json.dumps(rec.outputs, default=str), rec.error, rec.floor_ns, rec.origin),
+        )
+
+    @staticmethod
+    def _variant_row(run_id: str, seq: int, v: VariantResult) -> tuple:
+        return (run_id, seq, v.variant, json.dumps(v.params), json.dumps(v.samples_ns), int(v.correct), v.check,
+                json.dumps(v.extra, default=str))
+
     def begin(self, rec: RunRecord) -> None:
+        """Store a run that this process starts now (status ``running``, owned by this pid)."""
         with self._conn:
-            self._conn.execute(
-                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (rec.run_id, rec.study, rec.status, json.dumps(rec.params), json.dumps(rec.env, default=str),
-                 rec.env.get("fingerprint"), rec.created_utc or now_utc(), rec.finished_utc, rec.reproduce,
-                 json.dumps(rec.outputs, default=str), rec.error, rec.floor_ns, rec.origin),
-            )
+            self._insert_run(rec)
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                               (_OWNER_KEY + rec.run_id, json.dumps(_this_process())))
 
     def add_variant(self, run_id: str, v: VariantResult) -> None:
         with self._conn:
-            seq = self._conn.execute("SELECT COUNT(*) FROM variants WHERE run_id=?", (run_id,)).fetchone()[0]
-            self._conn.execute(
-                "INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, seq, v.variant, json.dumps(v.params), json.dumps(v.samples_ns), int(v.correct),
-                 v.check, json.dumps(v.extra, default=str)),
-            )
+            # MAX over the (run_id, seq) key is an index lookup; COUNT(*) would scan the run's rows.
+            seq = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
+                                     (run_id,)).fetchone()[0]
+            self._conn.execute("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)", self._variant_row(run_id, seq, v))
+
+    def replace_variant(self, run_id: str, v: VariantResult) -> None:
+        """Replace the variant of the same name (one that gained repeats), or add it."""
+        with self._conn:
+            row = self._conn.execute("SELECT seq FROM variants WHERE run_id=? AND variant=? ORDER BY seq DESC LIMIT 1",
+                                     (run_id, v.variant)).fetchone()
+            if row is None:
+                row = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
+                                         (run_id,)).fetchone()
+            self._conn.execute("INSERT OR REPLACE INTO variants VALUES (?,?,?,?,?,?,?,?)",
+                               self._variant_row(run_id, row[0], v))
 
     def add_attachment(self, run_id: str, name: str, kind: str, data: bytes) -> None:
         with self._conn:
@@ -201,18 +342,75 @@ class Store:
                 "UPDATE runs SET status=?, finished_utc=?, outputs=COALESCE(?, outputs), error=? WHERE run_id=?",
                 (status, now_utc(), json.dumps(outputs, default=str) if outputs is not None else None, error, run_id),
             )
+            self._conn.execute("DELETE FROM meta WHERE key=?", (_OWNER_KEY + run_id,))
 
     def update_env(self, run_id: str, env: dict[str, Any]) -> None:
         with self._conn:
             self._conn.execute("UPDATE runs SET env=? WHERE run_id=?", (json.dumps(env, default=str), run_id))
 
     def save(self, rec: RunRecord) -> None:
-        """Insert a whole record (used by import)."""
-        self.begin(rec)
-        for v in rec.variants:
-            self.add_variant(rec.run_id, v)
-        for name, kind, data in rec.attachments:
-            self.add_attachment(rec.run_id, name, kind, data)
+        """Insert a whole record in one transaction: all of it is stored, or none (Ctrl-C,
+        a full disk). Raises :class:`StoreError` when its run id is taken."""
+        try:
+            with self._conn:
+                self._insert_run(rec)
+                self._conn.executemany("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)",
+                                       (self._variant_row(rec.run_id, i, v) for i, v in enumerate(rec.variants)))
+                self._conn.executemany("INSERT INTO attachments VALUES (?,?,?,?)",
+                                       ((rec.run_id, n, k, d) for n, k, d in rec.attachments))
+        except sqlite3.IntegrityError as exc:
+            if "runs.run_id" in str(exc):
+                raise StoreError(f"run {rec.run_id} is already in the store") from None
+            raise StoreError(f"run {rec.run_id} cannot be stored: {exc}") from None
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"run {rec.run_id} cannot be stored in {self.path}: {exc}") from None
+
+    def import_run(self, rec: RunRecord) -> bool:
+        """Store a run from a bundle; False when a run with its id is already here. Refuses
+        a run of a study this checkout does not have (nothing could read it)."""
+        from .study import registry
+
+        if rec.study not in registry():
+            raise StoreError(f"run {rec.run_id} is of study {rec.study!r}, which this checkout does not have "
+                             f"(known: {', '.join(sorted(registry()))}); update the workbench to import it")
+        if rec.status == "running":  # it is not running here, and never will be
+            rec.status = "interrupted"
+            rec.error = rec.error or "exported while it was running; the points it had finished were kept"
+        try:
+            self.save(rec)
+        except StoreError as exc:
+            if "already in the store" in str(exc):
+                return False
+            raise
+        return True
+
+    def _reap_dead_runs(self) -> None:
+        """Store runs whose process died (SIGKILL, power loss) as ``interrupted``."""
+        dead = [(run_id, owner) for run_id, owner in self._owners().items() if _owner_dead(owner)]
+        if not dead:
+            return
+        with self._conn:
+            for run_id, owner in dead:
+                self._conn.execute("UPDATE runs SET status='interrupted', error=? WHERE run_id=? AND status='running'",
+                                   (_dead_text(owner), run_id))
+                self._conn.execute("DELETE FROM meta WHERE key=?", (_OWNER_KEY + run_id,))
+
+    def _owners(self) -> dict[str, dict]:
+        out = {}
+        for key, value in self._conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                                             (len(_OWNER_KEY), _OWNER_KEY)):
+            try:
+                out[key[len(_OWNER_KEY):]] = json.loads(value)
+            except ValueError:
+                out[key[len(_OWNER_KEY):]] = {}
+        return out
+
+    def _status(self, run_id: str, status: str, owners: dict[str, dict]) -> tuple[str, str | None]:
+        """A running run's status as readers should see it: ``interrupted`` once its process is gone."""
+        owner = owners.get(run_id)
+        if status == "running" and owner is not None and _owner_dead(owner):
+            return "interrupted", _dead_text(owner)
+        return status, None
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -229,11 +427,16 @@ class Store:
         if limit:
             q += f" LIMIT {int(limit)}"
         out = []
-        for row in self._conn.execute(q, args):
-            env = json.loads(row[7])
-            out.append({"run_id": row[0], "study": row[1], "status": row[2], "created_utc": row[3],
-                        "fingerprint": row[4], "origin": row[5], "params": json.loads(row[6]),
-                        "machine": _machine_label(env), "variants": row[8], "failed_checks": row[9]})
+        try:
+            owners = self._owners()
+            for row in self._conn.execute(q, args):
+                env = _json_field(row[7], row[0], "env")
+                out.append({"run_id": row[0], "study": row[1], "status": self._status(row[0], row[2], owners)[0],
+                            "created_utc": row[3], "fingerprint": row[4], "origin": row[5],
+                            "params": _json_field(row[6], row[0], "params"),
+                            "machine": _machine_label(env), "variants": row[8], "failed_checks": row[9]})
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} cannot be read ({exc}); it was left untouched") from None
         return out
 
     def resolve_id(self, prefix: str) -> str:
@@ -252,24 +455,81 @@ class Store:
             raise KeyError(f"run id prefix {prefix!r} is ambiguous: {', '.join(rows[:5])}")
         return prefix if prefix in rows else rows[0]
 
+    def has(self, run_id: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is not None
+
     def load(self, run_id: str, attachments: bool = True) -> RunRecord:
         run_id = self.resolve_id(run_id)
+        try:
+            return self._load(run_id, attachments)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"run {run_id} cannot be read from {self.path} ({exc})") from None
+
+    def _load(self, run_id: str, attachments: bool) -> RunRecord:
         row = self._conn.execute(
             "SELECT run_id, study, status, params, env, created_utc, finished_utc, reproduce, outputs, error, "
             "floor_ns, origin FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        rec = RunRecord(run_id=row[0], study=row[1], status=row[2], params=json.loads(row[3]),
-                        env=json.loads(row[4]), created_utc=row[5], finished_utc=row[6], reproduce=row[7] or "",
-                        outputs=json.loads(row[8] or "{}"), error=row[9], floor_ns=row[10], origin=row[11] or "local")
+        status, dead = self._status(run_id, row[2], self._owners())
+        rec = RunRecord(run_id=row[0], study=row[1], status=status, params=_json_field(row[3], run_id, "params"),
+                        env=_json_field(row[4], run_id, "env"), created_utc=row[5], finished_utc=row[6],
+                        reproduce=row[7] or "", outputs=_json_field(row[8] or "{}", run_id, "outputs"),
+                        error=dead or row[9], floor_ns=row[10], origin=row[11] or "local")
         for vrow in self._conn.execute(
                 "SELECT variant, params, samples_ns, correct, check_msg, extra FROM variants WHERE run_id=? ORDER BY seq",
                 (run_id,)):
-            rec.variants.append(VariantResult(variant=vrow[0], params=json.loads(vrow[1]),
-                                              samples_ns=json.loads(vrow[2]), correct=bool(vrow[3]),
-                                              check=vrow[4] or "", extra=json.loads(vrow[5] or "{}")))
+            rec.variants.append(VariantResult(variant=vrow[0], params=_json_field(vrow[1], run_id, "variant params"),
+                                              samples_ns=_json_field(vrow[2], run_id, "samples"), correct=bool(vrow[3]),
+                                              check=vrow[4] or "", extra=_json_field(vrow[5] or "{}", run_id, "extra")))
         if attachments:
             rec.attachments = [(n, k, bytes(d)) for n, k, d in self._conn.execute(
                 "SELECT name, kind, data FROM attachments WHERE run_id=? ORDER BY name", (run_id,))]
         return rec
+
+
+def _json_field(text: Any, run_id: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise StoreError(f"run {run_id} has a corrupt {what} field in the store (not JSON); the store was left "
+                         "untouched") from None
+
+
+# --- the process that runs a run --------------------------------------------------------------
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _this_process() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "start": start_ticks(pid)}
+
+
+def _owner_dead(owner: dict) -> bool:
+    """True only when the run's process is certainly gone: same host, and its pid is free,
+    or taken by a process that started later, or the machine rebooted."""
+    if not owner or owner.get("host") != socket.gethostname():
+        return False
+    if owner.get("boot") and owner["boot"] != _boot_id():
+        return True
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    return bool(owner.get("start")) and start_ticks(pid) not in ("", owner["start"])
+
+
+def _dead_text(owner: dict) -> str:
+    return (f"the process that ran it (pid {owner.get('pid')} on {owner.get('host')}) ended without finishing "
+            "it (killed?); the points it had finished were kept")
 
 
 def _machine_label(env: dict[str, Any]) -> str:
@@ -288,40 +548,66 @@ def to_bundle(rec: RunRecord) -> dict[str, Any]:
 
 
 def write_bundle(rec: RunRecord, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_bundle(rec), indent=1, default=str))
-    return path
+    """Write the bundle (whole or not at all); raises ``outfile.OutputError``."""
+    from . import outfile
+
+    return outfile.write(path, json.dumps(to_bundle(rec), indent=1, default=str))
 
 
 def write_run_bundle(rec: RunRecord, directory: str | os.PathLike, stem: str, failed: bool) -> Path:
     """A benchmark run's bundle as ``<stem>-<run id>[-FAILED].bundle.json`` in ``directory``; a failed
     run keeps its finished points and says so in its name."""
-    return write_bundle(rec, Path(directory) / f"{stem}-{rec.run_id}{'-FAILED' if failed else ''}.bundle.json")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    name = f"{safe_stem(stem)}-{safe_stem(rec.run_id)}{'-FAILED' if failed else ''}.bundle.json"
+    return write_bundle(rec, Path(directory) / name)
 
 
 def read_bundle(path: str | os.PathLike) -> RunRecord:
-    """Parse a bundle file (JSON only; never executed or unpickled)."""
+    """Parse a bundle file (JSON only; never executed or unpickled; at most
+    :data:`MAX_BUNDLE_BYTES`)."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{path} is not a readable result bundle: {exc}") from None
-    return from_bundle(doc, origin=f"bundle:{path.name}")
+        st = path.stat()  # before open(): opening a FIFO would wait for a writer
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{path} is not a regular file")
+        if st.st_size > MAX_BUNDLE_BYTES:
+            raise StoreError(f"{path} is larger than the {MAX_BUNDLE_BYTES >> 20} MiB a result bundle may have")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BUNDLE_BYTES + 1)
+    except OSError as exc:
+        raise StoreError(f"{path} is not a readable result bundle: {exc.strerror or exc}") from None
+    return parse_bundle(data, origin=f"bundle:{safe_stem(path.name, 'bundle')}", what=str(path))
+
+
+def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") -> RunRecord:
+    """A bundle's bytes (a file, an upload) as a checked record; raises :class:`StoreError`."""
+    if len(data) > MAX_BUNDLE_BYTES:
+        raise StoreError(f"{what} is larger than the {MAX_BUNDLE_BYTES >> 20} MiB a result bundle may have")
+    try:
+        doc = json.loads(data)
+    except RecursionError:
+        raise StoreError(f"{what} is not a result bundle: JSON nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and ints over Python's digit limit
+        raise StoreError(f"{what} is not a result bundle: not valid JSON ({' '.join(str(exc).split())[:200]})") from None
+    return from_bundle(doc, origin=origin)
 
 
 def from_bundle(doc: Any, origin: str = "bundle") -> RunRecord:
-    if not isinstance(doc, dict) or doc.get("format") != BUNDLE_FORMAT:
-        raise StoreError("not a perf-workbench result bundle (missing 'format': 'perf-workbench-bundle')")
-    if int(doc.get("version", 0)) > BUNDLE_VERSION:
-        raise StoreError(f"bundle version {doc.get('version')} is newer than this workbench's {BUNDLE_VERSION}")
-    rec = RunRecord.from_json(doc.get("run", {}))
+    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`)."""
+    try:
+        check_bundle(doc)
+    except SchemaError as exc:
+        raise StoreError(str(exc)) from None
+    rec = RunRecord.from_json(doc["run"])
     if rec.origin == "local":
         rec.origin = origin
-    try:
-        rec.attachments = [(a["name"], a["kind"], base64.b64decode(a["data_b64"])) for a in doc.get("attachments", [])]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"bundle attachment is malformed: {exc}") from None
+    attachments = []
+    for i, a in enumerate(doc.get("attachments", [])):
+        try:
+            attachments.append((a["name"], a["kind"], base64.b64decode(a["data_b64"], validate=True)))
+        except (binascii.Error, ValueError):
+            raise StoreError(f"bundle field attachments[{i}].data_b64: not valid base64") from None
+    rec.attachments = attachments
     return rec
 
 
@@ -353,7 +639,7 @@ def to_gbench(rec: RunRecord) -> dict[str, Any]:
     whose correctness check failed is one row with ``error_occurred`` (as google-benchmark
     reports a failed benchmark), never timings a consumer could take as valid."""
     env = rec.env
-    ctx = {"date": rec.created_utc, "host_name": env.get("hostname", ""), "executable": f"workbench:{rec.study}",
+    ctx = {"json_schema_version": 1, "date": rec.created_utc, "host_name": env.get("hostname", ""), "executable": f"workbench:{rec.study}",
            "num_cpus": env.get("cpu_logical"), "mhz_per_cpu": env.get("cpu_max_mhz", 0),
            "library_build_type": "release", "workbench_run_id": rec.run_id}
     rows = []
@@ -367,7 +653,7 @@ def to_gbench(rec: RunRecord) -> dict[str, Any]:
             rows.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(v.samples_ns),
                          "repetition_index": i, "iterations": 1, "real_time": s, "cpu_time": s, "time_unit": "ns"})
         if v.samples_ns:
-            m = float(np.median(v.samples_ns))
+            m = float(statistics.median(v.samples_ns))
             rows.append({"name": f"{name}_median", "run_name": name, "run_type": "aggregate",
                          "aggregate_name": "median", "repetitions": len(v.samples_ns), "iterations": len(v.samples_ns),
                          "real_time": m, "cpu_time": m, "time_unit": "ns"})

@@ -10,7 +10,8 @@ A study is one module in ``studies/`` that defines:
   platform), with how to get it, or None;
 - ``run(params, ctx: RunContext) -> dict``: measures, checks every kernel's output against a
   reference *before* its time counts, hands each finished variant to ``ctx.record`` (so an
-  interrupted sweep keeps its points) and returns study-specific outputs that are not
+  interrupted sweep keeps its points; ``ctx.update`` again each time a variant gains a repeat)
+  and returns study-specific outputs that are not
   timings (JSON-serialisable). It never aggregates, plots or prints;
 - ``analyze(record) -> dict[str, pandas.DataFrame]``: tables from a stored run record;
 - ``charts(tables) -> dict[str, altair.Chart]``;
@@ -23,11 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import pkgutil
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable, Sequence
+
+from .untrusted import check_attachment_name, check_variant_name
 
 
 class ParamError(ValueError):
@@ -86,6 +90,8 @@ class Param:
                     value = typ(text)
             except ValueError:
                 raise ParamError(self.name, f"expected {self.kind}, got {raw!r}") from None
+            except OverflowError:  # 'infk', '1e400k'
+                raise ParamError(self.name, f"expected {self.kind}, got {raw!r}, which is not finite") from None
         else:
             if self.kind == "int" and isinstance(raw, float) and raw.is_integer():
                 raw = int(raw)
@@ -94,6 +100,9 @@ class Param:
             if not isinstance(raw, typ) or (self.kind == "int" and isinstance(raw, bool)):
                 raise ParamError(self.name, f"expected {self.kind}, got {raw!r}")
             value = raw
+        # NaN passes every comparison with min and max, and inf makes loops unbounded.
+        if self.kind == "float" and not math.isfinite(value):
+            raise ParamError(self.name, f"{value} is not a finite number {self.range_text()}")
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(map(str, self.choices))
             raise ParamError(self.name, f"{value!r} is not one of: {allowed}")
@@ -134,6 +143,7 @@ _SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2
 
 
 def _parse_int(text: str) -> int:
+    """Raises ValueError, or OverflowError for ``infk`` and ``1e400k``."""
     t = text.replace("_", "").lower()
     for suf in ("ki", "mi", "gi", "k", "m", "g"):
         if t.endswith(suf) and t[: -len(suf)]:
@@ -228,7 +238,9 @@ class RunContext:
     """What a study's ``run`` talks to: progress, per-point recording, attachments, cancel.
 
     ``on_record`` is called for each variant as soon as it finishes, which is how the store
-    keeps the points of an interrupted sweep.
+    keeps the points of an interrupted sweep; ``on_update`` when a recorded variant gained
+    repeats (:meth:`update`). Variant and attachment names are checked here, so a study
+    cannot store a name that a bundle importer would refuse.
     """
 
     def __init__(
@@ -237,15 +249,15 @@ class RunContext:
         on_record: Callable[[VariantResult], None] | None = None,
         on_attach: Callable[[str, str, bytes], None] | None = None,
         cancel: threading.Event | None = None,
-        workdir: str | None = None,
+        on_update: Callable[[VariantResult], None] | None = None,
     ):
         self._progress = progress
         self._on_record = on_record
+        self._on_update = on_update
         self._on_attach = on_attach
         self.cancel_event = cancel or threading.Event()
         self.variants: list[VariantResult] = []
         self.attachments: list[tuple[str, str, bytes]] = []
-        self.workdir = workdir
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.cancel_event.is_set():
@@ -254,12 +266,30 @@ class RunContext:
             self._progress(max(0.0, min(1.0, fraction)), message)
 
     def record(self, result: VariantResult) -> None:
+        check_variant_name(result.variant)
         self.variants.append(result)
         if self._on_record:
             self._on_record(result)
 
+    def update(self, result: VariantResult) -> None:
+        """Replace the variant of the same name recorded earlier in this run (a variant
+        that gained a repeat), or record it: an interrupt keeps every finished repeat."""
+        check_variant_name(result.variant)
+        for i, v in enumerate(self.variants):
+            if v.variant == result.variant:
+                self.variants[i] = result
+                break
+        else:
+            self.variants.append(result)
+        if self._on_update:
+            self._on_update(result)
+        elif self._on_record:
+            self._on_record(result)
+
     def attach(self, name: str, kind: str, data: bytes) -> None:
-        """Attach a file (trace, log) to the run; ``kind`` e.g. ``trace/chrome-json``."""
+        """Attach a file (trace, log) to the run; ``kind`` e.g. ``trace/chrome-json``; ``name``
+        must be a plain file name (:func:`workbench.untrusted.check_attachment_name`)."""
+        check_attachment_name(name)
         self.attachments.append((name, kind, data))
         if self._on_attach:
             self._on_attach(name, kind, data)

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from studies._ag_gemm import methods, spans
+from workbench.untrusted import escape as esc
 
 METHODS = ("cublas", "kernel", "gemm-path", "emulated")
 #: the issue's targets (N=3584, K=8192): (what, M at least) -> bound. Throughput ratio of the
@@ -290,8 +291,8 @@ def format_breakdown(df: pd.DataFrame) -> str:
               "gemm-path": "GEMM path alone (staged, flags set)", "emulated": "whole kernel, emulated peers"}
     for _, r in df.iterrows():
         if not r["correct"]:
-            lines.append(f"| {r['dtype']} | {r['M']} | {labels[r['method']]} | {r['world_size']} | FAILED CHECK: "
-                         f"{r['check'][:80]} | | | | | |")
+            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {labels[r['method']]} | "
+                         f"{esc(r['world_size'], 'cell')} | FAILED CHECK: {esc(r['check'][:80], 'cell')} | | | | | |")
             continue
         tr = "" if r["method"] == "cublas" else (f"{f(r['time_ratio'], 3)}x [{f(r['time_ratio_lo'], 3)}, "
                                                  f"{f(r['time_ratio_hi'], 3)}]")
@@ -300,7 +301,8 @@ def format_breakdown(df: pd.DataFrame) -> str:
         if r["target"] is not None and r["target"] == r["target"]:
             tgt = (f"throughput >= {r['target']:.2f}x" if r["target_kind"] == "gemm" else f"time <= {r['target']:.2f}x")
             verdict = "met" if r["met"] else "MISSED"
-        lines.append(f"| {r['dtype']} | {r['M']} | {labels[r['method']]} | {r['world_size']} | {f(r['median_us'])} "
+        lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {labels[r['method']]} | "
+                     f"{esc(r['world_size'], 'cell')} | {f(r['median_us'])} "
                      f"[{f(r['ci_lo_us'])}, {f(r['ci_hi_us'])}] | {f(r['tflops'], 0)} | {tr} | {thr} | {tgt} | "
                      f"{verdict} |")
     return "\n".join(lines)
@@ -312,7 +314,7 @@ def verdict(df: pd.DataFrame) -> str:
     if t.empty:
         return "No shape with one of the issue's targets (N=3584, K=8192) was measured."
     missed = t[t["met"] != True]  # noqa: E712 (None: not measured)
-    parts = [f"{r['dtype']} M={r['M']} {r['method']} ws{r['world_size']}: "
+    parts = [f"{esc(r['dtype'])} M={esc(r['M'])} {esc(r['method'])} ws{esc(r['world_size'])}: "
              f"{r['throughput_ratio'] if r['target_kind'] == 'gemm' else r['time_ratio']:.3f}x"
              for _, r in t.iterrows()]
     head = "All targets met" if missed.empty else f"{len(missed)} of {len(t)} targets missed"

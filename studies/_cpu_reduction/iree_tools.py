@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from kernels.iree.sum_programs import Program
+from workbench import procs
 from workbench.env import REPO_ROOT
 from workbench.harness import ExternalCommandError, parse_gbench, run_command
 
@@ -248,7 +249,7 @@ def capture_tracy(out_dir: Path, traced: Callable[[dict], str], timeout_s: float
     # The capture's progress goes to a file: a pipe nobody reads fills up, blocks the capture
     # and loses most of the zones.
     with open(log_path, "w") as log_fh:
-        cap = subprocess.Popen(cap_cmd, stdout=log_fh, stderr=subprocess.STDOUT)
+        cap = subprocess.Popen(cap_cmd, stdout=log_fh, stderr=subprocess.STDOUT, **procs.popen_kwargs())
         try:
             cmd = traced(dict(os.environ, TRACY_NO_EXIT="1", IREE_PY_RUNTIME="tracy"))
             try:

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from workbench import harness
+from workbench import harness, procs
 from workbench.env import REPO_ROOT
 from workbench.harness import ExternalCommandError
 from workbench.study import VariantResult
@@ -164,7 +164,7 @@ def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, en
     shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
     try:
         proc = subprocess.run(cmd, input=json.dumps(job), capture_output=True, text=True, timeout=timeout_s,
-                              cwd=str(REPO_ROOT), env=env)
+                              cwd=str(REPO_ROOT), env=env, **procs.popen_kwargs())
     except subprocess.TimeoutExpired:
         raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
     if proc.returncode != 0:

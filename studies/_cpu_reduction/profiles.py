@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import gzip
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +94,7 @@ def load_profiles(rec: RunRecord) -> list[dict]:
 def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
     from workbench import traces
     from workbench.traces import phases
+    from workbench.untrusted import attachment_file
 
     out = []
     for name, blob in blobs:
@@ -103,9 +103,7 @@ def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
         split = m[3] or ("even" if c > 1 else None)  # names before the split existed were even splits
         item = {"n": n, "c": c, "split": split, "w": w, "source": SOURCES[ext], "via": VIA[via], "name": name,
                 "trimmed": ext == "tracy.json.gz", "spans": None, "per_iter": None, "error": None}
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / name
-            path.write_bytes(blob)
+        with attachment_file(name, blob) as path:
             try:
                 spans, meta = traces.load(path)
                 item["spans"], item["meta"] = spans, meta

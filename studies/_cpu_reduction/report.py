@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from workbench import stats
+from workbench.untrusted import escape as esc
 
 from .plan import GRAIN_SIZE, IREE_PROVIDERS
 from .seed import SEED_FIGURES
@@ -147,7 +148,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame], params: dict) -> str:
         iree = ov[ov["provider"].isin(IREE_PROVIDERS)].sort_values("total_us")
         if len(torch_rows) and len(iree):
             t, b = torch_rows.iloc[0], iree.iloc[0]
-            text = (f"N={params['n']:,}: fastest IREE {b['series']} {_ci(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])} "
+            text = (f"N={params['n']:,}: fastest IREE {esc(b['series'])} {_ci(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])} "
                     f"@{int(b['w'])}w")
             if b["vs_best_torch"] == b["vs_best_torch"]:
                 text += (f" = {b['vs_best_torch']:.2f}x [{b['vs_best_torch_lo']:.2f}, {b['vs_best_torch_hi']:.2f}] the "
@@ -156,11 +157,11 @@ def verdict_text(tbls: dict[str, pd.DataFrame], params: dict) -> str:
             parts.append(text)
         elif len(ov):
             b = ov.sort_values("total_us").iloc[0]
-            parts.append(f"Fastest at N={params['n']:,}: {b['series']} {_ci(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}.")
+            parts.append(f"Fastest at N={params['n']:,}: {esc(b['series'])} {_ci(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}.")
         prof = ov[ov["compute_share_pct"].notna() & (ov["profile_status"] == "clear")]
         if len(prof):
             r = prof.sort_values("total_us").iloc[0]
-            parts.append(f"{r['series']} (profiled, {int(r['profile_iterations'])} iterations): compute "
+            parts.append(f"{esc(r['series'])} (profiled, {int(r['profile_iterations'])} iterations): compute "
                          f"{_ci(r['compute_share_pct'], r['compute_share_lo_pct'], r['compute_share_hi_pct'], '%', 0)} "
                          f"of each iteration, runtime overhead {_ci(r['overhead_us'], r['overhead_lo_us'], r['overhead_hi_us'])}.")
     over = tbls.get("overhead")
@@ -169,7 +170,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame], params: dict) -> str:
                 "capture", sort=False):
             q = g.set_index("quantity")
             if q.loc["compute share", "status"] == "clear":
-                parts.append(f"{cap}, {int(q['iterations'].iloc[0])} iterations: total "
+                parts.append(f"{esc(cap)}, {int(q['iterations'].iloc[0])} iterations: total "
                              f"{_ci(q.loc['total', 'point'], q.loc['total', 'lo'], q.loc['total', 'hi'])}, compute "
                              f"{_ci(q.loc['compute share', 'point'], q.loc['compute share', 'lo'], q.loc['compute share', 'hi'], '%', 0)}"
                              f", overhead {_ci(q.loc['overhead', 'point'], q.loc['overhead', 'lo'], q.loc['overhead', 'hi'])}.")
@@ -209,7 +210,7 @@ def _fmt_us(x, lo=None, hi=None) -> str:
 def sections(tbls: dict[str, pd.DataFrame], params: dict, env: dict, outputs: dict, floor_ns) -> list[str]:
     from workbench.report import md_table
 
-    machine = f"{env.get('cpu_model', '?')}, {env.get('cpu_logical', '?')} logical CPUs"
+    machine = esc(f"{env.get('cpu_model', '?')}, {env.get('cpu_logical', '?')} logical CPUs")
     floor = stats.fmt_ns(floor_ns or float("nan"))
     parts = []
     ov = tbls.get("overview")
@@ -286,7 +287,7 @@ def _phase_sections(tbls) -> list[str]:
     if pc is not None and len(pc):
         for (w, prof), g in pc.groupby(["w", "profiler"], sort=True):
             g = g.drop(columns=["w", "profiler"]).dropna(axis=1, how="all")
-            parts.append(f"## Phases, c=2 | c=8 side by side: {prof}, {w} workers (us per iteration, share of "
+            parts.append(f"## Phases, c=2 | c=8 side by side: {esc(prof)}, {esc(w)} workers (us per iteration, share of "
                          "the median total)\n\n" + md_table(g)
                          + "\n\nEach live column: the median of each phase over the steady-state iterations (the "
                            f"first {profiles.WARMUP_ITERATIONS} are warm-up, dropped); the phases of every iteration "
@@ -296,20 +297,20 @@ def _phase_sections(tbls) -> list[str]:
     if ph is not None and len(ph):
         for cap, g in ph.groupby("capture", sort=False):
             if (g["phase"] == "unavailable").any():
-                parts.append(f"### Breakdown {cap}: unavailable\n\n> {g['note'].iloc[0]}")
+                parts.append(f"### Breakdown {esc(cap)}: unavailable\n\n> {esc(g['note'].iloc[0])}")
                 continue
             shown = g[["phase", "median_us", "share_pct", "p10_us", "p90_us", "note"]].round(2)
-            parts.append(f"### Breakdown per iteration: {cap} ({g['statistic'].iloc[0]}; "
+            parts.append(f"### Breakdown per iteration: {esc(cap)} ({esc(g['statistic'].iloc[0])}; "
                          f"{int(g['warmup_dropped'].iloc[0])} warm-up dropped)\n\n" + md_table(shown))
     kt = tbls.get("key_times")
     if kt is not None and len(kt):
         for cap, g in kt.groupby("capture", sort=False):
-            lines = [f"- t={r.t_us:.1f} us: {r.event}" + (f" ({r.thread})" if r.thread else "")
+            lines = [f"- t={r.t_us:.1f} us: {esc(r.event)}" + (f" ({esc(r.thread)})" if r.thread else "")
                      + (f" · seed t={r.seed_t_us:.1f}" if r.seed_t_us == r.seed_t_us else "") for r in g.itertuples()]
-            parts.append(f"### Key timestamps of the median steady-state iteration: {cap}\n\n" + "\n".join(lines))
+            parts.append(f"### Key timestamps of the median steady-state iteration: {esc(cap)}\n\n" + "\n".join(lines))
     for r in tbls.get("timeline_ascii", pd.DataFrame(columns=["capture", "text"])).itertuples():
-        parts.append(f"### Timeline of the median steady-state iteration: {r.capture} (lanes in the profiler's "
-                     f"order)\n\n```\n{r.text}\n```")
+        parts.append(f"### Timeline of the median steady-state iteration: {esc(r.capture)} (lanes in the profiler's "
+                     f"order)\n\n{esc(r.text, 'block')}")
     al = tbls.get("iree_allocs")
     if al is not None and len(al):
         parts.append("### IREE per-call allocations from Tracy (us per iteration)\n\n"
@@ -320,8 +321,9 @@ def _phase_sections(tbls) -> list[str]:
 def _environment(tbls, params, outputs, machine, floor) -> str:
     bw = tbls.get("bandwidth")
     env_lines = [f"- machine: {machine}; torch threads set per variant; harness floor {floor} per call",
-                 f"- IREE {outputs.get('iree_versions', {})}, flags {' '.join(outputs.get('iree_flags', []))}",
-                 f"- correctness: {outputs.get('tolerance', '')}"]
+                 f"- IREE {esc(outputs.get('iree_versions', {}))}, flags "
+                 f"{esc(' '.join(map(str, outputs.get('iree_flags', []))))}",
+                 f"- correctness: {esc(outputs.get('tolerance', ''))}"]
     if bw is not None and len(bw):
         env_lines.append("- copy bandwidth (same run): " + ", ".join(
             f"{r.workers} thread(s) {r.copy_gbps:.1f} GB/s" for r in bw.itertuples()))
@@ -334,8 +336,8 @@ def _environment(tbls, params, outputs, machine, floor) -> str:
                 if info["c"] > 1 and info["m"] % 16 else "")
         if info.get("split") == "partial-tile" and info.get("shards", 0) * info["m"] != info["n"]:
             slow = "; a partial last tile: IREE 3.13's dynamic-shape (slow) codegen"
-        env_lines.append(f"- program {key}: {info.get('label', '')}, {info['dispatches']} dispatch(es) "
-                         f"{info['dispatch_names']}{pad}{slow}")
+        env_lines.append(f"- program {esc(key)}: {esc(info.get('label', ''))}, {esc(info['dispatches'])} dispatch(es) "
+                         f"{esc(info['dispatch_names'])}{esc(pad)}{slow}")
     load, load_end = outputs.get("loadavg_start"), outputs.get("loadavg_end")
     if load:
         busy = max(load[0], (load_end or [0])[0]) > 0.5 * outputs.get("cores", 1)
@@ -344,5 +346,5 @@ def _environment(tbls, params, outputs, machine, floor) -> str:
                          + (" -- WARNING: other processes were running; multi-thread figures suffer most"
                             if busy else ""))
     for err in outputs.get("capture_errors", []):
-        env_lines.append(f"- capture failed: {err}")
+        env_lines.append(f"- capture failed: {esc(err)}")
     return "## Environment (live run)\n\n" + "\n".join(env_lines)

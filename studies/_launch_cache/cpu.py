@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench import cbuild
+from workbench import cbuild, procs
 from workbench.env import REPO_ROOT
 
 from . import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, thread_index
@@ -41,7 +41,8 @@ def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes
         args = [str(exe), f"policy={policy}", f"threads={threads}", f"launches={launches}",
                 f"scratch={scratch_bytes}", f"k={k}", f"pages={pages}", f"passes={passes}", f"malloc={malloc}",
                 f"salt={salt}", f"out={out}", f"limit={limit}", f"data={data_bytes}", f"oom_every={oom_every}"]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+        # Dies with this process even when it is SIGKILLed: it must not time on after the run ends.
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, **procs.popen_kwargs())
         if proc.returncode == 6:
             raise OutOfMemory(proc.stderr.strip())
         if proc.returncode != 0:

@@ -98,6 +98,8 @@ def parse_fit(text: str, unit: str, name: str) -> Fit:
         fixed, slope = float(parts[0]), float(parts[1])
     except ValueError:
         raise ValueError(f"{name}: expected two numbers, got {text!r}") from None
+    if not (math.isfinite(fixed) and math.isfinite(slope)):
+        raise ValueError(f"{name}: {text!r} is not two finite numbers")
     return Fit(fixed, slope, unit)
 
 

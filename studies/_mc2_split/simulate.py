@@ -11,6 +11,7 @@ progresses at 1/f of its solo rate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -51,9 +52,18 @@ def stage_times(chunks: Sequence[int], model: CostModel, comm_first: bool) -> tu
 
 def simulate(chunks: Sequence[int], model: CostModel, contention: float | Sequence[float] = 1.15,
              comm_first: bool = False) -> Schedule:
-    """Event simulation of the two engines; returns the makespan and one segment per task."""
+    """Event simulation of the two engines; returns the makespan and one segment per task.
+
+    Every step finishes at least one task, so it takes at most 2 steps per chunk: times that
+    are not finite (NaN would never finish a task) and factors that are not positive raise
+    ValueError before the loop, and a step cap stops it should a task ever stay unfinished.
+    (A fit with a negative fixed term gives negative times; they are simulated as given.)"""
     f_mm, f_comm = factors(contention)
     first, second = stage_times(chunks, model, comm_first)
+    bad = [t for t in [*first, *second, f_mm, f_comm] if not math.isfinite(t)]
+    if bad or f_mm <= 0 or f_comm <= 0:
+        raise ValueError(f"cannot simulate: a fit gives a time that is not finite, or a contention factor is not "
+                         f"positive ({bad[0] if bad else min(f_mm, f_comm)!r})")
     f1, f2 = (f_comm, f_mm) if comm_first else (f_mm, f_comm)
     names = ("comm", "compute") if comm_first else ("compute", "comm")
     n = len(chunks)
@@ -63,7 +73,11 @@ def simulate(chunks: Sequence[int], model: CostModel, contention: float | Sequen
     left2 = second[0] if n else 0.0
     start1, start2 = 0.0, None
     segs: list[dict] = []
+    steps = 0
     while i2 < n:
+        steps += 1
+        if steps > 2 * n + 2:
+            raise ValueError(f"simulation made no progress after {steps - 1} steps for {n} chunks")
         run1 = i1 < n
         run2 = i2 < i1  # the second stage of chunk i2 waits for its first stage
         if run2 and start2 is None:

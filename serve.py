@@ -1,0 +1,30 @@
+"""Serves the workbench app (``app.py``) on localhost with a Host-header allow-list.
+
+``make run`` starts this file (``streamlit run serve.py``). Streamlit answers any Host
+header, so a web page could reach a local app by DNS rebinding (a name of the attacker's
+that resolves to 127.0.0.1). Starlette's ``TrustedHostMiddleware`` answers 400 to every
+request, HTTP or WebSocket, whose Host is not ``localhost``, ``127.0.0.1``, ``[::1]``, the
+configured ``server.address`` or a name listed in ``$WORKBENCH_ALLOWED_HOSTS``
+(comma-separated; for ``HOST=0.0.0.0`` at your own risk). The upload limit
+(``server.maxUploadSize``), XSRF and CORS protection stay Streamlit's, set in
+``.streamlit/config.toml``.
+"""
+
+import os
+
+import streamlit as st
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from streamlit import config
+
+
+def allowed_hosts() -> list[str]:
+    hosts = ["localhost", "127.0.0.1", "[::1]"]
+    address = config.get_option("server.address")
+    if address and address not in ("0.0.0.0", "::"):
+        hosts.append(address)
+    hosts += [h.strip() for h in os.environ.get("WORKBENCH_ALLOWED_HOSTS", "").split(",") if h.strip()]
+    return hosts
+
+
+app = st.App("app.py", middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts())])

@@ -1,0 +1,161 @@
+"""Untrusted text into names, paths and markup: the one place where that happens.
+
+Result bundles, uploads and traces come from other machines and other people. Their strings
+(run ids, attachment and variant names, parameters, environment values, check and error
+text, the reproduce command) are data: they never become a path, and they never reach
+Markdown, HTML or a notebook cell without being escaped for the place they land in.
+
+- :func:`check_run_id` and :func:`check_attachment_name` accept only plain names (the
+  bundle importer and ``RunContext.attach`` call them; a bad name is refused, never fixed);
+- :func:`safe_stem` turns any text into a file-name stem for output paths;
+- :func:`attachment_file` puts an attachment's bytes in a private temporary folder under a
+  name the importers can use for format detection, for readers that need a file;
+- :func:`escape` escapes a string by its context: ``text`` (a paragraph, list item or
+  heading), ``cell`` (a Markdown table cell), ``code`` (inline code), ``block`` (a fenced
+  code block, returned whole), ``html`` (inside an HTML element, e.g. ``<summary>``);
+  :func:`plain` makes one line for a terminal. Both replace control characters (a
+  terminal acts on escape sequences).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+#: run ids: the workbench's own ``YYYYMMDD-HHMMSS-<study>-<hex>`` or any such plain slug
+RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+#: attachment names: one plain file name (no separators, no leading dot, no '..' alone)
+ATTACHMENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+#: variant names as studies make them ("pool4/default", "(0,0,1) 4096B", "iree c8 w2")
+VARIANT_RE = re.compile(r"[A-Za-z0-9 _()+,./:=@%-]{1,200}")
+#: run ids the CLI reads as something else
+RESERVED_RUN_IDS = ("latest",)
+
+
+class UntrustedError(ValueError):
+    """A name from outside that is not allowed; the message says which and why."""
+
+
+def check_run_id(run_id: Any) -> str:
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
+        raise UntrustedError(f"run id {_show(run_id)} is not a plain id (letters, digits, '.', '_', '+', '-'; "
+                             "starting with a letter or digit; at most 128 characters)")
+    if run_id in RESERVED_RUN_IDS:
+        raise UntrustedError(f"run id {run_id!r} is reserved (the CLI reads it as the newest run)")
+    return run_id
+
+
+def check_attachment_name(name: Any) -> str:
+    if not isinstance(name, str) or not ATTACHMENT_NAME_RE.fullmatch(name):
+        raise UntrustedError(f"attachment name {_show(name)} is not a plain file name (letters, digits, '.', '_', "
+                             "'+', '-'; no path separators; starting with a letter or digit; at most 128 characters)")
+    return name
+
+
+def check_variant_name(name: Any) -> str:
+    if not isinstance(name, str) or not VARIANT_RE.fullmatch(name):
+        raise UntrustedError(f"variant name {_show(name)} has characters outside letters, digits, space and "
+                             "_()+,./:=@%- (or is empty or over 200 characters)")
+    return name
+
+
+def _show(value: Any) -> str:
+    """A bad value for an error message: repr, cut short (it may be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def safe_stem(text: Any, default: str = "run") -> str:
+    """A file-name stem from any text: runs of other characters become '-', no leading dot
+    or dash, at most 100 characters; ``default`` when nothing is left."""
+    stem = re.sub(r"[^A-Za-z0-9._+-]+", "-", str(text)).strip(".-")[:100].strip(".-")
+    return stem or default
+
+
+@contextlib.contextmanager
+def attachment_file(name: str, data: bytes) -> Iterator[Path]:
+    """``data`` as a file in a fresh private folder (mode 0700), for readers that take a path.
+
+    The file's name is ``name`` when it is a plain attachment name (format detection may
+    look at its extension), else ``attachment``; the folder is removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="wb-attachment-"))
+    try:
+        try:
+            file_name = check_attachment_name(name)
+        except UntrustedError:
+            file_name = "attachment"
+        path = folder / file_name
+        path.write_bytes(data)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- markup ------------------------------------------------------------------------------
+
+# CommonMark lets a backslash escape any ASCII punctuation. Escaped anywhere: what starts
+# code, emphasis (an underscore only at a word's edge), tables, strike-through and GitHub's
+# math; brackets when they could make a
+# link or image ("](" or "]["); '<' (HTML) and '&' before an entity. At the start of the
+# text also what starts a heading, list, quote or rule there. Plain text ("[512, 896]",
+# "16.5 us", "a-b") stays as it is.
+_MD_INLINE = re.compile(r"([\\`*|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_MD_LINK = re.compile(r"\][(\[]")
+_MD_LINE_START = re.compile(r"^(\d*)([#+-](?=\s|$|[#+-])|>|=+$|(?<=\d)[.)](?=\s|$))")
+_CONTEXTS = ("text", "cell", "code", "block", "html")
+
+
+def escape(value: Any, where: str = "text", lang: str = "") -> str:
+    """``value`` as a string that shows literally in ``where`` (see the module docstring).
+
+    Every context but ``block`` folds the text onto one line (a newline would end a table
+    row or a paragraph); ``lang`` is the info string of a ``block``."""
+    if where not in _CONTEXTS:
+        raise ValueError(f"unknown context {where!r}; one of {_CONTEXTS}")
+    text = _CONTROL.sub("\ufffd", "" if value is None else str(value))
+    if where == "block":
+        # A fence longer than any backtick run inside cannot be closed by the content.
+        fence = "`" * max(3, _longest_run(text, "`") + 1)
+        return f"{fence}{lang}\n{text}\n{fence}"
+    one_line = " ".join(text.split())
+    if where == "html":
+        return html.escape(one_line, quote=True)
+    if where == "code":
+        # HTML and Markdown are not parsed inside a code span; only a longer backtick run ends it.
+        if not one_line:
+            return "` `"
+        fence = "`" * (_longest_run(one_line, "`") + 1)
+        pad = " " if one_line.startswith("`") or one_line.endswith("`") else ""
+        return f"{fence}{pad}{one_line}{pad}{fence}"
+    # text and cell ('|' is escaped in both: a table cell needs it, a paragraph does not mind)
+    out = re.sub(r"&(?=#?\w+;)", "&amp;", one_line).replace("<", "&lt;")
+    out = _MD_INLINE.sub(r"\\\1", out)
+    if _MD_LINK.search(out):
+        out = re.sub(r"([\[\]])", r"\\\1", out)
+    return _MD_LINE_START.sub(r"\1\\\2", out)
+
+
+# C0 controls but tab and newline, DEL and C1 controls: a terminal acts on them (ESC starts
+# sequences that retitle, recolour or worse), and no report needs them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: Any) -> str:
+    """``value`` as one line of text for a terminal: control characters shown as U+FFFD."""
+    return _CONTROL.sub("\ufffd", " ".join(str(value).split()))
+
+
+def _longest_run(text: str, ch: str) -> int:
+    runs = re.findall(f"{re.escape(ch)}+", text)
+    return max((len(r) for r in runs), default=0)
+
+
+def details(summary: str, body: str) -> str:
+    """An HTML ``<details>`` block; ``summary`` is plain text (escaped here), ``body`` is
+    Markdown whose untrusted parts the caller escaped (so it cannot close the block)."""
+    return f"<details><summary>{escape(summary, 'html')}</summary>\n\n{body}\n\n</details>"
