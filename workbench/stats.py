@@ -74,7 +74,7 @@ def median_ci(samples, confidence: float = 0.95, seed: int | None = 0) -> tuple[
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
+def bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
     """Medians of ``resamples`` bootstrap resamples of ``x``, drawn exactly without resampling.
 
     A resample's (lower) median is at most the j-th smallest value x_(j) when at least
@@ -136,7 +136,7 @@ def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | No
                           float("nan"), "too few samples")
     if max(xa.size, xb.size) > BOOTSTRAP_MAX_N:
         rng = _rng(seed)
-        boot = _bootstrap_medians(xb, _BOOT_RESAMPLES, rng) / _bootstrap_medians(xa, _BOOT_RESAMPLES, rng)
+        boot = bootstrap_medians(xb, _BOOT_RESAMPLES, rng) / bootstrap_medians(xa, _BOOT_RESAMPLES, rng)
         tail = (1 - confidence) / 2
         lo, hi = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
     else:
