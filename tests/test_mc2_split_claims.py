@@ -189,7 +189,7 @@ def test_cpu_preset_runs_live_with_every_ranks_trace_aligned(cpu_run):
                     "holds" if d["lo"] > null else "contradicted")
         assert status == expected, (cid, status, dict(d))
     timeline = charts_of(a)["measured_timeline"].to_dict()
-    assert "2 rank(s)" in str(timeline)
+    assert "2 ranks aligned by end of each rank's first marker (gloo:all_reduce)" in str(timeline)
 
 
 # --- Markdown and charts -------------------------------------------------------------------------
@@ -224,3 +224,8 @@ def test_committed_run_charts_draw_at_a_readable_size(committed):
         assert dark > 0.01, (name, dark)
     key = str(charts["key"].to_dict())
     assert "1262" in key and "seed's Ascend NPU" in key
+    # the persistent kernel's profiled call waited 15 s (one rank compiling?): flagged, and the
+    # timeline is drawn to the other calls' length instead of squeezing them to nothing
+    ov = a.tables["trace_overlap"].set_index("trace")
+    assert ov.loc["best triton-persistent+c16", "stalled"] and not ov.loc["best default", "stalled"]
+    assert "1 call(s) stalled under the profiler (up to 15.2 s)" in str(charts["measured_timeline"].to_dict())

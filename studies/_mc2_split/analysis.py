@@ -412,11 +412,11 @@ def key_table_live(rec: RunRecord, live: pd.DataFrame, floor: dict | None, seed_
         if variant not in by.index:
             return
         r = by.loc[variant]
-        rows.append({"row": what, "variant": variant, "chunks": r["chunks"], "measured (us, 95% CI)": _us(r),
+        rows.append({"row": what, "chunks": r["chunks"], "measured (us, 95% CI)": _us(r),
+                     f"gain over serial {backend} (95% CI)": _pct(r, "gain") if variant != "serial/default" else "0 (the base)",
                      "predicted (us)": r.get("predicted_fit_us", r.get("predicted_us", float("nan"))),
                      "prediction error (95% CI)": _err(r),
-                     f"gain over serial {backend} (95% CI)": _pct(r, "gain") if variant != "serial/default" else "0 (the base)",
-                     "seed (" + seed.MACHINE.split(",")[0] + ")": seed_figure})
+                     "seed (" + seed.MACHINE.split(",")[0] + ")": seed_figure, "variant": variant})
 
     add(f"serial, {backend} as shipped", "serial/default", f"{seed.SERIAL_US:.0f} us (serial)")
     add("the seed's split, same collective", "overlap/default/heuristic",
@@ -427,10 +427,10 @@ def key_table_live(rec: RunRecord, live: pd.DataFrame, floor: dict | None, seed_
         add(f"best split ({'the search' if top['is_best'] else 'fastest measured'}) on {top['comm']}",
             top["variant"], "")
     if floor and top is not None:
-        rows.append({"row": f"model floor: {top['comm']}'s fits, no contention", "variant": "",
+        rows.append({"row": f"model floor: {top['comm']}'s fits, no contention",
                      "chunks": ",".join(map(str, floor["chunks"])), "measured (us, 95% CI)": "",
                      "predicted (us)": floor["makespan_us"], "seed (" + seed.MACHINE.split(",")[0] + ")":
-                     f"under the seed's fits: {seed_floor_us:.0f} us (above its {seed.FUSED_US:.0f} us)"})
+                     f"under the seed's fits: {seed_floor_us:.0f} us (above its {seed.FUSED_US:.0f} us)", "variant": ""})
     return pd.DataFrame(rows)
 
 
@@ -602,4 +602,22 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     shown = {f"{kind} {comm}" for kind in ("serial", "best") for comm in
              ({"default"} | ({top["comm"]} if top is not None else set()))}
     result.update(trace_tables(rec, shown))
+    result["trace_overlap"] = flag_stalls(result["trace_overlap"], live)
     return result
+
+
+#: a profiled call longer than this many times its variant's timed median stalled (a first call's
+#: compilation on one rank, a descheduled rank): it is shown, but not as the op's picture
+STALL_FACTOR = 50.0
+
+
+def flag_stalls(overlap: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """``timed_median_us`` (the profiled op's timed median: ``serial X`` is serial/X, ``best X``
+    the search's best split of X) and ``stalled`` beside each profiled call."""
+    if not len(overlap) or not len(live):
+        return overlap
+    ok = live[live["correct"].astype(bool)]
+    timed = {f"serial {r.comm}": r.measured_us for r in ok[ok["split"] == "unsplit"].itertuples()}
+    timed |= {f"best {r.comm}": r.measured_us for r in ok[ok["is_best"].astype(bool)].itertuples()}
+    med = overlap["trace"].map(timed)
+    return overlap.assign(timed_median_us=med, stalled=(overlap["span_us"] > STALL_FACTOR * med).fillna(False))

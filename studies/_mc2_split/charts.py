@@ -159,20 +159,44 @@ def prediction_chart(live: pd.DataFrame):
     return (band + line + dots).properties(title="Predicted vs measured (us; band: within 10%)", width=420, height=360)
 
 
-def timeline_chart(spans: pd.DataFrame, alignment: pd.DataFrame):
+def timeline_chart(spans: pd.DataFrame, alignment: pd.DataFrame, overlap: pd.DataFrame):
     """The profiled calls (serial and best split of the backend's collective and of the
     headline configuration), every rank's compute and collective lanes, on the shared
-    timeline (zoom and pan in the browser)."""
+    timeline (zoom and pan in the browser). A call that stalled under the profiler (far longer
+    than its timed median) is drawn up to the others' length, and the subtitle says so."""
     from workbench.traces import charts as tcharts
 
     how = "; ".join(dict.fromkeys(alignment["alignment"])) if len(alignment) else ""
     ranks = spans["rank"].nunique()
-    return tcharts.timeline(spans, width=900, title="Measured timeline: one profiled call each (torch.profiler)",
-                            note=f"{ranks} rank(s); ranks aligned by {how}" if ranks > 1 else
-                            "rank 0 only (this run attached one rank's traces)")
+    note = f"{ranks} ranks aligned by {how}" if ranks > 1 else "rank 0 only"
+    end = None
+    shown = set(spans["track"].astype(str).str.split(" · ").str[0])
+    stalled = overlap[overlap["stalled"].astype(bool) & overlap["trace"].isin(shown)] if "stalled" in overlap else []
+    if len(stalled):
+        calm = overlap[~overlap["stalled"].astype(bool) & overlap["trace"].isin(shown)]
+        if len(calm):
+            end = int(calm["span_us"].max() * 1.05 * 1e3)
+            worst = stalled.loc[stalled["span_us"].idxmax()]
+            note += (f"; {len(stalled)} call(s) stalled under the profiler (up to {worst['span_us'] / 1e6:,.3g} s): "
+                     f"drawn to {end / 1e3:,.0f} us")
+    return tcharts.timeline(spans, end=end, width=900, title="Measured timeline: one profiled call each "
+                                                            "(torch.profiler)", note=note)
+
+
+def _keep_size(chart):
+    """The chart at its own width and height: Streamlit's default autosize ("fit") squeezes a
+    chart with a long legend to a strip."""
+    import altair as alt
+
+    return chart.properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+    out = charts_sized(tbls)
+    return {name: c if name == "measured_timeline" else _keep_size(c) for name, c in out.items()}
+
+
+def charts_sized(tbls: dict[str, pd.DataFrame]) -> dict:
     out = {}
     if len(tbls.get("_key_chart", [])):
         out["key"] = key_chart(tbls["_key_chart"])
@@ -190,7 +214,8 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     if len(tbls.get("simulated", [])):
         out["splits"] = splits_chart(tbls["simulated"])
     if len(tbls.get("_timeline_spans", [])):
-        out["measured_timeline"] = timeline_chart(tbls["_timeline_spans"], tbls.get("trace_alignment", pd.DataFrame()))
+        out["measured_timeline"] = timeline_chart(tbls["_timeline_spans"], tbls.get("trace_alignment", pd.DataFrame()),
+                                                  tbls.get("trace_overlap", pd.DataFrame()))
     if live is not None and len(live) and "predicted_us" in live:
         out["live"] = prediction_chart(live)
     return out
