@@ -183,7 +183,7 @@ def _overview(plain, p, samples, comp) -> tuple[pd.DataFrame | None, list[dict]]
             "best_torch_w", "best_torch_us", "profile", "profile_iterations", "profile_total_us",
             "profile_total_lo_us", "profile_total_hi_us", "compute_us", "compute_lo_us", "compute_hi_us",
             "overhead_us", "overhead_lo_us", "overhead_hi_us", "compute_share_pct", "compute_share_lo_pct",
-            "compute_share_hi_pct", "profile_status", "floor_note"]
+            "compute_share_hi_pct", "profile_status", "floor_note", "load_note"]
     for c in cols:
         if c not in ov:
             ov[c] = np.nan
@@ -211,21 +211,24 @@ def _speedup(at_n, samples) -> pd.DataFrame:
     rows = []
     multi = at_n[~at_n["provider"].isin(SINGLE_THREAD)]
     for s, g in multi.groupby("series", sort=True):
-        by_w = {int(r.w): r for r in g.itertuples()}
-        if 1 not in by_w:
-            continue
-        for w in sorted(by_w):
-            if w == 1:
-                continue
-            d = derived.ratio(samples[by_w[w].variant], samples[by_w[1].variant],
+        for one, r, w in _versus_one_worker(g):
+            d = derived.ratio(samples[r.variant], samples[one.variant],
                               f"{s}: speedup from 1 to {w} workers (time at 1 / time at {w})")
-            r = by_w[w]
-            rows.append(d.row(series=s, provider=r.provider, c=r.c, split=r.split, w=w,
-                              t1_us=by_w[1].median_us, tw_us=r.median_us))
+            rows.append(d.row(series=s, provider=r.provider, c=r.c, split=r.split, w=w, t1_us=one.median_us,
+                              tw_us=r.median_us))
     df = pd.DataFrame(rows)
     if len(df):
         df["best"] = df.groupby("series")["point"].transform("max") == df["point"]
     return df
+
+
+def _versus_one_worker(g: pd.DataFrame):
+    """(the row at 1 worker, the row at w, w) for each w > 1 of a group also measured at 1."""
+    by_w = {int(r.w): r for r in g.itertuples()}
+    if 1 in by_w:
+        for w in sorted(by_w):
+            if w > 1:
+                yield by_w[1], by_w[w], w
 
 
 def _python_cost(at_n, samples) -> pd.DataFrame:
@@ -333,16 +336,10 @@ def _forkjoin(ok, p, samples) -> pd.DataFrame:
     round) and for IREE's one-tile-per-worker dispatch (iree-benchmark-module repetitions)."""
     out = []
     for key, what, g, paired in _forkjoin_groups(ok, p):
-        by_w = {int(r.w): r for r in g.itertuples()}
-        if 1 not in by_w:
-            continue
-        for w in sorted(by_w):
-            if w == 1:
-                continue
-            d = derived.difference(samples[by_w[1].variant], samples[by_w[w].variant],
+        for one, r, w in _versus_one_worker(g):
+            d = derived.difference(samples[one.variant], samples[r.variant],
                                    f"{what}: time at {w} minus at 1 worker", "us", paired=paired, scale=1e-3)
-            out.append(d.row(mechanism=what, key=key, n=int(by_w[w].n), w=w, t1_us=by_w[1].median_us,
-                             tw_us=by_w[w].median_us,
+            out.append(d.row(mechanism=what, key=key, n=int(r.n), w=w, t1_us=one.median_us, tw_us=r.median_us,
                              pairing="per interleaved round" if paired else "independent (bootstrap of both medians)"))
     return pd.DataFrame(out)
 
@@ -496,9 +493,7 @@ def seed_overview(out: dict) -> pd.DataFrame | None:
     if ov is None or not len(ov):
         return None
     run = out["run"].iloc[0]
-    iree = ov[ov["provider"] == "iree-bench"]
-    if not len(iree):
-        iree = ov[ov["provider"] == "iree-task"]
+    iree = key_programs(ov)
     cols = {"torch.sum": r for r in ov[ov["provider"] == "torch"].to_dict("records")}
     for r in iree.sort_values(["c", "split"], na_position="first").to_dict("records"):
         cols[column_name(r["c"], r["split"] if int(r["c"]) > 1 else None)] = r
@@ -527,6 +522,13 @@ def seed_overview(out: dict) -> pd.DataFrame | None:
         rows.append({"": f"{label.split(' (')[0]}, seed (7975WX @32)",
                      **{c: SEED_OVERVIEW.get(_seed_column(c), {}).get(q, "") for c in cols}})
     return pd.DataFrame(rows)
+
+
+def key_programs(ov: pd.DataFrame) -> pd.DataFrame:
+    """The IREE rows of the overview that the key table shows: iree-benchmark-module (the
+    seed's instrument), else the Python runtime."""
+    iree = ov[ov["provider"] == "iree-bench"]
+    return iree if len(iree) else ov[ov["provider"] == "iree-task"]
 
 
 def _seed_column(col: str) -> str:

@@ -8,8 +8,8 @@ import pandas as pd
 from workbench import derived
 from workbench.untrusted import escape as esc
 
-from .analysis import column_name
-from .plan import GRAIN_SIZE, IREE_PROVIDERS
+from .analysis import column_name, key_programs
+from .plan import GRAIN_SIZE
 from .seed import SEED_MACHINE, SEED_SCALING_MS
 
 #: the seed's scaling series and the live series drawn in the same colour
@@ -72,7 +72,7 @@ def _overview_chart(ov: pd.DataFrame, run):
     import altair as alt
 
     top = float(ov["total_us"].max()) * 1.6
-    base = alt.Chart(ov).encode(x=alt.X("series:N", sort=None, title=None))
+    base = alt.Chart(ov).encode(x=alt.X("series:N", sort=None, title=None, axis=alt.Axis(labelLimit=240, labelAngle=-60)))
     y = alt.Scale(domain=[0, top], clamp=True)
     tip = ["series", "w", alt.Tooltip("total_us:Q", format=".1f"), alt.Tooltip("ci_lo_us:Q", format=".1f"),
            alt.Tooltip("ci_hi_us:Q", format=".1f"), alt.Tooltip("noise:Q", format=".1%")]
@@ -210,7 +210,7 @@ def winner(tbls) -> str:
     if not len(ov):
         return ""
     where = f"N={int(run['n']):,}, {int(run['w_max'])} worker(s)"
-    iree = ov[ov["provider"].isin(IREE_PROVIDERS) & (ov["w"] == run["w_max"])].sort_values("total_us")
+    iree = key_programs(ov).sort_values("total_us")
     t = ov[ov["provider"] == "torch"]
     if not len(iree) or not len(t):
         b = ov.sort_values("total_us").iloc[0]
@@ -218,15 +218,17 @@ def winner(tbls) -> str:
     b, t = iree.iloc[0], t.iloc[0]
     same = vs[(vs["against"] == "torch at the same w") & (vs["series"] == b["series"])] if len(vs) else vs
     ratio = derived.item(same.iloc[0].to_dict()) if len(same) else None
-    who = (f"the fastest IREE here, {esc(b['series'])} {_us(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}, against "
+    who = (f"the fastest IREE program of the table, {esc(b['series'])} {_us(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}, against "
            f"torch.sum {_us(t['total_us'], t['ci_lo_us'], t['ci_hi_us'])}")
     if ratio is None or ratio.status != "clear":
         why = ratio.why if ratio is not None else "no ratio"
         return f"At {where}, {who}: they cannot be told apart ({esc(why)})."
     text = derived.fmt_derived(ratio, status=False)
+    loaded = [s for s, r in (("torch.sum", t), (b["series"], b)) if isinstance(r["load_note"], str) and r["load_note"]]
+    caveat = f" ({esc(' and '.join(loaded))} measured under load: see the warnings)" if loaded else ""
     if ratio.point > 1:
-        return f"At {where}, torch.sum is faster: {who}; IREE takes {text} torch's time."
-    return f"At {where}, IREE is faster: {who}; IREE takes {text} torch's time."
+        return f"At {where}, torch.sum is faster: {who}; IREE takes {text} torch's time{caveat}."
+    return f"At {where}, IREE is faster: {who}; IREE takes {text} torch's time{caveat}."
 
 
 def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
