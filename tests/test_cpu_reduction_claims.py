@@ -68,7 +68,7 @@ def test_claims_that_need_many_workers_say_so_on_two():
     tables = {k: v for k, v in a.tables.items()}
     for name in ("overhead", "phase_diff"):
         tables[name] = tables[name].assign(w=2)
-    tables["run"] = tables["run"].assign(w_max=2)
+    tables["_run"] = tables["_run"].assign(w_max=2)
     claims = {c.id: c.test(tables, a.rec) for c in study.SEED_CLAIMS}
     for cid in ("000-overhead-dominates", "000-chunks-compute-vs-scheduling", "000-c8-c2-same-wallclock"):
         r = claims[cid]
@@ -99,7 +99,7 @@ def test_a_negative_overhead_is_flagged_impossible_and_never_stated():
     over = profiles.overhead_table(iters).set_index("quantity")
     for q in ("overhead", "compute share"):
         assert over.loc[q, "status"] == "not meaningful" and "physically impossible" in over.loc[q, "why"]
-    res = dict((c.id, c.test({"overhead": over.reset_index(), "run": pd.DataFrame([{"n": 1, "w_max": 16}])}, None))
+    res = dict((c.id, c.test({"overhead": over.reset_index(), "_run": pd.DataFrame([{"n": 1, "w_max": 16}])}, None))
                for c in study.SEED_CLAIMS[:1])
     assert res["000-overhead-dominates"].status == NT
 

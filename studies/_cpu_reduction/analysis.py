@@ -7,6 +7,9 @@ overhead and compute share per profiled iteration, c=8 minus c=2 per phase, the 
 is a row in the project's derived form (:mod:`workbench.derived`: point, 95% CI, status, why) of
 one table per experiment, and all of them together are the ``derived`` table.
 
+``_run`` (the run's shape: n, worker counts, machine, harness floor) and ``_environment`` (its
+environment as lines) are read by the claims and the report, not shown as tables.
+
 Nothing is derived across instruments or runs: overhead = total - compute of the same profiled
 iteration, never a profile's compute against a timing run's total; the allocation is torch.sum
 minus torch.sum(out=) paired by interleaved round at w=1 only.
@@ -74,7 +77,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     profs = profiles.load_profiles(rec) if rec.attachments else []
     iters = profiles.iteration_table(profs)
     over = profiles.overhead_table(iters)
-    out: dict[str, pd.DataFrame] = {"run": run_table(rec)}
+    out: dict[str, pd.DataFrame] = {"_run": run_table(rec)}
     if len(plain):
         _timing_tables(plain, p, samples, profiles.compute_us(over), rec.outputs, out)
     if len(ok):
@@ -90,7 +93,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         _phase_tables(profs, iters, over, out)
     _put(out, "seed_overview", seed_overview(out))
     _put(out, "dispatch_model", _dispatch_model(out, p, plain))
-    out["environment"] = _environment(rec, out)
+    out["_environment"] = _environment(rec, out)
     parts = [out[k].assign(table=k) for k in DERIVED_TABLES if k in out and len(out[k])]
     if parts:
         out["derived"] = derived.derived_table(pd.concat(parts, ignore_index=True).to_dict("records"))
@@ -492,7 +495,7 @@ def seed_overview(out: dict) -> pd.DataFrame | None:
     ov = out.get("overview")
     if ov is None or not len(ov):
         return None
-    run = out["run"].iloc[0]
+    run = out["_run"].iloc[0]
     iree = key_programs(ov)
     cols = {"torch.sum": r for r in ov[ov["provider"] == "torch"].to_dict("records")}
     for r in iree.sort_values(["c", "split"], na_position="first").to_dict("records"):
@@ -610,7 +613,7 @@ def _dispatch_model(out, p, plain) -> pd.DataFrame:
 def _environment(rec: RunRecord, out: dict) -> pd.DataFrame:
     """The run's environment as lines (item, text): machine, IREE build and flags, the check,
     copy bandwidth, the compiled programs, load, failed captures. Raw text: the report escapes."""
-    outputs, run = rec.outputs or {}, out["run"].iloc[0]
+    outputs, run = rec.outputs or {}, out["_run"].iloc[0]
     floor = stats.fmt_ns(run["floor_ns"])
     lines = [("machine", f"{run['machine']}; torch threads set per variant; harness floor {floor} per call"),
              ("IREE", f"{outputs.get('iree_versions', {})}, flags {' '.join(map(str, outputs.get('iree_flags', [])))}"),

@@ -36,7 +36,7 @@ SEED_N = 1_000_000
 
 
 def _run(tbls) -> dict:
-    run = tbls.get("run")
+    run = tbls.get("_run")
     return run.iloc[0].to_dict() if run is not None and len(run) else {"n": 0, "w_max": 1, "workers": ""}
 
 
@@ -59,8 +59,8 @@ def _within(d, lo: float, hi: float, live: str) -> ClaimResult:
     if d.lo >= lo and d.hi <= hi:
         return ClaimResult("holds", live)
     if d.hi < lo or d.lo > hi:
-        return ClaimResult("contradicted", live, f"the whole CI lies outside [{lo:g}, {hi:g}]")
-    return ClaimResult("inconclusive", live, f"the CI straddles [{lo:g}, {hi:g}]")
+        return ClaimResult("contradicted", live, f"the whole CI lies outside [{lo:.3g}, {hi:.3g}]")
+    return ClaimResult("inconclusive", live, f"the CI straddles [{lo:.3g}, {hi:.3g}]")
 
 
 def overhead_dominates(tbls, rec) -> ClaimResult:

@@ -26,7 +26,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     if "scaling" in tbls and len(tbls["scaling"]):
         out["scaling"] = scaling_chart(tbls)
     if "overview" in tbls and len(tbls["overview"]):
-        out["overview"] = _overview_chart(tbls["overview"], tbls["run"].iloc[0])
+        out["overview"] = _overview_chart(tbls["overview"], tbls["_run"].iloc[0])
     if "_phase_chart" in tbls and len(tbls["_phase_chart"]):
         out["phases"] = phases_chart(tbls["_phase_chart"])
     if "_grain" in tbls and len(tbls["_grain"]):
@@ -54,7 +54,7 @@ def scaling_chart(tbls: dict[str, pd.DataFrame]):
     in the same colours, labelled with the seed's machine."""
     from workbench import charts as wbcharts
 
-    sc, run = tbls["scaling"], tbls["run"].iloc[0]
+    sc, run = tbls["scaling"], tbls["_run"].iloc[0]
     iree = "iree-bench" if (sc["provider"] == "iree-bench").any() else "iree-task"
     sc = sc[sc["provider"].isin([iree, "torch"])]
     sc = sc.assign(series=[live_series(p, c, s) for p, c, s in zip(sc["provider"], sc["c"], sc["split"])])
@@ -206,7 +206,7 @@ def _us(x, lo, hi, digits=1) -> str:
 def winner(tbls) -> str:
     """The sentence about the key table's comparison: torch.sum against the fastest IREE
     program at n and the largest w, as the ratio's status allows."""
-    ov, vs, run = _rows(tbls, "overview"), _rows(tbls, "vs_torch"), tbls["run"].iloc[0]
+    ov, vs, run = _rows(tbls, "overview"), _rows(tbls, "vs_torch"), tbls["_run"].iloc[0]
     if not len(ov):
         return ""
     where = f"N={int(run['n']):,}, {int(run['w_max'])} worker(s)"
@@ -286,7 +286,7 @@ def _derived_display(df: pd.DataFrame, context: list[str]) -> pd.DataFrame:
 def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     from workbench.report import md_table
 
-    run = tbls["run"].iloc[0]
+    run = tbls["_run"].iloc[0]
     machine = esc(run["machine"])
     parts = []
     so = tbls.get("seed_overview")
@@ -317,7 +317,7 @@ def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
         if t is not None and len(t):
             parts.append(f"## {title}\n\n" + md_table(_rounded(_derived_display(t, context))))
     parts += _phase_sections(tbls)
-    env = tbls.get("environment")
+    env = tbls.get("_environment")
     if env is not None and len(env):
         parts.append("## Environment (this run)\n\n" + "\n".join(f"- {esc(r.item)}: {esc(r.text)}"
                                                                   for r in env.itertuples()))
@@ -331,7 +331,7 @@ def _rounded(df: pd.DataFrame) -> pd.DataFrame:
 def _scaling_sections(tbls) -> list[str]:
     from workbench.report import md_table
 
-    sc, sp, run = tbls.get("scaling"), tbls.get("speedup"), tbls["run"].iloc[0]
+    sc, sp, run = tbls.get("scaling"), tbls.get("speedup"), tbls["_run"].iloc[0]
     if sc is None or not len(sc):
         return []
     cell = sc.assign(text=[_us(m, lo, hi, 1) for m, lo, hi in zip(sc["median_us"], sc["ci_lo_us"], sc["ci_hi_us"])])
