@@ -6,7 +6,7 @@
     python -m workbench tag RUN [TAG ...] [--remove TAG] [--note TEXT]
     python -m workbench delete RUN [RUN ...] [--yes]
     python -m workbench compare RUN_A RUN_B [--json]
-    python -m workbench report RUN --format md|ipynb -o PATH
+    python -m workbench report RUN --format md|issue|html|ipynb -o PATH
 
 RUN is a run id, a unique prefix of one or ``latest`` (the store's newest run), of the results
 store or of a result bundle committed under ``traces/<study>/`` (the ids ``runs --all`` lists),
@@ -316,9 +316,10 @@ def cmd_report(args) -> int:
     # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
     # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
     stem = safe_stem(rec.run_id)
-    out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{args.format}"
+    suffix = {"issue": "issue.md"}.get(args.format, args.format)
+    out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{suffix}"
     try:
-        path = report.write_markdown(rec, out) if args.format == "md" else report.write_notebook(rec, out)
+        path = report.write_report(rec, args.format, out)
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -429,9 +430,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
 
-    s = command("report", cmd_report, "export a run as Markdown or a notebook")
+    s = command("report", cmd_report, "a run's report: md (full, PNG charts beside it), issue (one GitHub issue "
+                                      "body, nothing attached), html (one self-contained file), ipynb (notebook "
+                                      "and its bundle, executed)")
     s.add_argument("run")
-    s.add_argument("--format", choices=["md", "ipynb"], default="md")
+    s.add_argument("--format", choices=["md", "issue", "html", "ipynb"], default="md")
     s.add_argument("-o", "--output")
 
     s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")

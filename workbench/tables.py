@@ -151,15 +151,20 @@ def number_format(values: Iterable[Any]) -> NumberFormat:
 
 
 def number_formats(df: pd.DataFrame) -> dict[str, NumberFormat]:
-    """One :class:`NumberFormat` per numeric (not boolean) column of ``df``."""
+    """One :class:`NumberFormat` per numeric (not boolean) column of ``df``, by column name."""
+    return {str(df.columns[i]): f for i, f in _formats_by_position(df).items()}
+
+
+def _formats_by_position(df: pd.DataFrame) -> dict[int, NumberFormat]:
     out = {}
-    for col in df.columns:
-        s = df[col]
+    for i in range(len(df.columns)):
+        s = df.iloc[:, i]
         if pd.api.types.is_bool_dtype(s):
             continue
-        if pd.api.types.is_numeric_dtype(s) or (s.map(lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                      or _is_missing(x)).all() and s.notna().any()):
-            out[str(col)] = number_format(s.tolist())
+        numbers = s.map(lambda x: _is_missing(x) or (isinstance(x, (int, float, np.integer, np.floating))
+                                                      and not isinstance(x, (bool, np.bool_))))
+        if pd.api.types.is_numeric_dtype(s) or (bool(numbers.all()) and bool(s.notna().any())):
+            out[i] = number_format(s.tolist())
     return out
 
 
@@ -191,12 +196,12 @@ def render(df: pd.DataFrame, style: str = "markdown", max_rows: int | None = 200
     if df is None or len(df.columns) == 0:
         return "_(no rows)_" if style == "markdown" else "(no rows)"
     shown = df.head(max_rows) if max_rows else df
-    formats = number_formats(shown)
+    formats = _formats_by_position(shown)
     text = escape if style == "markdown" else (lambda x, *_: plain(x))
     header = [text(c, "cell") for c in shown.columns]
-    rows = [[text(cell_text(v, formats.get(str(c))), "cell") for c, v in zip(shown.columns, row)]
+    rows = [[text(cell_text(v, formats.get(i)), "cell") for i, v in enumerate(row)]
             for row in shown.itertuples(index=False)]
-    align = ["right" if str(c) in formats else "left" for c in shown.columns]
+    align = ["right" if i in formats else "left" for i in range(len(shown.columns))]
     if style == "markdown":
         if not rows:
             return "_(no rows)_"
