@@ -1,6 +1,7 @@
 """Exported Markdown renders on GitHub: checked for every study's report and the checker itself."""
 
 import pytest
+from mdlint import lint_markdown
 
 from workbench import report, runner
 from workbench.store import committed_runs
