@@ -240,7 +240,9 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
     dash = alt.StrokeDash("source:N", title=None, scale=alt.Scale(domain=[live, ref] if s is not None else [live],
                                                                    range=[[1, 0], [5, 3]]),
                           legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#555", symbolStrokeWidth=2, labelLimit=360))
-    color = alt.Color(f"{provider}:N", title=provider, legend=alt.Legend(labelLimit=320))
+    # an explicit scheme: the app's theme shades one hue, and a seed line must match its live one
+    color = alt.Color(f"{provider}:N", title=provider, scale=alt.Scale(scheme="tableau10"),
+                      legend=alt.Legend(labelLimit=320))
     tip = [provider, x, alt.Tooltip("median:Q", format=".4g", title=titled("median", unit)),
            alt.Tooltip("lo:Q", format=".4g", title="95% CI lo"), alt.Tooltip("hi:Q", format=".4g", title="95% CI hi")]
     y = alt.Y("median:Q", scale=y_scale, title=y_title)
