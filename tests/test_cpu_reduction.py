@@ -198,6 +198,14 @@ def test_smoke_run_records_checked_variants(store):
                                                  "iree-bench c=3 even"}
     assert len(tables["alloc"]) == 1 and tables["alloc"]["rounds"].iloc[0] == 5
     assert "vs torch" in "\n".join(study.report_sections(tables))
+    # the smoke preset (n = 16,384, one worker) tests only the allocation; the others say why not
+    from workbench.analysis import analyse
+
+    claims = analyse(rec, study).claims.set_index("id")
+    assert claims.loc["000-torch-alloc-2us", "status"] != "not testable here"
+    others = claims.drop(index="000-torch-alloc-2us")
+    assert (others["status"] == "not testable here").all() and others["why"].str.startswith("needs").all()
+    assert "n = 1,000,000" in claims.loc["000-torch-beats-iree", "why"]
 
 
 def test_a_failing_program_does_not_stop_the_others(store, monkeypatch):

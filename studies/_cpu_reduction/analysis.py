@@ -586,8 +586,8 @@ def _dispatch_model(out, p, plain) -> pd.DataFrame:
         tor = "not measured (experiment alloc)"
     if al is not None and len(al):
         tot = al[al["group"] == "total"].sort_values("w").iloc[-1]
-        ir = (f"{tot['median_us']:.1f} us in {tot['calls_per_iteration']:.0f} zones per call ({tot['statistic']}; "
-              f"Tracy zone time, {tot['capture']})")
+        ir = (f"{_us(tot['median_us'], tot['lo_us'], tot['hi_us'])} in {tot['calls_per_iteration']:.0f} zones per call "
+              f"({tot['statistic']}; Tracy zone time, {tot['capture']})")
     else:
         ir = "not measured in this run (experiment phases with a Tracy profile)"
     rows.append(("per-call allocations", tor, ir))

@@ -328,9 +328,10 @@ def alloc_table(profiles: list[dict]) -> pd.DataFrame:
         stat = f"median of {k} steady-state iterations" if k >= MIN_FOR_MEDIAN else f"only {k} iteration(s)"
         for g in [name for name, _ in ALLOC_GROUPS] + ["total"]:
             calls = df["calls"] if g == "total" else df[f"{g} calls"]
+            d = derived.median_of(df[g].to_numpy(), f"{g}, {capture_label(p)}", "us", physical_min=0.0)
             rows.append({"capture": capture_label(p), "c": p["c"], "w": p["w"], "group": g,
-                         "median_us": float(df[g].median()), "calls_per_iteration": float(calls.median()),
-                         "iterations": k, "statistic": stat})
+                         "median_us": float(df[g].median()), "lo_us": d.lo, "hi_us": d.hi,
+                         "calls_per_iteration": float(calls.median()), "iterations": k, "statistic": stat})
     return pd.DataFrame(rows)
 
 

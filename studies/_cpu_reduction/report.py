@@ -392,5 +392,6 @@ def _phase_sections(tbls) -> list[str]:
     al = tbls.get("iree_allocs")
     if al is not None and len(al):
         parts.append("### IREE per-call allocations from Tracy (us per iteration)\n\n"
-                     + md_table(al[["capture", "group", "median_us", "calls_per_iteration", "statistic"]].round(2)))
+                     + md_table(al[["capture", "group", "median_us", "lo_us", "hi_us", "calls_per_iteration",
+                                    "statistic"]].round(2)))
     return parts
