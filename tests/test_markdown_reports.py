@@ -8,6 +8,7 @@ import io
 import re
 
 import pytest
+from mdlint import lint_markdown
 
 from mdlint import ISSUE_LIMIT, lint_issue, lint_markdown
 from workbench import report, runner

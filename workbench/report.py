@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import claims as claimsmod
 from . import mermaid, outfile, stats
 from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import summary_line
@@ -69,11 +70,9 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
 
 
 def claims_display(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as people read it: the seed's finding and figure (with the seed's
-    machine) beside the status here and the live figure."""
-    return pd.DataFrame({
-        "seed's claim": claims["seed_text"], "seed's figure": claims["seed_value"] + " (" + claims["seed_machine"] + ")",
-        "here": claims["status"], "live figure (95% CI)": claims["live"], "why": claims["why"]})
+    """The claims table as people read it (:func:`workbench.claims.display`: status and live
+    figure first, the seed's figure and sentence after)."""
+    return claimsmod.display(claims)
 
 
 def claims_markdown(claims: pd.DataFrame) -> str:
