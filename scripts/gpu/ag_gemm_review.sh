@@ -8,10 +8,10 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh" ag-gemm
 gpu="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
-timeout "${BENCH_TIMEOUT:-300}" "$PY" benchmarks/ag_gemm_kernel.py --m "${M:-1024,4096,16384}" --dtype fp16 --emulate 2 \
+timeout "${BENCH_TIMEOUT:-300}" "$PY" benchmarks/ag_gemm_kernel.py --m "${M:-1024,4096,16384}" --dtype "${DTYPE:-fp16}" --emulate 2 \
     --repeat "${REPEAT:-30}" --trace off --set experiments=barrier,layout --set trials="${TRIALS:-200}" \
-    --bundle-dir "$dir" --tag "review-$gpu" > "$dir/review_$gpu.md" || status=1
-cat "$dir/review_$gpu.md"
+    --bundle-dir "$dir" --tag "review-$gpu${TAG:-}" > "$dir/review_$gpu${TAG:-}.md" || status=1
+cat "$dir/review_$gpu${TAG:-}.md"
 if [ "${RUN_PYTEST:-1}" = 1 ]; then
   timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_ag_gemm.py 2>&1 \
       | tee "$dir/pytest_gpu_review_$gpu.txt" | tail -5

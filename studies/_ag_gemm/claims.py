@@ -164,8 +164,8 @@ def barrier_needed(tbls, rec) -> ClaimResult:
         return not_testable(NO_BARRIER_EXPERIMENT)
     total = int(off["n_a"].sum())
     failed = int(round((off["point"] * off["n_a"] / 100).sum()))
-    live = "; ".join(f"{r['dtype']} M={int(r['M'])}: {fmt_derived(r, status=False)} of "
-                     f"{int(r['n_a'])} launches failed" for r in off.to_dict("records"))
+    live = "; ".join(f"{r['dtype']} M={int(r['M'])}: {round(r['point'] * r['n_a'] / 100)} of {int(r['n_a'])} "
+                     f"launches failed ({fmt_derived(r, status=False)})" for r in off.to_dict("records"))
     if failed:
         return ClaimResult("holds", live, f"{failed} of {total} checked launches without the barrier failed")
     return ClaimResult("inconclusive", live, f"0 of {total} checked launches without the barrier failed on this GPU "
