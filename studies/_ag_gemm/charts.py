@@ -18,13 +18,13 @@ import pandas as pd
 #: the seed's speedups of its HBM-buffer kernel over its all-gather baseline (PR table; the
 #: review's randn rerun at 8 ranks), as reference marks
 SEED_SPEEDUPS = [
-    {"ranks": 2, "M": 1024, "speedup": 1.67 / 0.78, "figure": "seed PR table"},
-    {"ranks": 2, "M": 16384, "speedup": 27.8 / 8.2, "figure": "seed PR table"},
-    {"ranks": 4, "M": 16384, "speedup": 27.3 / 8.6, "figure": "seed PR table"},
-    {"ranks": 8, "M": 16384, "speedup": 24.4 / 8.9, "figure": "seed PR table"},
-    {"ranks": 8, "M": 1024, "speedup": 0.262 / 0.516, "figure": "seed review, randn"},
-    {"ranks": 8, "M": 4096, "speedup": 0.677 / 1.425, "figure": "seed review, randn"},
-    {"ranks": 8, "M": 16384, "speedup": 2.300 / 3.257, "figure": "seed review, randn"},
+    {"ranks": 2, "M": 1024, "speedup": 1.67 / 0.78, "figure": "HBM buffer, seed PR table"},
+    {"ranks": 2, "M": 16384, "speedup": 27.8 / 8.2, "figure": "HBM buffer, seed PR table"},
+    {"ranks": 4, "M": 16384, "speedup": 27.3 / 8.6, "figure": "HBM buffer, seed PR table"},
+    {"ranks": 8, "M": 16384, "speedup": 24.4 / 8.9, "figure": "HBM buffer, seed PR table"},
+    {"ranks": 8, "M": 1024, "speedup": 0.262 / 0.516, "figure": "HBM buffer, seed review (randn)"},
+    {"ranks": 8, "M": 4096, "speedup": 0.677 / 1.425, "figure": "HBM buffer, seed review (randn)"},
+    {"ranks": 8, "M": 16384, "speedup": 2.300 / 3.257, "figure": "HBM buffer, seed review (randn)"},
 ]
 SEED_MACHINE = "8x MI325X"
 CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}

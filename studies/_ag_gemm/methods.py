@@ -138,11 +138,15 @@ def build(name: str, inp: Inputs, knobs: dict[str, Any], trace: bool = False) ->
                 return (lambda: gather_cat(inp)), None, {}
             return (lambda: dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)), None, {}
 
+        # Row-sharded A: the flat [rank0 rows; rank1 rows; ...] layout of
+        # all_gather_into_tensor along dim 0 is exactly the gathered A. K-sharded A: the seed
+        # gathered into an (M, K) buffer, which NCCL/RCCL fill with the same flat layout, here
+        # written through a (ws*M, K/ws) view of that buffer (gloo checks the shape; the bytes
+        # are the same) and read as (M, K): not [A_0 | A_1 | ...] (the seed's bug).
+        into = gathered.view(-1, inp.a_shard.shape[1]) if inp.dim else gathered
+
         def fn():
-            # Row-sharded A: the flat [rank0 rows; rank1 rows; ...] layout of
-            # all_gather_into_tensor along dim 0 is exactly the gathered A. K-sharded A: the
-            # same flat layout read as (M, K) is not [A_0 | A_1 | ...] (the seed's bug).
-            dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)
+            dist.all_gather_into_tensor(into, inp.a_shard, group=inp.group)
             torch.matmul(gathered, inp.b, out=out)
         return fn, out, {}
     if inp.dim:
