@@ -549,3 +549,36 @@ def test_page_without_gpus_shows_committed_runs_and_their_traces(monkeypatch, tm
     trace = next(s for s in at.selectbox if s.label == "Trace")
     trace.set_value(next(o for o in trace.options if o.startswith("programs_"))).run()
     assert not at.exception and not at.error
+
+
+# --- the CPU preset under gloo: both formulations, per-rank traces ----------------------------
+
+@pytest.mark.slow
+def test_cpu_preset_k_sharded_baseline_fails_and_ranks_align(store):
+    """2 processes under gloo: the seed's all_gather_into_tensor baseline of K-sharded A fails
+    its check (shown, not timed), all_gather + cat passes; the fused kernel passes under the
+    interpreter; every rank's torch.profiler trace comes back and merges on one clock."""
+    from workbench.analysis import analyse, charts_of
+
+    rec = runner.execute(study, {}, store, preset="cpu")
+    assert rec.status == "complete", rec.error
+    by = {v.variant: v for v in rec.variants}
+    wrong = by["nccl/k-shard/bf16/m64"]
+    assert not wrong.correct and wrong.samples_ns == [] and wrong.check.startswith("MISMATCH")
+    assert all(v.correct for name, v in by.items() if name != "nccl/k-shard/bf16/m64")
+    assert by["all-gather-cat/k-shard/bf16/m64"].samples_ns and by["nccl/bf16/m64"].samples_ns
+    a = analyse(rec)
+    assert not a.errors, a.errors
+    claims = a.claims.set_index("id")["status"]
+    assert claims["004-k-shard-baseline-wrong"] == "holds" and claims["004-correct-random-inputs"] == "holds"
+    assert claims["004-fused-beats-baseline"] == "not testable here"
+    assert "FAILED" in a.verdict and "nccl/k-shard/bf16/m64" in a.verdict
+    chk = a.tables["checks"]
+    assert (chk["where"].str.startswith("Triton interpreter") & chk["correct"]).sum() == 2
+    rk = a.tables["ranks"]
+    assert len(rk) == 7 and rk["slowest_rank"].isin([0, 1]).all() and (rk["skew_lo_us"] <= rk["skew_us"]).all()
+    groups = study.rank_groups(rec)
+    assert groups and all([r for r, _, _ in g] == [0, 1] for g in groups.values())
+    merged, meta = study.merged_ranks(rec, next(iter(groups)))
+    assert set(merged["rank"].dropna()) == {0, 1} and "collective" in meta["alignment"]
+    assert {"speedup", "methods", "ranks"} <= set(charts_of(a))

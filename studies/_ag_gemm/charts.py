@@ -112,13 +112,13 @@ def methods_chart(tbls: dict[str, pd.DataFrame]):
     unit = wb.time_unit(ok["median_ns"])
     d = wb.in_unit(ok, unit)
     title = wb.titled("median per call (multi-GPU: max over ranks)", unit)
-    base = alt.Chart(d).encode(y=alt.Y("bar:N", title=None, axis=alt.Axis(labelLimit=220)),
+    base = alt.Chart(d).encode(y=alt.Y("bar:N", title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
                                color=alt.Color("bar:N", legend=None))
     bars = base.mark_bar().encode(x=alt.X("median:Q", title=title),
                                   tooltip=["variant", alt.Tooltip("median:Q", format=".4g"), "check"])
     err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q")
     head = ("The fused kernel on one GPU against cuBLAS" if kernel.all() else "All-gather + matmul providers")
-    return (bars + err).properties(width=300, height=alt.Step(16)).facet(
+    return (bars + err).properties(width=300, height=alt.Step(20)).facet(
         facet=alt.Facet("shape:N", sort=order, title=None), columns=3).resolve_scale(
         x="independent", y="independent").properties(title=f"{head}: median per call, 95% CI (panels by M)")
 
