@@ -22,6 +22,7 @@ import streamlit as st
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
+from workbench.claims import display as claims_display
 from workbench.env import REPO_ROOT, summary_line
 from workbench.store import RunRecord, Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
@@ -187,7 +188,7 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     st.markdown(f"**Verdict:** {a.verdict}")
     if len(a.claims):
         st.markdown("**The seed's claims on this machine**")
-        st.dataframe(a.claims, hide_index=True, width="stretch")
+        st.dataframe(claims_display(a.claims), hide_index=True, width="stretch")
     st.caption(f"Run {escape(rec.run_id, 'code')} · {escape(rec.status)} · {escape(rec.created_utc)} UTC · machine: "
                f"{escape(summary_line(rec.env))} · origin: {escape(rec.origin)}")
     if rec.status != "complete":

@@ -94,6 +94,14 @@ def evaluate(study: ModuleType | None, tables: dict[str, pd.DataFrame], rec: "Ru
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def display(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims table as people read it (page, report): the verdict on each claim and the
+    live figure first, the seed's figure and sentence after."""
+    return pd.DataFrame({
+        "claim": claims["id"], "here": claims["status"], "live figure (95% CI)": claims["live"], "why": claims["why"],
+        "seed's figure": claims["seed_value"] + " (" + claims["seed_machine"] + ")", "seed's claim": claims["seed_text"]})
+
+
 def to_json(claims: pd.DataFrame) -> list[dict[str, str]]:
     """The claims table as the ``--json`` record's ``"claims"`` list."""
     return [{k: str(r[k]) for k in JSON_KEYS} for r in claims.to_dict("records")]

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import claims as claimsmod
 from . import outfile, stats
 from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import REPO_ROOT, summary_line
@@ -42,10 +43,7 @@ def claims_markdown(claims: pd.DataFrame) -> str:
     """The claims table: the seed's finding and figure beside the live figure, with a status."""
     if claims is None or not len(claims):
         return ""
-    table = pd.DataFrame({
-        "seed's claim": claims["seed_text"], "seed's figure": claims["seed_value"] + " (" + claims["seed_machine"] + ")",
-        "here": claims["status"], "live figure (95% CI)": claims["live"], "why": claims["why"]})
-    return "## The seed's claims on this machine\n\n" + md_table(table)
+    return "## The seed's claims on this machine\n\n" + md_table(claimsmod.display(claims))
 
 
 def head_markdown(a: Analysis) -> list[str]:
