@@ -588,3 +588,38 @@ def test_cpu_preset_k_sharded_baseline_fails_and_ranks_align(store):
     merged, meta = study.merged_ranks(rec, next(iter(groups)))
     assert set(merged["rank"].dropna()) == {0, 1} and "collective" in meta["alignment"]
     assert {"speedup", "methods", "ranks"} <= set(charts_of(a))
+
+
+def _find(spec, key):
+    """Every value of ``key`` anywhere in a Vega-Lite dict."""
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == key:
+                yield v
+            yield from _find(v, key)
+    elif isinstance(spec, list):
+        for v in spec:
+            yield from _find(v, key)
+
+
+def test_charts_numeric_facets_independent_scales_seed_marks_and_sm_lanes():
+    from workbench.analysis import analyse, charts_of
+
+    rec = next(r for r in committed_runs(study.ID) if "bench-ws2" in r.origin)
+    ch = {name: c.to_dict() for name, c in charts_of(analyse(rec)).items()}
+    assert study.KEY_CHART in ch and {"methods", "timeline"} <= set(ch)
+    facet = ch["methods"]["facet"]
+    assert [x.split()[1] for x in facet["sort"]] == ["M=1024"] * 2 + ["M=4096"] * 2 + ["M=16384"] * 2
+    assert ch["methods"]["resolve"]["scale"] == {"x": "independent", "y": "independent"}
+    speed = ch["speedup"]
+    assert any(isinstance(v, dict) and v.get("field") == "figure" for v in _find(speed, "shape")), "seed marks"
+    seed_rows = [r for rows in speed["datasets"].values() for r in rows if r.get("_src") == "seed"]
+    assert {r["figure"] for r in seed_rows} == {"HBM buffer, seed PR table"} and all(r["ranks"] == 2 for r in seed_rows)
+    assert any("8x MI325X" in str(t) for t in _find(speed, "title"))
+    assert "log" in [s.get("type") for s in _find(speed, "scale") if isinstance(s, dict)]
+    # one lane per SM (132 rows), coloured by category with wait among the keys
+    tl = ch["timeline"]
+    lanes = next(p["value"] for p in tl["params"] if p["name"] == "rowlane")
+    assert len(lanes) == 132 and lanes[0] == "SM 000"
+    assert {"fetch", "wait", "gemm"} <= set(next(s["domain"] for s in _find(tl, "scale")
+                                                  if isinstance(s, dict) and "domain" in s and "gemm" in s["domain"]))

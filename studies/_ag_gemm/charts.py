@@ -4,6 +4,8 @@ nodes have none).
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
   one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
   the seed's; kernel-mode runs: each variant's time over cuBLAS's vs M;
+- ``experiments``: the seed review's experiments (kernel mode): barrier and staging-layout
+  time ratios vs M;
 - ``methods``: median per call with its CI per provider, one panel per shape in numeric order,
   independent scales (M=1024 and M=16384 differ 16x);
 - ``timeline``: the fused kernel's per-program trace, one lane per SM, coloured by category
@@ -75,7 +77,8 @@ def speedup_chart(tbls: dict[str, pd.DataFrame]):
     sp = d[(d["table"] == "speedup") & (d["status"] != "not meaningful")]
     sp = sp[sp["shard"] == "rows"] if "shard" in sp else sp
     if len(sp):
-        live = sp[sp["dtype"] == sorted(sp["dtype"].unique())[0]] if sp["dtype"].nunique() > 1 else sp
+        dtypes = sorted(sp["dtype"].unique(), key=lambda d: d != "fp16")  # the seed's dtype first
+        live = sp[sp["dtype"] == dtypes[0]]
         seed = pd.DataFrame(SEED_SPEEDUPS)
         seed = seed[seed["ranks"].isin(live["ranks"].unique())]
         dtype = live["dtype"].iloc[0]
@@ -90,6 +93,22 @@ def speedup_chart(tbls: dict[str, pd.DataFrame]):
                              "time over cuBLAS's (x)", "The fused kernel on one GPU: time over cuBLAS's vs M "
                              "(1 = cuBLAS; 95% CI of per-round ratios)", facet=None)
     return None
+
+
+def experiments_chart(tbls: dict[str, pd.DataFrame]):
+    """The seed review's experiments: time with the barrier over without, tile-contiguous
+    over row-major staging, per M (95% CI of per-round ratios; 1 = no change)."""
+    d = tbls.get("derived")
+    if d is None or not len(d) or "table" not in d:
+        return None
+    ex = d[d["table"].isin(["barrier", "layout"]) & (d["status"] != "not meaningful")]
+    if not len(ex):
+        return None
+    what = {"barrier": "barrier: with / without", "layout": "staging: tiles / rows"}
+    ex = ex.assign(provider=ex["table"].map(what) + " " + ex["dtype"])
+    return _ratio_panels(ex[["provider", "M", "point", "lo", "hi", "status"]], "time ratio (x)",
+                         "The seed review's experiments on one GPU, emulated world size 2: time ratios vs M "
+                         "(1 = no change; 95% CI)", facet=None)
 
 
 def methods_chart(tbls: dict[str, pd.DataFrame]):
@@ -146,6 +165,6 @@ def ranks_chart(tbls: dict[str, pd.DataFrame]):
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    made = {"speedup": speedup_chart(tbls), "methods": methods_chart(tbls), "timeline": timeline_chart(tbls),
-            "ranks": ranks_chart(tbls)}
+    made = {"speedup": speedup_chart(tbls), "experiments": experiments_chart(tbls), "methods": methods_chart(tbls),
+            "timeline": timeline_chart(tbls), "ranks": ranks_chart(tbls)}
     return {k: v for k, v in made.items() if v is not None}
