@@ -281,7 +281,7 @@ def study_page(study: ModuleType, extras: Callable | None = None) -> None:
         # machine): the form stays reachable and every submission is checked again.
         st.warning(f"With its default parameters this study cannot run on this machine: {reason}\n\n"
                    "Stored and committed results are shown below.")
-    with st.expander("Parameters and run", expanded=reason is None):
+    with st.expander("Parameters and run", expanded=reason is None or st.query_params.get("preset") is not None):
         values, quick, submitted = param_form(study)
     if submitted and values is not None and store is not None:
         if st.session_state.get(f"{study.ID}:job") is not None:
