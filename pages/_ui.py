@@ -286,8 +286,8 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     """The run as a person takes it in: disturbance warnings, verdict, the seed's claims, the
     key table and the key chart; everything else in tabs."""
     a, charts, sections = _analysis(run_key(rec), study, rec)
-    for line in a.disturbance:
-        st.warning(escape(line))
+    if a.disturbance:  # one box: each warning is a sentence, and boxes stack up the page
+        st.warning("\n\n".join(escape(line) for line in a.disturbance))
     if rec.status != "complete":
         st.warning(f"This run is {escape(rec.status)}." + (f" {escape(rec.error.splitlines()[0])}"
                                                            if rec.error and rec.error.strip() else ""))

@@ -43,8 +43,9 @@ def test_compare_detects_a_real_speedup(seed):
 def test_compare_same_distribution_cannot_tell(seed):
     rng = np.random.default_rng(100 + seed)
     c = stats.compare(rng.normal(100, 5, 40), rng.normal(100, 5, 40))
-    # Both the rank test and the CI must agree: same-distribution samples rarely pass both.
-    assert c.verdict in ("cannot tell apart",) or c.p_value < 0.05
+    # Same distribution, fixed seeds: no difference may be called, and the ratio's CI holds 1.
+    assert c.verdict == "cannot tell apart"
+    assert c.ratio_ci_lo < 1 < c.ratio_ci_hi
 
 
 def test_compare_refuses_verdict_on_too_few_samples():
@@ -81,6 +82,17 @@ def test_large_samples_use_the_order_statistic_interval_with_bootstrap_like_widt
     # The exact interval and a bootstrap on the same data agree in width within 30%.
     bw = boot.confidence_interval.high - boot.confidence_interval.low
     assert 0.7 < (hi - lo) / bw < 1.3
+
+
+def test_large_sample_median_ci_is_the_binomial_order_statistic_interval():
+    """Above BOOTSTRAP_MAX_N: the order statistics at the binomial(n, 1/2) ranks of the
+    confidence level (scipy's quantile_test), not a resampled interval."""
+    x = np.random.default_rng(5).lognormal(0, 1, 5_001)
+    xs = np.sort(x)
+    binom = stats._scipy_stats().binom
+    lo_rank, hi_rank = int(binom.ppf(0.025, x.size, 0.5)), int(binom.isf(0.025, x.size, 0.5))
+    assert stats.median_ci(x) == (xs[lo_rank - 1], xs[hi_rank])
+    assert stats.median_ci(x, confidence=0.5)[1] - stats.median_ci(x, confidence=0.5)[0] < xs[hi_rank] - xs[lo_rank - 1]
 
 
 @pytest.mark.parametrize("seed", range(3))

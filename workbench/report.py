@@ -69,17 +69,13 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
     return notes
 
 
-def claims_display(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as people read it (:func:`workbench.claims.display`: status and live
-    figure first, the seed's figure and sentence after)."""
-    return claimsmod.display(claims)
-
-
 def claims_markdown(claims: pd.DataFrame) -> str:
-    """The claims table, as Markdown."""
+    """The claims table, as Markdown, with the seed's machine said once above it."""
     if claims is None or not len(claims):
         return ""
-    return "## The seed's claims on this machine\n\n" + md_table(claims_display(claims))
+    return (f"## The seed's claims on this machine\n\nThe seed's figures: measured on "
+            f"{escape(claimsmod.seed_machine(claims))} unless a row names another source.\n\n"
+            + md_table(claimsmod.display(claims)))
 
 
 def head_markdown(a: Analysis) -> list[str]:
