@@ -50,6 +50,30 @@ def test_a_bad_topology_is_named(environ, fragment):
         Topology.from_env(environ)
 
 
+def test_the_reproduce_command_of_a_run_on_several_nodes_names_the_nodes_and_the_agent():
+    elastic = runner.reproduce_command("ag-gemm", {"world_size": 16}, Topology(2, None, "head:29500"))
+    assert elastic == ("python -m workbench run ag-gemm --set world_size=16 --nnodes 2 --rdzv-endpoint head:29500  "
+                       "# other nodes: python -m workbench.launcher agent --nnodes 2 --nproc-per-node 8 "
+                       "--rdzv-endpoint head:29500")
+    static = runner.reproduce_command("mc2-split", {"world_size": 4}, Topology(2, 0, "head:1", "job7"))
+    assert "--nnodes 2 --rdzv-endpoint head:1 --node-rank 0 --rdzv-id job7  # other nodes:" in static
+    assert "--node-rank N --rdzv-id job7" in static
+    assert runner.reproduce_command("calibration", {"repeat": 5}, Topology()) == \
+        "python -m workbench run calibration --set repeat=5"
+
+
+def test_the_cli_node_flags_are_checked_and_last_one_run(monkeypatch, capsys):
+    from workbench.cli import main
+
+    monkeypatch.delenv("WORKBENCH_NNODES", raising=False)
+    assert main(["run", "calibration", "--nnodes", "2"]) == 2
+    assert "needs WORKBENCH_RDZV_ENDPOINT=host:port (--rdzv-endpoint" in capsys.readouterr().err
+    assert main(["run", "mc2-split", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:1", "--set", "live=on",
+                 "--set", "backend=gloo", "--set", "world_size=3"]) == 3
+    assert "cannot be split evenly over 2 nodes" in capsys.readouterr().err
+    assert "WORKBENCH_NNODES" not in os.environ and "WORKBENCH_RDZV_ENDPOINT" not in os.environ
+
+
 def test_a_world_the_nodes_cannot_share_is_refused_before_starting(monkeypatch):
     monkeypatch.setenv("WORKBENCH_NNODES", "2")
     monkeypatch.setenv("WORKBENCH_RDZV_ENDPOINT", "127.0.0.1:1")
@@ -209,6 +233,7 @@ def _assert_all_ranks(rec, runs):
     ranks = launch["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1, 2, 3] and {r["node"] for r in ranks} == {0, 1}
     assert launch["nnodes"] == 2 and launch["nproc_per_node"] == 2
+    assert "--nnodes 2 --rdzv-endpoint 127.0.0.1:" in rec.reproduce and "--nproc-per-node 2" in rec.reproduce
     return launch
 
 

@@ -2,6 +2,7 @@
 
     python -m workbench list
     python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--store PATH] [--json]
+                            [--nnodes N --rdzv-endpoint HOST:PORT [--node-rank R] [--rdzv-id ID]]
     python -m workbench runs [--study ID] [--all] [--json]
     python -m workbench tag RUN [TAG ...] [--remove TAG] [--note TEXT]
     python -m workbench delete RUN [RUN ...] [--yes]
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -152,7 +154,42 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+@contextlib.contextmanager
+def _topology_flags(args):
+    """The node flags of ``run`` as the ``WORKBENCH_*`` variables the launcher reads, for this
+    run only; a topology that cannot work raises :class:`ParamError`."""
+    from .launcher import LaunchError, Topology
+
+    flags = {"WORKBENCH_NNODES": args.nnodes, "WORKBENCH_RDZV_ENDPOINT": args.rdzv_endpoint,
+             "WORKBENCH_NODE_RANK": args.node_rank, "WORKBENCH_RDZV_ID": args.rdzv_id}
+    given = {k: str(v) for k, v in flags.items() if v is not None}
+    saved = {k: os.environ.get(k) for k in given}
+    os.environ.update(given)
+    try:
+        if given:
+            try:
+                Topology.from_env()
+            except LaunchError as exc:
+                raise ParamError("nnodes", str(exc)) from None
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def cmd_run(args) -> int:
+    try:
+        with _topology_flags(args):
+            return _run(args)
+    except ParamError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+
+
+def _run(args) -> int:
     from . import runner
     from .study import get, validate
 
@@ -409,6 +446,15 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
+    nodes = s.add_argument_group("several nodes (studies that start torchrun; README: Runs that span nodes)",
+                                 "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
+                                 "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
+                                 "agent`")
+    nodes.add_argument("--nnodes", type=int, help="nodes the run spans (world_size counts the ranks of all of them)")
+    nodes.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="where the nodes meet (torchrun's rendezvous)")
+    nodes.add_argument("--node-rank", type=int, help="this node's rank for a static rendezvous (0 hosts the store); "
+                                                     "leave out for elastic c10d")
+    nodes.add_argument("--rdzv-id", help="names an elastic rendezvous (default: workbench)")
 
     s = command("runs", cmd_runs, "list stored runs (--all: and the bundles committed under traces/)")
     s.add_argument("--study")

@@ -93,9 +93,31 @@ class Topology:
             raise LaunchError(f"nnodes must be >= 1, not {self.nnodes}")
         if self.nnodes > 1 and not re.fullmatch(r"[A-Za-z0-9_.\-\[\]:]+:\d+", self.rdzv_endpoint):
             raise LaunchError(f"a run on {self.nnodes} nodes needs WORKBENCH_RDZV_ENDPOINT=host:port "
-                              f"(got {self.rdzv_endpoint!r})")
+                              f"(--rdzv-endpoint; got {self.rdzv_endpoint!r})")
         if self.node_rank is not None and not 0 <= self.node_rank < self.nnodes:
             raise LaunchError(f"node rank {self.node_rank} is not in 0..{self.nnodes - 1}")
+
+    def environ(self) -> dict[str, str]:
+        """The ``WORKBENCH_*`` variables that give this topology to :meth:`from_env`."""
+        env = {"WORKBENCH_NNODES": str(self.nnodes), "WORKBENCH_RDZV_ENDPOINT": self.rdzv_endpoint,
+               "WORKBENCH_RDZV_ID": self.rdzv_id}
+        return env | ({"WORKBENCH_NODE_RANK": str(self.node_rank)} if self.node_rank is not None else {})
+
+    def run_args(self) -> list[str]:
+        """The ``python -m workbench run`` flags of this topology (none on one node)."""
+        if self.nnodes == 1:
+            return []
+        args = ["--nnodes", str(self.nnodes), "--rdzv-endpoint", self.rdzv_endpoint]
+        args += ["--node-rank", str(self.node_rank)] if self.node_rank is not None else []
+        return args + (["--rdzv-id", self.rdzv_id] if self.rdzv_id != "workbench" else [])
+
+    def agent_args(self, nproc_per_node: int) -> list[str]:
+        """The command every other node runs for its ``nproc_per_node`` ranks of the run."""
+        args = ["python", "-m", "workbench.launcher", "agent", "--nnodes", str(self.nnodes),
+                "--nproc-per-node", str(nproc_per_node), "--rdzv-endpoint", self.rdzv_endpoint]
+        if self.node_rank is not None:
+            args += ["--node-rank", "N"]  # each other node its own rank
+        return args + (["--rdzv-id", self.rdzv_id] if self.rdzv_id != "workbench" else [])
 
     def local_processes(self, world_size: int) -> int:
         """Ranks on each node; a world size the nodes cannot share evenly is refused."""

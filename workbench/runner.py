@@ -174,9 +174,28 @@ def set_args(params: dict[str, Any]) -> list[str]:
     return args
 
 
-def reproduce_command(study_id: str, params: dict[str, Any]) -> str:
-    """The exact CLI command that repeats a run with these parameters."""
-    return shlex.join(["python", "-m", "workbench", "run", study_id, *set_args(params)])
+def reproduce_command(study_id: str, params: dict[str, Any], topology=None) -> str:
+    """The exact CLI command that repeats a run with these parameters; a run started across
+    several nodes (``topology``, :class:`workbench.launcher.Topology`) adds its node flags and,
+    as a shell comment, what every other node runs."""
+    cmd = shlex.join(["python", "-m", "workbench", "run", study_id, *set_args(params),
+                      *(topology.run_args() if topology else [])])
+    if topology is None or topology.nnodes == 1:
+        return cmd
+    ranks = params.get("world_size")
+    per_node = ranks // topology.nnodes if isinstance(ranks, int) else "RANKS_PER_NODE"
+    return f"{cmd}  # other nodes: {shlex.join(topology.agent_args(per_node))}"
+
+
+def _topology():
+    """The nodes a run was asked to span (``WORKBENCH_NNODES`` ..., or the CLI's flags); None
+    when they are not valid (a study that launches ranks says why)."""
+    from .launcher import LaunchError, Topology
+
+    try:
+        return Topology.from_env()
+    except LaunchError:
+        return None
 
 
 def execute(
@@ -206,7 +225,7 @@ def execute(
         raise StudyUnavailable(reason)
     store.check_writable()
     rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
-                    reproduce=reproduce_command(study.ID, params))
+                    reproduce=reproduce_command(study.ID, params, _topology()))
     emit = events or Emitter(None)
     ctx: RunContext | None = None  # made under the watchdog below; say() reads its step count
 
