@@ -1,7 +1,8 @@
 """Calibration: the floor of this machine and of the harness.
 
 Question: below which time is a figure on this machine dominated by the measurement
-itself? Measures, on the host clock (``time.perf_counter_ns``):
+itself? Measures, on the host clock (``time.perf_counter_ns``), one probe per ``provider``
+(the compared dimension; the fork/join's grid axis is ``threads``):
 
 - ``empty-call``: an empty Python call timed by the harness (the harness floor);
 - ``perf-counter``: one ``perf_counter_ns`` read, and the clock's resolution (``outputs``);
@@ -26,7 +27,7 @@ import pandas as pd
 
 from workbench import derived, harness, stats, tables
 from workbench.store import RunRecord
-from workbench.study import Param, ParamSpace, RunContext, VariantResult
+from workbench.study import Param, ParamSpace, RunContext, VariantResult, expand
 from workbench.untrusted import escape
 
 ID = "calibration"
@@ -94,61 +95,80 @@ class _ForkJoin:
             t.join()
 
 
+#: the probes (the compared dimension, ``provider``); ``threads`` is the grid axis of the last
+PROVIDERS = ("empty-call", "perf-counter", "torch-dispatch", "python-threads")
+
+
+def _grid(params) -> list[dict]:
+    """The declared sweep: every provider once, the fork/join of Python threads at 1..threads."""
+    probes = [p for p in PROVIDERS[:3] if p != "torch-dispatch" or params["torch"]]
+    return [{"provider": p} for p in probes] + expand({"provider": ["python-threads"],
+                                                       "threads": list(range(1, params["threads"] + 1))},
+                                                      ["provider", "threads"])
+
+
 def run(params, ctx: RunContext) -> dict:
-    repeat = params["repeat"]
-    steps = 2 + int(params["torch"]) + params["threads"]
-    step = 0
+    grid = _grid(params)
+    steps = ctx.steps(len(grid))
+    res_ns = float("nan")
+    for point in grid:
+        what = point["provider"] + (f" with {point['threads']} threads" if "threads" in point else "")
+        steps.say(what)
+        if point["provider"] == "perf-counter":
+            res_ns = harness.clock_resolution_ns()
+        ctx.record(_measure(point, params["repeat"], res_ns))
+        steps.tick(f"{what}: done")
+    ctx.progress(1.0, "done")
+    return {"clock_resolution_ns": res_ns}
 
-    def tick(msg):
-        nonlocal step
-        ctx.progress(step / steps, msg)
-        step += 1
 
-    tick("empty call")
-    m = harness.time_callable(lambda: None, repeat=repeat)
-    ctx.record(VariantResult("empty-call", {"kind": "harness"}, m.samples_ns, True,
-                             "no output to check", {"loops": m.loops}))
-
-    tick("perf_counter_ns")
-    res_ns = harness.clock_resolution_ns()
-    m = harness.time_callable(time.perf_counter_ns, repeat=repeat)
-    ok = res_ns > 0
-    ctx.record(VariantResult("perf-counter", {"kind": "clock"}, m.samples_ns, ok,
-                             f"clock advances; resolution {res_ns:.0f} ns", {"loops": m.loops}))
-
-    if params["torch"]:
-        tick("torch dispatch")
+def _measure(point: dict, repeat: int, res_ns: float) -> VariantResult:
+    """One probe, checked before its time counts."""
+    provider = point["provider"]
+    if provider == "empty-call":
+        m = harness.time_callable(lambda: None, repeat=repeat)
+        return VariantResult("empty-call", point, m.samples_ns, True, "no output to check", {"loops": m.loops})
+    if provider == "perf-counter":
+        m = harness.time_callable(time.perf_counter_ns, repeat=repeat)
+        return VariantResult("perf-counter", point, m.samples_ns, res_ns > 0,
+                             f"clock advances; resolution {res_ns:.0f} ns", {"loops": m.loops})
+    if provider == "torch-dispatch":
         import torch
 
         x = torch.randn(4)
         y = x.view_as(x)
         ok = torch.equal(x, y) and y.data_ptr() == x.data_ptr()
         m = harness.time_callable(lambda: x.view_as(x), repeat=repeat)
-        ctx.record(VariantResult("torch-dispatch", {"kind": "torch"}, m.samples_ns, ok,
-                                 "view_as returns an alias of the input" if ok else "view_as did not alias",
-                                 {"loops": m.loops, "torch": torch.__version__}))
+        return VariantResult("torch-dispatch", point, m.samples_ns, ok,
+                             "view_as returns an alias of the input" if ok else "view_as did not alias",
+                             {"loops": m.loops, "torch": torch.__version__})
+    n = point["threads"]
+    pool = _ForkJoin(n)
+    try:
+        m = harness.time_callable(pool.round, repeat=repeat)
+        rounds = m.loops * (repeat + m.warmup)
+        # Calibration rounds happen before measure's own rounds: count is at least that.
+        ok = all(c >= rounds for c in pool.count) and len(set(pool.count)) == 1
+        check = f"each of {n} threads ran {pool.count[0]} units" if ok else f"uneven work {pool.count}"
+    finally:
+        pool.close()
+    return VariantResult(f"forkjoin/w{n}", point, m.samples_ns, ok, check, {"loops": m.loops})
 
-    for n in range(1, params["threads"] + 1):
-        tick(f"fork/join with {n} threads")
-        pool = _ForkJoin(n)
-        try:
-            m = harness.time_callable(pool.round, repeat=repeat)
-            rounds = m.loops * (repeat + m.warmup)
-            # Calibration rounds happen before measure's own rounds: count is at least that.
-            ok = all(c >= rounds for c in pool.count) and len(set(pool.count)) == 1
-            check = f"each of {n} threads ran {pool.count[0]} units" if ok else f"uneven work {pool.count}"
-        finally:
-            pool.close()
-        ctx.record(VariantResult(f"forkjoin/w{n}", {"kind": "forkjoin", "threads": n}, m.samples_ns, ok, check,
-                                 {"loops": m.loops}))
-    ctx.progress(1.0, "done")
-    return {"clock_resolution_ns": res_ns}
+
+#: runs stored before the compared dimension was named ``provider`` called it ``kind``
+_OLD_KINDS = {"harness": "empty-call", "clock": "perf-counter", "torch": "torch-dispatch", "forkjoin": "python-threads"}
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    df = tables.with_us(tables.variants_table(rec))
+    df = tables.variants_table(rec)
+    if "provider" not in df and "kind" in df:
+        df = df.rename(columns={"kind": "provider"}).replace({"provider": _OLD_KINDS})
     forkjoin = df[df["variant"].str.startswith("forkjoin/")] if len(df) else df
-    return {"floors": df, "forkjoin": forkjoin, "derived": _derived(rec)}
+    # the key table as people read it (times in their own unit; checks and notes are in the
+    # results table); the numbers stay for the charts and the verdict
+    shown = tables.results_display(df)[["variant", "median", "95% CI", "IQR/median"]]
+    shown.insert(1, "threads", df["threads"].astype("Int64") if "threads" in df else pd.NA)
+    return {"floors": shown, "_floors": df, "forkjoin": forkjoin, "derived": _derived(rec)}
 
 
 def _derived(rec: RunRecord) -> pd.DataFrame:
@@ -173,7 +193,7 @@ def _median(row) -> str:
 
 def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     """The floors with their CIs, then the clear differences of the derived table."""
-    fl = tbls["floors"]
+    fl = tbls["_floors"]
     ok = fl[fl["correct"].astype(bool)].set_index("variant") if len(fl) else fl
     named = (("empty-call", "harness floor (an empty call)"), ("perf-counter", "clock read"),
              ("torch-dispatch", "torch dispatch"), ("forkjoin/w1", "fork/join of 1 thread"))
@@ -193,10 +213,10 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
     # floors span ns (a clock read) to tens of us (a fork/join): in ns on a log axis (the
     # helper's choice when values span decades), the nanosecond bars stay visible
-    out = {"floors": wbcharts.median_ci_bars(tbls["floors"], unit="ns",
+    out = {"floors": wbcharts.median_ci_bars(tbls["_floors"], unit="ns",
                                              title="Per-call floor: median per call, 95% CI whiskers")}
     if len(tbls["forkjoin"]):
-        fj = tbls["forkjoin"].assign(mechanism="Python threads: barrier in, barrier out")
-        out["forkjoin"] = wbcharts.sweep_chart(fj, x="threads", provider="mechanism", x_title="threads",
+        fj = tbls["forkjoin"].replace({"provider": {"python-threads": "Python threads: barrier in, barrier out"}})
+        out["forkjoin"] = wbcharts.sweep_chart(fj, x="threads", x_title="threads",
                                                title="Thread fork/join round trip vs threads (median, 95% CI)")
     return out

@@ -11,9 +11,9 @@ from workbench.study import VariantResult
 def _rec() -> RunRecord:
     rec = RunRecord("r", study.ID, study.SPACE.resolve({"threads": 3, "torch": False}), env={}, outputs={},
                     floor_ns=20.0)
-    rec.variants = [VariantResult("empty-call", {"kind": "harness"}, [20, 21, 22, 20, 21], True, "ok"),
-                    VariantResult("perf-counter", {"kind": "clock"}, [40, 41, 42, 40, 41], True, "ok")]
-    rec.variants += [VariantResult(f"forkjoin/w{n}", {"kind": "forkjoin", "threads": n},
+    rec.variants = [VariantResult("empty-call", {"provider": "empty-call"}, [20, 21, 22, 20, 21], True, "ok"),
+                    VariantResult("perf-counter", {"provider": "perf-counter"}, [40, 41, 42, 40, 41], True, "ok")]
+    rec.variants += [VariantResult(f"forkjoin/w{n}", {"provider": "python-threads", "threads": n},
                                    [2e4 * n + i for i in range(5)], True, "ok") for n in (1, 2, 3)]
     return rec
 
