@@ -117,6 +117,12 @@ def _load_runs(args, *refs: str):
     return out
 
 
+def _load_one(args):
+    """The run ``args.run`` names (:func:`_load_runs`), or None when it cannot be loaded."""
+    runs = _load_runs(args, args.run)
+    return runs[0] if runs else None
+
+
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
     import pandas as pd
@@ -346,10 +352,9 @@ def cmd_compare(args) -> int:
 def cmd_report(args) -> int:
     from . import report
 
-    runs = _load_runs(args, args.run)
-    if runs is None:
+    rec = _load_one(args)
+    if rec is None:
         return EXIT_BAD_INPUT
-    (rec,) = runs
     # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
     # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
     stem = safe_stem(rec.run_id)
@@ -365,10 +370,9 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    runs = _load_runs(args, args.run)
-    if runs is None:
+    rec = _load_one(args)
+    if rec is None:
         return EXIT_BAD_INPUT
-    (rec,) = runs
     try:
         if args.format == "gbench":
             out = outfile.write(args.output, json.dumps(to_gbench(rec), indent=1))
