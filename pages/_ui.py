@@ -16,8 +16,10 @@ Everything else is in tabs: results, charts, tables, the page's extras, seed, en
 
 from __future__ import annotations
 
+import html as htmlmod
 import io
 import json
+import re
 import tempfile
 import time
 import zipfile
@@ -213,7 +215,7 @@ def _export(rec: RunRecord, fmt: str, a: Analysis | None) -> bytes:
 
 def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
     """Pick a report format, prepare it, download it; the result bundle; a preview of the
-    issue report as Markdown renders it (Mermaid charts drawn). File names from the run id's
+    issue report as GitHub renders it (:func:`preview_markdown`). File names from the run id's
     sanitised stem."""
     stem = safe_stem(rec.run_id)
     fmt = st.selectbox("Report format", list(EXPORTS), format_func=lambda f: EXPORTS[f][0], key=f"{key}:fmt")
@@ -226,12 +228,32 @@ def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
         st.download_button(f"Download {label}", data, file_name=f"{stem}.{suffix}", mime=mime, key=f"{key}:{fmt}:dl")
         if fmt == "issue":
             st.caption(f"{len(data.decode()):,} characters (an issue takes up to {report.ISSUE_LIMIT:,})")
-            with st.expander("Preview"):
-                st.markdown(data.decode())
+            if st.toggle("Preview (as the issue renders it)", key=f"{key}:preview"):
+                with st.container(border=True):
+                    preview_markdown(data.decode())
     # A callable: built on click, not on every rerun (it summarises every variant, up to MBs).
     st.download_button("Download result bundle (JSON: raw samples, environment, attachments)",
                        lambda: json.dumps(to_bundle(rec), default=str), file_name=f"{stem}.bundle.json",
                        mime="application/json", key=f"{key}:bundle")
+
+
+#: a <details> block as workbench.untrusted.details writes it (the summary escaped there)
+_DETAILS = re.compile(r"<details><summary>(.*?)</summary>\n\n(.*?)\n\n</details>", re.S)
+
+
+def preview_markdown(text: str) -> None:
+    """A report as GitHub renders it: Markdown (Mermaid blocks drawn by Streamlit), each
+    ``<details>`` block a closed expander. No HTML is let through: the only HTML a report
+    holds is its own <details> blocks, and they become expanders here."""
+    at = 0
+    for m in _DETAILS.finditer(text):
+        if text[at:m.start()].strip():
+            st.markdown(text[at:m.start()])
+        with st.expander(escape(htmlmod.unescape(m.group(1)))):
+            st.markdown(m.group(2))
+        at = m.end()
+    if text[at:].strip():
+        st.markdown(text[at:])
 
 
 def manage_run(store: Store | None, header: Header, key: str) -> None:

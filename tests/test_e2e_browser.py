@@ -355,6 +355,42 @@ def test_study_page_with_a_committed_run_leads_with_its_verdict_and_draws(app, b
         page.close()
 
 
+def test_the_issue_report_preview_renders_its_tables_and_mermaid_charts(app, browser):
+    """The Share tab's preview of a committed mc2-split run's issue report, as Markdown renders
+    it: tables as tables, <details> closed, the Mermaid xycharts drawn (no source text left)."""
+    run_id = _newest_committed("mc2-split")
+    if run_id is None:
+        pytest.skip("no committed mc2-split run")
+    page = Page(browser, f"{app['url']}{_study_path('mc2-split')}?run={run_id}")
+    try:
+        p = page.page
+        p.get_by_role("tab", name="Share").click()
+        page.settle()
+        p.get_by_role("button", name="Prepare report").click()
+        page.settle(120_000)
+        p.get_by_text("Preview (as the issue renders it)").click()
+        page.settle()
+        preview = p.locator("[role=tabpanel]:visible")  # the Share tab, with the preview below the buttons
+        preview.locator("[data-testid='stMermaidChart'] img").first.wait_for(timeout=30_000)
+        assert preview.locator("[data-testid='stMermaidChart'] img").count() >= 2, "the xycharts were not drawn"
+        assert preview.locator("table").count() >= 2, "the claims and key tables did not render as tables"
+        assert preview.locator("[data-testid='stExpander']").filter(has_text="Environment and reproduce").count() == 1
+        text = preview.inner_text()
+        assert "xychart-beta" not in text and "|:---" not in text and "<details>" not in text and "</" not in text
+        page.assert_healthy()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        # the preview's head (verdict, claims, key table) and its first drawn chart
+        p.set_viewport_size({"width": VIEWPORT["width"], "height": min(page.height(), 12000)})  # all laid out
+        p.wait_for_timeout(1500)
+        box = p.get_by_text("Preview (as the issue renders it)").bounding_box()
+        p.screenshot(path=str(SHOTS / "issue-preview.png"),
+                     clip={"x": box["x"] - 40, "y": box["y"] - 20, "width": 1200, "height": 1400})
+        p.set_viewport_size(VIEWPORT)
+        preview.locator("[data-testid='stMermaidChart']").first.screenshot(path=str(SHOTS / "issue-preview-chart.png"))
+    finally:
+        page.close()
+
+
 TRACE_EXAMPLES = sorted(p.name for p in (ROOT / "traces" / "examples").iterdir() if p.name != "README.md")
 
 

@@ -22,14 +22,19 @@ PALETTE = [("#1f77b4", "blue"), ("#ff7f0e", "orange"), ("#2ca02c", "green"), ("#
            ("#9467bd", "purple"), ("#8c564b", "brown")]
 #: most categories on one x axis; most series in one chart (a legend by colour name stays readable)
 MAX_POINTS, MAX_SERIES = 40, len(PALETTE)
+#: longest title or label (a longer one is cut at a word, with an ellipsis)
+LABEL_CHARS = 60  # about what xychart-beta's default 700 px width shows of a title
 
 
 def _label(text: Any) -> str:
     """A quoted Mermaid string: no quotes, brackets or backticks that would end it or the block."""
-    clean = " ".join(str(text).split())
-    for ch in '"`[]{};':
-        clean = clean.replace(ch, "'" if ch == '"' else " ")
-    return f'"{clean[:60]}"'
+    clean = str(text)
+    for ch, to in (('"', "'"), (";", ","), ("[", "("), ("]", ")"), ("{", "("), ("}", ")"), ("`", "'")):
+        clean = clean.replace(ch, to)
+    clean = " ".join(clean.split())
+    if len(clean) > LABEL_CHARS:  # cut at a word, and say so
+        clean = clean[:LABEL_CHARS - 1].rsplit(" ", 1)[0].rstrip(",:(") + "…"
+    return f'"{clean}"'
 
 
 def _num(x: float) -> str:
