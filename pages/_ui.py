@@ -102,7 +102,8 @@ def _styled(df: pd.DataFrame):
     for col in text_cols:  # lists and dicts as compact JSON, like the reports
         shown[col] = shown[col].map(lambda x: json.dumps(x, default=str, separators=(",", ":"))
                                     if isinstance(x, (list, dict, tuple)) else x)
-    return shown.style.format({c: f for c, f in formats.items()}, na_rep=MISSING)
+    # the first format gives every column (text ones too) the dash; the second the numbers' formats
+    return shown.style.format(na_rep=MISSING).format({c: f for c, f in formats.items()}, na_rep=MISSING)
 
 
 def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[str, ...] = (),
