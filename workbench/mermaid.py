@@ -27,12 +27,10 @@ LABEL_CHARS = 60  # about what xychart-beta's default 700 px width shows of a ti
 
 
 def _label(text: Any) -> str:
-    """A quoted Mermaid string: no quotes, brackets or backticks that would end it or the block."""
-    clean = str(text)
-    for ch, to in (('"', "'"), (";", ","), ("[", "("), ("]", ")"), ("{", "("), ("}", ")"), ("`", "'")):
-        clean = clean.replace(ch, to)
-    clean = " ".join(clean.split())
-    if len(clean) > LABEL_CHARS:  # cut at a word, and say so
+    """A quoted Mermaid string that nothing inside can end (nor the block); a long one is
+    cut at a word, with an ellipsis."""
+    clean = escape(text, "mermaid")
+    if len(clean) > LABEL_CHARS:
         clean = clean[:LABEL_CHARS - 1].rsplit(" ", 1)[0].rstrip(",:(") + "…"
     return f'"{clean}"'
 
