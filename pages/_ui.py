@@ -30,6 +30,7 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
+from workbench import claims as wbclaims
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
@@ -325,9 +326,9 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # Markdown, not a data frame: the claims are sentences, and a grid cuts them off. The
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
-        shown = report.claims_display(a.claims)
-        st.markdown("##### The seed's claims on this machine\n\n" + report.md_table(
-            shown[["claim", "here", "live figure (95% CI)", "seed's figure"]]))
+        shown = wbclaims.display(a.claims)
+        lead = report.md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
+        st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
             st.markdown(report.md_table(shown[["claim", "why", "seed's claim"]]))
     key_table, key_chart = report.key_names(a, charts)

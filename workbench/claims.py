@@ -103,14 +103,12 @@ def seed_machine(claims: pd.DataFrame) -> str:
 
 def display(claims: pd.DataFrame) -> pd.DataFrame:
     """The claims table as people read it (page, report): the verdict on each claim and the
-    live figure (or why it has none) first, the seed's figure and sentence after. The seed's machine is said once
+    live figure first, the seed's figure and sentence after. The seed's machine is said once
     (:func:`seed_machine`); only a figure from another machine names it in its cell."""
     common = seed_machine(claims)
     figure = [v if m == common else f"{v} ({m})" for v, m in zip(claims["seed_value"], claims["seed_machine"])]
-    # one column for the figure and the reason: a claim this run cannot test has no figure
-    live = [f"{v} — {w}" if v and w else v or w for v, w in zip(claims["live"], claims["why"])]
-    return pd.DataFrame({"claim": claims["id"], "here": claims["status"], "live figure (95% CI); why": live,
-                         "seed's figure": figure, "seed's claim": claims["seed_text"]})
+    return pd.DataFrame({"claim": claims["id"], "here": claims["status"], "live figure (95% CI)": claims["live"],
+                         "why": claims["why"], "seed's figure": figure, "seed's claim": claims["seed_text"]})
 
 
 def to_json(claims: pd.DataFrame) -> list[dict[str, str]]:

@@ -73,9 +73,12 @@ def claims_markdown(claims: pd.DataFrame) -> str:
     """The claims table, as Markdown, with the seed's machine said once above it."""
     if claims is None or not len(claims):
         return ""
-    return (f"## The seed's claims on this machine\n\nThe seed's figures: measured on "
-            f"{escape(claimsmod.seed_machine(claims))} unless a row names another source.\n\n"
-            + md_table(claimsmod.display(claims)))
+    return f"## The seed's claims on this machine\n\n{seed_machine_line(claims)}\n\n" + md_table(claimsmod.display(claims))
+
+
+def seed_machine_line(claims: pd.DataFrame) -> str:
+    """Where the seed's figures of the claims table were measured (said once, above it)."""
+    return f"The seed's figures: measured on {escape(claimsmod.seed_machine(claims))} unless a row names another source."
 
 
 def head_markdown(a: Analysis) -> list[str]:
