@@ -127,8 +127,22 @@ def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[s
         st.caption("; ".join(filter(None, [
             "All rows: " + escape("; ".join(f"{k} = {v}" for k, v in said.items())) if said else "",
             f"{empty} empty column{'' if empty == 1 else 's'} not shown" if empty else ""])))
-    st.dataframe(_styled(shown), hide_index=True, width="stretch",
+    shown, config = _gaps_as_text(shown)
+    st.dataframe(_styled(shown), hide_index=True, width="stretch", column_config=config,
                  height=min(len(shown), rows) * 35 + 38 if len(shown) else "auto")
+
+
+def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Numeric columns with a missing value as their formatted text, right-aligned: the
+    browser's grid draws a missing number as 'None' whatever the Styler says."""
+    formats = number_formats(df)
+    gaps = [c for c in df.columns if str(c) in formats and df[c].isna().any()]
+    if not gaps:
+        return df, {}
+    out = df.copy()
+    for c in gaps:
+        out[c] = [MISSING if pd.isna(x) else formats[str(c)](float(x)) for x in df[c]]
+    return out, {c: st.column_config.TextColumn(alignment="right") for c in gaps}
 
 
 def show_chart(chart) -> None:

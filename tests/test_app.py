@@ -219,3 +219,14 @@ def test_tables_show_a_dash_for_every_missing_value_text_columns_too():
     df = pd.DataFrame({"row": ["serial", None], "gain_pct": [22.4, float("nan")], "status": [None, "clear"]})
     cells = re.findall(r'class="data row\d col\d" >([^<]*)</td>', _styled(df).to_html())
     assert cells == ["serial", "22.4", MISSING, MISSING, MISSING, "clear"]
+
+
+def test_a_numeric_column_with_a_gap_shows_its_dash_in_the_browser_grid():
+    """The grid draws a missing number as 'None' whatever the Styler says: such a column goes
+    as its formatted text, right-aligned; a column without gaps stays numbers (sorts by value)."""
+    from pages._ui import MISSING, _gaps_as_text
+
+    df = pd.DataFrame({"threads": pd.array([None, 1, 16], dtype="Int64"), "median_us": [1.5, 22.25, 3.0]})
+    shown, config = _gaps_as_text(df)
+    assert shown["threads"].tolist() == [MISSING, "1", "16"] and list(config) == ["threads"]
+    assert config["threads"]["alignment"] == "right" and shown["median_us"].tolist() == [1.5, 22.25, 3.0]

@@ -34,6 +34,10 @@ WIDTH, HEIGHT = 460, 280
 LOG_DECADES = 2.0
 
 
+#: narrowest plot of a bar chart (px), however few the bars
+MIN_BARS_WIDTH = 360
+
+
 def _pad(chart):
     return chart.properties(autosize=alt.AutoSizeParams(type="pad"))
 
@@ -197,7 +201,9 @@ def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: 
     )
     whiskers = base.mark_errorbar(color="black").encode(y=alt.Y("lo:Q", scale=y_scale, title=titled("median", unit)),
                                                         y2="hi:Q")
-    return _pad((bars + whiskers).properties(title=title or "median with 95% CI", width=alt.Step(40), height=260))
+    # 40 px a bar, but not a sliver when there are few
+    width = max(40 * d[x].nunique(), MIN_BARS_WIDTH)
+    return _pad((bars + whiskers).properties(title=title or "median with 95% CI", width=width, height=260))
 
 
 def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: str | None = None,
