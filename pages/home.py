@@ -1,11 +1,11 @@
 """Home: what the workbench is, this machine, its floor, the studies and recent runs."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from pages._ui import catalog, get_store, show_table
-from workbench import env, stats
+from workbench import env
+from workbench.analysis import analyse
 from workbench.study import registry
 from workbench.untrusted import escape
 
@@ -38,9 +38,10 @@ if store is not None:
     cal = [r for r in store.runs(study="calibration", limit=5) if r["status"] == "complete"
            and r["fingerprint"] == e["fingerprint"]]
     if cal:
-        rec = store.load(cal[0]["run_id"], attachments=False)
-        meds = {v.variant: float(np.median(v.samples_ns)) for v in rec.variants if v.correct}
-        floor_txt = escape(", ".join(f"{k}: {stats.fmt_ns(v)}" for k, v in meds.items()))
+        tables = analyse(store.load(cal[0]["run_id"], attachments=False)).tables
+        checked = tables["floors"][tables["_floors"]["correct"].astype(bool).to_numpy()]  # same rows, in order
+        floor_txt = escape("; ".join(f"{r['variant']} {r['median']} (95% CI {r['95% CI']})"
+                                     for r in checked.to_dict("records")))
 st.markdown(f"**Floor on this machine** (Calibration study): {floor_txt}")
 
 st.subheader("Studies")

@@ -230,3 +230,16 @@ def test_a_numeric_column_with_a_gap_shows_its_dash_in_the_browser_grid():
     shown, config = _gaps_as_text(df)
     assert shown["threads"].tolist() == [MISSING, "1", "16"] and list(config) == ["threads"]
     assert config["threads"]["alignment"] == "right" and shown["median_us"].tolist() == [1.5, 22.25, 3.0]
+
+
+def test_home_states_this_machines_floor_with_its_ci(store):
+    from workbench import env
+
+    rec = _canned(store)
+    rec.env = dict(rec.env, fingerprint=env.capture()["fingerprint"])
+    rec.run_id = "20260101-000002-calibration-cccccc"
+    rec.variants.append(VariantResult("perf-counter", {"provider": "perf-counter"}, [40.0] * 5, False, "FAILED: no"))
+    store.save(rec)
+    at = _page("home.py").run()
+    floor = next(m.value for m in at.markdown if m.value.startswith("**Floor on this machine**"))
+    assert "empty-call 32 ns (95% CI" in floor and "forkjoin/w1 42 us" in floor and "perf-counter" not in floor
