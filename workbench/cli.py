@@ -1,9 +1,10 @@
 """The workbench CLI, a contract other tools rely on.
 
     python -m workbench list
-    python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--store PATH] [--json]
+    python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--precision 2%] [--store PATH] [--json]
     python -m workbench runs [--study ID]
-    python -m workbench compare RUN_A RUN_B [--json]
+    python -m workbench compare RUN_A RUN_B [--json]   (RUN: id, prefix, latest, bundle file or committed bundle id)
+    python -m workbench ab STUDY [--set name=value ...] --a name=value ... --b name=value ... [--rounds R] [--json]
     python -m workbench report RUN --format md|ipynb -o PATH   (RUN: id, prefix, latest or a bundle file)
     python -m workbench export RUN -o FILE [--format bundle|gbench]
     python -m workbench import FILE [FILE ...]
@@ -149,6 +150,7 @@ def cmd_run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
+        precision = _parse_precision(args.precision)
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
@@ -156,7 +158,8 @@ def cmd_run(args) -> int:
         return EXIT_BAD_INPUT
     bar = _ProgressBar(jsonl=Path(args.progress_file) if args.progress_file else None)
     try:
-        rec = runner.execute(study, values, store, preset=preset, progress=bar)
+        rec = runner.execute(study, values, store, preset=preset, progress=bar, precision=precision,
+                             precision_cap_s=args.precision_cap)
     except (ParamError, StoreError, runner.LockError) as exc:
         bar.close()
         _err(str(exc))
@@ -200,19 +203,104 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
-def cmd_compare(args) -> int:
-    from .report import compare_runs, compare_markdown
+def _parse_precision(text: str | None) -> float | None:
+    """``2%`` or ``0.02`` -> 0.02; raises ParamError."""
+    from .study import ParamError
 
-    runs = _load_runs(args, args.run_a, args.run_b)
-    if runs is None:
-        return EXIT_BAD_INPUT
-    a, b = runs
-    cmp = compare_runs(a, b)
-    if args.json:
-        print(json.dumps(cmp, default=str))
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {text!r}") \
+            from None
+    if not 0 < value <= 0.5:
+        raise ParamError("precision", f"{text} is outside (0%, 50%]")
+    return value
+
+
+def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
+    from .compare import markdown
+
+    if as_json:
+        print(json.dumps({**cmp, **(extra or {})}, default=str))
     else:
-        print(compare_markdown(a, b, cmp))
+        print(plain_block(markdown(cmp)))
+
+
+def plain_block(text: str) -> str:
+    """Multi-line text for the terminal: each line through :func:`plain` (no escape sequences)."""
+    return "\n".join(plain(line) for line in text.splitlines())
+
+
+def cmd_compare(args) -> int:
+    from .compare import CompareError, compare_runs, history, load_run
+
+    try:
+        (a, store_a), (b, store_b) = load_run(args.run_a, args.store), load_run(args.run_b, args.store)
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_BAD_INPUT
+    from .store import committed_runs
+
+    try:
+        cmp = compare_runs(a, b, history(a, b, store_a or store_b, committed_runs(a.study)))
+    except CompareError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    _print_comparison(cmp, args.json)
     return EXIT_OK
+
+
+def cmd_ab(args) -> int:
+    from .ab import execute_ab
+    from .compare import compare_runs, history
+    from .runner import LockError
+    from .study import get, validate
+
+    try:
+        study = get(args.study)
+    except KeyError as exc:
+        _err(exc.args[0])
+        return EXIT_BAD_INPUT
+    preset = "quick" if args.quick else args.preset
+    try:
+        common = study.SPACE.parse_sets(args.set or [])
+        values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
+        for side_values in values.values():
+            validate(study, side_values, preset=preset)  # before the store is touched
+        precision = _parse_precision(args.precision)
+        store = _open_store(args.store)
+        store.check_writable()
+    except (ParamError, StoreError) as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    bar = _ProgressBar()
+    try:
+        a, b = execute_ab(study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar,
+                          precision=precision, precision_cap_s=args.precision_cap)
+    except (ParamError, StoreError, LockError) as exc:
+        bar.close()
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    except StudyUnavailable as exc:
+        bar.close()
+        _err(f"study {study.ID} cannot run here: {exc}")
+        return EXIT_UNAVAILABLE
+    except (KeyboardInterrupt, Cancelled):
+        bar.close()
+        _err("interrupted; the rounds that finished were kept in the store")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        bar.close()
+        _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as failed runs; finished rounds kept)")
+        return EXIT_FAILED
+    bar.close()
+    if not args.json:
+        print(f"runs {a.run_id} (A) and {b.run_id} (B) stored in {store.path}")
+    _print_comparison(compare_runs(a, b, history(a, b, store)), args.json, {"runs": [a.run_id, b.run_id]})
+    return EXIT_OK if all(v.correct for v in a.variants + b.variants) else EXIT_FAILED
 
 
 def cmd_report(args) -> int:
@@ -292,6 +380,15 @@ def cmd_trace(args) -> int:
     return run(args)
 
 
+def _precision_arguments(s: argparse.ArgumentParser) -> None:
+    from .runner import DEFAULT_PRECISION_CAP_S
+
+    s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
+                                                      "within PCT of the median (e.g. 2%%), or until --precision-cap")
+    s.add_argument("--precision-cap", type=float, default=DEFAULT_PRECISION_CAP_S, metavar="S",
+                   help="seconds the whole run may spend on --precision (default %(default)g)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workbench", description="Perf Study Workbench")
     p.add_argument("--store", help="results store (SQLite file); default $WORKBENCH_STORE or .workbench/results.sqlite")
@@ -317,15 +414,33 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
+    _precision_arguments(s)
 
     s = command("runs", cmd_runs, "list stored runs")
     s.add_argument("--study")
     s.add_argument("--json", action="store_true")
 
-    s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A)")
-    s.add_argument("run_a")
+    s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A): parameter and environment "
+                                        "diffs, per-variant ratios with CIs and Holm-adjusted p-values")
+    s.add_argument("run_a", help="baseline: run id, unique prefix, latest, a bundle file or a committed bundle's id")
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
+
+    from .ab import DEFAULT_ROUNDS
+
+    s = command("ab", cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, "
+                              "stored as two linked runs, then compared")
+    s.add_argument("study")
+    s.add_argument("--set", action="append", metavar="NAME=VALUE", help="a parameter of both sides")
+    s.add_argument("--a", action="append", metavar="NAME=VALUE", help="a parameter of side A (the baseline)")
+    s.add_argument("--b", action="append", metavar="NAME=VALUE", help="a parameter of side B")
+    presets = s.add_mutually_exclusive_group()
+    presets.add_argument("--quick", action="store_true", help="the study's quick preset for both sides")
+    presets.add_argument("--preset", help="one of the study's presets for both sides")
+    s.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                   help="rounds per side (default %(default)s; a verdict needs 5 paired rounds)")
+    s.add_argument("--json", action="store_true", help="print only the comparison (JSON) on stdout")
+    _precision_arguments(s)
 
     s = command("report", cmd_report, "export a run as Markdown or a notebook")
     s.add_argument("run")
