@@ -252,3 +252,40 @@ def test_compare_addresses_committed_bundles_by_their_app_ids(store, capsys):
     assert main(["--store", str(store.path), "compare", a.run_id, b.run_id[:-2], "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["run_a"] == a.run_id and doc["run_b"] == b.run_id and doc["rows"]
+
+
+# --- the Runs page --------------------------------------------------------------------------------
+
+def _page(monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr("pages._ui.committed", lambda study_id: ([], []))
+    return AppTest.from_file(str(Path(__file__).resolve().parent.parent / "pages" / "runs.py"), default_timeout=60)
+
+
+def test_runs_page_defaults_to_the_most_similar_pair_of_one_study(store, monkeypatch):
+    rng = np.random.default_rng(0)
+    older = _run("20260101-000000-calibration-aaaaaa", {"x": rng.normal(100, 1, 20)})
+    similar = _run("20260101-000001-calibration-bbbbbb", {"x": rng.normal(100, 1, 20)})
+    changed = _run("20260101-000002-calibration-cccccc", {"x": rng.normal(100, 1, 20)}, params={"repeat": 64})
+    other = _run("20260101-000003-launch-cache-dddddd", {"x": rng.normal(100, 1, 20)}, study="launch-cache")
+    for i, rec in enumerate((older, similar, changed, other)):
+        rec.created_utc = f"2026-01-01T00:00:0{i}Z"
+        store.save(rec)
+    at = _page(monkeypatch).run()
+    assert not at.exception
+    assert at.selectbox(key="runs:a").value == older.run_id and at.selectbox(key="runs:b").value == similar.run_id
+    assert any("A/B:" in m.value for m in at.markdown)
+    at.selectbox(key="runs:b").set_value(other.run_id).run()
+    assert any("Not compared" in e.value for e in at.error) and not any("A/B:" in m.value for m in at.markdown)
+
+
+def test_runs_page_proposes_nothing_without_two_runs_of_one_study(store, monkeypatch):
+    rng = np.random.default_rng(0)
+    store.save(_run("20260101-000000-calibration-aaaaaa", {"x": rng.normal(100, 1, 20)}))
+    store.save(_run("20260101-000003-launch-cache-dddddd", {"x": rng.normal(100, 1, 20)}, study="launch-cache"))
+    at = _page(monkeypatch).run()
+    assert not at.exception and at.selectbox(key="runs:a").value is None
+    assert any("No two runs of one study" in c.value for c in at.caption)

@@ -234,8 +234,10 @@ def test_runs_page_compares_two_runs(app, browser):
     page = Page(browser, app["url"] + "/runs")
     try:
         page.assert_healthy()
-        assert page.page.get_by_text("A/B:").first.is_visible()
+        # the comparison is drawn after the run list; wait for it rather than for a fixed time
+        page.page.get_by_text("A/B:").first.wait_for(state="visible", timeout=60_000)
         assert page.page.get_by_text("Verdict:").first.is_visible()
+        assert page.page.get_by_text("Parameters that differ").first.is_visible()
         page.shot("runs-compare")
     finally:
         page.close()
