@@ -65,13 +65,15 @@ def test_a_change_beyond_the_aa_spread_is_still_called():
     assert all(r["ci"][0] > 1 and r["p_adjusted"] < 0.05 for r in rows)
 
 
-def test_aa_runs_count_only_with_the_same_configuration_and_machine():
+def test_aa_runs_count_only_with_the_same_configuration_machine_and_software():
     runs = _drifting_runs(6, 0.05, seed=3)
     other_params = [_run(r.run_id, {v.variant: v.samples_ns for v in r.variants}, params={"repeat": 5}) for r in runs]
     other_machine = [_run(r.run_id, {v.variant: v.samples_ns for v in r.variants}, env={**ENV, "fingerprint": "bad"})
                      for r in runs]
+    other_software = [_run(r.run_id, {v.variant: v.samples_ns for v in r.variants},
+                           env={**ENV, "packages": {"numpy": "2.1"}}) for r in runs]
     a, b = runs[0], runs[1]
-    assert compare.run_to_run(other_params + other_machine, a, b) == {}
+    assert compare.run_to_run(other_params + other_machine + other_software, a, b) == {}
     noise = compare.run_to_run(runs, a, b)
     assert set(noise) == {"a", "b", "c"} and all(n["runs"] == 4 and n["df"] == 3 for n in noise.values())
 
@@ -289,3 +291,15 @@ def test_runs_page_proposes_nothing_without_two_runs_of_one_study(store, monkeyp
     at = _page(monkeypatch).run()
     assert not at.exception and at.selectbox(key="runs:a").value is None
     assert any("No two runs of one study" in c.value for c in at.caption)
+
+
+def test_cli_compare_finds_aa_runs_in_the_store(store, capsys):
+    runs = _drifting_runs(8, 0.05, seed=1)
+    a = _with_level(runs[0], 1.0, "20260101-010000-calibration-aaaaaa")
+    b = _with_level(runs[0], 1.06, "20260101-010000-calibration-bbbbbb")
+    for rec in [*runs[1:], a, b]:
+        store.save(rec)
+    assert main(["--store", str(store.path), "compare", a.run_id, b.run_id, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["verdict"] for r in rows} == {"within run-to-run noise"}
+    assert all(r["noise"].startswith("A/A ±") and "7 runs" in r["noise"] for r in rows)

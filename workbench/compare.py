@@ -21,7 +21,8 @@ What a comparison refuses, flags and concludes:
   called an A/A pair (identical calibration runs minutes apart) "faster" at p = 7e-5.
   So a within-run difference is also tested against what **A/A pairs** on that machine
   show: the other stored runs (and committed bundles) with A's or B's configuration
-  (same study, parameters and machine fingerprint), A and B themselves excluded, each run
+  (same study, parameters, machine fingerprint and software: :func:`config_key`), A and B
+  themselves excluded, each run
   one unit, or one unit per round for a side of an interleaved session. Their spread of
   log medians, pooled per variant, is sigma with its degrees of freedom; under "no change"
   log(B/A) ~ sigma * sqrt(2) * t(df). A variant is "faster"/"slower" only when both the
@@ -108,9 +109,12 @@ def _short(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def config_key(rec: RunRecord) -> tuple[str, str, Any]:
-    """What makes two runs an A/A pair: study, parameters, machine fingerprint."""
-    return rec.study, _canon(rec.params), rec.env.get("fingerprint") if isinstance(rec.env, dict) else None
+def config_key(rec: RunRecord) -> tuple:
+    """What makes two runs an A/A pair: study, parameters, machine fingerprint and software
+    (the workbench commit and package versions; a dirty checkout counts as its commit)."""
+    env = rec.env if isinstance(rec.env, dict) else {}
+    return (rec.study, _canon(rec.params), env.get("fingerprint"), _canon(env.get("workbench_commit")),
+            _canon(env.get("packages")))
 
 
 # --- interleaved sessions -------------------------------------------------------------------------
@@ -419,12 +423,15 @@ def history(a: RunRecord, b: RunRecord, store: Store | None = None,
     have = {r.run_id for r in out} | {a.run_id, b.run_id}
     if store is not None:
         for head in store.runs(study=a.study, limit=HISTORY_LIMIT):
-            if head["run_id"] in have or (head["study"], _canon(head["params"]), head["fingerprint"]) not in keys:
+            if head["run_id"] in have or (head["study"], _canon(head["params"]), head["fingerprint"]) not in \
+                    {k[:3] for k in keys}:  # the headers lack the software: checked once loaded
                 continue
             try:
-                out.append(store.load(head["run_id"], attachments=False))
+                rec = store.load(head["run_id"], attachments=False)
             except (StoreError, KeyError):
                 continue
+            if config_key(rec) in keys:
+                out.append(rec)
     return out
 
 
