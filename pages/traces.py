@@ -21,6 +21,7 @@ import streamlit as st
 
 from workbench import traces
 from workbench.stats import fmt_ns
+from workbench.untrusted import escape
 from workbench.traces import TraceError, analysis, charts, diff, export, load, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
@@ -34,9 +35,8 @@ UPLOAD_SUFFIXES = traces.suffixes()
 
 
 def _md(text: object) -> str:
-    """Untrusted text (file names, span names, importer messages) shown literally in Markdown.
-    TODO(lead): use workbench.untrusted.escape once the safety branch is merged."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])", r"\\\1", " ".join(str(text).split()))
+    """Untrusted text (file names, span names, importer messages) shown literally in Markdown."""
+    return escape(text, "text")
 
 
 def _hint_name(name: str) -> str:

@@ -206,7 +206,10 @@ def ascii_timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | Non
 
 
 def _mermaid_text(s: str) -> str:
-    # ':' separates a task's name from its data and '#'/';' start comments/statements
+    # ':' separates a task's name from its data and '#'/';' start comments/statements; a
+    # newline ends the task and a backtick run could close the ```mermaid fence: span names
+    # come from untrusted traces, so all of them are folded.
+    s = " ".join(s.split()).replace("`", "'")
     return s.replace(":", "∶").replace("#", "♯").replace(";", ",").strip() or "span"
 
 
