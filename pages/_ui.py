@@ -21,9 +21,12 @@ import streamlit as st
 
 from workbench import jobs, report
 from workbench import store as wbstore
+from workbench.analysis import Analysis, analyse, charts_of, sections_of
+from workbench.claims import display as claims_display
 from workbench.env import REPO_ROOT, summary_line
 from workbench.store import RunRecord, Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
+from workbench.tables import results_display
 from workbench.untrusted import escape, safe_stem
 
 
@@ -167,36 +170,25 @@ def run_key(rec: RunRecord) -> tuple:
     return (rec.study, rec.run_id, rec.status, len(rec.variants), rec.origin)
 
 
-def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
-    """``fn()``, or ``default`` with the reason in ``errors`` (a study bug must not kill the page)."""
-    try:
-        return fn()
-    except Exception as exc:
-        errors.append(f"{what} failed: {type(exc).__name__}: {exc}")
-        return default
-
-
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _analysis(key: tuple, _study: ModuleType, _rec: RunRecord) -> dict[str, Any]:
-    """Verdict, results table, the study's tables, charts and report sections, computed once per
-    run state (``key``): they summarise every variant with bootstrap CIs, seconds for a
-    100-variant sweep, and Streamlit reruns the page on every widget interaction."""
-    errors: list[str] = []
-    tables = _attempt(errors, "Analysis of this run", lambda: _study.analyze(_rec), {})
-    charts, sections = {}, []
-    if tables:
-        charts = _attempt(errors, "Charts", lambda: _study.charts(tables), {})
-        if hasattr(_study, "report_sections"):
-            sections = _attempt(errors, "Report sections", lambda: _study.report_sections(_rec, tables), [])
-    verdict = _attempt(errors, "The verdict", lambda: report.verdict_line(_rec, _study), "(no verdict)")
-    return {"verdict": verdict, "results": report.results_table(_rec),
-            "tables": tables, "charts": charts, "sections": sections, "errors": errors}
+def _analysis(key: tuple, _study: ModuleType, _rec: RunRecord) -> tuple[Analysis, dict, list[str]]:
+    """The run's analysis, charts and report sections, once per run state (``key``): they
+    summarise every variant with bootstrap CIs, seconds for a 100-variant sweep, and
+    Streamlit reruns the page on every widget interaction."""
+    a = analyse(_rec, _study)
+    return a, charts_of(a), sections_of(a)
 
 
 def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, key: str = "run") -> None:
-    """Verdict, results, the study's tables and charts, seed figures, environment, downloads."""
-    shown = _analysis(run_key(rec), study, rec)
-    st.markdown(f"**Verdict:** {shown['verdict']}")
+    """Disturbance warnings, verdict, the seed's claims, results, the study's tables and charts,
+    environment, downloads."""
+    a, charts, sections = _analysis(run_key(rec), study, rec)
+    for line in a.disturbance:
+        st.warning(escape(line))
+    st.markdown(f"**Verdict:** {a.verdict}")
+    if len(a.claims):
+        st.markdown("**The seed's claims on this machine**")
+        st.dataframe(claims_display(a.claims), hide_index=True, width="stretch")
     st.caption(f"Run {escape(rec.run_id, 'code')} · {escape(rec.status)} · {escape(rec.created_utc)} UTC · machine: "
                f"{escape(summary_line(rec.env))} · origin: {escape(rec.origin)}")
     if rec.status != "complete":
@@ -206,21 +198,21 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     if failed:
         st.error("Correctness check FAILED (times not counted): " +
                  escape("; ".join(f"{v.variant}: {v.check}" for v in failed)))
-    st.dataframe(shown["results"], hide_index=True, width="stretch")
-    for message in shown["errors"]:
-        st.error(message)
-    for chart in shown["charts"].values():
+    st.dataframe(results_display(a.results), hide_index=True, width="stretch")
+    for message in a.errors:
+        st.error(escape(message))
+    for chart in charts.values():
         st.altair_chart(chart, width="content")
-    for name, df in shown["tables"].items():
+    for name, df in a.tables.items():
         if name.startswith("_"):  # chart data, not for reading
             continue
         with st.expander(f"Table: {name}", expanded=False):
             st.dataframe(df, hide_index=True, width="stretch")
-    for section in shown["sections"]:
+    for section in sections:
         st.markdown(section, unsafe_allow_html=False)
     if extras is not None:
         try:
-            extras(rec, shown["tables"])
+            extras(rec, a.tables)
         except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what its page does not expect
             st.error(f"This part of the page failed: {escape(type(exc).__name__)}: {escape(exc)}")
     with st.expander("Environment and reproduce command"):

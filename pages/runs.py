@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from pages._ui import committed, downloads, get_store, run_key
-from workbench import compare, report
+from workbench import compare
+from workbench.analysis import analyse
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
 from workbench.study import registry
@@ -21,7 +22,7 @@ def _compare_text(key_a: tuple, key_b: tuple, n_runs: int, _a, _b) -> str:
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _verdict(key: tuple, _rec) -> str:
     """A run's verdict, once per run state (study verdicts analyse the whole run)."""
-    return report.verdict_line(_rec, registry().get(_rec.study))
+    return analyse(_rec).verdict
 
 
 st.title("Runs")

@@ -10,7 +10,9 @@ itself? Measures, on the host clock (``time.perf_counter_ns``):
 - ``forkjoin/wN``: a fork/join round trip of N persistent Python threads (barrier in,
   barrier out) for N = 1..threads, the wake-up cost any thread pool pays.
 
-Every other study reports its sub-10-us figures against these.
+Every other study reads its short figures against these: a median within
+``workbench.tables.FLOOR_FACTOR`` x the run's own harness floor is marked as dominated by the
+measurement.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import time
 
 import pandas as pd
 
-from workbench import harness, tables
+from workbench import derived, harness, stats, tables
 from workbench.store import RunRecord
 from workbench.study import Param, ParamSpace, RunContext, VariantResult
+from workbench.untrusted import escape
 
 ID = "calibration"
 TITLE = "Calibration: machine and harness floor"
@@ -32,6 +35,10 @@ SEED = "(none: the floor every seed's figures are read against)"
 SEED_SUMMARY = "Empty call, clock resolution, torch dispatch and thread wake-up cost on this machine."
 #: every variant is timed by ``harness.time_callable``, which repeats to ``--precision``
 HONOURS_PRECISION = True
+#: no seed, so no seed claims: the claims table of a calibration run is empty
+SEED_CLAIMS: list = []
+KEY_TABLE = "floors"
+KEY_CHART = "floors"
 
 SPACE = ParamSpace(
     params=(
@@ -143,7 +150,44 @@ def run(params, ctx: RunContext) -> dict:
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     df = tables.with_us(tables.variants_table(rec))
     forkjoin = df[df["variant"].str.startswith("forkjoin/")] if len(df) else df
-    return {"floors": df, "forkjoin": forkjoin}
+    return {"floors": df, "forkjoin": forkjoin, "derived": _derived(rec)}
+
+
+def _derived(rec: RunRecord) -> pd.DataFrame:
+    """What torch dispatch adds to an empty call, and what each thread count adds to a fork/join
+    round trip of one thread; unpaired (the variants ran one after the other)."""
+    samples = {v.variant: v.samples_ns for v in rec.valid_variants()}
+    items = []
+    if {"empty-call", "torch-dispatch"} <= set(samples):
+        items.append(derived.difference(samples["empty-call"], samples["torch-dispatch"],
+                                        "torch dispatch minus an empty call", "us", scale=1e-3, physical_min=0.0))
+    threads = sorted(int(name.split("/w")[1]) for name in samples if name.startswith("forkjoin/w"))
+    if 1 in threads:
+        for n in threads[1:]:
+            items.append(derived.difference(samples["forkjoin/w1"], samples[f"forkjoin/w{n}"],
+                                            f"fork/join with {n} threads minus with 1", "us", scale=1e-3))
+    return derived.derived_table(items)
+
+
+def _median(row) -> str:
+    return f"{stats.fmt_ns(row['median_ns'])} [{stats.fmt_ns(row['ci_lo_ns'])}, {stats.fmt_ns(row['ci_hi_ns'])}]"
+
+
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    """The floors with their CIs, then the clear differences of the derived table."""
+    fl = tbls["floors"]
+    ok = fl[fl["correct"].astype(bool)].set_index("variant") if len(fl) else fl
+    named = (("empty-call", "harness floor (an empty call)"), ("perf-counter", "clock read"),
+             ("torch-dispatch", "torch dispatch"), ("forkjoin/w1", "fork/join of 1 thread"))
+    found = [f"{what} {_median(ok.loc[name])}" for name, what in named if name in ok.index]
+    parts = [("Per call: " + "; ".join(found) + ".") if found else "No valid measurement."]
+    head = derived.headline(tbls.get("derived"))
+    if head:
+        parts.append(escape(head))
+    failed = fl.loc[~fl["correct"].astype(bool), "variant"].tolist() if len(fl) else []
+    if failed:
+        parts.append(f"{len(failed)} variant(s) FAILED their check: {escape(', '.join(failed))}.")
+    return " ".join(parts)
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:

@@ -49,6 +49,7 @@ import numpy as np
 
 from kernels.iree.sum_programs import SPLITS, aligned_tile
 from studies._cpu_reduction.plan import GRAIN_SIZE, IREE_PROVIDERS, Sweep
+from studies._cpu_reduction.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 from studies._cpu_reduction.seed import SEED_FIGURES  # noqa: F401  (the seed's figures, as data)
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 

@@ -35,6 +35,11 @@ def test_run_json_contract(calib_run):
         assert set(["variant", "params", "samples_ns", "median_ns", "ci_ns", "correct"]) <= set(v)
         assert len(v["samples_ns"]) == 5 and v["ci_ns"][0] <= v["median_ns"] <= v["ci_ns"][1]
     assert rec["env"]["fingerprint"] and "python -m workbench run calibration" in rec["reproduce"]
+    # the analysis rides along: verdict, claims (calibration has no seed: none), disturbance
+    assert rec["verdict"].startswith("Per call: harness floor") and rec["claims"] == []
+    assert isinstance(rec["disturbance"], list)
+    assert set(rec["outputs"]["load"]) == {"before", "after"}
+    assert all("loadavg_1m" in v["extra"]["load"] for v in rec["variants"])
 
 
 def test_bad_parameter_exits_2_names_it_and_stores_nothing(store, capsys):
@@ -112,7 +117,8 @@ def test_notebook_report_executes(tmp_path, store, calib_run):
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(nb_path.parent)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    assert any("Fastest" in "".join(o.get("text", "")) for o in outputs)
+    shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
+    assert "**Verdict:** Per call: harness floor" in shown  # the analysis leads the notebook
 
 
 def test_module_entry_point_runs():

@@ -10,7 +10,7 @@ import pytest
 
 import studies.cpu_reduction as study
 from kernels.iree.sum_programs import Program, aligned_tile, program
-from studies._cpu_reduction import analysis, data, derived, iree_tools, measure, profiles
+from studies._cpu_reduction import analysis, data, iree_tools, measure, profiles
 from workbench import runner
 from workbench.harness import ExternalCommandError
 from workbench.store import RunRecord
@@ -180,20 +180,6 @@ def test_interleaved_rounds_pair_samples_and_keep_failed_checks_out():
     assert res[0].extra["interleaved_with"] == [pts[1].name]
     bad = measure.interleaved_torch(pts[:1], {4096: x}, {4096: data.reference(x) + 3}, rounds=4)
     assert not bad[0].correct and bad[0].samples_ns == []
-
-
-def test_derived_differences_carry_cis_and_flag_impossible_values():
-    rng = np.random.default_rng(0)
-    a = 100 + rng.normal(0, 1, 40)
-    d = derived.difference(a, a + 2 + rng.normal(0, 0.5, 40), "cost", paired=True, physical_min=0.0)
-    assert d["status"] == "clear" and d["lo"] < 2 < d["hi"] and d["paired"]
-    same = derived.difference(a, a + rng.normal(0, 1, 40), "cost", paired=True)
-    assert same["status"] == "inconclusive"
-    neg = derived.difference(a, a - 5, "cost", paired=True, physical_min=0.0)
-    assert neg["status"] == "not meaningful" and "impossible" in neg["why"]
-    r = derived.ratio(a, 2 * a, "x")
-    assert r["status"] == "clear" and 1.9 < r["point"] < 2.1
-    assert derived.fmt(derived.ratio(a, a / 500, "tiny")).startswith("0.0020x")
 
 
 def test_smoke_run_records_checked_variants(store):

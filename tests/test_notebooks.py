@@ -22,5 +22,6 @@ def test_study_notebook_executes(notebooks, study_id, tmp_path, monkeypatch):
                    resources={"metadata": {"path": str(path.parent.parent)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors, errors[0].get("evalue")
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "Verdict:" in text
+    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "**Verdict:**" in text  # the analysis (disturbance, verdict, claims) leads the notebook

@@ -3,6 +3,8 @@
 import pytest
 
 from workbench import runner
+from workbench.analysis import analyse, charts_of
+from workbench.claims import STATUSES
 from workbench.study import registry
 
 
@@ -17,8 +19,10 @@ def test_smoke_preset_runs_and_analyzes(study_id, store):
     assert rec.status == "complete"
     assert rec.env["fingerprint"] and rec.reproduce.startswith(f"python -m workbench run {study_id}")
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
-    tables = study.analyze(rec)
-    assert isinstance(tables, dict)
-    charts = study.charts(tables)
-    for chart in charts.values():
+    a = analyse(rec, study)  # the study's analyze, verdict and claims, once
+    assert not a.errors, a.errors
+    assert isinstance(a.tables, dict) and a.verdict
+    # the seed's claims evaluate here; a test that raised would read "its test failed"
+    assert set(a.claims["status"]) <= set(STATUSES) and not a.claims["why"].str.startswith("its test").any()
+    for chart in charts_of(a).values():
         chart.to_dict()  # a chart that cannot serialise would break the page and the report

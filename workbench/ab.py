@@ -9,8 +9,9 @@ cancels), all under one hold of the machine lock.
 
 Stored as **two linked runs**, not one: each side is an ordinary run of the study with its
 own parameters (its page, report, claims and notebook work unchanged), whose variants hold
-every round's samples in order, with ``extra["side"]`` and ``extra["ab_round_sizes"]``
-(samples per round, 0 where the variant was absent), and whose ``outputs["ab"]`` names the
+every round's samples in order, with ``extra["side"]``, ``extra["ab_round_sizes"]``
+(samples per round, 0 where the variant was absent) and ``extra["load"]`` (the most loaded
+of its rounds' load samples, :mod:`workbench.load`), and whose ``outputs["ab"]`` names the
 other side (``pair``), its ``side``, ``rounds`` and the ``order``. :mod:`workbench.compare`
 recognises the link and compares round by round. A variant that failed its check in any
 round is stored as failed, with no samples. Finished rounds are stored as they land, so an
@@ -25,7 +26,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import env as envmod
-from . import harness
+from . import harness, load
 from .runner import (DEFAULT_PRECISION_CAP_S, _watchdog, check_precision, machine_lock, note_precision,
                      precision_args, precision_run, set_args, stall_limit_s)
 from .store import RunRecord, Store, new_run_id, now_utc
@@ -120,6 +121,7 @@ def execute_ab(
         for rec in recs.values():
             rec.floor_ns, rec.env = floor, env
             store.begin(rec)
+        before = load.sample()
         try:
             with _watchdog(stall_limit_s()) as touch, precision_run(precision, precision_cap_s):
                 for step, side in enumerate(order):
@@ -135,7 +137,10 @@ def execute_ab(
                     ctx = RunContext(progress=round_progress, cancel=cancel)
                     out = study.run(params[side], ctx) or {}
                     outputs.setdefault(side, out)  # the first round's outputs stand for the side
+                    now = load.sample()
                     for v in _merge(acc[side], ctx.variants, side, r):
+                        if load.loadavg(now) >= load.loadavg(v.extra.get("load")) or "load" not in v.extra:
+                            v.extra["load"] = now  # the most loaded round speaks for the variant
                         note_precision(v, precision)
                         store.replace_variant(ids[side], v)
                     if r == 0:
@@ -143,15 +148,19 @@ def execute_ab(
                             store.add_attachment(ids[side], name, kind, data)
                     touch()
         except (KeyboardInterrupt, Cancelled):
+            after = {"load": {"before": before, "after": load.sample()}}
             for side in SIDES:
-                store.finish(ids[side], "interrupted", error="interrupted by the user; finished rounds were kept")
+                store.finish(ids[side], "interrupted", outputs={"ab": link(side), **after},
+                             error="interrupted by the user; finished rounds were kept")
             raise
         except Exception as exc:
+            after = {"load": {"before": before, "after": load.sample()}}
             for side in SIDES:
-                store.finish(ids[side], "failed", error=f"{type(exc).__name__}: {exc}")
+                store.finish(ids[side], "failed", outputs={"ab": link(side), **after}, error=f"{type(exc).__name__}: {exc}")
             raise
         env = envmod.refresh(env)
+        after = {"load": {"before": before, "after": load.sample()}}
         for side in SIDES:
             store.update_env(ids[side], env)
-            store.finish(ids[side], "complete", outputs={**outputs.get(side, {}), "ab": link(side)})
+            store.finish(ids[side], "complete", outputs={**outputs.get(side, {}), "ab": link(side), **after})
     return store.load(ids["A"]), store.load(ids["B"])

@@ -15,7 +15,7 @@
 Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
 store or output path, unknown study or run), 3 the study cannot run on this machine, 130
 interrupted (Ctrl-C or SIGTERM). Progress goes to stderr; ``--json`` prints only the record
-on stdout. ``list`` imports no study dependencies beyond the study modules (no scipy).
+on stdout, with the analysis's ``verdict``, ``claims`` and ``disturbance`` added. ``list`` imports no study dependencies beyond the study modules (no scipy).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import signal
 import sys
 import threading
@@ -102,23 +101,21 @@ def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def summary_table(rec) -> str:
-    from . import stats
+def summary_text(a) -> str:
+    """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
+    from .tables import results_display
 
-    rows = []
-    floor = rec.floor_ns or 0.0
-    for v in rec.variants:
-        s = stats.summarize(v.samples_ns)
-        note = []
-        if not v.correct:
-            note.append("CHECK FAILED: " + v.check)
-        if s.noisy:
-            note.append(f"noisy (IQR {s.noise:.0%})")
-        if s.median == s.median and s.median < 10_000 and floor:
-            note.append(f"floor {stats.fmt_ns(floor)}")
-        rows.append([v.variant, str(s.n), stats.fmt_ns(s.median), f"[{stats.fmt_ns(s.ci_lo)}, {stats.fmt_ns(s.ci_hi)}]",
-                     f"{s.noise:.1%}" if not math.isnan(s.noise) else "n/a", "; ".join(note)])
-    return _fmt_table(rows, ["variant", "n", "median", "95% CI", "IQR/med", "notes"])
+    lines = [f"warning: {line}" for line in a.disturbance]
+    lines.append(f"verdict: {a.verdict}")
+    if len(a.claims):
+        lines += ["", "the seed's claims on this machine:",
+                  _fmt_table([[r["id"], r["status"], r["live"], r["why"]] for r in a.claims.to_dict("records")],
+                             ["claim", "here", "live figure (95% CI)", "why"])]
+    shown = results_display(a.results)
+    lines += ["", _fmt_table([[str(c) for c in row] for row in shown.itertuples(index=False)],
+                             list(shown.columns))]
+    lines += [f"error: {e}" for e in a.errors]
+    return "\n".join(lines)
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -177,11 +174,14 @@ def cmd_run(args) -> int:
         _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished points kept)")
         return EXIT_FAILED
     bar.close()
+    from .analysis import analyse, json_fields
+
+    a = analyse(rec, study)
     if args.json:
-        print(json.dumps(rec.to_json(), default=str))
+        print(json.dumps(rec.to_json() | json_fields(a), default=str))
     else:
         print(f"run {rec.run_id} ({rec.status}) stored in {store.path}")
-        print(summary_table(rec))
+        print(summary_text(a))
         for warning in rec.outputs.get("warnings", []) if isinstance(rec.outputs, dict) else []:
             print(f"warning: {warning}")
         print(f"reproduce: {rec.reproduce}")

@@ -48,7 +48,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import stats
+from . import load, stats
 from .env import summary_line
 from .store import RunRecord, Store, StoreError, committed_runs, read_bundle
 from .untrusted import details, escape
@@ -342,6 +342,7 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
     for side, rec in (("A", a), ("B", b)):
         if rec.status != "complete":
             warnings.append(f"{side} is {rec.status}")
+        warnings += [f"{side}: {line.rstrip('.')}" for line in load.disturbance(rec)]
     return {"run_a": a.run_id, "run_b": b.run_id, "study": a.study,
             "mode": "interleaved" if is_linked else "runs",
             "rounds": (a.outputs.get("ab") or {}).get("rounds") if is_linked else None,

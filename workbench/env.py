@@ -64,9 +64,28 @@ def _cpu() -> dict[str, Any]:
     gov = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     if gov:
         info["cpu_governor"] = gov
+    info.update(_turbo_smt())
     fmax = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     if fmax and fmax.isdigit():
         info["cpu_max_mhz"] = int(fmax) // 1000
+    return info
+
+
+def _turbo_smt() -> dict[str, Any]:
+    """Turbo/boost and SMT state where the kernel exposes them (both change per-call times)."""
+    info: dict[str, Any] = {}
+    no_turbo = _read("/sys/devices/system/cpu/intel_pstate/no_turbo")  # intel_pstate: 1 = turbo off
+    boost = _read("/sys/devices/system/cpu/cpufreq/boost")  # acpi-cpufreq, amd-pstate: 1 = boost on
+    if no_turbo in ("0", "1"):
+        info["cpu_turbo"] = no_turbo == "0"
+    elif boost in ("0", "1"):
+        info["cpu_turbo"] = boost == "1"
+    control = _read("/sys/devices/system/cpu/smt/control")  # on, off, forceoff, notsupported, notimplemented
+    if control:
+        info["smt_control"] = control
+    active = _read("/sys/devices/system/cpu/smt/active")
+    if active in ("0", "1"):
+        info["smt_active"] = active == "1"
     return info
 
 

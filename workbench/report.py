@@ -1,7 +1,9 @@
 """Reports: a run as GitHub-flavoured Markdown (A/B comparisons: :mod:`workbench.compare`), and a
 Jupyter notebook that reloads the run from its bundle and redraws its tables and charts.
 
-Markdown layout: a one-line verdict, the study's tables with medians and CIs, charts as PNG
+Markdown layout: the "run disturbed" warnings, a one-line verdict and the claims table (the
+seed's findings checked on this run: :mod:`workbench.analysis` computes all three), the results
+table, the study's tables with medians and CIs, charts as PNG
 files beside the Markdown (relative links, so the folder can be pasted into an issue), the
 study's own sections, the seed's published figures (labelled as the seed's), and
 ``<details>`` blocks for the environment + reproduce command and the raw samples.
@@ -18,11 +20,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from . import claims as claimsmod
 from . import outfile, stats
+from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import REPO_ROOT, summary_line
+from .tables import results_display
 from .store import RunRecord, write_bundle
 from .untrusted import details, escape
 
@@ -53,46 +57,21 @@ def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
     return "\n".join(lines)
 
 
-def verdict_line(rec: RunRecord, study: ModuleType | None) -> str:
-    fn = getattr(study, "verdict", None) if study else None
-    if fn is not None:
-        return fn(rec)
-    failed = [v.variant for v in rec.variants if not v.correct]
-    valid = rec.valid_variants()
-    if not valid:
-        return f"No valid measurement ({len(failed)} variant(s) failed their check)." if failed else "No measurement."
-    best = min(valid, key=lambda v: float(np.median(v.samples_ns)))  # the CI only for the winner
-    s = stats.summarize(best.samples_ns)
-    text = (f"Fastest of {len(valid)} checked variant(s): **{escape(best.variant)}** at {stats.fmt_ns(s.median)} "
-            f"(95% CI {stats.fmt_ns(s.ci_lo)} to {stats.fmt_ns(s.ci_hi)}).")
-    if failed:
-        text += f" {len(failed)} variant(s) FAILED their correctness check: {escape(', '.join(failed))}."
-    return text
+def claims_markdown(claims: pd.DataFrame) -> str:
+    """The claims table: the seed's finding and figure beside the live figure, with a status."""
+    if claims is None or not len(claims):
+        return ""
+    return "## The seed's claims on this machine\n\n" + md_table(claimsmod.display(claims))
 
 
-def _check_text(correct: bool, check: str) -> str:
-    """'ok: <how it was checked>' or 'FAILED: <why>', without doubling a study's own prefix."""
-    word = "ok" if correct else "FAILED"
-    check = (check or "").strip()
-    return check if check.lower().startswith(word.lower()) else f"{word}: {check}".rstrip(": ")
-
-
-def results_table(rec: RunRecord) -> pd.DataFrame:
-    floor = rec.floor_ns or float("nan")
-    rows = []
-    for v in rec.variants:
-        s = stats.summarize(v.samples_ns)
-        near_floor = s.median == s.median and s.median < 10_000
-        rows.append({
-            "variant": v.variant, "samples": s.n, "median": stats.fmt_ns(s.median),
-            "95% CI": f"{stats.fmt_ns(s.ci_lo)} .. {stats.fmt_ns(s.ci_hi)}", "IQR/median": f"{s.noise:.1%}"
-            if s.noise == s.noise else "n/a",
-            "check": _check_text(v.correct, v.check),
-            "note": "; ".join(x for x in [
-                "noisy" if s.noisy else "",
-                f"harness floor {stats.fmt_ns(floor)}" if near_floor and floor == floor else ""] if x),
-        })
-    return pd.DataFrame(rows)
+def head_markdown(a: Analysis) -> list[str]:
+    """What every report starts with: the disturbance warnings, the verdict, the claims table."""
+    parts = [f"> **Warning:** {escape(line)}" for line in a.disturbance]
+    parts.append(f"**Verdict:** {a.verdict}")
+    claims = claims_markdown(a.claims)
+    if claims:
+        parts.append(claims)
+    return parts
 
 
 def seed_section(study: ModuleType | None) -> str:
@@ -109,19 +88,13 @@ def seed_section(study: ModuleType | None) -> str:
     return "\n\n".join(parts)
 
 
-def _study(rec: RunRecord) -> ModuleType | None:
-    from .study import registry
-
-    return registry().get(rec.study)
-
-
-def render_charts(study: ModuleType, tables: dict[str, pd.DataFrame], out_dir: Path) -> dict[str, str]:
+def render_charts(charts: dict, out_dir: Path) -> dict[str, str]:
     """Save each chart as PNG; returns name -> file name. A chart that fails to render is skipped."""
     import vl_convert as vlc
 
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
-    for name, chart in study.charts(tables).items():
+    for name, chart in charts.items():
         path = out_dir / f"{name}.png"
         try:
             path.write_bytes(vlc.vegalite_to_png(chart.to_json(), scale=1.5))
@@ -132,41 +105,28 @@ def render_charts(study: ModuleType, tables: dict[str, pd.DataFrame], out_dir: P
     return files
 
 
-def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "") -> str:
+def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "",
+             analysis: Analysis | None = None) -> str:
     """The report text; with ``charts_dir`` the charts are rendered there and linked."""
-    study = _study(rec)
+    a = analysis or analyse(rec)
+    study = a.study
     title = study.TITLE if study else escape(rec.study)
-    try:
-        verdict = verdict_line(rec, study)
-    except Exception as exc:  # a run from a bundle may hold outputs its study cannot read
-        verdict = f"none (the verdict failed: {escape(f'{type(exc).__name__}: {exc}')})"
-    parts = [f"# {title}: run {escape(rec.run_id, 'code')}",
-             f"**Verdict:** {verdict}",
+    parts = [f"# {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a),
              f"Machine: {escape(summary_line(rec.env))}  \nStatus: {escape(rec.status)}; created "
              f"{escape(rec.created_utc)} UTC; harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; "
              f"origin: {escape(rec.origin)}."]
     if rec.error:
         parts.append(details("Error", escape(rec.error, "block")))
-    parts.append("## Results\n\n" + md_table(results_table(rec)))
-    tables: dict[str, pd.DataFrame] = {}
-    if study is not None and (rec.variants or rec.outputs):
-        try:
-            tables = study.analyze(rec)
-        except Exception as exc:
-            parts.append(f"> analysis failed: {escape(f'{type(exc).__name__}: {exc}')}")
-    for name, df in tables.items():
+    parts.append("## Results\n\n" + md_table(results_display(a.results)))
+    for name, df in a.tables.items():
         if not name.startswith("_"):  # "_name" tables are chart data, not for reading
             parts.append(f"### {escape(name)}\n\n" + md_table(df))
-    if charts_dir is not None and study is not None and tables:
-        files = render_charts(study, tables, charts_dir)
+    if charts_dir is not None:
+        files = render_charts(charts_of(a), charts_dir)
         if files:
             parts.append("## Charts\n\n" + "\n\n".join(f"![{n}]({charts_rel}{f})" for n, f in files.items()))
-    extra = getattr(study, "report_sections", None) if study else None
-    if extra is not None and tables:
-        try:
-            parts.extend(extra(rec, tables))
-        except Exception as exc:
-            parts.append(f"> report sections failed: {escape(f'{type(exc).__name__}: {exc}')}")
+    parts.extend(sections_of(a))
+    parts.extend(f"> {escape(e)}" for e in a.errors)
     seed = seed_section(study)
     if seed:
         parts.append(seed)
@@ -211,6 +171,26 @@ def _notebook(cells: list):
     return nb
 
 
+def _analysis_cells() -> list:
+    """The cells that show an analysis ``a`` (None: no run): disturbance, verdict and claims
+    first, then the results table, the study's tables and its charts."""
+    import nbformat
+
+    return [
+        nbformat.v4.new_code_cell(
+            "from IPython.display import Markdown\n"
+            "Markdown('\\n\\n'.join(report.head_markdown(a)) if a else 'No run to show.')"),
+        nbformat.v4.new_code_cell("results_display(a.results) if a else None"),
+        nbformat.v4.new_code_cell(
+            "for name, df in (a.tables if a else {}).items():\n"
+            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
+            "        print(name); display(df)"),
+        nbformat.v4.new_code_cell(
+            "for name, chart in (charts_of(a) if a else {}).items():\n"
+            "    display(chart)"),
+    ]
+
+
 def notebook(rec: RunRecord, bundle_name: str):
     """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
     import nbformat
@@ -225,19 +205,11 @@ def notebook(rec: RunRecord, bundle_name: str):
             "from workbench.store import read_bundle\n"
             "from workbench.study import get\n"
             "from workbench import report\n"
+            "from workbench.analysis import analyse, charts_of\n"
+            "from workbench.tables import results_display\n"
             f"rec = read_bundle({bundle_name!r})\n"
-            "study = get(rec.study)\n"
-            "print(report.verdict_line(rec, study))"),
-        nbformat.v4.new_code_cell("report.results_table(rec)"),
-        nbformat.v4.new_code_cell(
-            "tables = study.analyze(rec)\n"
-            "for name, df in tables.items():\n"
-            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
-            "        print(name); display(df)"),
-        nbformat.v4.new_code_cell(
-            "charts = study.charts(tables)\n"
-            "for name, chart in charts.items():\n"
-            "    display(chart)"),
+            "a = analyse(rec, get(rec.study))"),
+        *_analysis_cells(),
         nbformat.v4.new_code_cell(
             "from workbench.env import summary_line\n"
             "print(summary_line(rec.env))\n"
@@ -270,6 +242,8 @@ def study_notebook(study: ModuleType):
         nbformat.v4.new_code_cell(
             _IMPORT_WORKBENCH +
             "from workbench import report, runner\n"
+            "from workbench.analysis import analyse, charts_of\n"
+            "from workbench.tables import results_display\n"
             "from workbench.store import Store, committed_runs\n"
             "from workbench.study import get\n"
             f"study = get({study.ID!r})\n"
@@ -283,16 +257,8 @@ def study_notebook(study: ModuleType):
             "    runs = committed_runs(study.ID)\n"
             "    rec = runs[0] if runs else None\n"
             "    print('Showing the committed run', rec.run_id if rec else None)\n"
-            "print('Verdict:', report.verdict_line(rec, study) if rec else 'no run to show')"),
-        nbformat.v4.new_code_cell("report.results_table(rec) if rec else None"),
-        nbformat.v4.new_code_cell(
-            "tables = study.analyze(rec) if rec else {}\n"
-            "for name, df in tables.items():\n"
-            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
-            "        print(name); display(df)"),
-        nbformat.v4.new_code_cell(
-            "for name, chart in (study.charts(tables) if tables else {}).items():\n"
-            "    display(chart)"),
+            "a = analyse(rec, study) if rec else None"),
+        *_analysis_cells(),
         nbformat.v4.new_code_cell(
             "from IPython.display import Markdown\n"
             "Markdown(report.seed_section(study) or 'This study has no seed figures.')"),

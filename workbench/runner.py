@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness, procs
+from . import harness, load, procs
 from .store import RunRecord, Store, new_run_id, now_utc
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
@@ -264,34 +264,48 @@ def execute(
         rec.floor_ns = harness.floor_ns()
         rec.env = envmod.capture()
         store.begin(rec)
+        # Load over the whole run (workbench.load): before it, after each variant, after it.
+        before = load.sample()
+
+        def run_load() -> dict[str, Any]:
+            return {"load": {"before": before, "after": load.sample()}}
+
         try:
             with _watchdog(stall_limit_s()) as touch:
                 def progress_and_touch(fraction: float, message: str) -> None:
                     touch()
                     say(fraction, message)
 
-                note = lambda v: note_precision(v, precision)  # noqa: E731
-                ctx = RunContext(progress=progress_and_touch,
-                                 on_record=lambda v: (touch(), note(v), store.add_variant(rec.run_id, v)),
-                                 on_update=lambda v: (touch(), note(v), store.replace_variant(rec.run_id, v)),
+                def recorded(save: Callable[[str, Any], None]) -> Callable[[Any], None]:
+                    def on_variant(v) -> None:
+                        touch()
+                        v.extra["load"] = load.sample()
+                        note_precision(v, precision)
+                        save(rec.run_id, v)
+                    return on_variant
+
+                ctx = RunContext(progress=progress_and_touch, on_record=recorded(store.add_variant),
+                                 on_update=recorded(store.replace_variant),
                                  on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
                 with precision_run(precision, precision_cap_s):
                     outputs = study.run(params, ctx) or {}
                 missed_precision(ctx.variants, precision, precision_cap_s, outputs)
         except (KeyboardInterrupt, Cancelled):
-            store.finish(rec.run_id, "interrupted", error="interrupted by the user; finished points were kept")
+            store.finish(rec.run_id, "interrupted", outputs=run_load(),
+                         error="interrupted by the user; finished points were kept")
             raise
         except StudyUnavailable as exc:
-            store.finish(rec.run_id, "failed", error=str(exc))
+            store.finish(rec.run_id, "failed", outputs=run_load(), error=str(exc))
             raise
         except Exception as exc:
-            store.finish(rec.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+            store.finish(rec.run_id, "failed", outputs=run_load(),
+                         error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
             exc.run_id = rec.run_id  # the stored (failed) run, for callers that keep partial results
             raise
         # Torch may have been imported by the study: read its CUDA/NCCL versions now.
         rec.env = envmod.refresh(rec.env)
         store.update_env(rec.run_id, rec.env)
-        store.finish(rec.run_id, "complete", outputs=outputs)
+        store.finish(rec.run_id, "complete", outputs=outputs | run_load())
     return store.load(rec.run_id)
 
 

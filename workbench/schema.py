@@ -64,6 +64,12 @@ RECORD_SCHEMA: dict[str, Any] = {
         "origin": {"type": "string", "maxLength": 1024},
         "outputs": {"type": "object"},
         "variants": {"type": "array", "items": VARIANT_SCHEMA},
+        # the --json record's analysis (workbench.analysis.json_fields): recomputed, never read back
+        "verdict": {"type": "string"},
+        "claims": {"type": "array", "items": {
+            "type": "object", "required": ["id", "seed_text", "seed_value", "status", "live", "why"],
+            "properties": {"status": {"enum": ["holds", "contradicted", "inconclusive", "not testable here"]}}}},
+        "disturbance": {"type": "array", "items": {"type": "string"}},
     },
 }
 

@@ -84,7 +84,7 @@ def median_ci_half_width_rel(samples, confidence: float = 0.95) -> float:
     return (hi - lo) / 2 / med
 
 
-def _bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
+def bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
     """Medians of ``resamples`` bootstrap resamples of ``x``, drawn exactly without resampling.
 
     A resample's (lower) median is at most the j-th smallest value x_(j) when at least
@@ -157,13 +157,13 @@ def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | No
     return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, lo, hi, p, verdict)
 
 
-def bootstrap_medians(x, resamples: int = _BOOT_RESAMPLES, rng=None) -> np.ndarray:
-    """Medians of ``resamples`` bootstrap resamples of ``x`` (percentile-bootstrap replicates):
-    resampled indices up to :data:`BOOTSTRAP_MAX_N` samples, exactly drawn order statistics above."""
+def resampled_medians(x, resamples: int, rng) -> np.ndarray:
+    """Percentile-bootstrap replicates of ``median(x)``: resampled directly up to
+    :data:`BOOTSTRAP_MAX_N` samples, drawn from the exact distribution of the (lower) median
+    above (:func:`bootstrap_medians`)."""
     x = np.asarray(x, dtype=float)
-    rng = rng if rng is not None else _rng(0)
     if x.size > BOOTSTRAP_MAX_N:
-        return _bootstrap_medians(x, resamples, rng)
+        return bootstrap_medians(x, resamples, rng)
     return np.median(x[rng.integers(0, x.size, (resamples, x.size))], axis=1)
 
 
@@ -171,7 +171,7 @@ def ratio_bootstrap(a, b, resamples: int = _BOOT_RESAMPLES, seed: int | None = 0
     """Bootstrap replicates of median(b) / median(a), both sides resampled independently:
     the distribution a ratio's percentile CI (and a summary over variants) is read from."""
     rng = _rng(seed)
-    return bootstrap_medians(b, resamples, rng) / bootstrap_medians(a, resamples, rng)
+    return resampled_medians(b, resamples, rng) / resampled_medians(a, resamples, rng)
 
 
 def mean_median_diff_ci(pairs, confidence: float = 0.95, resamples: int = _BOOT_RESAMPLES,

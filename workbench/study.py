@@ -13,11 +13,29 @@ A study is one module in ``studies/`` that defines:
   interrupted sweep keeps its points; ``ctx.update`` again each time a variant gains a repeat)
   and returns study-specific outputs that are not
   timings (JSON-serialisable). It never aggregates, plots or prints;
-- ``analyze(record) -> dict[str, pandas.DataFrame]``: tables from a stored run record;
-- ``charts(tables) -> dict[str, altair.Chart]``;
-- optionally ``validate(params)`` for cross-parameter checks (raise :class:`ParamError`),
-  ``SEED_FIGURES`` (the seed's published numbers as data, shown as the seed's), and
-  ``report_sections(record, tables) -> list[str]`` (extra Markdown for the report).
+- ``analyze(record) -> dict[str, pandas.DataFrame]``: the ONLY place where arithmetic on a
+  record happens, derived quantities (differences, ratios, shares, speedups) included, each
+  with its CI and status in a ``derived`` table (:mod:`workbench.derived`). It runs once per
+  record (:func:`workbench.analysis.analyse`); tables whose name starts with ``_`` are chart
+  data, not for reading;
+- ``charts(tables) -> dict[str, altair.Chart]``.
+
+Optionally:
+
+- ``validate(params)`` for cross-parameter checks (raise :class:`ParamError`);
+- ``verdict(tables) -> str``: one paragraph from the tables only, Markdown-safe (untrusted
+  strings through :func:`workbench.untrusted.escape`); it states only ``clear`` derived
+  results and names the same winner as the table beside it. Without it, the generic verdict
+  of :func:`workbench.analysis.generic_verdict`;
+- ``report_sections(tables) -> list[str]``: extra Markdown built from tables only, every
+  untrusted string escaped;
+- ``SEED_CLAIMS``: a list of :class:`workbench.claims.Claim`, the seed's findings with a
+  test on the tables (the claims table leads the page, the reports and the notebook);
+- ``KEY_TABLE``, ``KEY_CHART``: names of the seed-shaped table and the chart a page leads with;
+- ``SEED_FIGURES``: the seed's published numbers as data, shown as the seed's.
+
+Until every study is migrated, ``verdict(rec)`` and ``report_sections(rec, tables)`` (the old
+signatures) still work: :func:`workbench.analysis.analyse` recognises them.
 """
 
 from __future__ import annotations
@@ -308,6 +326,12 @@ def _check_module(mod: ModuleType) -> None:
         raise ImportError(f"study {mod.ID} must declare 'smoke' and 'quick' presets")
     if not (mod.__doc__ or "").strip():
         raise ImportError(f"study module {mod.__name__} needs a docstring stating its question")
+    from .claims import check_claims
+
+    check_claims(mod)
+    for name in ("KEY_TABLE", "KEY_CHART"):
+        if not isinstance(getattr(mod, name, ""), str):
+            raise ImportError(f"study {mod.ID}: {name} must be the name of a table or chart")
 
 
 _REGISTRY: dict[str, ModuleType] | None = None

@@ -3,19 +3,21 @@
 All arithmetic on a run record happens here (the verdict and the report only format these
 tables). Derived quantities (ratios to torch, per-call allocation, fork/join costs, runtime
 overhead and compute share per profiled iteration, the GRAIN_SIZE step) are rows of the
-``derived`` table in the project's derived-quantity form (:mod:`.derived`); the tables that
+``derived`` table in the project's derived-quantity form (:mod:`workbench.derived`); the tables that
 show them carry the same figures beside their inputs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
-from workbench import stats, tables
+from workbench import derived, stats, tables
 from workbench.store import RunRecord
 
-from . import derived, profiles
+from . import profiles
 from .plan import GRAIN_SIZE, IREE_PROVIDERS, SINGLE_THREAD, fork_join_c, fork_join_n
 from .seed import SEED_DISPATCH_MODEL, SEED_KEY_TIMES, SEED_PHASES
 
@@ -93,7 +95,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     if len(model):
         out["dispatch_model"] = model
     if rows:
-        out["derived"] = pd.DataFrame(rows)
+        out["derived"] = derived.derived_table(rows)
     return out
 
 
@@ -113,13 +115,13 @@ def _overview(plain, p, samples, comp, rows) -> pd.DataFrame:
         e: dict = {}
         if base is not None and r.provider != "torch":
             d = derived.ratio(base, samples[r.variant], f"{r.series} / torch (time per call, n={p['n']:,}, w={r.w})")
-            rows.append(d | {"table": "overview"})
-            e.update(vs_torch=d["point"], vs_torch_lo=d["lo"], vs_torch_hi=d["hi"])
+            rows.append(d.row(table="overview"))
+            e.update(vs_torch=d.point, vs_torch_lo=d.lo, vs_torch_hi=d.hi)
         if best is not None and r.provider in IREE_PROVIDERS:
             d = derived.ratio(samples[best["variant"]], samples[r.variant],
                               f"{r.series} / the fastest torch (w={int(best['w'])}), n={p['n']:,}")
-            rows.append(d | {"table": "overview"})
-            e.update(vs_best_torch=d["point"], vs_best_torch_lo=d["lo"], vs_best_torch_hi=d["hi"],
+            rows.append(d.row(table="overview"))
+            e.update(vs_best_torch=d.point, vs_best_torch_lo=d.lo, vs_best_torch_hi=d.hi,
                      best_torch_w=int(best["w"]), best_torch_us=float(best["median_us"]))
         split = r.split if isinstance(r.split, str) else None
         prof = comp.get((int(r.n), int(r.c), split, int(r.w))) if r.provider in ("iree-bench", "iree-task") \
@@ -179,11 +181,11 @@ def _grain(plain, p, samples, rows):
             continue
         d = derived.ratio(samples[by_w[1].variant], samples[by_w[w_max].variant],
                           f"torch.sum n={n:,}: time at {w_max} threads / at 1 thread")
-        rows.append(d | {"table": "grain"})
+        rows.append(d.row(table="grain"))
         wide.append({"n": int(n), "w1_us": by_w[1].median_us, "w1_lo_us": by_w[1].ci_lo_us,
                      "w1_hi_us": by_w[1].ci_hi_us, "w_max": w_max, "wmax_us": by_w[w_max].median_us,
                      "wmax_lo_us": by_w[w_max].ci_lo_us, "wmax_hi_us": by_w[w_max].ci_hi_us,
-                     "ratio": d["point"], "ratio_lo": d["lo"], "ratio_hi": d["hi"], "status": d["status"],
+                     "ratio": d.point, "ratio_lo": d.lo, "ratio_hi": d.hi, "status": d.status,
                      "torch_path": "serial (n < GRAIN_SIZE)" if n < GRAIN_SIZE else "parallel (two-pass, OpenMP)"})
     if not wide:
         return None
@@ -204,10 +206,10 @@ def _alloc(ok, samples, rows) -> pd.DataFrame:
         d = derived.difference(samples[by["torch-out"].variant], samples[by["torch"].variant],
                                f"per-call allocation: torch.sum - torch.sum(out=), n={n:,}, w={w}", "us",
                                paired=True, physical_min=0.0, scale=1e-3)
-        rows.append(d | {"table": "alloc"})
+        rows.append(d.row(table="alloc"))
         out.append({"n": int(n), "w": int(w), "torch_us": by["torch"].median_us, "torch_out_us": by["torch-out"].median_us,
-                    "alloc_us": d["point"], "alloc_lo_us": d["lo"], "alloc_hi_us": d["hi"], "status": d["status"],
-                    "why": d["why"], "rounds": len(samples[by["torch"].variant]),
+                    "alloc_us": d.point, "alloc_lo_us": d.lo, "alloc_hi_us": d.hi, "status": d.status,
+                    "why": d.why, "rounds": len(samples[by["torch"].variant]),
                     "pairing": "median of per-round differences (interleaved rounds)"})
     return pd.DataFrame(out)
 
@@ -232,10 +234,10 @@ def _forkjoin(ok, p, samples, rows) -> pd.DataFrame:
                 continue
             d = derived.difference(samples[by_w[1].variant], samples[by_w[w].variant],
                                    f"{what}: time at {w} minus at 1 worker", "us", paired=paired, scale=1e-3)
-            rows.append(d | {"table": "forkjoin"})
+            rows.append(d.row(table="forkjoin"))
             out.append({"mechanism": what, "n": int(by_w[w].n), "w": w, "t1_us": by_w[1].median_us,
-                        "tw_us": by_w[w].median_us, "forkjoin_us": d["point"], "lo_us": d["lo"], "hi_us": d["hi"],
-                        "status": d["status"], "why": d["why"],
+                        "tw_us": by_w[w].median_us, "forkjoin_us": d.point, "lo_us": d.lo, "hi_us": d.hi,
+                        "status": d.status, "why": d.why,
                         "pairing": "per interleaved round" if paired else "independent (bootstrap of both medians)"})
     return pd.DataFrame(out)
 
@@ -290,8 +292,9 @@ def _phase_differences(iters: pd.DataFrame) -> list[dict]:
             d = derived.difference(by_c[2][phase].to_numpy(), by_c[8][phase].to_numpy(),
                                    f"{label}: c=8 minus c=2, {source} ({via}), {w} workers", "us")
             if min(len(by_c[2]), len(by_c[8])) < profiles.MIN_FOR_MEDIAN:
-                d |= {"status": "not meaningful", "why": "fewer than 5 steady-state iterations in a capture"}
-            out.append(d | {"table": "phases"})
+                d = dataclasses.replace(d, status="not meaningful",
+                                        why="fewer than 5 steady-state iterations in a capture")
+            out.append(d.row(table="phases"))
     return out
 
 

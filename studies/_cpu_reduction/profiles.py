@@ -17,6 +17,7 @@ capture, never across runs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import re
@@ -25,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from workbench import derived
 from workbench.store import RunRecord
 
-from . import derived
 
 #: attachment name: profile_n<N>_c<C>[_<split>]_w<W>_<bench|python>.<ext>; ``bench`` profiles
 #: iree-benchmark-module, ``python`` the iree.runtime call path; ``tracy.json.gz`` is a Tracy
@@ -206,15 +207,15 @@ def overhead_table(iters: pd.DataFrame) -> pd.DataFrame:
     for cap, g in iters[~iters["warmup"]].groupby("capture", sort=False):
         first = g.iloc[0]
         base = {k: first[k] for k in ("capture", "source", "via", "n", "c", "split", "w")} | {"iterations": len(g)}
-        for what, values, unit, pmin in (("total", g["total_us"], "us", 0.0),
-                                         ("compute", g["compute_us"], "us", 0.0),
-                                         ("overhead", g["overhead_us"], "us", 0.0),
-                                         ("compute share", 100 * g["compute_us"] / g["total_us"], "%", 0.0)):
-            d = derived.median_of(values.to_numpy(), f"{what}, {cap}", unit, physical_min=pmin)
+        quantities = [derived.median_of(g[col].to_numpy(), f"{what}, {cap}", "us", physical_min=0.0)
+                      for what, col in (("total", "total_us"), ("compute", "compute_us"), ("overhead", "overhead_us"))]
+        quantities.append(derived.share(g["compute_us"].to_numpy(), g["total_us"].to_numpy(), f"compute share, {cap}"))
+        for what, d in zip(("total", "compute", "overhead", "compute share"), quantities):
             if len(g) < MIN_FOR_MEDIAN:
-                d = d | {"status": "not meaningful",
-                         "why": f"only {len(g)} steady-state iteration(s): not a median"}
-            rows.append(base | {"quantity": what} | {k: d[k] for k in ("point", "lo", "hi", "unit", "status", "why")})
+                d = dataclasses.replace(d, status="not meaningful",
+                                        why=f"only {len(g)} steady-state iteration(s): not a median")
+            rows.append(base | {"quantity": what} | {k: getattr(d, k) for k in ("point", "lo", "hi", "unit", "status",
+                                                                                 "why")})
     return pd.DataFrame(rows)
 
 

@@ -10,7 +10,7 @@ verdict. Names present in only one trace are listed as such. The table is plain 
 Bootstrap. Each side's spans of a name are resampled with replacement, the two sides
 independently, ``resamples`` times. Up to :data:`EXACT_N` spans a side is resampled directly
 (medians and sums of the resampled values). Above it, the resampled median is drawn from its
-exact distribution (:func:`workbench.stats._bootstrap_medians`, the lower median, one order
+exact distribution (:func:`workbench.stats.bootstrap_medians`, the lower median, one order
 statistic away from the midpoint at these sizes) and the resampled sum from a normal with the
 bootstrap's own mean and variance (n times the mean, n times the population variance),
 which the sum of n >= 256 resampled values follows closely. The number of resamples shrinks
@@ -67,7 +67,7 @@ def _boot(x: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[np.n
     if n <= EXACT_N:
         draw = x[rng.integers(0, n, (resamples, n))]
         return np.median(draw, axis=1), draw.sum(axis=1, dtype=np.float64)
-    med = stats._bootstrap_medians(x.astype(float), resamples, rng)
+    med = stats.bootstrap_medians(x.astype(float), resamples, rng)
     sums = rng.normal(n * x.mean(), np.sqrt(n) * x.std(), resamples)
     return med, sums
 

@@ -1,0 +1,139 @@
+"""Analyse once: a run record -> everything people read about it, computed in one place.
+
+:func:`analyse` calls the study's ``analyze`` once per record and derives the rest from its
+tables: the per-variant results table, the verdict, the claims table (the seed's findings
+checked on this run) and the "run disturbed" lines (load and CPU clock during the run). The
+page (cached per run state), the CLI (``run``, ``report``), the Markdown report, the notebook
+and the ``--json`` record all start from it, so they cannot disagree, and a study bug in any
+hook lands in ``errors`` instead of killing a page or a report.
+
+Migration: a study whose ``verdict`` or ``report_sections`` still takes the record first
+(``verdict(rec)``, ``report_sections(rec, tables)``: the first parameter is named ``rec`` or
+``record``, or there are two) is called that way until its engineer moves it to
+``verdict(tables)`` / ``report_sections(tables)``; a study without ``SEED_CLAIMS`` gets an
+empty claims table.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+import pandas as pd
+
+from . import claims as claimsmod
+from . import derived, load, stats, tables
+from .store import RunRecord
+from .untrusted import escape
+
+
+@dataclass
+class Analysis:
+    rec: RunRecord
+    study: ModuleType | None
+    tables: dict[str, pd.DataFrame]  # study.analyze(rec); {} on failure (the reason in errors)
+    results: pd.DataFrame  # the per-variant results table (workbench.tables.variants_table)
+    verdict: str  # Markdown-safe text: states only clear results
+    claims: pd.DataFrame  # workbench.claims.COLUMNS; empty for a study without SEED_CLAIMS
+    disturbance: list[str]  # "run disturbed" lines with figures (workbench.load)
+    errors: list[str] = field(default_factory=list)  # a hook that failed, with why
+
+
+def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
+    """``fn()``, or ``default`` with the reason in ``errors`` (a study bug must not kill a page
+    or a report; a run from a bundle may hold outputs its study cannot read)."""
+    try:
+        return fn()
+    except Exception as exc:
+        errors.append(f"{what} failed: {type(exc).__name__}: {exc}")
+        return default
+
+
+def takes_record(fn: Callable) -> bool:
+    """True for an old-style hook, ``verdict(rec)`` or ``report_sections(rec, tables)``."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return len(names) >= 2 or (bool(names) and names[0] in ("rec", "record"))
+
+
+def _has_data(rec: RunRecord) -> bool:
+    return bool(rec.variants) or any(k != "load" for k in (rec.outputs or {}))
+
+
+def _study_of(rec: RunRecord) -> ModuleType | None:
+    from .study import registry
+
+    return registry().get(rec.study)
+
+
+def analyse(rec: RunRecord, study: ModuleType | None = None) -> Analysis:
+    """Everything about one run, with ``study.analyze`` called exactly once."""
+    study = study if study is not None else _study_of(rec)
+    errors: list[str] = []
+    results = tables.variants_table(rec)
+    tbls: dict[str, pd.DataFrame] = {}
+    if study is not None and _has_data(rec):
+        tbls = _attempt(errors, "The analysis of this run", lambda: study.analyze(rec), {}) or {}
+    hook = getattr(study, "verdict", None)
+    if hook is None:
+        verdict = generic_verdict(results, tbls)
+    else:
+        verdict = _attempt(errors, "The verdict", lambda: hook(rec) if takes_record(hook) else hook(tbls), None)
+        if verdict is None:
+            verdict = f"none ({escape(errors[-1])})"
+    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=verdict,
+                    claims=claimsmod.evaluate(study, tbls, rec),
+                    disturbance=_attempt(errors, "The load analysis", lambda: load.disturbance(rec), []),
+                    errors=errors)
+
+
+def generic_verdict(results: pd.DataFrame, tbls: dict[str, pd.DataFrame] | None = None) -> str:
+    """The verdict of a study without its own: the fastest checked variant of the results table
+    (and whether its CI sets it apart from the next), the clear results of a ``derived`` table
+    (inconclusive ones counted, never stated), and the failed checks."""
+    if results.empty:
+        return "No measurement."
+    failed = results.loc[~results["correct"].astype(bool), "variant"].tolist()
+    valid = results[results["correct"].astype(bool) & (results["samples"] > 0)].sort_values("median_ns")
+    if valid.empty:
+        return f"No valid measurement ({len(failed)} variant(s) failed their check)."
+    best = valid.iloc[0]
+    text = (f"Fastest of {len(valid)} checked variant(s): {escape(best['variant'])} at {stats.fmt_ns(best['median_ns'])} "
+            f"(95% CI {stats.fmt_ns(best['ci_lo_ns'])} to {stats.fmt_ns(best['ci_hi_ns'])})")
+    if len(valid) > 1:
+        second = valid.iloc[1]
+        if second["ci_lo_ns"] <= best["ci_hi_ns"]:
+            text += (f", not clearly ahead of {escape(second['variant'])} ({stats.fmt_ns(second['median_ns'])}: "
+                     "their CIs overlap)")
+    parts = [text + "."]
+    head = derived.headline((tbls or {}).get("derived"))
+    if head:
+        parts.append(escape(head))
+    if failed:
+        parts.append(f"{len(failed)} variant(s) FAILED their correctness check: {escape(', '.join(failed))}.")
+    return " ".join(parts)
+
+
+def charts_of(a: Analysis) -> dict:
+    """``study.charts(tables)``; a failure is appended to ``a.errors`` and gives no charts."""
+    if a.study is None or not a.tables:
+        return {}
+    return _attempt(a.errors, "The charts", lambda: a.study.charts(a.tables), {}) or {}
+
+
+def sections_of(a: Analysis) -> list[str]:
+    """The study's extra Markdown (``report_sections``), old or new signature; [] on failure."""
+    hook = getattr(a.study, "report_sections", None)
+    if hook is None or not a.tables:
+        return []
+    return _attempt(a.errors, "The report sections",
+                    lambda: hook(a.rec, a.tables) if takes_record(hook) else hook(a.tables), []) or []
+
+
+def json_fields(a: Analysis) -> dict[str, Any]:
+    """What the ``--json`` record adds to the run: ``verdict``, ``claims``, ``disturbance``."""
+    return {"verdict": a.verdict, "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance)}
