@@ -133,6 +133,29 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def _measuring(study, bar: _ProgressBar, kept: str, measure) -> tuple[object, int]:
+    """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr; ``kept``
+    names what an interrupted or failed run keeps (its finished points, or rounds)."""
+    from .runner import LockError
+
+    try:
+        return measure(), EXIT_OK
+    except (ParamError, StoreError, LockError) as exc:
+        _err(str(exc))
+        return None, EXIT_BAD_INPUT
+    except StudyUnavailable as exc:
+        _err(f"study {study.ID} cannot run here: {exc}")
+        return None, EXIT_UNAVAILABLE
+    except (KeyboardInterrupt, Cancelled):
+        _err(f"interrupted; the {kept} that finished were kept in the store")
+        return None, EXIT_INTERRUPTED
+    except Exception as exc:  # the study failed: stored as failed with its error
+        _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as failed; finished {kept} kept)")
+        return None, EXIT_FAILED
+    finally:
+        bar.close()
+
+
 def cmd_run(args) -> int:
     from . import runner
     from .study import get, validate
@@ -154,26 +177,10 @@ def cmd_run(args) -> int:
         _err(str(exc))
         return EXIT_BAD_INPUT
     bar = _ProgressBar(jsonl=Path(args.progress_file) if args.progress_file else None)
-    try:
-        rec = runner.execute(study, values, store, preset=preset, progress=bar, precision=precision,
-                             precision_cap_s=args.precision_cap)
-    except (ParamError, StoreError, runner.LockError) as exc:
-        bar.close()
-        _err(str(exc))
-        return EXIT_BAD_INPUT
-    except StudyUnavailable as exc:
-        bar.close()
-        _err(f"study {study.ID} cannot run here: {exc}")
-        return EXIT_UNAVAILABLE
-    except (KeyboardInterrupt, Cancelled):
-        bar.close()
-        _err("interrupted; the points that finished were kept in the store")
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # the study failed: the run is stored as failed with its error
-        bar.close()
-        _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished points kept)")
-        return EXIT_FAILED
-    bar.close()
+    rec, code = _measuring(study, bar, "points", lambda: runner.execute(
+        study, values, store, preset=preset, progress=bar, precision=precision, precision_cap_s=args.precision_cap))
+    if rec is None:
+        return code
     from .analysis import analyse, json_fields
 
     a = analyse(rec, study)
@@ -256,7 +263,6 @@ def cmd_compare(args) -> int:
 def cmd_ab(args) -> int:
     from .ab import execute_ab
     from .compare import compare_runs, history
-    from .runner import LockError
     from .study import get, validate
 
     try:
@@ -277,26 +283,12 @@ def cmd_ab(args) -> int:
         _err(str(exc))
         return EXIT_BAD_INPUT
     bar = _ProgressBar()
-    try:
-        a, b = execute_ab(study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar,
-                          precision=precision, precision_cap_s=args.precision_cap)
-    except (ParamError, StoreError, LockError) as exc:
-        bar.close()
-        _err(str(exc))
-        return EXIT_BAD_INPUT
-    except StudyUnavailable as exc:
-        bar.close()
-        _err(f"study {study.ID} cannot run here: {exc}")
-        return EXIT_UNAVAILABLE
-    except (KeyboardInterrupt, Cancelled):
-        bar.close()
-        _err("interrupted; the rounds that finished were kept in the store")
-        return EXIT_INTERRUPTED
-    except Exception as exc:
-        bar.close()
-        _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as failed runs; finished rounds kept)")
-        return EXIT_FAILED
-    bar.close()
+    pair, code = _measuring(study, bar, "rounds", lambda: execute_ab(
+        study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar, precision=precision,
+        precision_cap_s=args.precision_cap))
+    if pair is None:
+        return code
+    a, b = pair
     if not args.json:
         print(f"runs {a.run_id} (A) and {b.run_id} (B) stored in {store.path}")
     _print_comparison(compare_runs(a, b, history(a, b, store)), args.json, {"runs": [a.run_id, b.run_id]})
