@@ -174,7 +174,7 @@ def main() -> int:
             results[name] = measure_config(name, args.pairs, args.rounds, spin_ns, store, say)
     load_end = Path("/proc/loadavg").read_text().split()[:3]
     print(f"A/B false calls and detection: {args.pairs} A/A and {args.pairs} A/B pairs per configuration and mode, "
-          f"B spinning {args.spin_us:g} us more per timed call; interleaved sessions of {args.rounds} rounds per side.")
+          f"B spinning {args.spin_us:g} us more per timed call; interleaved sessions of {args.rounds} rounds per side.\n")
     print(f"Machine: {summary_line(capture())}; load average {' '.join(load_start)} at the start, "
           f"{' '.join(load_end)} at the end; {time.perf_counter() - t0:.0f} s.\n")
     labels = [label for _, label in BUCKETS]
@@ -198,7 +198,7 @@ def main() -> int:
         met = rate <= TARGET_FALSE_CALL_RATE
         if mode != "runs, within-run only":
             ok &= met
-        print(f"{mode}: false-call rate {_rate(false, aa)} (target <= {TARGET_FALSE_CALL_RATE:.0%}: "
+        print(f"- {mode}: false-call rate {_rate(false, aa)} (target <= {TARGET_FALSE_CALL_RATE:.0%}: "
               f"{'met' if met else 'MISSED'}); detection {_rate(det, ab)} of all A/B variant comparisons")
     return 0 if ok else 1
 

@@ -204,6 +204,8 @@ def test_interleaved_session_detects_a_real_slowdown_despite_drift(store):
     assert not any(w.startswith("parameters differ") for w in cmp["warnings"])  # the change under test
     assert {r["verdict"] for r in cmp["rows"]} == {"slower"}
     assert all(r["ci"][0] > 1 for r in cmp["rows"])
+    summary = cmp["summary"]  # each round's geometric mean over p and q, t interval over the rounds
+    assert summary["geomean_ratio"] == pytest.approx(1.08, rel=0.02) and 1 < summary["ci"][0] < 1.08 < summary["ci"][1]
     assert "--a side=a --b side=b --rounds 6" in a.reproduce
 
 

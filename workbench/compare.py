@@ -32,11 +32,14 @@ What a comparison refuses, flags and concludes:
   the run-to-run noise is unknown and the comparison says so.
 - **Interleaved sessions** (``python -m workbench ab``, :mod:`workbench.ab`): A and B are two
   linked runs whose variants keep their per-round sample counts. Each round is a whole run
-  of the study, so the rounds carry run-to-run variation: the p-value is a paired t test on
-  the per-round log ratios, the CI a bootstrap over round pairs and then over samples.
-- **Summary**: the geometric mean of the ratios over the compared variants with a 95% CI
-  from a bootstrap over variants and over each variant's own bootstrap replicates (plus a
-  run-to-run draw from N(0, 2 sigma^2) for variants with A/A data).
+  of the study, so the rounds carry run-to-run variation and are the units: the ratio is the
+  geometric mean over rounds of each round's ratio of medians, with the t interval and the
+  paired t test of the per-round log ratios (a percentile bootstrap over 5-10 rounds is too
+  narrow, and would disagree with the test).
+- **Summary**: the geometric mean of the ratios over the compared variants with a 95% CI:
+  for separate runs a bootstrap over variants and over each variant's own bootstrap
+  replicates (plus a run-to-run draw from N(0, 2 sigma^2) for variants with A/A data); for an
+  interleaved session the t interval over rounds of each round's geometric mean.
 """
 
 from __future__ import annotations
@@ -170,32 +173,6 @@ def run_to_run(history: Iterable[RunRecord], a: RunRecord, b: RunRecord) -> dict
             for name in ss if df[name] >= MIN_AA_DF}
 
 
-def _rounds_bootstrap(ra: list[np.ndarray], rb: list[np.ndarray], resamples: int, rng) -> np.ndarray:
-    """Replicates of median(B)/median(A) over all rounds: round pairs resampled (the
-    run-to-run part, kept paired), then samples within each chosen round (the within-run part)."""
-    n_rounds = len(ra)
-    pick = rng.integers(0, n_rounds, (resamples, n_rounds))
-
-    def pooled_medians(rounds: list[np.ndarray]) -> np.ndarray:
-        width = max(r.size for r in rounds)
-        padded = np.full((n_rounds, width), np.nan)
-        for i, r in enumerate(rounds):
-            padded[i, :r.size] = r
-        sizes = np.array([r.size for r in rounds])
-        out = np.empty(resamples)
-        block = max(1, 2_000_000 // (n_rounds * width))  # bounded memory for long rounds
-        for s in range(0, resamples, block):
-            p = pick[s:s + block]
-            n_chosen = sizes[p][..., None]
-            idx = np.minimum((rng.random(p.shape + (width,)) * n_chosen).astype(int), width - 1)
-            vals = padded[p[..., None], idx]
-            vals[np.arange(width) >= n_chosen] = np.nan
-            out[s:s + block] = np.nanmedian(vals.reshape(len(p), -1), axis=1)
-        return out
-
-    return pooled_medians(rb) / pooled_medians(ra)
-
-
 # --- the comparison -------------------------------------------------------------------------------
 
 def _row(name: str, verdict: str, **kw) -> dict[str, Any]:
@@ -228,29 +205,36 @@ def _runs_row(va, vb, noise: dict | None, rng) -> tuple[dict, np.ndarray | None]
     return row, boot
 
 
-def _linked_row(va, vb, rng) -> tuple[dict, np.ndarray | None]:
-    """Two sides of an interleaved session: paired rounds."""
+def _t_interval(d: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean of ``d`` (log ratios, one per round), its 95% t interval and the t test's p-value."""
+    mean = float(d.mean())
+    if np.ptp(d) == 0:  # every round agrees exactly: no spread to test against
+        return mean, mean, mean, 0.0 if mean != 0 else 1.0
+    sem = float(d.std(ddof=1)) / math.sqrt(d.size)
+    half = float(stats._scipy_stats().t.ppf(1 - ALPHA / 2, d.size - 1)) * sem
+    p = float(2 * stats._scipy_stats().t.sf(abs(mean) / sem, d.size - 1))
+    return mean, mean - half, mean + half, p
+
+
+def _linked_row(va, vb) -> tuple[dict, dict[int, float] | None]:
+    """Two sides of an interleaved session, round by round: the rounds are the units, so
+    the ratio is the geometric mean over rounds of each round's ratio of medians, with the
+    t interval and t test of the per-round log ratios (a percentile bootstrap over 5-10
+    rounds would be too narrow). Returns the row and the log ratio of each round."""
     ra, rb = round_samples(va), round_samples(vb)
     if ra is None or rb is None:
         return _row(va.variant, "too few rounds", noise="rounds unreadable"), None
-    pairs = [(x, y) for x, y in zip(ra, rb) if x.size and y.size]
-    xa = np.concatenate([x for x, _ in pairs]) if pairs else np.empty(0)
-    xb = np.concatenate([y for _, y in pairs]) if pairs else np.empty(0)
-    ma = float(np.median(xa)) if xa.size else _NAN
-    mb = float(np.median(xb)) if xb.size else _NAN
-    base = dict(n_a=int(xa.size), n_b=int(xb.size), median_a=ma, median_b=mb,
-                ratio=mb / ma if ma > 0 else _NAN, noise=f"{len(pairs)} paired rounds")
-    d = np.array([math.log(np.median(y) / np.median(x)) for x, y in pairs
-                  if np.median(x) > 0 and np.median(y) > 0])
-    if d.size < MIN_ROUNDS:
+    pairs = [(i, x, y) for i, (x, y) in enumerate(zip(ra, rb)) if x.size and y.size]
+    pooled_a = np.concatenate([x for _, x, _ in pairs]) if pairs else np.empty(0)
+    pooled_b = np.concatenate([y for _, _, y in pairs]) if pairs else np.empty(0)
+    logs = {i: math.log(np.median(y) / np.median(x)) for i, x, y in pairs if np.median(x) > 0 and np.median(y) > 0}
+    base = dict(n_a=int(pooled_a.size), n_b=int(pooled_b.size),
+                median_a=float(np.median(pooled_a)) if pooled_a.size else _NAN,
+                median_b=float(np.median(pooled_b)) if pooled_b.size else _NAN, noise=f"{len(logs)} paired rounds")
+    if len(logs) < MIN_ROUNDS:
         return _row(va.variant, "too few rounds", **base), None
-    boot = np.log(_rounds_bootstrap([x for x, _ in pairs], [y for _, y in pairs], RESAMPLES, rng))
-    lo, hi = (float(math.exp(q)) for q in np.quantile(boot, [ALPHA / 2, 1 - ALPHA / 2]))
-    if np.ptp(d) == 0:  # every round agrees exactly: the t statistic is undefined
-        p = 0.0 if d[0] != 0 else 1.0
-    else:
-        p = float(stats._scipy_stats().ttest_1samp(d, 0.0).pvalue)
-    return _row(va.variant, "", **base, ci=[lo, hi], p_value=p), boot
+    mean, lo, hi, p = _t_interval(np.array(list(logs.values())))
+    return _row(va.variant, "", **base, ratio=math.exp(mean), ci=[math.exp(lo), math.exp(hi)], p_value=p), logs
 
 
 def _decide(rows: list[dict]) -> None:
@@ -272,13 +256,18 @@ def _decide(rows: list[dict]) -> None:
             r["verdict"] = "faster" if hi < 1 else "slower"
 
 
-def _summary(rows: list[dict], boots: dict[str, np.ndarray], noise: dict[str, dict], rng) -> dict[str, Any]:
+def _summary(rows: list[dict], boots: dict[str, np.ndarray], noise: dict[str, dict],
+             round_logs: dict[str, dict[int, float]], rng) -> dict[str, Any]:
+    """Verdict counts and the geometric mean of B/A over the compared variants with its CI:
+    separate runs bootstrap over variants and each variant's replicates (plus a run-to-run
+    draw where A/A runs measured sigma); an interleaved session takes each round's geometric
+    mean over the variants and the t interval over rounds (rounds share the machine's state)."""
     counts = {k: sum(r["verdict"] == k for r in rows)
               for k in ("faster", "slower", "within run-to-run noise", "cannot tell apart")}
     out: dict[str, Any] = {"compared": sum(counts.values()), **{k.replace(" ", "_").replace("-", "_"): n
                                                                  for k, n in counts.items()},
                            "correction": CORRECTION, "alpha": ALPHA, "geomean_ratio": _NAN, "ci": [_NAN, _NAN],
-                           "variants_in_geomean": len(boots)}
+                           "variants_in_geomean": len(boots) or len(round_logs)}
     if boots:
         names = list(boots)
         logs = np.stack([boots[n] for n in names])
@@ -290,6 +279,12 @@ def _summary(rows: list[dict], boots: dict[str, np.ndarray], noise: dict[str, di
         reps = logs[pick, np.arange(logs.shape[1])[:, None]].mean(axis=1)
         out["geomean_ratio"] = math.exp(point)
         out["ci"] = [float(math.exp(q)) for q in np.quantile(reps, [ALPHA / 2, 1 - ALPHA / 2])]
+    elif round_logs:
+        common = sorted(set.intersection(*(set(d) for d in round_logs.values())))
+        if len(common) >= MIN_ROUNDS:
+            per_round = np.array([np.mean([d[i] for d in round_logs.values()]) for i in common])
+            mean, lo, hi, _ = _t_interval(per_round)
+            out["geomean_ratio"], out["ci"] = math.exp(mean), [math.exp(lo), math.exp(hi)]
     return out
 
 
@@ -305,7 +300,7 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
     is_linked = linked(a, b)
     noise = {} if is_linked else run_to_run(history, a, b)
     by_a = {v.variant: v for v in a.variants}
-    rows, boots = [], {}
+    rows, boots, round_logs = [], {}, {}
     for vb in b.variants:
         va = by_a.get(vb.variant)
         if va is None:
@@ -317,7 +312,10 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
             row, boot = _row(vb.variant, "not compared: parameters differ",
                              noise=", ".join(f"{d['param']}: {_short(d['a'])} vs {_short(d['b'])}" for d in differs)), None
         elif is_linked:
-            row, boot = _linked_row(va, vb, rng)
+            row, logs = _linked_row(va, vb)
+            boot = None
+            if logs is not None:
+                round_logs[vb.variant] = logs
         else:
             row, boot = _runs_row(va, vb, noise.get(vb.variant), rng)
         rows.append(row)
@@ -336,7 +334,7 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
     if skipped:
         warnings.append(f"{len(skipped)} variant(s) ran with different parameters in A and B and are not compared")
     tested = [r for r in rows if r["variant"] in boots]
-    if not is_linked and tested and not any(r["variant"] in noise for r in tested):
+    if tested and not any(r["variant"] in noise for r in tested):
         warnings.append("run-to-run noise unknown: no A/A runs of this configuration on this machine; verdicts rest "
                         "on within-run samples only (repeat the run a few times, or use `python -m workbench ab`)")
     for side, rec in (("A", a), ("B", b)):
@@ -350,7 +348,7 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
             "machine_a": summary_line(a.env), "machine_b": summary_line(b.env), "warnings": warnings,
             "only_in_a": sorted(set(by_a) - {v.variant for v in b.variants}),
             "only_in_b": sorted({v.variant for v in b.variants} - set(by_a)),
-            "rows": rows, "summary": _summary(rows, boots, noise, rng),
+            "rows": rows, "summary": _summary(rows, boots, noise, round_logs, rng),
             "reproduce_a": a.reproduce, "reproduce_b": b.reproduce}
 
 
