@@ -242,8 +242,9 @@ def test_compare_json_contract(store, capsys):
     for rec in runs:
         store.save(rec)
     assert main(["--store", str(store.path), "compare", runs[0].run_id, runs[1].run_id, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert {"param_diff", "env_diff", "rows", "summary"} <= set(doc)
+    assert all(r["p_run_to_run"] is None for r in doc["rows"])  # no A/A runs: null, not NaN
     for row in doc["rows"]:
         assert {"variant", "ratio", "ci", "p_adjusted", "verdict"} <= set(row) and len(row["ci"]) == 2
 

@@ -228,10 +228,10 @@ def _parse_precision(text: str | None) -> float | None:
 
 
 def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
-    from .compare import markdown
+    from .compare import markdown, to_json
 
     if as_json:
-        print(json.dumps({**cmp, **(extra or {})}, default=str))
+        print(to_json({**cmp, **(extra or {})}))
     else:
         print(plain_block(markdown(cmp)))
 

@@ -352,6 +352,20 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
             "reproduce_a": a.reproduce, "reproduce_b": b.reproduce}
 
 
+def to_json(cmp: dict[str, Any]) -> str:
+    """The comparison as strict JSON: a figure that does not exist (NaN) is ``null``."""
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(cmp), default=str, allow_nan=False)
+
+
 # --- the printer ----------------------------------------------------------------------------------
 
 def _num(x: Any, fmt: str = ".3g") -> str:
