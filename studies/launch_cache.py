@@ -11,12 +11,22 @@ Targets:
 - ``cpu``: a C program (kernels/c/launch_cache.c, built at run time with the system C
   compiler) runs T pthreads; the scratch block comes from glibc malloc, which serves blocks
   over its mmap threshold by mmap/munmap, so every launch faults its touched pages in anew.
-  One fresh process per phase. Policies: per_call, locked_cache, pool; each under a pinned
-  mmap threshold (``mallopt(M_MMAP_THRESHOLD, 128 KiB)``) and glibc's dynamic default.
-- ``gpu``: CuPy, T Python threads with a stream each, a small RawKernel that uses the block.
-  Policies: per_call (raw cudaMalloc/cudaFree), locked_cache, pool, framework (CuPy's
-  caching allocator), graph (CUDA-graph replay, the floor); each with and without a
-  stream synchronisation after every launch.
+  One fresh process per phase. Policies: per_call, locked_cache, size_limit, pool; each under
+  a pinned mmap threshold (``mallopt(M_MMAP_THRESHOLD, 128 KiB)``) and glibc's dynamic default.
+- ``gpu``: CuPy, T Python threads with a stream each, a RawKernel that uses the block, run by
+  ``blocks`` thread blocks (0: enough to fill the GPU, so kernels run one at a time as the
+  seed's OpenMP kernels did). Policies: per_call (raw cudaMalloc/cudaFree), locked_cache,
+  size_limit, pool, framework (CuPy's caching allocator), graph (CUDA-graph replay, the
+  floor); each with and without a stream synchronisation after every launch.
+
+``size_limit`` is the patch as committed (its ChangeLog): the locked cache, plus a limit
+(``cache_limit``, libgomp's SOFTSTACK_CACHE_LIMIT of 128 MiB) on the block kept while the
+application allocates other memory: before each such allocation a cached block over the limit
+is freed, and an allocation that runs out of memory frees the cached block whatever its size
+and is retried once. The application's allocations are ``data_bytes`` per launch (the
+kernel's mapped data; 0: none, as in the seed's timings); ``oom_every`` injects an
+out-of-memory into every N-th of them, to exercise the retry (the other policies then cannot
+run the launch, and the variant fails saying so).
 
 Measures, per phase (all threads, all launches): real time (monotonic clock), user and sys
 time and minor/major page faults and context switches (getrusage deltas, whole process),
@@ -43,14 +53,16 @@ from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
 from workbench.untrusted import escape as esc
 
+from studies._launch_cache import SOFTSTACK_CACHE_LIMIT, OutOfMemory
+
 ID = "launch-cache"
 TITLE = "Launch cache: per-launch scratch allocation vs a locked cache vs a pool"
 SEED = "003_dccaa0ad43ebb428.txt"
 SEED_SUMMARY = ("GCC review of caching libgomp's nvptx soft-stack block between OpenMP kernel launches: "
                 "8 host threads, `time` before/after, lock vs pool of 3.")
 
-CPU_POLICIES = ("per_call", "locked_cache", "pool")
-GPU_POLICIES = ("per_call", "locked_cache", "pool", "framework", "graph")
+CPU_POLICIES = ("per_call", "locked_cache", "size_limit", "pool")
+GPU_POLICIES = ("per_call", "locked_cache", "size_limit", "pool", "framework", "graph")
 
 SPACE = ParamSpace(
     params=(
@@ -66,7 +78,18 @@ SPACE = ParamSpace(
         Param("touch_pages", "int", 256, "pages of the block the kernel writes one 64-byte line in, spread evenly",
               min=1, max=4096),
         Param("passes", "int", 1, "times the kernel re-reads its lines: its length (the seed's kernels ran long)",
-              min=1, max=100_000),
+              min=1, max=10_000_000),
+        Param("blocks", "int", 1, "GPU: thread blocks per kernel, each doing the whole kernel (0: enough to fill "
+              "the GPU, 8 per multiprocessor, so kernels run one at a time as the seed's did)", min=0, max=1 << 16),
+        Param("cache_limit", "int", SOFTSTACK_CACHE_LIMIT, "size_limit: the largest block kept cached while the "
+              "application allocates other memory (the patch's SOFTSTACK_CACHE_LIMIT: 128 MiB)", unit="B", min=0,
+              max=1 << 40),
+        Param("data_bytes", "int", 0, "application data allocated before and freed after every launch (the "
+              "kernel's mapped arguments; where size_limit frees a block over the limit); 0: none", unit="B",
+              min=0, max=1 << 34),
+        Param("oom_every", "int", 0, "fault injection: every N-th data allocation fails as out of memory "
+              "(size_limit frees its block and retries; the others cannot run the launch); 0: never",
+              min=0, max=1 << 30),
         Param("sync", "bool", [True, False], "GPU: synchronise the stream after every launch", multi=True),
         Param("malloc", "str", ["pinned", "dynamic"],
               "CPU: glibc mmap threshold pinned at 128 KiB, or glibc's dynamic default", choices=("pinned", "dynamic"),
@@ -153,6 +176,11 @@ def validate(params) -> None:
     if params["launches"] < params["threads"]:
         raise ParamError("launches", f"{params['launches']} is fewer than threads={params['threads']}: "
                                      "every thread needs at least one launch")
+    if params["target"] == "cpu" and params["blocks"] != 1:
+        raise ParamError("blocks", f"blocks={params['blocks']}: thread blocks are a GPU setting; the CPU target "
+                                   "runs each kernel on its host thread (leave blocks=1)")
+    if params["oom_every"] and not params["data_bytes"]:
+        raise ParamError("oom_every", "the fault injection fails data allocations: set data_bytes > 0 too")
     if params["scratch_bytes"] < 4096 * params["touch_pages"]:
         raise ParamError("scratch_bytes", f"{params['scratch_bytes']} B is under touch_pages x 4096 = "
                                           f"{4096 * params['touch_pages']} B: the kernel touches one line per page")
@@ -164,7 +192,8 @@ def _variants(params) -> list[tuple[str, dict]]:
     out = []
     for policy in policies_of(params):
         label = f"pool{params['k']}" if policy == "pool" else policy
-        extra = {"k": params["k"]} if policy == "pool" else {}
+        extra = {"k": params["k"]} if policy == "pool" else (
+            {"cache_limit": params["cache_limit"]} if policy == "size_limit" else {})
         if params["target"] == "cpu":
             for mode in params["malloc"]:
                 out.append((f"{label}/{mode}", {**base, "policy": policy, "malloc": mode, **extra}))
@@ -240,32 +269,46 @@ def run(params, ctx: RunContext) -> dict:
         def phase_of(vparams, salt):
             return cpu.run_phase(exe, vparams["policy"], params["threads"], params["launches"],
                                  params["scratch_bytes"], params["k"], params["touch_pages"], params["passes"],
-                                 vparams["malloc"], salt)
+                                 vparams["malloc"], salt, limit=params["cache_limit"],
+                                 data_bytes=params["data_bytes"], oom_every=params["oom_every"])
     else:
         from studies._launch_cache import gpu
 
         outputs.update(gpu.device_text())
+        outputs["blocks"] = gpu.resolve_blocks(params["blocks"])
 
-        def phase_of(vparams, salt):
-            return gpu.run_phase(vparams["policy"], params["threads"], params["launches"], params["scratch_bytes"],
-                                 params["k"], params["touch_pages"], params["passes"], vparams["sync"], salt)
+        def phase_of(vparams, salt, launches=params["launches"], oom_every=params["oom_every"]):
+            return gpu.run_phase(vparams["policy"], params["threads"], launches, params["scratch_bytes"],
+                                 params["k"], params["touch_pages"], params["passes"], vparams["sync"], salt,
+                                 blocks=params["blocks"], limit=params["cache_limit"],
+                                 data_bytes=params["data_bytes"], oom_every=oom_every)
 
         # Warm-up: load the module, create the context's streams and events once, off the clock.
         for name, vparams in variants:
             ctx.progress(0.0, f"warm-up {name}")
-            gpu.run_phase(vparams["policy"], params["threads"], 2 * params["threads"], params["scratch_bytes"],
-                          params["k"], params["touch_pages"], params["passes"], vparams["sync"], 1)
+            phase_of(vparams, 1, launches=2 * params["threads"], oom_every=0)
 
     acc = {name: {"lat": [], "seg": [], "reps": [], "fails": []} for name, _ in variants}
+    blocks = outputs.get("blocks", 1)
     trace: list[dict] = []
     steps = len(variants) * params["repeat"]
+    out_of_memory: set[str] = set()
     # Repeats interleave the variants so a drift of the machine hits them all alike.
     for rep in range(params["repeat"]):
         for vi, (name, vparams) in enumerate(variants):
+            if name in out_of_memory:
+                continue
             ctx.progress((rep * len(variants) + vi) / steps, f"{name}, phase {rep + 1}/{params['repeat']}")
             salt = int(rng.integers(1, 2**62))
-            phase = phase_of(vparams, salt)
-            ok, msg = check_checksums(phase.checksum, salt, params["touch_pages"], params["passes"])
+            try:
+                phase = phase_of(vparams, salt)
+            except OutOfMemory as exc:
+                # The policy cannot run these launches in this memory: a failed variant with the
+                # reason and no samples (replacing the row of its earlier phases, if any).
+                out_of_memory.add(name)
+                ctx.update(VariantResult(name, vparams, [], False, f"phase {rep + 1}: {exc}", {}))
+                continue
+            ok, msg = check_checksums(phase.checksum, salt, params["touch_pages"], params["passes"], blocks)
             if ok and phase.extra.get("seq_ok") is False:
                 ok, msg = False, "the kernels' launch counters do not match the launches made"
             a = acc[name]
@@ -335,7 +378,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     df = tables.with_us(tables.variants_table(rec))
     reps = _repeats_table(rec)
     out = {"policies": df, "phases": reps, **seed_tables()}
-    if not len(df):
+    if not len(df) or not len(reps):  # nothing ran (e.g. every variant out of memory)
         return out
     med = reps.groupby("variant", sort=False).median(numeric_only=True).drop(columns=["phase"])
     df = df.set_index("variant")
@@ -346,7 +389,8 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     df["launches_per_s"] = df["launches"] / df["real_s"]
     df["minflt_per_launch"] = df["minflt"] / df["launches"]
     df["peak_mib"] = df["peak_bytes"] / 2**20
-    for key in ("hwm_kib", "device_used_at_end_bytes", "mmapped_allocs", "allocs"):
+    for key in ("hwm_kib", "device_used_at_end_bytes", "mmapped_allocs", "allocs", "blocks_created", "limit_frees",
+                "oom_retries", "data_allocs"):
         if key in med:
             df[key] = med[key]
     pct = {v.variant: v.extra.get("lat_pct_ns", {}) for v in rec.variants}

@@ -73,6 +73,12 @@ SPACE = ParamSpace(
         Param("workers", "int", [7, 28], "logical workers (experiment=dependency)", choices=tuple(TREES), multi=True),
         Param("callback_impl", "str", "native", "native: C counter (the seed's case); ctypes: Python function; "
               "pyopencl: Event.set_callback (a thread per callback)", choices=clrt.CALLBACK_IMPLS),
+        Param("host", "str", "python", "dependency experiment: who enqueues the runs: python (pyopencl; its wait "
+              "thread shares the GIL) or native (a C loop, as the seed's C++ test; needs callback_impl=native)",
+              choices=("python", "native")),
+        Param("target_ms", "float", 0.0, "aim each measurement at about this many ms: a short pilot of the "
+              "baseline sets the runs per measurement at each point, at most reps and at least 8 (0: always reps)",
+              unit="ms", min=0.0, max=60_000.0),
     ),
     presets={
         "smoke": {"experiment": "callbacks", "sizes": [4096, 65536], "reps": 16, "measurements": 3,
@@ -114,6 +120,9 @@ def validate(params) -> None:
     for s in params["sizes"]:
         if s % 4:
             raise ParamError("sizes", f"{s} is not a multiple of 4 bytes (the buffers hold float32)")
+    if params["host"] == "native" and params["callback_impl"] != "native":
+        raise ParamError("host", "the native loop registers the native C callback: set callback_impl=native "
+                                 "(or host=python)")
     if params["experiment"] == "dependency":
         big = max(params["sizes"]) * max(params["workers"])
         if big > 4 << 30:
@@ -182,6 +191,8 @@ def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, 
         name = _vname(point.get("workers"), label(c), point["size_bytes"])
         ctx.record(VariantResult(name, {**point, "condition": label(c)}, samples, ok, check, extra or {}))
 
+    reps = params["reps"]
+
     runs.prime()
     ok, check = runs.verify()
     live = []
@@ -194,14 +205,25 @@ def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, 
     if not live:
         progress.skip()
         return
-    res = sweep_point(runs, live, params["reps"], params["measurements"], progress.round)
+    if params["target_ms"]:
+        reps = reps_for(runs.time(live[0], min(reps, PILOT_REPS)).ns_per_run, params["target_ms"], reps)
+    res = sweep_point(runs, live, reps, params["measurements"], progress.round)
     ok_after, check_after = runs.verify()
     for c in live:
         r = res[c]
         good = ok_after and not r.problems
         msg = (f"before and after timing: {check_after}" if good else
                "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
-        record(c, r.samples_ns, good, msg, {"reps": params["reps"]})
+        record(c, r.samples_ns, good, msg, {"reps": reps})
+
+
+PILOT_REPS = 8  # runs of the baseline that set the runs per measurement under target_ms
+MIN_REPS = 8  # a fixed end-of-batch latency (the last callback, the last wait) is divided by the runs
+
+
+def reps_for(ns_per_run: float, target_ms: float, reps: int) -> int:
+    """Runs per measurement that take about ``target_ms``: at most ``reps``, at least MIN_REPS."""
+    return int(min(reps, max(MIN_REPS, round(target_ms * 1e6 / max(ns_per_run, 1.0)))))
 
 
 def run(params, ctx: RunContext) -> dict:
@@ -243,7 +265,8 @@ def run(params, ctx: RunContext) -> dict:
     for workers in worker_list:
         for size in params["sizes"]:
             progress.point((f"{workers} workers, " if workers else "") + _size_label(size))
-            runs = (DependencyRuns(target, size, workers, cbs) if workers else KernelRuns(target, size, cbs))
+            runs = (DependencyRuns(target, size, workers, cbs, params["host"]) if workers
+                    else KernelRuns(target, size, cbs))
             if workers:
                 queue_modes.add("out-of-order" if runs.out_of_order else "in-order")
             point = {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
@@ -258,6 +281,7 @@ def run(params, ctx: RunContext) -> dict:
         "platform": target.platform_name, "device": target.device_name,
         "platform_version": target.device.platform.version, "device_version": target.device.version,
         "driver_version": target.device.driver_version, "callback_impl": params["callback_impl"],
+        **({"host": params["host"]} if exp == "dependency" else {}),
         "callback_support": {name: support[t] or "supported" for name, t in clrt.EXEC_TYPES},
         **({"queue": sorted(queue_modes), "unmaps_refused": unmaps_refused} if queue_modes else {}),
         "platforms_here": clrt.platforms(),
@@ -347,7 +371,8 @@ def _overhead_table(valid: tuple) -> pd.DataFrame:
 
 
 POINT_COLUMNS = ["variant", "platform", "device", "experiment", "callback_impl", "workers", "condition", "size_bytes",
-                 "samples", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy", "excess_us", "correct", "check"]
+                 "total_bytes", "reps", "samples", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy",
+                 "excess_us", "excess_batch_ms", "correct", "check"]
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
@@ -358,15 +383,25 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     if len(points):
         means = {v.variant: float(np.mean(v.samples_ns)) if v.samples_ns else np.nan for v in rec.variants}
         points["mean_ns"] = points["variant"].map(means)
+        points["reps"] = points["variant"].map({v.variant: v.extra.get("reps", rec.params.get("reps"))
+                                                for v in rec.variants})
+        if "workers" in points.columns:  # the seed discusses the dependency runs by total buffer size
+            points["total_bytes"] = points["size_bytes"] * points["workers"]
         keys = [k for k in ("workers", "size_bytes") if k in points.columns]
         # the seed's right-hand plot: each condition minus the fastest condition at that size
         points["excess_ns"] = points["mean_ns"] - points[points["correct"]].groupby(keys)["mean_ns"].transform("min")
         points = tables.with_us(points)
+        # The same excess per measurement (batch of `reps` runs): a fixed delay at the end of a
+        # batch (the last callback's delivery) is the same here whatever the runs per measurement.
+        points["excess_batch_ms"] = points["excess_us"] * points["reps"] / 1e3
         points = points[[c for c in POINT_COLUMNS if c in points.columns]]
     samples = tables.samples_table(rec)
     if len(samples):
         samples = samples.assign(time_us=samples["ns"] / 1e3)
-        samples = samples[[c for c in ("workers", "condition", "size_bytes", "time_us", "correct") if c in samples]]
+        if "workers" in samples.columns:
+            samples["total_bytes"] = samples["size_bytes"] * samples["workers"]
+        samples = samples[[c for c in ("workers", "condition", "size_bytes", "total_bytes", "time_us", "correct")
+                           if c in samples]]
     return {"points": points, "overhead": overhead_table(rec), "_samples": samples}
 
 
@@ -378,11 +413,14 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         return {}
     pts = pts[pts["correct"]]
     smp = smp[smp["correct"]] if len(smp) else smp
-    x = alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size",
-              axis=alt.Axis(labelExpr="datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : "
-                                      "datum.value / 1024 + ' KiB'"))
+    dependency = "workers" in pts.columns and pts["workers"].notna().any()
+    axis = alt.Axis(labelExpr="datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : datum.value / 1024 + ' KiB'")
+    # The seed discusses the dependency runs by total buffer size (all workers' slices).
+    x = (alt.X("total_bytes:Q", scale=alt.Scale(type="log", base=2), title="total buffer size (all workers)",
+               axis=axis) if dependency else
+         alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size", axis=axis))
     color = alt.Color("condition:N", title="condition")
-    groups = sorted(pts["workers"].dropna().unique()) if "workers" in pts.columns else [None]
+    groups = sorted(pts["workers"].dropna().unique()) if dependency else [None]
     out = {}
     for w in groups:
         p = pts if w is None else pts[pts["workers"] == w]
@@ -402,6 +440,13 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             x=x, y=alt.Y("excess_us:Q", title="mean minus fastest condition (us)"), color=color,
             tooltip=["condition", "size_bytes", alt.Tooltip("excess_us:Q", format=".2f")]).properties(
             title=f"Overhead: each condition minus the fastest at that size{suffix}", width=460, height=300)
+    if dependency:
+        out["per_worker_size"] = alt.Chart(pts).mark_line(point=True).encode(
+            x=alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size per worker", axis=axis),
+            y=alt.Y("mean_us:Q", scale=alt.Scale(type="log"), title="time per run (us)"), color=color,
+            strokeDash=alt.StrokeDash("workers:N"),
+            tooltip=["workers", "condition", "size_bytes", "total_bytes", alt.Tooltip("mean_us:Q", format=".2f")],
+        ).properties(title="Time per run vs buffer size per worker (mean; 7 and 28 workers)", width=460, height=300)
     return out
 
 
@@ -436,8 +481,10 @@ def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
     method = [
         "## What is measured",
         f"Platform and device: **{where}** (driver {esc(out.get('driver_version', out.get('cuda_driver', '?')))}). "
-        f"{esc(rec.params.get('reps'))} runs per measurement, {esc(rec.params.get('measurements'))} measurements per "
-        "point "
+        + (f"Runs per measurement chosen per point for about {esc(rec.params.get('target_ms'))} ms (a pilot of the "
+           f"baseline; between {MIN_REPS} and {esc(rec.params.get('reps'))}; each point's count is its `reps`), "
+           if rec.params.get("target_ms") else f"{esc(rec.params.get('reps'))} runs per measurement, ")
+        + f"{esc(rec.params.get('measurements'))} measurements per point "
         "after one warm-up round, conditions interleaved. One sample = host wall time from the first enqueue until "
         "the queue finished and every callback/wait returned, divided by the runs.",
     ]

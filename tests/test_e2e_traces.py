@@ -95,13 +95,13 @@ def test_traces_page_aligns_two_ranks_and_diffs_traces(app, browser):  # noqa: F
         p.keyboard.press("Escape")
         page.settle()
         page.assert_healthy()
-        assert p.get_by_text("slowest rank: 1", exact=False).first.is_visible()
+        p.get_by_text("slowest rank: 1", exact=False).first.wait_for(state="visible", timeout=30_000)
         _assert_drawn(_charts(page), "two ranks")
         page.shot("traces-two-ranks")
         p.get_by_text("Compare with another trace (trace diff)").click()
         page.settle()
         _pick(page, "Trace b", "examples/iree_sum_c8_50it.tracy")
-        assert p.get_by_text("Nothing to compare", exact=False).first.is_visible()  # no names in common
+        p.get_by_text("Nothing to compare", exact=False).first.wait_for(state="visible", timeout=30_000)  # no names in common
         page.assert_healthy()
     finally:
         page.close()
@@ -126,7 +126,7 @@ def test_traces_page_upload_name_is_not_a_path(app, browser, tmp_path):  # noqa:
         page.page.set_input_files("input[type='file']", files=[
             {"name": "broken.json", "mimeType": "application/json", "buffer": b'{"traceEvents": [{"ph": "X", "na'}])
         page.settle()
-        assert page.page.get_by_text("broken.json: truncated", exact=False).first.is_visible()
+        page.page.get_by_text("broken.json: truncated", exact=False).first.wait_for(state="visible", timeout=30_000)
         page.assert_healthy()
     finally:
         page.close()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import studies.launch_cache as study
-from studies._launch_cache import GOLDEN, check_checksums, cpu, expected_checksums
+from studies._launch_cache import GOLDEN, OutOfMemory, check_checksums, cpu, expected_checksums
 from workbench import runner
 from workbench.study import ParamError, validate
 
@@ -41,7 +41,7 @@ def test_a_corrupted_launch_is_named():
 
 
 @needs_cc
-@pytest.mark.parametrize("policy", ["per_call", "locked_cache", "pool"])
+@pytest.mark.parametrize("policy", ["per_call", "locked_cache", "size_limit", "pool"])
 def test_c_program_checks_out_and_counts_blocks(policy):
     exe = cpu.build()
     ph = cpu.run_phase(exe, policy, threads=3, launches=60, scratch_bytes=1 << 20, k=2, pages=32, passes=2,
@@ -50,7 +50,7 @@ def test_c_program_checks_out_and_counts_blocks(policy):
     assert (ph.lat_ns > 0).all() and ph.real_ns > 0
     assert list(ph.segments_ns) == ["acquire", "kernel", "release"]
     assert (ph.lat_ns == ph.segments_ns["acquire"] + ph.segments_ns["kernel"] + ph.segments_ns["release"]).all()
-    held = {"per_call": 3 << 20, "locked_cache": 1 << 20, "pool": 2 << 20}[policy]
+    held = {"per_call": 3 << 20, "locked_cache": 1 << 20, "size_limit": 1 << 20, "pool": 2 << 20}[policy]
     assert ph.peak_bytes <= held  # pool never holds more than k blocks, the lock one
     if policy == "per_call":
         assert ph.extra["allocs"] == 60 and ph.extra["mmapped_allocs"] == 60
@@ -69,6 +69,52 @@ def test_dynamic_mmap_threshold_stops_the_faults_below_32_mib():
     assert big.extra["mmapped_allocs"] == 10  # above the 32 MiB ceiling: mapped every time
 
 
+@needs_cc
+def test_size_limit_keeps_a_block_under_the_limit_and_frees_one_over_it():
+    """The patch's limit: a block over it is freed before every data allocation, one under it stays."""
+    exe = cpu.build()
+    args = dict(threads=1, launches=80, scratch_bytes=4 << 20, k=1, pages=32, passes=1, malloc="pinned", salt=11,
+                data_bytes=64 << 10)
+    under = cpu.run_phase(exe, "size_limit", **args, limit=8 << 20)
+    over = cpu.run_phase(exe, "size_limit", **args, limit=1 << 20)
+    for ph in (under, over):
+        assert check_checksums(ph.checksum, 11, 32)[0]
+        assert ph.extra["data_allocs"] == 80 and ph.extra["oom_retries"] == 0
+    assert under.extra["blocks_created"] == 1 and under.extra["limit_frees"] == 0
+    assert under.extra["allocs"] == 80 + 1
+    # Over the limit every data allocation but the first finds the block cached and frees it;
+    # the next launch makes it again.
+    assert over.extra["limit_frees"] == 79 and over.extra["blocks_created"] == 80
+    assert over.extra["allocs"] == 80 + 80
+
+
+@needs_cc
+def test_out_of_memory_is_retried_by_size_limit_only():
+    """Injected allocation failures: size_limit frees its cached block and retries; the locked cache cannot."""
+    exe = cpu.build()
+    args = dict(threads=1, launches=50, scratch_bytes=1 << 20, k=1, pages=16, passes=1, malloc="pinned", salt=3,
+                data_bytes=4096, oom_every=7)
+    ph = cpu.run_phase(exe, "size_limit", **args)
+    assert check_checksums(ph.checksum, 3, 16)[0]
+    assert ph.extra["oom_retries"] == 50 // 7
+    assert ph.extra["blocks_created"] == 1 + 50 // 7  # each retry freed the cached block; the next launch remade it
+    with pytest.raises(OutOfMemory, match="data allocation of 4096 bytes failed under policy locked_cache"):
+        cpu.run_phase(exe, "locked_cache", **args)
+
+
+@needs_cc
+def test_a_policy_out_of_memory_fails_its_variant_and_the_run_goes_on(store):
+    rec = runner.execute(study, {"policies": ["locked_cache", "size_limit"], "malloc": "pinned", "data_bytes": 4096,
+                                 "oom_every": 5, "repeat": 2}, store, preset="smoke")
+    assert rec.status == "complete"
+    v = {x.variant: x for x in rec.variants}
+    assert not v["locked_cache/pinned"].correct and "out of memory" in v["locked_cache/pinned"].check
+    assert v["locked_cache/pinned"].samples_ns == []
+    assert v["size_limit/pinned"].correct and len(v["size_limit/pinned"].samples_ns) == 400
+    pol = study.analyze(rec)["policies"].set_index("variant")
+    assert pol.loc["size_limit/pinned", "oom_retries"] == 200 // 5
+
+
 def test_validation_names_the_parameter():
     with pytest.raises(ParamError, match="policies"):
         validate(study, {"target": "cpu", "policies": "graph"})
@@ -78,6 +124,10 @@ def test_validation_names_the_parameter():
         validate(study, {"scratch_bytes": 8192, "touch_pages": 256})
     with pytest.raises(ParamError, match="target"):
         validate(study, {"target": "tpu"})
+    with pytest.raises(ParamError, match="blocks"):
+        validate(study, {"target": "cpu", "blocks": 0})
+    with pytest.raises(ParamError, match="oom_every"):
+        validate(study, {"oom_every": 3})
     p = validate(study, {"target": "gpu"})
     assert study.policies_of(p) == list(study.GPU_POLICIES)
 
@@ -105,7 +155,7 @@ def test_smoke_run_records_checked_variants_and_reports(store):
     assert rec.status == "complete"
     names = [v.variant for v in rec.variants]
     assert names == ["per_call/pinned", "per_call/dynamic", "locked_cache/pinned", "locked_cache/dynamic",
-                     "pool3/pinned", "pool3/dynamic"]
+                     "size_limit/pinned", "size_limit/dynamic", "pool3/pinned", "pool3/dynamic"]
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
     assert all(len(v.samples_ns) == 200 for v in rec.variants)
     t = study.analyze(rec)
@@ -114,7 +164,7 @@ def test_smoke_run_records_checked_variants_and_reports(store):
     assert pol.loc["locked_cache/pinned", "peak_bytes"] == 4 << 20
     assert {"real_s", "user_s", "sys_s", "p50_us", "p99_us", "peak_mib"} <= set(pol.columns)
     shares = t["segments"].groupby("variant")["share"].sum()
-    assert np.allclose(shares, 1.0) and len(shares) == 6
+    assert np.allclose(shares, 1.0) and len(shares) == 8
     text = "\n".join(study.report_sections(rec, t))
     assert "3m55.189s" in text and "per_call/pinned" in text  # the seed's figures beside the live ones
     assert [a[0] for a in rec.attachments] == ["timeline.json"]
@@ -142,7 +192,7 @@ def test_gpu_smoke(store):
     if reason:
         pytest.skip(reason)
     rec = runner.execute(study, params, store, preset="smoke")
-    assert len(rec.variants) == 10
+    assert len(rec.variants) == 12
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
 
 
@@ -193,7 +243,7 @@ class _FakeCupy:
 
             def end_capture(self):
                 calls, self.capture = self.capture, None
-                return types.SimpleNamespace(launch=lambda stream=None: [k.run(a) for k, a in calls])
+                return types.SimpleNamespace(launch=lambda stream=None: [k.run(a, g) for k, a, g in calls])
 
         class Kernel:
             def __init__(self, src, name):
@@ -205,16 +255,16 @@ class _FakeCupy:
             def __call__(self, grid, block, args):
                 stream = getattr(fake._local, "stream", None)
                 if stream is not None and stream.capture is not None:
-                    stream.capture.append((self, args))
+                    stream.capture.append((self, args, grid[0]))
                 else:
-                    self.run(args)
+                    self.run(args, grid[0])
 
-            def run(self, args):
-                ptr, _step, pages, passes, out, seq, gid0, salt = args
-                assert int(ptr) > 0
+            def run(self, args, blocks=1):
+                ptr, _step, pages, passes, out, seq, done, gid0, salt = args
+                assert int(ptr) > 0 and int(done.a[0]) == 0
                 i = int(seq.a[0])
                 gid = int(gid0) + i
-                out.a[gid] = expected_checksums(int(salt) ^ gid, 1, int(pages), int(passes))[0]
+                out.a[gid] = expected_checksums(int(salt) ^ gid, 1, int(pages), int(passes), blocks)[0]
                 seq.a[0] = i + 1
 
         class Pool:
@@ -234,7 +284,7 @@ class _FakeCupy:
         runtime = types.SimpleNamespace(
             malloc=lambda n: next(fake._ptrs), free=lambda p: None, memGetInfo=lambda: (1 << 40, 1 << 41),
             getDeviceCount=lambda: 1, driverGetVersion=lambda: 0, runtimeGetVersion=lambda: 0,
-            getDeviceProperties=lambda i: {"name": b"Fake GPU"})
+            getDeviceProperties=lambda i: {"name": b"Fake GPU", "multiProcessorCount": 4})
         device = types.SimpleNamespace(use=lambda: None, synchronize=lambda: None)
         self.cuda = types.SimpleNamespace(
             runtime=runtime, Device=lambda i: device, Stream=Stream, MemoryPool=Pool,
@@ -256,9 +306,32 @@ def test_gpu_phase_logic_with_a_fake_cupy(store, monkeypatch):
                              preset="smoke")
     finally:
         gpu._kernel.cache_clear()
-    assert len(rec.variants) == 10
+    assert len(rec.variants) == 12
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
     t = study.analyze(rec)
     peak = t["policies"].set_index("variant")["peak_bytes"]
     assert peak["locked_cache/sync"] == 4 << 20 and peak["pool3/async"] <= 3 * (4 << 20)
     assert set(t["segments"]["segment"]) == {"acquire", "launch", "sync", "release"}
+
+
+def test_gpu_size_limit_retries_and_fill_blocks_with_a_fake_cupy(store, monkeypatch):
+    """The GPU policies' data path: size_limit frees its block and retries an out-of-memory, the
+    locked cache fails its variant; blocks=0 fills the (fake) GPU and the sums count every block."""
+    import sys
+
+    from studies._launch_cache import gpu
+
+    monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
+    gpu._kernel.cache_clear()
+    try:
+        rec = runner.execute(study, {"target": "gpu", "threads": 2, "launches": 40, "repeat": 1, "sync": True,
+                                     "policies": ["locked_cache", "size_limit"], "data_bytes": 4096, "oom_every": 4,
+                                     "blocks": 0}, store, preset="smoke")
+    finally:
+        gpu._kernel.cache_clear()
+    assert rec.outputs["blocks"] == gpu.FILL_BLOCKS_PER_SM * 4
+    v = {x.variant: x for x in rec.variants}
+    assert not v["locked_cache/sync"].correct and "injected" in v["locked_cache/sync"].check
+    assert v["size_limit/sync"].correct, v["size_limit/sync"].check
+    pol = study.analyze(rec)["policies"].set_index("variant")
+    assert pol.loc["size_limit/sync", "oom_retries"] == 10 and pol.loc["size_limit/sync", "limit_frees"] == 0

@@ -95,6 +95,35 @@ def test_dependency_output_matches_reference_and_catches_a_wrong_tree(target):
         runs.close()
 
 
+def test_native_dependency_loop_matches_the_python_one(target):
+    """The C loop (the seed's C++ setting) runs every condition, counts its callbacks and waits,
+    and leaves the same checked output as the Python loop."""
+    if clrt.native_unavailable():
+        pytest.skip(clrt.native_unavailable())
+    cbs = clrt.Callbacks("native")
+    for workers in (7, 28):
+        runs = experiments.DependencyRuns(target, 4096, workers, cbs, host="native")
+        try:
+            runs.prime()
+            for cond in experiments.DEP_CONDITIONS:
+                out = runs.time(cond, 5)
+                assert out.problem is None and out.ns_per_run > 0, cond
+            ok, msg = runs.verify()
+            assert ok, msg
+        finally:
+            runs.close()
+    with pytest.raises(ValueError, match="callback_impl=native"):
+        experiments.DependencyRuns(target, 4096, 7, clrt.Callbacks("ctypes"), host="native")
+
+
+def test_target_ms_sets_the_runs_per_measurement():
+    assert study.reps_for(50_000, 5.0, 1024) == 100  # 5 ms of 50 us runs
+    assert study.reps_for(10_000, 5.0, 256) == 256  # never more than reps
+    assert study.reps_for(3_000_000, 5.0, 256) == study.MIN_REPS  # never fewer than MIN_REPS
+    with pytest.raises(ParamError, match="host"):
+        validate(study, {"experiment": "dependency", "host": "native", "callback_impl": "ctypes"})
+
+
 @pytest.mark.parametrize("impl", ["native", "ctypes", "pyopencl"])
 def test_every_callback_runs_once(target, impl):
     if impl == "native" and clrt.native_unavailable():
@@ -146,13 +175,16 @@ def test_refused_callback_type_is_reported_not_raised(store, monkeypatch):
 @pytest.mark.opencl
 def test_dependency_charts_per_worker_count(store):
     _skip_without_opencl()
-    rec = runner.execute(study, {"experiment": "dependency", "sizes": "4096", "reps": 2, "measurements": 2,
-                                 "workers": "7"}, store, preset="smoke")
+    rec = runner.execute(study, {"experiment": "dependency", "sizes": "4096", "reps": 8, "measurements": 2,
+                                 "workers": "7", "target_ms": 0.001}, store, preset="smoke")
     assert rec.status == "complete" and len(rec.variants) == 8 and all(v.correct for v in rec.variants)
     tbls = study.analyze(rec)
-    assert (tbls["points"]["excess_us"] >= 0).all()
+    pts = tbls["points"]
+    assert (pts["excess_us"] >= 0).all()
+    assert (pts["total_bytes"] == 7 * 4096).all() and (pts["reps"] == study.MIN_REPS).all()
+    assert "Runs per measurement chosen per point" in "\n".join(study.report_sections(rec, tbls))
     pytest.importorskip("altair")
-    assert {"timing_w7", "excess_w7"} <= set(study.charts(tbls))
+    assert {"timing_w7", "excess_w7", "per_worker_size"} <= set(study.charts(tbls))
 
 
 def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatch):

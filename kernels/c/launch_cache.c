@@ -11,13 +11,25 @@
  *   per_call      malloc + free at every launch (the seed's baseline)
  *   locked_cache  one cached block behind a mutex held for the whole kernel (the patch);
  *                 reused when large enough, else freed and reallocated
+ *   size_limit    the patch as committed: locked_cache, plus a size limit on what stays cached while
+ *                 the application allocates other memory (libgomp's SOFTSTACK_CACHE_LIMIT, 128 MiB).
+ *                 Before each data allocation a cached block larger than the limit is freed; if the
+ *                 allocation runs out of memory the cached block is freed whatever its size and the
+ *                 allocation retried once (GOMP_OFFLOAD_alloc in the committed patch).
  *   pool          up to k cached blocks, a thread waits only when all k are busy (the review)
+ *
+ * Application data: with data=B > 0 every launch first allocates B bytes of data (the kernel's
+ * mapped arguments, GOMP_OFFLOAD_alloc) and frees them after the block is released. The
+ * allocator can be told to fail: oom_every=N makes every N-th data allocation (first attempts
+ * only) report out of memory, a fault injection that exercises size_limit's free-and-retry path;
+ * under the other policies such a launch cannot run and the program exits with status 6.
  *
  * One process runs one measurement so that glibc's malloc state (the dynamic mmap threshold,
  * arenas, trim threshold) and the resource counters start clean, as under the seed's `time`.
  *
  * Usage: launch_cache policy=per_call threads=8 launches=16384 scratch=50000000 k=3 pages=256
  *        passes=1 malloc=pinned|dynamic salt=123 out=/path/to/samples.bin
+ *        [limit=134217728 data=0 oom_every=0]
  * Writes to `out`: int64 start_ns[N], acquire_ns[N], kernel_ns[N], release_ns[N], then uint64
  * checksum[N], in launch order (thread t owns launches [t*N/T, (t+1)*N/T)); prints one JSON
  * line of counters on stdout.
@@ -36,7 +48,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-enum policy { PER_CALL, LOCKED_CACHE, POOL };
+enum policy { PER_CALL, LOCKED_CACHE, SIZE_LIMIT, POOL };
 
 static struct {
     enum policy policy;
@@ -49,10 +61,17 @@ static struct {
     int pin_threshold;
     uint64_t salt;
     const char *out;
-} cfg = {PER_CALL, 8, 16384, 50000000, 3, 256, 1, 1, 1, NULL};
+    size_t limit;
+    size_t data;
+    long oom_every;
+} cfg = {PER_CALL, 8, 16384, 50000000, 3, 256, 1, 1, 1, NULL, 134217728, 0, 0};
 
-/* Bytes of scratch held at once and how many allocations glibc served by mmap. */
+/* Bytes held at once (scratch and data) and how many allocations glibc served by mmap. */
 static long held_bytes, peak_bytes, n_allocs, n_mmapped;
+/* size_limit's work: blocks freed for being over the limit, out-of-memory retries; data
+ * allocations asked for (first attempts), the count the fault injection goes by. */
+static long n_limit_frees, n_oom_retries, n_data_asks;
+static int n_blocks_made; /* locked_cache and size_limit: blocks the cache allocated */
 
 static struct {
     pthread_mutex_t mu;
@@ -86,12 +105,19 @@ static int chunk_is_mmapped(const void *p) {
 #endif
 }
 
-static void *scratch_alloc(size_t n) {
+/* Out of memory with no way out: the launch cannot run. Exit status 6 tells the study. */
+static void out_of_memory(const char *what, size_t n) {
+    fprintf(stderr, "out of memory: %s allocation of %zu bytes failed under policy %s with %ld bytes held%s\n", what, n,
+            cfg.policy == PER_CALL ? "per_call" : cfg.policy == LOCKED_CACHE ? "locked_cache"
+            : cfg.policy == SIZE_LIMIT ? "size_limit" : "pool",
+            __atomic_load_n(&held_bytes, __ATOMIC_RELAXED), cfg.oom_every ? " (injected: oom_every)" : "");
+    exit(6);
+}
+
+/* malloc with the bookkeeping; NULL when malloc fails. */
+static void *try_alloc(size_t n) {
     void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "malloc(%zu) failed: %s\n", n, strerror(errno));
-        exit(3);
-    }
+    if (!p) return NULL;
     long held = __atomic_add_fetch(&held_bytes, (long)n, __ATOMIC_RELAXED);
     long peak = __atomic_load_n(&peak_bytes, __ATOMIC_RELAXED);
     while (held > peak && !__atomic_compare_exchange_n(&peak_bytes, &peak, held, 1, __ATOMIC_RELAXED,
@@ -99,6 +125,12 @@ static void *scratch_alloc(size_t n) {
     }
     __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
     if (chunk_is_mmapped(p)) __atomic_add_fetch(&n_mmapped, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void *scratch_alloc(size_t n) {
+    void *p = try_alloc(n);
+    if (!p) out_of_memory("scratch", n);
     return p;
 }
 
@@ -125,15 +157,47 @@ static uint64_t kernel(unsigned char *buf, uint64_t gid) {
     return sum;
 }
 
+/* size_limit's free (nvptx_stacks_free): the cached block goes if it is over the limit, or
+ * whatever its size when forced. Takes the lock, so it waits for a kernel using the block. */
+static int cache_free(int force) {
+    int freed = 0;
+    pthread_mutex_lock(&cache.mu);
+    if (cache.block && (force || cache.size > cfg.limit)) {
+        scratch_free(cache.block, cache.size);
+        cache.block = NULL;
+        cache.size = 0;
+        freed = 1;
+    }
+    pthread_mutex_unlock(&cache.mu);
+    return freed;
+}
+
+/* The application's data for one launch. The fault injection fails every oom_every-th first
+ * attempt; size_limit frees a block over the limit first, and on failure frees the cached block
+ * and retries once (GOMP_OFFLOAD_alloc); the other policies have no way out. */
+static void *data_alloc(void) {
+    if (cfg.policy == SIZE_LIMIT && cache_free(0)) __atomic_add_fetch(&n_limit_frees, 1, __ATOMIC_RELAXED);
+    long ask = __atomic_add_fetch(&n_data_asks, 1, __ATOMIC_RELAXED);
+    void *p = (cfg.oom_every && ask % cfg.oom_every == 0) ? NULL : try_alloc(cfg.data);
+    if (!p && cfg.policy == SIZE_LIMIT) {
+        cache_free(1);
+        __atomic_add_fetch(&n_oom_retries, 1, __ATOMIC_RELAXED);
+        p = try_alloc(cfg.data);
+    }
+    if (!p) out_of_memory("data", cfg.data);
+    return p;
+}
+
 /* Getting a block: per_call allocates, locked_cache takes the lock (held through the kernel),
  * pool takes a free block or allocates one of its k. */
 static void *acquire(void) {
     if (cfg.policy == PER_CALL) return scratch_alloc(cfg.scratch);
     pthread_mutex_lock(&cache.mu);
-    if (cfg.policy == LOCKED_CACHE) {
+    if (cfg.policy == LOCKED_CACHE || cfg.policy == SIZE_LIMIT) {
         if (cache.size < cfg.scratch) { /* reuse if large enough, else free and reallocate */
             if (cache.block) scratch_free(cache.block, cache.size);
             cache.block = scratch_alloc(cfg.scratch);
+            n_blocks_made++; /* under the lock */
             cache.size = cfg.scratch;
         }
         return cache.block;
@@ -152,7 +216,7 @@ static void *acquire(void) {
 static void release(void *p) {
     if (cfg.policy == PER_CALL) {
         scratch_free(p, cfg.scratch);
-    } else if (cfg.policy == LOCKED_CACHE) {
+    } else if (cfg.policy == LOCKED_CACHE || cfg.policy == SIZE_LIMIT) {
         pthread_mutex_unlock(&cache.mu);
     } else {
         pthread_mutex_lock(&cache.mu);
@@ -162,18 +226,21 @@ static void release(void *p) {
     }
 }
 
-/* Each launch is timed in three segments (acquire, kernel, release): where the time goes. */
+/* Each launch is timed in three segments (acquire, kernel, release): where the time goes. The
+ * application's data, if any, is allocated in acquire and freed in release. */
 static void *worker(void *arg) {
     long t = (long)arg;
     long lo = cfg.launches * t / cfg.threads, hi = cfg.launches * (t + 1) / cfg.threads;
     pthread_barrier_wait(&go);
     for (long i = lo; i < hi; i++) {
         int64_t t0 = ns_since(&phase_t0);
+        void *data = cfg.data ? data_alloc() : NULL;
         void *p = acquire();
         int64_t t1 = ns_since(&phase_t0);
         uint64_t s = kernel(p, (uint64_t)i);
         int64_t t2 = ns_since(&phase_t0);
         release(p);
+        if (data) scratch_free(data, cfg.data);
         int64_t t3 = ns_since(&phase_t0);
         start_ns[i] = t0;
         acquire_ns[i] = t1 - t0;
@@ -218,6 +285,7 @@ static int parse(int argc, char **argv) {
         if (!strcmp(k, "policy")) {
             if (!strcmp(v, "per_call")) cfg.policy = PER_CALL;
             else if (!strcmp(v, "locked_cache")) cfg.policy = LOCKED_CACHE;
+            else if (!strcmp(v, "size_limit")) cfg.policy = SIZE_LIMIT;
             else if (!strcmp(v, "pool")) cfg.policy = POOL;
             else return fprintf(stderr, "unknown policy %s\n", v), 0;
         } else if (!strcmp(k, "threads")) cfg.threads = atoi(v);
@@ -229,9 +297,13 @@ static int parse(int argc, char **argv) {
         else if (!strcmp(k, "malloc")) cfg.pin_threshold = !strcmp(v, "pinned");
         else if (!strcmp(k, "salt")) cfg.salt = strtoull(v, NULL, 10);
         else if (!strcmp(k, "out")) cfg.out = v;
+        else if (!strcmp(k, "limit")) cfg.limit = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "data")) cfg.data = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "oom_every")) cfg.oom_every = atol(v);
         else return fprintf(stderr, "unknown key %s\n", k), 0;
     }
-    if (cfg.threads < 1 || cfg.launches < cfg.threads || cfg.k < 1 || cfg.pages < 1 || cfg.passes < 1 || !cfg.out ||
+    if (cfg.threads < 1 || cfg.launches < cfg.threads || cfg.k < 1 || cfg.pages < 1 || cfg.passes < 1 || !cfg.out || cfg.oom_every < 0 ||
+        (cfg.oom_every && !cfg.data) ||
         cfg.scratch < (size_t)cfg.pages * 64)
         return fprintf(stderr, "bad arguments\n"), 0;
     return 1;
@@ -282,12 +354,13 @@ int main(int argc, char **argv) {
     printf("{\"real_ns\": %lld, \"user_ns\": %lld, \"sys_ns\": %lld, \"minflt\": %ld, \"majflt\": %ld, "
            "\"nvcsw\": %ld, \"nivcsw\": %ld, \"rss_before_kib\": %ld, \"hwm_kib\": %ld, \"hwm_reset\": %s, "
            "\"peak_scratch_bytes\": %ld, \"allocs\": %ld, \"mmapped_allocs\": %ld, \"blocks_created\": %d, "
-           "\"glibc\": \"%s\"}\n",
+           "\"limit_frees\": %ld, \"oom_retries\": %ld, \"data_allocs\": %ld, \"glibc\": \"%s\"}\n",
            (long long)real_ns, (long long)(tv_ns(r1.ru_utime) - tv_ns(r0.ru_utime)),
            (long long)(tv_ns(r1.ru_stime) - tv_ns(r0.ru_stime)), r1.ru_minflt - r0.ru_minflt,
            r1.ru_majflt - r0.ru_majflt, r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_nivcsw - r0.ru_nivcsw, rss_before_kib,
            hwm_kib, hwm_reset ? "true" : "false", peak_bytes, n_allocs, n_mmapped,
-           cfg.policy == POOL ? cache.n_created : (cfg.policy == LOCKED_CACHE ? 1 : 0),
+           cfg.policy == POOL ? cache.n_created : cfg.policy == PER_CALL ? 0 : n_blocks_made,
+           n_limit_frees, n_oom_retries, n_data_asks,
 #ifdef __GLIBC__
            gnu_get_libc_version()
 #else

@@ -2,13 +2,21 @@
 # opencl-events on a GPU machine: NVIDIA's OpenCL (callbacks, wait, dependency) and CUDA.
 #
 # Run from the repository root. pyopencl is not in the GPU image: carry its wheels in .whl
-# (pyopencl, pytools, platformdirs, siphash24, typing_extensions; cp312 manylinux, see
-# /work/.library/device/README.md). NVIDIA's OpenCL library ships with the driver but has
-# no ICD file there: this script finds libnvidia-opencl.so.1 and points OCL_ICD_VENDORS at
-# a file naming it. Results go to a temporary store; bundles to $OUT/opencl_events.tar.gz,
-# ready to unpack into traces/opencl-events/. Uses GPU 0 only (the question is per device).
+# (scripts/gpu/opencl_setup.sh installs them and makes NVIDIA's OpenCL visible). Results go to
+# a temporary store; bundles to $OUT/opencl_events.tar.gz, ready to unpack into
+# traces/opencl-events/. Uses GPU 0 only (the question is per device).
 #
+# OE_RUNS picks the runs (default: all of "callbacks wait cuda callbacks-pyopencl dependency").
 # OE_SCALE=quick runs every experiment in seconds (a smoke test of the machine).
+#
+# The dependency run enqueues from C (host=native, the seed's C++ setting: from Python the waiting
+# thread competes with the enqueuing one for the GIL) and takes 150 measurements per
+# point, each of about OE_DEP_MS ms: at each point a pilot of the baseline sets the runs per
+# measurement (at most 512, the seed's cap on maps per measurement; at least 8), so the large
+# sizes, where one run of 28 workers takes milliseconds, fit in the call too: about 220 s on an
+# H100 (the committed run had 201 s and missed its last point: OE_DEP_CAP_S=270 leaves room).
+# Its sizes are per worker, 4 KiB-32 MiB (total 28 KiB-224 MiB with 7 workers, 112 KiB-896 MiB
+# with 28).
 set -u
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -19,38 +27,10 @@ export WORKBENCH_STORE=${WORKBENCH_STORE:-/tmp/wb-opencl-events.sqlite}
 export WORKBENCH_LOCK=/tmp/wb-opencl-events.lock
 PLAT=${OE_PLATFORM:-nvidia}  # OpenCL platform substring
 
-if ! $PY -c 'import pyopencl' 2>/dev/null; then
-  if ls .whl/pyopencl-*.whl >/dev/null 2>&1; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-  else
-    echo "pyopencl is missing and no wheels in .whl; only the CUDA experiment will run" >&2
-  fi
-fi
-
-lib=""
-for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/cuda/lib64; do
-  if [ -e "$d/libnvidia-opencl.so.1" ]; then lib="$d/libnvidia-opencl.so.1"; break; fi
-done
-[ -z "$lib" ] && lib=$(find / -xdev -name 'libnvidia-opencl.so.1' 2>/dev/null | head -1)
-if [ -n "$lib" ]; then
-  mkdir -p /tmp/ocl-icd && echo "$lib" > /tmp/ocl-icd/nvidia.icd
-  export OCL_ICD_VENDORS=/tmp/ocl-icd
-  echo "NVIDIA OpenCL: $lib"
-else
-  echo "libnvidia-opencl.so.1 not found: no NVIDIA OpenCL platform" >&2
-fi
-$PY - <<'EOF'
-try:
-    from studies._opencl_events import clrt
-    for p in clrt.platforms():
-        print("OpenCL platform:", p)
-except Exception as exc:
-    print("OpenCL:", type(exc).__name__, exc)
-EOF
+source "$(dirname "$0")/opencl_setup.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
-BUDGET_S=${OE_BUDGET_S:-250}  # whole script; each run gets at most its cap and what is left
+BUDGET_S=${OE_BUDGET_S:-460}  # whole script; each run gets at most its cap and what is left
 run() {  # run <label> <cap_s> --set ... : one study run; SIGINT at the cap keeps its finished points
   local label=$1 cap=$2; shift 2
   local left=$((BUDGET_S - SECONDS - 10))
@@ -70,16 +50,17 @@ if [ "${OE_SCALE:-full}" = quick ]; then
   DEP=(--quick)
 else
   Q=(--set measurements=20)
-  # the dependency runs enqueue 10-31 commands per run: fewer runs, measurements and sizes
-  # (every 4x) so that 28 workers finish within the time cap too
-  DEP=(--set reps=256 --set measurements=8 --set sizes=4096,16384,65536,262144,1048576,4194304,16777216,33554432)
+  DEP=(--set host=native --set reps=512 --set "target_ms=${OE_DEP_MS:-3}" --set measurements=150)
 fi
-run callbacks 70 --set experiment=callbacks --set platform=$PLAT "${Q[@]}"
-run wait 30 --set experiment=wait --set platform=$PLAT "${Q[@]}"
-run cuda 40 --set experiment=cuda "${Q[@]}"
-run callbacks-pyopencl 30 --set experiment=callbacks --set platform=$PLAT --set callback_impl=pyopencl \
-  --set combos=000,001,111 --set sizes=4096,65536,1048576,33554432 "${Q[@]}" --set measurements=8
-run dependency 110 --set experiment=dependency --set platform=$PLAT "${DEP[@]}"
+RUNS=" ${OE_RUNS:-callbacks wait cuda callbacks-pyopencl dependency} "
+want() { [[ "$RUNS" == *" $1 "* ]]; }
+want callbacks && run callbacks 70 --set experiment=callbacks --set platform=$PLAT "${Q[@]}"
+want wait && run wait 30 --set experiment=wait --set platform=$PLAT "${Q[@]}"
+want cuda && run cuda 40 --set experiment=cuda "${Q[@]}"
+want callbacks-pyopencl && run callbacks-pyopencl 30 --set experiment=callbacks --set platform=$PLAT \
+  --set callback_impl=pyopencl --set combos=000,001,111 --set sizes=4096,65536,1048576,33554432 "${Q[@]}" \
+  --set measurements=8
+want dependency && run dependency "${OE_DEP_CAP_S:-270}" --set experiment=dependency --set platform=$PLAT "${DEP[@]}"
 
 mkdir -p /tmp/oe-bundles
 $PY - <<'EOF'

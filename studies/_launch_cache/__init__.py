@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier both kernels use
+SOFTSTACK_CACHE_LIMIT = 134217728  # libgomp's limit on the soft-stack block kept cached (128 MiB)
+
+
+class OutOfMemory(RuntimeError):
+    """A launch could not get its memory and its policy has no way out: the variant fails."""
 
 
 @dataclass
@@ -61,22 +66,24 @@ def thread_index(launches: int, threads: int) -> np.ndarray:
     return out
 
 
-def expected_checksums(salt: int, launches: int, pages: int, passes: int = 1) -> np.ndarray:
-    """Closed form of each launch's checksum: passes * (n*base + n(n-1)/2), n = 8*pages, mod 2^64.
+def expected_checksums(salt: int, launches: int, pages: int, passes: int = 1, blocks: int = 1) -> np.ndarray:
+    """Closed form of each launch's checksum: blocks * passes * (n*base + n(n-1)/2), n = 8*pages,
+    mod 2^64.
 
     The kernel writes base+j for j < n (base = (salt ^ launch) * GOLDEN) and sums the
-    neighbours' lines, which together are the same n words, ``passes`` times.
+    neighbours' lines, which together are the same n words, ``passes`` times; on the GPU each
+    of ``blocks`` thread blocks does the whole of it and adds its sum to the launch's result.
     """
     gid = np.arange(launches, dtype=np.uint64)
     n = np.uint64(8 * pages)
     with np.errstate(over="ignore"):
         base = (np.uint64(salt) ^ gid) * GOLDEN
-        return (base * n + np.uint64((8 * pages) * (8 * pages - 1) // 2)) * np.uint64(passes)
+        return (base * n + np.uint64((8 * pages) * (8 * pages - 1) // 2)) * np.uint64(passes) * np.uint64(blocks)
 
 
-def check_checksums(got: np.ndarray, salt: int, pages: int, passes: int = 1) -> tuple[bool, str]:
+def check_checksums(got: np.ndarray, salt: int, pages: int, passes: int = 1, blocks: int = 1) -> tuple[bool, str]:
     """Compare every launch's checksum with the closed form; the message says where it broke."""
-    want = expected_checksums(salt, len(got), pages, passes)
+    want = expected_checksums(salt, len(got), pages, passes, blocks)
     bad = np.flatnonzero(got.astype(np.uint64) != want)
     if bad.size == 0:
         return True, f"all {len(got)} launch checksums match the closed form"

@@ -5,7 +5,7 @@ without it).
 
 Three ways to hang a callback on an event, because they cost very different things:
 
-- ``native``: a 10-line C function (``native_callback.c``, built once with the machine's C
+- ``native``: a 5-line C function (``native.c``, built once with the machine's C
   compiler) registered with ``clSetEventCallback`` through ctypes. It only bumps an atomic
   counter, so its cost is the OpenCL runtime's own callback machinery, as in the seed's
   C++ test.
@@ -33,7 +33,7 @@ from workbench import cbuild
 from workbench.env import REPO_ROOT
 
 KERNEL_DIR = REPO_ROOT / "kernels" / "opencl"
-NATIVE_SRC = Path(__file__).with_name("native_callback.c")
+NATIVE_SRC = Path(__file__).with_name("native.c")
 
 # clSetEventCallback accepts these execution states (CL_SUBMITTED/CL_RUNNING since 1.1
 # only where the runtime allows them; OpenCL 1.1 permitted CL_COMPLETE alone).
@@ -158,21 +158,23 @@ def open_target(platform_choice: str, device_index: int) -> Target:
 _EVENT_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)
 
 
-def _opencl_lib() -> ctypes.CDLL:
-    """The ICD loader pyopencl itself loaded (so both talk to the same platforms)."""
+def _opencl_lib_path() -> str:
+    """The path of the ICD loader pyopencl itself loaded (so both talk to the same platforms)."""
     import pyopencl._cl  # noqa: F401  (loads libOpenCL into the process)
 
     with open("/proc/self/maps") as fh:
         for line in fh:
             path = line.split()[-1] if len(line.split()) >= 6 else ""
             if "libOpenCL" in os.path.basename(path):
-                lib = ctypes.CDLL(path)
-                break
-        else:
-            name = ctypes.util.find_library("OpenCL")
-            if not name:
-                raise OSError("cannot find the OpenCL ICD loader pyopencl uses")
-            lib = ctypes.CDLL(name)
+                return path
+    name = ctypes.util.find_library("OpenCL")
+    if not name:
+        raise OSError("cannot find the OpenCL ICD loader pyopencl uses")
+    return name
+
+
+def _opencl_lib() -> ctypes.CDLL:
+    lib = ctypes.CDLL(_opencl_lib_path())
     vp, i32, u32 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint32
     lib.clSetEventCallback.argtypes = [vp, i32, vp, vp]
     lib.clSetEventCallback.restype = i32
@@ -225,8 +227,29 @@ class RawMaps:
 
 
 def native_callback_lib() -> Path:
-    """Build (once per source version) the native counting callback; raises OSError without a compiler."""
-    return cbuild.build(NATIVE_SRC, "libwb_clcb.so", ["-O2", "-shared", "-fPIC"])
+    """Build (once per source version) the native callback and loop; raises OSError without a compiler."""
+    return cbuild.build(NATIVE_SRC, "libwb_clcb.so", ["-O2", "-shared", "-fPIC", "-pthread"])
+
+
+DEP_OUT_FIELDS = ("ns", "callbacks", "waited", "unmaps_refused", "error", "error_at")
+DEP_ERROR_AT = ("", "a worker step", "the combine", "the map", "the unmap", "the callback", "the wait", "clFinish",
+                "host memory")
+
+
+def native_dependency_loop():
+    """``wb_dep_time`` of native.c, bound to the ICD loader pyopencl loaded (built on first use)."""
+    lib = ctypes.CDLL(str(native_callback_lib()))
+    path = _opencl_lib_path()
+    rc = lib.wb_dep_open(path.encode())
+    if rc:
+        why = "library not loaded" if rc < 0 else f"symbol {rc} missing"
+        raise OSError(f"native.c could not bind OpenCL in {path}: {why}")
+    vp, i32, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    fn = lib.wb_dep_time
+    fn.argtypes = [vp, ctypes.POINTER(vp), ctypes.POINTER(i32), i32, vp, vp, sz, sz, ctypes.c_long, i32, i32, i32,
+                   ctypes.POINTER(ctypes.c_longlong)]
+    fn.restype = i32
+    return fn
 
 
 def native_unavailable() -> str | None:

@@ -163,9 +163,15 @@ class DependencyRuns:
     map event on another thread; a CL_COMPLETE callback on the map event. Without unmap the
     mappings stay open until the batch is timed (the seed's "coding error" case), then are
     released untimed.
+
+    ``host="native"`` enqueues the runs from C (native.c's ``wb_dep_time``, the same loop) as
+    the seed's C++ test did: the Python loop adds pyopencl's cost to every enqueue, and its
+    waiting thread competes with the enqueuing one for the GIL (on an H200 that made waiting
+    cost more than a callback, the reverse of the seed's finding).
     """
 
-    def __init__(self, target: clrt.Target, size_bytes: int, workers: int, cbs: clrt.Callbacks):
+    def __init__(self, target: clrt.Target, size_bytes: int, workers: int, cbs: clrt.Callbacks,
+                 host: str = "python"):
         cl = target.cl
         self.t = target
         self.cbs = cbs
@@ -186,8 +192,39 @@ class DependencyRuns:
         self.combine.set_args(self.buf, self.host_buf, np.uint32(self.n), np.uint32(workers))
         self.maps = clrt.RawMaps(cl)
         self.unmaps_refused = 0  # left-open maps whose later unmap the runtime refused (NVIDIA does)
+        self.native = None
+        if host == "native":
+            if cbs.impl != "native":
+                raise ValueError("the native loop registers the native callback: use callback_impl=native")
+            import ctypes
+
+            self.native = clrt.native_dependency_loop()
+            self._steps = (ctypes.c_void_p * workers)(*[k.int_ptr for k in self.steps])
+            self._parents = (ctypes.c_int * workers)(*self.parents)
+
+    def _time_native(self, condition: tuple[bool, bool, bool], reps: int) -> Outcome:
+        import ctypes
+
+        unmap, wait, cb = condition
+        out = (ctypes.c_longlong * len(clrt.DEP_OUT_FIELDS))()
+        self.native(self.q.int_ptr, self._steps, self._parents, len(self.steps), self.combine.int_ptr,
+                    self.host_buf.int_ptr, self.n, self.n * 4, reps, int(unmap), int(wait), int(cb), out)
+        r = dict(zip(clrt.DEP_OUT_FIELDS, out))
+        self.unmaps_refused += r["unmaps_refused"]
+        if r["error"]:
+            err = r["error"]
+            raise RuntimeError(f"{clrt.DEP_ERROR_AT[r['error_at']]} failed with OpenCL error {err} "
+                               f"({clrt.CL_ERRORS.get(err, 'error')})")
+        problem = None
+        if cb and r["callbacks"] != reps:
+            problem = f"{r['callbacks']} of {reps} map-event callbacks ran within 10 s"
+        if wait and r["waited"] != reps:
+            problem = f"the waiting thread returned from {r['waited']} of {reps} waits"
+        return Outcome(r["ns"] / reps, problem)
 
     def time(self, condition: tuple[bool, bool, bool], reps: int) -> Outcome:
+        if self.native is not None:
+            return self._time_native(condition, reps)
         cl, q, n = self.t.cl, self.q, (self.n,)
         unmap, wait, cb = condition
         cbs = self.cbs
