@@ -12,6 +12,7 @@ import pytest
 
 from workbench import compare, stats
 from workbench.ab import execute_ab, round_order
+from workbench.catalog import Header
 from workbench.cli import main
 from workbench.store import RunRecord, committed_runs
 from workbench.study import Param, ParamSpace, VariantResult
@@ -146,14 +147,14 @@ def test_summary_is_the_geometric_mean_with_a_ci():
 
 
 def test_most_similar_pair_prefers_one_study_and_fewest_differences():
-    heads = [
-        {"run_id": "r5", "study": "ag-gemm", "params": {"world_size": 4}, "fingerprint": "m4", "status": "complete"},
-        {"run_id": "r4", "study": "calibration", "params": {"repeat": 64}, "fingerprint": "m", "status": "complete"},
-        {"run_id": "r3", "study": "ag-gemm", "params": {"world_size": 2}, "fingerprint": "m2", "status": "complete"},
-        {"run_id": "r2", "study": "calibration", "params": {"repeat": 32}, "fingerprint": "m", "status": "complete"},
-        {"run_id": "r1", "study": "calibration", "params": {"repeat": 32}, "fingerprint": "m", "status": "complete"},
-    ]
-    assert compare.most_similar_pair(heads) == ("r1", "r2")
+    def head(run_id, study, params, fingerprint):
+        return Header(run_id=run_id, study=study, status="complete", created_utc="", machine="m", origin="local",
+                      source="", params=params, variants=1, failed_checks=0, fingerprint=fingerprint)
+
+    heads = [head("r5", "ag-gemm", {"world_size": 4}, "m4"), head("r4", "calibration", {"repeat": 64}, "m"),
+             head("r3", "ag-gemm", {"world_size": 2}, "m2"), head("r2", "calibration", {"repeat": 32}, "m"),
+             head("r1", "calibration", {"repeat": 32}, "m"), head("r0", "calibration", {"repeat": 32}, "other")]
+    assert compare.most_similar_pair(heads) == ("r1", "r2")  # r0 has the same parameters, on another machine
     assert compare.most_similar_pair(heads[:3]) == ("r3", "r5")  # differing, but the only pair of one study
     assert compare.most_similar_pair([heads[0], heads[1]]) is None
 

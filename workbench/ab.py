@@ -147,16 +147,18 @@ def execute_ab(
                         for name, kind, data in ctx.attachments:
                             store.add_attachment(ids[side], name, kind, data)
                     touch()
-        except (KeyboardInterrupt, Cancelled):
+        except (KeyboardInterrupt, Cancelled) as exc:
             after = {"load": {"before": before, "after": load.sample()}}
             for side in SIDES:
                 store.finish(ids[side], "interrupted", outputs={"ab": link(side), **after},
                              error="interrupted by the user; finished rounds were kept")
+            exc.run_ids = (ids["A"], ids["B"])  # what the caller reports as kept
             raise
         except Exception as exc:
             after = {"load": {"before": before, "after": load.sample()}}
             for side in SIDES:
                 store.finish(ids[side], "failed", outputs={"ab": link(side), **after}, error=f"{type(exc).__name__}: {exc}")
+            exc.run_ids = (ids["A"], ids["B"])
             raise
         env = envmod.refresh(env)
         after = {"load": {"before": before, "after": load.sample()}}

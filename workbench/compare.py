@@ -46,14 +46,14 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from . import load, stats
 from .env import summary_line
-from .store import RunRecord, Store, StoreError, committed_runs, read_bundle
+from .catalog import Header
+from .store import RunRecord, Store, StoreError
 from .untrusted import details, escape
 
 ALPHA = stats.ALPHA
@@ -448,52 +448,22 @@ def history(a: RunRecord, b: RunRecord, store: Store | None = None,
     return out
 
 
-def committed_run(ref: str) -> RunRecord | None:
-    """A committed bundle (``traces/<study>/``) by its run id or a unique prefix of it: the ids
-    the app lists committed runs under."""
-    from .study import registry
-
-    hits = [r for sid in registry() for r in committed_runs(sid) if r.run_id.startswith(ref)]
-    exact = [r for r in hits if r.run_id == ref]
-    return exact[0] if exact else hits[0] if len(hits) == 1 else None
-
-
-def load_run(ref: str, store_path: str | None) -> tuple[RunRecord, Store | None]:
-    """A run by bundle path, stored id (unique prefix, ``latest``) or committed bundle id;
-    with the store it came from (None for a bundle). Raises ``StoreError`` or ``KeyError``."""
-    if ref.endswith(".json") and Path(ref).is_file():
-        return read_bundle(ref), None
-    store, store_error = None, ""
-    try:
-        store = Store(store_path, create=False) if store_path else Store(create=False)
-        return store.load(ref), store
-    except StoreError as exc:  # no store here: committed bundles can still be compared
-        store_error = str(exc)
-    except KeyError as exc:
-        store_error = str(exc.args[0])
-    rec = committed_run(ref) if ref != "latest" else None
-    if rec is None:
-        raise KeyError(f"{store_error}; no committed bundle under traces/ has the id {ref!r} (or the prefix is "
-                       "ambiguous)")
-    return rec, store
-
-
-def most_similar_pair(runs: Sequence[dict[str, Any]], per_study: int = 100) -> tuple[str, str] | None:
+def most_similar_pair(runs: Sequence[Header], per_study: int = 100) -> tuple[str, str] | None:
     """(A, B): two runs of one study with the fewest differing parameters, the same machine
-    preferred, then complete runs, then the newest; B is the newer. ``runs`` are headers
-    (``run_id``, ``study``, ``params``, ``fingerprint``, ``status``), newest first. None when
-    no study has two runs (the Runs page then proposes nothing)."""
-    by_study: dict[str, list[tuple[int, dict]]] = {}
+    (fingerprint) preferred, then complete runs, then the newest; B is the newer. ``runs``
+    are catalog headers, newest first. None when no study has two runs (the Runs page then
+    proposes nothing)."""
+    by_study: dict[str, list[tuple[int, Header]]] = {}
     for i, r in enumerate(runs):
-        group = by_study.setdefault(r["study"], [])
+        group = by_study.setdefault(r.study, [])
         if len(group) < per_study:
             group.append((i, r))
     best = None
     for group in by_study.values():
         for x, (i, rb) in enumerate(group):
             for j, ra in group[x + 1:]:
-                key = (len(param_diff(ra["params"], rb["params"])), ra.get("fingerprint") != rb.get("fingerprint"),
-                       (ra.get("status"), rb.get("status")) != ("complete", "complete"), i, j)
+                key = (len(param_diff(ra.params, rb.params)), ra.fingerprint != rb.fingerprint,
+                       (ra.status, rb.status) != ("complete", "complete"), i, j)
                 if best is None or key < best[0]:
-                    best = (key, ra["run_id"], rb["run_id"])
+                    best = (key, ra.run_id, rb.run_id)
     return None if best is None else (best[1], best[2])
