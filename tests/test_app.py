@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
 from workbench.store import RunRecord, Store
@@ -26,16 +27,7 @@ def _page(name, timeout=60):
     return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=timeout)
 
 
-def _study(study_id, timeout=60):
-    """A study's page as app.py serves it: its page file when it has extras, else the generic page."""
-    from workbench.study import get
-
-    mod = get(study_id)
-    page = ROOT / "pages" / f"{mod.__name__.split('.')[-1]}.py"
-    if page.exists():
-        return AppTest.from_file(str(page), default_timeout=timeout)
-    return AppTest.from_string(f"import {mod.__name__} as study\nfrom pages._ui import study_page\nstudy_page(study)\n",
-                               default_timeout=timeout)
+_study = study_app
 
 
 def test_home_loads_and_lists_studies(store):
