@@ -49,8 +49,12 @@ def test_aa_with_drift_is_within_run_to_run_noise_given_aa_runs():
     b = _with_level(a, 1.06, "20260101-010000-calibration-bbbbbb")  # a shift the A/A runs show too
     a = _with_level(a, 1.0, "20260101-010000-calibration-aaaaaa")
     alone = compare.compare_runs(a, b)
-    assert {r["verdict"] for r in alone["rows"]} == {"slower"}  # within-run samples alone: a false call
+    # within-run samples alone would call it slower (a false call): without A/A runs it stays unconfirmed
+    assert {r["verdict"] for r in alone["rows"]} == {"unconfirmed slower"}
     assert any("run-to-run noise unknown" in w for w in alone["warnings"])
+    headline = compare.summary_text(alone)
+    assert alone["summary"]["slower"] == 0 and "unconfirmed in 3" in headline
+    assert "overall" not in headline.replace("no overall direction stated", "")
     judged = compare.compare_runs(a, b, history)
     assert {r["verdict"] for r in judged["rows"]} == {"within run-to-run noise"}
     assert all(r["noise"].startswith("A/A ±") and r["p_adjusted"] >= 0.05 for r in judged["rows"])
@@ -61,9 +65,11 @@ def test_a_change_beyond_the_aa_spread_is_still_called():
     runs = _drifting_runs(8, 0.02, seed=2)
     a = _with_level(runs[0], 1.0, "20260101-010000-calibration-aaaaaa")
     b = _with_level(runs[0], 1.5, "20260101-010000-calibration-bbbbbb")
-    rows = compare.compare_runs(a, b, runs)["rows"]
-    assert {r["verdict"] for r in rows} == {"slower"}
+    cmp = compare.compare_runs(a, b, runs)
+    rows = cmp["rows"]
+    assert {r["verdict"] for r in rows} == {"slower"} and all(r["run_to_run_known"] for r in rows)
     assert all(r["ci"][0] > 1 and r["p_adjusted"] < 0.05 for r in rows)
+    assert cmp["summary"]["run_to_run_known"] and "B is slower overall" in compare.summary_text(cmp)
 
 
 def test_aa_runs_count_only_with_the_same_configuration_machine_and_software():
@@ -143,7 +149,19 @@ def test_summary_is_the_geometric_mean_with_a_ci():
     expected = math.prod(factors.values()) ** (1 / 3)
     assert s["geomean_ratio"] == pytest.approx(expected, rel=0.01)
     assert s["ci"][0] < s["geomean_ratio"] < s["ci"][1] and s["ci"][0] > 1
-    assert s["slower"] == 3 and s["compared"] == 3
+    assert s["unconfirmed_slower"] == 3 and s["compared"] == 3 and not s["run_to_run_known"]
+
+
+def test_every_median_in_the_table_carries_its_ci():
+    rng = np.random.default_rng(3)
+    a = _run("20260101-000000-calibration-aaaaaa", {"x": rng.normal(1e4, 100, 30)})
+    b = _run("20260101-000001-calibration-bbbbbb", {"x": rng.normal(1e4, 100, 30)})
+    (row,) = compare.compare_runs(a, b)["rows"]
+    for side in ("a", "b"):
+        lo, hi = row[f"median_{side}_ci"]
+        assert lo < row[f"median_{side}"] < hi and hi / lo < 1.1
+    line = next(l for l in compare.markdown(compare.compare_runs(a, b)).splitlines() if l.startswith("| x |"))
+    assert line.count("[") == 2 and " .. " in line  # A and B medians with their CIs, and B/A with its CI
 
 
 def test_most_similar_pair_prefers_one_study_and_fewest_differences():

@@ -29,7 +29,10 @@ What a comparison refuses, flags and concludes:
   within-run test (Mann-Whitney U) and this run-to-run t test reject (the larger of the two
   p-values is the one adjusted: an intersection-union test), and "within run-to-run noise"
   when only the within-run test does. With fewer than :data:`MIN_AA_DF` degrees of freedom
-  the run-to-run noise is unknown and the comparison says so.
+  the run-to-run noise is unknown: a within-run difference is then **unconfirmed**
+  ("unconfirmed faster"/"unconfirmed slower"), never stated as faster or slower, since
+  within-run tests alone call a large share of A/A comparisons (the false-call benchmark,
+  ``benchmarks/ab_false_calls.py``), and the summary states no overall direction.
 - **Interleaved sessions** (``python -m workbench ab``, :mod:`workbench.ab`): A and B are two
   linked runs whose variants keep their per-round sample counts. Each round is a whole run
   of the study, so the rounds carry run-to-run variation and are the units: the ratio is the
@@ -65,6 +68,8 @@ MIN_ROUNDS = 5
 MIN_AA_DF = 2
 #: stored runs read as A/A candidates, newest first
 HISTORY_LIMIT = 200
+#: verdicts of a within-run difference that no run-to-run figure backs (separate runs, no A/A runs)
+UNCONFIRMED = ("unconfirmed faster", "unconfirmed slower")
 #: environment keys that change every run and say nothing about the machine or software
 _ENV_VOLATILE = ("capture_errors",)
 _NAN = float("nan")
@@ -176,25 +181,39 @@ def run_to_run(history: Iterable[RunRecord], a: RunRecord, b: RunRecord) -> dict
 # --- the comparison -------------------------------------------------------------------------------
 
 def _row(name: str, verdict: str, **kw) -> dict[str, Any]:
-    row = {"variant": name, "n_a": 0, "n_b": 0, "median_a": _NAN, "median_b": _NAN, "ratio": _NAN,
+    row = {"variant": name, "n_a": 0, "n_b": 0, "median_a": _NAN, "median_b": _NAN, "median_a_ci": [_NAN, _NAN],
+           "median_b_ci": [_NAN, _NAN], "ratio": _NAN,
            "ci": [_NAN, _NAN], "p_value": _NAN, "p_run_to_run": _NAN, "p_adjusted": _NAN, "verdict": verdict,
-           "noise": ""}
+           "noise": "", "run_to_run_known": None}
     row.update(kw)
     return row
+
+
+def _medians(xa: np.ndarray, xb: np.ndarray, rng) -> dict[str, Any]:
+    """Each side's sample count, median and the median's 95% percentile-bootstrap CI."""
+    def one(x: np.ndarray) -> tuple[float, list[float]]:
+        if x.size < 2:
+            return (float(np.median(x)) if x.size else _NAN), [_NAN, _NAN]
+        boot = stats.resampled_medians(x, RESAMPLES, rng)
+        return float(np.median(x)), [float(q) for q in np.quantile(boot, [ALPHA / 2, 1 - ALPHA / 2])]
+
+    (ma, ca), (mb, cb) = one(xa), one(xb)
+    return dict(n_a=int(xa.size), n_b=int(xb.size), median_a=ma, median_b=mb, median_a_ci=ca, median_b_ci=cb)
 
 
 def _runs_row(va, vb, noise: dict | None, rng) -> tuple[dict, np.ndarray | None]:
     """Two separate runs: within-run bootstrap CI and Mann-Whitney U, run-to-run t test."""
     xa, xb = np.asarray(va.samples_ns, dtype=float), np.asarray(vb.samples_ns, dtype=float)
-    ma, mb = float(np.median(xa)), float(np.median(xb))
-    base = dict(n_a=int(xa.size), n_b=int(xb.size), median_a=ma, median_b=mb,
-                ratio=mb / ma if ma > 0 else _NAN)
+    base = _medians(xa, xb, rng)
+    ma, mb = base["median_a"], base["median_b"]
+    base["ratio"] = mb / ma if ma > 0 else _NAN
     if min(xa.size, xb.size) < stats.MIN_SAMPLES_FOR_VERDICT or not (ma > 0 and mb > 0):
         return _row(va.variant, "too few samples", **base), None
     boot = np.log(stats.ratio_bootstrap(xa, xb, RESAMPLES, seed=int(rng.integers(2**31))))
     lo, hi = (float(math.exp(q)) for q in np.quantile(boot, [ALPHA / 2, 1 - ALPHA / 2]))
     p = float(stats._scipy_stats().mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
-    row = _row(va.variant, "", **base, ci=[lo, hi], p_value=p, noise="within run only (no A/A runs)")
+    row = _row(va.variant, "", **base, ci=[lo, hi], p_value=p, noise="within run only (no A/A runs)",
+               run_to_run_known=False)
     if noise:
         scale = math.sqrt(2) * noise["sigma"]
         t = abs(math.log(mb / ma)) / scale if scale > 0 else math.inf
@@ -202,6 +221,7 @@ def _runs_row(va, vb, noise: dict | None, rng) -> tuple[dict, np.ndarray | None]
         band = math.exp(stats._scipy_stats().t.ppf(1 - ALPHA / 2, noise["df"]) * scale) - 1
         row["noise"] = f"A/A ±{band:.1%} ({noise['runs']} runs, {noise['df']} df)"
         row["aa_band"] = band
+        row["run_to_run_known"] = True
     return row, boot
 
 
@@ -216,7 +236,7 @@ def _t_interval(d: np.ndarray) -> tuple[float, float, float, float]:
     return mean, mean - half, mean + half, p
 
 
-def _linked_row(va, vb) -> tuple[dict, dict[int, float] | None]:
+def _linked_row(va, vb, rng) -> tuple[dict, dict[int, float] | None]:
     """Two sides of an interleaved session, round by round: the rounds are the units, so
     the ratio is the geometric mean over rounds of each round's ratio of medians, with the
     t interval and t test of the per-round log ratios (a percentile bootstrap over 5-10
@@ -228,13 +248,12 @@ def _linked_row(va, vb) -> tuple[dict, dict[int, float] | None]:
     pooled_a = np.concatenate([x for _, x, _ in pairs]) if pairs else np.empty(0)
     pooled_b = np.concatenate([y for _, _, y in pairs]) if pairs else np.empty(0)
     logs = {i: math.log(np.median(y) / np.median(x)) for i, x, y in pairs if np.median(x) > 0 and np.median(y) > 0}
-    base = dict(n_a=int(pooled_a.size), n_b=int(pooled_b.size),
-                median_a=float(np.median(pooled_a)) if pooled_a.size else _NAN,
-                median_b=float(np.median(pooled_b)) if pooled_b.size else _NAN, noise=f"{len(logs)} paired rounds")
+    base = _medians(pooled_a, pooled_b, rng) | {"noise": f"{len(logs)} paired rounds"}
     if len(logs) < MIN_ROUNDS:
         return _row(va.variant, "too few rounds", **base), None
     mean, lo, hi, p = _t_interval(np.array(list(logs.values())))
-    return _row(va.variant, "", **base, ratio=math.exp(mean), ci=[math.exp(lo), math.exp(hi)], p_value=p), logs
+    return _row(va.variant, "", **base, ratio=math.exp(mean), ci=[math.exp(lo), math.exp(hi)], p_value=p,
+                run_to_run_known=True), logs  # each round is a whole run: the rounds carry it
 
 
 def _decide(rows: list[dict]) -> None:
@@ -253,7 +272,8 @@ def _decide(rows: list[dict]) -> None:
         elif p_both >= ALPHA:
             r["verdict"] = "within run-to-run noise"
         else:
-            r["verdict"] = "faster" if hi < 1 else "slower"
+            direction = "faster" if hi < 1 else "slower"
+            r["verdict"] = f"unconfirmed {direction}" if r["run_to_run_known"] is False else direction
 
 
 def _summary(rows: list[dict], boots: dict[str, np.ndarray], noise: dict[str, dict],
@@ -263,11 +283,13 @@ def _summary(rows: list[dict], boots: dict[str, np.ndarray], noise: dict[str, di
     draw where A/A runs measured sigma); an interleaved session takes each round's geometric
     mean over the variants and the t interval over rounds (rounds share the machine's state)."""
     counts = {k: sum(r["verdict"] == k for r in rows)
-              for k in ("faster", "slower", "within run-to-run noise", "cannot tell apart")}
+              for k in ("faster", "slower", *UNCONFIRMED, "within run-to-run noise", "cannot tell apart")}
     out: dict[str, Any] = {"compared": sum(counts.values()), **{k.replace(" ", "_").replace("-", "_"): n
                                                                  for k, n in counts.items()},
                            "correction": CORRECTION, "alpha": ALPHA, "geomean_ratio": _NAN, "ci": [_NAN, _NAN],
-                           "variants_in_geomean": len(boots) or len(round_logs)}
+                           "variants_in_geomean": len(boots) or len(round_logs),
+                           # an overall direction needs the run-to-run noise of every variant in it
+                           "run_to_run_known": bool(round_logs) or (bool(boots) and all(n in noise for n in boots))}
     if boots:
         names = list(boots)
         logs = np.stack([boots[n] for n in names])
@@ -312,7 +334,7 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
             row, boot = _row(vb.variant, "not compared: parameters differ",
                              noise=", ".join(f"{d['param']}: {_short(d['a'])} vs {_short(d['b'])}" for d in differs)), None
         elif is_linked:
-            row, logs = _linked_row(va, vb)
+            row, logs = _linked_row(va, vb, rng)
             boot = None
             if logs is not None:
                 round_logs[vb.variant] = logs
@@ -335,8 +357,9 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
         warnings.append(f"{len(skipped)} variant(s) ran with different parameters in A and B and are not compared")
     tested = [r for r in rows if r["variant"] in boots]
     if tested and not any(r["variant"] in noise for r in tested):
-        warnings.append("run-to-run noise unknown: no A/A runs of this configuration on this machine; verdicts rest "
-                        "on within-run samples only (repeat the run a few times, or use `python -m workbench ab`)")
+        warnings.append("run-to-run noise unknown: no A/A runs of this configuration on this machine, so a "
+                        "within-run difference is only 'unconfirmed' (repeat each run 3 or more times, or compare in "
+                        "an interleaved session: python -m workbench ab)")
     for side, rec in (("A", a), ("B", b)):
         if rec.status != "complete":
             warnings.append(f"{side} is {rec.status}")
@@ -372,21 +395,36 @@ def _num(x: Any, fmt: str = ".3g") -> str:
     return "n/a" if not isinstance(x, (int, float)) or x != x else format(x, fmt)
 
 
+def _median_text(median: float, ci: list[float]) -> str:
+    if median != median:
+        return "n/a"
+    lo, hi = ci
+    return stats.fmt_ns(median) + (f" [{stats.fmt_ns(lo)}, {stats.fmt_ns(hi)}]" if lo == lo and hi == hi else "")
+
+
 def summary_text(cmp: dict[str, Any]) -> str:
     s = cmp["summary"]
     if not s["compared"]:
         return "Nothing compared: no variant of B has a counterpart in A with valid samples and the same parameters."
     parts = [f"B is faster in {s['faster']}, slower in {s['slower']}"]
+    unconfirmed = s["unconfirmed_faster"] + s["unconfirmed_slower"]
+    if unconfirmed:
+        parts.append(f"unconfirmed in {unconfirmed} (a within-run difference, {s['unconfirmed_faster']} faster and "
+                     f"{s['unconfirmed_slower']} slower, that run-to-run variation may explain: no A/A runs)")
     if s["within_run_to_run_noise"]:
         parts.append(f"within run-to-run noise in {s['within_run_to_run_noise']}")
     text = (", ".join(parts) + f", and cannot be told apart in {s['cannot_tell_apart']} of {s['compared']} "
             f"compared variant(s) (p-values {s['correction'].title()}-adjusted over the variants; alpha {s['alpha']:g}).")
     g, (lo, hi) = s["geomean_ratio"], s["ci"]
     if g == g:
-        overall = ("B is slower overall" if lo > 1 else "B is faster overall" if hi < 1
-                   else "no overall change shown")
+        if not s["run_to_run_known"]:
+            overall = "within-run CI only: no overall direction stated while run-to-run noise is unknown"
+        else:
+            overall = ("B is slower overall" if lo > 1 else "B is faster overall" if hi < 1
+                       else "no overall change shown")
+        basis = "t interval over rounds" if cmp["mode"] == "interleaved" else "bootstrap over variants and samples"
         text += (f" Geometric mean of B/A over {s['variants_in_geomean']} variant(s): {_num(g)} "
-                 f"[{_num(lo)}, {_num(hi)}] ({overall}; 95% CI, bootstrap over variants and samples).")
+                 f"[{_num(lo)}, {_num(hi)}] ({overall}; 95% CI, {basis}).")
     return text
 
 
@@ -411,11 +449,15 @@ def markdown(cmp: dict[str, Any]) -> str:
                  + (md_table(env) if len(env) else "_None: same machine and software._"))
     parts.append(f"**Verdict:** {escape(summary_text(cmp))}")
     table = pd.DataFrame([{
-        "variant": r["variant"], "A median": stats.fmt_ns(r["median_a"]), "B median": stats.fmt_ns(r["median_b"]),
+        "variant": r["variant"], "A median [95% CI]": _median_text(r["median_a"], r["median_a_ci"]),
+        "B median [95% CI]": _median_text(r["median_b"], r["median_b_ci"]),
         "B/A": _num(r["ratio"]), "95% CI of B/A": f"{_num(r['ci'][0])} .. {_num(r['ci'][1])}",
         "p (adjusted)": _num(r["p_adjusted"], ".2g"), "noise basis / note": r["noise"], "verdict": r["verdict"]}
         for r in cmp["rows"]])
-    parts.append("### Per variant\n\n" + md_table(table))
+    basis = ("B/A: geometric mean over rounds of each round's ratio of medians, t interval over rounds"
+             if cmp["mode"] == "interleaved" else "B/A: ratio of medians, bootstrap CI")
+    parts.append("### Per variant\n\n" + md_table(table) + f"\n\n_Medians of all samples with their bootstrap CI; "
+                 f"{basis}; the verdict also needs the run-to-run test named in the noise column._")
     if cmp["only_in_a"] or cmp["only_in_b"]:
         parts.append(f"Only in A: {escape(', '.join(cmp['only_in_a']) or '-')}; "
                      f"only in B: {escape(', '.join(cmp['only_in_b']) or '-')}.")
