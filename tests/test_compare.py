@@ -57,7 +57,9 @@ def test_aa_with_drift_is_within_run_to_run_noise_given_aa_runs():
     assert "overall" not in headline.replace("no overall direction stated", "")
     judged = compare.compare_runs(a, b, history)
     assert {r["verdict"] for r in judged["rows"]} == {"within run-to-run noise"}
-    assert all(r["noise"].startswith("A/A ±") and r["p_adjusted"] >= 0.05 for r in judged["rows"])
+    assert all(r["noise"].startswith("A/A B/A ") and r["p_adjusted"] >= 0.05 for r in judged["rows"])
+    # every B/A lies inside the band of B/A ratios that A/A pairs reach
+    assert all(r["aa_band"][0] < r["ratio"] < r["aa_band"][1] for r in judged["rows"])
     assert not any("unknown" in w for w in judged["warnings"])
 
 
@@ -324,4 +326,4 @@ def test_cli_compare_finds_aa_runs_in_the_store(store, capsys):
     assert main(["--store", str(store.path), "compare", a.run_id, b.run_id, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["verdict"] for r in rows} == {"within run-to-run noise"}
-    assert all(r["noise"].startswith("A/A ±") and "7 runs" in r["noise"] for r in rows)
+    assert all(r["noise"].startswith("A/A B/A ") and "7 runs" in r["noise"] for r in rows)

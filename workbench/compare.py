@@ -218,9 +218,11 @@ def _runs_row(va, vb, noise: dict | None, rng) -> tuple[dict, np.ndarray | None]
         scale = math.sqrt(2) * noise["sigma"]
         t = abs(math.log(mb / ma)) / scale if scale > 0 else math.inf
         row["p_run_to_run"] = float(2 * stats._scipy_stats().t.sf(t, noise["df"]))
-        band = math.exp(stats._scipy_stats().t.ppf(1 - ALPHA / 2, noise["df"]) * scale) - 1
-        row["noise"] = f"A/A ±{band:.1%} ({noise['runs']} runs, {noise['df']} df)"
-        row["aa_band"] = band
+        # the B/A range that 95% of A/A pairs fall in: symmetric on the log scale, so a factor
+        # (a "±150%" would hide that its lower end is 0.4, not -0.5)
+        factor = math.exp(stats._scipy_stats().t.ppf(1 - ALPHA / 2, noise["df"]) * scale)
+        row["noise"] = f"A/A B/A {1 / factor:.3g} .. {factor:.3g} ({noise['runs']} runs, {noise['df']} df)"
+        row["aa_band"] = [1 / factor, factor]
         row["run_to_run_known"] = True
     return row, boot
 
@@ -363,7 +365,11 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
     for side, rec in (("A", a), ("B", b)):
         if rec.status != "complete":
             warnings.append(f"{side} is {rec.status}")
-        warnings += [f"{side}: {line.rstrip('.')}" for line in load.disturbance(rec)]
+    disturbed = {side: [line.rstrip(".") for line in load.disturbance(rec)] for side, rec in (("A", a), ("B", b))}
+    if disturbed["A"] == disturbed["B"]:  # one session's two sides share its load figures: said once
+        warnings += [f"A and B: {line}" for line in disturbed["A"]]
+    else:
+        warnings += [f"{side}: {line}" for side, lines in disturbed.items() for line in lines]
     return {"run_a": a.run_id, "run_b": b.run_id, "study": a.study,
             "mode": "interleaved" if is_linked else "runs",
             "rounds": (a.outputs.get("ab") or {}).get("rounds") if is_linked else None,
@@ -451,13 +457,17 @@ def markdown(cmp: dict[str, Any]) -> str:
     table = pd.DataFrame([{
         "variant": r["variant"], "A median [95% CI]": _median_text(r["median_a"], r["median_a_ci"]),
         "B median [95% CI]": _median_text(r["median_b"], r["median_b_ci"]),
-        "B/A": _num(r["ratio"]), "95% CI of B/A": f"{_num(r['ci'][0])} .. {_num(r['ci'][1])}",
-        "p (adjusted)": _num(r["p_adjusted"], ".2g"), "noise basis / note": r["noise"], "verdict": r["verdict"]}
+        "B/A": _num(r["ratio"]),
+        "95% CI of B/A": f"{_num(r['ci'][0])} .. {_num(r['ci'][1])}" if r["ci"][0] == r["ci"][0] else "n/a",
+        "p (adjusted)": "< 1e-300" if r["p_adjusted"] == 0 else _num(r["p_adjusted"], ".2g"), "noise basis / note": r["noise"], "verdict": r["verdict"]}
         for r in cmp["rows"]])
-    basis = ("B/A: geometric mean over rounds of each round's ratio of medians, t interval over rounds"
-             if cmp["mode"] == "interleaved" else "B/A: ratio of medians, bootstrap CI")
-    parts.append("### Per variant\n\n" + md_table(table) + f"\n\n_Medians of all samples with their bootstrap CI; "
-                 f"{basis}; the verdict also needs the run-to-run test named in the noise column._")
+    basis = ("B/A: geometric mean over rounds of each round's ratio of medians, with the t interval and t test over "
+             "the rounds (each round a whole run, so they carry the run-to-run variation)"
+             if cmp["mode"] == "interleaved" else
+             "B/A: ratio of medians with its bootstrap CI; a verdict also needs the run-to-run test against the A/A "
+             "runs named in the noise column")
+    parts.append("### Per variant\n\n" + md_table(table) + f"\n\n_Medians of all samples with their bootstrap CI. "
+                 f"{basis}._")
     if cmp["only_in_a"] or cmp["only_in_b"]:
         parts.append(f"Only in A: {escape(', '.join(cmp['only_in_a']) or '-')}; "
                      f"only in B: {escape(', '.join(cmp['only_in_b']) or '-')}.")
