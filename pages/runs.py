@@ -13,10 +13,10 @@ from workbench.untrusted import escape, safe_stem
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _compare_text(key_a: tuple, key_b: tuple, n_runs: int, _a, _b) -> str:
-    """The A/B Markdown, once per pair of run states and number of runs (A/A runs among them
-    change the verdicts); it bootstraps every common variant."""
-    return compare.markdown(compare.compare_runs(_a, _b, compare.history(_a, _b, store, runs.committed(_a.study))))
+def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a, _b) -> dict:
+    """The A/B comparison, once per pair of run states and number of runs (A/A runs among
+    them change the verdicts); it bootstraps every common variant."""
+    return compare.compare_runs(_a, _b, compare.history(_a, _b, store, runs.committed(_a.study)))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -95,7 +95,8 @@ with tab_ab:
     # then the newest pair), B the newer; nothing when no study has two runs.
     pair = compare.most_similar_pair([h for h in headers if h.run_id in set(ids)])
     c1, c2 = st.columns(2)
-    title = lambda i: f"{by_id[i].study}: {by_id[i].title()}"  # noqa: E731
+    # the run id's tail too: two runs of one configuration in one minute have the same title
+    title = lambda i: f"{by_id[i].study}: {by_id[i].title()} · {i[-6:]}"  # noqa: E731
     a_id = c1.selectbox("A (baseline)", ids, index=ids.index(pair[0]) if pair else None, key="runs:a",
                         format_func=title, placeholder="pick a run")
     b_id = c2.selectbox("B", ids, index=ids.index(pair[1]) if pair else None, key="runs:b", format_func=title,
@@ -107,12 +108,15 @@ with tab_ab:
                      "study are compared.")
         else:
             try:
-                text = _compare_text(run_key(a), run_key(b), len(headers), a, b)
+                cmp = _comparison(run_key(a), run_key(b), len(headers), a, b)
             except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
-                text = f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}"
-            st.markdown(text)
-            st.download_button("Download comparison (Markdown)", text,
-                               file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
+                st.error(f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}")
+            else:
+                st.markdown(compare.markdown(cmp, level=3, reproduce=False))
+                with st.expander("Reproduce A and B"):
+                    st.code(f"# A\n{cmp['reproduce_a']}\n# B\n{cmp['reproduce_b']}", language="sh")
+                st.download_button("Download comparison (Markdown)", compare.markdown(cmp),
+                                   file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
     elif pair is None:
         st.caption("No two runs of one study to compare yet: run a study twice (or `python -m workbench ab`).")
     else:

@@ -218,11 +218,7 @@ def _runs_row(va, vb, noise: dict | None, rng) -> tuple[dict, np.ndarray | None]
         scale = math.sqrt(2) * noise["sigma"]
         t = abs(math.log(mb / ma)) / scale if scale > 0 else math.inf
         row["p_run_to_run"] = float(2 * stats._scipy_stats().t.sf(t, noise["df"]))
-        # the B/A range that 95% of A/A pairs fall in: symmetric on the log scale, so a factor
-        # (a "±150%" would hide that its lower end is 0.4, not -0.5)
-        factor = math.exp(stats._scipy_stats().t.ppf(1 - ALPHA / 2, noise["df"]) * scale)
-        row["noise"] = f"A/A B/A {1 / factor:.3g} .. {factor:.3g} ({noise['runs']} runs, {noise['df']} df)"
-        row["aa_band"] = [1 / factor, factor]
+        row["aa"] = {"sigma": noise["sigma"], "df": noise["df"], "runs": noise["runs"]}  # _decide draws its range
         row["run_to_run_known"] = True
     return row, boot
 
@@ -258,6 +254,25 @@ def _linked_row(va, vb, rng) -> tuple[dict, dict[int, float] | None]:
                 run_to_run_known=True), logs  # each round is a whole run: the rounds carry it
 
 
+def _aa_ranges(tested: list[dict]) -> None:
+    """Each row's A/A range: the B/A values A/A pairs reach at the level Holm's step-down
+    tests that row at (alpha / (m - k + 1) for the k-th smallest p of m), so a B/A outside
+    the printed range is exactly one the run-to-run test rejects there. Symmetric on the log
+    scale, hence a factor range (a "±150%" would hide that its lower end is 0.4, not -0.5)."""
+    p_both = [max(r["p_value"], r["p_run_to_run"]) if r["p_run_to_run"] == r["p_run_to_run"] else r["p_value"]
+              for r in tested]
+    m = len(tested)
+    for k, i in enumerate(sorted(range(m), key=lambda i: p_both[i])):
+        r, aa = tested[i], tested[i].get("aa")
+        if not aa:
+            continue
+        level = ALPHA / (m - k)
+        factor = math.exp(stats._scipy_stats().t.ppf(1 - level / 2, aa["df"]) * math.sqrt(2) * aa["sigma"])
+        r["aa_band"] = [1 / factor, factor]
+        r["noise"] = (f"A/A range {1 / factor:.3g} .. {factor:.3g} ({1 - level:.2%} level; {aa['runs']} runs, "
+                      f"{aa['df']} df)")
+
+
 def _decide(rows: list[dict]) -> None:
     """Holm-adjust the tested rows' p-values and give each its verdict."""
     tested = [r for r in rows if r["verdict"] == ""]
@@ -266,16 +281,19 @@ def _decide(rows: list[dict]) -> None:
     within = stats.adjust_pvalues([r["p_value"] for r in tested], CORRECTION)
     both = stats.adjust_pvalues([max(r["p_value"], r["p_run_to_run"]) if r["p_run_to_run"] == r["p_run_to_run"]
                                  else r["p_value"] for r in tested], CORRECTION)
+    _aa_ranges(tested)
     for r, p_within, p_both in zip(tested, within, both):
         lo, hi = r["ci"]
         r["p_adjusted"] = float(p_both)
-        if not (p_within < ALPHA and (hi < 1 or lo > 1)):
-            r["verdict"] = "cannot tell apart"
-        elif p_both >= ALPHA:
-            r["verdict"] = "within run-to-run noise"
-        else:
+        within_run = p_within < ALPHA and (hi < 1 or lo > 1)
+        band = r.get("aa_band")
+        if within_run and p_both < ALPHA:
             direction = "faster" if hi < 1 else "slower"
             r["verdict"] = f"unconfirmed {direction}" if r["run_to_run_known"] is False else direction
+        elif within_run and band and band[0] <= r["ratio"] <= band[1]:
+            r["verdict"] = "within run-to-run noise"  # the A/A pairs reach this B/A
+        else:  # neither test rejects, or the within-run one does only before the combined step-down
+            r["verdict"] = "cannot tell apart"
 
 
 def _summary(rows: list[dict], boots: dict[str, np.ndarray], noise: dict[str, dict],
@@ -434,24 +452,28 @@ def summary_text(cmp: dict[str, Any]) -> str:
     return text
 
 
-def markdown(cmp: dict[str, Any]) -> str:
+def markdown(cmp: dict[str, Any], level: int = 1, reproduce: bool = True) -> str:
     """The comparison as GitHub Markdown: parameter and environment diffs first, then the
-    verdict and the per-variant table. Every string from the runs is escaped."""
+    verdict and the per-variant table. Every string from the runs is escaped. ``level``: the
+    title's heading level (a page that has its own title passes 3); sections one below.
+    ``reproduce=False`` leaves out the ``<details>`` block of reproduce commands (a page that
+    renders no HTML shows them its own way)."""
     from .report import md_table  # report imports heavier things; only the printer needs it
     import pandas as pd
 
     a, b = escape(cmp["run_a"], "code"), escape(cmp["run_b"], "code")
     mode = (f"interleaved session of {cmp['rounds']} rounds per side" if cmp["mode"] == "interleaved"
             else "two separate runs")
-    parts = [f"# A/B: {b} (B) against {a} (A)", f"Study {escape(cmp['study'], 'code')}; {escape(mode)}."]
+    h, sub = "#" * level, "#" * (level + 1)
+    parts = [f"{h} A/B: {b} (B) against {a} (A)", f"Study {escape(cmp['study'], 'code')}; {escape(mode)}."]
     parts += [f"> **Warning: {escape(w)}.**" for w in cmp["warnings"]]
     title = "The change under test (parameters of A and B)" if cmp["mode"] == "interleaved" else "Parameters that differ"
     diff = pd.DataFrame(cmp["param_diff"], columns=["param", "a", "b"])
-    parts.append(f"### {title}\n\n" + (md_table(diff) if len(diff) else "_None: A and B ran with the same parameters._"))
+    parts.append(f"{sub} {title}\n\n" + (md_table(diff) if len(diff) else "_None: A and B ran with the same parameters._"))
     machines = (f"Both on: {escape(cmp['machine_a'])}." if cmp["same_machine"] else
                 f"A: {escape(cmp['machine_a'])}; B: {escape(cmp['machine_b'])}.")
     env = pd.DataFrame(cmp["env_diff"], columns=["key", "a", "b"])
-    parts.append("### Environment that differs\n\n" + machines + "\n\n"
+    parts.append(f"{sub} Environment that differs\n\n" + machines + "\n\n"
                  + (md_table(env) if len(env) else "_None: same machine and software._"))
     parts.append(f"**Verdict:** {escape(summary_text(cmp))}")
     table = pd.DataFrame([{
@@ -466,13 +488,14 @@ def markdown(cmp: dict[str, Any]) -> str:
              if cmp["mode"] == "interleaved" else
              "B/A: ratio of medians with its bootstrap CI; a verdict also needs the run-to-run test against the A/A "
              "runs named in the noise column")
-    parts.append("### Per variant\n\n" + md_table(table) + f"\n\n_Medians of all samples with their bootstrap CI. "
+    parts.append(f"{sub} Per variant\n\n" + md_table(table) + f"\n\n_Medians of all samples with their bootstrap CI. "
                  f"{basis}._")
     if cmp["only_in_a"] or cmp["only_in_b"]:
         parts.append(f"Only in A: {escape(', '.join(cmp['only_in_a']) or '-')}; "
                      f"only in B: {escape(', '.join(cmp['only_in_b']) or '-')}.")
-    parts.append(details("Reproduce", f"A:\n\n{escape(cmp['reproduce_a'], 'block', 'sh')}\n\nB:\n\n"
-                                      f"{escape(cmp['reproduce_b'], 'block', 'sh')}"))
+    if reproduce:
+        parts.append(details("Reproduce", f"A:\n\n{escape(cmp['reproduce_a'], 'block', 'sh')}\n\nB:\n\n"
+                                          f"{escape(cmp['reproduce_b'], 'block', 'sh')}"))
     return "\n\n".join(parts) + "\n"
 
 
