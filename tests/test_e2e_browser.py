@@ -442,7 +442,10 @@ def test_runs_page_compares_two_runs(app, browser):
         page.page.get_by_role("tab", name="A/B comparison").click()
         page.settle()
         panel = page.page.locator("[role=tabpanel]:visible")
-        assert panel.get_by_text("A/B:").first.is_visible() and panel.get_by_text("Verdict:").first.is_visible()
+        # the comparison is drawn after the run list; wait for it rather than for a fixed time
+        panel.get_by_text("A/B:").first.wait_for(state="visible", timeout=60_000)
+        assert panel.get_by_text("Verdict:").first.is_visible()
+        assert panel.get_by_text("Parameters that differ").first.is_visible()
         page.shot("runs-compare")
     finally:
         page.close()
