@@ -1,4 +1,10 @@
-"""Perf Study Workbench: the Streamlit entry point (``make run`` serves it on 127.0.0.1)."""
+"""Perf Study Workbench: the Streamlit entry point (``make run`` serves it on 127.0.0.1).
+
+Every registered study has a page: ``pages/<module>.py`` when the study has page extras, else
+the generic :func:`pages._ui.study_page` (no file needed). Home, Runs and Traces are always
+there. ``serve.py`` turns off Streamlit's old ``pages/``-folder mode, which would otherwise
+list every file of ``pages/`` until this script first ran.
+"""
 
 import re
 from pathlib import Path
@@ -12,18 +18,30 @@ st.set_page_config(page_title="Perf Study Workbench", layout="wide")
 PAGES = Path(__file__).parent / "pages"
 
 
+def url_path(study_id: str) -> str:
+    """A study page's URL path: ``/mc2_split`` for ``mc2-split``."""
+    return study_id.replace("-", "_")
+
+
+def _generic(study):
+    """A page function for a study without a page file (st.Page takes a callable)."""
+    from pages._ui import study_page
+
+    def page():
+        study_page(study)
+
+    page.__name__ = url_path(study.ID)
+    return page
+
+
 def _pages():
-    home = st.Page("pages/home.py", title="Home", default=True)
-    runs = st.Page("pages/runs.py", title="Runs")
-    tools = [home, runs]
-    if (PAGES / "traces.py").exists():
-        tools.append(st.Page("pages/traces.py", title="Traces"))
+    tools = [st.Page("pages/home.py", title="Home", default=True), st.Page("pages/runs.py", title="Runs"),
+             st.Page("pages/traces.py", title="Traces")]
     studies = []
     for study_id, mod in registry().items():
         page = PAGES / f"{mod.__name__.split('.')[-1]}.py"
-        if page.exists():
-            studies.append(st.Page(str(page.relative_to(PAGES.parent)), title=re.split(r"[:(]", mod.TITLE)[0].strip(),
-                                   url_path=study_id.replace("-", "_")))
+        source = str(page.relative_to(PAGES.parent)) if page.exists() else _generic(mod)
+        studies.append(st.Page(source, title=re.split(r"[:(]", mod.TITLE)[0].strip(), url_path=url_path(study_id)))
     return {"Workbench": tools, "Studies": studies}
 
 

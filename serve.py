@@ -8,6 +8,11 @@ configured ``server.address`` or a name listed in ``$WORKBENCH_ALLOWED_HOSTS``
 (comma-separated; for ``HOST=0.0.0.0`` at your own risk). The upload limit
 (``server.maxUploadSize``), XSRF and CORS protection stay Streamlit's, set in
 ``.streamlit/config.toml``.
+
+It also turns off Streamlit's first multipage mode, which a ``pages/`` folder beside the app
+switches on until ``app.py`` calls ``st.navigation``: a cold server whose first request was
+``/traces`` ran ``pages/traces.py`` alone, narrow, with a sidebar listing every file of
+``pages/`` (``_ui`` too) that led to "Page not found", for every session after it.
 """
 
 import os
@@ -16,6 +21,10 @@ import streamlit as st
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from streamlit import config
+from streamlit.runtime.pages_manager import PagesManager
+
+# app.py always runs and declares the pages itself (st.navigation); see the docstring.
+PagesManager.uses_pages_directory = False
 
 
 def allowed_hosts() -> list[str]:

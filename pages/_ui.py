@@ -1,10 +1,17 @@
-"""Shared UI for the pages: the generic study page, run display and downloads.
+"""Shared UI for the pages: the generic study page, run display, tables, downloads, run management.
 
-UI-side only (streamlit lives here, never in ``workbench/``). A study page is::
+UI-side only (streamlit lives here, never in ``workbench/``). Every registered study gets a
+page with no file (``app.py`` wraps :func:`study_page`); a study with page extras has
+``pages/<module>.py``::
 
     import studies.<name> as study
     from pages._ui import study_page
-    study_page(study)
+    study_page(study, extras=page_extras, extras_tab="Timeline")
+
+A study page leads with what a person reads first, from one cached analysis
+(:mod:`workbench.analysis`): the "run disturbed" warnings, the verdict, the seed's claims
+checked on this run, the study's key table (``KEY_TABLE``) and key chart (``KEY_CHART``).
+Everything else is in tabs: results, charts, tables, the page's extras, seed, environment, raw.
 """
 
 from __future__ import annotations
@@ -12,22 +19,27 @@ from __future__ import annotations
 import io
 import json
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+import pandas as pd
 import streamlit as st
 
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
-from workbench.claims import display as claims_display
+from workbench.catalog import Catalog, Header
 from workbench.env import REPO_ROOT, summary_line
 from workbench.store import RunRecord, Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
-from workbench.tables import results_display
+from workbench.tables import MISSING, key_columns, number_formats, results_display, variants_table
 from workbench.untrusted import escape, safe_stem
+
+#: rows a table shows before it scrolls (the page stays a few screens tall)
+TABLE_ROWS = 12
 
 
 def open_store() -> Store:
@@ -73,6 +85,48 @@ def _committed(study_id: str, stamp: tuple) -> tuple[list[RunRecord], list[str]]
     return wbstore.committed(study_id)
 
 
+def catalog(store: Store | None) -> Catalog:
+    """Stored and committed runs, by one id (:mod:`workbench.catalog`), committed ones cached."""
+    return Catalog(store, committed=committed)
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+def _for_display(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns with missing values as a dash (never ``<NA>`` or ``None``)."""
+    out = df.copy()
+    formats = number_formats(df)
+    for col in out.columns:
+        if str(col) not in formats and not pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].map(lambda x: MISSING if not isinstance(x, (list, dict, tuple)) and pd.isna(x) is True
+                                    else x)
+    return out
+
+
+def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[str, ...] = (),
+               rows: int = TABLE_ROWS) -> None:
+    """A table a person can take in: one number format per column, no ``<NA>``, at most
+    ``rows`` rows before it scrolls; a wide table shows the columns that differ between rows
+    (constants said once above it) and the full table on demand."""
+    if df is None or len(df.columns) == 0:
+        st.caption("(no rows)")
+        return
+    cols, constant = (list(map(str, df.columns)), {}) if len(df.columns) <= max_columns else \
+        key_columns(df, max_columns, first)
+    full = len(cols) < len(df.columns) and st.toggle(f"All {len(df.columns)} columns", key=f"{key}:all")
+    shown = df if full else df[cols]
+    if constant and not full:
+        st.caption("All rows: " + escape("; ".join(f"{k} = {v}" for k, v in constant.items())))
+    config = {c: st.column_config.NumberColumn(format=f.printf()) for c, f in number_formats(shown).items()}
+    st.dataframe(_for_display(shown), column_config=config, hide_index=True, width="stretch",
+                 height=min(len(shown), rows) * 35 + 38 if len(shown) else "auto")
+
+
+def show_chart(chart) -> None:
+    # "content": the chart keeps its own size (see workbench.charts); "stretch" squeezes legends
+    st.altair_chart(chart, width="content")
+
+
 # --- parameter widgets ---------------------------------------------------------------------------
 
 def _widget(p, default: Any, key: str):
@@ -97,8 +151,8 @@ def _widget(p, default: Any, key: str):
     return st.text_input(label, str(default), help=p.help, key=key)
 
 
-def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool, bool]:
-    """Widgets from the study's space; returns (values or None if invalid, quick, submitted)."""
+def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool]:
+    """Widgets from the study's space; returns (values or None if invalid, submitted)."""
     # ?preset=NAME in the URL starts the form from that preset (shareable links, browser tests).
     preset = st.query_params.get("preset")
     if preset not in study.SPACE.presets:
@@ -118,42 +172,20 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool, bool]:
         values = validate(study, raw)
     except ParamError as exc:
         if submitted:
-            st.error(str(exc))
-        return None, quick, False
-    return values, quick, submitted
+            st.error(escape(exc))
+        return None, False
+    return values, submitted
 
 
-# --- results -------------------------------------------------------------------------------------
+# --- reports and run management -------------------------------------------------------------------
 
-def downloads(rec: RunRecord, key: str) -> None:
-    """Markdown (zip with chart PNGs), notebook (zip with its bundle) and the bundle; file
-    names from the run id's sanitised stem."""
-    stem = safe_stem(rec.run_id)
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        if st.button("Prepare Markdown report", key=f"{key}:md"):
-            with tempfile.TemporaryDirectory() as tmp:
-                md = report.write_markdown(rec, Path(tmp) / f"{stem}.md")
-                st.session_state[f"{key}:mdzip"] = _zip_dir(Path(tmp))
-                st.session_state[f"{key}:mdtext"] = md.read_text()
-        if f"{key}:mdzip" in st.session_state:
-            st.download_button("Download Markdown (.zip with charts)", st.session_state[f"{key}:mdzip"],
-                               file_name=f"{stem}-report.zip", mime="application/zip", key=f"{key}:mddl")
-    with c2:
-        if st.button("Prepare notebook", key=f"{key}:nb"):
-            with tempfile.TemporaryDirectory() as tmp:
-                report.write_notebook(rec, Path(tmp) / f"{stem}.ipynb")
-                st.session_state[f"{key}:nbzip"] = _zip_dir(Path(tmp))
-        if f"{key}:nbzip" in st.session_state:
-            st.download_button("Download notebook (.zip with bundle)", st.session_state[f"{key}:nbzip"],
-                               file_name=f"{stem}-notebook.zip", mime="application/zip", key=f"{key}:nbdl")
-    with c3:
-        # A callable: built on click, not on every rerun (it summarises every variant, up to MBs).
-        st.download_button("Download result bundle (JSON)", lambda: json.dumps(to_bundle(rec), default=str),
-                           file_name=f"{stem}.bundle.json", mime="application/json", key=f"{key}:bundle")
-    if f"{key}:mdtext" in st.session_state:
-        with st.expander("Markdown report text"):
-            st.code(st.session_state[f"{key}:mdtext"], language="markdown")
+#: report formats offered on a page: label, file suffix, MIME type
+EXPORTS = {
+    "issue": ("GitHub issue (one Markdown file, nothing attached)", "issue.md", "text/markdown"),
+    "md": ("Markdown with PNG charts (.zip)", "zip", "application/zip"),
+    "html": ("HTML (one self-contained file)", "html", "text/html"),
+    "ipynb": ("Notebook with its bundle, executed (.zip)", "zip", "application/zip"),
+}
 
 
 def _zip_dir(folder: Path) -> bytes:
@@ -164,6 +196,71 @@ def _zip_dir(folder: Path) -> bytes:
                 zf.write(f, f.relative_to(folder))
     return buf.getvalue()
 
+
+def _export(rec: RunRecord, fmt: str, a: Analysis | None) -> bytes:
+    """The report of ``rec`` in ``fmt`` as the bytes of one download."""
+    stem = safe_stem(rec.run_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = report.write_report(rec, fmt, Path(tmp) / f"{stem}.{'issue.md' if fmt == 'issue' else fmt}",
+                                   analysis=a)
+        return _zip_dir(Path(tmp)) if EXPORTS[fmt][1] == "zip" else path.read_bytes()
+
+
+def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
+    """Pick a report format, prepare it, download it; the result bundle; a preview of the
+    issue report as Markdown renders it (Mermaid charts drawn). File names from the run id's
+    sanitised stem."""
+    stem = safe_stem(rec.run_id)
+    fmt = st.selectbox("Report format", list(EXPORTS), format_func=lambda f: EXPORTS[f][0], key=f"{key}:fmt")
+    label, suffix, mime = EXPORTS[fmt]
+    if st.button("Prepare report", key=f"{key}:prepare"):
+        with st.spinner("writing the report..."):
+            st.session_state[f"{key}:{fmt}"] = _export(rec, fmt, a)
+    data = st.session_state.get(f"{key}:{fmt}")
+    if data is not None:
+        st.download_button(f"Download {label}", data, file_name=f"{stem}.{suffix}", mime=mime, key=f"{key}:{fmt}:dl")
+        if fmt == "issue":
+            st.caption(f"{len(data.decode()):,} characters (an issue takes up to {report.ISSUE_LIMIT:,})")
+            with st.expander("Preview"):
+                st.markdown(data.decode())
+    # A callable: built on click, not on every rerun (it summarises every variant, up to MBs).
+    st.download_button("Download result bundle (JSON: raw samples, environment, attachments)",
+                       lambda: json.dumps(to_bundle(rec), default=str), file_name=f"{stem}.bundle.json",
+                       mime="application/json", key=f"{key}:bundle")
+
+
+def manage_run(store: Store | None, header: Header, key: str) -> None:
+    """Tags and a note for the run (kept in the store, committed runs too); delete a stored
+    run after a confirmation."""
+    if store is None:
+        return
+    c1, c2, _ = st.columns([1, 1, 6])
+    with c1.popover("Tags and note", width="stretch"):
+        tags = st.text_input("Tags (plain words, space-separated)", " ".join(header.tags), key=f"{key}:tags")
+        note = st.text_area("Note", header.note, key=f"{key}:note", max_chars=wbstore.MAX_NOTE_CHARS)
+        if st.button("Save", key=f"{key}:save"):
+            wanted = tags.split()
+            try:
+                store.annotate(header.run_id, add=wanted, remove=[t for t in header.tags if t not in wanted], note=note)
+                st.rerun()
+            except StoreError as exc:
+                st.error(escape(exc))
+    with c2.popover("Delete run", width="stretch", disabled=header.origin == "committed",
+                    help="A committed run is a file under traces/ in the checkout" if header.origin == "committed"
+                    else None):
+        st.markdown(f"Delete run {escape(header.run_id, 'code')} ({escape(header.title())}) and its "
+                    f"{header.variants} points from the store? This cannot be undone.")
+        sure = st.checkbox("Yes, delete this run", key=f"{key}:sure")
+        if st.button("Delete", type="primary", disabled=not sure, key=f"{key}:delete"):
+            try:
+                store.delete(header.run_id)
+                st.session_state[f"{key}:deleted"] = header.run_id
+                st.rerun()
+            except (StoreError, KeyError) as exc:
+                st.error(escape(exc))
+
+
+# --- one run -------------------------------------------------------------------------------------
 
 def run_key(rec: RunRecord) -> tuple:
     """What identifies a run's state for caching (a running run gains variants and a status)."""
@@ -179,65 +276,145 @@ def _analysis(key: tuple, _study: ModuleType, _rec: RunRecord) -> tuple[Analysis
     return a, charts_of(a), sections_of(a)
 
 
-def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, key: str = "run") -> None:
-    """Disturbance warnings, verdict, the seed's claims, results, the study's tables and charts,
-    environment, downloads."""
+def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, key: str = "run",
+             extras_tab: str = "Details") -> None:
+    """The run as a person takes it in: disturbance warnings, verdict, the seed's claims, the
+    key table and the key chart; everything else in tabs."""
     a, charts, sections = _analysis(run_key(rec), study, rec)
     for line in a.disturbance:
         st.warning(escape(line))
-    st.markdown(f"**Verdict:** {a.verdict}")
-    if len(a.claims):
-        st.markdown("**The seed's claims on this machine**")
-        st.dataframe(claims_display(a.claims), hide_index=True, width="stretch")
-    st.caption(f"Run {escape(rec.run_id, 'code')} · {escape(rec.status)} · {escape(rec.created_utc)} UTC · machine: "
-               f"{escape(summary_line(rec.env))} · origin: {escape(rec.origin)}")
     if rec.status != "complete":
         st.warning(f"This run is {escape(rec.status)}." + (f" {escape(rec.error.splitlines()[0])}"
                                                            if rec.error and rec.error.strip() else ""))
+    st.markdown(f"**Verdict:** {a.verdict}")
     failed = [v for v in rec.variants if not v.correct]
     if failed:
         st.error("Correctness check FAILED (times not counted): " +
                  escape("; ".join(f"{v.variant}: {v.check}" for v in failed)))
-    st.dataframe(results_display(a.results), hide_index=True, width="stretch")
     for message in a.errors:
         st.error(escape(message))
-    for chart in charts.values():
-        st.altair_chart(chart, width="content")
-    for name, df in a.tables.items():
-        if name.startswith("_"):  # chart data, not for reading
-            continue
-        with st.expander(f"Table: {name}", expanded=False):
-            st.dataframe(df, hide_index=True, width="stretch")
-    for section in sections:
-        st.markdown(section, unsafe_allow_html=False)
-    if extras is not None:
-        try:
-            extras(rec, a.tables)
-        except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what its page does not expect
-            st.error(f"This part of the page failed: {escape(type(exc).__name__)}: {escape(exc)}")
-    with st.expander("Environment and reproduce command"):
+    if len(a.claims):
+        st.markdown("**The seed's claims on this machine**")
+        show_table(report.claims_display(a.claims), key=f"{key}:claims")
+    key_table, key_chart = report.key_names(a, charts)
+    if key_table:
+        st.markdown(f"**{escape(key_table)}**")
+        show_table(a.tables[key_table], key=f"{key}:key")
+    if key_chart:
+        show_chart(charts[key_chart])
+    tables = {n: df for n, df in a.tables.items() if not n.startswith("_") and n != key_table}
+    other_charts = {n: c for n, c in charts.items() if n != key_chart}
+    names = ["Results", f"Charts ({len(other_charts)})", f"Tables ({len(tables)})"] + \
+        (["Notes"] if sections else []) + ([extras_tab] if extras else []) + \
+        ["Seed", "Environment", "Raw samples", "Share"]
+    tabs = dict(zip(names, st.tabs(names)))
+    with tabs["Results"]:
+        show_table(results_display(a.results), key=f"{key}:results", max_columns=8)
+    if sections:
+        with tabs["Notes"]:
+            for section in sections:
+                st.markdown(section)
+    with tabs[names[1]]:
+        for chart in other_charts.values():
+            show_chart(chart)
+        if not other_charts:
+            st.caption("No other charts.")
+    with tabs[names[2]]:
+        for name, df in tables.items():
+            st.markdown(f"**{escape(name)}**")
+            show_table(df, key=f"{key}:t:{name}")
+        if not tables:
+            st.caption("No other tables.")
+    if extras:
+        with tabs[extras_tab]:
+            try:
+                extras(rec, a.tables)
+            except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what its page does not expect
+                st.error(f"This part of the page failed: {escape(type(exc).__name__)}: {escape(exc)}")
+    with tabs["Seed"]:
+        seed_figures(study)
+    with tabs["Environment"]:
+        st.markdown(f"Machine: {escape(summary_line(rec.env))}")
+        st.markdown("Reproduce this run:")
         st.code(rec.reproduce, language="bash")
         st.json(rec.env, expanded=False)
-    downloads(rec, key=f"{key}:{rec.run_id}")
+    with tabs["Raw samples"]:
+        st.caption("Per variant, summarised; every sample is in the result bundle (Share tab).")
+        show_table(report.samples_summary(rec), key=f"{key}:raw", max_columns=8)
+    with tabs["Share"]:
+        downloads(rec, key=f"{key}:{rec.run_id}", a=a)
 
 
 def seed_figures(study: ModuleType) -> None:
+    """The seed's published figures, labelled as the seed's with its machine."""
     seed = getattr(study, "SEED_FIGURES", None)
+    st.markdown(f"Seed: {escape(study.SEED)} — {escape(study.SEED_SUMMARY)}")
     if not seed:
+        st.caption("This study has no seed figures.")
         return
-    with st.expander(f"The seed's published figures ({seed.get('machine', 'seed machine')})"):
-        st.markdown(f"As published in {seed.get('source', study.SEED)}; measured on **{seed.get('machine', '?')}**, "
-                    "not on this machine.")
-        import pandas as pd
-
-        for name, rows in seed.get("tables", {}).items():
-            st.markdown(f"**{name}** (seed)")
-            st.dataframe(pd.DataFrame(rows), hide_index=True)
-        for note in seed.get("notes", []):
-            st.caption(note)
+    st.markdown(f"As published in {seed.get('source', study.SEED)}; measured on **{seed.get('machine', '?')}**, "
+                "not on this machine.")
+    for name, rows in seed.get("tables", {}).items():
+        st.markdown(f"**{name}** (seed)")
+        show_table(pd.DataFrame(rows), key=f"{study.ID}:seed:{name}")
+    for note in seed.get("notes", []):
+        st.caption(note)
 
 
-# --- the page ------------------------------------------------------------------------------------
+# --- a run in progress -----------------------------------------------------------------------------
+
+def _elapsed(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+def _live_table(job: jobs.Job) -> pd.DataFrame:
+    """The points a running job stored so far, as the results table (recomputed only when a
+    point arrived: each is a bootstrap)."""
+    state = job.state
+    stamp = (state.run_id, tuple((v.variant, len(v.samples_ns)) for v in state.variants.values()))
+    cached = st.session_state.get(f"{job.study}:live")
+    if cached is None or cached[0] != stamp:
+        rec = RunRecord(run_id=state.run_id or "pending", study=job.study, params={}, env={},
+                        variants=list(state.variants.values()))
+        cached = (stamp, results_display(variants_table(rec)))
+        st.session_state[f"{job.study}:live"] = cached
+    return cached[1]
+
+
+def show(study_id: str, run_id: str) -> None:
+    """Make ``run_id`` the run a study page shows on its next run (a new widget generation,
+    so the picker takes it even after the user picked another)."""
+    st.session_state[f"{study_id}:show"] = run_id
+    st.session_state[f"{study_id}:gen"] = st.session_state.get(f"{study_id}:gen", 0) + 1
+
+
+def _finished(study: ModuleType, job: jobs.Job) -> None:
+    """A job ended: show its run, and say how it ended (a cancel is not an error)."""
+    state = job.poll()
+    doc = job.record()
+    run_id = (doc or {}).get("run_id") or state.run_id
+    kept, took = len(state.variants), _elapsed(job.elapsed_s())
+    notice = f"{study.ID}:notice"
+    if job.was_cancelled or job.returncode == 130:
+        if kept:
+            show(study.ID, run_id)
+            st.session_state[notice] = ("info", f"Run cancelled after {took}: {kept} finished point"
+                                                 f"{'' if kept == 1 else 's'} kept in run `{run_id}` (shown below).")
+        else:
+            st.session_state[notice] = ("info", f"Run cancelled after {took}, before any point finished: nothing "
+                                                "was measured" + (f" (run `{run_id}` is stored without points)."
+                                                                  if run_id else "."))
+    elif doc:
+        show(study.ID, run_id)
+        st.session_state[notice] = ("success", f"Run `{run_id}` finished in {took}: {len(doc.get('variants', []))} "
+                                               "points (shown below).")
+    else:
+        if run_id:
+            show(study.ID, run_id)  # a failed run keeps its finished points and says why
+        st.session_state[f"{study.ID}:last_error"] = job.error_text() or f"the run exited with code {job.returncode}"
+    job.cleanup()
+
 
 def _poll_job(study: ModuleType) -> None:
     key = f"{study.ID}:job"
@@ -247,76 +424,95 @@ def _poll_job(study: ModuleType) -> None:
 
     @st.fragment(run_every=1.0)
     def _progress():
-        frac, msg = job.progress()
-        if not job.done:
-            st.progress(frac, text=f"Running {study.ID}: {escape(msg)}")
-            if st.button("Cancel run (keeps finished points)", key=f"{key}:cancel"):
+        state = job.poll()
+        fraction, message = job.progress()
+        if job.done:
+            st.session_state.pop(key, None)
+            _finished(study, job)
+            st.rerun()
+        kept = len(state.variants)
+        counts = (f"{state.step[0]} of {state.step[1]} {state.step[2]}" if state.step else
+                  f"{kept} point{'' if kept == 1 else 's'} done")
+        where = f"run `{state.run_id}`" if state.run_id else "waiting for the machine"
+        st.progress(fraction, text=f"Running {escape(study.TITLE)}: {escape(message)}")
+        st.caption(f"{_elapsed(job.elapsed_s())} elapsed · {counts} · {where}")
+        if job.cancelled is None:
+            if st.button("Cancel run (keeps the finished points)", key=f"{key}:cancel"):
                 job.cancel()
-            return
-        st.session_state.pop(key, None)
-        rc = job.returncode
-        doc = job.record()
-        if doc:
-            st.session_state[f"{study.ID}:pick"] = doc["run_id"]  # show the run that just finished
-        if rc not in (0, 1) or not doc:
-            st.session_state[f"{study.ID}:last_error"] = job.error_text() or f"the run exited with code {rc}"
-        job.cleanup()
-        st.rerun()
+        else:
+            st.caption("Cancelling: the finished points are being stored...")
+        if kept:
+            show_table(_live_table(job), key=f"{key}:live", max_columns=8, rows=8)
 
     _progress()
 
 
-def study_page(study: ModuleType, extras: Callable | None = None) -> None:
-    """The whole page of a study: description, parameters, run, results, stored and committed runs."""
-    st.title(study.TITLE)
-    st.caption(f"Study `{study.ID}` · seed: {study.SEED} — {study.SEED_SUMMARY}")
-    with st.expander("What this study measures", expanded=False):
-        st.markdown(study.__doc__ or "")
-    seed_figures(study)
-    store = get_store()
+# --- the page ------------------------------------------------------------------------------------
 
+def _start(study: ModuleType, values: dict[str, Any], store: Store) -> None:
+    if st.session_state.get(f"{study.ID}:job") is not None:
+        st.info("A run of this study is already in progress in this session.")
+        return
+    refused = study.requires(values)
+    if refused:
+        st.error(f"Cannot run with these parameters here: {escape(refused)}")
+        return
+    for k in ("last_error", "notice", "live"):
+        st.session_state.pop(f"{study.ID}:{k}", None)
+    st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, store_path=store.path,
+                                                     owner_alive=session_alive())
+
+
+def pick_run(study: ModuleType, headers: list[Header]) -> Header:
+    """The run picker: every run of the study by its label, origin, machine and time; the run
+    :func:`show` named (or ``?run=`` in the URL), else the newest."""
+    ids = [h.run_id for h in headers]
+    by_id = {h.run_id: h for h in headers}
+    # ?run=ID in the URL (a link to one run) counts until the page shows another
+    wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run")
+    gen = st.session_state.get(f"{study.ID}:gen", 0)
+    choice = st.selectbox(f"Run ({len(ids)})", ids, index=ids.index(wanted) if wanted in ids else 0,
+                          format_func=lambda i: by_id[i].title(), key=f"{study.ID}:pick:{gen}")
+    return by_id[choice]
+
+
+def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: str = "Details") -> None:
+    """The whole page of a study: what it measures, parameters and run, the run shown (its lead
+    and tabs), every stored and committed run to pick from."""
+    st.title(study.TITLE)
+    st.caption(f"Study `{study.ID}` · seed: {escape(study.SEED)} — {escape(study.SEED_SUMMARY)}")
+    store = get_store()
+    runs = catalog(store)
+    headers = runs.headers(study=study.ID)
     reason = study.requires(study.SPACE.defaults())
     if reason:
         # The defaults cannot run here, but other parameters may (e.g. world_size=1 on a one-GPU
         # machine): the form stays reachable and every submission is checked again.
-        st.warning(f"With its default parameters this study cannot run on this machine: {reason}\n\n"
+        st.warning(f"With its default parameters this study cannot run on this machine: {escape(reason)}\n\n"
                    "Stored and committed results are shown below.")
-    with st.expander("Parameters and run", expanded=reason is None):
-        values, quick, submitted = param_form(study)
+    with st.expander("What this study measures"):
+        st.markdown(study.__doc__ or "")
+    with st.expander("Parameters and run", expanded=not headers or st.query_params.get("preset") is not None):
+        values, submitted = param_form(study)
     if submitted and values is not None and store is not None:
-        if st.session_state.get(f"{study.ID}:job") is not None:
-            st.info("A run of this study is already in progress in this session.")
-        else:
-            refused = study.requires(values)
-            if refused:
-                st.error(f"Cannot run with these parameters here: {refused}")
-            else:
-                st.session_state.pop(f"{study.ID}:last_error", None)
-                st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, quick=False, store_path=store.path,
-                                                                 owner_alive=session_alive())
+        _start(study, values, store)
     _poll_job(study)
+    notice = st.session_state.get(f"{study.ID}:notice")
+    if notice:
+        (st.success if notice[0] == "success" else st.info)(notice[1])
     err = st.session_state.get(f"{study.ID}:last_error")
     if err:
         st.error(f"The last run did not complete:\n\n{escape(err, 'block')}")
-
-    st.header("Results")
-    records: dict[str, RunRecord] = {}
-    labels: dict[str, str] = {}
-    if store is not None:
-        for r in store.runs(study=study.ID, limit=50):
-            labels[r["run_id"]] = f"{r['run_id']} · {r['status']} · {r['machine']}"
-    committed_recs, committed_errors = committed(study.ID)
-    for rec in committed_recs:
-        records[rec.run_id] = rec
-        labels[rec.run_id] = f"{rec.run_id} · committed · {summary_line(rec.env)}"
-    for e in committed_errors:
+    for e in runs.committed_errors(study.ID):
         st.warning(f"A committed bundle could not be read: {escape(e)}")
-    if not labels:
+    if not headers:
         st.info("No runs yet. Set parameters above and press Run.")
         return
-    ids = list(labels)
-    if st.session_state.get(f"{study.ID}:pick") not in ids:
-        st.session_state.pop(f"{study.ID}:pick", None)
-    choice = st.selectbox("Run", ids, format_func=lambda i: labels[i], key=f"{study.ID}:pick")
-    rec = records.get(choice) or store.load(choice)
-    show_run(study, rec, extras=extras, key=study.ID)
+    st.divider()
+    header = pick_run(study, headers)
+    rec = runs.load(header.run_id)
+    st.caption(f"Run {escape(header.run_id, 'code')} · {escape(header.origin)} ({escape(header.source)}) · "
+               f"{escape(summary_line(rec.env))} · {escape(header.when())}"
+               + (f" · note: {escape(header.note)}" if header.note else ""))
+    manage_run(store, header, key=f"{study.ID}:manage:{header.run_id}")
+    show_run(study, rec, extras=extras, key=study.ID, extras_tab=extras_tab)

@@ -1,11 +1,11 @@
-"""Runs: browse stored and committed runs, A/B-compare two, download reports and bundles."""
+"""Runs: every stored and committed run, told apart (label, origin, machine, time, tags, note);
+import a bundle, A/B-compare two runs, tag, annotate, delete and export one."""
 
 import pandas as pd
 import streamlit as st
 
-from pages._ui import committed, downloads, get_store, run_key
+from pages._ui import catalog, downloads, get_store, manage_run, run_key, show_table
 from workbench import report
-from workbench.analysis import analyse
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
 from workbench.study import registry
@@ -19,9 +19,11 @@ def _compare_text(key_a: tuple, key_b: tuple, _a, _b) -> str:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _verdict(key: tuple, _rec) -> str:
-    """A run's verdict, once per run state (study verdicts analyse the whole run)."""
-    return analyse(_rec).verdict
+def _analysed(key: tuple, _rec):
+    """A run's analysis, once per run state (study verdicts analyse the whole run)."""
+    from workbench.analysis import analyse
+
+    return analyse(_rec, registry().get(_rec.study))
 
 
 st.title("Runs")
@@ -44,29 +46,24 @@ with st.expander("Import a result bundle (JSON from another machine)"):
         except Exception as exc:  # noqa: BLE001 - an upload must never replace the page with a traceback
             st.error(f"Not imported: {escape(up.name)} could not be read ({escape(type(exc).__name__)}: {escape(exc)})")
 
-records = {}
-rows = []
-for r in store.runs():
-    rows.append({**{k: r[k] for k in ("run_id", "study", "status", "created_utc", "machine", "variants",
-                                       "failed_checks")}, "source": "store"})
-for study_id in registry():
-    for rec in committed(study_id)[0]:
-        records[rec.run_id] = rec
-        rows.append({"run_id": rec.run_id, "study": rec.study, "status": rec.status, "created_utc": rec.created_utc,
-                     "machine": summary_line(rec.env), "variants": len(rec.variants),
-                     "failed_checks": sum(not v.correct for v in rec.variants), "source": rec.origin})
-if not rows:
+runs = catalog(store)
+headers = runs.headers()
+if not headers:
     st.info("No runs yet: run a study first.")
     st.stop()
-df = pd.DataFrame(rows)
+by_id = {h.run_id: h for h in headers}
+df = pd.DataFrame([{"run_id": h.run_id, "study": h.study, "label": h.label or "defaults", "origin": h.origin,
+                    "machine": h.machine, "created": h.when(), "status": h.status, "variants": h.variants,
+                    "failed_checks": h.failed_checks, "tags": " ".join(h.tags), "note": h.note,
+                    "source": h.source} for h in headers])
 studies = ["(all)"] + sorted(df["study"].unique())
 pick = st.selectbox("Study", studies, key="runs:study")
 view = df if pick == "(all)" else df[df["study"] == pick]
-st.dataframe(view, hide_index=True, width="stretch")
+show_table(view, key="runs:table", max_columns=12, first=("run_id", "study", "label", "origin", "machine"))
 
 
 def load(run_id):
-    return records.get(run_id) or store.load(run_id)
+    return runs.load(run_id)
 
 
 ids = list(view["run_id"])
@@ -89,13 +86,18 @@ if a_id and b_id and a_id != b_id:
 else:
     st.caption("Pick two different runs to compare.")
 
-st.subheader("Export one run")
-one = st.selectbox("Run", ids, key="runs:one")
+st.subheader("One run: verdict, tags and note, report")
+one = st.selectbox("Run", ids, format_func=lambda i: f"{by_id[i].study}: {by_id[i].title()}", key="runs:one")
 if one:
     rec = load(one)
     try:
-        verdict = _verdict(run_key(rec), rec)
-    except Exception as exc:  # noqa: BLE001 - as above
-        verdict = f"(none: {escape(type(exc).__name__)}: {escape(exc)})"
+        a = _analysed(run_key(rec), rec)
+        verdict = a.verdict
+    except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
+        a, verdict = None, f"(none: {escape(type(exc).__name__)}: {escape(exc)})"
+    st.caption(f"Run {escape(one, 'code')} · {escape(by_id[one].origin)} ({escape(by_id[one].source)}) · "
+               f"{escape(summary_line(rec.env))}")
     st.markdown(f"**Verdict:** {verdict}")
-    downloads(rec, key=f"runs:{one}")
+    manage_run(store, by_id[one], key=f"runs:manage:{one}")
+    with st.expander("Share this run"):
+        downloads(rec, key=f"runs:{one}", a=a)

@@ -12,6 +12,7 @@ from workbench.analysis import analyse, charts_of, json_fields, sections_of, tak
 from workbench.schema import check_record
 from workbench.store import RunRecord
 from workbench.study import VariantResult
+from mdlint import lint_markdown
 
 
 def _rec(variants, floor_ns=50.0, outputs=None, env=None) -> RunRecord:
@@ -194,7 +195,7 @@ def test_markdown_report_leads_with_disturbance_verdict_and_claims():
                                                                  "## The seed's claims", "## Results"))
     assert warn < verdict < claims_at < results
     assert "seed\\|says" in text and "contradicted" in text
-    assert not report.lint_markdown(text)
+    assert not lint_markdown(text)
 
 
 def test_cpu_reduction_claim_on_its_committed_bundles():

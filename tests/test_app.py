@@ -26,6 +26,18 @@ def _page(name, timeout=60):
     return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=timeout)
 
 
+def _study(study_id, timeout=60):
+    """A study's page as app.py serves it: its page file when it has extras, else the generic page."""
+    from workbench.study import get
+
+    mod = get(study_id)
+    page = ROOT / "pages" / f"{mod.__name__.split('.')[-1]}.py"
+    if page.exists():
+        return AppTest.from_file(str(page), default_timeout=timeout)
+    return AppTest.from_string(f"import {mod.__name__} as study\nfrom pages._ui import study_page\nstudy_page(study)\n",
+                               default_timeout=timeout)
+
+
 def test_home_loads_and_lists_studies(store):
     _canned(store)
     at = _page("home.py").run()
@@ -59,53 +71,116 @@ def test_runs_page_lists_committed_bundles_with_their_machine(store):
     at = _page("runs.py").run()
     assert not at.exception
     table = at.dataframe[0].value
-    assert (table["source"].str.startswith("committed:")).sum() == len(committed)
+    assert (table["origin"] == "committed").sum() == len(committed)
+    # each committed run is told apart by the machine it came from and its time
+    rows = table[table["origin"] == "committed"]
+    assert rows["machine"].str.len().min() > 0 and rows["created"].str.endswith("UTC").all()
 
 
 def test_study_page_shows_stored_run_and_seed_free_study(store):
     _canned(store)
-    at = _page("calibration.py").run()
+    at = _study("calibration").run()
     assert not at.exception
     assert any("Verdict" in m.value for m in at.markdown)
     assert at.button  # Run and export buttons exist
 
 
-def test_study_page_run_button_starts_a_job_with_the_widget_values(store, monkeypatch):
-    started = {}
+class FakeJob:
+    """A finished job as workbench.jobs.Job shows it to the page: its events folded in."""
 
-    class FakeJob:
-        done = True
-        returncode = 0
+    study = "calibration"
+    cancelled = None
 
-        def progress(self):
-            return 1.0, "done"
+    def __init__(self, returncode=0, run_id="20260101-000000-calibration-aaaaaa", variants=2, record=True):
+        from workbench.events import Collected
 
-        def record(self):
-            return {"run_id": "20260101-000000-calibration-aaaaaa"}
+        self.done, self.returncode = True, returncode
+        self.state = Collected(run_id=run_id, progress=(1.0, "done"))
+        for i in range(variants):
+            self.state.variants[f"v{i}"] = VariantResult(f"v{i}", {}, [1.0, 2.0], True, "ok")
+        self._record = {"run_id": run_id, "variants": [{}] * variants} if record else None
+        self.was_cancelled = returncode == 130
 
-        def error_text(self):
-            return ""
+    def poll(self):
+        return self.state
 
-        def cleanup(self):
-            pass
+    def progress(self):
+        return self.state.progress
 
+    def elapsed_s(self):
+        return 42.0
+
+    def record(self):
+        return self._record
+
+    def error_text(self):
+        return "interrupted" if self.returncode == 130 else ""
+
+    def cleanup(self):
+        pass
+
+
+def _run_with(store, monkeypatch, job, started=None):
     def fake_start(study_id, values, quick=False, store_path=None, owner_alive=None):
-        started.update(study=study_id, values=values)
-        _canned(Store(store.path))  # the script's thread: a connection of its own
-        return FakeJob()
+        if started is not None:
+            started.update(study=study_id, values=values)
+        return job
 
     monkeypatch.setattr("workbench.jobs.start", fake_start)
-    at = _page("calibration.py").run()
+    at = _study("calibration").run()
     at.number_input(key="calibration:q:repeat").set_value(7)
     at.button[0].click().run()
-    assert not at.exception
+    return at
+
+
+def test_study_page_run_button_starts_a_job_with_the_widget_values_and_shows_its_run(store, monkeypatch):
+    _canned(store, "20251231-000000-calibration-zzzzzz")  # an older run, shown before
+    new = _canned(store, "20260101-000000-calibration-aaaaaa")
+    started = {}
+    at = _run_with(store, monkeypatch, FakeJob(run_id=new.run_id), started)
+    assert not at.exception and not at.error
     assert started["study"] == "calibration" and started["values"]["repeat"] == 7
+    assert any(new.run_id in s.value and "finished" in s.value for s in at.success)
+    picker = next(sb for sb in at.selectbox if sb.label.startswith("Run ("))
+    assert picker.value == new.run_id  # the run just made is the run shown
+
+
+def test_a_cancelled_run_is_a_cancel_that_counts_its_kept_points(store, monkeypatch):
+    kept = _canned(store, "20260101-000000-calibration-aaaaaa")
+    at = _run_with(store, monkeypatch, FakeJob(returncode=130, run_id=kept.run_id, variants=2, record=False))
+    assert not at.exception and not at.error  # a cancel is not an error
+    assert any("cancelled" in i.value and "2 finished points kept" in i.value for i in at.info)
+    assert next(sb for sb in at.selectbox if sb.label.startswith("Run (")).value == kept.run_id
+
+
+def test_a_run_cancelled_before_any_point_says_nothing_was_kept(store, monkeypatch):
+    _canned(store)
+    at = _run_with(store, monkeypatch, FakeJob(returncode=130, run_id="20260102-000000-calibration-bbbbbb",
+                                               variants=0, record=False))
+    assert not at.exception and not at.error
+    text = " ".join(i.value for i in at.info)
+    assert "before any point finished" in text and "kept" not in text
+
+
+def test_tags_note_and_delete_from_the_page(store):
+    rec = _canned(store)
+    store.annotate(rec.run_id, add=["baseline"], note="before the BIOS update")
+    at = _study("calibration").run()
+    assert not at.exception
+    picker = next(sb for sb in at.selectbox if sb.label.startswith("Run ("))
+    assert "#baseline" in picker.format_func(picker.value)
+    assert any("before the BIOS update" in c.value for c in at.caption)
+    at.checkbox(key=f"calibration:manage:{rec.run_id}:sure").check().run()
+    at.button(key=f"calibration:manage:{rec.run_id}:delete").click().run()
+    assert not at.exception
+    assert not Store(store.path).runs()
+    assert any("No runs yet" in i.value for i in at.info)
 
 
 def test_study_page_rejects_invalid_widget_values_without_running(store, monkeypatch):
     calls = []
     monkeypatch.setattr("workbench.jobs.start", lambda *a, **k: calls.append(a))
-    at = _page("calibration.py").run()
+    at = _study("calibration").run()
     # threads above 4x the CPUs fails the study's own cross-check.
     at.number_input(key="calibration:q:threads").set_value(256)
     at.button[0].click().run()
@@ -122,7 +197,7 @@ def test_a_study_that_cannot_run_with_its_defaults_refuses_the_run_with_the_reas
     mod = registry()[unavailable[0]]
     calls = []
     monkeypatch.setattr("workbench.jobs.start", lambda *a, **k: calls.append(a))
-    at = _page(f"{mod.__name__.split('.')[-1]}.py").run()
+    at = _study(mod.ID).run()
     assert any("cannot run on this machine" in w.value for w in at.warning)
     at.button[0].click().run()
     assert not at.exception and not calls

@@ -14,7 +14,7 @@ def test_lint_catches_each_kind_of_breakage(tmp_path):
         "<details><summary>x</summary>",
         "```mermaid", "gantt", "    title t", "    this is not a task", "```",
     ])
-    problems = report.lint_markdown(bad, base_dir=tmp_path)
+    problems = lint_markdown(bad, base_dir=tmp_path)
     text = "\n".join(problems)
     assert "3 cells" in text and "absolute" in text and "does not exist" in text
     assert "not closed" in text and "neither a keyword nor a task" in text
@@ -26,7 +26,7 @@ def test_lint_accepts_escaped_pipes_and_valid_gantt(tmp_path):
                     "<details><summary>s</summary>\n\nbody\n\n</details>",
                     "```mermaid", "gantt", "  dateFormat x", "  axisFormat %L", "  section T1",
                     "  vm_setup :a1, 0, 12", "```"])
-    assert report.lint_markdown(ok, base_dir=tmp_path) == []
+    assert lint_markdown(ok, base_dir=tmp_path) == []
 
 
 def _records(study_id, store):
@@ -43,5 +43,5 @@ def test_every_study_report_lints_clean(study_id, store, tmp_path):
         pytest.skip(f"{study_id} cannot run here and has no committed runs")
     for rec in recs[:2]:
         path = report.write_markdown(rec, tmp_path / f"{rec.run_id}.md")
-        problems = report.lint_markdown(path.read_text(), base_dir=path.parent)
+        problems = lint_markdown(path.read_text(), base_dir=path.parent)
         assert problems == [], problems

@@ -1,48 +1,207 @@
-"""Shared Altair chart builders (tables in, charts out; no drawing inside analyses)."""
+"""Shared Altair chart builders (tables in, charts out; no drawing inside analyses), and the
+rules every study's charts follow, as helpers:
+
+- a value axis goes logarithmic when its values span decades (:func:`value_scale`);
+- counts (threads, workers, chunks) get integer ticks (:func:`count_axis`);
+- every axis title carries its unit (:func:`titled`), times are put in a unit that reads
+  (:func:`time_unit`);
+- facets are ordered by number, not as strings (:func:`numeric_order`), with independent
+  scales where their magnitudes differ (:func:`facet`);
+- the seed's published figure is a reference layer on the live chart, labelled as the seed's,
+  with its machine (:func:`seed_layer`);
+- the declared sweep of any study is one chart: median vs x, one line per ``provider``, a CI
+  band (:func:`sweep_chart`; the compared dimension is named ``provider``, as in Triton's
+  benchmarks).
+
+Every chart keeps its own width and height (``autosize: pad``): Streamlit's default "fit"
+squeezes a plot with a long legend to a sliver. Study-specific helpers may be appended at
+the end of this file.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Any, Iterable
 
 import altair as alt
 import pandas as pd
 
 alt.data_transformers.disable_max_rows()
 
-_PER_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6}
+_PER_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+WIDTH, HEIGHT = 460, 280
+#: a value axis spanning at least this many decades is drawn logarithmic
+LOG_DECADES = 2.0
 
 
-def _in_unit(df: pd.DataFrame, unit: str) -> pd.DataFrame:
-    """``median``, ``lo`` and ``hi`` columns in ``unit`` from a variants table's ``*_ns`` ones."""
+def _pad(chart):
+    return chart.properties(autosize=alt.AutoSizeParams(type="pad"))
+
+
+def time_unit(values_ns: Iterable[float]) -> str:
+    """``ns``, ``us``, ``ms`` or ``s``: the unit in which the median of ``values_ns`` reads
+    between 1 and 1000."""
+    finite = sorted(v for v in values_ns if v is not None and math.isfinite(v) and v > 0)
+    if not finite:
+        return "us"
+    mid = finite[len(finite) // 2]
+    return next((u for u in ("ns", "us", "ms") if mid < 1000 * _PER_NS[u]), "s")
+
+
+def spans_decades(values: Iterable[float], decades: float = LOG_DECADES) -> bool:
+    """True when the positive values reach from smallest to largest over ``decades`` powers of 10."""
+    positive = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return len(positive) > 1 and max(positive) / min(positive) >= 10 ** decades
+
+
+def value_scale(values: Iterable[float], zero: bool = False, log: bool | None = None) -> alt.Scale:
+    """A log scale when the values span decades (and are all positive), else a linear one
+    (``zero``: from 0, for bars). ``log`` forces the choice."""
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if log is None:
+        log = spans_decades(values) and all(v > 0 for v in values)
+    return alt.Scale(type="log") if log else alt.Scale(zero=zero)
+
+
+def count_axis(title: str, values: Iterable[Any] = ()) -> alt.Axis:
+    """An axis for counts (threads, workers, chunks, ranks): integer ticks only; ticks at the
+    counts measured when ``values`` has at most 16 of them (Vega's own ticks can land on 1.5)."""
+    ticks = numeric_order(values)
+    return alt.Axis(title=title, format="d", tickMinStep=1, **({"values": ticks} if 0 < len(ticks) <= 16 else {}))
+
+
+def titled(name: str, unit: str = "") -> str:
+    """``median (us)``: an axis title with its unit."""
+    return f"{name} ({unit})" if unit else name
+
+
+def numeric_order(values: Iterable[Any]) -> list:
+    """The distinct values in numeric order when they are numbers (1024, 4096, 16384, not
+    1024, 16384, 4096), else in first-seen order; for ``sort=`` of an axis or facet."""
+    seen = list(dict.fromkeys(v for v in values if v is not None))
+    try:
+        return sorted(seen, key=float)
+    except (TypeError, ValueError):
+        return seen
+
+
+def _is_count(values: Iterable[Any]) -> bool:
+    vals = [v for v in values if v is not None]
+    return bool(vals) and all(isinstance(v, (int,)) or (isinstance(v, float) and v.is_integer()) for v in vals) \
+        and max(vals) <= 4096
+
+
+def facet(chart, data_field: str, values: Iterable[Any], title: str | None = None, columns: int = 3,
+          independent: tuple[str, ...] = ("x", "y")):
+    """``chart`` (built on a table with ``data_field``) as small multiples in numeric order,
+    with independent scales on the named channels (magnitudes differ between facets)."""
+    faceted = chart.facet(facet=alt.Facet(f"{data_field}:O", sort=numeric_order(values), title=title or data_field),
+                          columns=columns)
+    return faceted.resolve_scale(**{ch: "independent" for ch in independent}) if independent else faceted
+
+
+def in_unit(df: pd.DataFrame, unit: str, median: str = "median_ns", lo: str = "ci_lo_ns",
+            hi: str = "ci_hi_ns") -> pd.DataFrame:
+    """``median``, ``lo`` and ``hi`` columns in ``unit`` from a table's nanosecond columns."""
     scale = _PER_NS[unit]
-    return df.assign(median=df["median_ns"] / scale, lo=df["ci_lo_ns"] / scale, hi=df["ci_hi_ns"] / scale)
+    return df.assign(median=df[median] / scale, lo=df[lo] / scale, hi=df[hi] / scale)
 
 
-def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: str = "us") -> alt.Chart:
-    """Bars of the median with CI whiskers; ``df`` from :func:`workbench.tables.variants_table`."""
-    d = _in_unit(df, unit)
-    base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=None, title=x))
+def seed_layer(seed: pd.DataFrame, x: str, machine: str, x_type: str = "Q", y_scale: alt.Scale | None = None,
+               unit: str = "us", provider: str = "provider") -> alt.Chart:
+    """The seed's published figures as a reference layer: dashed grey lines and hollow points,
+    labelled ``seed (<machine>)`` in the legend and tooltips. ``seed`` has ``x`` and
+    ``median_ns`` (the seed's figure, in ns) and optionally ``provider`` (one line each)."""
+    label = f"seed ({machine})"
+    d = seed.assign(median=seed["median_ns"] / _PER_NS[unit], source=label)
+    if provider not in d.columns:
+        d = d.assign(**{provider: "seed"})
+    y = alt.Y("median:Q", scale=y_scale or alt.Scale(zero=False), title=titled("median", unit))  # as the live layers
+    base = alt.Chart(d).encode(
+        x=alt.X(f"{x}:{x_type}"), y=y, detail=f"{provider}:N",
+        strokeDash=alt.StrokeDash("source:N", title="reference",
+                                  scale=alt.Scale(domain=[label], range=[[5, 3]])),
+        tooltip=[alt.Tooltip("source:N", title="figure"), provider, x, alt.Tooltip("median:Q", format=".4g")])
+    return base.mark_line(color="#666666") + base.mark_point(color="#666666", filled=False, size=50)
+
+
+def sweep_chart(df: pd.DataFrame, x: str, provider: str = "provider", title: str = "", unit: str | None = None,
+                x_title: str | None = None, log_x: bool | None = None, log_y: bool | None = None,
+                seed: pd.DataFrame | None = None, seed_machine: str = "", facet_by: str | None = None,
+                median: str = "median_ns", lo: str = "ci_lo_ns", hi: str = "ci_hi_ns",
+                width: int = WIDTH, height: int = HEIGHT):
+    """Median vs ``x``, one line per ``provider``, a 95% CI band: the chart of a declared sweep.
+
+    ``df`` has ``x``, ``provider`` and nanosecond ``median``/``lo``/``hi`` columns (a variants
+    table). The time unit is chosen from the data unless given; each axis goes logarithmic
+    when it spans decades unless ``log_x``/``log_y`` say otherwise; an ``x`` of small
+    integers (threads, workers) gets integer ticks. ``seed`` (x, median_ns[, provider]) adds
+    the seed's figures as a dashed reference layer labelled with ``seed_machine``;
+    ``facet_by`` draws one panel per value in numeric order with independent scales."""
+    unit = unit or time_unit(df[median])
+    d = in_unit(df, unit, median, lo, hi)
+    d = d[d["median"].notna()]
+    xs = d[x].tolist()
+    x_numeric = pd.api.types.is_numeric_dtype(d[x])
+    ys = d["median"].tolist() + d["lo"].tolist() + d["hi"].tolist()
+    if seed is not None and len(seed):
+        ys += (seed["median_ns"] / _PER_NS[unit]).tolist()
+    y_scale = value_scale(ys, log=log_y)
+    if x_numeric:
+        x_enc = alt.X(f"{x}:Q", scale=value_scale(xs, log=log_x),
+                      axis=count_axis(x_title or x, xs) if _is_count(xs) else alt.Axis(title=x_title or x))
+    else:
+        x_enc = alt.X(f"{x}:O", sort=numeric_order(xs), title=x_title or x)
+    color = alt.Color(f"{provider}:N", title=provider,
+                      legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1))
+    base = alt.Chart(d).encode(x=x_enc)
+    y_title = titled("median", unit)  # every layer's y the same title: Vega-Lite joins different ones
+    band = base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", scale=y_scale, title=y_title), y2="hi:Q",
+                                               color=color)
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("median:Q", scale=y_scale, title=y_title), color=color,
+        tooltip=[provider, x, alt.Tooltip("median:Q", format=".4g", title=titled("median", unit)),
+                 alt.Tooltip("lo:Q", format=".4g", title="95% CI lo"), alt.Tooltip("hi:Q", format=".4g",
+                                                                                  title="95% CI hi")])
+    layers = [band, line]
+    if seed is not None and len(seed):
+        layers.append(seed_layer(seed, x, seed_machine or "the seed's machine", "Q" if x_numeric else "O",
+                                 y_scale, unit, provider))
+    chart = alt.layer(*layers).properties(width=width, height=height)
+    if facet_by:
+        return _pad(facet(chart, facet_by, df[facet_by]).properties(title=title))
+    return _pad(chart.properties(title=title))
+
+
+def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: str | None = None) -> alt.Chart:
+    """Bars of the median with 95% CI whiskers per ``x`` (a variants table); failed checks in
+    red. Values spanning decades get a log axis (bars then start at the smallest value's
+    decade, so a nanosecond floor beside a millisecond one stays visible)."""
+    unit = unit or time_unit(df["median_ns"])
+    d = in_unit(df, unit)
+    d = d[d["median"].notna()]
+    ys = d["median"].tolist() + d["lo"].tolist() + d["hi"].tolist()
+    log = spans_decades(ys) and all(v > 0 for v in ys)
+    y_scale = value_scale(ys, zero=True, log=log)
+    base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=None, title=x, axis=alt.Axis(labelLimit=240)))
     bars = base.mark_bar().encode(
-        y=alt.Y("median:Q", title=f"median ({unit})"),
+        y=alt.Y("median:Q", scale=y_scale, title=titled("median", unit)),
+        # a log scale has no 0: bars start at the axis' bottom
+        **({"y2": alt.Y2(datum=min(v for v in ys if v > 0) / 2)} if log else {}),
         color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
-        tooltip=[x, alt.Tooltip("median:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
-                 alt.Tooltip("hi:Q", format=".3f")]
+        tooltip=[x, alt.Tooltip("median:Q", format=".4g", title=titled("median", unit)),
+                 alt.Tooltip("lo:Q", format=".4g", title="95% CI lo"), alt.Tooltip("hi:Q", format=".4g",
+                                                                                  title="95% CI hi")]
         + [c if c != "noise" else alt.Tooltip("noise:Q", format=".1%") for c in ("samples", "noise", "check")
            if c in d.columns],
     )
-    whiskers = base.mark_errorbar(color="black").encode(y="lo:Q", y2="hi:Q")
-    return (bars + whiskers).properties(title=title or "median with 95% CI", width=alt.Step(40), height=260)
+    whiskers = base.mark_errorbar(color="black").encode(y=alt.Y("lo:Q", scale=y_scale, title=titled("median", unit)),
+                                                        y2="hi:Q")
+    return _pad((bars + whiskers).properties(title=title or "median with 95% CI", width=alt.Step(40), height=260))
 
 
-def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: str = "us",
-                 log_x: bool = False, log_y: bool = False, x_title: str | None = None) -> alt.Chart:
-    """Median vs ``x`` per ``color`` group with a CI band; log axes on request."""
-    d = _in_unit(df, unit)
-    xs = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
-    ys = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
-    base = alt.Chart(d).encode(x=alt.X(f"{x}:Q", scale=xs, title=x_title or x), color=alt.Color(f"{color}:N"))
-    band = base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", scale=ys), y2="hi:Q")
-    line = base.mark_line(point=True).encode(
-        y=alt.Y("median:Q", scale=ys, title=f"median ({unit})"),
-        tooltip=[color, x, alt.Tooltip("median:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
-                 alt.Tooltip("hi:Q", format=".3f")],
-    )
-    return (band + line).properties(title=title, width=420, height=280)
+def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: str | None = None,
+                 log_x: bool | None = None, log_y: bool | None = None, x_title: str | None = None):
+    """Median vs ``x`` per ``color`` group with a CI band (:func:`sweep_chart` with ``color``
+    as the provider)."""
+    return sweep_chart(df, x=x, provider=color, title=title, unit=unit, x_title=x_title, log_x=log_x, log_y=log_y)

@@ -2,9 +2,15 @@
 
     python -m workbench list
     python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--store PATH] [--json]
-    python -m workbench runs [--study ID]
+    python -m workbench runs [--study ID] [--all] [--json]
+    python -m workbench tag RUN [TAG ...] [--remove TAG] [--note TEXT]
+    python -m workbench delete RUN [RUN ...] [--yes]
     python -m workbench compare RUN_A RUN_B [--json]
-    python -m workbench report RUN --format md|ipynb -o PATH   (RUN: id, prefix, latest or a bundle file)
+    python -m workbench report RUN --format md|issue|html|ipynb -o PATH
+
+RUN is a run id, a unique prefix of one or ``latest`` (the store's newest run), of the results
+store or of a result bundle committed under ``traces/<study>/`` (the ids ``runs --all`` lists),
+or the path of a bundle file.
     python -m workbench export RUN -o FILE [--format bundle|gbench]
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
@@ -28,9 +34,11 @@ import threading
 from pathlib import Path
 
 from .env import REPO_ROOT
-from . import outfile
+from . import events, outfile
 from .outfile import OutputError
-from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
+from .catalog import Catalog
+from .tables import render
+from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable
 from .untrusted import plain, safe_stem
 
@@ -45,19 +53,15 @@ def _err(msg: str) -> None:
 class _ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
-    def __init__(self, stream=sys.stderr, jsonl: Path | None = None):
+    def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.tty = stream.isatty()
-        self.jsonl = jsonl
         self.last = ""
 
     def __call__(self, fraction: float, message: str) -> None:
-        if self.jsonl:
-            with open(self.jsonl, "a") as fh:
-                fh.write(json.dumps({"fraction": fraction, "message": message}) + "\n")
         width = 30
         filled = int(round(fraction * width))
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:5.1f}% {message}"
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:5.1f}% {plain(message)}"
         if self.tty:
             self.stream.write("\r" + line[:120].ljust(120))
             self.stream.flush()
@@ -75,18 +79,36 @@ def _open_store(path: str | None, create: bool = True) -> Store:
     return Store(path, create=create) if path else Store(create=create)
 
 
+def _catalog(args) -> tuple[Catalog, str]:
+    """The runs this command can address: the store's (when it exists) and the committed
+    bundles'; with the reason the store is missing (''), for a run that is not found. A store
+    file that exists but is not usable raises :class:`StoreError`."""
+    path = Path(args.store) if args.store else default_path()
+    try:
+        return Catalog(_open_store(args.store, create=False)), ""
+    except StoreError as exc:
+        if path.exists():
+            raise
+        return Catalog(None), str(exc)
+
+
 def _load_runs(args, *refs: str):
-    """Runs by id (unique prefix or ``latest``) from the store, or by path to a result bundle.
-    Prints the reason and returns None when one cannot be loaded."""
+    """Runs by id (unique prefix or ``latest``) from the store or the committed bundles under
+    ``traces/``, or by path to a result bundle. Prints the reason and returns None when one
+    cannot be loaded."""
     out = []
     try:
-        store = None
+        catalog, missing = None, ""
         for ref in refs:
             if ref.endswith(".json") and Path(ref).is_file():
                 out.append(read_bundle(ref))
                 continue
-            store = store or _open_store(args.store, create=False)
-            out.append(store.load(ref))
+            if catalog is None:
+                catalog, missing = _catalog(args)
+            try:
+                out.append(catalog.load(ref))
+            except KeyError as exc:
+                raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None
     except (StoreError, KeyError) as exc:
         _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
         return None
@@ -94,10 +116,10 @@ def _load_runs(args, *refs: str):
 
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
-    rows = [[plain(c) for c in r] for r in rows]  # cells may come from bundles: no terminal escapes
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
+    import pandas as pd
+
+    return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
 def summary_text(a) -> str:
@@ -107,12 +129,10 @@ def summary_text(a) -> str:
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
     if len(a.claims):
-        lines += ["", "the seed's claims on this machine:",
-                  _fmt_table([[r["id"], r["status"], r["live"], r["why"]] for r in a.claims.to_dict("records")],
-                             ["claim", "here", "live figure (95% CI)", "why"])]
-    shown = results_display(a.results)
-    lines += ["", _fmt_table([[str(c) for c in row] for row in shown.itertuples(index=False)],
-                             list(shown.columns))]
+        claims = a.claims[["id", "status", "live", "why"]].rename(
+            columns={"id": "claim", "status": "here", "live": "live figure (95% CI)"})
+        lines += ["", "the seed's claims on this machine:", render(claims, "plain", max_rows=None)]
+    lines += ["", render(results_display(a.results), "plain", max_rows=None)]
     lines += [f"error: {e}" for e in a.errors]
     return "\n".join(lines)
 
@@ -151,26 +171,30 @@ def cmd_run(args) -> int:
     except (ParamError, StoreError) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    bar = _ProgressBar(jsonl=Path(args.progress_file) if args.progress_file else None)
+    # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
+    # carries only what went wrong.
+    emitter = events.Emitter(args.progress_file) if args.progress_file else None
+    bar = _ProgressBar() if emitter is None else None
+    close = bar.close if bar else (lambda: None)
     try:
-        rec = runner.execute(study, values, store, preset=preset, progress=bar)
+        rec = runner.execute(study, values, store, preset=preset, progress=bar, events=emitter)
     except (ParamError, StoreError, runner.LockError) as exc:
-        bar.close()
+        close()
         _err(str(exc))
         return EXIT_BAD_INPUT
     except StudyUnavailable as exc:
-        bar.close()
+        close()
         _err(f"study {study.ID} cannot run here: {exc}")
         return EXIT_UNAVAILABLE
-    except (KeyboardInterrupt, Cancelled):
-        bar.close()
-        _err("interrupted; the points that finished were kept in the store")
+    except (KeyboardInterrupt, Cancelled) as exc:
+        close()
+        _err(_interrupted_text(store, getattr(exc, "run_id", None)))
         return EXIT_INTERRUPTED
     except Exception as exc:  # the study failed: the run is stored as failed with its error
-        bar.close()
+        close()
         _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished points kept)")
         return EXIT_FAILED
-    bar.close()
+    close()
     from .analysis import analyse, json_fields
 
     a = analyse(rec, study)
@@ -180,23 +204,90 @@ def cmd_run(args) -> int:
         print(f"run {rec.run_id} ({rec.status}) stored in {store.path}")
         print(summary_text(a))
         for warning in rec.outputs.get("warnings", []) if isinstance(rec.outputs, dict) else []:
-            print(f"warning: {warning}")
+            print(f"warning: {plain(warning)}")
         print(f"reproduce: {rec.reproduce}")
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
 
 
+def _interrupted_text(store: Store, run_id: str | None) -> str:
+    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
+    run was stored)."""
+    if run_id is None:
+        return "interrupted before the run started; nothing was stored"
+    try:
+        kept = len(store.load(run_id, attachments=False).variants)
+    except (StoreError, KeyError):
+        kept = None
+    if kept == 0:
+        return f"interrupted before any point finished; run {run_id} is stored without points"
+    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
+
+
 def cmd_runs(args) -> int:
     try:
-        runs = _open_store(args.store, create=False).runs(study=args.study)
+        if args.all:
+            catalog, _ = _catalog(args)
+        else:
+            catalog = Catalog(_open_store(args.store, create=False))
+        headers = catalog.headers(study=args.study, committed=args.all)
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(runs, default=str))
+        print(json.dumps([h.to_json() for h in headers], default=str))
         return EXIT_OK
-    rows = [[r["run_id"], r["study"], r["status"], r["created_utc"], r["machine"], str(r["variants"]),
-             str(r["failed_checks"])] for r in runs]
-    print(_fmt_table(rows, ["run", "study", "status", "created (UTC)", "machine", "variants", "failed checks"]))
+    rows = [[h.run_id, h.study, h.label or "-", h.origin, h.machine, h.when(), h.status, str(h.variants),
+             str(h.failed_checks), " ".join(h.tags), h.note] for h in headers]
+    print(_fmt_table(rows, ["run", "study", "label", "origin", "machine", "created", "status", "variants",
+                            "failed checks", "tags", "note"]))
+    return EXIT_OK
+
+
+def cmd_delete(args) -> int:
+    """Delete stored runs after a confirmation (``--yes`` skips it; without a terminal it is required)."""
+    try:
+        catalog = Catalog(_open_store(args.store, create=False))
+        headers = [catalog.header(ref) for ref in args.runs]
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_BAD_INPUT
+    committed = [h.run_id for h in headers if h.origin == "committed"]
+    if committed:
+        _err(f"{', '.join(committed)}: a committed bundle under traces/ is part of the checkout; remove its file "
+             "with git instead")
+        return EXIT_BAD_INPUT
+    for h in headers:
+        print(f"{h.run_id}: {plain(h.study)}, {plain(h.title())}, {h.variants} points")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            _err("deleting needs a confirmation: run it in a terminal, or add --yes")
+            return EXIT_BAD_INPUT
+        if input(f"Delete {len(headers)} run(s) from {catalog.store.path}? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return EXIT_OK
+    try:
+        for h in headers:
+            catalog.store.delete(h.run_id)
+            print(f"deleted {h.run_id}")
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def cmd_tag(args) -> int:
+    """Add or remove tags and set the note of a run (stored or committed; kept in the store)."""
+    try:
+        catalog, _ = _catalog(args)
+        if catalog.store is None:
+            catalog = Catalog(_open_store(args.store))  # tags live in the store: make it
+        catalog.store.check_writable()
+        run_id, _ = catalog.resolve(args.run)
+        got = catalog.store.annotate(run_id, add=args.tags, remove=args.remove or [], note=args.note)
+    except (StoreError, KeyError) as exc:
+        _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return EXIT_BAD_INPUT
+    print(f"{run_id}: tags {' '.join(got['tags']) or '(none)'}; note: {plain(got['note']) or '(none)'}")
     return EXIT_OK
 
 
@@ -225,9 +316,10 @@ def cmd_report(args) -> int:
     # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
     # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
     stem = safe_stem(rec.run_id)
-    out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{args.format}"
+    suffix = {"issue": "issue.md"}.get(args.format, args.format)
+    out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{suffix}"
     try:
-        path = report.write_markdown(rec, out) if args.format == "md" else report.write_notebook(rec, out)
+        path = report.write_report(rec, args.format, out)
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -318,18 +410,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
 
-    s = command("runs", cmd_runs, "list stored runs")
+    s = command("runs", cmd_runs, "list stored runs (--all: and the bundles committed under traces/)")
     s.add_argument("--study")
+    s.add_argument("--all", action="store_true", help="also the result bundles committed under traces/<study>/")
     s.add_argument("--json", action="store_true")
+
+    s = command("delete", cmd_delete, "delete stored runs (asks first)")
+    s.add_argument("runs", nargs="+", metavar="RUN")
+    s.add_argument("--yes", action="store_true", help="do not ask")
+
+    s = command("tag", cmd_tag, "tag a run and set its note (stored or committed run; kept in the store)")
+    s.add_argument("run")
+    s.add_argument("tags", nargs="*", metavar="TAG", help="tags to add (plain words)")
+    s.add_argument("--remove", action="append", metavar="TAG", help="a tag to remove")
+    s.add_argument("--note", help="the run's note ('' clears it)")
 
     s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A)")
     s.add_argument("run_a")
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
 
-    s = command("report", cmd_report, "export a run as Markdown or a notebook")
+    s = command("report", cmd_report, "a run's report: md (full, PNG charts beside it), issue (one GitHub issue "
+                                      "body, nothing attached), html (one self-contained file), ipynb (notebook "
+                                      "and its bundle, executed)")
     s.add_argument("run")
-    s.add_argument("--format", choices=["md", "ipynb"], default="md")
+    s.add_argument("--format", choices=["md", "issue", "html", "ipynb"], default="md")
     s.add_argument("-o", "--output")
 
     s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")

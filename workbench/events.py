@@ -1,12 +1,15 @@
 """The event stream of a run: one JSON object per line, one event per ``RunContext`` verb.
 
-A process that works for a run (a torchrun rank today; the CLI for the app later) writes
-events with :class:`Emitter`; the process that owns the run reads them with
+A process that works for a run (a torchrun rank; the CLI run by the app, ``--progress-file``)
+writes events with :class:`Emitter`; the process that owns the run reads them with
 :class:`EventTail` and hands each to :func:`apply`, which calls the ``RunContext`` verb it
-names. Format, version 1 (``v``), one line per event, every line with ``event``, ``v``,
-``t`` (Unix seconds) and ``rank`` (the writer's rank, 0 outside torchrun):
+names (the app's :mod:`workbench.jobs` reads them into a :class:`Collected` only). Format,
+version 1 (``v``), one line per event, every line with ``event``, ``v``, ``t`` (Unix seconds)
+and ``rank`` (the writer's rank, 0 outside torchrun):
 
-    {"v": 1, "event": "progress", "t": ..., "rank": 0, "fraction": 0.42, "message": "CostMM m=512"}
+    {"v": 1, "event": "start",    ..., "run_id": "20261201-...-calibration-a1b2c3", "study": "calibration"}
+    {"v": 1, "event": "progress", "t": ..., "rank": 0, "fraction": 0.42, "message": "CostMM m=512",
+     "step": 3, "steps": 12, "unit": "points"}
     {"v": 1, "event": "record",   ..., "variant": {VariantResult as JSON}}
     {"v": 1, "event": "attach",   ..., "name": "best.json.gz", "kind": "trace/chrome-json", "file": "a3.bin"}
     {"v": 1, "event": "note",     ..., "text": "ce: symmetric memory unavailable here"}
@@ -14,8 +17,9 @@ names. Format, version 1 (``v``), one line per event, every line with ``event``,
     {"v": 1, "event": "error",    ..., "text": "ValueError: ...", "trace": "Traceback ..."}
     {"v": 1, "event": "done",     ...}
 
-``fraction`` and ``message`` are the keys of the app's progress file, so a reader of that file
-reads ``progress`` events unchanged. ``attach`` names a file the writer put in the event
+``step``, ``steps`` and ``unit`` are present when the run counts its steps
+(:meth:`workbench.study.RunContext.steps`). ``start`` names the stored run (the CLI writes it
+once the run holds the machine; a queued run's progress events come before it). ``attach`` names a file the writer put in the event
 file's folder (``file`` is a bare name, never a path: the reader joins it to its own folder
 and refuses anything else). ``outputs`` are merged into the run's outputs, dicts key by key,
 so several events can fill one nested entry. Each event is written with one ``write`` to a
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 VERSION = 1
-VERBS = ("progress", "record", "attach", "note", "outputs", "error", "done")
+VERBS = ("start", "progress", "record", "attach", "note", "outputs", "error", "done")
 
 
 class EventError(ValueError):
@@ -66,8 +70,10 @@ class Emitter:
         finally:
             os.close(fd)
 
-    def progress(self, fraction: float, message: str = "") -> None:
-        self.emit("progress", fraction=float(fraction), message=message)
+    def progress(self, fraction: float, message: str = "", step: tuple[int, int, str] | None = None) -> None:
+        """``step``: (steps done, total, unit) when the run counts its steps."""
+        extra = {"step": step[0], "steps": step[1], "unit": step[2]} if step else {}
+        self.emit("progress", fraction=float(fraction), message=message, **extra)
 
     def record(self, variant) -> None:
         """A finished variant: a ``VariantResult`` or its JSON dict."""
@@ -92,21 +98,12 @@ class Emitter:
     def done(self) -> None:
         self.emit("done")
 
-    def steps(self, total: int, start: float = 0.05, end: float = 0.95) -> "Steps":
-        """A progress ticker over ``total`` steps, mapped onto ``start..end``."""
-        return Steps(self, total, start, end)
+    def steps(self, total: int, start: float = 0.05, end: float = 0.95, unit: str = "points") -> "Steps":
+        """A progress ticker over ``total`` steps, mapped onto ``start..end`` (a worker's
+        counterpart of :meth:`workbench.study.RunContext.steps`)."""
+        from .study import Steps
 
-
-class Steps:
-    """Counts finished steps and reports each as progress."""
-
-    def __init__(self, emitter: Emitter, total: int, start: float, end: float):
-        self.emitter, self.total, self.start, self.end = emitter, max(1, total), start, end
-        self.done = 0
-
-    def tick(self, message: str) -> None:
-        self.done += 1
-        self.emitter.progress(self.start + (self.end - self.start) * min(1.0, self.done / self.total), message)
+        return Steps(self.progress, total, start, end, unit)
 
 
 class EventTail:
@@ -118,6 +115,11 @@ class EventTail:
         self.partial = b""
 
     def poll(self) -> list[dict]:
+        """The new events; :class:`EventError` for a line that is not one."""
+        return [parse(line) for line in self.poll_lines()]
+
+    def poll_lines(self) -> list[bytes]:
+        """The new complete lines, unparsed (a reader that skips bad lines parses each)."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
@@ -126,7 +128,7 @@ class EventTail:
             return []
         self.offset += len(chunk)
         *lines, self.partial = (self.partial + chunk).split(b"\n")
-        return [parse(line) for line in lines if line.strip()]
+        return [line for line in lines if line.strip()]
 
 
 def parse(line: bytes | str) -> dict:
@@ -150,6 +152,11 @@ class Collected:
     errors: list[str] = field(default_factory=list)
     progress: tuple[float, str] = (0.0, "")
     done: bool = False
+    #: (steps done, total, unit) of the last progress event that counted steps
+    step: tuple[int, int, str] | None = None
+    run_id: str = ""
+    #: variants recorded so far by name, in arrival order (a repeat replaces its variant)
+    variants: dict = field(default_factory=dict)
 
 
 def merge(into: dict, data: dict) -> dict:
@@ -164,20 +171,31 @@ def merge(into: dict, data: dict) -> dict:
 
 def apply(event: dict, ctx, collected: Collected, folder: str | os.PathLike) -> None:
     """Hand one event to the ``RunContext`` verb it names (``progress`` may raise
-    ``Cancelled``); ``folder`` holds the files that ``attach`` events name."""
+    ``Cancelled``), or only collect it when ``ctx`` is None; ``folder`` holds the files that
+    ``attach`` events name."""
     from .study import VariantResult
 
     kind = event["event"]
-    if kind == "progress":
+    if kind == "start":
+        collected.run_id = str(event["run_id"])
+    elif kind == "progress":
         collected.progress = (float(event["fraction"]), str(event["message"]))
-        ctx.progress(*collected.progress)
+        if "steps" in event:
+            collected.step = (int(event["step"]), int(event["steps"]), str(event.get("unit", "steps")))
+        if ctx is not None:
+            ctx.step = collected.step
+            ctx.progress(*collected.progress)
     elif kind == "record":
-        ctx.record(VariantResult(**event["variant"]))
+        variant = VariantResult(**event["variant"])
+        collected.variants[variant.variant] = variant
+        if ctx is not None:
+            ctx.record(variant)
     elif kind == "attach":
         file = str(event["file"])
         if Path(file).name != file or file in ("", ".", ".."):
             raise EventError(f"attachment file {file!r} is not a bare file name")
-        ctx.attach(str(event["name"]), str(event["kind"]), (Path(folder) / file).read_bytes())
+        if ctx is not None:
+            ctx.attach(str(event["name"]), str(event["kind"]), (Path(folder) / file).read_bytes())
     elif kind == "note":
         collected.notes.append(str(event["text"]))
     elif kind == "outputs":

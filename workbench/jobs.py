@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .env import REPO_ROOT
+from .events import Collected, EventError, EventTail, apply, parse
 from .runner import set_args
 
 #: seconds an owner may be gone (a reloading tab reconnects within them) before its job is cancelled
@@ -39,6 +40,10 @@ REAP_EVERY_S = 2.0
 
 @dataclass
 class Job:
+    """One CLI run started by the app. Its event stream (``--progress-file``, see
+    :mod:`workbench.events`) says which run it stores, how far it got and each point as it
+    is stored; stdout has the final ``--json`` record, stderr only what went wrong."""
+
     study: str
     proc: subprocess.Popen
     progress_path: Path
@@ -51,19 +56,33 @@ class Job:
     cancelled: float | None = None  # monotonic time of the cancel request
     cancel_reason: str = ""
     owner_gone_since: float | None = None
+    state: Collected = field(default_factory=Collected)
+    bad_events: int = 0
+    _tail: EventTail | None = None
+    _ended: float | None = None
+
+    def poll(self) -> Collected:
+        """The events that arrived since the last call, folded into :attr:`state` (run id,
+        progress, step count, the points stored so far)."""
+        if self._tail is None:
+            self._tail = EventTail(self.progress_path)
+        for line in self._tail.poll_lines():
+            try:
+                apply(parse(line), None, self.state, self.progress_path.parent)
+            except (EventError, KeyError, TypeError, ValueError):
+                self.bad_events += 1  # a stream from another version: progress is a courtesy
+        return self.state
 
     def progress(self) -> tuple[float, str]:
-        try:
-            lines = self.progress_path.read_text().splitlines()
-        except OSError:
-            return 0.0, "starting"
-        for line in reversed(lines):
-            try:
-                doc = json.loads(line)
-                return float(doc["fraction"]), str(doc["message"])
-            except (ValueError, KeyError):
-                continue  # a line still being written
-        return 0.0, "starting"
+        """(fraction, message) of the last progress event; (0.0, "starting") before any."""
+        fraction, message = self.poll().progress
+        return (fraction, message) if message or fraction else (0.0, "starting")
+
+    def elapsed_s(self) -> float:
+        """Seconds since the job started, frozen when it ended."""
+        if self.done and self._ended is None:
+            self._ended = time.time()
+        return (self._ended or time.time()) - self.started
 
     @property
     def done(self) -> bool:
@@ -72,6 +91,11 @@ class Job:
     @property
     def returncode(self) -> int | None:
         return self.proc.poll()
+
+    @property
+    def was_cancelled(self) -> bool:
+        """Ended by a cancel (the user's, or a closed session's): exit 130 after :meth:`cancel`."""
+        return self.cancelled is not None and self.returncode == 130
 
     def record(self) -> dict[str, Any] | None:
         """The run record the CLI printed (``--json``), once finished."""
@@ -83,8 +107,9 @@ class Job:
             return None
 
     def error_text(self) -> str:
+        """The last lines of stderr (only errors: the CLI draws no bar when it writes events)."""
         try:
-            lines = [l for l in self.stderr_path.read_text().splitlines() if not l.startswith("[")]
+            lines = self.stderr_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
         return "\n".join(lines[-20:])

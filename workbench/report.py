@@ -1,21 +1,33 @@
-"""Reports: a run (or an A/B comparison of two runs) as GitHub-flavoured Markdown, and a
-Jupyter notebook that reloads the run from its bundle and redraws its tables and charts.
+"""Reports: a run (or an A/B comparison of two runs) in the forms people share, and a Jupyter
+notebook that reloads the run from its bundle and redraws its tables and charts.
 
-Markdown layout: the "run disturbed" warnings, a one-line verdict and the claims table (the
-seed's findings checked on this run: :mod:`workbench.analysis` computes all three), the results
-table, the study's tables with medians and CIs, charts as PNG
-files beside the Markdown (relative links, so the folder can be pasted into an issue), the
-study's own sections, the seed's published figures (labelled as the seed's), and
-``<details>`` blocks for the environment + reproduce command and the raw samples.
+Every form starts the same way (:func:`head_markdown`, from :mod:`workbench.analysis`): the
+"run disturbed" warnings, the verdict and the claims table (the seed's findings checked on
+this run), then the study's seed-shaped key table and key chart (``KEY_TABLE``,
+``KEY_CHART``). Then:
 
-Everything from the run record (it may come from someone else's bundle) reaches Markdown
-and notebook cells through :func:`workbench.untrusted.escape`, by the context it lands in.
+- ``md`` (:func:`write_markdown`): the full report; charts as PNG files in ``<stem>_files/``
+  beside it (relative links, for a repository or a wiki), every table, the study's sections,
+  the seed's figures, and ``<details>`` blocks for the environment, the reproduce command and
+  every raw sample;
+- ``issue`` (:func:`issue_markdown`): what renders completely in a GitHub issue with nothing
+  attached: at most :data:`ISSUE_LIMIT` characters (GitHub refuses bodies over 65,536), no
+  image links, charts as Mermaid (:mod:`workbench.mermaid`) or compact text, raw samples
+  summarised (all of them stay in the bundle); parts that do not fit are named at the end;
+- ``html`` (:func:`html_report`): the full report as one self-contained file, charts as data
+  URIs, no script and no network reference, for mail or chat.
+
+Everything from the run record (it may come from someone else's bundle) reaches Markdown,
+HTML and notebook cells through :func:`workbench.untrusted.escape`, by the context it lands
+in; the HTML is rendered from that Markdown with raw HTML, links and images turned off.
 """
 
 from __future__ import annotations
 
+import base64
+import html as htmlmod
 import json
-import math
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,45 +35,51 @@ from typing import Any
 import pandas as pd
 
 from . import claims as claimsmod
-from . import outfile, stats
+from . import mermaid, outfile, stats
 from .analysis import Analysis, analyse, charts_of, sections_of
-from .env import REPO_ROOT, summary_line
-from .tables import results_display
+from .env import summary_line
 from .store import RunRecord, write_bundle
+from .tables import key_columns, render, results_display
 from .untrusted import details, escape
+
+#: the longest issue report: GitHub refuses an issue body over 65,536 characters
+ISSUE_LIMIT = 60_000
+#: rows of a table in an issue report (the full table is in the md/html report and the bundle)
+ISSUE_ROWS = 30
+FORMATS = ("md", "issue", "html", "ipynb")
 
 # --- formatting helpers ------------------------------------------------------------------------
 
 
-def _cell(x: Any) -> str:
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "n/a"
-        if x == 0:
-            return "0"
-        return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
-    if isinstance(x, (list, dict)):
-        return escape(json.dumps(x, default=str), "cell")
-    return escape(x, "cell")
-
-
 def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
-    """A GitHub table; every row has as many cells as the header, so columns align."""
-    if df is None or len(df) == 0:
-        return "_(no rows)_"
-    df = df.head(max_rows)
-    cols = [escape(c, "cell") for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
-    return "\n".join(lines)
+    """A GitHub table (:func:`workbench.tables.render`): cells escaped, one number format per column."""
+    return render(df, "markdown", max_rows)
+
+
+def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int = 10) -> str:
+    """A wide table as Markdown: the columns that differ between rows (at most
+    ``max_columns``), the constant ones said once above it."""
+    cols, constant = key_columns(df, max_columns)
+    same = "; ".join(f"{escape(k)} = {escape(json.dumps(v, default=str) if isinstance(v, (list, dict)) else v)}"
+                     for k, v in constant.items())
+    hidden = [c for c in df.columns if str(c) not in cols and str(c) not in constant]
+    notes = (f"All rows: {same}.\n\n" if same else "") + md_table(df[cols], max_rows)
+    if hidden:
+        notes += f"\n\n_({len(hidden)} more columns in the full report: {escape(', '.join(map(str, hidden)))}.)_"
+    return notes
+
+
+def claims_display(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims table as people read it (:func:`workbench.claims.display`: the status here and
+    the live figure first, the seed's figure and sentence after)."""
+    return claimsmod.display(claims)
 
 
 def claims_markdown(claims: pd.DataFrame) -> str:
-    """The claims table: the seed's finding and figure beside the live figure, with a status."""
+    """The claims table, as Markdown."""
     if claims is None or not len(claims):
         return ""
-    return "## The seed's claims on this machine\n\n" + md_table(claimsmod.display(claims))
+    return "## The seed's claims on this machine\n\n" + md_table(claims_display(claims))
 
 
 def head_markdown(a: Analysis) -> list[str]:
@@ -72,6 +90,13 @@ def head_markdown(a: Analysis) -> list[str]:
     if claims:
         parts.append(claims)
     return parts
+
+
+def run_line(rec: RunRecord) -> str:
+    """Machine, status, time, harness floor and origin of a run, as Markdown."""
+    return (f"Machine: {escape(summary_line(rec.env))}  \nStatus: {escape(rec.status)}; created "
+            f"{escape(rec.created_utc)} UTC; harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; "
+            f"origin: {escape(rec.origin)}.")
 
 
 def seed_section(study: ModuleType | None) -> str:
@@ -88,58 +113,114 @@ def seed_section(study: ModuleType | None) -> str:
     return "\n\n".join(parts)
 
 
-def render_charts(charts: dict, out_dir: Path) -> dict[str, str]:
-    """Save each chart as PNG; returns name -> file name. A chart that fails to render is skipped."""
+def key_names(a: Analysis, charts: dict) -> tuple[str | None, str | None]:
+    """The study's ``KEY_TABLE`` and ``KEY_CHART`` when this run has them: the table, else
+    None (the results table leads then); the chart, else the study's first chart."""
+    table = getattr(a.study, "KEY_TABLE", None)
+    chart = getattr(a.study, "KEY_CHART", None)
+    return (table if table in a.tables else None), (chart if chart in charts else next(iter(charts), None))
+
+
+def env_markdown(rec: RunRecord, indent: int | None = 1) -> str:
+    """The ``<details>`` block with the reproduce command and the environment."""
+    return details("Environment and reproduce command",
+                   f"Reproduce:\n\n{escape(rec.reproduce, 'block', 'sh')}\n\nEnvironment:\n\n"
+                   f"{escape(json.dumps(rec.env, indent=indent, default=str), 'block', 'json')}")
+
+
+def samples_summary(rec: RunRecord) -> pd.DataFrame:
+    """Per variant: count, min, median, max and spread of its raw samples (ns)."""
+    rows = []
+    for v in rec.variants:
+        s = pd.Series(v.samples_ns, dtype=float)
+        rows.append({"variant": v.variant, "check": "ok" if v.correct else "FAILED", "samples": len(s),
+                     "min": stats.fmt_ns(s.min()), "median": stats.fmt_ns(s.median()),
+                     "p90": stats.fmt_ns(s.quantile(0.9)) if len(s) else "n/a", "max": stats.fmt_ns(s.max())})
+    return pd.DataFrame(rows, columns=["variant", "check", "samples", "min", "median", "p90", "max"])
+
+
+def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
+    """Each chart as PNG bytes (written to ``out_dir`` too when given); a chart that fails to
+    render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers)."""
     import vl_convert as vlc
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    pngs = {}
     for name, chart in charts.items():
-        path = out_dir / f"{name}.png"
         try:
-            path.write_bytes(vlc.vegalite_to_png(chart.to_json(), scale=1.5))
-        except Exception as exc:  # rendering is best-effort; the table still carries the numbers
-            (out_dir / f"{name}.error.txt").write_text(str(exc))
+            pngs[name] = vlc.vegalite_to_png(chart.to_json(), scale=1.5)
+        except Exception as exc:  # rendering is best-effort
+            if out_dir is not None:
+                (out_dir / f"{name}.error.txt").write_text(str(exc))
             continue
-        files[name] = path.name
-    return files
+        if out_dir is not None:
+            (out_dir / f"{name}.png").write_bytes(pngs[name])
+    return pngs
+
+
+# --- the full report (md, html) ------------------------------------------------------------------
+
+@dataclass
+class Block:
+    """One part of a report: Markdown (untrusted parts escaped); with ``summary``, a
+    ``<details>`` block; with ``chart``, the chart of that name (an image)."""
+
+    md: str = ""
+    summary: str = ""
+    chart: str = ""
+
+
+def blocks(a: Analysis, charts: dict) -> list[Block]:
+    """The full report of an analysis, in reading order."""
+    rec, study = a.rec, a.study
+    title = study.TITLE if study else escape(rec.study)
+    key_table, key_chart = key_names(a, charts)
+    out = [Block(f"# {title}: run {escape(rec.run_id, 'code')}"), *map(Block, head_markdown(a)), Block(run_line(rec))]
+    if rec.error:
+        out.append(Block(escape(rec.error, "block"), summary="Error"))
+    if key_table:
+        out.append(Block(f"## {escape(key_table)}\n\n" + md_table(a.tables[key_table])))
+    if key_chart:
+        out.append(Block(chart=key_chart))
+    out.append(Block("## Results\n\n" + md_table(results_display(a.results))))
+    for name, df in a.tables.items():
+        if not name.startswith("_") and name != key_table:  # "_name" tables are chart data, not for reading
+            out.append(Block(f"### {escape(name)}\n\n" + md_table(df)))
+    others = [n for n in charts if n != key_chart]
+    if others:
+        out.append(Block("## Charts"))
+        out += [Block(chart=n) for n in others]
+    out += [Block(s) for s in sections_of(a)]
+    out += [Block(f"> {escape(e)}") for e in a.errors]
+    seed = seed_section(study)
+    if seed:
+        out.append(Block(seed))
+    out.append(Block(env_markdown(rec)))
+    raw = "\n".join(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}): "
+                     + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
+    out.append(Block(raw or "_(none)_", summary="Raw samples (ns per call)"))
+    return out
 
 
 def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "",
              analysis: Analysis | None = None) -> str:
-    """The report text; with ``charts_dir`` the charts are rendered there and linked."""
+    """The full Markdown report; with ``charts_dir`` the charts are rendered there as PNG and
+    linked (``charts_rel`` + file name), else left out."""
     a = analysis or analyse(rec)
-    study = a.study
-    title = study.TITLE if study else escape(rec.study)
-    parts = [f"# {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a),
-             f"Machine: {escape(summary_line(rec.env))}  \nStatus: {escape(rec.status)}; created "
-             f"{escape(rec.created_utc)} UTC; harness floor {stats.fmt_ns(rec.floor_ns or float('nan'))} per call; "
-             f"origin: {escape(rec.origin)}."]
-    if rec.error:
-        parts.append(details("Error", escape(rec.error, "block")))
-    parts.append("## Results\n\n" + md_table(results_display(a.results)))
-    for name, df in a.tables.items():
-        if not name.startswith("_"):  # "_name" tables are chart data, not for reading
-            parts.append(f"### {escape(name)}\n\n" + md_table(df))
-    if charts_dir is not None:
-        files = render_charts(charts_of(a), charts_dir)
-        if files:
-            parts.append("## Charts\n\n" + "\n\n".join(f"![{n}]({charts_rel}{f})" for n, f in files.items()))
-    parts.extend(sections_of(a))
-    parts.extend(f"> {escape(e)}" for e in a.errors)
-    seed = seed_section(study)
-    if seed:
-        parts.append(seed)
-    parts.append(details("Environment and reproduce command",
-                         f"Reproduce:\n\n{escape(rec.reproduce, 'block', 'sh')}\n\nEnvironment:\n\n"
-                         f"{escape(json.dumps(rec.env, indent=1, default=str), 'block', 'json')}"))
-    raw = "\n".join(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}): "
-                    + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
-    parts.append(details("Raw samples (ns per call)", raw or "_(none)_"))
+    charts = charts_of(a)
+    files = set(render_charts(charts, charts_dir)) if charts_dir is not None else set()
+    parts = []
+    for b in blocks(a, charts):
+        if b.chart:
+            if b.chart in files:
+                parts.append(f"![{escape(b.chart)}]({charts_rel}{b.chart}.png)")
+        else:
+            parts.append(details(b.summary, b.md) if b.summary else b.md)
     return "\n\n".join(parts) + "\n"
 
 
-def write_markdown(rec: RunRecord, path: str | Path) -> Path:
+def write_markdown(rec: RunRecord, path: str | Path, analysis: Analysis | None = None) -> Path:
     """Write ``path`` (Markdown) and its charts in ``<stem>_files/`` beside it; raises
     ``outfile.OutputError`` (one line) when it cannot, before the charts are drawn."""
     path = outfile.check_target(path)
@@ -148,7 +229,140 @@ def write_markdown(rec: RunRecord, path: str | Path) -> Path:
         files_dir.mkdir(exist_ok=True)
     except OSError as exc:
         raise outfile.OutputError(f"cannot write {files_dir}: {exc.strerror or exc}") from None
-    return outfile.write(path, markdown(rec, charts_dir=files_dir, charts_rel=f"{files_dir.name}/"))
+    return outfile.write(path, markdown(rec, charts_dir=files_dir, charts_rel=f"{files_dir.name}/", analysis=analysis))
+
+
+_HTML_STYLE = """body{font:15px/1.5 -apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#1f2328}table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto}
+th,td{border:1px solid #d0d7de;padding:4px 10px}th{background:#f6f8fa}tr:nth-child(2n){background:#f6f8fa}
+code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;background:#f6f8fa}pre{padding:1em;
+overflow-x:auto}blockquote{border-left:4px solid #d0d7de;margin:0;padding:0 1em;color:#59636e}
+details{margin:1em 0}summary{cursor:pointer;font-weight:600}img{max-width:100%}"""
+
+
+def _md_to_html(text: str) -> str:
+    """Markdown (tables, strike-through) to HTML with raw HTML, links and images off: what
+    the report's Markdown holds from a run is text, and an image could load from the network."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable(["link", "image",
+                                                                                                 "autolink"])
+    return md.render(text)
+
+
+def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
+    """The full report as one self-contained HTML file: charts as PNG data URIs, inline CSS,
+    no script, nothing loaded from anywhere."""
+    a = analysis or analyse(rec)
+    charts = charts_of(a)
+    pngs = render_charts(charts)
+    body = []
+    for b in blocks(a, charts):
+        if b.chart:
+            if b.chart in pngs:
+                body.append(f'<figure><img alt="{htmlmod.escape(b.chart)}" src="data:image/png;base64,'
+                            f'{base64.b64encode(pngs[b.chart]).decode()}"></figure>')
+        elif b.summary:
+            body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{_md_to_html(b.md)}</details>")
+        else:
+            body.append(_md_to_html(b.md))
+    title = escape(f"{rec.study}: run {rec.run_id}", "html")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            f"<style>{_HTML_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# --- the issue report ---------------------------------------------------------------------------
+
+def _chart_text(chart, name: str) -> str:
+    """A chart for an issue: Mermaid when its data has that shape, else its data as a table."""
+    drawn = mermaid.from_chart(chart)
+    if drawn:
+        return drawn
+    got = mermaid.chart_data(chart)
+    if got is None:
+        return f"_(chart {escape(name)}: not drawable as text; see the md or html report)_"
+    df, x, y, series, _, _, _ = got
+    cols = list(dict.fromkeys(c for c in (series, x, y) if c))
+    return md_table(df[cols].rename(columns={"_series": "series"}), ISSUE_ROWS)
+
+
+def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int = ISSUE_LIMIT) -> str:
+    """The report as one GitHub issue body (see the module docstring): the lead parts always,
+    then the rest in order of importance while it fits in ``limit`` characters."""
+    a = analysis or analyse(rec)
+    study = a.study
+    charts = charts_of(a)
+    key_table, key_chart = key_names(a, charts)
+    title = study.TITLE if study else escape(rec.study)
+    lead = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a), run_line(rec)]
+    if key_table:
+        lead.append(f"#### {escape(key_table)}\n\n" + narrow_table(a.tables[key_table]))
+    if key_chart:
+        lead.append(f"#### {escape(key_chart)}\n\n" + _chart_text(charts[key_chart], key_chart))
+    tail = [env_markdown(rec, indent=None)]
+    optional: list[tuple[str, str]] = [("the results table", "#### Results\n\n" + narrow_table(
+        results_display(a.results), max_rows=40))]
+    optional += [(f"chart {n}", f"#### {escape(n)}\n\n" + _chart_text(c, n)) for n, c in charts.items()
+                 if n != key_chart]
+    optional += [(f"table {n}", details(f"Table: {n}", narrow_table(df))) for n, df in a.tables.items()
+                 if not n.startswith("_") and n != key_table]
+    sections = sections_of(a)
+    if sections:
+        optional.append(("the study's notes", details("The study's notes", "\n\n".join(sections))))
+    optional += [("an analysis error", f"> {escape(e)}") for e in a.errors]
+    seed = seed_section(study)
+    if seed:
+        optional.append(("the seed's figures", details("The seed's published figures", seed)))
+    optional.append(("the raw samples", details("Raw samples, summarised (every sample is in the result bundle)",
+                                                md_table(samples_summary(rec), 60))))
+    if rec.error:
+        optional.insert(0, ("the error", details("Error", escape(rec.error[:4000], "block"))))
+    footer = (f"_Full report: `python -m workbench report {rec.run_id} --format md` (or `--format html`); raw samples: "
+              f"`python -m workbench export {rec.run_id} -o run.bundle.json`._")
+    parts, omitted = list(lead), []
+    used = sum(len(p) + 2 for p in lead + tail) + len(footer) + 400  # 400: the omitted-parts line
+    for what, text in optional:
+        if used + len(text) + 2 <= limit:
+            parts.append(text)
+            used += len(text) + 2
+        else:
+            omitted.append(what)
+    parts += tail
+    if omitted:
+        parts.append(f"_Left out to fit in one issue: {escape(', '.join(omitted[:12]))}"
+                     + (f" and {len(omitted) - 12} more" if len(omitted) > 12 else "") + "._")
+    parts.append(footer)
+    text = "\n\n".join(parts) + "\n"
+    if len(text) > limit:  # the lead alone is too long (a huge key table): cut its rows
+        return _shrunk(text, limit)
+    return text
+
+
+def _shrunk(text: str, limit: int) -> str:
+    """A last resort for a lead that does not fit: table rows dropped from the end."""
+    lines = text.splitlines()
+    while len("\n".join(lines)) + 200 > limit:
+        # a data row has the header and the separator (or other rows) above it
+        rows = [i for i, l in enumerate(lines) if i >= 2 and l.startswith("|") and lines[i - 1].startswith("|")
+                and lines[i - 2].startswith("|")]
+        if not rows:
+            break
+        del lines[rows[-1]]
+    return "\n".join(lines) + "\n\n_(tables cut to fit in one issue)_\n"
+
+
+def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis | None = None) -> Path:
+    """Write the report of ``rec`` in ``fmt`` (one of :data:`FORMATS`) to ``path``; raises
+    ``outfile.OutputError`` (one line) when it cannot."""
+    if fmt == "md":
+        return write_markdown(rec, path, analysis)
+    if fmt == "ipynb":
+        return write_notebook(rec, path)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
+    path = outfile.check_target(path)
+    text = issue_markdown(rec, analysis) if fmt == "issue" else html_report(rec, analysis)
+    return outfile.write(path, text)
 
 
 # --- A/B comparison ----------------------------------------------------------------------------
@@ -202,13 +416,19 @@ def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = No
 
 # --- notebook ----------------------------------------------------------------------------------
 
-# The workbench must be importable: installed, or this checkout (found from the notebook's
-# folder upwards, else where it was generated) on sys.path.
+# The workbench must be importable: installed, or a checkout found from the notebook's folder
+# upwards (or at $WORKBENCH_ROOT). No absolute path of the exporting machine is written.
 _IMPORT_WORKBENCH = (
-    "import sys, pathlib, tempfile\n"
-    f"for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path({str(REPO_ROOT)!r})]:\n"
+    "import os, sys, pathlib, tempfile\n"
+    "for p in [pathlib.Path(os.environ.get('WORKBENCH_ROOT', '.')).resolve(), pathlib.Path.cwd(),\n"
+    "          *pathlib.Path.cwd().parents]:\n"
     "    if (p / 'workbench' / '__init__.py').exists():\n"
-    "        sys.path.insert(0, str(p)); break\n")
+    "        sys.path.insert(0, str(p)); break\n"
+    "try:\n"
+    "    import workbench\n"
+    "except ImportError:\n"
+    "    raise ImportError('the Perf Study Workbench is not importable here: open this notebook inside a checkout, '\n"
+    "                      'or set WORKBENCH_ROOT to one') from None\n")
 
 
 def _notebook(cells: list):
@@ -266,14 +486,46 @@ def notebook(rec: RunRecord, bundle_name: str):
     ])
 
 
-def write_notebook(rec: RunRecord, path: str | Path) -> Path:
-    """Write the notebook and its bundle (``<stem>.bundle.json``) side by side; raises
-    ``outfile.OutputError`` (one line) when it cannot."""
+def write_notebook(rec: RunRecord, path: str | Path, execute: bool = True) -> Path:
+    """Write the notebook and its bundle (``<stem>.bundle.json``) side by side, executed in
+    that folder so it opens with its outputs (``execute=False``, or a kernel that cannot
+    start: without them); raises ``outfile.OutputError`` (one line) when it cannot write."""
     import nbformat
 
     path = outfile.check_target(path)
     bundle = write_bundle(rec, path.parent / f"{path.stem}.bundle.json")
-    return outfile.write(path, nbformat.writes(notebook(rec, bundle.name)))
+    nb = notebook(rec, bundle.name)
+    if execute:
+        execute_notebook(nb, path.parent)
+    return outfile.write(path, nbformat.writes(nb))
+
+
+def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
+    """Run ``nb`` in ``folder`` (as Jupyter would, from the folder it is saved in), with this
+    checkout importable through $WORKBENCH_ROOT; returns '' or why it did not run. A cell
+    that raises leaves its error in the outputs, as Jupyter does."""
+    import os
+
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from .env import REPO_ROOT
+
+    old = os.environ.get("WORKBENCH_ROOT")
+    os.environ["WORKBENCH_ROOT"] = str(REPO_ROOT)  # the kernel inherits it; nothing is written into the cells
+    try:
+        NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
+                       resources={"metadata": {"path": str(folder)}}).execute()
+    except CellExecutionError as exc:
+        return f"a cell failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    except Exception as exc:  # no kernel here: the notebook is still written, without outputs
+        return f"not executed ({type(exc).__name__}: {exc})"
+    finally:
+        if old is None:
+            os.environ.pop("WORKBENCH_ROOT", None)
+        else:
+            os.environ["WORKBENCH_ROOT"] = old
+    return ""
 
 
 def study_notebook(study: ModuleType):
@@ -328,86 +580,3 @@ def write_study_notebooks(out_dir: str | Path) -> list[Path]:
         nbformat.write(study_notebook(study), str(path))
         paths.append(path)
     return paths
-
-
-# --- checks on exported Markdown --------------------------------------------------------------
-
-_MERMAID_KINDS = ("gantt", "flowchart", "graph", "sequenceDiagram", "timeline", "xychart-beta")
-
-
-def _cells(line: str) -> int:
-    """Cells in a table row, not counting escaped pipes."""
-    body = line.strip().replace("\\|", "")
-    return body.strip("|").count("|") + 1
-
-
-def lint_markdown(text: str, base_dir: Path | None = None) -> list[str]:
-    """Problems that would break the report on GitHub: misaligned tables, absolute or missing
-    image links, unbalanced ``<details>``, Mermaid blocks that do not parse. Empty when fine."""
-    import re
-
-    problems: list[str] = []
-    lines = text.splitlines()
-    in_code = False
-    fence_lang = ""
-    block: list[str] = []
-    for i, line in enumerate(lines):
-        if line.startswith("```"):
-            if not in_code:
-                in_code, fence_lang, block = True, line[3:].strip(), []
-            else:
-                if fence_lang == "mermaid":
-                    problems += [f"mermaid block ending line {i + 1}: {p}" for p in _lint_mermaid(block)]
-                in_code = False
-            continue
-        if in_code:
-            block.append(line)
-            continue
-        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|(\s*:?-+:?\s*\|)+\s*$", lines[i + 1]):
-            n = _cells(line)
-            j = i + 1
-            while j < len(lines) and lines[j].startswith("|"):
-                if _cells(lines[j]) != n:
-                    problems.append(f"table row on line {j + 1} has {_cells(lines[j])} cells, header has {n}")
-                j += 1
-        for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", line):
-            if target.startswith(("/", "file:")) or re.match(r"^[A-Za-z]:\\", target):
-                problems.append(f"image link on line {i + 1} is absolute: {target}")
-            elif base_dir is not None and not target.startswith("http") and not (base_dir / target).exists():
-                problems.append(f"image on line {i + 1} does not exist beside the report: {target}")
-    if in_code:
-        problems.append("a code fence is not closed")
-    depth = 0
-    for m in re.finditer(r"</?details>", text):
-        depth += 1 if m.group() == "<details>" else -1
-        if depth < 0:
-            problems.append("</details> without <details>")
-            depth = 0
-    if depth:
-        problems.append(f"{depth} <details> block(s) not closed")
-    return problems
-
-
-def _lint_mermaid(block: list[str]) -> list[str]:
-    import re
-
-    body = [l.strip() for l in block if l.strip() and not l.strip().startswith("%%")]
-    if not body:
-        return ["empty diagram"]
-    kind = body[0].split()[0]
-    if kind not in _MERMAID_KINDS:
-        return [f"unknown diagram type {kind!r}"]
-    if kind != "gantt":
-        return []
-    problems = []
-    for line in body[1:]:
-        if re.match(r"^(title|dateFormat|axisFormat|tickInterval|todayMarker|excludes|section)\b", line):
-            continue
-        if ":" not in line:
-            problems.append(f"gantt line is neither a keyword nor a task: {line!r}")
-            continue
-        name, spec = line.split(":", 1)
-        parts = [p.strip() for p in spec.split(",")]
-        if not name.strip() or not parts or any(p == "" for p in parts):
-            problems.append(f"malformed gantt task: {line!r}")
-    return problems

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 from . import env as envmod
 from . import harness, load, procs
+from .events import Emitter
 from .store import RunRecord, Store, new_run_id, now_utc
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
@@ -186,13 +187,18 @@ def execute(
     preset: str | None = None,
     progress: Callable[[float, str], None] | None = None,
     cancel=None,
+    events: Emitter | None = None,
 ) -> RunRecord:
     """Validate, wait for the machine, run, store each point as it lands, return the record.
 
-    Raises :class:`ParamError` (nothing stored), :class:`StudyUnavailable`, or ``StoreError``
-    for a read-only store (before anything is measured). A study that fails mid-way is
-    stored with status ``failed`` and the error text; points it finished stay. Ctrl-C (and
-    SIGTERM, which the CLI turns into Ctrl-C) stores the run as ``interrupted`` and re-raises.
+    ``events``: the run's event stream for a reader in another process (the app): ``start``
+    with the run id, ``progress`` (with the study's step count), ``record`` for each point as
+    it is stored, then ``done`` or ``error``. Raises :class:`ParamError` (nothing stored),
+    :class:`StudyUnavailable`, or ``StoreError`` for a read-only store (before anything is
+    measured). A study that fails mid-way is stored with status ``failed`` and the error
+    text; points it finished stay. Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C)
+    stores the run as ``interrupted`` and re-raises. An exception raised after the run was
+    stored carries its id as ``run_id``.
     """
     params = validate(study, values, preset=preset)
     reason = study.requires(params)
@@ -201,12 +207,20 @@ def execute(
     store.check_writable()
     rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
                     reproduce=reproduce_command(study.ID, params))
-    say = progress or (lambda f, m: None)
+    emit = events or Emitter(None)
+    ctx: RunContext | None = None  # made under the watchdog below; say() reads its step count
+
+    def say(fraction: float, message: str) -> None:
+        if progress:
+            progress(fraction, message)
+        emit.progress(fraction, message, ctx.step if ctx is not None else None)
+
     with machine_lock(on_wait=lambda m: say(0.0, m), study=study.ID, params=params):
         say(0.0, "measuring the harness floor")
         rec.floor_ns = harness.floor_ns()
         rec.env = envmod.capture()
         store.begin(rec)
+        emit.emit("start", run_id=rec.run_id, study=study.ID)
         # Load over the whole run (workbench.load): before it, after each variant, after it.
         before = load.sample()
 
@@ -224,28 +238,34 @@ def execute(
                         touch()
                         v.extra["load"] = load.sample()
                         save(rec.run_id, v)
+                        emit.record(v)
                     return on_variant
 
                 ctx = RunContext(progress=progress_and_touch, on_record=recorded(store.add_variant),
                                  on_update=recorded(store.replace_variant),
                                  on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
                 outputs = study.run(params, ctx) or {}
-        except (KeyboardInterrupt, Cancelled):
+        except (KeyboardInterrupt, Cancelled) as exc:
             store.finish(rec.run_id, "interrupted", outputs=run_load(),
                          error="interrupted by the user; finished points were kept")
+            exc.run_id = rec.run_id
             raise
         except StudyUnavailable as exc:
             store.finish(rec.run_id, "failed", outputs=run_load(), error=str(exc))
+            emit.error(str(exc))
+            exc.run_id = rec.run_id
             raise
         except Exception as exc:
             store.finish(rec.run_id, "failed", outputs=run_load(),
                          error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+            emit.error(f"{type(exc).__name__}: {exc}")
             exc.run_id = rec.run_id  # the stored (failed) run, for callers that keep partial results
             raise
         # Torch may have been imported by the study: read its CUDA/NCCL versions now.
         rec.env = envmod.refresh(rec.env)
         store.update_env(rec.run_id, rec.env)
         store.finish(rec.run_id, "complete", outputs=outputs | run_load())
+        emit.done()
     return store.load(rec.run_id)
 
 

@@ -10,6 +10,12 @@ laptop's store. They are untrusted: read with a size cap, checked against the sc
 Format history:
   version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}.
 
+Store schema history (``meta.schema_version``; an older store is migrated when first opened
+for writing, and a read-only one is read as it is):
+  1 (2026-11): meta, runs, variants, attachments.
+  2 (2026-12): + annotations (tags and a note per run id; a committed bundle's run too, so
+     it is keyed by run id, not a reference to ``runs``).
+
 Several processes (CLI runs, app sessions) use one store at once: every :class:`Store`
 owns its own connection (never shared between threads), the file is in WAL mode and
 writers wait up to :data:`BUSY_TIMEOUT_S` for each other. A run in progress records its
@@ -24,6 +30,7 @@ import binascii
 import datetime as _dt
 import json
 import os
+import re
 import secrets
 import socket
 import statistics
@@ -31,20 +38,25 @@ import sqlite3
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .env import REPO_ROOT
 from .procs import start_ticks
 from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, RECORD_FORMAT, RECORD_VERSION, SchemaError, check_bundle
 from .study import VariantResult
-from .untrusted import safe_stem
+from .untrusted import UntrustedError, check_run_id, safe_stem
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 30
 #: largest bundle file read (a JSON document takes several times its size in memory)
 MAX_BUNDLE_BYTES = 256 << 20
-_TABLES = ("meta", "runs", "variants", "attachments")
+_TABLES = ("meta", "runs", "variants", "attachments", "annotations")
+#: tables a store of each older schema version lacks (added by :meth:`Store._migrate`)
+_ADDED_IN = {2: ("annotations",)}
+#: a tag: a short plain word (it is shown in tables and used as a filter)
+TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:=-]{0,39}")
+MAX_NOTE_CHARS = 2000
 _OWNER_KEY = "owner:"  # meta key prefix: the process running a run, while it runs
 
 
@@ -141,6 +153,7 @@ CREATE TABLE IF NOT EXISTS variants (
 CREATE TABLE IF NOT EXISTS attachments (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, name TEXT NOT NULL,
     kind TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (run_id, name));
+CREATE TABLE IF NOT EXISTS annotations (run_id TEXT PRIMARY KEY, tags TEXT NOT NULL, note TEXT NOT NULL);
 """
 
 
@@ -161,8 +174,11 @@ class Store:
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
             self._conn.execute("PRAGMA foreign_keys = ON")
+            self.schema_version = int(self._conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
             if self.writable():
                 self._to_wal()
+                self._migrate()
                 self._reap_dead_runs()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the results store ({exc})") from None
@@ -253,14 +269,16 @@ class Store:
             ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
             try:
                 objects = {(name, kind) for name, kind in ro.execute("SELECT name, type FROM sqlite_master")}
-                missing = [t for t in _TABLES if (t, "table") not in objects]
+                version = ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+                    if ("meta", "table") in objects else None
+                later = _tables_after(version[0] if version else "")
+                missing = [t for t in _TABLES if (t, "table") not in objects and t not in later]
                 other = sorted(f"{kind} {name}" for name, kind in objects
                                if kind in ("view", "trigger") or (kind == "table" and name not in _TABLES))
                 if missing or other:
                     raise StoreError(f"{self.path} looks like a workbench results file but is not one ("
                                      + (f"missing tables: {', '.join(missing)}" if missing else
                                         f"unexpected {', '.join(other[:3])}") + "); it was left untouched")
-                version = ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
@@ -270,6 +288,27 @@ class Store:
         if int(version[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has results schema {version[0]}, newer than this workbench's "
                              f"{SCHEMA_VERSION}; update the workbench")
+
+    def _migrate(self) -> None:
+        """Bring an older store to :data:`SCHEMA_VERSION`: new tables only, so what was
+        stored stays as it was. One transaction, which sees another process's migration; a
+        store that cannot be written keeps its version and is read as it is."""
+        if self.schema_version >= SCHEMA_VERSION:
+            return
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)  # CREATE TABLE IF NOT EXISTS
+                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._conn.commit()
+            except BaseException:
+                self._conn.rollback()
+                raise
+        except sqlite3.OperationalError:
+            return  # locked past the busy timeout or read-only after all: readable as it is
+        self.schema_version = SCHEMA_VERSION
 
     def writable(self) -> bool:
         """Whether this process can write the store (file and folder permissions, read-only
@@ -365,6 +404,63 @@ class Store:
         except sqlite3.OperationalError as exc:
             raise StoreError(f"run {rec.run_id} cannot be stored in {self.path}: {exc}") from None
 
+    def delete(self, run_id: str) -> str:
+        """Delete a stored run (its variants, attachments, tags and note) in one transaction;
+        returns its id. A run whose process is still running it is refused."""
+        run_id = self.resolve_id(run_id)
+        owner = self._owners().get(run_id)
+        status = self._conn.execute("SELECT status FROM runs WHERE run_id=?", (run_id,)).fetchone()[0]
+        if self._status(run_id, status, self._owners())[0] == "running" and owner is not None:
+            raise StoreError(f"run {run_id} is still running (pid {owner.get('pid')} on {owner.get('host')}); "
+                             "cancel it first")
+        with self._conn:
+            self._conn.execute("DELETE FROM runs WHERE run_id=?", (run_id,))  # variants, attachments: cascade
+            self._conn.execute("DELETE FROM meta WHERE key=?", (_OWNER_KEY + run_id,))
+            if self.schema_version >= 2:
+                self._conn.execute("DELETE FROM annotations WHERE run_id=?", (run_id,))
+        return run_id
+
+    def annotate(self, run_id: str, add: Iterable[str] = (), remove: Iterable[str] = (),
+                 note: str | None = None) -> dict[str, Any]:
+        """Add and remove tags and set the note (None: keep it) of a run id, stored or
+        committed (the caller resolves the id); returns ``{"tags", "note"}``."""
+        try:
+            check_run_id(run_id)
+        except UntrustedError as exc:
+            raise StoreError(str(exc)) from None
+        add, remove = [check_tag(t) for t in add], set(remove)
+        if note is not None and len(note) > MAX_NOTE_CHARS:
+            raise StoreError(f"a note has at most {MAX_NOTE_CHARS} characters; this one has {len(note)}")
+        if self.schema_version < 2:
+            raise StoreError(f"{self.path} has results schema {self.schema_version} and is read-only here, so it "
+                             "cannot hold tags or notes")
+        with self._conn:
+            old = self.annotations([run_id]).get(run_id, {"tags": [], "note": ""})
+            tags = [t for t in dict.fromkeys(old["tags"] + add) if t not in remove]
+            text = old["note"] if note is None else " ".join(note.split())
+            if tags or text:
+                self._conn.execute("INSERT OR REPLACE INTO annotations VALUES (?,?,?)",
+                                   (run_id, json.dumps(tags), text))
+            else:
+                self._conn.execute("DELETE FROM annotations WHERE run_id=?", (run_id,))
+        return {"tags": tags, "note": text}
+
+    def annotations(self, run_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """``run_id -> {"tags": [...], "note": str}`` for the given ids (all when None)."""
+        if self.schema_version < 2:
+            return {}
+        rows = self._conn.execute("SELECT run_id, tags, note FROM annotations").fetchall()
+        wanted = None if run_ids is None else set(run_ids)
+        out = {}
+        for run_id, tags, note in rows:
+            if wanted is None or run_id in wanted:
+                try:
+                    parsed = [t for t in json.loads(tags) if isinstance(t, str)]
+                except (TypeError, ValueError):
+                    parsed = []
+                out[run_id] = {"tags": parsed, "note": note or ""}
+        return out
+
     def import_run(self, rec: RunRecord) -> bool:
         """Store a run from a bundle; False when a run with its id is already here. Refuses
         a run of a study this checkout does not have (nothing could read it)."""
@@ -429,12 +525,14 @@ class Store:
         out = []
         try:
             owners = self._owners()
+            notes = self.annotations()
             for row in self._conn.execute(q, args):
                 env = _json_field(row[7], row[0], "env")
                 out.append({"run_id": row[0], "study": row[1], "status": self._status(row[0], row[2], owners)[0],
                             "created_utc": row[3], "fingerprint": row[4], "origin": row[5],
                             "params": _json_field(row[6], row[0], "params"),
-                            "machine": _machine_label(env), "variants": row[8], "failed_checks": row[9]})
+                            "machine": machine_label(env), "variants": row[8], "failed_checks": row[9],
+                            **notes.get(row[0], {"tags": [], "note": ""})})
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} cannot be read ({exc}); it was left untouched") from None
         return out
@@ -486,6 +584,21 @@ class Store:
         return rec
 
 
+def check_tag(tag: Any) -> str:
+    """A tag as given, or :class:`StoreError` saying what a tag may be."""
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
+        raise StoreError(f"tag {tag!r:.60} is not a plain word (letters, digits and ._+:=-, starting with a letter "
+                         "or digit, at most 40 characters)")
+    return tag
+
+
+def _tables_after(version: str) -> set[str]:
+    """The tables a store of schema ``version`` may lack (added by later versions)."""
+    if not str(version).isdigit():
+        return set()
+    return {t for v, tables in _ADDED_IN.items() if v > int(version) for t in tables}
+
+
 def _json_field(text: Any, run_id: str, what: str) -> Any:
     try:
         return json.loads(text)
@@ -532,7 +645,8 @@ def _dead_text(owner: dict) -> str:
             "it (killed?); the points it had finished were kept")
 
 
-def _machine_label(env: dict[str, Any]) -> str:
+def machine_label(env: dict[str, Any]) -> str:
+    """The machine in a few words: its GPUs, else its CPU model."""
     if env.get("gpu_names"):
         return f"{env.get('gpu_count', len(env['gpu_names']))}x {env['gpu_names'][0]}"
     return env.get("cpu_model", "unknown")

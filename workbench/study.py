@@ -10,8 +10,9 @@ A study is one module in ``studies/`` that defines:
   platform), with how to get it, or None;
 - ``run(params, ctx: RunContext) -> dict``: measures, checks every kernel's output against a
   reference *before* its time counts, hands each finished variant to ``ctx.record`` (so an
-  interrupted sweep keeps its points; ``ctx.update`` again each time a variant gains a repeat)
-  and returns study-specific outputs that are not
+  interrupted sweep keeps its points; ``ctx.update`` again each time a variant gains a repeat),
+  reports progress through ``ctx.steps(total)`` (the app shows "k of N points") and returns
+  study-specific outputs that are not
   timings (JSON-serialisable). It never aggregates, plots or prints;
 - ``analyze(record) -> dict[str, pandas.DataFrame]``: the ONLY place where arithmetic on a
   record happens, derived quantities (differences, ratios, shares, speedups) included, each
@@ -252,6 +253,35 @@ class VariantResult:
 ProgressFn = Callable[[float, str], None]
 
 
+class Steps:
+    """Progress over a known number of steps, by default the points of a sweep: call
+    :meth:`tick` when a step finished (:meth:`say` reports what is happening without
+    finishing one). The app shows "3 of 12 points" and the elapsed time; the fraction is
+    mapped onto ``start..end`` of the run's progress. Replaces hand-made tickers in studies::
+
+        steps = ctx.steps(len(grid))
+        for point in grid:
+            steps.say(f"checking {point}")
+            ...
+            ctx.record(result)
+            steps.tick(f"{point} done")
+    """
+
+    def __init__(self, report: Callable[[float, str, tuple[int, int, str]], None], total: int,
+                 start: float = 0.0, end: float = 1.0, unit: str = "points"):
+        self._report = report
+        self.total, self.start, self.end, self.unit = max(1, int(total)), start, end, unit
+        self.done = 0
+
+    def tick(self, message: str = "") -> None:
+        self.done += 1
+        self.say(message)
+
+    def say(self, message: str) -> None:
+        done = min(self.done, self.total)
+        self._report(self.start + (self.end - self.start) * done / self.total, message, (done, self.total, self.unit))
+
+
 class RunContext:
     """What a study's ``run`` talks to: progress, per-point recording, attachments, cancel.
 
@@ -276,12 +306,22 @@ class RunContext:
         self.cancel_event = cancel or threading.Event()
         self.variants: list[VariantResult] = []
         self.attachments: list[tuple[str, str, bytes]] = []
+        #: (steps done, total, unit) of the run's :class:`Steps`, None when it counts none
+        self.step: tuple[int, int, str] | None = None
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.cancel_event.is_set():
             raise Cancelled("run cancelled")
         if self._progress:
             self._progress(max(0.0, min(1.0, fraction)), message)
+
+    def steps(self, total: int, start: float = 0.0, end: float = 1.0, unit: str = "points") -> Steps:
+        """A :class:`Steps` ticker over ``total`` steps for this run's progress."""
+        return Steps(self._step_progress, total, start, end, unit)
+
+    def _step_progress(self, fraction: float, message: str, step: tuple[int, int, str]) -> None:
+        self.step = step
+        self.progress(fraction, message)
 
     def record(self, result: VariantResult) -> None:
         check_variant_name(result.variant)
@@ -349,7 +389,9 @@ def registry() -> dict[str, ModuleType]:
                 continue
             mod = importlib.import_module(f"studies.{info.name}")
             if not hasattr(mod, "ID"):
-                continue  # helper modules of studies (no ID) are not studies
+                # A typo (Id, id) must not make a study vanish; helpers live in _private modules.
+                raise ImportError(f"studies/{info.name} has no ID: every public module in studies/ is a study "
+                                  "(helper modules' names start with '_')")
             _check_module(mod)
             if mod.ID in found:
                 raise ImportError(f"two studies share the id {mod.ID!r}")

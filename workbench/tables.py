@@ -1,5 +1,8 @@
 """Tables every study starts from: THE per-variant results table (median, CI, noise, check,
-harness-floor and load notes), its display form, and the long table of raw samples.
+harness-floor and load notes), its display form, and the long table of raw samples; and the
+one renderer of tables as text: :func:`render` (Markdown for reports, plain for the CLI,
+through ``tabulate``), with one number format per column (:func:`number_formats`, which the
+app's tables use too) and no ``<NA>``.
 
 The one harness-floor rule lives here (:func:`floor_notes`): the harness promises that a figure
 within a few times its own measured floor (``rec.floor_ns``) is dominated by the measurement,
@@ -8,7 +11,11 @@ so the note fires below :data:`FLOOR_FACTOR` x that floor, never at a fixed time
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -91,3 +98,136 @@ def with_us(df: pd.DataFrame) -> pd.DataFrame:
     for col in [c for c in df.columns if c.endswith("_ns")]:
         out[col[:-3] + "_us"] = df[col] / 1e3
     return out
+
+
+# --- rendering: one function for the CLI's and the reports' tables -----------------------------
+
+#: what a missing value (None, NaN, pd.NA) shows as, in every table
+MISSING = "—"
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    """One number format for a whole column: ``int`` (``166,310``), ``fixed`` with
+    ``decimals`` (``72.62``), or ``sci`` (``7.262e+04``) when the column spans many decades."""
+
+    kind: str
+    decimals: int = 0
+
+    def __call__(self, x: float) -> str:
+        if self.kind == "sci":
+            return f"{x:.{self.decimals}e}"
+        return f"{x:,.{self.decimals if self.kind == 'fixed' else 0}f}"
+
+    def printf(self) -> str:
+        """The same format for Streamlit's ``NumberColumn`` (sprintf-js)."""
+        if self.kind == "sci":
+            return f"%.{self.decimals}e"
+        return f"%,.{self.decimals if self.kind == 'fixed' else 0}f"
+
+
+def _is_missing(x: Any) -> bool:
+    try:
+        return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)) or bool(pd.isna(x)) is True
+    except (TypeError, ValueError):  # lists and arrays: not missing
+        return False
+
+
+def number_format(values: Iterable[Any]) -> NumberFormat:
+    """The format for a column's numbers: integers with separators; else about three
+    significant digits for its small values, fewer decimals when it also holds large ones;
+    scientific when it spans more than five decades from below 0.001 or reaches 1e9."""
+    finite = [abs(float(v)) for v in values if not _is_missing(v) and math.isfinite(float(v))]
+    if all(float(v).is_integer() for v in finite) and max(finite, default=0) < 1e15:
+        return NumberFormat("int")
+    nonzero = [v for v in finite if v > 0]
+    lo, hi = min(nonzero, default=1.0), max(nonzero, default=1.0)
+    if hi >= 1e9 or (lo < 1e-3 and hi / lo > 1e5):
+        return NumberFormat("sci", 3)
+    decimals = max(0, min(4, 2 - math.floor(math.log10(lo))))
+    if hi >= 1e4:
+        decimals = min(decimals, 1)
+    return NumberFormat("fixed", decimals)
+
+
+def number_formats(df: pd.DataFrame) -> dict[str, NumberFormat]:
+    """One :class:`NumberFormat` per numeric (not boolean) column of ``df``, by column name."""
+    return {str(df.columns[i]): f for i, f in _formats_by_position(df).items()}
+
+
+def _formats_by_position(df: pd.DataFrame) -> dict[int, NumberFormat]:
+    out = {}
+    for i in range(len(df.columns)):
+        s = df.iloc[:, i]
+        if pd.api.types.is_bool_dtype(s):
+            continue
+        numbers = s.map(lambda x: _is_missing(x) or (isinstance(x, (int, float, np.integer, np.floating))
+                                                      and not isinstance(x, (bool, np.bool_))))
+        if pd.api.types.is_numeric_dtype(s) or (bool(numbers.all()) and bool(s.notna().any())):
+            out[i] = number_format(s.tolist())
+    return out
+
+
+def cell_text(x: Any, fmt: NumberFormat | None = None) -> str:
+    """A value as table text: its column's number format, :data:`MISSING` for a missing value,
+    yes/no for a boolean, compact JSON for a list or dict."""
+    if isinstance(x, (list, tuple, dict)):
+        return json.dumps(x, default=str, separators=(",", ":"))
+    if _is_missing(x):
+        return MISSING
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        x = float(x)
+        if not math.isfinite(x):
+            return "inf" if x > 0 else "-inf"
+        return (fmt or number_format([x]))(x)
+    return str(x)
+
+
+def render(df: pd.DataFrame, style: str = "markdown", max_rows: int | None = 200) -> str:
+    """``df`` as a table: ``markdown`` (a GitHub table, every cell escaped; whitespace padding
+    dropped, so reports stay small) or ``plain`` (aligned text for a terminal, control
+    characters replaced). One number format per column (:func:`number_formats`)."""
+    from tabulate import tabulate
+
+    from .untrusted import escape, plain
+
+    if df is None or len(df.columns) == 0:
+        return "_(no rows)_" if style == "markdown" else "(no rows)"
+    shown = df.head(max_rows) if max_rows else df
+    formats = _formats_by_position(shown)
+    text = escape if style == "markdown" else (lambda x, *_: plain(x))
+    header = [text(c, "cell") for c in shown.columns]
+    rows = [[text(cell_text(v, formats.get(i)), "cell") for i, v in enumerate(row)]
+            for row in shown.itertuples(index=False)]
+    align = ["right" if i in formats else "left" for i in range(len(shown.columns))]
+    if style == "markdown":
+        if not rows:
+            return "_(no rows)_"
+        lines = tabulate(rows, header, tablefmt="pipe", disable_numparse=True, colalign=align).splitlines()
+        lines[1] = re.sub(r"-{3,}", "---", lines[1])
+        out = "\n".join(re.sub(r" {2,}", " ", line) for line in lines)
+    else:
+        out = tabulate(rows, header, tablefmt="simple", disable_numparse=True, colalign=align)
+    if max_rows and len(df) > max_rows:
+        out += f"\n\n_({len(df) - max_rows} more rows in the result bundle)_" if style == "markdown" else \
+            f"\n({len(df) - max_rows} more rows)"
+    return out
+
+
+def key_columns(df: pd.DataFrame, max_columns: int = 8, first: Sequence[str] = ()) -> tuple[list[str], dict[str, Any]]:
+    """The columns worth showing of a wide table, and the constant ones as ``{column: value}``
+    (said once above the table instead of in every row): ``first`` (those present), then the
+    columns whose values differ between rows, in order, at most ``max_columns``."""
+    constant: dict[str, Any] = {}
+    varying: list[str] = []
+    for col in df.columns:
+        values = df[col].map(lambda x: json.dumps(x, default=str) if isinstance(x, (list, dict)) else x)
+        if len(df) > 1 and values.nunique(dropna=False) == 1:
+            constant[str(col)] = df[col].iloc[0]
+        else:
+            varying.append(str(col))
+    lead = [c for c in first if c in df.columns]
+    cols = lead + [c for c in varying if c not in lead]
+    return cols[:max_columns], {k: v for k, v in constant.items() if k not in lead}

@@ -1,0 +1,207 @@
+"""Every run a person can address by id, told apart: the results store's runs and the result
+bundles committed under ``traces/<study>/``.
+
+The CLI (``runs --all``, ``report``, ``compare``, ``export``, ``tag``, ``delete``) and the app's
+pages list and load runs through :class:`Catalog`, so a committed run has the same id
+everywhere: ``python -m workbench report 20261121-080417-mc2-split-568a86`` works on a machine
+whose store never saw it. Each run gets a :class:`Header` whose :meth:`Header.title` tells it
+apart from the study's other runs: a label from the study's key parameters, its origin
+(``local``, ``imported``, ``committed``), its machine and its time.
+
+A study may declare ``LABEL_PARAMS`` (parameter names); by default the label shows the
+parameters whose values differ between the study's runs (stored and committed), in the order
+the study declares them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+from . import store as wbstore
+from .store import RunRecord, Store, machine_label
+
+ORIGINS = ("local", "imported", "committed")
+#: longest parameter label; a label is for telling runs apart, the full parameters are on the page
+LABEL_CHARS = 80
+
+
+def origin_kind(origin: str) -> str:
+    """``local`` (run into this store), ``imported`` (from a bundle) or ``committed`` (a bundle
+    under ``traces/``), from a record's ``origin`` field."""
+    if origin.startswith("committed"):
+        return "committed"
+    if origin.startswith("bundle"):
+        return "imported"
+    return "local"
+
+
+@dataclass
+class Header:
+    """What tells one run apart from another (no samples)."""
+
+    run_id: str
+    study: str
+    status: str
+    created_utc: str
+    machine: str
+    origin: str  # one of ORIGINS
+    source: str  # the store, the bundle it was imported from, or the committed file
+    params: dict[str, Any]
+    variants: int
+    failed_checks: int
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+    label: str = ""
+
+    def when(self) -> str:
+        """``2026-11-21 08:04 UTC`` from the stored ISO time."""
+        t = self.created_utc or ""
+        return f"{t[:10]} {t[11:16]} UTC" if len(t) >= 16 else (t or "time unknown")
+
+    def title(self) -> str:
+        """One line that tells this run apart from its study's others (plain text)."""
+        parts = [self.label or "defaults", self.origin, self.machine, self.when()]
+        if self.status != "complete":
+            parts.append(self.status)
+        if self.tags:
+            parts.append("#" + " #".join(self.tags))
+        return " · ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        items = [_value_text(v) for v in value]
+        # a long sweep list would crowd out the other parameters of the label
+        return ",".join(items) if len(items) <= 3 else f"{items[0]},{items[1]},...(+{len(items) - 2})"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def label_params(study: ModuleType | None, params: list[dict[str, Any]]) -> list[str]:
+    """The parameters a study's run labels show: its ``LABEL_PARAMS``, else those whose values
+    differ between the given runs' parameters, in the study's declared order."""
+    declared = getattr(study, "LABEL_PARAMS", None) if study is not None else None
+    if declared:
+        return list(declared)
+    names = list(study.SPACE.names) if study is not None else sorted({k for p in params for k in p})
+    return [n for n in names if len({json.dumps(p.get(n), sort_keys=True, default=str) for p in params}) > 1]
+
+
+def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL_CHARS) -> str:
+    """``world_size=4 comms=default,triton`` for the named parameters, cut at ``max_chars``."""
+    text = " ".join(f"{n}={_value_text(params[n])}" for n in names if n in params)
+    return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
+
+
+def header_of(rec: RunRecord, source: str = "") -> Header:
+    return Header(run_id=rec.run_id, study=rec.study, status=rec.status, created_utc=rec.created_utc,
+                  machine=machine_label(rec.env), origin=origin_kind(rec.origin), source=source or rec.origin,
+                  params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants))
+
+
+class Catalog:
+    """The store's runs (``store`` may be None: no store, or none wanted) and the committed
+    bundles (read by ``committed``, by default :func:`workbench.store.committed`; the app
+    passes its cached reader). Headers are newest first."""
+
+    def __init__(self, store: Store | None,
+                 committed: Callable[[str], tuple[list[RunRecord], list[str]]] = wbstore.committed):
+        self.store = store
+        self._read_committed = committed
+        self._committed: dict[str, tuple[list[RunRecord], list[str]]] = {}
+
+    def committed(self, study: str) -> list[RunRecord]:
+        if study not in self._committed:
+            self._committed[study] = self._read_committed(study)
+        return self._committed[study][0]
+
+    def committed_errors(self, study: str) -> list[str]:
+        """One line per committed bundle of ``study`` that could not be read."""
+        self.committed(study)
+        return self._committed[study][1]
+
+    def _studies(self, study: str | None) -> list[str]:
+        from .study import registry
+
+        return [study] if study else list(registry())
+
+    def headers(self, study: str | None = None, committed: bool = True, limit: int | None = None) -> list[Header]:
+        """Run headers (store, then committed unless ``committed=False``), newest first, each
+        with its label; a committed run that was also imported is listed once (the store's)."""
+        from .study import registry
+
+        out: list[Header] = []
+        if self.store is not None:
+            for r in self.store.runs(study=study, limit=limit):
+                out.append(Header(run_id=r["run_id"], study=r["study"], status=r["status"],
+                                  created_utc=r["created_utc"], machine=r["machine"], origin=origin_kind(r["origin"] or ""),
+                                  source=r["origin"] or "local", params=r["params"], variants=r["variants"],
+                                  failed_checks=r["failed_checks"], tags=r["tags"], note=r["note"]))
+        seen = {h.run_id for h in out}
+        if committed:
+            notes = self.store.annotations() if self.store is not None else {}
+            for sid in self._studies(study):
+                for rec in self.committed(sid):
+                    if rec.run_id not in seen:
+                        seen.add(rec.run_id)
+                        h = header_of(rec, rec.origin.removeprefix("committed:"))
+                        h.tags, h.note = notes.get(rec.run_id, {}).get("tags", []), notes.get(rec.run_id, {}).get("note", "")
+                        out.append(h)
+        out.sort(key=lambda h: h.created_utc or "", reverse=True)
+        by_study: dict[str, list[Header]] = {}
+        for h in out:
+            by_study.setdefault(h.study, []).append(h)
+        reg = registry()
+        for sid, hs in by_study.items():
+            names = label_params(reg.get(sid), [h.params for h in hs])
+            for h in hs:
+                h.label = param_label(h.params, names)
+        return out
+
+    def resolve(self, ref: str) -> tuple[str, RunRecord | None]:
+        """(run id, the committed record or None for a stored run) for an id, a unique prefix
+        of one (stored and committed ids together) or ``latest`` (the store's newest run)."""
+        from .study import registry
+
+        if ref == "latest":
+            if self.store is None:
+                raise KeyError("'latest' names the newest run of the results store, and there is none here")
+            return self.store.resolve_id("latest"), None
+        stored: list[str] = []
+        if self.store is not None:
+            try:
+                stored = [self.store.resolve_id(ref)]
+            except KeyError as exc:
+                if "ambiguous" in str(exc):
+                    raise
+        committed = {r.run_id: r for sid in registry() for r in self.committed(sid) if r.run_id.startswith(ref)}
+        if ref in stored:
+            return ref, None
+        if ref in committed:
+            return ref, committed[ref]
+        matches = sorted(set(stored) | set(committed))
+        if not matches:
+            where = "the results store or the committed bundles" if self.store is not None else "the committed bundles"
+            raise KeyError(f"no run with id {ref!r} in {where}")
+        if len(matches) > 1:
+            raise KeyError(f"run id prefix {ref!r} is ambiguous: {', '.join(matches[:5])}")
+        run_id = matches[0]
+        return run_id, None if run_id in stored else committed[run_id]
+
+    def load(self, ref: str, attachments: bool = True) -> RunRecord:
+        """The run ``ref`` names (see :meth:`resolve`)."""
+        run_id, rec = self.resolve(ref)
+        return rec if rec is not None else self.store.load(run_id, attachments=attachments)
+
+    def header(self, ref: str) -> Header:
+        """The header of the run ``ref`` names, labelled among its study's runs."""
+        run_id, _ = self.resolve(ref)
+        rec = self.load(run_id, attachments=False)
+        return next(h for h in self.headers(study=rec.study) if h.run_id == run_id)
