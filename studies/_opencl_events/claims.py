@@ -1,0 +1,236 @@
+"""The seed's claims (seed 001, Yichao Yu's "OpenCL Event Overhead" wiki page), each with its
+test on the analysis tables (:mod:`.analysis`: the ``derived`` table, paired by round).
+
+The seed's results are plots only; its prose states the findings, quoted here. A test that
+compares two CIs (small vs large buffers, 7 vs 28 workers) calls a difference only when the
+intervals do not overlap (a conservative test). With several worker counts in one run a claim
+holds only where it holds for each; a mixed outcome is inconclusive and says where it held.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from workbench.claims import Claim, ClaimResult, bound, not_testable
+from workbench.derived import item
+
+from .analysis import BASELINES, CALLBACK, LARGE, SMALL, UNMAP, WAIT, excess_text, size_label
+
+SEED_MACHINE = "AMD Radeon RX 5500 XT, Intel UHD 530 and UHD 640 (OpenCL, C++ test programs)"
+SEED_AMD = "AMD Radeon RX 5500 XT (OpenCL, C++ test programs)"
+#: "little effect" of unmapping: its time per run within this fraction of the baseline's
+UNMAP_MARGIN = 0.10
+README = "traces/opencl-events/README.md"
+
+
+def _experiment(tbls) -> str | None:
+    dv = tbls.get("derived")
+    if dv is None or not len(dv):
+        return None
+    return str(dv["experiment"].iloc[0])
+
+
+def _rows(dv: pd.DataFrame, quantity: str, provider: str | None = None, bucket: str | None = None) -> pd.DataFrame:
+    sel = dv["quantity"] == quantity
+    if provider is not None:
+        sel &= dv["provider"] == provider
+    if bucket is not None:
+        sel &= dv["bucket"] == bucket
+    return dv[sel]
+
+
+def _label(workers) -> str:
+    return f"{int(workers)} workers: " if workers else ""
+
+
+def _combine(parts: list[tuple[int, ClaimResult]]) -> ClaimResult:
+    """One result from one per worker count: the common status, else inconclusive with where
+    each held."""
+    live = "; ".join(_label(w) + r.live for w, r in parts)
+    statuses = {r.status for _w, r in parts}
+    if len(statuses) == 1:
+        why = "; ".join(_label(w) + r.why for w, r in parts if r.why)
+        return ClaimResult(statuses.pop(), live, why)
+    return ClaimResult("inconclusive", live, "; ".join(f"{_label(w) or 'here: '}{r.status}" + (f" ({r.why})" if r.why
+                                                                                              else "")
+                                                       for w, r in parts))
+
+
+def _apart(a, b) -> int:
+    """+1 when the CI of ``a`` lies wholly above that of ``b``, -1 wholly below, 0 when they overlap."""
+    a, b = item(a), item(b)
+    return 1 if a.lo > b.hi else -1 if a.hi < b.lo else 0
+
+
+def _cuda_note(exp: str) -> str:
+    return ("CUDA counterpart: cudaLaunchHostFunc (in the stream: the next kernel waits for it) for the callback, "
+            "cudaEventSynchronize on another thread for the wait" if exp == "cuda" else "")
+
+
+def callbacks_cost_at_small_sizes(tbls, rec) -> ClaimResult:
+    """The CL_COMPLETE callback's time per run over the baseline at 4-64 KiB, as a ratio."""
+    exp = _experiment(tbls)
+    if exp is None:
+        return not_testable("no valid point with a baseline in this run")
+    cb, base, dv = CALLBACK[exp], BASELINES[exp], tbls["derived"]
+    rel, ex = _rows(dv, "bucket relative", cb, SMALL), _rows(dv, "bucket excess", cb, SMALL)
+    if not len(rel):
+        return not_testable(f"needs {cb} and {base} at buffer sizes of 4-64 KiB (this run has none there)")
+    parts = []
+    ex = ex.set_index("workers")
+    for _i, r in rel.iterrows():
+        live = f"{cb} {excess_text(ex.loc[r['workers']])} us a run, {excess_text(r)} of {base}'s time, at {SMALL}"
+        res = bound(r, above=1.0, live=live)
+        parts.append((r["workers"], ClaimResult(res.status, res.live, "; ".join(x for x in (res.why, _cuda_note(exp))
+                                                                                 if x))))
+    return _combine(parts)
+
+
+def overhead_fades_with_size(tbls, rec) -> ClaimResult:
+    """The callback's ratio over the baseline at 4-64 KiB against at 2 MiB and more."""
+    exp = _experiment(tbls)
+    if exp is None:
+        return not_testable("no valid point with a baseline in this run")
+    if exp == "dependency":
+        return not_testable("the seed states this for one kernel per run (its section 1: experiment=callbacks or "
+                            "wait); for the worker chains see 001-dep-callback-rises")
+    cb, dv = CALLBACK[exp], tbls["derived"]
+    small, large = _rows(dv, "bucket relative", cb, SMALL), _rows(dv, "bucket relative", cb, LARGE)
+    if not len(small) or not len(large):
+        sizes = tbls["points"]["size_bytes"]
+        return not_testable(f"needs buffers of 4-64 KiB and of 2 MiB or more (this run: {size_label(int(sizes.min()))} "
+                            f"to {size_label(int(sizes.max()))})")
+    s, big = small.iloc[0], large.iloc[0]
+    live = f"{cb} / {BASELINES[exp]}: {excess_text(s)} at {SMALL}, {excess_text(big)} at {LARGE}"
+    side = _apart(s, big)
+    status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
+    return ClaimResult(status, live, "; ".join(x for x in ("the two CIs overlap" if side == 0 else "", _cuda_note(exp))
+                                               if x))
+
+
+def waiting_costs_less(tbls, rec) -> ClaimResult:
+    """The callback minus the waiting thread at 4-64 KiB (paired by round): above 0 when the
+    callback costs more."""
+    exp = _experiment(tbls)
+    if exp is None:
+        return not_testable("no valid point with a baseline in this run")
+    if exp not in WAIT:
+        return not_testable("needs a thread waiting on the events: experiment=wait or dependency (this run: "
+                            f"{exp})")
+    rows = _rows(tbls["derived"], "bucket callback - wait", CALLBACK[exp], SMALL)
+    if not len(rows):
+        return not_testable(f"needs {CALLBACK[exp]} and {WAIT[exp]} at buffer sizes of 4-64 KiB")
+    parts = []
+    for _i, r in rows.iterrows():
+        live = f"{CALLBACK[exp]} - {WAIT[exp]} {excess_text(r)} us a run at {SMALL}"
+        res = bound(r, above=0.0, live=live)
+        parts.append((r["workers"], ClaimResult(res.status, res.live, "; ".join(
+            x for x in (res.why, _cuda_note(exp)) if x))))
+    return _combine(parts)
+
+
+def chains_smaller_relative_overhead(tbls, rec) -> ClaimResult:
+    """The callback's ratio over plain at 4-64 KiB per worker: smaller with 28 workers (more
+    work per event) than with 7."""
+    exp = _experiment(tbls)
+    if exp != "dependency":
+        return not_testable("needs experiment=dependency (worker chains); the comparison with one kernel per run is "
+                            f"across runs, see {README}")
+    rel = _rows(tbls["derived"], "bucket relative", "cb", SMALL).set_index("workers")
+    if not {7, 28} <= set(rel.index):
+        return not_testable(f"needs both 7 and 28 workers at 4-64 KiB per worker (this run: "
+                            f"{', '.join(map(str, sorted(rel.index))) or 'neither'})")
+    r7, r28 = rel.loc[7], rel.loc[28]
+    live = f"cb / plain at {SMALL} per worker: 7 workers {excess_text(r7)}, 28 workers {excess_text(r28)}"
+    side = _apart(r7, r28)
+    status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
+    why = ("tested within the run as 28 vs 7 workers (more work per event, the seed's 'fewer works per event'); "
+           f"against one kernel per run (experiment=callbacks) it is a comparison across runs: {README}")
+    return ClaimResult(status, live, ("the two CIs overlap; " if side == 0 else "") + why)
+
+
+def unmapping_has_little_effect(tbls, rec) -> ClaimResult:
+    """Unmap over plain, per size range: within ``UNMAP_MARGIN`` of plain's time everywhere."""
+    exp = _experiment(tbls)
+    if exp not in UNMAP:
+        return not_testable(f"needs experiment=dependency (the map/unmap of its final buffer); this run: {exp}")
+    rows = _rows(tbls["derived"], "bucket relative", UNMAP[exp])
+    if not len(rows):
+        return not_testable("needs the unmap and plain conditions at the same sizes")
+    lo, hi = 1 - UNMAP_MARGIN, 1 + UNMAP_MARGIN
+    parts = []
+    for w, g in rows.groupby("workers", sort=True):
+        inside = bool(((g["lo"] >= lo) & (g["hi"] <= hi)).all())
+        outside = bool(((g["lo"] > hi) | (g["hi"] < lo)).any())
+        live = "unmap / plain " + ", ".join(f"{excess_text(r)} at {r['bucket']}" for _i, r in g.iterrows())
+        status = "holds" if inside else "contradicted" if outside else "inconclusive"
+        why = "" if status == "holds" else f"'little' = within {UNMAP_MARGIN:.0%} of plain's time per run"
+        parts.append((w, ClaimResult(status, live, why)))
+    return _combine(parts)
+
+
+def dependency_callback_rises(tbls, rec) -> ClaimResult:
+    """cb minus plain at the smallest against the largest total size, per worker count."""
+    exp = _experiment(tbls)
+    if exp != "dependency":
+        return not_testable(f"needs experiment=dependency (this run: {exp})")
+    ex = _rows(tbls["derived"], "excess", "cb")
+    ex = ex[np.isfinite(ex["point"].astype(float))]
+    if not len(ex):
+        return not_testable("needs the cb and plain conditions")
+    parts = []
+    for w, g in ex.groupby("workers", sort=True):
+        g = g.sort_values("total_bytes")
+        if len(g) < 2:
+            parts.append((w, not_testable("needs at least two sizes")))
+            continue
+        small, big = g.iloc[0], g.iloc[-1]
+        batch = float(big["point"]) * float(big["reps"]) / 1e3
+        live = (f"cb - plain {excess_text(small)} us a run at {size_label(int(small['total_bytes']))} total, "
+                f"{excess_text(big)} us at {size_label(int(big['total_bytes']))} total ({batch:,.1f} ms per "
+                f"measurement of {int(big['reps'])} runs)")
+        side = _apart(big, small)
+        status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
+        why = (f"the level per run is not comparable with the seed's 0.4 ms: {int(big['reps'])} runs per measurement "
+               "here (the seed: up to 512 maps), and a fixed delay per measurement divides by the runs "
+               f"({README})")
+        parts.append((w, ClaimResult(status, live, why)))
+    return _combine(parts)
+
+
+SEED_CLAIMS = [
+    Claim(id="001-callbacks-cost-at-small-sizes",
+          seed_text="\"there is a pretty big overhead on both GPUs\" with event callbacks on every run; \"the "
+                    "overhead on the AMD GPU is much larger (3x for small sizes ...)\" while \"the absolute overhead "
+                    "is larger for the Intel GPU at small sizes\" (seed 001, section 1)",
+          seed_value="AMD: ~3x the time per run at small sizes; Intel: ~10 us a run (section 3 recalls 'roughly 10 us')",
+          seed_machine=SEED_MACHINE, test=callbacks_cost_at_small_sizes),
+    Claim(id="001-overhead-fades-with-size",
+          seed_text="the callback overhead is \"3x for small sizes and remains significant until a buffer size of "
+                    "about 2 to 4 MiB\" (seed 001, section 1, AMD)",
+          seed_value="3x at small sizes, fading by 2-4 MiB", seed_machine=SEED_AMD, test=overhead_fades_with_size),
+    Claim(id="001-waiting-costs-less",
+          seed_text="with clWaitForEvents on another thread instead of a callback \"the overhead on the Intel GPU "
+                    "are roughly the same or maybe slightly lower, but it's almost completely gone on the AMD GPU\" "
+                    "(seed 001, section 2)",
+          seed_value="AMD: wait ~0 vs callback up to 3x; chains: wait 2-3 us vs callback up to 0.4 ms (section 3)",
+          seed_machine=SEED_MACHINE, test=waiting_costs_less),
+    Claim(id="001-chains-smaller-relative-overhead",
+          seed_text="with 7- and 28-worker dependency chains \"in general the relative overhead is much smaller "
+                    "also it is still significant for smaller worker numbers (i.e. fewer works per event)\" "
+                    "(seed 001, section 3)",
+          seed_value="much smaller than with one kernel per run; larger with 7 workers than with 28",
+          seed_machine=SEED_AMD, test=chains_smaller_relative_overhead),
+    Claim(id="001-unmapping-little-effect",
+          seed_text="\"On the AMD GPU, the unmapping has almost zero effect\" (seed 001, section 3; the Intel UHD "
+                    "640 showed a fixed relative overhead, the UHD 530 outliers)",
+          seed_value=f"~0 (tested here: within {UNMAP_MARGIN:.0%} of plain's time per run at every size range)",
+          seed_machine=SEED_AMD, test=unmapping_has_little_effect),
+    Claim(id="001-dep-callback-rises",
+          seed_text="the callback on the map event \"seem[s] to start as roughly a fixed amount for small buffer "
+                    "sizes then increases slightly between 4 MiB and 15 MiB total buffer sizes ... and then "
+                    "saturates at about 0.4 ms for larger buffer sizes\" (seed 001, section 3)",
+          seed_value="fixed at small sizes, rising between 4 and 15 MiB total, ~0.4 ms a run beyond",
+          seed_machine=SEED_AMD, test=dependency_callback_rises),
+]
