@@ -4,6 +4,7 @@ study, so the result is a normal run with its environment and reproduce command)
 
     python benchmarks/ag_gemm_kernel.py                     # M=1024,4096,16384, fp16+bf16, ws 2 and 4
     python benchmarks/ag_gemm_kernel.py --m 4096 --dtype bf16 --set stream_k=0
+    python benchmarks/ag_gemm_kernel.py --emulate 2 --dtype fp16 --set experiments=barrier,layout  # the review's
     python benchmarks/ag_gemm_kernel.py --from traces/ag-gemm/kernel-*.bundle.json   # committed runs
 
 Every output is checked against an fp32 reference before its time counts (and again after the
@@ -21,27 +22,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.ag_gemm as study  # noqa: E402
 from studies._ag_gemm import kernelbench  # noqa: E402
-from workbench import runner  # noqa: E402
+from benchmarks._run import run_benchmark  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 
 
 def show(rec) -> bool:
-    """Print one run's table; True when every variant passed its check and every target held."""
+    """Print one run's tables; True when every variant passed its check (the barrier-off
+    variant of the review's experiment may fail: that is its finding) and every target held."""
     if rec.params.get("mode") != "kernel":
         return True  # a committed multi-GPU run: benchmarks/ag_gemm.py prints those
-    table = kernelbench.breakdown(rec)
+    tbls = study.analyze(rec)
+    table = tbls.get("kernel_breakdown")
     pkgs = rec.env.get("packages", {})
     print(f"\n## run {rec.run_id} ({rec.origin}, {rec.created_utc} UTC)")
     print(f"machine: {summary_line(rec.env)}; torch {pkgs.get('torch', '?')}, triton {pkgs.get('triton', '?')}, "
           f"CUDA {rec.env.get('cuda_runtime', '?')}\n")
     print(f"reproduce: `{rec.reproduce}`\n")
-    print(kernelbench.format_breakdown(table))
-    print(f"\n{kernelbench.verdict(table)}")
+    if table is not None:
+        print(kernelbench.format_breakdown(table))
+        print(f"\n{kernelbench.verdict(table)}")
+    if "kernel_experiments" in tbls:
+        print("\n" + kernelbench.format_experiments(tbls["kernel_experiments"]))
+        print("\n" + study.escape_headline(tbls["derived"], ("barrier", "layout", "failures")))
     failed = [v for v in rec.variants if not v.correct]
     for v in failed:
         print(f"FAILED CHECK {v.variant}: {v.check}")
-    return not failed and not (len(table) and (table["met"] == False).any())  # noqa: E712
+    unexpected = [v for v in failed if not v.variant.split("/")[0].endswith(kernelbench.SUFFIX["barrier"])]
+    return not unexpected and not (table is not None and (table["met"] == False).any())  # noqa: E712
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     values = {"mode": "kernel", "m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype, "emulate": args.emulate,
               "repeat": args.repeat, "trace": args.trace}
     values.update(dict(s.split("=", 1) for s in args.set))
-    return runner.run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=args.tag,
+    return run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=args.tag,
                                 unavailable_status=0)
 
 

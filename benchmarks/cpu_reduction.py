@@ -70,7 +70,7 @@ def main() -> int:
         print(md_table(pd.DataFrame(rows)))
         tables = study.analyze(rec)
         print(f"\n## Live results of the last run ({rec.run_id})\n")
-        for section in study.report_sections(rec, tables):
+        for section in study.report_sections(tables):
             print(section + "\n")
     return 0 if ok else 1
 

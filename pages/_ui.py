@@ -92,15 +92,17 @@ def catalog(store: Store | None) -> Catalog:
 
 # --- tables --------------------------------------------------------------------------------------
 
-def _for_display(df: pd.DataFrame) -> pd.DataFrame:
-    """Text columns with missing values as a dash (never ``<NA>`` or ``None``)."""
-    out = df.copy()
+def _styled(df: pd.DataFrame):
+    """``df`` as the reports show it: each numeric column in its one number format
+    (:func:`workbench.tables.number_formats`), a dash for a missing value (never ``<NA>`` or
+    ``None``); the values stay numbers, so columns still sort by value."""
     formats = number_formats(df)
-    for col in out.columns:
-        if str(col) not in formats and not pd.api.types.is_bool_dtype(out[col]):
-            out[col] = out[col].map(lambda x: MISSING if not isinstance(x, (list, dict, tuple)) and pd.isna(x) is True
-                                    else x)
-    return out
+    text_cols = [c for c in df.columns if str(c) not in formats and not pd.api.types.is_bool_dtype(df[c])]
+    shown = df.copy()
+    for col in text_cols:  # lists and dicts as compact JSON, like the reports
+        shown[col] = shown[col].map(lambda x: json.dumps(x, default=str, separators=(",", ":"))
+                                    if isinstance(x, (list, dict, tuple)) else x)
+    return shown.style.format({c: f for c, f in formats.items()}, na_rep=MISSING)
 
 
 def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[str, ...] = (),
@@ -116,9 +118,12 @@ def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[s
     full = len(cols) < len(df.columns) and st.toggle(f"All {len(df.columns)} columns", key=f"{key}:all")
     shown = df if full else df[cols]
     if constant and not full:
-        st.caption("All rows: " + escape("; ".join(f"{k} = {v}" for k, v in constant.items())))
-    config = {c: st.column_config.NumberColumn(format=f.printf()) for c, f in number_formats(shown).items()}
-    st.dataframe(_for_display(shown), column_config=config, hide_index=True, width="stretch",
+        said = {k: v for k, v in constant.items() if isinstance(v, (list, dict)) or not (pd.isna(v) or v == "")}
+        empty = len(constant) - len(said)
+        st.caption("; ".join(filter(None, [
+            "All rows: " + escape("; ".join(f"{k} = {v}" for k, v in said.items())) if said else "",
+            f"{empty} empty column{'' if empty == 1 else 's'} not shown" if empty else ""])))
+    st.dataframe(_styled(shown), hide_index=True, width="stretch",
                  height=min(len(shown), rows) * 35 + 38 if len(shown) else "auto")
 
 
@@ -294,8 +299,8 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     for message in a.errors:
         st.error(escape(message))
     if len(a.claims):
-        st.markdown("**The seed's claims on this machine**")
-        show_table(report.claims_display(a.claims), key=f"{key}:claims")
+        # Markdown, not a data frame: the claims are sentences, and a grid cuts them off
+        st.markdown(report.claims_markdown(a.claims).replace("## ", "##### ", 1))
     key_table, key_chart = report.key_names(a, charts)
     if key_table:
         st.markdown(f"**{escape(key_table)}**")

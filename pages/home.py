@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages._ui import get_store
+from pages._ui import catalog, get_store, show_table
 from workbench import env, stats
 from workbench.study import registry
 from workbench.untrusted import escape
@@ -46,13 +46,15 @@ st.markdown(f"**Floor on this machine** (Calibration study): {floor_txt}")
 st.subheader("Studies")
 rows = [{"study": m.ID, "title": m.TITLE, "seed": m.SEED, "what the seed is": m.SEED_SUMMARY,
          "runs here": m.requires(m.SPACE.defaults()) or "yes"} for m in registry().values()]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+show_table(pd.DataFrame(rows), key="home:studies")
 
 st.subheader("Recent runs")
 if store is not None:
-    recent = store.runs(limit=10)
+    recent = catalog(store).headers(committed=False, limit=10)
     if recent:
-        st.dataframe(pd.DataFrame(recent)[["run_id", "study", "status", "created_utc", "machine", "variants",
-                                           "failed_checks"]], hide_index=True, width="stretch")
+        show_table(pd.DataFrame([{"run_id": h.run_id, "study": h.study, "label": h.label or "defaults",
+                                  "machine": h.machine, "created": h.when(), "status": h.status,
+                                  "variants": h.variants, "tags": " ".join(h.tags)} for h in recent]),
+                   key="home:recent")
     else:
-        st.info("No runs stored yet.")
+        st.info("No runs stored yet: run a study from its page (sidebar), or see the committed runs on Runs.")

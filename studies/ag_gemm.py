@@ -1,19 +1,27 @@
 """Fused all-gather + GEMM on NVIDIA GPUs: the iris HBM-buffer idea against strong baselines.
 
-Question: with A row-sharded over W GPUs (M/W rows each) and B replicated, how much faster
-than "all-gather, then matmul" can every rank get the full C = A @ B, and how close to the
-perfect-overlap bound max(all-gather alone, matmul alone)?
+Question: with A sharded over W GPUs and B replicated, how much faster than "all-gather, then
+matmul" can every rank get the full C = A @ B, and how close to the perfect-overlap bound
+max(all-gather alone, matmul alone)? Does the seed's HBM-buffer kernel deliver what it claims?
 
-Methods, all timed in the same run after the same correctness check (fp32 reference from
-``all_gather`` into a list, concatenated along the sharded rows; relative max error within
-the dtype's tolerance, on every rank):
+Formulations (``shard``, a grid axis): ``rows`` (A row-sharded, M/W rows each: this study's)
+and ``k`` (the seed's: each rank holds M x K/W, gathered along K; its review found the RCCL
+baseline gathered wrongly, see ``studies/_ag_gemm/methods.py``).
 
-- ``nccl``: ``all_gather_into_tensor`` into a preallocated buffer, then ``torch.matmul``;
+Providers (the compared dimension, ``providers``), all timed in the same run, round-robin,
+after the same correctness check (fp32 reference from ``all_gather`` into a list,
+concatenated along the sharded dim; relative max error within the dtype's tolerance, on
+every rank):
+
+- ``nccl``: ``all_gather_into_tensor`` into a preallocated buffer, then ``torch.matmul`` (the
+  baseline; with ``shard=k`` the seed's wrong baseline, shown failing its check);
+- ``all-gather-cat``: ``all_gather`` into a list, ``cat`` along the sharded dim, matmul (the
+  seed's corrected baseline);
 - ``torch-fused``: ``torch.ops.symm_mem.fused_all_gather_matmul``;
 - ``ce-chunked``: copy-engine pulls of the peers' shards from symmetric memory on a side
   stream, overlapped with cuBLAS matmuls of the local shard and of each arrived piece;
-- ``hbm-buffer``: one Triton kernel whose fetcher programs pull remote A tiles into a local
-  staging buffer and publish per-tile flags while GEMM programs compute (the seed's design,
+- ``hbm-buffer``: one Triton kernel whose fetch rows pull remote A blocks into a local
+  staging buffer and publish per-block flags while GEMM rows compute (the seed's design,
   ``kernels/triton/ag_gemm.py``), with per-program tracing;
 - ``auto``: times the candidates of ``studies/_ag_gemm/autoconfig.py`` briefly, keeps the
   fastest only if it beats ``nccl`` by 2%, and is measured again;
@@ -21,32 +29,37 @@ the dtype's tolerance, on every rank):
 
 ``mode=kernel`` measures the fused kernel's two halves on one GPU instead (no torchrun):
 cuBLAS, the kernel with every tile local, its GEMM path alone and the whole kernel at an
-emulated world size (peers' shards in local buffers); see ``studies/_ag_gemm/kernelbench.py``.
+emulated world size (peers' shards in local buffers), and the seed review's experiments
+(``experiments=barrier,layout``: the barrier before the flag release on and off, the two
+staging layouts); see ``studies/_ag_gemm/kernelbench.py``.
 
 Clock: ``workbench.harness.DistTimer``: CUDA events around back-to-back calls after a
-barrier; each per-call sample is the maximum over ranks. The run starts torchrun through
-``workbench.launcher`` (worker ``studies/_ag_gemm/worker.py``; several nodes too), which keeps
-NVLink multicast off and kills every rank on a timeout, a cancel or an error.
-``backend=gloo`` runs the all-gather + matmul methods on CPU processes: a check of the
-launcher, the reference and the analysis on any machine, not a GPU result.
+barrier; each per-call sample is the maximum over ranks, every rank's own samples kept (the
+slowest rank and the skew). The run starts torchrun through ``workbench.launcher`` (worker
+``studies/_ag_gemm/worker.py``; several nodes too), which keeps NVLink multicast off and
+kills every rank on a timeout, a cancel or an error. ``backend=gloo`` runs the providers
+that need no GPU on CPU processes (both formulations), and ``interpret=true`` checks the fused
+kernel under Triton's interpreter with the peers emulated in one process: a check of the
+launcher, the references and the analysis on any machine, not a GPU result. Findings on the
+committed runs: ``traces/ag-gemm/README.md``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import tempfile
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from studies._ag_gemm import kernelbench
+from studies._ag_gemm import analysis, kernelbench, spans
+from studies._ag_gemm import claims as _claims
 from studies._ag_gemm import methods as _methods
-from studies._ag_gemm import spans
-from workbench import tables
+from studies._ag_gemm.charts import charts  # noqa: F401  (the study's charts hook)
+from workbench import derived
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 from workbench.untrusted import escape as esc
@@ -56,6 +69,9 @@ TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric m
 SEED = "004_7d53943015c21e67.txt"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
+SEED_CLAIMS = _claims.SEED_CLAIMS
+KEY_TABLE = "seed_table"
+KEY_CHART = "speedup"
 
 SEED_FIGURES = {
     "source": "seed 004_7d53943015c21e67.txt: iris PR #346 description, results table (float16, N=3584, K=8192)",
@@ -81,11 +97,13 @@ SEED_FIGURES = {
     ],
 }
 
-#: issue targets on H200, fp16, N=3584, K=8192: (world size, M) -> min speedup over nccl
-TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30, (4, 4096): 1.15}
-ALL_METHODS = _methods.METHODS + ("auto",) + _methods.PARTS
-#: the methods that run on any torch.distributed backend (gloo on CPUs too)
-ANY_BACKEND_METHODS = ("nccl",) + _methods.PARTS
+PROVIDERS = _methods.METHODS + ("auto",) + _methods.PARTS
+#: the providers that run on any torch.distributed backend (gloo on CPUs too)
+ANY_BACKEND_PROVIDERS = _methods.ANY_BACKEND
+KERNEL_EXPERIMENTS = ("breakdown", "barrier", "layout")
+#: the fused kernel's shape under the interpreter (interpret=true): small tiles, fp16 (the
+#: interpreter's bf16 dot is wrong in triton 3.9), shapes off the tile sizes
+INTERPRET_KNOBS = {"block_m": 16, "block_n": 16, "block_k": 16, "fetchers": 2, "k_tiles_per_flag": 1}
 
 SPACE = ParamSpace(
     params=(
@@ -93,10 +111,15 @@ SPACE = ParamSpace(
         Param("n", "int", 3584, "columns of B and C", min=1, max=1 << 18),
         Param("k", "int", 8192, "inner dimension", min=1, max=1 << 18),
         Param("dtype", "str", ["fp16"], "element type", choices=("fp16", "bf16"), multi=True),
+        Param("shard", "str", ["rows"], "how A is sharded: rows (M/ws x K each) or k (the seed's: M x K/ws each, "
+              "gathered along K; only nccl, all-gather-cat and the parts run)", choices=_methods.SHARDS, multi=True),
         Param("world_size", "int", 2, "GPUs (ranks), one process each; all nodes together", min=1, max=64),
-        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs; gloo: CPU processes, all-gather + matmul methods only "
+        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs; gloo: CPU processes, the providers that need no GPU "
               "(checks the launcher and the analysis, not a GPU result)", choices=("nccl", "gloo")),
-        Param("methods", "str", list(ALL_METHODS), "methods to time", choices=ALL_METHODS, multi=True),
+        Param("providers", "str", list(PROVIDERS), "providers to time (the compared dimension; older runs call it "
+              "method)", choices=PROVIDERS, multi=True),
+        Param("interpret", "bool", False, "also check the fused kernel under Triton's interpreter on this CPU, peers "
+              "emulated in one process (correctness only, not timed)"),
         Param("chunks", "int", 1, "ce-chunked: pieces per peer shard", min=1, max=64),
         Param("block_m", "int", 128, "hbm-buffer: tile rows", choices=(16, 32, 64, 128, 256)),
         Param("block_n", "int", 256, "hbm-buffer: tile columns", choices=(16, 32, 64, 128, 256)),
@@ -118,40 +141,58 @@ SPACE = ParamSpace(
               "L2 policy"),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
-        Param("mode", "str", "multi-gpu", "multi-gpu: every method across world_size GPUs (torchrun); "
+        Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
               "kernel: the fused kernel's GEMM and fetch paths on one GPU against cuBLAS",
               choices=("multi-gpu", "kernel")),
         Param("emulate", "int", [2, 4], "mode=kernel: world sizes emulated on one GPU (peers' shards in "
               "local buffers)", min=2, max=8, multi=True),
-        Param("repeat", "int", 20, "samples per method", min=3, max=1000),
+        Param("experiments", "str", ["breakdown"], "mode=kernel: breakdown (cuBLAS, kernel, GEMM path, emulated "
+              "peers); barrier (the barrier before the flag release off, and checked launches with and "
+              "without it); layout (tile-contiguous staging beside row-major)", choices=KERNEL_EXPERIMENTS, multi=True),
+        Param("trials", "int", 200, "mode=kernel, experiments=barrier: checked launches (staging poisoned "
+              "before each) with and without the barrier", min=0, max=100_000),
+        Param("repeat", "int", 20, "samples per provider", min=3, max=1000),
         Param("trace", "str", "programs", "per-program trace of hbm-buffer; 'all' adds torch.profiler traces "
-              "of every method at the largest M", choices=("off", "programs", "all")),
+              "of every provider at the largest M (every rank's)", choices=("off", "programs", "all")),
         Param("timeout_s", "int", 600, "kill the run after this long", unit="s", min=10, max=7200),
         Param("seed", "int", 0, "input seed (A shards add the rank)", min=0),
     ),
     presets={
-        "smoke": {"m": [1000], "n": 320, "k": 448, "methods": ["nccl", "ce-chunked", "hbm-buffer"], "repeat": 3,
-                  "trace": "off", "timeout_s": 300},
+        # Runs anywhere (CPU processes under gloo): the launcher, both references and the analysis.
+        "smoke": {"backend": "gloo", "m": [64], "n": 48, "k": 32, "dtype": ["bf16"],
+                  "providers": ["nccl", "all-gather-cat", "matmul"], "repeat": 3, "trace": "off", "timeout_s": 120},
         "quick": {"m": [4096, 16384], "repeat": 10},
-        "cpu": {"backend": "gloo", "m": [64], "n": 48, "k": 32, "dtype": ["bf16"], "methods": list(ANY_BACKEND_METHODS),
-                "repeat": 3, "trace": "off", "timeout_s": 120},
+        "cpu": {"backend": "gloo", "m": [64], "n": 48, "k": 32, "dtype": ["bf16"], "shard": ["rows", "k"],
+                "providers": list(ANY_BACKEND_PROVIDERS), "interpret": True, "repeat": 5, "trace": "all",
+                "timeout_s": 180},
         "kernel": {"mode": "kernel", "dtype": ["fp16", "bf16"], "repeat": 30},
+        # The seed review's experiments on one GPU, at an emulated world size 2.
+        "review": {"mode": "kernel", "dtype": ["fp16"], "emulate": [2], "experiments": ["barrier", "layout"],
+                   "trials": 200, "repeat": 30, "trace": "off"},
     },
 )
 
 
 def validate(params: dict[str, Any]) -> None:
     ws = params["world_size"]
-    if params["backend"] == "gloo" and set(params["methods"]) - set(ANY_BACKEND_METHODS):
-        raise ParamError("methods", f"with backend=gloo only {', '.join(ANY_BACKEND_METHODS)} run (the others need "
-                                    "NVIDIA GPUs)")
-    for m in params["m"]:
-        for e in params["emulate"] if params["mode"] == "kernel" else ():
-            if m % e:
-                raise ParamError("m", f"{m} is not divisible by the emulated world size {e} (use a multiple of {e})")
-        if m % ws:
-            raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
-                                  f"(use a multiple of {ws})")
+    if params["mode"] == "kernel":
+        for m in params["m"]:
+            for e in params["emulate"]:
+                if m % e:
+                    raise ParamError("m", f"{m} is not divisible by the emulated world size {e} (use a multiple of {e})")
+    else:
+        if params["backend"] == "gloo" and set(params["providers"]) - set(ANY_BACKEND_PROVIDERS):
+            raise ParamError("providers", f"with backend=gloo only {', '.join(ANY_BACKEND_PROVIDERS)} run (the others "
+                                          "need NVIDIA GPUs)")
+        if params["shard"] == ["k"] and not set(params["providers"]) & set(_methods.K_SHARD_PROVIDERS):
+            raise ParamError("providers", f"with shard=k only {', '.join(_methods.K_SHARD_PROVIDERS)} run")
+        if "k" in params["shard"] and params["k"] % ws:
+            raise ParamError("k", f"{params['k']} is not divisible by world_size={ws}: shard=k splits A's columns into "
+                                  f"equal shards (use a multiple of {ws})")
+        for m in params["m"]:
+            if "rows" in params["shard"] and m % ws:
+                raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
+                                      f"(use a multiple of {ws})")
     if params["block_m"] * params["block_k"] * 2 > 64 * 1024 or params["block_k"] * params["block_n"] * 2 > 64 * 1024:
         raise ParamError("block_k", "tiles of A or B over 64 KiB do not fit shared memory with pipelining")
 
@@ -159,7 +200,8 @@ def validate(params: dict[str, Any]) -> None:
 @lru_cache(maxsize=1)
 def gpu_probe() -> dict[str, Any]:
     """GPU count, names and the peer-access matrix, read in a child process so this process
-    (the app, the CLI) never creates a CUDA context that would sit on GPU 0 during the run."""
+    (the app, the CLI) never creates a CUDA context that would sit on GPU 0 during the run.
+    Cached: the hardware does not change while the app runs, and the child takes seconds."""
     code = ("import json, torch\n"
             "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
             "print(json.dumps({'count': n, 'names': [torch.cuda.get_device_name(i) for i in range(n)],"
@@ -182,6 +224,11 @@ def requires(params: dict[str, Any]) -> str | None:
             "results from GPU machines under traces/ag-gemm/ are shown instead")
     from workbench.launcher import local_share
 
+    if params["interpret"]:
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            return "interpret=true needs triton (pip install triton; its interpreter runs on any CPU)"
     ws = params["world_size"]
     local, reason = local_share(ws, params["backend"])  # the ranks of this node (several nodes: WORKBENCH_NNODES)
     if reason or params["backend"] == "gloo":
@@ -204,8 +251,35 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
                                   "tma", "fetch_evict", "wait_per_group")}
-    return {k: params[k] for k in ("m", "n", "k", "dtype", "methods", "chunks", "repeat", "trace", "timeout_s",
-                                   "seed", "backend")} | {"hbm": hbm}
+    return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
+                                   "timeout_s", "seed", "backend")} | {"hbm": hbm}
+
+
+def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fused kernel under Triton's interpreter at the run's world size (at least 2), peers
+    emulated in one process (``studies/_ag_gemm/emulate.py`` in a child: the interpreter must
+    be on before triton is imported); one row per emulated rank. Correctness only."""
+    ws = max(2, params["world_size"])
+    m = min(params["m"])
+    m = max(ws, m - m % ws)
+    scenario = {"world_size": ws, "m": m, "n": params["n"], "k": params["k"], "dtype": "fp16",
+                "knobs": INTERPRET_KNOBS, "launches": 2}
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", "studies._ag_gemm.emulate", json.dumps([scenario])], env=env,
+                          capture_output=True, text=True, timeout=params["timeout_s"], cwd=str(_repo_root()))
+    if proc.returncode:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return [{"world_size": ws, "M": m, "N": params["n"], "K": params["k"], "dtype": "fp16", "rank": "all",
+                 "ok": False, "check": f"the interpreter run failed: {tail[0][:300]}"}]
+    ranks = json.loads(proc.stdout.strip().splitlines()[-1])[0]
+    return [{"world_size": ws, "M": m, "N": params["n"], "K": params["k"], "dtype": "fp16", "rank": r,
+             "ok": bool(c["ok"]) and not c["timed_out"], "check": c["check"]} for r, c in enumerate(ranks)]
+
+
+def _repo_root():
+    from workbench.env import REPO_ROOT
+
+    return REPO_ROOT
 
 
 def run(params: dict[str, Any], ctx: RunContext) -> dict:
@@ -216,59 +290,15 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
     got = launcher.launch("studies._ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
+    out = got.outputs | ({"notes": got.notes} if got.notes else {})
+    if params["interpret"]:
+        ctx.progress(0.97, "the fused kernel under Triton's interpreter")
+        out["interpreter_check"] = interpreter_check(params)
     ctx.progress(1.0, "done")
-    return got.outputs | ({"notes": got.notes} if got.notes else {})
+    return out
 
 
 # --- analysis ----------------------------------------------------------------------------
-
-def _median_ms(df: pd.DataFrame) -> pd.Series:
-    return df["median_ns"] / 1e6
-
-
-def summary_table(rec: RunRecord, variants: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The seed-shaped table: per (ranks, dtype, M), baseline vs each method, speedup, TFLOPS,
-    the perfect-overlap bound and the issue's target where one exists. ``variants``: the run's
-    ``variants_table`` when the caller has it (it bootstraps a CI per variant)."""
-    df = tables.variants_table(rec) if variants is None else variants
-    if "mode" in df.columns:
-        df = df[df["mode"] != "kernel"]
-    if df.empty or "method" not in df.columns:
-        return pd.DataFrame()
-    df = df.assign(ms=_median_ms(df))
-    rows = []
-    for (ws, dtype, m), grp in df.groupby(["world_size", "dtype", "M"], sort=True):
-        ms = {r["method"]: (r["ms"] if r["correct"] else float("nan")) for _, r in grp.iterrows()}
-        n, k = int(grp["N"].iloc[0]), int(grp["K"].iloc[0])
-        picked = grp.loc[grp["method"] == "auto", "picked"].iloc[0] if "picked" in grp and (grp["method"] == "auto").any() else ""
-        base = ms.get("nccl", float("nan"))
-        fused = {name: ms.get(name, float("nan")) for name in ("torch-fused", "ce-chunked", "hbm-buffer", "auto")}
-        ours = ms.get("auto", float("nan"))
-        if ours != ours:  # no auto variant: the best of our two methods
-            ours = min((v for key, v in fused.items() if key in ("ce-chunked", "hbm-buffer") and v == v), default=float("nan"))
-        target = TARGETS.get((int(ws), int(m))) if dtype == "fp16" and (n, k) == (3584, 8192) else None
-        speedup = base / ours if ours == ours and base == base else float("nan")
-        rows.append({
-            "ranks": int(ws), "dtype": dtype, "MxNxK": f"{m}x{n}x{k}", "baseline_ms": base,
-            "torch_fused_ms": fused["torch-fused"], "ce_chunked_ms": fused["ce-chunked"],
-            "hbm_buffer_ms": fused["hbm-buffer"], "fused_ms": ours, "auto_pick": picked or "",
-            "speedup": speedup, "hbm_speedup": base / fused["hbm-buffer"],
-            "tflops": 2.0 * m * n * k / (ours * 1e-3) / 1e12 if ours == ours else float("nan"),
-            "bound_ms": max(ms.get("all-gather", float("nan")), ms.get("matmul", float("nan"))),
-            "target": target, "met": _met(target, speedup, ours, fused["torch-fused"], int(ws), int(m)),
-        })
-    return pd.DataFrame(rows)
-
-
-def _met(target, speedup, ours, torch_fused, ws, m) -> bool | None:
-    """The issue's target; ws=2, M=16384 must also beat PyTorch's fused op."""
-    if target is None:
-        return None
-    ok = speedup == speedup and speedup >= target
-    if (ws, m) == (2, 16384):
-        ok = ok and ours < torch_fused
-    return bool(ok)
-
 
 def program_traces(rec: RunRecord) -> dict[str, pd.DataFrame]:
     """Span tables of the fused kernel's per-program traces, by attachment name."""
@@ -285,119 +315,169 @@ TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
 
 def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
     """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
+    return attachment_trace(name, kind, data)[0]
+
+
+def attachment_trace(name: str, kind: str, data: bytes) -> tuple[pd.DataFrame, dict]:
+    """One attached trace as ``(spans, meta)`` (meta: the importer's, e.g. Kineto's rank and
+    base time, for aligning ranks); raises ``workbench.traces.TraceError`` if unreadable."""
     from workbench.traces import load
     from workbench.untrusted import attachment_file
 
     if kind == spans.ATTACH_KIND:
-        return spans.to_spans(json.loads(data))
+        doc = json.loads(data)
+        return spans.to_spans(doc), {"rank": int(doc.get("rank", 0)), "clock": "globaltimer ns"}
     # The importers read files (format detection looks at the name and the first bytes).
     with attachment_file(name, data) as path:
-        return load(path)[0]
+        return load(path)
 
 
-def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    variants = tables.variants_table(rec)
-    if not variants.empty:
-        variants = variants.assign(median_ms=_median_ms(variants), ci_lo_ms=variants["ci_lo_ns"] / 1e6,
-                                   ci_hi_ms=variants["ci_hi_ns"] / 1e6)
-    out = {"summary": summary_table(rec, variants), "variants": variants}
-    kernel = kernelbench.breakdown(rec)
-    if not kernel.empty:
-        out["kernel_breakdown"] = kernel
-        if out["summary"].empty:  # a kernel-mode run: no multi-GPU table to show
-            del out["summary"]
+def rank_groups(rec: RunRecord) -> dict[str, list[tuple[int, str, str]]]:
+    """Per-rank trace attachments (``<stem>_rank<r>.<ext>``) grouped by stem: stem ->
+    [(rank, attachment name, kind)] in rank order, groups of 2+ ranks only."""
+    import re
+
+    groups: dict[str, list] = {}
+    for name, kind, _ in rec.attachments:
+        hit = re.fullmatch(r"(.+)_rank(\d+)(\..+)", name)
+        if kind in TRACE_KINDS and hit:
+            groups.setdefault(hit.group(1) + hit.group(3), []).append((int(hit.group(2)), name, kind))
+    # the fused kernel's first, then the baseline's: what a reader compares first
+    first = lambda stem: (not stem.startswith("programs_"), "hbm-buffer" not in stem, "_nccl_" not in stem, stem)  # noqa: E731
+    return {stem: sorted(groups[stem]) for stem in sorted(groups, key=first) if len(groups[stem]) > 1}
+
+
+def merged_ranks(rec: RunRecord, stem: str) -> tuple[pd.DataFrame, dict]:
+    """The per-rank traces of one group merged into one span table, clocks aligned
+    (``workbench.traces.ranks.merge``: the end of the first collective, else wall clocks)."""
+    from workbench.traces.ranks import merge
+
+    data = {name: (kind, blob) for name, kind, blob in rec.attachments}
+    loaded = [attachment_trace(name, kind, data[name][1]) for _, name, kind in rank_groups(rec)[stem]]
+    return merge(loaded, ranks=[r for r, _, _ in rank_groups(rec)[stem]],
+                 names=[name for _, name, _ in rank_groups(rec)[stem]])
+
+
+def _trace_tables(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    out: dict[str, pd.DataFrame] = {}
     traces = program_traces(rec)
     if traces:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
         name = max(traces, key=lambda t: len(traces[t]))
-        tl = traces[name]
-        out["_timeline"] = pd.DataFrame({"trace": name, "track": tl["track"].astype(str), "name": tl["name"].astype(str),
-                                        "category": tl["category"].astype(str), "start_us": tl["start_ns"] / 1e3,
-                                        "end_us": (tl["start_ns"] + tl["dur_ns"]) / 1e3})
+        out["_program_spans"] = traces[name].assign(trace=name)
+    groups = rank_groups(rec)
+    if groups:
+        out["rank_traces"] = pd.DataFrame([{"traces": stem, "ranks": ", ".join(str(r) for r, _, _ in v),
+                                            "kind": v[0][2]} for stem, v in groups.items()])
+        stem = next(iter(groups))
+        merged, meta = merged_ranks(rec, stem)
+        out["_rank_spans"] = merged.assign(group=stem, alignment=meta["alignment"])
     return out
 
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    import altair as alt
-
-    out = {}
-    v = tbls.get("variants")
-    if v is not None and not v.empty and "method" in v:
-        ok = v[v["correct"]].copy()
-        kernel = ok["mode"] == "kernel" if "mode" in ok else pd.Series(False, index=ok.index)
-        # Kernel mode: one panel per dtype and M, cuBLAS beside each (method, emulated world size).
-        ok["shape"] = ok["dtype"] + " M=" + ok["M"].astype(str) + (" ws=" + ok["world_size"].astype(str)).where(~kernel, "")
-        ok["bar"] = ok["method"].where(~kernel, ok["method"] + (" ws" + ok["world_size"].astype(str)).where(
-            ok["method"].isin(["gemm-path", "emulated"]), ""))
-        base = alt.Chart(ok).encode(y=alt.Y("bar:N", title=None), color=alt.Color("bar:N", legend=None))
-        bars = base.mark_bar().encode(x=alt.X("median_ms:Q", title="median ms per call (multi-GPU: max over ranks)"))
-        err = base.mark_rule().encode(x="ci_lo_ms:Q", x2="ci_hi_ms:Q")
-        title = ("The fused kernel on one GPU against cuBLAS" if kernel.all() else "All-gather + matmul") + \
-            ": median per call, 95% CI"
-        out["methods"] = (bars + err).properties(width=380, height=140).facet(
-            row=alt.Row("shape:N", title=None)).resolve_scale(x="independent", y="independent").properties(title=title)
-    tl = tbls.get("_timeline")
-    if tl is not None and not tl.empty:
-        out["timeline"] = alt.Chart(tl).mark_bar().encode(
-            x=alt.X("start_us:Q", title="us since the first task started"), x2="end_us:Q",
-            y=alt.Y("track:N", title="SM", axis=alt.Axis(labels=False, ticks=False)),
-            color=alt.Color("category:N", scale=alt.Scale(domain=["fetch", "wait", "gemm"],
-                                                           range=["#d62728", "#bbbbbb", "#1f77b4"])),
-            tooltip=["name", "start_us", "end_us"],
-        ).properties(width=700, height=400, title=f"hbm-buffer kernel, one lane per SM ({tl['trace'].iloc[0]})")
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """Every table of a run (``studies/_ag_gemm/analysis.py`` for the multi-GPU ones,
+    ``kernelbench`` for the one-GPU kernel mode); all derived numbers in ``derived``."""
+    out: dict[str, pd.DataFrame] = {"variants": analysis.variants_frame(rec)}
+    multi = analysis.analyze(rec)
+    items = multi.pop("_derived_multi").to_dict("records")
+    out |= multi
+    kb, kitems = kernelbench.breakdown(rec)
+    ex, eitems = kernelbench.experiments(rec)
+    if len(kb):
+        out["kernel_breakdown"] = kb
+    if len(ex):
+        out["kernel_experiments"] = ex
+    out["derived"] = derived.derived_table(items + kitems + eitems)
+    out |= _trace_tables(rec)
     return out
 
 
-def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
-    out = []
-    s = tbls.get("summary")
-    if s is not None and not s.empty:
-        out.append(format_seed_table(s))
+# --- verdict and report ----------------------------------------------------------------------
+
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    """Per shape of the seed's table: the best provider and the HBM-buffer kernel against the
+    baseline (clear speedups only); failed checks; the kernel-mode targets and experiments."""
+    parts = []
+    summ = tbls.get("summary")
+    d = tbls.get("derived", pd.DataFrame())
+    if summ is not None and len(summ):
+        sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
+        lines = []
+        for r in summ.to_dict("records"):
+            said = []
+            for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
+                key = (r["ranks"], r["dtype"], r["M"], prov)
+                if not prov or sp is None or key not in sp.index:
+                    continue
+                row = sp.loc[key]
+                if row["status"] == "clear":
+                    word = "faster" if row["point"] > 1 else "slower"
+                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)} ({word})")
+                else:
+                    said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
+            lines.append(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']}: " + (", ".join(said) or "no speedup"))
+        parts.append("Speedup over the baseline (all_gather_into_tensor, then matmul), same run (median of per-round "
+                     "ratios, 95% CI): "
+                     + "; ".join(lines) + ".")
+        if summ["met"].notna().any():
+            missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
+            parts.append("Targets (best provider): " + ("all met." if missed.empty else f"{len(missed)} missed."))
     kb = tbls.get("kernel_breakdown")
-    if kb is not None and not kb.empty:
+    if kb is not None and len(kb):
+        parts.append(kernelbench.verdict(kb))
+    ex = tbls.get("kernel_experiments")
+    if ex is not None and len(ex):
+        parts.append(escape_headline(d, ("barrier", "layout", "failures")))
+    v = tbls.get("variants")
+    if v is not None and len(v):
+        bad = v[~v["correct"].astype(bool)]
+        if len(bad):
+            parts.append(f"{len(bad)} variant(s) FAILED their check (times not counted): "
+                         + ", ".join(esc(x) for x in bad["variant"].head(6)) + ("" if len(bad) <= 6 else ", ...") + ".")
+    if not parts:
+        return "No shape has both the NCCL baseline and another provider measured."
+    return " ".join(parts)
+
+
+def escape_headline(d: pd.DataFrame, names: tuple[str, ...]) -> str:
+    """The clear results of some derived tables (``derived.headline``), escaped."""
+    sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
+    return esc(derived.headline(sub)) or "No derived result."
+
+
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
+    from workbench.tables import render
+
+    out = []
+    st = tbls.get("seed_table")
+    if st is not None and len(st):
+        out.append("### All-gather + GEMM in the seed's shape (measured in this run)\n"
+                   "Baseline: NCCL all_gather_into_tensor, then torch.matmul. HBM Buffer: the seed's kernel "
+                   "(`hbm-buffer`). Best: the fastest checked provider of the run. Medians per call, maximum over "
+                   "ranks, 95% CIs; speedups are medians of per-round ratios.\n\n" + render(st))
+    rk = tbls.get("ranks")
+    if rk is not None and len(rk):
+        cols = ["variant", "rank_medians_us", "slowest_rank", "slowest_rank_us", "max_over_ranks_us", "skew_us",
+                "skew_lo_us", "skew_hi_us"]
+        out.append("### Per rank: the slowest rank and the skew\nEach rank's median (us, rank order), the slowest "
+                   "rank, the median of the per-call maximum over ranks, and the skew (slowest minus fastest rank, "
+                   "median over rounds, 95% CI).\n\n" + render(rk[cols]))
+    chk = tbls.get("checks")
+    if chk is not None and len(chk) and ((chk["shard"] == "k").any() or chk["where"].str.contains("interp").any()):
+        out.append("### Correctness checks, both formulations\n`shard=k` is the seed's formulation (A sharded "
+                   "along K): its `nccl` baseline (all_gather_into_tensor into an (M, K) buffer) does not "
+                   "concatenate along K and fails; `all-gather-cat` (all_gather + cat(dim=1)) passes. A failed "
+                   "check's time is never counted.\n\n" + render(chk))
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and len(kb):
         out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"
                    + kernelbench.__doc__.split("\n\n", 1)[1].split("\n\nClock:")[0].strip() + "\n\n"
                    + kernelbench.format_breakdown(kb))
+    ex = tbls.get("kernel_experiments")
+    if ex is not None and len(ex):
+        out.append("### The seed review's experiments on one GPU (emulated peers)\nBarrier: the CTA barrier "
+                   "between a fetch row's stores and its flag release, on and off; each checked launch starts "
+                   "from a staging buffer filled with NaN. Layout: tile-contiguous against row-major staging. "
+                   "Time ratios are medians of per-round ratios.\n\n" + kernelbench.format_experiments(ex))
     return out
-
-
-def format_seed_table(s: pd.DataFrame) -> str:
-    """Markdown table in the seed's shape plus the bound and this study's other columns."""
-    head = ("| Ranks | MxNxK | dtype | Baseline (ms) | Fused (ms) | Speedup | TFLOPS | auto pick | torch fused (ms) | "
-            "ce-chunked (ms) | hbm-buffer (ms) | hbm speedup | bound max(AG, mm) (ms) | target |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    f = lambda x, d=3, unit="": "n/a" if x is None or x != x else f"{x:.{d}f}{unit}"
-    rows = []
-    for _, r in s.iterrows():
-        target = "" if r["target"] is None or r["target"] != r["target"] else (
-            f">= {r['target']:.2f}x: {'met' if r['met'] else 'MISSED'}")
-        rows.append(f"| {esc(r['ranks'], 'cell')} | {esc(r['MxNxK'], 'cell')} | {esc(r['dtype'], 'cell')} | "
-                    f"{f(r['baseline_ms'])} | {f(r['fused_ms'])} | "
-                    f"{f(r['speedup'], 2, 'x')} | {f(r['tflops'], 0)} | {esc(r['auto_pick'], 'cell')} | "
-                    f"{f(r['torch_fused_ms'])} | "
-                    f"{f(r['ce_chunked_ms'])} | {f(r['hbm_buffer_ms'])} | {f(r['hbm_speedup'], 2, 'x')} | "
-                    f"{f(r['bound_ms'])} | {target} |")
-    return ("### All-gather + GEMM, seed-shaped table (measured in this run)\nBaseline: NCCL all_gather_into_tensor then "
-            "torch.matmul. Fused: the auto-config's pick, measured in the same run (in runs without `auto`: the "
-            "faster of ce-chunked and hbm-buffer). Medians per call, max over ranks.\n\n" + head + "\n" + "\n".join(rows))
-
-
-def verdict(rec: RunRecord) -> str:
-    """One line: per shape, our pick against NCCL all-gather then matmul (the seed's table)."""
-    failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
-    if rec.params.get("mode") == "kernel":
-        return kernelbench.verdict(kernelbench.breakdown(rec)) + tail
-    summ = summary_table(rec)
-    summ = summ[summ["speedup"].notna()] if len(summ) else summ
-    if summ.empty:
-        return "No shape has both the NCCL baseline and a fused method measured." + tail
-    big = summ.assign(_m=summ["MxNxK"].str.split("x").str[0].astype(int)).sort_values(["ranks", "_m"]).iloc[-1]
-    parts = [f"{esc(r['ranks'])} ranks {esc(r['dtype'])} {esc(r['MxNxK'])}: {r['speedup']:.2f}x" for _, r in summ.iterrows()]
-    missed = summ[summ["met"] == False]  # noqa: E712 (None means no target for that shape)
-    text = (f"Against NCCL all-gather then matmul, measured in the same run: {'; '.join(parts)}. "
-            f"Largest shape: {big['fused_ms']:.3f} ms vs {big['baseline_ms']:.3f} ms ({big['tflops']:.0f} TFLOP/s"
-            f"{', pick ' + esc(big['auto_pick']) if big['auto_pick'] else ''}).")
-    if summ["met"].notna().any():
-        text += " Targets: " + ("all met." if missed.empty else f"{len(missed)} missed.")
-    return text + tail

@@ -191,8 +191,12 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     from workbench import charts as wbcharts  # altair is not installed on the GPU nodes
 
-    out = {"floors": wbcharts.median_ci_bars(tbls["floors"], title="Per-call floor (median, 95% CI)")}
+    # floors span ns (a clock read) to tens of us (a fork/join): in ns on a log axis (the
+    # helper's choice when values span decades), the nanosecond bars stay visible
+    out = {"floors": wbcharts.median_ci_bars(tbls["floors"], unit="ns",
+                                             title="Per-call floor: median per call, 95% CI whiskers")}
     if len(tbls["forkjoin"]):
-        out["forkjoin"] = wbcharts.line_with_ci(tbls["forkjoin"], x="threads", color="kind",
-                                                title="Thread fork/join round trip vs threads")
+        fj = tbls["forkjoin"].assign(mechanism="Python threads: barrier in, barrier out")
+        out["forkjoin"] = wbcharts.sweep_chart(fj, x="threads", provider="mechanism", x_title="threads",
+                                               title="Thread fork/join round trip vs threads (median, 95% CI)")
     return out

@@ -51,7 +51,7 @@ from kernels.iree.sum_programs import SPLITS, aligned_tile
 from studies._cpu_reduction.plan import GRAIN_SIZE, IREE_PROVIDERS, Sweep
 from studies._cpu_reduction.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 from studies._cpu_reduction.seed import SEED_FIGURES  # noqa: F401  (the seed's figures, as data)
-from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps
 
 ID = "cpu-reduction"
 TITLE = "CPU reduction: IREE vs PyTorch sum (runtime overhead)"
@@ -65,7 +65,7 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (o
 MAX_N = 1 << 26  # 64Mi elements (256 MiB of float32)
 #: bytes of float32 copies a point can hold at once (main process, .npy, child, C++ tool, ...)
 COPIES_ALIVE = 6
-KEY_TABLE = "overview"
+KEY_TABLE = "seed_overview"
 KEY_CHART = "scaling"
 
 #: The declared sweep: per experiment, the providers (the compared dimension) and the grid
@@ -240,17 +240,6 @@ def programs_needed(params, pts=None) -> list[tuple[int, int, str | None]]:
 
 
 @dataclass
-class _Progress:
-    ctx: RunContext
-    total: int
-    done: int = 0
-
-    def tick(self, message: str, steps: int = 1) -> None:
-        self.ctx.progress(self.done / max(self.total, 1), message)
-        self.done += steps
-
-
-@dataclass
 class _Inputs:
     """The run's inputs: arrays, their .npy files (for the IREE tools) and float64 references."""
 
@@ -266,7 +255,7 @@ def run(params, ctx: RunContext) -> dict:
     progs = programs_needed(params, pts)
     profiled = bool(set(progs)) and "phases" in params["experiments"]
     n_profiles = len(params["chunks"]) * len(params["split"]) * len(profile_workers(params)) if profiled else 0
-    progress = _Progress(ctx, len(progs) + len(pts) + n_profiles + 2)
+    progress = ctx.steps(len(progs) + len(pts) + n_profiles + int("sizes" in params["experiments"]), unit="steps")
     # Other processes on the box skew every figure (an OpenMP barrier waits for a descheduled
     # thread): keep the load average beside the results.
     outputs: dict = {"tolerance": data.TOLERANCE_TEXT, "cores": CORES,
@@ -281,9 +270,10 @@ def run(params, ctx: RunContext) -> dict:
         inputs = make_inputs(sorted({p.n for p in pts} | {k[0] for k in progs}), params["seed"], Path(tmp))
         outputs["reference"] = {str(n): r for n, r in inputs.refs.items()}
         if "sizes" in params["experiments"]:
-            progress.tick("copy bandwidth")
+            progress.say("copy bandwidth")
             for w in sorted(set(params["workers"])):
                 outputs["bandwidth"][str(w)] = measure.copy_bandwidth(w, repeat=max(5, params["repeat"] // 2))
+            progress.tick("copy bandwidth")
         measure_in_process(ok_pts, inputs, params, ctx, progress)
         measure_interleaved(ok_pts, inputs, params, ctx, progress)
         measure_iree_python(ok_pts, modules, inputs, params["repeat"], ctx, progress)
@@ -291,11 +281,10 @@ def run(params, ctx: RunContext) -> dict:
         if profiled:
             profile(params, modules, broken, inputs, Path(tmp), outputs, ctx, progress)
     outputs["loadavg_end"] = list(os.getloadavg())
-    ctx.progress(1.0, "done")
     return outputs
 
 
-def compile_programs(progs, target_cpu: str, outputs: dict, progress: _Progress) -> tuple[dict, dict]:
+def compile_programs(progs, target_cpu: str, outputs: dict, progress: Steps) -> tuple[dict, dict]:
     """Compile (or take from the cache) every program; a failure fails only its points.
     Returns ({(n, c, split): Compiled}, {(n, c, split): reason})."""
     from kernels.iree.sum_programs import program
@@ -305,13 +294,16 @@ def compile_programs(progs, target_cpu: str, outputs: dict, progress: _Progress)
     modules, broken = {}, {}
     for key in progs:
         n, c, split = key
-        progress.tick(f"compile N={n} c={c}" + (f" {split}" if split else ""))
+        what = f"compile N={n} c={c}" + (f" {split}" if split else "")
+        progress.say(what)
         prog = program(n, c, split or "aligned")
         try:
             mod = iree_tools.compile_program(prog, iree_tools.seed_flags(target_cpu))
         except (ExternalCommandError, iree_tools.NotPrecompiled) as exc:
             broken[key] = f"compile failed: {exc}"
+            progress.tick(what)
             continue
+        progress.tick(what)
         outputs["programs"][program_label(key)] = mod.info
         if mod.info["dispatches"] != prog.dispatches:
             broken[key] = (f"compiled module has {mod.info['dispatches']} dispatches, the program is written "
@@ -325,15 +317,15 @@ def program_label(key) -> str:
     return f"n={n}/c={c}" + (f"/{split}" if split else "")
 
 
-def record_broken(pts, broken: dict, ctx: RunContext, progress: _Progress) -> list:
+def record_broken(pts, broken: dict, ctx: RunContext, progress: Steps) -> list:
     """Record the points whose program failed to build as failed; return the others."""
     from studies._cpu_reduction import measure
 
     ok = []
     for p in pts:
         if p.provider in IREE_PROVIDERS and p.program_key in broken:
-            progress.tick(p.name)
             ctx.record(measure.failed(p, broken[p.program_key]))
+            progress.tick(p.name)
         else:
             ok.append(p)
     return ok
@@ -352,29 +344,31 @@ def make_inputs(sizes, seed: int, tmpdir: Path) -> _Inputs:
     return inputs
 
 
-def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: _Progress) -> None:
+def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
     from studies._cpu_reduction import measure
 
     for p in pts:
         if p.provider in ("torch", "torch-out", "numpy") and not p.experiment:
-            progress.tick(p.name)
+            progress.say(p.name)
             fn = measure.numpy_point if p.provider == "numpy" else measure.torch_point
             ctx.record(fn(p, inputs.arrays[p.n], inputs.refs[p.n], params["repeat"]))
+            progress.tick(p.name)
 
 
-def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress: _Progress) -> None:
+def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
     """The alloc and forkjoin torch points: per experiment, all its points in interleaved rounds."""
     from studies._cpu_reduction import measure
 
     for exp in ("alloc", "forkjoin"):
         group = [p for p in pts if p.experiment == exp]
         if group:
-            progress.tick(f"{exp}: {len(group)} points in {params['rounds']} interleaved rounds", len(group))
+            progress.say(f"{exp}: {len(group)} points in {params['rounds']} interleaved rounds")
             for res in measure.interleaved_torch(group, inputs.arrays, inputs.refs, params["rounds"]):
                 ctx.record(res)
+                progress.tick(res.variant)
 
 
-def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: _Progress) -> None:
+def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
     """IREE through the Python runtime: one child process per driver setup."""
     from studies._cpu_reduction import measure
 
@@ -383,59 +377,69 @@ def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunCont
         if p.provider in ("iree-task", "iree-sync"):
             groups.setdefault((p.provider, p.w), []).append(p)
     for (provider, w), group in sorted(groups.items()):
-        progress.tick(f"{provider} w={w} ({len(group)} programs)", len(group))
+        progress.say(f"{provider} w={w} ({len(group)} programs)")
         driver = "local-task" if provider == "iree-task" else "local-sync"
         for res in measure.iree_python(group, driver, w, modules, inputs.npy, inputs.refs, repeat):
             ctx.record(res)
+            progress.tick(res.variant)
 
 
-def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: _Progress) -> None:
+def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
     """IREE through iree-benchmark-module (C++)."""
     from studies._cpu_reduction import measure
 
     for p in pts:
         if p.provider == "iree-bench":
-            progress.tick(p.name)
+            progress.say(p.name)
             ctx.record(measure.iree_bench(p, modules[p.program_key], inputs.npy[p.n], inputs.refs[p.n], repeat,
                                           min_time_s=0.01))
+            progress.tick(p.name)
 
 
 def profile(params, modules, broken, inputs: _Inputs, tmpdir: Path, outputs: dict, ctx: RunContext,
-            progress: _Progress) -> None:
+            progress: Steps) -> None:
     """Profiles of each c (and split) at n and each profile worker count: IREE's profiler and
     Tracy around iree-benchmark-module, and Tracy around the Python runtime path."""
-    from studies._cpu_reduction import profiles
-    from workbench.harness import ExternalCommandError
-    from workbench.traces import TraceError
-    from workbench.traces.phases import PhaseError
-
     n = params["n"]
     captures = [("ireeperf", "bench")] + [("tracy", via) for via in params["profile_via"]]
     captures = [cap for cap in captures if params["profiler"] in ("both", cap[0])]
     for w in profile_workers(params):
         for c in params["chunks"]:
             for split in (params["split"] if c > 1 else [None]):
-                key = (n, c, split)
-                progress.tick(f"profile c={c}{' ' + split if split else ''} w={w}")
-                if key in broken:
-                    continue
-                for source, via in captures:
-                    capdir = tmpdir / f"cap_{c}_{split}_{w}_{source}_{via}"
-                    capdir.mkdir()
-                    try:
-                        path, cmd = _capture(source, via, modules[key].vmfb, inputs.npy[n], w, capdir,
-                                             params["capture_iterations"])
-                        trim = source == "tracy" and params["trace_iterations"] > 0
-                        blob = profiles.trim_tracy(path, params["trace_iterations"]) if trim else path.read_bytes()
-                    except (ExternalCommandError, FileNotFoundError, TraceError, PhaseError) as exc:
-                        outputs["capture_errors"].append(f"{source} via {via} c={c} w={w}: {exc}")
-                        continue
-                    name = profiles.attachment_name(n, c, w, source, via, split, trimmed=trim)
-                    kind = "ireeperf-jsonl" if source == "ireeperf" else ("chrome-json" if trim else "tracy")
-                    ctx.attach(name, f"trace/{kind}", blob)
-                    outputs["captures"].append({"name": name, "source": source, "via": via, "c": c, "split": split,
-                                                "w": w, "n": n, "bytes": len(blob), "command": cmd,
-                                                "trimmed_to_iterations": params["trace_iterations"] if trim else None})
+                what = f"profile c={c}{' ' + split if split else ''} w={w}"
+                progress.say(what)
+                if (n, c, split) not in broken:
+                    for source, via in captures:
+                        _profile_one(params, modules[(n, c, split)], inputs.npy[n], (c, split, w), (source, via),
+                                     tmpdir, outputs, ctx)
+                progress.tick(what)
+
+
+def _profile_one(params, module, input_npy: Path, point: tuple, capture: tuple[str, str], tmpdir: Path,
+                 outputs: dict, ctx: RunContext) -> None:
+    """One capture of one program, attached (trimmed when ``trace_iterations`` asks), or its
+    failure in ``outputs["capture_errors"]``."""
+    from studies._cpu_reduction import profiles
+    from workbench.harness import ExternalCommandError
+    from workbench.traces import TraceError
+    from workbench.traces.phases import PhaseError
+
+    (c, split, w), (source, via), n = point, capture, params["n"]
+    capdir = tmpdir / f"cap_{c}_{split}_{w}_{source}_{via}"
+    capdir.mkdir()
+    try:
+        path, cmd = _capture(source, via, module.vmfb, input_npy, w, capdir, params["capture_iterations"])
+        trim = source == "tracy" and params["trace_iterations"] > 0
+        blob = profiles.trim_tracy(path, params["trace_iterations"]) if trim else path.read_bytes()
+    except (ExternalCommandError, FileNotFoundError, TraceError, PhaseError) as exc:
+        outputs["capture_errors"].append(f"{source} via {via} c={c} w={w}: {exc}")
+        return
+    name = profiles.attachment_name(n, c, w, source, via, split, trimmed=trim)
+    kind = "ireeperf-jsonl" if source == "ireeperf" else ("chrome-json" if trim else "tracy")
+    ctx.attach(name, f"trace/{kind}", blob)
+    outputs["captures"].append({"name": name, "source": source, "via": via, "c": c, "split": split, "w": w, "n": n,
+                                "bytes": len(blob), "command": cmd,
+                                "trimmed_to_iterations": params["trace_iterations"] if trim else None})
 
 
 def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, capdir: Path,
@@ -468,20 +472,15 @@ def charts(tbls) -> dict:
     return report.charts(tbls)
 
 
-def verdict(rec) -> str:
-    """One line from the analysis tables: torch vs the fastest IREE at n and the largest w,
-    IREE's per-iteration compute share, and the clear derived results."""
+def verdict(tbls) -> str:
+    """torch.sum against the fastest IREE program at n and the largest w (the key table's
+    comparison), then the clear derived results (:func:`studies._cpu_reduction.report.verdict_text`)."""
     from studies._cpu_reduction import report
 
-    try:
-        tbls = analyze(rec)
-    except Exception as exc:  # the report still shows the raw results
-        return f"Analysis failed ({type(exc).__name__}: {exc})."
-    return report.verdict_text(tbls, rec.params)
+    return report.verdict_text(tbls)
 
 
-def report_sections(rec, tbls) -> list[str]:
+def report_sections(tbls) -> list[str]:
     from studies._cpu_reduction import report
 
-    return report.sections(tbls, rec.params, rec.env, rec.outputs, rec.floor_ns)
-
+    return report.sections(tbls)

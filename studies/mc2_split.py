@@ -23,27 +23,38 @@ What it does:
 Clocks: CUDA events on the compute stream (GPU) or ``perf_counter_ns`` (CPU); each sample
 is the slowest rank's time for one whole op. gloo runs use float32: CPU half-precision
 matmul is slow or missing, and the seed's fp16 shape is a GPU case.
+
+The analysis (``studies/_mc2_split/analysis.py``) states every gain over serial, prediction
+error and contention factor with a 95% CI from the raw samples, checks the seed's claims
+(``claims.py``; the seed's 1262 us against the floor of its own fits: ``seed.py``) and gives
+the spread over repeated runs (``spread.py``). Presets: ``cpu`` (gloo, a shape and fits where
+the seed's rule splits), ``seed-example`` (the seed's fits), ``seed-inflation`` (the seed's
+three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/README.md``.
 """
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 from studies._mc2_split import plan as planmod
+from studies._mc2_split import seed as seedmod
+from studies._mc2_split.analysis import analyze, trace_tables  # noqa: F401 (the study's analyze; trace_tables for tests)
+from studies._mc2_split.charts import charts  # noqa: F401 (the study's charts)
+from studies._mc2_split.claims import SEED_CLAIMS  # noqa: F401 (the seed's claims)
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
+from studies._mc2_split.report import report_sections, verdict  # noqa: F401 (the study's hooks)
 from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import simulate
-from workbench import tables
-from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
-from workbench.untrusted import escape as esc
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
 SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
+
+KEY_TABLE = "key"
+KEY_CHART = "key"
 
 COMMS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
@@ -55,6 +66,9 @@ SPACE = ParamSpace(
         Param("n", "int", 8192, "columns N of the output", min=1, max=1 << 20),
         Param("dtype", "str", "auto", "element type; auto: float16 (the seed's half) except float32 on CPUs "
               "(gloo), where half-precision matmul is slow or missing", choices=("auto",) + tuple(DTYPE_BYTES)),
+        Param("scenario", "str", "split", "split: plan, simulate and (live) measure the split of this shape; "
+              "inflation: the seed's three inflation examples (a 200 us matmul split in halves of 100, 150 and "
+              "200 us beside a 300 us all-reduce) through the simulator", choices=("split", "inflation")),
         Param("mm_fit", "str", "", "CostMM fit 'fixed_us,us_per_row' (empty: measure it)"),
         Param("comm_fit", "str", "", "CostComm fit 'fixed_us,us_per_MiB' (empty: measure it)"),
         Param("contention", "float", planmod.SEED_CONTENTION, "slowdown of each engine while both run (seed: 1.15)",
@@ -99,14 +113,20 @@ SPACE = ParamSpace(
         Param("seed", "int", 0, "random inputs' seed"),
     ),
     presets={
-        "smoke": {"m": 512, "k": 128, "n": 256, "dtype": "float32", "backend": "gloo", "live": "on",
-                  "points": [128, 256], "uniform": [2, 4], "reps": 3, "warmup": 1, "max_chunks": 8},
-        # quick: a shape a 2-core CPU (gloo, float32) runs in about a minute; the seed shape is the
-        # default (and the 'h200' preset) for GPU nodes
-        "quick": {"m": 2048, "k": 512, "n": 1024, "points": [256, 512, 1024], "uniform": [4], "reps": 10},
+        # the seed's text rule (m0 = min(a, b, c) = 384 here): its example's max(a, b, c) needs
+        # K x N >= 4 GiB / M, a shape a 2-core CPU cannot time in a minute
+        "smoke": {"m": 1024, "k": 64, "n": 256, "dtype": "float32", "backend": "gloo", "live": "on", "rule": "text",
+                  "points": [256, 512], "uniform": [2, 4], "reps": 3, "warmup": 1, "max_chunks": 8},
+        # quick: the cpu preset's shape with its fits measured live (the split then varies from run to
+        # run with the machine's noise); the seed shape is the default (and 'h200') for GPU nodes
+        "quick": {"m": 4096, "k": 64, "n": 256, "rule": "text", "points": [256, 512, 1024, 2048], "uniform": [4],
+                  "reps": 10},
+        # cpu: fits typical of a 2-core x86 VM under gloo (traces/mc2-split/README.md, "CPU preset"),
+        # communication-bound as the seed's case; the rule gives [512, 1792, 1792]; about 10 s
+        "cpu": {"m": 4096, "k": 64, "n": 256, "dtype": "float32", "backend": "gloo", "live": "on", "rule": "text",
+                "mm_fit": "20,0.4", "comm_fit": "200,900", "uniform": [2, 4, 8], "reps": 10},
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
-        "cpu": {"m": 2048, "k": 512, "n": 1024, "dtype": "float32", "backend": "gloo", "live": "on",
-                "points": [256, 512, 1024], "uniform": [2, 4], "reps": 10},
+        "seed-inflation": {"scenario": "inflation", "live": "off"},
         "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot", "triton", "triton-pull",
                           "triton-persistent"],
                  "carveout": [0, 16, 24],
@@ -124,14 +144,19 @@ SEED_FIGURES = {
             {"quantity": "all-reduce alone", "seed": "1071 us"},
             {"quantity": "serial", "seed": "1874 us (communication-bound)"},
             {"quantity": "short block m0", "seed": "384 rows (6 MB)"},
-            {"quantity": "CostComm(6 MB)", "seed": "143 us; x1.15 = 164 us"},
+            {"quantity": "CostComm(6 MB)", "seed": "143 us; × 1.15 = 164 us"},
             {"quantity": "long block from CostMM(m1) = 164 us", "seed": "768 rows"},
-            {"quantity": "count", "seed": "(4096-384)/768 = 4.83 -> 4"},
-            {"quantity": "long block adjusted", "seed": "(4096-384)/4 = 928 -> 896"},
-            {"quantity": "short block adjusted", "seed": "4096 - 896*4 = 512"},
+            {"quantity": "count", "seed": "(4096 − 384) / 768 = 4.83 → 4"},
+            {"quantity": "long block adjusted", "seed": "(4096 − 384) / 4 = 928 → 896"},
+            {"quantity": "short block adjusted", "seed": "4096 − 896 × 4 = 512"},
             {"quantity": "chunks", "seed": "[512, 896, 896, 896, 896]"},
             {"quantity": "fused MC² op", "seed": "1262 us"},
-            {"quantity": "gain", "seed": "(1874-1262)/1874 = 32.7%"},
+            {"quantity": "gain", "seed": "(1874 − 1262) / 1874 = 32.7%"},
+        ],
+        "inflation examples (执行时间膨胀)": [
+            {"case": "no inflation", "seed": "a 200 us matmul split in two halves of 100 us: gain 100 us"},
+            {"case": "moderate", "seed": "halves of 150 us: gain 50 us"},
+            {"case": "severe", "seed": "halves of 200 us: gain −50 us (slower)"},
         ],
     },
     "notes": [
@@ -140,9 +165,11 @@ SEED_FIGURES = {
         "The seed text says m0 = min(a, b, c), but its example uses 384 = c while a = 171 and b = 192: "
         "rule=example takes max(a, b, c); rule=text takes the minimum.",
         "The seed's tiling code sets rankK = 4096 although its text says K = 3072.",
+        "The inflation examples' pictures are missing too: the only all-reduce that gives the seed's three gains "
+        "is 300 us (150 us per half), which the 'seed-inflation' preset simulates.",
         "Figures 1 and 2 (the two balance pictures) are missing from the seed's text: communication-bound is "
-        "read as 'short block first, CostMM(m1) = CostComm(m0)*f', compute-bound as the mirror image "
-        "'short block last, CostComm(m1) = CostMM(m0)*f'.",
+        "read as 'short block first, CostMM(m1) = CostComm(m0) × f', compute-bound as the mirror image "
+        "'short block last, CostComm(m1) = CostMM(m0) × f'.",
     ],
 }
 
@@ -178,6 +205,8 @@ def _fits(params) -> tuple[Fit | None, Fit | None]:
 
 
 def _live(params) -> bool:
+    if params["scenario"] == "inflation":
+        return False
     mm, comm = _fits(params)
     return params["live"] == "on" or (params["live"] == "auto" and (mm is None or comm is None))
 
@@ -207,6 +236,11 @@ def _dtype(params) -> str:
 
 
 def validate(params) -> None:
+    if params["scenario"] == "inflation":
+        if params["live"] == "on":
+            raise ParamError("live", "scenario=inflation is the seed's worked examples through the simulator: "
+                                     "nothing to run live; use live=off")
+        return
     mm, comm = _fits(params)
     if (mm is None) != (comm is None):
         raise ParamError("comm_fit" if comm is None else "mm_fit", "give both fits or neither (neither: they are "
@@ -308,6 +342,9 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
 # --- run ---------------------------------------------------------------------------------
 
 def run(params, ctx: RunContext) -> dict:
+    if params["scenario"] == "inflation":
+        ctx.progress(1.0, "done")
+        return {"inflation": seedmod.inflation_cases()}
     mm, comm = _fits(params)
     out: dict = {"notes": SEED_FIGURES["notes"][1:]}
     if mm is not None:
@@ -350,356 +387,3 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
 
 
-# --- analysis ----------------------------------------------------------------------------
-
-def _model_of(rec: RunRecord, fits: dict) -> CostModel:
-    return _model(rec.params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
-
-
-def fit_points_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Measured cost points beside their fits (CostMM per row, CostComm per MiB). ``vt``: the
-    run's ``variants_table`` when the caller has it (it bootstraps a CI per variant)."""
-    live = rec.outputs.get("live", {}).get("by_comm", {})
-    summary = (tables.variants_table(rec) if vt is None else vt).set_index("variant")
-    rows = []
-    for v in rec.valid_variants():
-        kind = v.params.get("kind")
-        if kind not in ("cost-mm", "cost-comm"):
-            continue
-        s = summary.loc[v.variant]
-        comm, cv = v.params["comm"], v.params.get("carveout", 0)
-        if kind == "cost-comm":  # the fit of any config using this collective instance
-            fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and c.get("instance", lbl) == comm), None)
-        else:  # the matmul fit of any config with this carve-out
-            fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and
-                         (lbl.endswith(f"+c{cv}") if cv else "+c" not in lbl)), None)
-        if not fits:
-            continue
-        fit = Fit.from_json(fits["mm" if kind == "cost-mm" else "comm"])
-        x = v.params["m"] if kind == "cost-mm" else v.params["mib"]
-        rows.append({"cost": (f"CostMM (carve-out {cv})" if cv else "CostMM") if kind == "cost-mm"
-                     else f"CostComm ({comm})", "m": v.params["m"], "x": x,
-                     "unit": fit.unit, "measured_us": s["median_ns"] / 1e3, "ci_lo_us": s["ci_lo_ns"] / 1e3,
-                     "ci_hi_us": s["ci_hi_ns"] / 1e3, "fit_us": fit(x), "fit": fit.describe()})
-    return pd.DataFrame(rows)
-
-
-def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Serial and overlapped runs: measured median vs predicted (seed factor and fitted factor)."""
-    live = rec.outputs.get("live", {})
-    by_comm = live.get("by_comm", {})
-    vt = tables.variants_table(rec) if vt is None else vt
-    if not len(vt) or "kind" not in vt:
-        return pd.DataFrame()
-    vt = vt[vt["kind"].isin(["serial", "overlap"])]
-    serial = {r["comm"]: r["median_ns"] / 1e3 for _, r in vt[vt["kind"] == "serial"].iterrows() if r["correct"]}
-    base = serial.get("default")
-    rows = []
-    for _, r in vt.iterrows():
-        info = by_comm.get(r["comm"], {})
-        fits = info.get("fits") or (rec.outputs.get("given") or {}).get("fits")
-        chunks = [int(c) for c in str(r["chunks"]).split(",")]
-        best = (info.get("best") or {}).get("chunks")
-        # the search's split, also where it equals a split already run under another name (the
-        # worker then does not run it twice: uniform-4 can be the best split)
-        row = {"variant": r["variant"], "comm": r["comm"], "split": r["split"], "chunks": r["chunks"],
-               "is_best": r["kind"] == "overlap" and (r["split"] == "best" or chunks == best),
-               "n_chunks": len(chunks), "measured_us": r["median_ns"] / 1e3, "ci_lo_us": r["ci_lo_ns"] / 1e3,
-               "ci_hi_us": r["ci_hi_ns"] / 1e3, "noise": r["noise"], "correct": r["correct"], "check": r["check"]}
-        if fits:
-            model = _model_of(rec, fits)
-            pred = simulate(chunks, model, rec.params["contention"]).makespan_us
-            row |= {"predicted_us": pred, "err": pred / row["measured_us"] - 1}
-            cont = info.get("contention")
-            if cont:
-                fitted = simulate(chunks, model, tuple(cont["pair"])).makespan_us
-                row |= {"predicted_fit_us": fitted, "err_fit": fitted / row["measured_us"] - 1,
-                        "contention_fit": f"{cont['pair'][0]:.2f} / {cont['pair'][1]:.2f}"}
-        if base:
-            row["speedup_vs_serial_default"] = 1 - row["measured_us"] / base
-        if r["comm"] in serial:
-            row["speedup_vs_serial_same_comm"] = 1 - row["measured_us"] / serial[r["comm"]]
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def gantt_table(rec: RunRecord) -> pd.DataFrame:
-    """Simulated segments of every simulated split; ``shown`` marks the unsplit, heuristic and
-    best splits and the fastest uniform one (the chart's default view and the report's)."""
-    fits = rec.outputs.get("fits")
-    if not fits:
-        return pd.DataFrame()
-    model = _model_of(rec, fits)
-    comm_first = rec.params["op"] == "allgather"
-    sims = pd.DataFrame(rec.outputs.get("simulated", []))
-    picks = [s for s in ("unsplit", "heuristic", "best") if s in set(sims.get("split", []))]
-    uni = sims[sims["split"].str.startswith("uniform")] if len(sims) else sims
-    if len(uni):
-        picks.append(uni.sort_values("makespan_us").iloc[0]["split"])
-    rows = []
-    for order, (label, chunks) in enumerate(zip(sims.get("split", []), sims.get("chunks", []))):
-        sched = simulate(chunks, model, rec.outputs["contention"], comm_first)
-        for seg in sched.segments:
-            rows.append({"split": f"{label} {sched.makespan_us:.0f} us", "shown": label in picks, "order": order,
-                         **seg})
-    return pd.DataFrame(rows)
-
-
-_MATMUL_HINTS = ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "ampere_", "cublas")
-
-
-def _engine_spans(df: pd.DataFrame) -> pd.DataFrame:
-    """Spans of one trace as (engine, name, start_ns, end_ns): GPU kernels and copies when the
-    trace has any (matmul kernels on the compute stream vs everything else), else the CPU's
-    ``aten::mm`` vs the gloo collective."""
-    gpu = df[df["category"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
-    if len(gpu):
-        names = gpu["name"].astype(str)
-        is_mm = names.str.lower().str.contains("|".join(_MATMUL_HINTS)) & ~names.str.contains("nccl", case=False)
-        compute_track = gpu[is_mm]["track"].astype(str).mode()
-        on_compute = gpu["track"].astype(str) == (compute_track.iloc[0] if len(compute_track) else "")
-        engine = pd.Series("comm", index=gpu.index).where(~(is_mm & on_compute), "compute")
-        rows = gpu.assign(engine=engine)
-    else:
-        names = df["name"].astype(str)
-        mm = df[names == "aten::mm"].assign(engine="compute")
-        comm = df[names.str.startswith("gloo:")].assign(engine="comm")
-        rows = pd.concat([mm, comm])
-    return pd.DataFrame({"engine": rows["engine"].values, "name": rows["name"].astype(str).values,
-                         "start_ns": rows["start_ns"].values, "end_ns": (rows["start_ns"] + rows["dur_ns"]).values})
-
-
-def _busy_ns(*spans: pd.DataFrame) -> int:
-    """Time covered by the union of the spans' [start, end) intervals."""
-    from workbench.traces.analysis import busy_intervals
-
-    starts, ends = busy_intervals(pd.concat([d["start_ns"] for d in spans]).to_numpy(),
-                                  pd.concat([d["end_ns"] for d in spans]).to_numpy())
-    return int((ends - starts).sum())
-
-
-def trace_tables(rec: RunRecord) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From the attached torch.profiler traces (rank 0): every engine span, and per trace the
-    span from first to last engine activity, each engine's busy time and their overlap."""
-    from workbench.traces import chrome
-    from workbench.untrusted import attachment_file
-
-    spans, summary = [], []
-    for name, kind, data in rec.attachments:
-        if kind != "trace/chrome-json":
-            continue
-        with attachment_file(name, data) as path:  # never a path built from the bundle's name
-            eng = _engine_spans(chrome.load(path)[0])
-        if not len(eng):
-            continue
-        label = name.removesuffix(".json.gz").replace("_", " ", 1)
-        t0 = int(eng["start_ns"].min())
-        spans.append(eng.assign(trace=label, start_us=(eng["start_ns"] - t0) / 1e3,
-                                end_us=(eng["end_ns"] - t0) / 1e3))
-        compute, comm = eng[eng["engine"] == "compute"], eng[eng["engine"] == "comm"]
-        compute_ns, comm_ns = _busy_ns(compute), _busy_ns(comm)
-        # Time both engines ran = each one's busy time minus what their union covers once.
-        summary.append({"trace": label, "span_us": (int(eng["end_ns"].max()) - t0) / 1e3,
-                        "compute_busy_us": compute_ns / 1e3, "comm_busy_us": comm_ns / 1e3,
-                        "overlap_us": (compute_ns + comm_ns - _busy_ns(compute, comm)) / 1e3, "spans": len(eng)})
-    cols = ["trace", "engine", "name", "start_us", "end_us"]
-    return (pd.concat(spans)[cols] if spans else pd.DataFrame(columns=cols)), pd.DataFrame(summary)
-
-
-def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    out = rec.outputs
-    vt = tables.variants_table(rec)
-    result = {"variants": tables.with_us(vt)}
-    if out.get("fits"):
-        result["fits"] = pd.DataFrame([{"cost": name, **{k: v for k, v in f.items() if k != "points"}}
-                                       for name, f in out["fits"].items()])
-    result["fit_points"] = fit_points_table(rec, vt)
-    result["derivation"] = pd.DataFrame([{"step": s["step"], "derivation": s["text"]}
-                                         for s in out.get("plan", {}).get("steps", [])])
-    sims = pd.DataFrame(out.get("simulated", []))
-    if len(sims):
-        best = sims["makespan_us"].min()
-        sims = sims.assign(chunks=sims["chunks"].map(lambda c: ",".join(map(str, c))),
-                           over_best=sims["makespan_us"] / best - 1)
-    result["simulated"] = sims
-    result["gantt"] = gantt_table(rec)
-    result["live"] = live_table(rec, vt)
-    result["measured_timeline"], result["trace_overlap"] = trace_tables(rec)
-    return result
-
-
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    import altair as alt
-
-    from workbench import charts as wbcharts
-
-    out = {}
-    pts = tbls.get("fit_points")
-    if pts is not None and len(pts):
-        base = alt.Chart(pts).encode(x=alt.X("x:Q", title="rows (CostMM) or MiB (CostComm)"),
-                                     color=alt.Color("cost:N"))
-        dots = base.mark_circle(size=60).encode(y=alt.Y("measured_us:Q", title="us"),
-                                                tooltip=["cost", "m", "measured_us", "fit_us", "fit"])
-        bars = base.mark_errorbar().encode(y=alt.Y("ci_lo_us:Q", title="us"), y2="ci_hi_us:Q")
-        line = base.mark_line(strokeDash=[4, 3]).encode(y="fit_us:Q")
-        out["fits"] = (dots + bars + line).facet(column=alt.Column("unit:N", title=None)).resolve_scale(
-            x="independent", y="independent").properties(title="Measured cost points (median, 95% CI) and fits")
-    gantt = tbls.get("gantt")
-    if gantt is not None and len(gantt):
-        g = gantt.assign(group=gantt["shown"].map({True: "default", False: "other"}))
-        options = list(dict.fromkeys(g.loc[~g["shown"], "split"]))
-        pick = alt.param(name="other_split", value=options[0] if options else "",
-                         bind=alt.binding_select(options=options or [""], name="also show "))
-        out["gantt"] = alt.Chart(g).mark_bar(stroke="white").add_params(pick).transform_filter(
-            "datum.shown || datum.split == other_split").encode(
-            x=alt.X("start_us:Q", title="simulated time (us)"), x2="end_us:Q",
-            y=alt.Y("engine:N", title=None, sort=["compute", "comm"]),
-            color=alt.Color("chunk:N", title="chunk"),
-            row=alt.Row("split:N", title=None, sort=alt.EncodingSortField("order", op="min"),
-                        header=alt.Header(labelAngle=0, labelAlign="left")),
-            tooltip=["split", "engine", "chunk", "rows", alt.Tooltip("start_us:Q", format=".1f"),
-                     alt.Tooltip("end_us:Q", format=".1f")],
-        ).properties(width=560, height=50, title="Simulated pipeline (Gantt)")
-    sims = tbls.get("simulated")
-    if sims is not None and len(sims):
-        uni = sims[sims["split"].str.startswith("uniform") | (sims["split"] == "unsplit")]
-        line = alt.Chart(uni).mark_line(point=True).encode(
-            x=alt.X("n_chunks:Q", title="chunks"), y=alt.Y("makespan_us:Q", title="simulated makespan (us)"),
-            tooltip=["split", "chunks", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("gain:Q", format=".1%")])
-        marks = alt.Chart(sims[sims["split"].isin(["heuristic", "best"])]).mark_point(size=120, filled=True).encode(
-            x="n_chunks:Q", y="makespan_us:Q", color=alt.Color("split:N"),
-            tooltip=["split", "chunks", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("gain:Q", format=".1%")])
-        out["splits"] = (line + marks).properties(title="Uniform splits vs the heuristic and the best split",
-                                                  width=420, height=260)
-    tl = tbls.get("measured_timeline")
-    if tl is not None and len(tl):
-        out["measured_timeline"] = alt.Chart(tl).mark_bar().encode(
-            x=alt.X("start_us:Q", title="measured time on rank 0 (us, torch.profiler)"), x2="end_us:Q",
-            y=alt.Y("engine:N", title=None, sort=["compute", "comm"]), color=alt.Color("engine:N"),
-            row=alt.Row("trace:N", title=None),
-            tooltip=["trace", "engine", "name", alt.Tooltip("start_us:Q", format=".1f"),
-                     alt.Tooltip("end_us:Q", format=".1f")],
-        ).properties(width=560, height=40, title="Measured timeline (one profiled call, rank 0)")
-    live = tbls.get("live")
-    if live is not None and len(live) and "predicted_us" in live:
-        preds = [c for c in ("predicted_us", "predicted_fit_us") if c in live]
-        long = live.melt(id_vars=["variant", "comm", "split", "measured_us"], value_vars=preds,
-                         var_name="model", value_name="predicted")
-        long["model"] = long["model"].map({"predicted_us": "given contention", "predicted_fit_us": "fitted contention"})
-        lo, hi = float(live["measured_us"].min()) * 0.85, float(live["measured_us"].max()) * 1.1
-        diag = pd.DataFrame({"measured_us": [lo, hi], "predicted": [lo, hi], "lo": [lo * 0.9, hi * 0.9],
-                             "hi": [lo * 1.1, hi * 1.1]})
-        band = alt.Chart(diag).mark_area(opacity=0.15, color="gray").encode(
-            x=alt.X("measured_us:Q", scale=alt.Scale(domain=[lo, hi]), title="measured median (us)"),
-            y=alt.Y("lo:Q", scale=alt.Scale(domain=[lo, hi]), title="predicted (us)"), y2="hi:Q")
-        line = alt.Chart(diag).mark_line(color="gray").encode(x="measured_us:Q", y="predicted:Q")
-        dots = alt.Chart(long).mark_point(size=60, filled=True).encode(
-            x="measured_us:Q", y="predicted:Q", color=alt.Color("comm:N"), shape=alt.Shape("model:N"),
-            tooltip=["variant", "model", alt.Tooltip("measured_us:Q", format=".1f"),
-                     alt.Tooltip("predicted:Q", format=".1f")])
-        out["live"] = (band + line + dots).properties(
-            title="Predicted vs measured (band: within 10%)", width=420, height=360)
-    vt = tbls.get("variants")
-    if vt is not None and len(vt):
-        out["variants"] = wbcharts.median_ci_bars(vt, title="Every measured variant (median, 95% CI)")
-    return out
-
-
-def _md(df: pd.DataFrame, cols: list[str]) -> str:
-    """The columns of ``cols`` that the table has, as a GitHub Markdown table."""
-    from workbench.report import md_table
-
-    return md_table(df[[c for c in cols if c in df]])
-
-
-def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
-    out = rec.outputs
-    secs = []
-    if out.get("fits"):
-        f = out["fits"]
-        secs.append("## Cost fits\n\n"
-                    f"- CostMM(m) = {esc(f['mm']['text'])} ({esc(f['mm']['source'])})\n"
-                    f"- CostComm(x) = {esc(f['comm']['text'])} ({esc(f['comm']['source'])}), x = m\\*N\\*sizeof(dtype)\n"
-                    f"- contention factor {esc(out.get('contention'))}\n")
-    if len(tbls.get("fit_points", [])):
-        secs.append("### Measured points\n\n" + _md(tbls["fit_points"], ["cost", "m", "x", "unit", "measured_us",
-                                                                          "ci_lo_us", "ci_hi_us", "fit_us"]))
-    if len(tbls.get("derivation", [])):
-        plan = out["plan"]
-        head = (f"Result: **{esc(plan['chunks'])}**" if plan["ok"] else
-                f"**No valid split**: {esc(plan['reason'])}. The simulator shows the unsplit case.")
-        lines = "\n".join(f"{i + 1}. **{esc(r.step)}**: {esc(r.derivation)}"
-                          for i, r in enumerate(tbls["derivation"].itertuples()))
-        secs.append("## The seed's split, step by step\n\n" + lines + "\n\n" + head +
-                    "\n\nReadings: " + " ".join(SEED_FIGURES["notes"][1:]))
-    sims = tbls.get("simulated")
-    if sims is not None and len(sims):
-        skipped = f"\n\n{esc(out['best_skipped'])}." if out.get("best_skipped") else ""
-        secs.append("## Simulated splits\n\n" + _md(sims, ["split", "chunks", "n_chunks", "makespan_us", "serial_us",
-                                                           "gain", "over_best"]) + skipped)
-    gantt = tbls.get("gantt")
-    if gantt is not None and len(gantt):
-        secs.append("## Gantt (simulated, ASCII)\n\n" + esc(ascii_gantt(gantt[gantt["shown"]]), "block"))
-    ov = tbls.get("trace_overlap")
-    if ov is not None and len(ov):
-        secs.append("## Measured overlap (torch.profiler, one call, rank 0)\n\n" +
-                    _md(ov, ["trace", "span_us", "compute_busy_us", "comm_busy_us", "overlap_us", "spans"]) +
-                    "\n\nA profiled call runs a little slower than a timed one; the busy times show how much "
-                    "of the collective actually ran under the matmul.")
-    live = tbls.get("live")
-    if live is not None and len(live):
-        lv = out.get("live", {})
-        secs.append(f"## Predicted vs measured ({esc(lv.get('backend'))}, world size {esc(lv.get('world_size'))})\n\n" +
-                    _md(live, ["variant", "chunks", "measured_us", "ci_lo_us", "ci_hi_us", "predicted_us", "err",
-                               "predicted_fit_us", "err_fit", "contention_fit", "speedup_vs_serial_default",
-                               "correct"]) +
-                    "\n\n`err` uses the given contention factor; `err_fit` the (compute, comm) factors fitted to "
-                    "the heuristic and uniform runs of the same collective (the best split is then searched with "
-                    "them, so its error is out of sample).")
-    return secs
-
-
-def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
-    """One text line per split and engine; digits mark the chunk running."""
-    end = gantt["end_us"].max()
-    lines = []
-    for split, g in gantt.groupby("split", sort=False):
-        lines.append(split)
-        for engine in ("compute", "comm"):
-            row = [" "] * width
-            for seg in g[g["engine"] == engine].itertuples():
-                a, b = int(seg.start_us / end * width), max(int(seg.start_us / end * width) + 1,
-                                                            int(seg.end_us / end * width))
-                for i in range(a, min(b, width)):
-                    row[i] = str(seg.chunk % 10)
-            lines.append(f"  {engine:>7} |{''.join(row)}|")
-    return "\n".join(lines)
-
-
-
-def verdict(rec: RunRecord) -> str:
-    """One line: the seed heuristic's split and, where measured, the best overlap against serial."""
-    failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
-    # Only the two tables it needs: analyze() would also parse every attached trace.
-    sims = {s["split"]: s for s in rec.outputs.get("simulated", [])}
-    parts = [f"{label} [{esc(','.join(map(str, sims[name]['chunks'])))}]: simulated gain {sims[name]['gain']:.1%}"
-             for name, label in (("heuristic", "seed heuristic"), ("best", "best split")) if name in sims]
-    text = ("; ".join(parts) + ".") if parts else ""
-    live = live_table(rec)
-    over = live[live["variant"].str.startswith("overlap/") & live["correct"]] if len(live) else live
-    if len(over):
-        top = over.sort_values("measured_us").iloc[0]
-        # Against the backend's own serial op when the run has it, else the same collective's serial.
-        backend = esc(rec.outputs.get("live", {}).get("backend", "default"))
-        for col, against in (("speedup_vs_serial_default", f"serial {backend.upper() if backend == 'nccl' else backend}"),
-                             ("speedup_vs_serial_same_comm", f"serial {esc(top['comm'])}")):
-            if pd.notna(top.get(col)):
-                text += (f" Measured: fastest overlap {esc(top['variant'])} [{esc(top['chunks'])}] "
-                         f"{top['measured_us']:.0f} us, "
-                         f"{top[col]:+.1%} against {against} (same run)")
-                if pd.notna(top.get("err_fit")):
-                    text += f", prediction error {top['err_fit']:+.1%} with fitted contention"
-                text += "."
-                break
-    return (text.strip() or "No split could be planned; see the derivation.") + tail

@@ -1,7 +1,10 @@
 """ag-gemm: tile/flag bookkeeping and the ticket queue, the fused kernel under Triton's
-interpreter with peers emulated in one process, the reference check, the auto-config,
-validation, trace spans, the analysis (multi-GPU and the one-GPU kernel mode); GPU tests run the
-study through torchrun (its CPU path on two local nodes: tests/test_launcher.py) and in kernel mode."""
+interpreter with peers emulated in one process (the review's experiments' knobs too), the
+reference check, the auto-config, validation, trace spans, the analysis (multi-GPU and the
+one-GPU kernel mode: speedups, crossover, skew, ratios as derived rows), the seed's claims on
+canned records and on every committed bundle, the charts; the CPU preset under gloo (both
+formulations, per-rank traces aligned); GPU tests run the study through torchrun (its CPU path
+on two local nodes: tests/test_launcher.py) and in kernel mode."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import torch
 
 import studies.ag_gemm as study
 from conftest import run_interpreted
-from studies._ag_gemm import autoconfig, kernelbench, methods, spans
+from studies._ag_gemm import analysis, autoconfig, kernelbench, methods, spans
 from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmKnobs, HbmLayout, stream_k_plan
 from workbench import runner
 from workbench import study as wbstudy
@@ -122,6 +125,10 @@ SCENARIOS = {
     "swapped-peers": dict(world_size=2, m=32, n=16, k=16, knobs=SMALL, swap_peers=True),
     "no-fetchers": dict(world_size=2, m=32, n=16, k=16, knobs=dict(SMALL, fetchers=2), launches=1,
                         skip_fetchers=True, max_spins=3),
+    "ws2-no-barrier": dict(world_size=2, m=40, n=24, k=40, knobs=dict(SMALL, k_tiles_per_flag=1, flag_barrier=False)),
+    # mode=kernel's review experiments as the GPU run builds them (knob overrides, poisoned launches)
+    "kernelbench": {"kernelbench": dict(m=64, n=32, k=48, knobs=dict(SMALL, programs=3), trials=2,
+                                        experiments=["breakdown", "barrier", "layout"])},
 }
 
 
@@ -134,11 +141,21 @@ def emulated():
 # No bf16 here: triton 3.9's interpreter gets a bf16 tl.dot wrong (a plain 16x16 dot is off by
 # 1e10), so bf16 is covered by the GPU tests only.
 @pytest.mark.parametrize("name", ["ws2-kflags", "ws3-tiles", "ws4-more-fetchers-than-tasks", "ws1", "ws2-stream-k",
-                                  "ws1-stream-k", "ws2-pointers-wait-per-group", "ws2-gemm-path"])
+                                  "ws1-stream-k", "ws2-pointers-wait-per-group", "ws2-gemm-path", "ws2-no-barrier"])
 def test_kernel_matches_reference_with_emulated_peers(emulated, name):
     for rank in emulated[name]:
         assert rank["ok"], rank["check"]
         assert not rank["timed_out"] and rank["epoch"] == SCENARIOS[name].get("launches", 2)
+
+
+def test_review_experiment_variants_build_check_and_count_poisoned_launches(emulated):
+    rows = {r["variant"].split("/")[0]: r for r in emulated["kernelbench"]}
+    assert list(rows) == ["cublas", "kernel", "gemm-path-ws2", "emulated-ws2", "emulated-ws2-nobarrier",
+                          "emulated-ws2-tiles"]
+    assert all(r["ok"] for r in rows.values()), rows
+    assert rows["emulated-ws2-nobarrier"]["flag_barrier"] is False and rows["emulated-ws2-tiles"]["stage_layout"] == "tiles"
+    # the interpreter runs programs one after another: no race to see, every poisoned launch correct
+    assert rows["emulated-ws2-nobarrier"]["trials"] == 2 and rows["emulated-ws2-nobarrier"]["failures"] == 0
 
 
 def test_check_catches_wrong_peer_mapping(emulated):
@@ -217,11 +234,20 @@ def test_requires_names_missing_gpus_and_peer_access(monkeypatch):
     assert "cannot map" in study.requires(study.SPACE.defaults())
 
 
-def test_gloo_runs_only_the_methods_that_need_no_gpu():
-    with pytest.raises(ParamError, match="'methods'.*only nccl, all-gather, matmul"):
-        wbstudy.validate(study, {"backend": "gloo", "methods": "nccl,hbm-buffer"})
+def test_gloo_runs_only_the_providers_that_need_no_gpu():
+    with pytest.raises(ParamError, match="'providers'.*only nccl, all-gather-cat, all-gather, matmul"):
+        wbstudy.validate(study, {"backend": "gloo", "providers": "nccl,hbm-buffer"})
     params = wbstudy.validate(study, {"world_size": 2}, preset="cpu")
-    assert params["backend"] == "gloo" and study.requires(params) is None
+    assert params["backend"] == "gloo" and study.requires(params) is None and params["shard"] == ["rows", "k"]
+
+
+def test_k_sharded_formulation_parameters():
+    with pytest.raises(ParamError, match="'k'.*not divisible by world_size=4"):
+        wbstudy.validate(study, {"shard": "k", "k": 1002, "world_size": 4, "m": "1000"})
+    with pytest.raises(ParamError, match="with shard=k only"):
+        wbstudy.validate(study, {"shard": "k", "providers": "hbm-buffer,ce-chunked"})
+    # K-sharded A: M need not divide by the world size (each rank holds every row)
+    assert wbstudy.validate(study, {"shard": "k", "m": "1001", "world_size": 2})["m"] == [1001]
 
 
 # --- traces and analysis ---------------------------------------------------------------
@@ -268,26 +294,113 @@ def _fake_record(nccl_ms=1.8, auto_ms=1.3, torch_ms=1.6, with_trace=True) -> Run
 
 
 def test_analysis_speedup_bound_targets_and_report():
-    tbls = study.analyze(_fake_record())
+    tbls = study.analyze(_fake_record())  # an older run: the compared dimension is called "method"
     row = tbls["summary"].iloc[0]
-    assert row["speedup"] == pytest.approx(1.8 / 1.3) and row["bound_ms"] == pytest.approx(1.27)
-    assert row["tflops"] == pytest.approx(2 * 16384 * 3584 * 8192 / 1.3e-3 / 1e12)
+    assert row["best"] == "ce-chunked" and row["auto_pick"] == "ce-chunked[chunks=1]"
+    assert row["best_speedup"] == pytest.approx(1.8 / 1.3) and row["bound_ms"] == pytest.approx(1.27)
+    assert row["hbm_speedup"] == pytest.approx(1.8 / 1.55) and row["hbm_ms"] == pytest.approx(1.55)
+    assert row["best_tflops"] == pytest.approx(2 * 16384 * 3584 * 8192 / 1.3e-3 / 1e12)
     assert row["met"] is True or row["met"] == True  # noqa: E712
-    text = study.report_sections(_fake_record(), tbls)[0]
-    assert "| 2 | 16384x3584x8192 | fp16 | 1.800 | 1.300 | 1.38x |" in text and "met" in text
-    assert not tbls["_timeline"].empty
+    seed = tbls["seed_table"].iloc[0]
+    assert seed["HBM Buffer (ms)"].startswith("1.550") and seed["Speedup"].startswith("1.16x")
+    assert seed["Best"] == "ce-chunked" and seed["Best speedup"].startswith("1.38x")
+    sp = tbls["derived"].query("table == 'speedup'").set_index("provider")
+    assert sp.loc["hbm-buffer", "status"] == "clear" and sp.loc["hbm-buffer", "paired"]
+    text = study.report_sections(tbls)[0]
+    assert "| 2 | 16384x3584x8192 | fp16 | 1.800" in text and "ce-chunked" in text and "met" in text
+    assert not tbls["_program_spans"].empty
     slower = study.analyze(_fake_record(auto_ms=1.5, with_trace=False))["summary"].iloc[0]
     assert not slower["met"]  # 1.2x < 1.3x
     assert study.analyze(_fake_record(auto_ms=1.3, torch_ms=1.2))["summary"].iloc[0]["met"] == False  # noqa: E712
+    assert "ce-chunked 1.4x" in study.verdict(tbls) and "hbm-buffer 1.2x" in study.verdict(tbls)
+
+
+def _shape_variants(m: int, speedups: dict[str, float], rng, ws: int = 2, n: int = 20) -> list[VariantResult]:
+    """Variants of one shape timed in the same rounds: a per-round clock factor common to all
+    (drift), 0.3% noise each; ``speedups`` over nccl (1 ms)."""
+    drift = 1 + 0.1 * rng.random(n)
+    base = {"shard": "rows", "dtype": "fp16", "M": m, "N": 3584, "K": 8192, "world_size": ws}
+    out = []
+    for prov, sp in {"nccl": 1.0, **speedups}.items():
+        ns = 1e6 / sp * drift * (1 + 0.003 * rng.standard_normal(n))
+        ranks = [list(ns * 0.99), list(ns)]
+        out.append(VariantResult(f"{prov}/fp16/m{m}", {**base, "provider": prov}, list(ns), True, "ok",
+                                 {"rank_median_ns": [float(np.median(r)) for r in ranks], "rank_samples_ns": ranks}))
+    return out
+
+
+def test_crossover_gain_and_skew_from_per_round_samples():
+    rng = np.random.default_rng(1)
+    variants = []
+    for m, sp in ((1024, 0.5), (4096, 1.2), (16384, 1.4)):
+        variants += _shape_variants(m, {"hbm-buffer": sp, "ce-chunked": 1.3}, rng)
+    tbls = study.analyze(RunRecord("c1", study.ID, {}, {}, variants=variants))
+    d = tbls["derived"].set_index(["table", "provider"])
+    cross = d.loc[("crossover", "hbm-buffer")]
+    # linear in log M between (1024, 0.5) and (4096, 1.2): 1 at log4(M/1024) = 0.5/0.7
+    assert cross["point"] == pytest.approx(1024 * 4 ** (0.5 / 0.7), rel=0.02) and cross["status"] == "clear"
+    assert cross["lo"] < cross["point"] < cross["hi"] and 1024 < cross["lo"] and cross["hi"] < 4096
+    gain = d.loc[("gain", "hbm-buffer")]
+    assert gain["point"] == pytest.approx(2.8, rel=0.02) and gain["status"] == "clear"
+    assert "below M=1024" in d.loc[("crossover", "ce-chunked"), "why"]  # faster at every M: no crossing
+    rk = tbls["ranks"].set_index("variant")
+    assert rk.loc["nccl/fp16/m1024", "slowest_rank"] == 1 and rk["skew_lo_us"].gt(0).all()
+    claims = {c.id: c.test(tbls, None) for c in study.SEED_CLAIMS}
+    assert claims["004-fused-beats-baseline"].status == "contradicted"  # 0.5x at M=1024
+    assert "slower than the baseline at 2 ranks fp16 M=1024" in claims["004-fused-beats-baseline"].why
+    assert claims["004-gain-grows-with-m"].status == "holds" and "crossover M 2,75" in claims["004-gain-grows-with-m"].live
 
 
 def test_committed_bundles_analyze():
     for rec in committed_runs(study.ID):
         tbls = study.analyze(rec)
-        table = "kernel_breakdown" if rec.params.get("mode") == "kernel" else "summary"
+        table = "kernel_breakdown" if rec.params.get("mode") == "kernel" else "seed_table"
         assert not tbls.get(table, pd.DataFrame()).empty, rec.run_id
-        assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
-        assert study.report_sections(rec, tbls) and study.verdict(rec)
+        # the review's barrier experiment may fail; the seed's K-sharded all_gather_into_tensor baseline must
+        expected_failures = [v for v in rec.variants if "-nobarrier/" in v.variant or v.variant.startswith("nccl/k-shard/")]
+        assert all(not v.correct for v in expected_failures if v.variant.startswith("nccl/k-shard/"))
+        assert all(v.correct for v in rec.variants if v not in expected_failures), rec.run_id
+        assert study.report_sections(tbls) and study.verdict(tbls)
+        assert tbls["derived"]["status"].isin(["clear", "inconclusive", "not meaningful"]).all()
+
+
+#: what the seed's claims give on each committed bundle (traces/ag-gemm/README.md says why)
+COMMITTED_CLAIMS = {
+    "bench-ws": {"004-fused-beats-baseline": "contradicted", "004-gain-grows-with-m": "holds",
+                 "004-correct-random-inputs": "holds"},
+    "correctness": {"004-fused-beats-baseline": "not testable here", "004-gain-grows-with-m": "not testable here",
+                    "004-correct-random-inputs": "holds"},
+    "kernel-": {"004-fused-beats-baseline": "not testable here", "004-correct-random-inputs": "holds",
+                "004-barrier-costs-little": "not testable here"},
+    "review-h100-2": {"004-barrier-costs-little": "holds", "004-barrier-needed": "inconclusive",
+                      "004-correct-random-inputs": "holds", "004-gain-grows-with-m": "not testable here"},
+    "review-h100-trials": {"004-barrier-costs-little": "inconclusive", "004-barrier-needed": "inconclusive"},
+    "cpu-gloo": {"004-k-shard-baseline-wrong": "holds", "004-correct-random-inputs": "holds",
+                 "004-fused-beats-baseline": "not testable here"},
+}
+
+
+def test_seed_claims_on_every_committed_bundle():
+    from workbench.analysis import analyse
+    from workbench.store import committed
+
+    recs, errors = committed(study.ID)
+    assert recs and not errors
+    seen = set()
+    for rec in recs:
+        a = analyse(rec)
+        assert not a.errors, (rec.origin, a.errors)
+        got = a.claims.set_index("id")["status"].to_dict()
+        if "cpu-gloo" not in rec.origin:  # no committed GPU run has shard=k yet (it needs 2+ GPUs)
+            assert got["004-k-shard-baseline-wrong"] == "not testable here"
+        for prefix, want in COMMITTED_CLAIMS.items():
+            if prefix in rec.origin:
+                seen.add(prefix)
+                assert {k: got[k] for k in want} == want, rec.origin
+        live = a.claims.set_index("id")["live"]
+        if got["004-fused-beats-baseline"] == "contradicted":  # the figure at each M, with its CI
+            assert all(f"M={m} " in live["004-fused-beats-baseline"] for m in (1024, 4096, 16384))
+    assert seen == set(COMMITTED_CLAIMS)
 
 
 # --- kernel mode (one GPU) -----------------------------------------------------------------
@@ -305,32 +418,38 @@ def _kernel_record(times_us: dict[tuple[str, int], float], m: int = 4096, failed
 def test_kernel_breakdown_ratios_and_targets():
     rec = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 110.0,
                           ("emulated", 2): 108.0, ("emulated", 4): 130.0})
-    df = kernelbench.breakdown(rec).set_index(["method", "world_size"])
+    df = kernelbench.breakdown(rec)[0].set_index(["method", "world_size"])
     assert df.loc[("kernel", 1), "time_ratio"] == pytest.approx(1.03, abs=0.005)
     assert df.loc[("kernel", 1), "met"]  # throughput 0.97 >= 0.95, CI included
     assert not df.loc[("gemm-path", 2), "met"]  # 0.91 < 0.95
     assert df.loc[("emulated", 2), "met"] and df.loc[("emulated", 2), "target"] == 1.10
     assert pd.isna(df.loc[("emulated", 4), "target"])  # no target at world size 4
     assert df.loc[("kernel", 1), "tflops"] == pytest.approx(2 * 4096 * 3584 * 8192 / 103e-6 / 1e12, rel=0.01)
-    text = study.report_sections(rec, study.analyze(rec))[0]
+    tbls = study.analyze(rec)
+    text = study.report_sections(tbls)[0]
     assert "GEMM path alone (staged, flags set) | 2 |" in text and "MISSED" in text and "| met |" in text
-    assert study.verdict(rec).startswith("1 of 3 targets missed")
+    assert study.verdict(tbls).startswith("1 of 3 targets missed")
+    kd = tbls["derived"].query("table in ('kernel', 'fetch')")
+    assert kd["paired"].all() and (kd["n_a"] == 20).all()
+    fetch = kd[kd["table"] == "fetch"].iloc[0]  # the whole kernel over its GEMM path, same rounds
+    assert fetch["point"] == pytest.approx(108 / 110, abs=0.005) and fetch["status"] == "clear"
+    assert {"GEMM efficiency", "time over cuBLAS's"} == {n.split(" (")[0].split(":")[0] for n in kd[kd["table"] == "kernel"]["name"]}
     # M=1024 has the looser bounds; a failed check is shown, never timed or ranked.
     small = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 115.0, ("emulated", 2): 124.0}, m=1024)
-    assert kernelbench.breakdown(small)["met"].dropna().all()
+    assert kernelbench.breakdown(small)[0]["met"].dropna().all()
     bad = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 90.0}, failed="kernel")
-    assert "FAILED CHECK" in kernelbench.format_breakdown(kernelbench.breakdown(bad))
-    assert "FAILED their check" in study.verdict(bad)
+    assert "FAILED CHECK" in kernelbench.format_breakdown(kernelbench.breakdown(bad)[0])
+    assert "1 variant(s) FAILED their check" in study.verdict(study.analyze(bad))
 
 
 def test_paired_ratio_cancels_clock_drift_between_rounds():
     # Two clock states, 30% apart, sampled in the same rounds: each round's ratio is 1.03.
     base = [100.0, 130.0] * 10
     ours = [103.0, 133.9] * 10
-    ratio, lo, hi = kernelbench.paired_ratio(base, ours)
-    assert ratio == pytest.approx(1.03) and hi - lo < 1e-6
+    r = kernelbench.paired_ratio(base, ours)
+    assert r.point == pytest.approx(1.03) and r.hi - r.lo < 1e-6 and r.paired
     unpaired = kernelbench.paired_ratio(base, ours[:-1])  # counts differ: ratio of medians, wide CI
-    assert unpaired[2] - unpaired[1] > 0.1
+    assert unpaired.hi - unpaired.lo > 0.1 and not unpaired.paired
 
 
 def test_flags_by_shape_small_rows_only_when_one_wave():
@@ -345,7 +464,12 @@ def test_kernel_mode_parameters():
         wbstudy.validate(study, {"mode": "kernel", "m": "1026", "emulate": "2,4"})
     params = wbstudy.validate(study, {"mode": "kernel", "m": "1024", "world_size": 8})
     assert params["emulate"] == [2, 4] and kernelbench.knobs_from(params).stream_k == params["stream_k"]
-    assert kernelbench.entries(params)[0] == ("cublas", 1) and ("emulated", 4) in kernelbench.entries(params)
+    got = [(e.method, e.world_size) for e in kernelbench.entries(params)]
+    assert got[0] == ("cublas", 1) and ("emulated", 4) in got
+    review = wbstudy.validate(study, {}, preset="review")
+    names = [e.name("fp16", 1024) for e in kernelbench.entries(review)]
+    assert names == ["cublas/fp16/m1024", "emulated-ws2/fp16/m1024", "emulated-ws2-nobarrier/fp16/m1024",
+                     "emulated-ws2-tiles/fp16/m1024"]
 
 
 def test_kernel_mode_without_gpu_says_one_gpu(monkeypatch):
@@ -397,9 +521,10 @@ def test_seed_table_shows_missing_baseline_as_na():
     # A run without the nccl baseline (e.g. hbm-buffer knobs only): no speedup, no "n/ax".
     rec = _fake_record(with_trace=False)
     rec.variants = [v for v in rec.variants if v.params["method"] not in ("nccl", "auto")]
-    text = study.report_sections(rec, study.analyze(rec))[0]
-    row = text.splitlines()[-1]
-    assert "| n/a | 1.300 | n/a |" in row and "n/ax" not in text
+    tbls = study.analyze(rec)
+    row = tbls["seed_table"].iloc[0]
+    assert row["Baseline (ms)"] == "n/a" and row["Speedup"] == "n/a" and row["Best speedup"] == "n/a"
+    assert row["Best (ms)"].startswith("1.300") and "n/ax" not in study.report_sections(tbls)[0]
 
 
 def test_attached_traces_of_committed_runs_become_span_tables():
@@ -425,7 +550,76 @@ def test_page_without_gpus_shows_committed_runs_and_their_traces(monkeypatch, tm
     assert not at.exception
     assert any("no CUDA GPU" in w.value for w in at.warning)
     runs = next(s for s in at.selectbox if s.label == "Run")
-    assert runs.options and all("committed" in o and ("H200" in o or "H100" in o) for o in runs.options)
+    assert runs.options and all("committed" in o and ("H200" in o or "H100" in o or "2 logical CPUs" in o)
+                                for o in runs.options)
     trace = next(s for s in at.selectbox if s.label == "Trace")
     trace.set_value(next(o for o in trace.options if o.startswith("programs_"))).run()
     assert not at.exception and not at.error
+
+
+# --- the CPU preset under gloo: both formulations, per-rank traces ----------------------------
+
+@pytest.mark.slow
+def test_cpu_preset_k_sharded_baseline_fails_and_ranks_align(store):
+    """2 processes under gloo: the seed's all_gather_into_tensor baseline of K-sharded A fails
+    its check (shown, not timed), all_gather + cat passes; the fused kernel passes under the
+    interpreter; every rank's torch.profiler trace comes back and merges on one clock."""
+    from workbench.analysis import analyse, charts_of
+
+    rec = runner.execute(study, {}, store, preset="cpu")
+    assert rec.status == "complete", rec.error
+    by = {v.variant: v for v in rec.variants}
+    wrong = by["nccl/k-shard/bf16/m64"]
+    assert not wrong.correct and wrong.samples_ns == [] and wrong.check.startswith("MISMATCH")
+    assert all(v.correct for name, v in by.items() if name != "nccl/k-shard/bf16/m64")
+    assert by["all-gather-cat/k-shard/bf16/m64"].samples_ns and by["nccl/bf16/m64"].samples_ns
+    a = analyse(rec)
+    assert not a.errors, a.errors
+    claims = a.claims.set_index("id")["status"]
+    assert claims["004-k-shard-baseline-wrong"] == "holds" and claims["004-correct-random-inputs"] == "holds"
+    assert claims["004-fused-beats-baseline"] == "not testable here"
+    assert "FAILED" in a.verdict and "nccl/k-shard/bf16/m64" in a.verdict
+    chk = a.tables["checks"]
+    assert (chk["where"].str.startswith("Triton interpreter") & chk["correct"]).sum() == 2
+    rk = a.tables["ranks"]
+    assert len(rk) == 7 and rk["slowest_rank"].isin([0, 1]).all() and (rk["skew_lo_us"] <= rk["skew_us"]).all()
+    groups = study.rank_groups(rec)
+    assert groups and all([r for r, _, _ in g] == [0, 1] for g in groups.values())
+    merged, meta = study.merged_ranks(rec, next(iter(groups)))
+    assert set(merged["rank"].dropna()) == {0, 1} and "collective" in meta["alignment"]
+    assert {"speedup", "methods", "ranks"} <= set(charts_of(a))
+
+
+def _find(spec, key):
+    """Every value of ``key`` anywhere in a Vega-Lite dict."""
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == key:
+                yield v
+            yield from _find(v, key)
+    elif isinstance(spec, list):
+        for v in spec:
+            yield from _find(v, key)
+
+
+def test_charts_numeric_facets_independent_scales_seed_marks_and_sm_lanes():
+    from workbench.analysis import analyse, charts_of
+
+    rec = next(r for r in committed_runs(study.ID) if "bench-ws2" in r.origin)
+    ch = {name: c.to_dict() for name, c in charts_of(analyse(rec)).items()}
+    assert study.KEY_CHART in ch and {"methods", "timeline"} <= set(ch)
+    facet = ch["methods"]["facet"]
+    assert [x.split()[1] for x in facet["sort"]] == ["M=1024"] * 2 + ["M=4096"] * 2 + ["M=16384"] * 2
+    assert ch["methods"]["resolve"]["scale"] == {"x": "independent", "y": "independent"}
+    speed = ch["speedup"]
+    assert any(isinstance(v, dict) and v.get("field") == "figure" for v in _find(speed, "shape")), "seed marks"
+    seed_rows = [r for rows in speed["datasets"].values() for r in rows if r.get("_src") == "seed"]
+    assert {r["figure"] for r in seed_rows} == {"HBM buffer, seed PR table"} and all(r["ranks"] == 2 for r in seed_rows)
+    assert any("8x MI325X" in str(t) for t in _find(speed, "title"))
+    assert "log" in [s.get("type") for s in _find(speed, "scale") if isinstance(s, dict)]
+    # one lane per SM (132 rows), coloured by category with wait among the keys
+    tl = ch["timeline"]
+    lanes = next(p["value"] for p in tl["params"] if p["name"] == "rowlane")
+    assert len(lanes) == 132 and lanes[0] == "SM 000"
+    assert {"fetch", "wait", "gemm"} <= set(next(s["domain"] for s in _find(tl, "scale")
+                                                  if isinstance(s, dict) and "domain" in s and "gemm" in s["domain"]))

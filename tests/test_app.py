@@ -162,6 +162,21 @@ def test_a_run_cancelled_before_any_point_says_nothing_was_kept(store, monkeypat
     assert "before any point finished" in text and "kept" not in text
 
 
+def test_a_running_job_shows_elapsed_time_points_done_and_each_point(store, monkeypatch):
+    job = FakeJob(run_id="20260101-000000-calibration-aaaaaa", variants=3, record=False)
+    job.done, job.returncode = False, None
+    job.state.progress, job.state.step = (0.5, "fork/join with 2 threads"), (3, 6, "points")
+    job.cancel = lambda: None
+    at = _run_with(store, monkeypatch, job)
+    assert not at.exception
+    assert any("fork/join with 2 threads" in p.proto.text for p in at.get("progress"))
+    caption = " ".join(c.value for c in at.caption)
+    assert "0:42 elapsed" in caption and "3 of 6 points" in caption and job.state.run_id in caption
+    live = at.dataframe[-1].value
+    assert list(live["variant"]) == ["v0", "v1", "v2"]  # each finished point, as it arrived
+    assert any(b.label.startswith("Cancel run") for b in at.button)
+
+
 def test_tags_note_and_delete_from_the_page(store):
     rec = _canned(store)
     store.annotate(rec.run_id, add=["baseline"], note="before the BIOS update")

@@ -103,14 +103,18 @@ def test_runs_compare_report_export_import(tmp_path, store, capsys, calib_run):
     assert json.loads(gb.read_text())["benchmarks"]
 
 
-def test_notebook_report_executes(tmp_path, store, calib_run):
+def test_notebook_report_executes(tmp_path, store, calib_run, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
+
+    from workbench.env import REPO_ROOT
 
     nb_path = tmp_path / "nb" / "run.ipynb"
     assert main(["--store", str(store.path), "report", calib_run["run_id"], "--format", "ipynb", "-o", str(nb_path)]) == 0
     assert (nb_path.parent / "run.bundle.json").exists()
-    # Execute away from the store: the notebook must need only its bundle.
+    # Execute away from the store: the notebook must need only its bundle (and a checkout,
+    # which a notebook outside one finds through WORKBENCH_ROOT).
+    monkeypatch.setenv("WORKBENCH_ROOT", str(REPO_ROOT))
     store.close()
     store.path.unlink()
     nb = nbformat.read(str(nb_path), as_version=4)

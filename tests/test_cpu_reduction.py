@@ -197,7 +197,15 @@ def test_smoke_run_records_checked_variants(store):
     assert set(tables["overview"]["series"]) >= {"torch", "iree-bench c=1", "iree-bench c=3 aligned",
                                                  "iree-bench c=3 even"}
     assert len(tables["alloc"]) == 1 and tables["alloc"]["rounds"].iloc[0] == 5
-    assert "vs torch" in "\n".join(study.report_sections(rec, tables))
+    assert "vs torch" in "\n".join(study.report_sections(tables))
+    # the smoke preset (n = 16,384, one worker) tests only the allocation; the others say why not
+    from workbench.analysis import analyse
+
+    claims = analyse(rec, study).claims.set_index("id")
+    assert claims.loc["000-torch-alloc-2us", "status"] != "not testable here"
+    others = claims.drop(index="000-torch-alloc-2us")
+    assert (others["status"] == "not testable here").all() and others["why"].str.startswith("needs").all()
+    assert "n = 1,000,000" in claims.loc["000-torch-beats-iree", "why"]
 
 
 def test_a_failing_program_does_not_stop_the_others(store, monkeypatch):
@@ -249,7 +257,7 @@ def test_phases_per_iteration_sum_to_the_total_and_overhead_comes_from_one_captu
     assert row["overhead_us"] == pytest.approx(float(steady["overhead_us"].median()))
     assert row["total_us"] == pytest.approx(500) and row["overhead_us"] < row["profile_total_us"]
     assert row["vs_torch"] == pytest.approx(5.0)
-    text = "\n".join(study.report_sections(rec, tables))
+    text = "\n".join(study.report_sections(tables))
     assert "Breakdown per iteration: ireeperf c=8 even w=2" in text and "D0" in text
 
 
@@ -305,19 +313,19 @@ def test_alloc_grain_and_forkjoin_tables_from_samples():
                 "grain_sizes": [16_384, 32_768], "alloc_sizes": [4096]}, vs)
     t = study.analyze(rec)
     a = t["alloc"].iloc[0]
-    assert a["alloc_us"] == pytest.approx(0.5, abs=0.01) and a["status"] == "clear"
+    assert a["point"] == pytest.approx(0.5, abs=0.01) and a["status"] == "clear" and a["unit"] == "us"
     g = t["grain"].set_index("n")
     assert g.loc[16_384, "status"] == "inconclusive" and g.loc[32_768, "status"] == "clear"
     assert g.loc[32_768, "torch_path"].startswith("parallel")
     fj = t["forkjoin"]
-    assert fj["forkjoin_us"].iloc[0] == pytest.approx(3.0, abs=0.05) and fj["pairing"].iloc[0] == "per interleaved round"
+    assert fj["point"].iloc[0] == pytest.approx(3.0, abs=0.05) and fj["pairing"].iloc[0] == "per interleaved round"
     d = t["derived"]
     assert {"alloc", "grain", "forkjoin"} <= set(d["table"])
-    v = study.verdict(rec)
-    assert "Fork/join: OpenMP 3.0 us" in v and "allocation at w=1: 0.50 us" in v
+    v = study.verdict(t)
+    assert "Fork/join: OpenMP 3.0" in v and "allocation at w=1: 0.50 us" in v
     # an inconclusive derived result never reaches the verdict
     vs[0] = _v(vs[0].variant, vs[0].params, base + rng.normal(0, 5, 30))
-    assert "allocation" not in study.verdict(_rec(rec.params, vs))
+    assert "allocation" not in study.verdict(study.analyze(_rec(rec.params, vs)))
 
 
 @pytest.mark.slow
@@ -349,9 +357,16 @@ def test_page_shows_a_stored_run_with_profiles(store):
     rec.attachments = [("profile_n1000000_c8_aligned_w2_bench.ireeperf.jsonl", "trace/ireeperf-jsonl",
                         TRACE.read_bytes())]
     store.save(rec)
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "pages" / "cpu_reduction.py"),
-                           default_timeout=60).run()
+    at = AppTest.from_function(_page, default_timeout=60).run()
     assert not at.exception
+    assert any("Verdict" in m.value for m in at.markdown)
+
+
+def _page():
+    import studies.cpu_reduction
+    from pages._ui import study_page
+
+    study_page(studies.cpu_reduction)
 
 
 def test_committed_many_core_bundles_analyse():

@@ -226,8 +226,9 @@ def test_mc2_split_live_check_on_two_local_nodes(store, monkeypatch):
 def test_ag_gemm_cpu_path_on_two_local_nodes_reported_by_a_rank_other_than_0(store, monkeypatch):
     # static rendezvous, this process on node 1: global rank 0 runs on the agent's node, and
     # the storing node's local rank 0 (global rank 2) reports
-    rec, runs = _two_nodes(store, monkeypatch, ag_gemm, {"m": "64"}, "cpu", storing_node_rank=1)
+    values = {"m": "64", "shard": "rows", "interpret": "false", "trace": "off"}  # the launcher, not the study
+    rec, runs = _two_nodes(store, monkeypatch, ag_gemm, values, "cpu", storing_node_rank=1)
     launch = _assert_all_ranks(rec, runs)
     assert launch["rendezvous"] == "static" and launch["reporting_rank"] == 2
-    assert {v.params["method"] for v in rec.variants} == {"nccl", "all-gather", "matmul"}
+    assert {v.params["provider"] for v in rec.variants} == {"nccl", "all-gather-cat", "all-gather", "matmul"}
     assert not ag_gemm.analyze(rec)["summary"].empty

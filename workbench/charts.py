@@ -205,3 +205,56 @@ def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: st
     """Median vs ``x`` per ``color`` group with a CI band (:func:`sweep_chart` with ``color``
     as the provider)."""
     return sweep_chart(df, x=x, provider=color, title=title, unit=unit, x_title=x_title, log_x=log_x, log_y=log_y)
+
+
+def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title: str = "", unit: str | None = None,
+                    x_title: str | None = None, log_x: bool | None = None, log_y: bool | None = None,
+                    seed: pd.DataFrame | None = None, seed_machine: str = "", clip: float = 3.0,
+                    width: int = WIDTH, height: int = HEIGHT):
+    """Median vs ``x``, one line per ``provider``, the 95% CIs as thin error bars: for sweeps of
+    many lines, where CI bands cover each other. A bound beyond ``clip`` x the largest median is
+    clipped at the axis' top (the true bound stays in the tooltip), so one heavy tail cannot
+    flatten every line. ``seed`` (``x``, ``median_ns``, ``provider``) draws the seed's figures as
+    dashed lines with hollow points in the colour of the live provider of the same name,
+    labelled ``seed (<seed_machine>)`` in the legend. Count axes (workers) get integer ticks at
+    the measured values, on a log-2 scale when they double."""
+    unit = unit or time_unit(df["median_ns"])
+    d = in_unit(df, unit)
+    d = d[d["median"].notna()]
+    s = seed.assign(median=seed["median_ns"] / _PER_NS[unit]) if seed is not None and len(seed) else None
+    meds = d["median"].tolist() + ([] if s is None else s["median"].tolist())
+    top = max(meds) * clip
+    bottom = min([v for v in d["lo"].tolist() + meds if v > 0] or [1.0])
+    log = spans_decades([bottom, top], 1.0) if log_y is None else log_y
+    y_scale = alt.Scale(type="log", domain=[bottom / 1.25, top], clamp=True) if log else \
+        alt.Scale(domain=[0, top], clamp=True)
+    xs = d[x].tolist() + ([] if s is None else s[x].tolist())
+    doubling = _is_count(xs) and min(xs) >= 1 and max(xs) / min(xs) >= 4
+    # padding: the points at both ends of the axis are drawn whole
+    x_scale = alt.Scale(type="log", base=2 if doubling else 10, padding=10, nice=False) if (log_x if log_x is not None else doubling) \
+        else alt.Scale(zero=False, padding=10)
+    x_enc = alt.X(f"{x}:Q", scale=x_scale, axis=count_axis(x_title or x, xs) if _is_count(xs)
+                  else alt.Axis(title=x_title or x))
+    y_title = titled("median", unit) + (", log scale" if log else "")
+    live, ref = "live (95% CI bars)", f"seed ({seed_machine or 'the seed' + chr(39) + 's machine'})"
+    dash = alt.StrokeDash("source:N", title=None, scale=alt.Scale(domain=[live, ref] if s is not None else [live],
+                                                                   range=[[1, 0], [5, 3]]),
+                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#555", symbolStrokeWidth=2, labelLimit=360))
+    # an explicit scheme: the app's theme shades one hue, and a seed line must match its live one
+    color = alt.Color(f"{provider}:N", title=provider, scale=alt.Scale(scheme="tableau10"),
+                      legend=alt.Legend(labelLimit=320))
+    tip = [provider, x, alt.Tooltip("median:Q", format=".4g", title=titled("median", unit)),
+           alt.Tooltip("lo:Q", format=".4g", title="95% CI lo"), alt.Tooltip("hi:Q", format=".4g", title="95% CI hi")]
+    y = alt.Y("median:Q", scale=y_scale, title=y_title)
+    base = alt.Chart(d.assign(source=live)).encode(x=x_enc, color=color)
+    # lines and points are separate layers: a line with a point overlay draws no dash legend
+    layers = [base.mark_rule(strokeWidth=2, opacity=0.6).encode(y=alt.Y("lo:Q", scale=y_scale, title=y_title),
+                                                                y2="hi:Q", tooltip=tip),
+              base.mark_line().encode(y=y, strokeDash=dash), base.mark_point(filled=True, size=45).encode(y=y, tooltip=tip)]
+    if s is not None:
+        ref_base = alt.Chart(s.assign(source=ref)).encode(x=x_enc, y=y, color=color)
+        layers += [ref_base.mark_line().encode(strokeDash=dash),
+                   ref_base.mark_point(filled=False, size=45).encode(
+                       tooltip=[alt.Tooltip("source:N", title="figure"), provider, x,
+                                alt.Tooltip("median:Q", format=".4g", title=titled("median", unit))])]
+    return _pad(alt.layer(*layers).properties(title=title, width=width, height=height))

@@ -189,6 +189,26 @@ def share(part, total, name: str, *, confidence: float = CONFIDENCE, seed: int =
     return _classify(name, float(np.median(s)), lo, hi, "%", 0.0, xp.size, xp.size, True, 0.0, 100.0)
 
 
+def boot_medians(values, seed: int = 0) -> np.ndarray:
+    """The bootstrap distribution of ``median(values)`` (:data:`RESAMPLES` draws, fixed seed),
+    for a statistic this module has no function for: combine distributions of the same seed
+    and pass the result to :func:`from_boot`."""
+    x = np.asarray(values, dtype=float).ravel()
+    return _boot_medians(x[np.isfinite(x)], np.random.default_rng(seed))
+
+
+def from_boot(name: str, point: float, boot: np.ndarray, unit: str, *, null: float = 0.0, n_a: int = 0,
+              n_b: int = 0, paired: bool = False, physical_min: float | None = None,
+              confidence: float = CONFIDENCE) -> Derived:
+    """A derived quantity from its point estimate and its bootstrap distribution (e.g. a ratio
+    of two differences), classified as every other one."""
+    boot = np.asarray(boot, dtype=float)
+    if boot.size == 0 or not np.isfinite(boot).all():
+        return not_meaningful(name, "its bootstrap distribution is not finite", unit, null)
+    lo, hi = _ci(boot, confidence)
+    return _classify(name, point, lo, hi, unit, null, n_a, n_b, paired, physical_min)
+
+
 def median_of(values, name: str, unit: str = "us", *, physical_min: float | None = None,
               confidence: float = CONFIDENCE, seed: int = 0) -> Derived:
     """The median of per-iteration values that are already a derived quantity (e.g. total -

@@ -70,8 +70,8 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
 
 
 def claims_display(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as people read it (:func:`workbench.claims.display`: the status here and
-    the live figure first, the seed's figure and sentence after)."""
+    """The claims table as people read it (:func:`workbench.claims.display`: status and live
+    figure first, the seed's figure and sentence after)."""
     return claimsmod.display(claims)
 
 

@@ -2,7 +2,7 @@
 harness-floor and load notes), its display form, and the long table of raw samples; and the
 one renderer of tables as text: :func:`render` (Markdown for reports, plain for the CLI,
 through ``tabulate``), with one number format per column (:func:`number_formats`, which the
-app's tables use too) and no ``<NA>``.
+app's tables use too, through a pandas Styler) and no ``<NA>``.
 
 The one harness-floor rule lives here (:func:`floor_notes`): the harness promises that a figure
 within a few times its own measured floor (``rec.floor_ns``) is dominated by the measurement,
@@ -119,11 +119,6 @@ class NumberFormat:
             return f"{x:.{self.decimals}e}"
         return f"{x:,.{self.decimals if self.kind == 'fixed' else 0}f}"
 
-    def printf(self) -> str:
-        """The same format for Streamlit's ``NumberColumn`` (sprintf-js)."""
-        if self.kind == "sci":
-            return f"%.{self.decimals}e"
-        return f"%,.{self.decimals if self.kind == 'fixed' else 0}f"
 
 
 def _is_missing(x: Any) -> bool:

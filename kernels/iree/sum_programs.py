@@ -11,8 +11,9 @@
   workgroups of static shape; the R remainder elements are summed with the C partials in
   dispatch 1 (``sum_aligned.mlir.in``; no template when R = 0: the attribute on the seed's
   program). The seed's IREE (with codegen fix #24010) kept the remainder as a 9th, partial
-  workgroup of dispatch 0; IREE 3.13 compiles a partial tile through a dynamic-shape path
-  about 10x slower (``split="partial-tile"`` is that program, for comparison).
+  workgroup of dispatch 0; IREE 3.13 compiles a partial tile through a much slower
+  dynamic-shape path (``split="partial-tile"`` is that program, for comparison; figures in
+  ``traces/cpu-reduction/README.md``, "The seed's c=8 fixed").
 - ``split="partial-tile"``: the split-reduction attribute with tile T on the whole input:
   ``ceil(N / T)`` workgroups in dispatch 0, the last one partial when T does not divide N
   (the seed's shape of "c=8 fixed": 9 shards, dispatch 1 reduces 9 -> 1).

@@ -388,7 +388,7 @@ def ag_gemm_hbm_kernel(
     FETCH_K: tl.constexpr, FETCH_EVICT: tl.constexpr, TILED_STAGE: tl.constexpr, USE_TMA: tl.constexpr,
     TMA_STORE: tl.constexpr,
     WAIT_PER_GROUP: tl.constexpr, FENCE_ASYNC: tl.constexpr, EVEN_K: tl.constexpr, TRACE: tl.constexpr,
-    MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr,
+    MAX_FLAGS: tl.constexpr, MAX_SPINS: tl.constexpr, FLAG_BARRIER: tl.constexpr = True,
 ):
     """``b``, ``c``: TMA descriptors (``USE_TMA``, ``TMA_STORE``) or the tensors; ``*_ptr``:
     plain pointers; see the module docstring."""
@@ -418,8 +418,10 @@ def ag_gemm_hbm_kernel(
                 src_ptr = tl.multiple_of(tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype)), 16)
                 _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
                        BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K, FETCH_EVICT)
-                # Every warp's stores must be done before one thread publishes the flag.
-                tl.debug_barrier()
+                # Every warp's stores must be done before one thread publishes the flag (the
+                # seed's review: validation failures without it). Off only for that experiment.
+                if FLAG_BARRIER:
+                    tl.debug_barrier()
                 tl.atomic_xchg(flags_ptr + (src * tps + m_tile) * k_groups + nk, epoch, sem="release", scope="sys")
             else:  # ROLE_GEMM: nk is the N-tile
                 slot = tl.load(item + 6)
@@ -527,6 +529,9 @@ class HbmKnobs:
     wait_per_group: bool = False  # GEMM rows compute each k-group as it lands (else wait for all first)
     fetch_k: int = 256  # columns per load of a fetch row
     fetch_evict: bool = False  # fetch rows load the peer's rows with an evict-first L2 policy
+    # The CTA barrier between a fetch row's stores and its flag release. False only for the
+    # seed review's experiment (how often the check fails without it): never for results.
+    flag_barrier: bool = True
 
     def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132) -> HbmLayout:
         """``k_tiles_per_flag=-1``: when every tile has its own program (one wave), the fetch
@@ -679,7 +684,7 @@ class HbmBuffer:
                       TMA_STORE=tma_store, WAIT_PER_GROUP=kn.wait_per_group,
                       FENCE_ASYNC=self.use_tma and os.environ.get("TRITON_INTERPRET") != "1",
                       EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace and len(self.trace_buf) == len(self.schedule.rows), MAX_FLAGS=triton.next_power_of_2(lay.k_groups),
-                      MAX_SPINS=MAX_SPINS,
+                      MAX_SPINS=MAX_SPINS, FLAG_BARRIER=kn.flag_barrier,
                       num_warps=kn.num_warps, num_stages=kn.num_stages)
         return args, kwargs
 

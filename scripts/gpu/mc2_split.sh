@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # mc2-split on a GPU machine: the seed shape (M=4096, K=3072, N=8192, fp16), chunked matmul +
-# all-reduce, serial vs overlapped with NCCL (default and CTA-limited) and the copy-engine
-# all-reduce, for every world size 2, 4, 8 that the GPU count allows; then the GPU pytest tests.
-# Writes $OUT/mc2_split.tar.gz: bundles (*.bundle.json) and tables (benchmark_ws*.md), ready to
-# unpack into traces/mc2-split/. Run from the repository root.
+# all-reduce, serial vs overlapped with NCCL (default and CTA-limited), the copy-engine and the
+# Triton all-reduces, for every world size 2, 4, 8 that the GPU count allows, REPEATS times each
+# (the spread over repeated runs, not the best one, is the headline); then the GPU pytest tests.
+# Every rank's torch.profiler traces go into the bundles. Writes $OUT/mc2_split.tar.gz: bundles
+# (*.bundle.json), tables (benchmark_ws*.md) and spread.md (the spread over these runs and the
+# committed ones), ready to unpack into traces/mc2-split/. Run from the repository root.
 set -uo pipefail
 source "$(dirname "$0")/common.sh" mc2-split
 REPS="${REPS:-20}"
+REPEATS="${REPEATS:-1}"
 COMMS="${COMMS:-default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent}"
 CARVEOUT="${CARVEOUT:-0,16,24}"
 for ws in $(world_sizes); do
-  echo "== ws=$ws"
-  "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set comms="$COMMS" --set carveout="$CARVEOUT" \
-      --set timeout_s=500 ${EXTRA_SETS:-} --bundle-dir "$dir" --tag seed-shape > "$dir/benchmark_ws$ws.md" || status=1
-  cat "$dir/benchmark_ws$ws.md"
+  for rep in $(seq 1 "$REPEATS"); do
+    echo "== ws=$ws run $rep of $REPEATS"
+    "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set comms="$COMMS" --set carveout="$CARVEOUT" \
+        --set timeout_s=500 ${EXTRA_SETS:-} --bundle-dir "$dir" --tag seed-shape > "$dir/benchmark_ws${ws}_$rep.md" || status=1
+    cat "$dir/benchmark_ws${ws}_$rep.md"
+  done
 done
+"$PY" benchmarks/mc2_split.py --spread "$dir"/*.bundle.json traces/mc2-split/*.bundle.json > "$dir/spread.md"
+cat "$dir/spread.md"
 if [ "${RUN_PYTEST:-1}" = 1 ]; then
   echo "== pytest (gpu, multigpu)"
   "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_mc2_split.py 2>&1 | tee "$dir/pytest_gpu.txt" | tail -5

@@ -61,12 +61,38 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
     return out_ranks
 
 
+def kernelbench_entries(m: int, n: int, k: int, knobs: dict[str, Any], experiments: list[str],
+                        trials: int = 2, dtype: str = "fp16") -> list[dict[str, Any]]:
+    """The variants of one shape of ``mode=kernel`` (``kernelbench.entries``: the review's
+    experiments' knob overrides included), built, checked and, for the barrier experiment,
+    launched ``trials`` times from a poisoned staging buffer, as the GPU run does: the CPU
+    test of that path (the interpreter runs programs one after another, so the missing
+    barrier cannot race here)."""
+    import dataclasses
+
+    from studies._ag_gemm import kernelbench as kb
+
+    params = {"experiments": experiments, "emulate": [2]}
+    prob = kb.make_problem(m, n, k, dtype, device="cpu")
+    out = []
+    for e in kb.entries(params):
+        c = kb.build(e.method, prob, e.world_size, dataclasses.replace(kb.knobs_from(knobs), **dict(e.overrides)))
+        ok, msg = kb.check(c, prob)
+        row = {"variant": e.name(dtype, m), "ok": ok, "check": msg}
+        if c.hbm is not None and e.method == "emulated":
+            row |= kb.flag_trials(c, prob, trials) | {"stage_layout": c.hbm.knobs.stage_layout,
+                                                       "flag_barrier": c.hbm.knobs.flag_barrier}
+        out.append(row)
+    return out
+
+
 def main(argv: list[str]) -> int:
     if os.environ.get("TRITON_INTERPRET") != "1":
         print("set TRITON_INTERPRET=1 (before triton is imported)", file=sys.stderr)
         return 2
     scenarios = json.loads(argv[0])
-    print(json.dumps([run_scenario(**sc) for sc in scenarios]))
+    print(json.dumps([kernelbench_entries(**sc["kernelbench"]) if "kernelbench" in sc else run_scenario(**sc)
+                      for sc in scenarios]))
     return 0
 
 

@@ -33,6 +33,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from studies._ag_gemm import methods, spans
+from workbench import derived
+from workbench.derived import Derived
 from workbench.untrusted import escape as esc
 
 METHODS = ("cublas", "kernel", "gemm-path", "emulated")
@@ -162,16 +164,61 @@ def time_interleaved(fns: list[Callable[[], Any]], repeat: int, warmup: int = 3)
     return [[start.elapsed_time(end) * 1e6 for start, end in evs] for evs in events]
 
 
-def entries(params: dict[str, Any]) -> list[tuple[str, int]]:
-    """(method, world size) of one shape, cuBLAS first."""
-    out = [("cublas", 1), ("kernel", 1)]
-    for ws in params["emulate"]:
-        out += [("gemm-path", ws), ("emulated", ws)]
+@dataclass(frozen=True)
+class Entry:
+    """One variant of a shape: a method at a world size, with knob overrides (the review's
+    experiments: ``flag_barrier=False``, ``stage_layout="tiles"``) named by ``suffix``."""
+
+    method: str
+    world_size: int
+    overrides: tuple = ()  # ((knob, value), ...)
+    suffix: str = ""
+
+    def name(self, dtype: str, m: int) -> str:
+        if self.method in ("cublas", "kernel"):
+            return f"{self.method}/{dtype}/m{m}"
+        return f"{self.method}-ws{self.world_size}{self.suffix}/{dtype}/m{m}"
+
+
+#: the review's experiments at the first emulated world size: knob overrides against the default
+EXPERIMENT_ENTRIES = {"barrier": (("flag_barrier", False),), "layout": (("stage_layout", "tiles"),)}
+SUFFIX = {"barrier": "-nobarrier", "layout": "-tiles"}
+
+
+def entries(params: dict[str, Any]) -> list[Entry]:
+    """The variants of one shape, cuBLAS first: the breakdown (``experiments`` has
+    ``breakdown``), and per review experiment the whole kernel at the first emulated world
+    size with that knob changed beside the default (which the breakdown times too)."""
+    exps = params.get("experiments", ["breakdown"])
+    out = [Entry("cublas", 1)]
+    if "breakdown" in exps:
+        out.append(Entry("kernel", 1))
+        for ws in params["emulate"]:
+            out += [Entry("gemm-path", ws), Entry("emulated", ws)]
+    elif params["emulate"]:
+        out.append(Entry("emulated", params["emulate"][0]))
+    for exp in ("barrier", "layout"):
+        if exp in exps and params["emulate"]:
+            out.append(Entry("emulated", params["emulate"][0], EXPERIMENT_ENTRIES[exp], SUFFIX[exp]))
     return out
 
 
 def variant_name(method: str, ws: int, dtype: str, m: int) -> str:
-    return f"{method}/{dtype}/m{m}" if method in ("cublas", "kernel") else f"{method}-ws{ws}/{dtype}/m{m}"
+    return Entry(method, ws).name(dtype, m)
+
+
+def flag_trials(c: Contestant, prob: Problem, trials: int) -> dict[str, Any]:
+    """``trials`` launches, each into a staging buffer and output filled with NaN first (a
+    tile read before its fetch row's stores landed shows as NaN or a wrong value), each
+    checked: how often the flag protocol lets a GEMM row read an incomplete block."""
+    failures, first = 0, ""
+    for _ in range(trials):
+        c.hbm.stage.fill_(float("nan"))
+        ok, msg = check(c, prob)
+        if not ok:
+            failures += 1
+            first = first or msg
+    return {"trials": trials, "failures": failures, "first_failure": first[:300]}
 
 
 def run(params: dict[str, Any], ctx) -> dict[str, Any]:
@@ -182,29 +229,39 @@ def run(params: dict[str, Any], ctx) -> dict[str, Any]:
     knobs = knobs_from(params)
     n, k = params["n"], params["k"]
     shapes = [(d, m) for d in params["dtype"] for m in params["m"]]
-    for step, (dtype, m) in enumerate(shapes):
-        ctx.progress(step / len(shapes), f"{dtype} M={m}: checking")
+    steps = ctx.steps(len(shapes), unit="shapes")
+    trial_entries = "barrier" in params.get("experiments", ()) and params["trials"] > 0
+    for dtype, m in shapes:
+        steps.say(f"{dtype} M={m}: checking")
         prob = make_problem(m, n, k, dtype, params["seed"])
         contestants = []
-        for method, ws in entries(params):
-            variant = variant_name(method, ws, dtype, m)
-            vparams = {"mode": "kernel", "method": method, "world_size": ws, "dtype": dtype, "M": m, "N": n, "K": k}
-            if method != "cublas":
-                vparams |= dataclasses.asdict(knobs)
+        for e in entries(params):
+            variant = e.name(dtype, m)
+            ekn = dataclasses.replace(knobs, **dict(e.overrides))
+            vparams = {"mode": "kernel", "method": e.method, "world_size": e.world_size, "dtype": dtype, "M": m,
+                       "N": n, "K": k}
+            if e.method != "cublas":
+                vparams |= dataclasses.asdict(ekn)
+            extra: dict[str, Any] = {}
             try:
-                c = build(method, prob, ws, knobs)
+                c = build(e.method, prob, e.world_size, ekn)
                 ok, msg = check(c, prob)
+                if trial_entries and e.method == "emulated" and e.world_size == params["emulate"][0] and \
+                        (e.suffix in ("", SUFFIX["barrier"])):
+                    steps.say(f"{dtype} M={m}: {params['trials']} checked launches of {variant}")
+                    extra = flag_trials(c, prob, params["trials"])
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
                 ok, msg = False, f"error: {type(exc).__name__}: {exc}"[:500]
             if ok:
-                contestants.append((variant, vparams, c, msg))
+                contestants.append((variant, vparams, c, msg, extra))
             else:
-                ctx.record(VariantResult(variant, vparams, [], False, msg))
-        ctx.progress((step + 0.5) / len(shapes), f"{dtype} M={m}: timing {len(contestants)} variants interleaved")
-        samples = time_interleaved([c.fn for _, _, c, _ in contestants], params["repeat"])
-        for (variant, vparams, c, msg), s in zip(contestants, samples):
+                ctx.record(VariantResult(variant, vparams, [], False, msg, extra))
+        steps.say(f"{dtype} M={m}: timing {len(contestants)} variants interleaved")
+        samples = time_interleaved([c.fn for _, _, c, _, _ in contestants], params["repeat"])
+        for (variant, vparams, c, msg, extra), s in zip(contestants, samples):
             ok, msg2 = check(c, prob)  # a flag or epoch race shows under back-to-back calls
-            ctx.record(VariantResult(variant, vparams, s if ok else [], ok, msg if ok else f"after timing: {msg2}"))
+            ctx.record(VariantResult(variant, vparams, s if ok else [], ok, msg if ok else f"after timing: {msg2}",
+                                     extra))
         if params["trace"] != "off" and params["emulate"]:
             ws = params["emulate"][0]
             c = build("emulated", prob, ws, knobs, trace=True)
@@ -217,6 +274,7 @@ def run(params: dict[str, Any], ctx) -> dict[str, Any]:
                            spans.encode(c.hbm.trace_records(), dataclasses.asdict(c.hbm.layout), 0, meta))
         del contestants, prob
         torch.cuda.empty_cache()
+        steps.tick(f"{dtype} M={m} done")
     props = torch.cuda.get_device_properties(0)
     return {"device": torch.cuda.get_device_name(0), "multiprocessors": props.multi_processor_count,
             "knobs": dataclasses.asdict(knobs),
@@ -225,59 +283,129 @@ def run(params: dict[str, Any], ctx) -> dict[str, Any]:
 
 # --- analysis ----------------------------------------------------------------------------------
 
-def breakdown(rec) -> pd.DataFrame:
-    """One row per kernel-mode variant: median us with its CI, TFLOP/s, and its time over
-    cuBLAS's (same dtype and M) with a bootstrap CI; the throughput ratio is its inverse.
-    ``target`` and ``met`` where the issue sets one (a target counts as met only when the
-    whole CI clears it)."""
-    from workbench import stats
-
-    by_shape: dict[tuple, dict[str, Any]] = {}
+def _kernel_variants(rec) -> dict[tuple, dict[str, Any]]:
+    """Kernel-mode variants by (dtype, M), then by (method, world size, experiment); the
+    experiment is "" for the default knobs, else the review experiment it belongs to."""
+    by_shape: dict[tuple, dict[tuple, Any]] = {}
     for v in rec.variants:
         p = v.params
         if p.get("mode") != "kernel":
             continue
-        by_shape.setdefault((p["dtype"], p["M"]), {})[(p["method"], p["world_size"])] = v
-    rows = []
-    for (dtype, m), vs in sorted(by_shape.items()):
-        base = vs.get(("cublas", 1))
-        for (method, ws), v in sorted(vs.items(), key=lambda kv: (METHODS.index(kv[0][0]), kv[0][1])):
+        head = v.variant.split("/")[0]
+        exp = next((e for e, suf in SUFFIX.items() if head.endswith(suf)), "")
+        by_shape.setdefault((p["dtype"], p["M"]), {})[(p["method"], p["world_size"], exp)] = v
+    return by_shape
+
+
+def paired_ratio(base_ns, ns, name: str = "time ratio") -> Derived:
+    """``median(ns[r] / base_ns[r])`` over rounds with its bootstrap CI (samples of one round
+    are taken within a few ms of each other: the pairing cancels clock drift); a ratio of
+    medians when the counts differ (a variant that lost samples)."""
+    return derived.ratio(base_ns, ns, name, paired=len(base_ns) == len(ns))
+
+
+def _ratio_cols(prefix: str, d: Derived) -> dict[str, float]:
+    return {prefix: d.point, f"{prefix}_lo": d.lo, f"{prefix}_hi": d.hi}
+
+
+def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
+    """The kernel-mode table and its derived rows.
+
+    Table: one row per default-knob variant: median us with its CI, TFLOP/s, its time over
+    cuBLAS's (same dtype and M) and cuBLAS's throughput ratio (GEMM efficiency), each the
+    median of per-round ratios with a bootstrap CI; ``target`` and ``met`` where the issue
+    sets one (met only when the whole CI clears it). Derived rows (``workbench.derived``,
+    extra columns ``table, dtype, M, method, world_size``): those ratios, and the fetch
+    path's overhead (whole kernel over its GEMM path alone, same emulated world size)."""
+    from workbench import stats
+
+    rows, items = [], []
+    for (dtype, m), vs in sorted(_kernel_variants(rec).items()):
+        base = vs.get(("cublas", 1, ""))
+        default = {key[:2]: v for key, v in vs.items() if not key[2]}
+        for (method, ws), v in sorted(default.items(), key=lambda kv: (METHODS.index(kv[0][0]), kv[0][1])):
             n, k = v.params["N"], v.params["K"]
-            row = {"dtype": dtype, "M": m, "method": method, "world_size": ws, "correct": v.correct}
             s = stats.summarize(v.samples_ns)
-            row |= {"median_us": s.median / 1e3, "ci_lo_us": s.ci_lo / 1e3, "ci_hi_us": s.ci_hi / 1e3,
-                    "noise": s.noise, "tflops": 2.0 * m * n * k / (s.median * 1e-9) / 1e12 if s.n else float("nan")}
-            nan = float("nan")
-            ratio = (nan, nan, nan)
-            if base is not None and base.correct and v.correct and method != "cublas":
-                ratio = paired_ratio(base.samples_ns, v.samples_ns)
-            row |= {"time_ratio": ratio[0], "time_ratio_lo": ratio[1], "time_ratio_hi": ratio[2],
-                    "throughput_ratio": 1 / ratio[0] if ratio[0] == ratio[0] else nan}
+            flops = 2.0 * m * n * k
+            row = {"dtype": dtype, "M": m, "method": method, "world_size": ws, "correct": v.correct,
+                   "median_us": s.median / 1e3, "ci_lo_us": s.ci_lo / 1e3, "ci_hi_us": s.ci_hi / 1e3, "noise": s.noise,
+                   "tflops": flops / (s.median * 1e-9) / 1e12 if s.n else float("nan")}
+            tag = dict(dtype=dtype, M=m, method=method, world_size=ws)
+            ok = base is not None and base.correct and v.correct and method != "cublas"
+            time_r = paired_ratio(base.samples_ns, v.samples_ns, f"time over cuBLAS's: {method} ws{ws}, {dtype} "
+                                  f"M={m}") if ok else derived.not_meaningful("time over cuBLAS's", "no valid pair", "x", 1)
+            thr_r = paired_ratio(v.samples_ns, base.samples_ns, f"GEMM efficiency (cuBLAS time / time): {method} "
+                                 f"ws{ws}, {dtype} M={m}") if ok else time_r
+            row |= _ratio_cols("time_ratio", time_r) | _ratio_cols("throughput_ratio", thr_r)
+            if ok:
+                items.append(time_r.row(table="kernel", **tag))
+                if method in ("kernel", "gemm-path"):
+                    items.append(thr_r.row(table="kernel", **tag))
+            gemm = default.get(("gemm-path", ws))
+            if method == "emulated" and gemm is not None and gemm.correct and v.correct:
+                items.append(paired_ratio(gemm.samples_ns, v.samples_ns, f"fetch overhead (whole kernel / GEMM path "
+                                          f"alone): emulated ws{ws}, {dtype} M={m}").row(table="fetch", **tag))
             kind = ("gemm" if (method, ws) in (("kernel", 1), ("gemm-path", 2)) else
                     "emulated-ws2" if (method, ws) == ("emulated", 2) else None)
             bound = target(kind, m, n, k) if kind else None
             met = None
             if bound is not None:
-                # throughput >= bound  <=>  time ratio <= 1/bound; the CI's far end must clear it
-                limit = 1 / bound if kind == "gemm" else bound
-                met = bool(ratio[2] == ratio[2] and ratio[2] <= limit)
+                # throughput >= bound, or time <= bound: the CI's far end must clear it
+                met = bool(thr_r.lo >= bound) if kind == "gemm" else bool(time_r.hi <= bound)
             row |= {"target": bound, "target_kind": kind, "met": met, "check": v.check}
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), items
 
 
-def paired_ratio(base_ns, ns) -> tuple[float, float, float]:
-    """Median and 95% CI of the per-round ratio ns[r] / base_ns[r] (samples in round order);
-    unpaired (ratio of medians, bootstrap) when the counts differ."""
-    import numpy as np
+def failure_rate(trials: int, failures: int, name: str) -> Derived:
+    """The share of checked launches that failed, with its exact (Clopper-Pearson) 95% CI:
+    clear when the CI excludes 0."""
+    from scipy.stats import binomtest
 
-    from workbench import stats
+    if trials <= 0:
+        return derived.not_meaningful(name, "no checked launches", "%")
+    ci = binomtest(failures, trials).proportion_ci(0.95, method="exact")
+    lo, hi = 100 * ci.low, 100 * ci.high
+    status, why = ("clear", "") if lo > 0 else ("inconclusive", f"0 failures in {trials} launches; the CI includes 0")
+    return Derived(name, 100.0 * failures / trials, lo, hi, "%", 0.0, status, why, trials, trials)
 
-    if len(base_ns) != len(ns):
-        cmp = stats.compare(base_ns, ns)
-        return cmp.ratio, cmp.ratio_ci_lo, cmp.ratio_ci_hi
-    r = np.asarray(ns, dtype=float) / np.asarray(base_ns, dtype=float)
-    return (float(np.median(r)), *stats.median_ci(r))
+
+def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
+    """The seed review's experiments at an emulated world size: the barrier before the flag
+    release on and off (checked launches that failed, time with over without) and the two
+    staging layouts (tiles over rows). One row per experiment and shape; derived rows with
+    ``table`` "barrier" / "layout" / "failures"."""
+    rows, items = [], []
+    for (dtype, m), vs in sorted(_kernel_variants(rec).items()):
+        for (method, ws, exp), v in vs.items():
+            if not exp:
+                continue
+            ref = vs.get((method, ws, ""))
+            tag = dict(dtype=dtype, M=m, method=method, world_size=ws)
+            row = {"experiment": exp, "dtype": dtype, "M": m, "world_size": ws, "variant": v.variant,
+                   "correct": v.correct, "check": v.check, "reference_correct": bool(ref is not None and ref.correct)}
+            if exp == "barrier":
+                name = f"barrier cost (time with / without): emulated ws{ws}, {dtype} M={m}"
+                d = (paired_ratio(v.samples_ns, ref.samples_ns, name) if ref is not None and ref.correct and v.correct
+                     else derived.not_meaningful(name, "without the barrier the kernel failed its check: its time does "
+                                                       "not count" if not v.correct else "no valid barrier-on time", "x", 1))
+                for flag, var in (("on", ref), ("off", v)):
+                    ex = var.extra if var is not None and isinstance(var.extra, dict) else {}
+                    if "trials" in ex:
+                        fr = failure_rate(int(ex["trials"]), int(ex["failures"]),
+                                          f"failed checks, barrier {flag}: emulated ws{ws}, {dtype} M={m}")
+                        row |= {f"trials_{flag}": int(ex["trials"]), f"failures_{flag}": int(ex["failures"]),
+                                f"failure_pct_{flag}": fr.point, f"failure_pct_{flag}_hi": fr.hi,
+                                f"first_failure_{flag}": ex.get("first_failure", "")}
+                        items.append(fr.row(table="failures", barrier=flag, **tag))
+            else:
+                name = f"tile-contiguous over row-major staging (time): emulated ws{ws}, {dtype} M={m}"
+                d = (paired_ratio(ref.samples_ns, v.samples_ns, name) if ref is not None and ref.correct and v.correct
+                     else derived.not_meaningful(name, "a layout failed its check", "x", 1))
+            row |= _ratio_cols("ratio", d) | {"status": d.status}
+            items.append(d.row(table=exp, **tag))
+            rows.append(row)
+    return pd.DataFrame(rows), items
 
 
 def format_breakdown(df: pd.DataFrame) -> str:
@@ -285,7 +413,7 @@ def format_breakdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "(no kernel-mode variants)"
     f = lambda x, d=1: "n/a" if x is None or x != x else f"{x:.{d}f}"
-    lines = ["| dtype | M | what | ws | median us [95% CI] | TFLOP/s | time / cuBLAS [95% CI] | cuBLAS / time | "
+    lines = ["| dtype | M | what | ws | median us [95% CI] | TFLOP/s | time / cuBLAS [95% CI] | cuBLAS / time [95% CI] | "
              "target | |", "|---|---|---|---|---|---|---|---|---|---|"]
     labels = {"cublas": "cuBLAS (torch.matmul)", "kernel": "kernel, every tile local",
               "gemm-path": "GEMM path alone (staged, flags set)", "emulated": "whole kernel, emulated peers"}
@@ -296,7 +424,8 @@ def format_breakdown(df: pd.DataFrame) -> str:
             continue
         tr = "" if r["method"] == "cublas" else (f"{f(r['time_ratio'], 3)}x [{f(r['time_ratio_lo'], 3)}, "
                                                  f"{f(r['time_ratio_hi'], 3)}]")
-        thr = "" if r["method"] == "cublas" else f"{f(r['throughput_ratio'], 3)}x"
+        thr = "" if r["method"] == "cublas" else (f"{f(r['throughput_ratio'], 3)}x [{f(r['throughput_ratio_lo'], 3)}, "
+                                                  f"{f(r['throughput_ratio_hi'], 3)}]")
         tgt, verdict = "", ""
         if r["target"] is not None and r["target"] == r["target"]:
             tgt = (f"throughput >= {r['target']:.2f}x" if r["target_kind"] == "gemm" else f"time <= {r['target']:.2f}x")
@@ -321,3 +450,38 @@ def verdict(df: pd.DataFrame) -> str:
     return (f"{head} (GEMM path: throughput over cuBLAS's; emulated ws2: time over cuBLAS's; "
             f"met only when the 95% CI clears the bound): " + "; ".join(parts) + ".")
 
+
+
+def format_experiments(df: pd.DataFrame) -> str:
+    """The review's experiments as Markdown: barrier on/off (failed checks out of checked
+    launches, with the failure rate's upper 95% bound; time with over without) and the
+    staging layouts (tiles over rows)."""
+    if df.empty:
+        return "(no review experiments in this run)"
+    f = lambda x, d=3: "n/a" if x is None or x != x else f"{x:.{d}f}"
+    out = []
+    bar = df[df["experiment"] == "barrier"]
+    if len(bar):
+        lines = ["| dtype | M | ws | failed checks, barrier on | failed checks, barrier off | time with / without "
+                 "[95% CI] | |", "|---|---|---|---|---|---|---|"]
+        for _, r in bar.iterrows():
+            fails = []
+            for flag in ("on", "off"):
+                n = r.get(f"trials_{flag}")
+                fails.append("not run" if n is None or n != n else
+                             f"{int(r[f'failures_{flag}'])} of {int(n)} (rate <= {r[f'failure_pct_{flag}_hi']:.2g}%)")
+            ratio = (f"{f(r['ratio'])}x [{f(r['ratio_lo'])}, {f(r['ratio_hi'])}]" if r["ratio"] == r["ratio"]
+                     else f"n/a: {esc(r['check'][:80], 'cell')}")
+            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {esc(r['world_size'], 'cell')} | "
+                         f"{fails[0]} | {fails[1]} | {ratio} | {esc(r['status'], 'cell')} |")
+        out.append("\n".join(lines))
+    lay = df[df["experiment"] == "layout"]
+    if len(lay):
+        lines = ["| dtype | M | ws | tile-contiguous / row-major staging, time [95% CI] | |", "|---|---|---|---|---|"]
+        for _, r in lay.iterrows():
+            ratio = (f"{f(r['ratio'])}x [{f(r['ratio_lo'])}, {f(r['ratio_hi'])}]" if r["ratio"] == r["ratio"]
+                     else f"n/a: {esc(r['check'][:80], 'cell')}")
+            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {esc(r['world_size'], 'cell')} | "
+                         f"{ratio} | {esc(r['status'], 'cell')} |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)

@@ -1,7 +1,17 @@
 """The compared all-gather + matmul methods, built for one rank inside a process group.
 
-Contract shared by every method: rank r holds its A shard (M/ws x K rows r*M/ws...) and the
-replicated B (K x N); a call leaves the full C = A @ B (M x N) in the method's output.
+Contract shared by every method: rank r holds its A shard and the replicated B (K x N); a call
+leaves the full C = A @ B (M x N) in the method's output. Two formulations (``shard``):
+
+- ``rows`` (this study's): the shard is rows r*M/ws ... of A (M/ws x K), so the gathered A is
+  the shards stacked, which is exactly the flat layout ``all_gather_into_tensor`` writes;
+- ``k`` (the seed's): the shard is columns r*K/ws ... of A (M x K/ws), gathered by
+  concatenating along K. ``all_gather_into_tensor`` into an (M, K) buffer still writes the
+  shards one after another in memory, which is NOT a concatenation along K: the seed's RCCL
+  baseline computed another matrix (its review). Here that baseline is the ``nccl`` provider
+  of ``shard=k`` and fails its check; ``all-gather-cat`` (``all_gather`` into a list, then
+  ``cat(dim=1)``, the seed's test reference) passes. Only the methods that run on any backend
+  take ``shard=k`` (:data:`K_SHARD_PROVIDERS`); the fused kernels gather rows.
 Methods that read peers' memory (``ce-chunked``, ``hbm-buffer``) take the shard already in
 a symmetric-memory buffer, as iris takes it on its heap: a producer writes it there; no
 copy-in is timed. Each of their calls starts with a symmetric-memory barrier, so a call
@@ -18,9 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-METHODS = ("nccl", "torch-fused", "ce-chunked", "hbm-buffer")
+METHODS = ("nccl", "all-gather-cat", "torch-fused", "ce-chunked", "hbm-buffer")
 #: measured alone for the perfect-overlap bound max(all-gather, matmul)
 PARTS = ("all-gather", "matmul")
+#: the providers that run on any torch.distributed backend (gloo on CPUs too)
+ANY_BACKEND = ("nccl", "all-gather-cat") + PARTS
+#: the providers of the seed's K-sharded formulation
+K_SHARD_PROVIDERS = ANY_BACKEND
+SHARDS = ("rows", "k")
 #: tolerance on max|C - ref| / max|ref| against an fp32 reference (K=8192 sums of products)
 REL_TOL = {"fp16": 5e-3, "bf16": 2e-2}
 
@@ -37,38 +52,44 @@ class Inputs:
 
     rank: int
     world_size: int
-    a_shard: Any  # plain tensor [M/ws, K]
+    a_shard: Any  # plain tensor: [M/ws, K] (shard="rows") or [M, K/ws] (shard="k")
     b: Any  # [K, N]
     m: int
     group: Any
+    dim: int = 0  # the sharded dimension of A: 0 rows, 1 K
     symm: Any = None  # symmetric-memory copy of a_shard
     handle: Any = None  # its rendezvous handle
     cache: dict = field(default_factory=dict)
 
 
 def make_inputs(m: int, n: int, k: int, dtype: str, rank: int, world_size: int, group, seed: int = 0,
-                device: str = "cuda") -> Inputs:
+                device: str = "cuda", shard: str = "rows") -> Inputs:
     """Random normal inputs: A shard seeded per rank, B seeded the same on every rank."""
     import torch
 
     dt = torch_dtype(dtype)
     gen = torch.Generator(device=device).manual_seed(seed * 7919 + 1000 + rank)
-    a = torch.randn(m // world_size, k, device=device, generator=gen, dtype=torch.float32).to(dt)
+    shape = (m // world_size, k) if shard == "rows" else (m, k // world_size)
+    a = torch.randn(*shape, device=device, generator=gen, dtype=torch.float32).to(dt)
     gen_b = torch.Generator(device=device).manual_seed(seed * 7919 + 17)
     b = torch.randn(k, n, device=device, generator=gen_b, dtype=torch.float32).to(dt)
-    return Inputs(rank, world_size, a, b, m, group)
+    return Inputs(rank, world_size, a, b, m, group, dim=SHARDS.index(shard))
 
 
-def reference(inp: Inputs):
-    """fp32 C from a gather by ``all_gather`` into a list, concatenated along the sharded
-    dim (rows): independent of ``all_gather_into_tensor``, which the nccl method uses."""
+def gather_cat(inp: Inputs):
+    """The gathered A by ``all_gather`` into a list, concatenated along the sharded dim."""
     import torch
     import torch.distributed as dist
 
     parts = [torch.empty_like(inp.a_shard) for _ in range(inp.world_size)]
     dist.all_gather(parts, inp.a_shard, group=inp.group)
-    a_full = torch.cat(parts, dim=0).float()
-    return a_full @ inp.b.float()
+    return torch.cat(parts, dim=inp.dim)
+
+
+def reference(inp: Inputs):
+    """fp32 C from :func:`gather_cat` (the seed's test reference): independent of
+    ``all_gather_into_tensor``, which the nccl method uses."""
+    return gather_cat(inp).float() @ inp.b.float()
 
 
 def check(out, ref, dtype: str) -> tuple[bool, str]:
@@ -104,23 +125,32 @@ def build(name: str, inp: Inputs, knobs: dict[str, Any], trace: bool = False) ->
 
     m, (k, n) = inp.m, inp.b.shape
     dt = inp.a_shard.dtype
-    if name in ("nccl", "all-gather", "matmul"):  # any backend (gloo on CPUs too)
+    if name in ANY_BACKEND:  # gloo on CPUs too
         gathered = torch.empty(m, k, device=inp.a_shard.device, dtype=dt)
         out = torch.empty(m, n, device=inp.a_shard.device, dtype=dt)
         if name == "matmul":
-            dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)
+            gathered.copy_(gather_cat(inp))
             return (lambda: torch.matmul(gathered, inp.b, out=out)), out, {}
-        if name == "all-gather":
-            def fn():
-                dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)
-            return fn, None, {}
+        if name == "all-gather-cat":
+            return (lambda: torch.matmul(gather_cat(inp), inp.b, out=out)), out, {}
+        if name == "all-gather":  # alone, for the bound: the gather each formulation needs
+            if inp.dim:
+                return (lambda: gather_cat(inp)), None, {}
+            return (lambda: dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)), None, {}
+
+        # Row-sharded A: the flat [rank0 rows; rank1 rows; ...] layout of
+        # all_gather_into_tensor along dim 0 is exactly the gathered A. K-sharded A: the seed
+        # gathered into an (M, K) buffer, which NCCL/RCCL fill with the same flat layout, here
+        # written through a (ws*M, K/ws) view of that buffer (gloo checks the shape; the bytes
+        # are the same) and read as (M, K): not [A_0 | A_1 | ...] (the seed's bug).
+        into = gathered.view(-1, inp.a_shard.shape[1]) if inp.dim else gathered
 
         def fn():
-            # Row-sharded A: the flat [rank0 rows; rank1 rows; ...] layout of
-            # all_gather_into_tensor along dim 0 is exactly the gathered A.
-            dist.all_gather_into_tensor(gathered, inp.a_shard, group=inp.group)
+            dist.all_gather_into_tensor(into, inp.a_shard, group=inp.group)
             torch.matmul(gathered, inp.b, out=out)
         return fn, out, {}
+    if inp.dim:
+        raise ValueError(f"{name} gathers A by rows; with shard=k only {', '.join(K_SHARD_PROVIDERS)} run")
     if name == "torch-fused":
         import torch.distributed._symmetric_memory  # noqa: F401  (registers torch.ops.symm_mem)
 
@@ -148,7 +178,7 @@ def build(name: str, inp: Inputs, knobs: dict[str, Any], trace: bool = False) ->
             inp.handle.barrier(channel=0)
             hb(out)
         return fn, out, {"hbm": hb}
-    raise ValueError(f"unknown method {name!r}; known: {', '.join(METHODS + PARTS)}")
+    raise ValueError(f"unknown provider {name!r}; known: {', '.join(METHODS + PARTS)}")
 
 
 class _Lazy:

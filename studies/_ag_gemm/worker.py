@@ -3,7 +3,10 @@
 Started by ``workbench.launcher``, which calls :func:`main` on every rank; one rank reports
 (progress, each variant, attachments, outputs) through the launcher's event stream. Every
 rank runs the same sequence of collectives; per-call samples are the max over ranks (a call
-is done when the slowest rank is), each rank's median kept beside them.
+is done when the slowest rank is), each rank's own samples kept beside them
+(``rank_samples_ns``, same rounds: the skew between ranks per round). Traces (the fused
+kernel's per-program records, torch.profiler) are taken on every rank and gathered to the
+reporting rank, one attachment per rank (``..._rank<r>``), so the page shows them aligned.
 """
 
 from __future__ import annotations
@@ -22,7 +25,16 @@ from typing import Any
 from studies._ag_gemm import autoconfig, methods, spans
 from workbench import harness, launcher
 from workbench.events import Emitter
-from workbench.study import VariantResult
+from workbench.study import VariantResult, expand
+
+#: the declared grid of a multi-GPU run (crossed in this order); the compared dimension is
+#: ``providers`` (studies/ag_gemm.py)
+GRID = ("shard", "dtype", "m")
+
+
+def variant_name(provider: str, shard: str, dtype: str, m: int) -> str:
+    """``nccl/fp16/m4096``; the seed's K-sharded formulation: ``nccl/k-shard/fp16/m4096``."""
+    return f"{provider}/{dtype}/m{m}" if shard == "rows" else f"{provider}/k-shard/{dtype}/m{m}"
 
 
 class Worker:
@@ -36,10 +48,10 @@ class Worker:
         self.device = launcher.init_rank(cfg.get("backend", "nccl"), float(cfg.get("timeout_s", 600))).type
         self.group = dist.group.WORLD
         self.timer = harness.DistTimer(self.device, group=self.group)
-        self.steps_done, self.steps = 0, 1
+        self.steps = emit.steps(1)
 
     def progress(self, message: str) -> None:
-        self.emit.progress(self.steps_done / self.steps, message)
+        self.steps.say(message)
 
     def sync(self) -> None:
         self.timer.sync()
@@ -70,23 +82,23 @@ class Worker:
         return ok, msg
 
     # --- one shape ---------------------------------------------------------------------
-    def run_shape(self, dtype: str, m: int) -> None:
-        """Build and check every method, then time the correct ones together (interleaved),
+    def run_shape(self, shard: str, dtype: str, m: int) -> None:
+        """Build and check every provider, then time the correct ones together (interleaved),
         check them again, and record each."""
         import torch
 
         cfg = self.cfg
         n, k = cfg["n"], cfg["k"]
         inp = methods.make_inputs(m, n, k, dtype, self.rank, self.ws, self.group, seed=cfg.get("seed", 0),
-                                  device=self.device)
+                                  device=self.device, shard=shard)
         ref = methods.reference(inp)
         # Upper-case matrix dims: a variant param "n" would clash with the sample count column.
-        base = {"dtype": dtype, "M": m, "N": n, "K": k, "world_size": self.ws}
+        base = {"shard": shard, "dtype": dtype, "M": m, "N": n, "K": k, "world_size": self.ws}
         contestants = []  # (variant, params, fn, out, extra, check message)
-        for name in cfg["methods"]:
-            self.progress(f"{dtype} M={m}: checking {name}")
-            variant = f"{name}/{dtype}/m{m}"
-            params = {**base, "method": name}
+        for name in self.providers(shard):
+            self.progress(f"{shard} {dtype} M={m}: checking {name}")
+            variant = variant_name(name, shard, dtype, m)
+            params = {**base, "provider": name}
             try:
                 if name in methods.PARTS:
                     fn, _, _ = methods.build(name, inp, {})
@@ -111,7 +123,7 @@ class Worker:
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
                 print(traceback.format_exc(), file=sys.stderr, flush=True)
                 self.emit.record(VariantResult(variant, params, [], False, f"error: {type(exc).__name__}: {exc}"[:500]))
-        self.progress(f"{dtype} M={m}: timing {len(contestants)} methods interleaved")
+        self.progress(f"{shard} {dtype} M={m}: timing {len(contestants)} providers interleaved")
         timings = self.time_interleaved([c[2] for c in contestants], cfg["repeat"])
         for (variant, params, fn, out, extra, msg), t in zip(contestants, timings):
             ok = True
@@ -120,15 +132,22 @@ class Worker:
                 ok, msg2 = self.checked(fn, out, ref, dtype, extra)
                 msg = msg if ok else f"after timing: {msg2}"
             self.emit.record(VariantResult(variant, params, t.samples_ns if ok else [], ok, msg,
-                                           {"rank_median_ns": t.rank_medians_ns(), "loops": t.loops} if ok else {}))
+                                           {"rank_median_ns": t.rank_medians_ns(), "rank_samples_ns": t.rank_samples_ns,
+                                            "loops": t.loops} if ok else {}))
         if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
             for variant, params, fn, out, _, _ in contestants:
-                if out is not None and params["method"] != "auto":
-                    self.save_profile(params["method"], fn, base)
-        self.steps_done += 1
+                if out is not None and params["provider"] != "auto":
+                    self.save_profile(params["provider"], fn, base)
+        self.steps.tick(f"{shard} {dtype} M={m} done")
         del contestants
         if self.cuda:
             torch.cuda.empty_cache()
+
+    def providers(self, shard: str) -> list[str]:
+        """The configured providers that take this formulation (the fused ones gather rows)."""
+        if shard == "rows":
+            return list(self.cfg["providers"])
+        return [p for p in self.cfg["providers"] if p in methods.K_SHARD_PROVIDERS]
 
     def knobs_for(self, name: str) -> dict[str, Any]:
         if name == "ce-chunked":
@@ -152,16 +171,27 @@ class Worker:
         return method, knobs, json.dumps({k: round(v, 4) for k, v in timings.items()})
 
     # --- traces ------------------------------------------------------------------------
+    def gather_to_reporter(self, name: str, kind: str, payload: bytes) -> None:
+        """Every rank's ``payload`` attached by the reporting rank as ``<name>_rank<r>``
+        (before the extension): one trace per rank, for the aligned view."""
+        import torch.distributed as dist
+
+        parts: list = [None] * self.ws
+        dist.all_gather_object(parts, payload, group=self.group)
+        stem, dot, ext = name.partition(".")
+        for r, data in enumerate(parts):
+            self.emit.attach(f"{stem}_rank{r}{dot}{ext}", kind, data)
+
     def save_program_trace(self, hb, base) -> None:
         self.sync()
         rec = hb.trace_records()
         meta = {**base, "knobs": dataclasses.asdict(hb.knobs), "clock": "globaltimer ns"}
-        self.emit.attach(f"programs_{base['dtype']}_m{base['M']}_ws{self.ws}.json", spans.ATTACH_KIND,
-                         spans.encode(rec, dataclasses.asdict(hb.layout), self.rank, meta))
+        self.gather_to_reporter(f"programs_{base['dtype']}_m{base['M']}_ws{self.ws}.json", spans.ATTACH_KIND,
+                                spans.encode(rec, dataclasses.asdict(hb.layout), self.rank, meta))
         hb.trace = False  # timed calls run without the trace stores
 
     def save_profile(self, name: str, fn, base) -> None:
-        """torch.profiler Chrome trace of 3 calls on every rank; the reporting rank's is kept (gzipped)."""
+        """torch.profiler Chrome trace of 3 calls on every rank, each rank's kept (gzipped)."""
         from torch.profiler import ProfilerActivity, profile
 
         self.sync()
@@ -170,21 +200,24 @@ class Worker:
             for _ in range(3):
                 fn()
             self.sync()
-        if self.emit.active:
-            with tempfile.TemporaryDirectory() as tmp:
-                raw = Path(tmp, "trace.json")
-                prof.export_chrome_trace(str(raw))
-                self.emit.attach(f"torch_{name}_{base['dtype']}_m{base['M']}_ws{self.ws}.json.gz", "trace/chrome-json",
-                                 gzip.compress(raw.read_bytes()))
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp, "trace.json")
+            prof.export_chrome_trace(str(raw))
+            data = gzip.compress(raw.read_bytes())
+        shard = "" if base["shard"] == "rows" else "_k-shard"
+        self.gather_to_reporter(f"torch_{name}{shard}_{base['dtype']}_m{base['M']}_ws{self.ws}.json.gz",
+                                "trace/chrome-json", data)
 
     def main(self) -> None:
         cfg = self.cfg
-        shapes = [(d, m) for d in cfg["dtype"] for m in cfg["m"]]
-        self.steps = max(1, len(shapes))
+        shapes = expand(cfg, GRID)
+        self.steps = self.emit.steps(len(shapes), unit="shapes")
+        skipped = sorted(set(cfg["providers"]) - set(methods.K_SHARD_PROVIDERS))
+        if "k" in cfg["shard"] and skipped:
+            self.emit.note(f"shard=k (the seed's K-sharded A): {', '.join(skipped)} gather A by rows and were not run")
         t0 = time.time()
-        for dtype, m in shapes:
-            self.run_shape(dtype, m)
-        self.steps_done = self.steps
+        for point in shapes:
+            self.run_shape(point["shard"], point["dtype"], point["m"])
         self.progress("done")
         self.emit.outputs(world_size=self.ws, backend="nccl" if self.cuda else "gloo",
                           worker_s=round(time.time() - t0, 1))

@@ -18,7 +18,6 @@ capture, never across runs.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gzip
 import re
 from pathlib import Path
@@ -81,25 +80,17 @@ def attachment_name(n: int, c: int, w: int, source: str, via: str, split: str | 
 
 
 def load_profiles(rec: RunRecord) -> list[dict]:
-    """Each attached profile as ``{n, c, split, w, source, via, spans, meta, per_iter, error}``.
-
-    Parsed once per set of attachments: the page calls this from the verdict, ``analyze`` and
-    the report sections on every rerun, and parsing the Tracy captures takes most of a second.
-    The dicts are fresh per call; the span tables inside are shared and must not be modified.
-    """
-    blobs = tuple((name, blob) for name, _kind, blob in rec.attachments if NAME_RE.match(name))
-    return [dict(item) for item in _parse_profiles(blobs)]
-
-
-@functools.lru_cache(maxsize=4)
-def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
+    """Each attached profile as ``{n, c, split, w, source, via, spans, meta, per_iter, error}``
+    (``analyze`` calls this once per record)."""
     from workbench import traces
     from workbench.traces import phases
     from workbench.untrusted import attachment_file
 
     out = []
-    for name, blob in blobs:
+    for name, _kind, blob in rec.attachments:
         m = NAME_RE.match(name)
+        if not m:
+            continue
         n, c, w, via, ext = int(m[1]), int(m[2]), int(m[4]), m[5], m[6]
         split = m[3] or ("even" if c > 1 else None)  # names before the split existed were even splits
         item = {"n": n, "c": c, "split": split, "w": w, "source": SOURCES[ext], "via": VIA[via], "name": name,
@@ -112,7 +103,7 @@ def _parse_profiles(blobs: tuple[tuple[str, bytes], ...]) -> tuple[dict, ...]:
             except Exception as exc:  # TraceError / PhaseError: shown in the tables, never fatal
                 item["error"] = f"{type(exc).__name__}: {exc}"
         out.append(item)
-    return tuple(out)
+    return out
 
 
 def trim_tracy(path: Path, keep: int) -> bytes:
@@ -178,7 +169,8 @@ def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
     for p in profiles:
         key = _key(p)
         if p["per_iter"] is None:
-            rows.append(key | {"phase": "unavailable", "median_us": np.nan, "share_pct": np.nan, "p10_us": np.nan,
+            rows.append(key | {"phase": "unavailable", "median_us": np.nan, "lo_us": np.nan, "hi_us": np.nan,
+                               "share_pct": np.nan, "p10_us": np.nan,
                                "p90_us": np.nan, "iterations": 0, "warmup_dropped": 0, "statistic": "",
                                "note": p["error"]})
             continue
@@ -189,8 +181,9 @@ def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
         total = float(it["total_us"].median())
         for phase in [*PHASES, "total"]:
             col = "total_us" if phase == "total" else phase
+            d = derived.median_of(it[col].to_numpy(), f"{phase}, {key['capture']}", "us")
             med = float(it[col].median())
-            rows.append(key | {"phase": phase, "median_us": med,
+            rows.append(key | {"phase": phase, "median_us": med, "lo_us": d.lo, "hi_us": d.hi,
                                "share_pct": 100.0 * med / total if total else np.nan,
                                "p10_us": float(it[col].quantile(0.1)), "p90_us": float(it[col].quantile(0.9)),
                                "iterations": k, "warmup_dropped": len(p["per_iter"]) - k, "statistic": stat,
@@ -214,8 +207,7 @@ def overhead_table(iters: pd.DataFrame) -> pd.DataFrame:
             if len(g) < MIN_FOR_MEDIAN:
                 d = dataclasses.replace(d, status="not meaningful",
                                         why=f"only {len(g)} steady-state iteration(s): not a median")
-            rows.append(base | {"quantity": what} | {k: getattr(d, k) for k in ("point", "lo", "hi", "unit", "status",
-                                                                                 "why")})
+            rows.append(d.row(**base, quantity=what))
     return pd.DataFrame(rows)
 
 
@@ -336,9 +328,10 @@ def alloc_table(profiles: list[dict]) -> pd.DataFrame:
         stat = f"median of {k} steady-state iterations" if k >= MIN_FOR_MEDIAN else f"only {k} iteration(s)"
         for g in [name for name, _ in ALLOC_GROUPS] + ["total"]:
             calls = df["calls"] if g == "total" else df[f"{g} calls"]
+            d = derived.median_of(df[g].to_numpy(), f"{g}, {capture_label(p)}", "us", physical_min=0.0)
             rows.append({"capture": capture_label(p), "c": p["c"], "w": p["w"], "group": g,
-                         "median_us": float(df[g].median()), "calls_per_iteration": float(calls.median()),
-                         "iterations": k, "statistic": stat})
+                         "median_us": float(df[g].median()), "lo_us": d.lo, "hi_us": d.hi,
+                         "calls_per_iteration": float(calls.median()), "iterations": k, "statistic": stat})
     return pd.DataFrame(rows)
 
 

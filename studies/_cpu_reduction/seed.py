@@ -1,6 +1,22 @@
 """The seed's published figures (seed 000), as data: shown beside the live ones, labelled as
 the seed's, never used as results."""
 
+#: the seed's overview (sum 1D N=1M @32 threads/workers), per column: total, compute, runtime
+#: overhead and the ratio to MKL, as published (compute and overhead from one Tracy iteration)
+SEED_OVERVIEW = {
+    "MKL": {"total": "15 us", "vs": "1.0x"},
+    "IREE no-split": {"total": "61 us", "compute": "39.5 us", "overhead": "21.5 us", "vs": "4.1x"},
+    "IREE c=8 fixed": {"total": "59 us", "compute": "9.9 us", "overhead": "49.1 us", "vs": "3.9x"},
+    "IREE c=2": {"total": "61 us", "compute": "22.7 us", "overhead": "38.3 us", "vs": "4.1x"},
+}
+SEED_MACHINE = "32-core AMD Zen4 7975WX"
+#: the seed's thread-scaling table (ms per call, iree-benchmark-module and torch.sum with MKL)
+SEED_SCALING_MS = {
+    "no-split": {1: 0.059, 2: 0.065, 4: 0.065, 8: 0.065, 16: 0.065, 32: 0.066},
+    "c=8 fixed": {1: 0.080, 2: 0.069, 4: 0.056, 8: 0.055, 16: 0.063, 32: 0.059},
+    "MKL": {1: 0.031, 2: 0.022, 4: 0.015, 8: 0.011, 16: 0.010, 32: 0.015},
+}
+
 SEED_FIGURES = {
     "source": "seed 000_a9087dd746f9e088.txt: IREE issue #24011, '[CPU] Reduction (sum) performance study on AMD "
               "Zen4 7975WX' (PyTorch 2.9.0+cpu with MKL; IREE --iree-opt-level=O2 --iree-opt-data-tiling "
@@ -8,13 +24,9 @@ SEED_FIGURES = {
     "machine": "32-core AMD Zen4 7975WX, AVX-512, 32 threads",
     "tables": {
         "Overview: sum 1D N=1M @32 threads/workers": [
-            {"": "Total (measured)", "MKL": "15 us", "IREE no-split": "61 us", "IREE c=8 fixed": "59 us",
-             "IREE c=2": "61 us"},
-            {"": "Compute", "MKL": "", "IREE no-split": "39.5 us", "IREE c=8 fixed": "9.9 us", "IREE c=2": "22.7 us"},
-            {"": "Runtime overhead", "MKL": "", "IREE no-split": "21.5 us", "IREE c=8 fixed": "49.1 us",
-             "IREE c=2": "38.3 us"},
-            {"": "vs MKL", "MKL": "1.0x", "IREE no-split": "4.1x", "IREE c=8 fixed": "3.9x", "IREE c=2": "4.1x"},
-        ],
+            {"": label, **{col: SEED_OVERVIEW[col].get(q, "") for col in SEED_OVERVIEW}}
+            for q, label in (("total", "Total (measured)"), ("compute", "Compute"), ("overhead", "Runtime overhead"),
+                             ("vs", "vs MKL"))],
         "Comparison summary: PyTorch/OpenMP vs IREE HAL/task system": [
             {"": "Dispatch floor", "PyTorch/OpenMP": "1.1 us", "IREE": "~10 us"},
             {"": "Thread fork/join", "PyTorch/OpenMP": "~13 us (OpenMP)", "IREE": "~15 us (task scheduler)"},
@@ -30,13 +42,7 @@ SEED_FIGURES = {
             {"phase": "Cleanup + wakeup", "c=2 (60.7 us)": "16.4 (27%)", "c=8 fixed (56.0 us)": "15.1 (27%)"},
         ],
         "Thread scaling (ms per call)": [
-            {"workers": 1, "no-split": 0.059, "c=8 fixed": 0.080, "MKL": 0.031},
-            {"workers": 2, "no-split": 0.065, "c=8 fixed": 0.069, "MKL": 0.022},
-            {"workers": 4, "no-split": 0.065, "c=8 fixed": 0.056, "MKL": 0.015},
-            {"workers": 8, "no-split": 0.065, "c=8 fixed": 0.055, "MKL": 0.011},
-            {"workers": 16, "no-split": 0.065, "c=8 fixed": 0.063, "MKL": 0.010},
-            {"workers": 32, "no-split": 0.066, "c=8 fixed": 0.059, "MKL": 0.015},
-        ],
+            {"workers": w, **{name: ms[w] for name, ms in SEED_SCALING_MS.items()}} for w in SEED_SCALING_MS["MKL"]],
     },
     "notes": [
         "Seed's 'c=8 fixed' used tile 124992 (a multiple of 16) after codegen fix #24010: 9 shards in dispatch 0 "

@@ -227,16 +227,16 @@ def _derive(plan: Plan, m: int, k: int, model: CostModel, f: float, rule: str, a
     else:
         why = f"min as the seed text says; the seed example uses max, {max(cand.values())}"
     steps.append({"step": "short block", **cand, "m0": m0, "rule": rule,
-                  "text": f"a = {cand['a']} (a*K*N >= 4 GiB), b = {cand['b']} (b*K*N/1024 + b*N >= 6 MiB), "
-                          f"c = {cand['c']} (c >= 3*128); m0 = {pick.__name__}(a, b, c) = {m0} ({why})"})
+                  "text": f"a = {cand['a']} (a × K × N ≥ 4 GiB), b = {cand['b']} (b × K × N / 1024 + b × N ≥ 6 MiB), "
+                          f"c = {cand['c']} (c ≥ 3 × 128); m0 = {pick.__name__}(a, b, c) = {m0} ({why})"})
     if m0 > m:
         raise SplitError("short block", f"M = {m} rows is smaller than the short block m0 = {m0}")
     t0 = model.mm_us(m0) * f
     t1 = model.comm_us(m0) * f
     steps.append({"step": "short block times", "t0_us": t0, "t1_us": t1, "mib": model.mib(m0),
-                  "text": f"x = {m0}*{model.n}*{model.dtype_bytes} B = {model.mib(m0):.3g} MiB; "
-                          f"t0 = CostMM({m0})*{f:g} = {model.mm_us(m0):.1f}*{f:g} = {t0:.1f} us; "
-                          f"t1 = CostComm({model.mib(m0):.3g} MiB)*{f:g} = {model.comm_us(m0):.1f}*{f:g} = {t1:.1f} us"})
+                  "text": f"x = {m0} × {model.n} × {model.dtype_bytes} B = {model.mib(m0):.3g} MiB; "
+                          f"t0 = CostMM({m0}) × {f:g} = {model.mm_us(m0):.1f} × {f:g} = {t0:.1f} us; "
+                          f"t1 = CostComm({model.mib(m0):.3g} MiB) × {f:g} = {model.comm_us(m0):.1f} × {f:g} = {t1:.1f} us"})
     if t0 <= 0 or t1 <= 0:
         raise SplitError("short block times", f"a fit gives a non-positive time for m0 = {m0} rows "
                                               f"(t0 = {t0:.1f} us, t1 = {t1:.1f} us)")
@@ -251,23 +251,23 @@ def _derive(plan: Plan, m: int, k: int, model: CostModel, f: float, rule: str, a
                                     "time is already longer than the short block's time")
     m1 = _align_nearest(raw, align)
     steps.append({"step": "balance", "m1_raw": raw, "m1": m1,
-                  "text": f"{how} -> m1 = {raw:.1f} rows, aligned to {align}: {m1}"})
+                  "text": f"{how} → m1 = {raw:.1f} rows, aligned to {align}: {m1}"})
     rest = m - m0
     count = rest // m1
     steps.append({"step": "count", "count_raw": rest / m1, "count": count,
-                  "text": f"count = floor((M - m0)/m1) = floor(({m} - {m0})/{m1}) = floor({rest / m1:.2f}) = {count}"})
+                  "text": f"count = floor((M − m0) / m1) = floor(({m} − {m0}) / {m1}) = floor({rest / m1:.2f}) = {count}"})
     if count < 1:
         raise SplitError("count", f"the long block m1 = {m1} rows is longer than the {rest} rows left after "
                                   f"the short block")
     m1_even = rest / count
     m1 = int(m1_even // align) * align
     steps.append({"step": "adjust long", "m1_even": m1_even, "m1": m1,
-                  "text": f"m1 = (M - m0)/count = {rest}/{count} = {m1_even:.1f}, down to a multiple of {align}: {m1}"})
+                  "text": f"m1 = (M − m0) / count = {rest} / {count} = {m1_even:.1f}, down to a multiple of {align}: {m1}"})
     if m1 < align:
         raise SplitError("adjust long", f"(M - m0)/count = {m1_even:.1f} rows is below one {align}-row tile")
     m0 = m - m1 * count
     steps.append({"step": "adjust short", "m0": m0,
-                  "text": f"m0 = M - m1*count = {m} - {m1}*{count} = {m0}"})
+                  "text": f"m0 = M − m1 × count = {m} − {m1} × {count} = {m0}"})
     short_first = (plan.bound == "communication") != comm_first
     chunks = [m0] + [m1] * count if short_first else [m1] * count + [m0]
     steps.append({"step": "chunks", "chunks": chunks,

@@ -38,7 +38,7 @@ Collective implementations (``comm``):
   the sum back. Only stores cross NVLink, so a few SMs keep the links busy
   (kernels/triton/allreduce.py). No more CTAs than the carve-out: a matmul CTA needs a whole
   SM's registers, so every SM holding a collective CTA is one the next chunk's matmul waits
-  for (64 CTAs beside a 16-SM carve-out slowed the matmul by 1.56x on 4 H200s);
+  for (measured: traces/mc2-split/README.md);
 - ``triton-pull``: the same launch, but each rank signals its peers that its chunk is ready,
   then loads the peers' partial rows of its block over NVLink (no staging buffer: about 2
   instead of 3.5 bytes of HBM traffic per byte, beside the matmul), sums and pushes the sum;
@@ -61,8 +61,9 @@ median is kept beside it. Each variant's output is checked against the unsplit m
 all-reduce before it is timed, and every rank takes the check's verdict of the worst rank.
 
 Traces: one extra call of each config's serial op and best split runs under torch.profiler
-(all ranks; the reporting rank attaches its Chrome trace, gzipped) so the study can
-draw the measured timeline beside the simulated one. A profiler failure is reported as a
+on every rank; the ranks' Chrome traces (gzipped) are gathered to the reporting rank, which
+attaches each as ``<op>.rank<r>.json.gz``, so the study can draw the ranks' measured
+timelines, aligned, beside the simulated one. A profiler failure is reported as a
 note and costs nothing else.
 """
 
@@ -305,6 +306,11 @@ class Mc2Worker:
         self.cuda = cfg["backend"] == "nccl"
         self.device = launcher.init_rank(cfg["backend"])
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        # the rank that writes the events (local rank 0 of the storing node, whatever its global
+        # rank): every rank's trace is gathered there
+        active = [None] * self.world
+        dist.all_gather_object(active, emit.active)
+        self.reporter = active.index(True) if True in active else 0
         self.m, self.k, self.n = cfg["m"], cfg["k"], cfg["n"]
         self.dtype, self.tol = getattr(torch, cfg["dtype"]), TOL[cfg["dtype"]]
         self.dbytes = DTYPE_BYTES[cfg["dtype"]]
@@ -435,25 +441,35 @@ class Mc2Worker:
         return self.record(name, params, self.time_op(fn, inner) if ok else None, ok, msg)
 
     def profile_op(self, name: str, fn) -> None:
-        """One call of ``fn`` under torch.profiler on every rank; the reporting rank attaches its trace."""
+        """One call of ``fn`` under torch.profiler on every rank; every rank's trace (gzipped)
+        goes to the reporting rank, which attaches it as ``<name>.rank<r>.json.gz``, so the
+        study can show the ranks aligned (a rank's failure is a note; the run goes on)."""
         if not self.cfg.get("trace", True):
             return
+        self.timer.barrier()
+        data, error = b"", ""
         try:
             from torch.profiler import ProfilerActivity, profile
 
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-            self.timer.barrier()
             with profile(activities=acts) as prof:
                 fn()
                 self.timer.sync()
-            if self.emit.active:
-                with tempfile.TemporaryDirectory() as tmp:
-                    raw = os.path.join(tmp, "trace.json")
-                    prof.export_chrome_trace(raw)
-                    with open(raw, "rb") as fh:
-                        self.emit.attach(f"{name}.json.gz", "trace/chrome-json", gzip.compress(fh.read()))
+            with tempfile.TemporaryDirectory() as tmp:
+                raw = os.path.join(tmp, "trace.json")
+                prof.export_chrome_trace(raw)
+                with open(raw, "rb") as fh:
+                    data = gzip.compress(fh.read())
         except Exception as exc:  # a trace is a bonus: never lose the run for it
-            self.emit.note(f"trace of {name} failed: {type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+        # outside the try: every rank joins the gather, whatever happened to its own trace
+        got = [None] * self.world if self.rank == self.reporter else None
+        dist.gather_object((data, error), got, dst=self.reporter)
+        for rank, (trace, why) in enumerate(got or []):
+            if trace:
+                self.emit.attach(f"{name}.rank{rank}.json.gz", "trace/chrome-json", trace)
+            else:
+                self.emit.note(f"trace of {name} on rank {rank} failed: {why}")
 
     # --- cost points ----------------------------------------------------------------------
     def mm_points(self, cv: int) -> list[tuple[int, float]]:

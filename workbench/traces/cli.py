@@ -24,6 +24,7 @@ import json
 import sys
 from typing import Any
 
+from ..tables import render
 from . import TraceError, load
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -136,7 +137,7 @@ def _summary(args) -> int:
             n = table.attrs["iterations"]
             warm = ", first skipped as warm-up" if table.attrs.get("skipped") else ""
             print(f"\nPhases{'' if key is None else f' of rank {key}'} (median over {n} iterations{warm}):")
-            print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+            print(render(table, "plain", max_rows=None))
     if args.chrome:
         print(f"wrote {args.chrome}", file=sys.stderr)
     if phase_error is not None:
@@ -176,23 +177,23 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     shown = ts if lanes <= 0 else ts.head(lanes)
     print(f"\nLanes ({len(ts):,}):" if len(shown) == len(ts) else f"\nLanes (first {len(shown):,} of {len(ts):,}; "
                                                                "--lanes 0 lists all):")
-    print(shown.drop(columns=["first_ns", "last_ns"]).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print(render(shown.drop(columns=["first_ns", "last_ns"]), "plain", max_rows=None))
     print(f"\nTop {top} by total time:")
     stats = analysis.name_stats(df).head(top)
     stats["name"] = stats["name"].str.slice(0, 60)
-    print(stats.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(render(stats, "plain", max_rows=None))
 
 
 def _print_ranks(df) -> None:
     from . import ranks
 
     print("\nRanks:")
-    print(ranks.rank_summary(df).to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
+    print(render(ranks.rank_summary(df), "plain", max_rows=None))
     print(ranks.slowest(df)["text"])
     per_name = ranks.rank_name_stats(df, top=10)
     per_name["name"] = per_name["name"].str.slice(0, 50)
     print("\nPer name, median per rank (us), top 10 by total time:")
-    print(per_name.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+    print(render(per_name, "plain", max_rows=None))
 
 
 def _diff(args) -> int:
@@ -219,7 +220,7 @@ def _diff(args) -> int:
     print(diff.headline(table))
     shown = diff.display(table).head(args.top)
     print(f"\nTop {len(shown)} names by |Δ total| (times in us; Δ = b - a):")
-    print(shown.to_string(index=False))
+    print(render(shown, "plain", max_rows=None))
     return EXIT_OK
 
 

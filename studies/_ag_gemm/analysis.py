@@ -1,0 +1,331 @@
+"""Analysis of multi-GPU ag-gemm runs: every number the page, the report and the claims read.
+
+From a run record to tables (no other arithmetic happens anywhere else):
+
+- ``summary``: per (ranks, dtype, M) of the row-sharded formulation, the baseline (NCCL
+  all-gather, then matmul), the HBM-buffer kernel and the best provider of the run, each
+  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound and
+  the issue's target; ``seed_table``: the same in the seed's shape, numbers with their CIs;
+- ``derived`` rows (``workbench.derived``, extra columns ``table, shard, ranks, dtype, M,
+  provider``): each provider's speedup over the baseline (``table="speedup"``: the median of
+  per-round ratios, since the providers of a shape are timed round-robin, with a bootstrap CI),
+  how the speedup changes from the smallest to the largest M (``"gain"``), the M at which a
+  provider crosses the baseline (``"crossover"``), the skew between ranks (``"skew"``);
+- ``ranks``: per variant, every rank's median, the slowest rank and the skew;
+- ``checks``: every variant's correctness check, both formulations, and the fused kernel
+  under Triton's interpreter where the run did that (``outputs["interpreter_check"]``).
+
+Runs stored before the compared dimension was named ``provider`` call it ``method``; runs
+before the seed's formulation was an option have no ``shard`` (they are row-sharded).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench import derived, stats, tables
+from workbench.derived import Derived
+
+BASELINE = "nccl"
+#: the providers compared with the baseline in the seed-shaped table (the HBM-buffer kernel first)
+FUSED = ("hbm-buffer", "ce-chunked", "torch-fused", "auto")
+#: the issue's targets on H200, fp16, N=3584, K=8192: (world size, M) -> min speedup over nccl
+TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30, (4, 4096): 1.15}
+RESAMPLES = derived.RESAMPLES
+
+
+def provider_of(params: dict[str, Any]) -> str:
+    return str(params.get("provider", params.get("method", "")))
+
+
+def multi_gpu_variants(rec) -> list:
+    return [v for v in rec.variants if v.params.get("mode") != "kernel"]
+
+
+def variants_frame(rec) -> pd.DataFrame:
+    """The per-variant results table with ``provider`` and ``shard`` for every run, and ms."""
+    df = tables.variants_table(rec)
+    if df.empty:
+        return df
+    prov = [provider_of(v.params) for v in rec.variants]
+    df = df.assign(provider=prov, shard=[v.params.get("shard", "rows") for v in rec.variants])
+    return df.assign(median_ms=df["median_ns"] / 1e6, ci_lo_ms=df["ci_lo_ns"] / 1e6, ci_hi_ms=df["ci_hi_ns"] / 1e6)
+
+
+def _groups(rec) -> dict[tuple, dict[str, Any]]:
+    """Multi-GPU variants by (shard, ranks, dtype, M), then by provider."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for v in multi_gpu_variants(rec):
+        p = v.params
+        key = (p.get("shard", "rows"), int(p["world_size"]), p["dtype"], int(p["M"]))
+        out.setdefault(key, {})[provider_of(p)] = v
+    return out
+
+
+def _tag(shard, ws, dtype, m, provider) -> dict[str, Any]:
+    return {"shard": shard, "ranks": ws, "dtype": dtype, "M": m, "provider": provider}
+
+
+def speedup(base, v, name: str) -> Derived:
+    """``median(base_r / v_r)`` over the rounds both were timed in (the worker times every
+    provider of a shape round-robin), or the ratio of medians when the counts differ."""
+    if base is None or not base.correct or not v.correct:
+        why = "the baseline failed its check" if base is not None and not base.correct else (
+            "no baseline in this run" if base is None else "this provider failed its check")
+        return derived.not_meaningful(name, why, "x", 1.0)
+    return derived.ratio(v.samples_ns, base.samples_ns, name, paired=len(v.samples_ns) == len(base.samples_ns))
+
+
+def _ms(v) -> tuple[float, float, float]:
+    if v is None or not v.correct or not v.samples_ns:
+        return (math.nan,) * 3
+    s = stats.summarize(v.samples_ns)
+    return s.median / 1e6, s.ci_lo / 1e6, s.ci_hi / 1e6
+
+
+def _tflops(m: int, n: int, k: int, ms: tuple[float, float, float]) -> tuple[float, float, float]:
+    flops = 2.0 * m * n * k
+    return tuple(flops / (t * 1e-3) / 1e12 if t == t and t > 0 else math.nan for t in (ms[0], ms[2], ms[1]))
+
+
+def _best(grp: dict[str, Any]) -> str:
+    """The fastest checked provider among the fused ones (by median), "" when none."""
+    valid = {p: stats.summarize(v.samples_ns).median for p, v in grp.items()
+             if p in FUSED and v.correct and v.samples_ns}
+    return min(valid, key=valid.get) if valid else ""
+
+
+def _met(target, sp: Derived, best_ms: float, torch_ms: float, ws: int, m: int) -> bool | None:
+    """The issue's target (its CI's lower end must clear it); ws=2, M=16384 must also beat
+    PyTorch's fused op."""
+    if target is None:
+        return None
+    ok = sp.lo == sp.lo and sp.lo >= target
+    if (ws, m) == (2, 16384):
+        ok = ok and best_ms < torch_ms
+    return bool(ok)
+
+
+def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
+    """The seed-shaped table (numbers) of the row-sharded shapes, and the speedup rows."""
+    rows, items = [], []
+    for (shard, ws, dtype, m), grp in sorted(_groups(rec).items()):
+        if shard != "rows":
+            continue
+        any_v = next(iter(grp.values()))
+        n, k = int(any_v.params["N"]), int(any_v.params["K"])
+        base = grp.get(BASELINE)
+        sp = {}
+        for prov in list(FUSED) + ["all-gather-cat"]:
+            if prov in grp:
+                sp[prov] = speedup(base, grp[prov], f"speedup over nccl: {prov}, {ws} ranks {dtype} M={m}")
+                items.append(sp[prov].row(table="speedup", **_tag(shard, ws, dtype, m, prov)))
+        best = _best(grp)
+        nan_d = derived.not_meaningful("speedup", "not measured", "x", 1.0)
+        hbm_ms, best_ms, base_ms = _ms(grp.get("hbm-buffer")), _ms(grp.get(best)), _ms(base)
+        parts = [_ms(grp.get(p))[0] for p in ("all-gather", "matmul")]
+        picked = str(grp["auto"].params.get("picked", "")) if "auto" in grp else ""
+        target = TARGETS.get((ws, m)) if dtype == "fp16" and (n, k) == (3584, 8192) else None
+        best_sp = sp.get(best, nan_d)
+        row = {"ranks": ws, "dtype": dtype, "M": m, "N": n, "K": k, "MxNxK": f"{m}x{n}x{k}",
+               "baseline_ms": base_ms[0], "baseline_lo_ms": base_ms[1], "baseline_hi_ms": base_ms[2]}
+        for label, ms, s in (("hbm", hbm_ms, sp.get("hbm-buffer", nan_d)), ("best", best_ms, best_sp)):
+            tf = _tflops(m, n, k, ms)
+            row |= {f"{label}_ms": ms[0], f"{label}_lo_ms": ms[1], f"{label}_hi_ms": ms[2],
+                    f"{label}_speedup": s.point, f"{label}_speedup_lo": s.lo, f"{label}_speedup_hi": s.hi,
+                    f"{label}_speedup_status": s.status, f"{label}_tflops": tf[0], f"{label}_tflops_lo": tf[1],
+                    f"{label}_tflops_hi": tf[2]}
+        row |= {"best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
+                "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0],
+                "bound_ms": max(parts) if all(p == p for p in parts) else math.nan, "target": target,
+                "met": _met(target, best_sp, best_ms[0], _ms(grp.get("torch-fused"))[0], ws, m)}
+        rows.append(row)
+    return pd.DataFrame(rows), items
+
+
+# --- how the speedup changes with M ---------------------------------------------------------
+
+def _round_speedups(base, v) -> np.ndarray | None:
+    """Per-round speedups (paired), or None when the pair is not usable."""
+    if base is None or v is None or not base.correct or not v.correct or not v.samples_ns:
+        return None
+    b, x = np.asarray(base.samples_ns, float), np.asarray(v.samples_ns, float)
+    if len(b) != len(x):
+        return None
+    return b / x
+
+
+def _crossing(ms: np.ndarray, s: np.ndarray) -> float:
+    """The M where the speedup curve (linear in log M) first crosses 1; -inf when every
+    point is above 1 (the crossing lies below the smallest M), +inf when every point is below."""
+    above = s > 1
+    if above.all():
+        return -math.inf
+    if not above.any():
+        return math.inf
+    j = int(np.flatnonzero(above[:-1] != above[1:])[0])
+    t = (1 - s[j]) / (s[j + 1] - s[j])
+    return float(np.exp(np.log(ms[j]) + t * (np.log(ms[j + 1]) - np.log(ms[j]))))
+
+
+def crossover(ms: list[int], per_round: list[np.ndarray], name: str, seed: int = 0) -> Derived:
+    """The M at which a provider's speedup over the baseline crosses 1, interpolated in
+    log M between the measured M; its CI from bootstrap draws of every M's median speedup.
+    Clear when the CI lies inside the measured range; inconclusive (with the share of draws
+    outside) when the crossing may lie beyond it, or there is no crossing in the data."""
+    m_arr = np.asarray(ms, dtype=float)
+    point = _crossing(m_arr, np.array([np.median(r) for r in per_round]))
+    rng = np.random.default_rng(seed)
+    boots = np.stack([np.median(r[rng.integers(0, r.size, (RESAMPLES, r.size))], axis=1) for r in per_round], axis=1)
+    draws = np.array([_crossing(m_arr, b) for b in boots])
+    below, above = float(np.mean(draws == -math.inf)), float(np.mean(draws == math.inf))
+    n = min(r.size for r in per_round)
+    lo_m, hi_m = int(m_arr.min()), int(m_arr.max())
+    if not math.isfinite(point):
+        side = f"below M={lo_m}" if point < 0 else f"above M={hi_m}"
+        return Derived(name, math.nan, math.nan, math.nan, "rows", math.nan, "inconclusive",
+                       f"no crossing in the measured range: it lies {side} (in {100 * max(below, above):.0f}% of "
+                       "resamples)", n, n, True)
+    finite = draws[np.isfinite(draws)]
+    lo, hi = (np.quantile(finite, [0.025, 0.975]) if finite.size else (point, point))
+    lo = lo_m if below > 0.025 else float(lo)
+    hi = hi_m if above > 0.025 else float(hi)
+    status, why = "clear", ""
+    if below > 0.025 or above > 0.025:
+        status = "inconclusive"
+        why = (f"in {100 * below:.0f}% of resamples the crossing lies below M={lo_m}, in {100 * above:.0f}% above "
+               f"M={hi_m}: the CI is cut at the measured range")
+    return Derived(name, point, float(lo), float(hi), "rows", math.nan, status, why, n, n, True)
+
+
+def trend(rec) -> list[dict]:
+    """Per (ranks, dtype, provider) of the row-sharded runs with 2+ M: the speedup at the
+    largest M over the one at the smallest (``gain``; unpaired: different shapes are timed
+    in different rounds) and the crossover M (``crossover``)."""
+    by: dict[tuple, dict[int, np.ndarray]] = {}
+    for (shard, ws, dtype, m), grp in _groups(rec).items():
+        if shard != "rows":
+            continue
+        for prov in FUSED:
+            r = _round_speedups(grp.get(BASELINE), grp.get(prov))
+            if r is not None and r.size >= 2:
+                by.setdefault((ws, dtype, prov), {})[m] = r
+    items = []
+    for (ws, dtype, prov), per_m in sorted(by.items()):
+        if len(per_m) < 2:
+            continue
+        ms = sorted(per_m)
+        tag = _tag("rows", ws, dtype, None, prov)
+        g = derived.ratio(per_m[ms[0]], per_m[ms[-1]],
+                          f"speedup at M={ms[-1]} over at M={ms[0]}: {prov}, {ws} ranks {dtype}")
+        items.append(g.row(table="gain", m_small=ms[0], m_large=ms[-1], **tag))
+        c = crossover(ms, [per_m[m] for m in ms], f"crossover M (speedup 1): {prov}, {ws} ranks {dtype}")
+        items.append(c.row(table="crossover", m_small=ms[0], m_large=ms[-1], **tag))
+    return items
+
+
+# --- ranks and checks -------------------------------------------------------------------------
+
+def ranks(rec) -> tuple[pd.DataFrame, list[dict]]:
+    """Per multi-GPU variant with per-rank data: each rank's median, the slowest rank, its
+    median, and the skew (slowest minus fastest rank) as the median over rounds with a CI
+    (runs without per-rank samples: the spread of the ranks' medians, no CI)."""
+    rows, items = [], []
+    for v in multi_gpu_variants(rec):
+        ex = v.extra if isinstance(v.extra, dict) else {}
+        meds = ex.get("rank_median_ns")
+        if not v.correct or not isinstance(meds, list) or len(meds) < 2:
+            continue
+        p = v.params
+        tag = _tag(p.get("shard", "rows"), int(p["world_size"]), p["dtype"], int(p["M"]), provider_of(p))
+        slow = int(np.argmax(meds))
+        row = {"variant": v.variant, **tag, "rank_medians_us": " / ".join(f"{x / 1e3:,.1f}" for x in meds),
+               "slowest_rank": slow, "slowest_rank_us": meds[slow] / 1e3, "max_over_ranks_us":
+               stats.summarize(v.samples_ns).median / 1e3}
+        samples = ex.get("rank_samples_ns")
+        if isinstance(samples, list) and len(samples) == len(meds) and len({len(s) for s in samples}) == 1:
+            spread = np.ptp(np.asarray(samples, dtype=float), axis=0) / 1e3
+            d = derived.median_of(spread, f"skew between ranks (slowest - fastest per round): {v.variant}", "us",
+                                  physical_min=0.0)
+            items.append(d.row(table="skew", **tag))
+            row |= {"skew_us": d.point, "skew_lo_us": d.lo, "skew_hi_us": d.hi}
+        else:
+            row |= {"skew_us": (max(meds) - min(meds)) / 1e3, "skew_lo_us": math.nan, "skew_hi_us": math.nan}
+        rows.append(row)
+    return pd.DataFrame(rows), items
+
+
+def checks(rec) -> pd.DataFrame:
+    """Every multi-GPU variant's check (failed ones included: a failed check is shown, its
+    time never counted), and the interpreter check of the fused kernel if the run made one."""
+    rows = []
+    for v in multi_gpu_variants(rec):
+        p = v.params
+        rows.append({"shard": p.get("shard", "rows"), "ranks": int(p["world_size"]), "dtype": p["dtype"],
+                     "M": int(p["M"]), "N": int(p["N"]), "K": int(p["K"]), "provider": provider_of(p),
+                     "where": str((rec.outputs or {}).get("backend", "nccl")), "correct": bool(v.correct),
+                     "timed": bool(v.correct and v.samples_ns), "check": v.check})
+    for c in (rec.outputs or {}).get("interpreter_check", []) or []:
+        if isinstance(c, dict):
+            rows.append({"shard": "rows", "ranks": int(c.get("world_size", 0)), "dtype": str(c.get("dtype", "")),
+                         "M": int(c.get("M", 0)), "N": int(c.get("N", 0)), "K": int(c.get("K", 0)),
+                         "provider": f"hbm-buffer rank {c.get('rank', '?')}",
+                         "where": "Triton interpreter, peers emulated in one process", "correct": bool(c.get("ok")),
+                         "timed": False, "check": str(c.get("check", ""))})
+    return pd.DataFrame(rows)
+
+
+def analyze(rec) -> dict[str, pd.DataFrame]:
+    """The multi-GPU tables (see the module docstring); {} parts are left out."""
+    out: dict[str, pd.DataFrame] = {}
+    summ, items = summary(rec)
+    items += trend(rec)
+    rk, skew = ranks(rec)
+    items += skew
+    if len(summ):
+        out["summary"] = summ
+        out["seed_table"] = seed_table(summ)
+    if len(rk):
+        out["ranks"] = rk
+    chk = checks(rec)
+    if len(chk):
+        out["checks"] = chk
+    out["_derived_multi"] = derived.derived_table(items)
+    return out
+
+
+# --- display ----------------------------------------------------------------------------------
+
+def _ci(x: float, lo: float, hi: float, d: int = 3, unit: str = "") -> str:
+    if x != x:
+        return "n/a"
+    if lo != lo:
+        return f"{x:.{d}f}{unit}"
+    return f"{x:.{d}f}{unit} [{lo:.{d}f}, {hi:.{d}f}]"
+
+
+def seed_table(s: pd.DataFrame) -> pd.DataFrame:
+    """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with this
+    study's best provider beside it; every time and speedup with its 95% CI."""
+    rows = []
+    for r in s.to_dict("records"):
+        best = r["best"] + (f" ({r['auto_pick']})" if r["best"] == "auto" and r["auto_pick"] else "")
+        target = "" if r["target"] is None or r["target"] != r["target"] else (
+            f">= {r['target']:.2f}x: {'met' if r['met'] else 'MISSED'}")
+        rows.append({
+            "Ranks": r["ranks"], "MxNxK": r["MxNxK"], "dtype": r["dtype"],
+            "Baseline (ms)": _ci(r["baseline_ms"], r["baseline_lo_ms"], r["baseline_hi_ms"]),
+            "HBM Buffer (ms)": _ci(r["hbm_ms"], r["hbm_lo_ms"], r["hbm_hi_ms"]),
+            "Speedup": _ci(r["hbm_speedup"], r["hbm_speedup_lo"], r["hbm_speedup_hi"], 2, "x"),
+            "TFLOPS": _ci(r["hbm_tflops"], r["hbm_tflops_lo"], r["hbm_tflops_hi"], 0),
+            "Best": best or "n/a", "Best (ms)": _ci(r["best_ms"], r["best_lo_ms"], r["best_hi_ms"]),
+            "Best speedup": _ci(r["best_speedup"], r["best_speedup_lo"], r["best_speedup_hi"], 2, "x"),
+            "Best TFLOPS": _ci(r["best_tflops"], r["best_tflops_lo"], r["best_tflops_hi"], 0),
+            "bound max(AG, mm) (ms)": "n/a" if r["bound_ms"] != r["bound_ms"] else f"{r['bound_ms']:.3f}",
+            "target (best)": target,
+        })
+    return pd.DataFrame(rows)

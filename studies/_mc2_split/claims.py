@@ -1,0 +1,189 @@
+"""The seed's claims (seed 002, the Ascend CANN MC² tuning case), each tested on the analysis
+tables of a run (:mod:`.analysis`); :func:`workbench.claims.evaluate` builds the claims table.
+
+Where the findings hold on the committed H200 runs and where they do not:
+``traces/mc2-split/README.md`` ("The seed's claims on these runs").
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.claims import Claim, ClaimResult, bound, not_testable
+from workbench.derived import fmt_derived, item
+
+from . import seed
+
+MACHINE = seed.MACHINE
+SEED = "seed 002"
+
+
+def _bound(d: dict, above: float, live: str) -> ClaimResult:
+    """:func:`workbench.claims.bound`, but a quantity that is inconclusive for too few samples
+    stays inconclusive whatever its CI."""
+    res = bound(d, above=above, live=live)
+    d_item = item(d)
+    if d_item.status == "inconclusive" and res.status in ("holds", "contradicted"):
+        return ClaimResult("inconclusive", res.live, d_item.why)
+    return res
+
+
+def _plan(tbls: dict[str, pd.DataFrame]) -> dict:
+    plan = tbls.get("_plan")
+    return plan.iloc[0].to_dict() if plan is not None and len(plan) else {}
+
+
+def _derived(tbls: dict[str, pd.DataFrame], name: str) -> dict | None:
+    d = tbls.get("derived")
+    if d is None or not len(d):
+        return None
+    hit = d[d["name"] == name]
+    return hit.iloc[0].to_dict() if len(hit) else None
+
+
+def split_rule(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
+    """The seed's rule on the seed's shape and fits gives its split (under the example's
+    reading of the short block); the live figure adds what it gives under this run's fits."""
+    rules = tbls["seed_rule"].set_index("rule")
+    example, text = rules.loc["example"], rules.loc["text"]
+    plan = _plan(tbls)
+    here = (f"this run's fits ({plan.get('rule')} rule): [{plan['chunks'].strip('[]')}]" if plan.get("plan_ok") else
+            f"this run's fits: no split ({plan.get('reason') or 'no plan'})") if plan else "no plan in this run"
+    live = f"seed's fits: [{example['chunks']}] with m0 = max(a, b, c) = {example['m0']}; {here}"
+    why = (f"the seed's text says m0 = min(a, b, c) = {text['m0']}, which gives [{text['chunks']}]; its example "
+           "uses the maximum")
+    status = "holds" if example["chunks"] == ",".join(map(str, seed.CHUNKS)) else "contradicted"
+    return ClaimResult(status, live, why)
+
+
+def comm_bound(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
+    """All-reduce longer than the matmul at full size, from this run's own cost points."""
+    b = tbls.get("bound")
+    plan = _plan(tbls)
+    if b is None or not len(b):
+        fits = f"the given fits say {plan.get('bound', '?')}-bound" if plan else ""
+        return not_testable("needs the full-size matmul and all-reduce measured (live=on without mm_fit/comm_fit); "
+                            "this run has no such points", fits)
+    row = b.iloc[0]
+    d = item(row)
+    where = ("communication-bound here" if d.lo > 0 else "compute-bound here" if d.hi < 0 else "neither bound clear")
+    live = (f"all-reduce {row['allreduce_us']:,.1f} us - matmul {row['matmul_us']:,.1f} us = "
+            f"{fmt_derived(d, status=False)}: {where}")
+    return _bound(d, 0.0, live)
+
+
+def pipelining_gain(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
+    """The best split (the search's, on the fastest configuration) against serial with the
+    backend's own collective in the same run; the seed's split beside it."""
+    plan = _plan(tbls)
+    if not plan.get("live"):
+        gain = plan.get("heuristic_gain")
+        model = f"the given fits predict {100 * gain:.1f}% for the seed's split" if gain == gain and gain else ""
+        return not_testable("needs a live run (live=on): this run only simulated", model)
+    head = plan.get("headline") or ""
+    backend = plan.get("backend") or "default"
+    d = _derived(tbls, f"gain of {head} over serial {backend}")
+    if not head or d is None:
+        return not_testable("no correct overlapped split was measured in this run")
+    seed_split = _derived(tbls, f"gain of overlap/default/heuristic over serial {backend}")
+    live = f"{head}: {fmt_derived(d, status=False)}"
+    if seed_split:
+        live += f"; the seed's split on {backend}: {fmt_derived(seed_split, status=False)}"
+    res = _bound(d, 0.0, live)
+    notes = [res.why] if res.why else []
+    if res.status == "holds" and item(d).hi < 100 * seed.GAIN:
+        notes.append(f"smaller than the seed's {100 * seed.GAIN:.1f}% (the CI lies below it)")
+    notes.append("the fastest of the run's configurations: a best-of-configurations figure (spread over runs: "
+                 "traces/mc2-split/README.md)")
+    return ClaimResult(res.status, res.live, "; ".join(notes))
+
+
+def reachable(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
+    """Whether 1262 us is reachable under the seed's own fits: the model floor (best split, no
+    contention) against it; and this run's best measured op against its own model floor."""
+    rows = tbls["seed_floor"].set_index("quantity")["value"]
+    floor = rows[seed.FLOOR_ROW]
+    spread = rows["model floor over the fits the seed's rounding allows"]
+    fixed = rows["all-reduce fixed cost per chunk for 1262 us (seed's split, contention 1)"]
+    factor = rows["contention factor for 1262 us (seed's split)"]
+    own = rows["seed's split, no contention (factor 1)"]
+    live = (f"under the seed's fits no split takes less than {floor:,.0f} us even with no contention "
+            f"(from {spread:,.0f} us over the fits its rounded numbers allow); its own split {own:,.0f} us")
+    key = tbls.get("key")
+    if _plan(tbls).get("live") and key is not None and "row" in key and key["row"].str.startswith("model floor").any():
+        floor_here = key[key["row"].str.startswith("model floor")].iloc[0]["predicted (us)"]
+        best = key[key["row"].str.startswith("best split")]
+        if len(best):
+            live += (f"; this run: {best.iloc[0]['variant']} measured {best.iloc[0]['measured (us, 95% CI)']} us "
+                     f"against its own model floor {floor_here:,.1f} us")
+    why = (f"1262 us would need the fused op's all-reduce of a chunk to cost at most {fixed:.1f} us fixed (the fit: "
+           f"{seed.COMM_FIT.fixed_us:g} us) with no contention, or a contention factor of {factor:.2f} (the engines "
+           "speeding each other up): the fused operator cannot be the standalone matmul and HCCL all-reduce the fits "
+           "describe")
+    status = "contradicted" if floor > seed.FUSED_US else "holds"
+    return ClaimResult(status, live, why if status == "contradicted" else "")
+
+
+def _factor_text(cont: pd.DataFrame, tbls: dict[str, pd.DataFrame], config: str) -> tuple[dict | None, str]:
+    """The factor of ``config``'s seed split (else its best split) and its splits' range."""
+    plan = _plan(tbls)
+    mine = cont[cont["comm"] == config]
+    pick = mine[mine["split"] == "heuristic"]
+    pick = pick if len(pick) else mine[mine["variant"] == plan.get("headline")]
+    if not len(pick):
+        return None, ""
+    row = pick.iloc[0]
+    d = _derived(tbls, f"contention factor of {row['variant']}")
+    finite = mine[mine["factor"].notna()]
+    others = (f" (its {len(finite)} splits: {finite['factor'].min():.2f}-{finite['factor'].max():.2f})"
+              if len(finite) > 1 else "")
+    return d, f"{row['variant']}: {fmt_derived(d, status=False)}{others}"
+
+
+def inflation(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
+    """The contention factor that the measured time of the seed's split with the backend's own
+    collective implies (the seed's setting: its split, its vendor's collective), with its CI;
+    the fastest configuration's beside it."""
+    cont = tbls.get("contention")
+    if cont is None or not len(cont):
+        return not_testable("needs overlapped splits measured live (live=on)")
+    d, live = _factor_text(cont, tbls, "default")
+    if d is None:
+        return not_testable("the seed's split was not measured with the backend's own collective in this run")
+    head = _plan(tbls).get("headline_comm")
+    if head and head != "default":
+        d_head, text = _factor_text(cont, tbls, head)
+        if d_head is not None:
+            live += f"; fastest configuration {text}"
+    res = _bound(d, 1.0, live)
+    notes = [res.why] if res.why else []
+    d_item = item(d)
+    if d_item.status != "not meaningful":
+        notes.append("the seed's 1.15 lies " + ("inside" if d_item.lo <= seed.CONTENTION <= d_item.hi else
+                                                "outside") + " the CI")
+    return ClaimResult(res.status, res.live, "; ".join(notes))
+
+
+SEED_CLAIMS = [
+    Claim("002-split-rule",
+          "The split algorithm (short block m0, balance, count, 128-aligned long block) gives 5 blocks "
+          "{512, 896, 896, 896, 896} for M=4096, K=3072, N=8192 half (seed 002, 验证优化方案性能收益: "
+          "\"长度分别为:{512,896,896,896,896}\")",
+          "[512, 896, 896, 896, 896]", MACHINE, split_rule),
+    Claim("002-comm-bound",
+          "The case is communication-bound: matmul 803 us, all-reduce 1071 us (seed 002: \"Matmul计算执行时间为803us,"
+          "AllReduce通信的执行时间为1071us ... 属于通信bound场景\")", "all-reduce 1071 us > matmul 803 us", MACHINE,
+          comm_bound),
+    Claim("002-gain",
+          "Pipelining the split gains 32.7% over serial: the fused op takes 1262 us against 1874 us (seed 002: "
+          "\"融合后该算子的执行时间为1262us,则融合算子的性能收益为(1874 - 1262) / 1874 = 32.7%\")",
+          "32.7% (1874 -> 1262 us)", MACHINE, pipelining_gain),
+    Claim("002-1262-reachable",
+          "The fused op of the split derived from CostMM and CostComm takes 1262 us (seed 002, 验证优化方案性能收益; "
+          "its fits reconstructed from its own 803, 1071, 143 us and m1 = 768)",
+          "1262 us", MACHINE, reachable),
+    Claim("002-inflation",
+          "Running compute and communication at once inflates chunk times (memory-bandwidth contention); the fits "
+          "are multiplied by 1.15 by experience (seed 002: \"可能出现抢占内存带宽的情况,导致执行时间增加,"
+          "一般按经验在拟合公式中乘以1.15的系数\")", "x1.15 (empirical)", MACHINE, inflation),
+]
