@@ -37,7 +37,10 @@ UNMAP = {"dependency": "unmap"}
 HEADS = {"callbacks": ("(0,0,1)", "(1,0,0)", "(0,1,0)", "(1,1,1)"), "wait": ("(0,0,1)", "wait"),
          "dependency": ("cb", "wait", "unmap"), "cuda": ("host-func", "event-sync", "event-poll")}
 #: size ranges (per run's buffer; per worker in the dependency experiment) the claims read
-BUCKETS = ((0, 128 << 10, "4-64 KiB"), (128 << 10, 2 << 20, "128 KiB-1 MiB"), (2 << 20, 1 << 62, ">= 2 MiB"))
+#: the fewest runs per measurement ``target_ms`` picks (a fixed end-of-batch latency, the last
+#: callback's or wait's, is divided by the runs)
+MIN_REPS = 8
+BUCKETS = ((0, 128 << 10, "4-64 KiB"), (128 << 10, 2 << 20, "128 KiB-1 MiB"), (2 << 20, 1 << 62, "2 MiB and up"))
 SMALL, LARGE = BUCKETS[0][2], BUCKETS[-1][2]
 _UNSIGNED = re.compile(r"(?<![\d.,-])(\d)")  # a number's first digit with no sign before it
 DERIVED_EXTRA = ["quantity", "experiment", "workers", "provider", "baseline", "size_bytes", "total_bytes", "bucket",
@@ -267,11 +270,31 @@ def overhead_table(dv: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def run_table(rec: RunRecord) -> pd.DataFrame:
+    """The run's setting in one row (what the verdict and the report say about how it was
+    measured): platform, device, driver, callback implementation, runs and measurements per
+    point, failed points."""
+    out, p = rec.outputs or {}, rec.params
+    # a run stopped at its time cap has no outputs: its variants still say where they ran
+    first = rec.variants[0].params if rec.variants else {}
+    support = out.get("callback_support") or {}
+    return pd.DataFrame([{
+        "experiment": p.get("experiment", ""), "platform": str(out.get("platform", first.get("platform", "?"))),
+        "device": str(out.get("device", first.get("device", "?"))),
+        "driver": str(out.get("driver_version", out.get("cuda_driver", "not recorded"))),
+        "callback_impl": str(out.get("callback_impl", p.get("callback_impl", ""))),
+        "host": str(out.get("host", p.get("host", ""))), "reps": p.get("reps"), "measurements": p.get("measurements"),
+        "target_ms": float(p.get("target_ms") or 0.0), "min_reps": MIN_REPS,
+        "callback_support": "; ".join(f"{k}: {v}" for k, v in support.items()),
+        "unmaps_refused": out.get("unmaps_refused"),
+        "failed": sum(not v.correct for v in rec.variants), "variants": len(rec.variants)}])
+
+
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     """``key`` (the seed's comparison per point), ``overhead`` (per size range), ``points``
-    (one row per provider and size), ``derived`` (every difference and ratio with its CI), and
-    ``_samples`` (every measurement: chart data)."""
+    (one row per provider and size), ``derived`` (every difference and ratio with its CI),
+    ``_samples`` (every measurement: chart data) and ``_run`` (how the run measured)."""
     pts = points_table(rec)
     dv = derived_table(rec)
     return {"key": key_table(pts, dv), "overhead": overhead_table(dv), "points": pts, "derived": dv,
-            "_samples": samples_table(rec)}
+            "_samples": samples_table(rec), "_run": run_table(rec)}
