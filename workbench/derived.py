@@ -151,8 +151,9 @@ def ratio(a, b, name: str, *, paired: bool = False, confidence: float = CONFIDEN
     xa, xb = _arrays(a, b, paired)
     if xa.size < 2 or xb.size < 2:
         return not_meaningful(name, f"too few samples ({xa.size} and {xb.size})", "x", 1.0)
-    if (xa <= 0).any() or (xb <= 0).any():
-        return not_meaningful(name, "a ratio of times needs positive samples", "x", 1.0)
+    # a numerator of 0 is a time under the clock's resolution (sys time of a short phase): ratio 0
+    if (xa <= 0).any() or (xb < 0).any():
+        return not_meaningful(name, "a ratio of times needs positive denominators and no negative time", "x", 1.0)
     rng = np.random.default_rng(seed)
     if paired:
         bad = _paired_ok(xa, xb)

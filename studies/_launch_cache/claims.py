@@ -1,0 +1,240 @@
+"""The seed's claims (seed 003, the GCC review of caching libgomp's nvptx soft-stack block), each
+with its test on the analysis tables (:mod:`.analysis`: the ``derived`` ratios, paired by phase).
+
+The seed's timings are `time` runs (five per build, 8 host threads); the live ones are phases
+(``repeat`` per variant). A ratio of phase times with fewer than five phases a side is shown
+but inconclusive, whatever it looks like. Where a run has several modes (the CPU's two malloc
+settings), a claim holds only where it holds in each; a mixed outcome is inconclusive and says
+where each held. Which claims hold on the committed runs: ``traces/launch-cache/README.md``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.claims import Claim, ClaimResult, bound, not_testable
+from workbench.derived import fmt_derived, item
+
+SEED = "seed 003"
+SEED_MACHINE = "the patch author's machine: NVIDIA GPU via libgomp's nvptx plugin (model not stated), 8 host threads"
+#: "about the same" real time: the ratio's whole CI within this factor of 1 (the seed: 1.00)
+SAME = 0.10
+#: the seed's GPU timings synchronise after every launch (the patch kept that; the removal was dropped)
+SYNCED = {"cpu": None, "gpu": "True"}
+README = "traces/launch-cache/README.md"
+
+
+def _run(tbls) -> dict:
+    return tbls["_run"].iloc[0].to_dict()
+
+
+def _ratios(tbls, quantity: str, provider: str) -> pd.DataFrame:
+    """The ``quantity`` rows of ``provider`` in the modes the seed's comparison uses."""
+    dv = tbls.get("derived")
+    if dv is None or not len(dv):
+        return pd.DataFrame()
+    g = dv[(dv["quantity"] == quantity) & (dv["provider"] == provider)]
+    want = SYNCED.get(_run(tbls)["target"])
+    return g[g["mode"] == want] if want is not None else g
+
+
+def _mode_label(tbls, mode: str) -> str:
+    run = _run(tbls)
+    return f"sync={mode}" if run["mode"] == "sync" else f"{run['mode']}={mode}"
+
+
+def _combine(parts: list[tuple[str, ClaimResult]]) -> ClaimResult:
+    """One result from one per mode: the common status, else inconclusive with where each held."""
+    live = "; ".join(f"{m}: {r.live}" if len(parts) > 1 else r.live for m, r in parts)
+    statuses = {r.status for _m, r in parts}
+    whys = [f"{m}: {r.why}" if len(parts) > 1 else r.why for m, r in parts if r.why]
+    if len(statuses) == 1:
+        return ClaimResult(statuses.pop(), live, "; ".join(dict.fromkeys(whys)))
+    return ClaimResult("inconclusive", live, "; ".join(f"{m}: {r.status}" for m, r in parts))
+
+
+def _clocks(g: pd.DataFrame, clocks) -> dict[str, dict]:
+    return {r["clock"]: r for r in g.to_dict("records") if r["clock"] in clocks}
+
+
+def _both(results: list[ClaimResult], live: str, what: str) -> ClaimResult:
+    """All hold -> holds; any contradicted -> contradicted (which); else inconclusive."""
+    statuses = [r.status for r in results]
+    if all(s == "holds" for s in statuses):
+        return ClaimResult("holds", live)
+    if "not testable here" in statuses:
+        return ClaimResult("not testable here", live, next(r.why for r in results if r.status == "not testable here"))
+    if "contradicted" in statuses:
+        return ClaimResult("contradicted", live, what)
+    return ClaimResult("inconclusive", live, "; ".join(dict.fromkeys(r.why for r in results if r.why)))
+
+
+def _per_mode(tbls, provider: str, clocks, test) -> ClaimResult:
+    g = _ratios(tbls, "vs per_call", provider)
+    if not len(g):
+        return not_testable(f"needs per_call and {provider} in the same run (the seed's baseline and patch)")
+    parts = []
+    for mode, gm in g.groupby("mode", sort=False):
+        rows = _clocks(gm, clocks)
+        live = ", ".join(f"{c} {fmt_derived(rows[c], status=False)}" for c in clocks if c in rows)
+        pol = tbls["policies"].set_index("variant")
+        phases = min(_phases(pol, r) for r in rows.values())
+        parts.append((_mode_label(tbls, mode), test(rows, f"{provider} / per_call: {live} ({phases} phases)")))
+    return _combine(parts)
+
+
+def _phases(pol: pd.DataFrame, r: dict) -> int:
+    """The fewer phases of the two variants a ratio compares."""
+    return int(min(pol.loc[r["variant"], "phases"], pol.loc[r["baseline"], "phases"]))
+
+
+def _long_kernels(tbls) -> ClaimResult | None:
+    if int(_run(tbls)["passes"]) > 1:
+        return None
+    return not_testable("needs long kernels (passes > 1; the seed's ran ~0.9 s each at 256 launches); this run's "
+                        "kernels make one pass")
+
+
+def few_long_kernels_real_same(tbls, rec) -> ClaimResult:
+    """locked_cache's real time over per_call's within 1 +- :data:`SAME`, with long kernels."""
+    skip = _long_kernels(tbls)
+    if skip:
+        return skip
+
+    def test(rows, live):
+        if "real" not in rows:
+            return not_testable("no real-time ratio", live)
+        d = item(rows["real"])
+        if d.status == "not meaningful":
+            return not_testable(d.why, live)
+        if d.status == "inconclusive" and d.why.startswith("only"):
+            return ClaimResult("inconclusive", live, d.why)
+        if 1 - SAME <= d.lo and d.hi <= 1 + SAME:
+            return ClaimResult("holds", live)
+        if d.hi < 1 - SAME or d.lo > 1 + SAME:
+            return ClaimResult("contradicted", live, f"real time is more than {SAME:.0%} apart (why: {README})")
+        return ClaimResult("inconclusive", live, f"the CI reaches beyond 1 +- {SAME:g}")
+    return _per_mode(tbls, "locked_cache", ("real",), test)
+
+
+def few_long_kernels_user_sys_fall(tbls, rec) -> ClaimResult:
+    """locked_cache's user and sys time over per_call's both below 1, with long kernels."""
+    skip = _long_kernels(tbls)
+    if skip:
+        return skip
+
+    def test(rows, live):
+        return _both([bound(rows[c], below=1.0) for c in ("user", "sys") if c in rows], live,
+                     "user or sys time does not fall")
+    return _per_mode(tbls, "locked_cache", ("user", "sys"), test)
+
+
+def many_launches_cut_all_three(tbls, rec) -> ClaimResult:
+    """locked_cache's real, user and sys time over per_call's all below 1, with short kernels."""
+    if int(_run(tbls)["passes"]) > 1:
+        return not_testable("needs many short launches (passes = 1; the seed: 1,048,576 launches); this run's "
+                            f"kernels make {int(_run(tbls)['passes'])} passes")
+
+    def test(rows, live):
+        return _both([bound(rows[c], below=1.0) for c in ("real", "user", "sys") if c in rows], live,
+                     "not all three fall")
+    return _per_mode(tbls, "locked_cache", ("real", "user", "sys"), test)
+
+
+def pool_avoids_serialisation(tbls, rec) -> ClaimResult:
+    """The pool's real time over locked_cache's below 1, at k times the scratch memory."""
+    g = _ratios(tbls, "vs locked_cache", "pool")
+    if not len(g):
+        return not_testable("needs the pool and locked_cache in the same run")
+    pol = tbls["policies"].set_index("variant")
+    parts = []
+    for r in g.to_dict("records"):
+        mem = pol.loc[r["variant"], "peak_mib"] / pol.loc[r["baseline"], "peak_mib"]
+        live = (f"{r['variant']} / {r['baseline']}: real {fmt_derived(r, status=False)} "
+                f"({_phases(pol, r)} phases), "
+                f"peak scratch {mem:.2g}x (the policies' counts)")
+        res = bound(r, below=1.0, live=live)
+        why = res.why or ("the pool is slower here: its queue costs more than the lock with these kernels"
+                          if res.status == "contradicted" else "")
+        parts.append((_mode_label(tbls, r["mode"]), ClaimResult(res.status, res.live, why)))
+    return _combine(parts)
+
+
+def cache_wins_despite_lock_wait(tbls, rec) -> ClaimResult:
+    """locked_cache's real time over per_call's below 1 on the GPU, the stream synchronised."""
+    if _run(tbls)["target"] != "gpu":
+        return not_testable("the seed says this of CUDA's allocator (target=gpu); this run allocates with glibc")
+
+    def test(rows, live):
+        if "real" not in rows:
+            return not_testable("no real-time ratio", live)
+        res = bound(rows["real"], below=1.0, live=live)
+        why = res.why or (f"the locked cache takes longer than allocating per launch here ({README})"
+                          if res.status == "contradicted" else "")
+        return ClaimResult(res.status, res.live, why)
+    return _per_mode(tbls, "locked_cache", ("real",), test)
+
+
+def size_limit_free_without_allocations(tbls, rec) -> ClaimResult:
+    """size_limit's real time over locked_cache's within 1 +- :data:`SAME` when the
+    application allocates nothing between launches."""
+    if int(_run(tbls)["data_bytes"] or 0):
+        return not_testable("needs a run without application allocations (data_bytes=0), as the seed's timings")
+    g = _ratios(tbls, "vs locked_cache", "size_limit")
+    if not len(g):
+        return not_testable("needs size_limit and locked_cache in the same run")
+    pol = tbls["policies"].set_index("variant")
+    parts = []
+    for r in g.to_dict("records"):
+        d = item(r)
+        live = f"{r['variant']} / {r['baseline']}: real {fmt_derived(d, status=False)} ({_phases(pol, r)} phases)"
+        if d.status == "not meaningful":
+            res = not_testable(d.why, live)
+        elif d.status == "inconclusive" and d.why.startswith("only"):
+            res = ClaimResult("inconclusive", live, d.why)
+        elif 1 - SAME <= d.lo and d.hi <= 1 + SAME:
+            res = ClaimResult("holds", live)
+        elif d.hi < 1 - SAME or d.lo > 1 + SAME:
+            res = ClaimResult("contradicted", live, f"more than {SAME:.0%} apart")
+        else:
+            res = ClaimResult("inconclusive", live, f"the CI reaches beyond 1 +- {SAME:g}")
+        parts.append((_mode_label(tbls, r["mode"]), res))
+    return _combine(parts)
+
+
+SEED_CLAIMS = [
+    Claim(id="003-few-kernels-real-same",
+          seed_text=f"with 256 kernel launches over 8 threads (FEWER_KERNELS): \"real time is about the same, but "
+                    f"user/sys time are reduced\" ({SEED}, Julian Brown's microbenchmark)",
+          seed_value=f"real 3m55.0s -> 3m55.2s (1.00x; median of 5 runs); tested as within {SAME:.0%}",
+          seed_machine=SEED_MACHINE, test=few_long_kernels_real_same),
+    Claim(id="003-few-kernels-user-sys-fall",
+          seed_text=f"the same 256 launches: \"user/sys time are reduced\" ({SEED})",
+          seed_value="user 7m14s -> 3m40s (0.51x), sys 30.1s -> 16.1s (0.53x); tested as both below 1",
+          seed_machine=SEED_MACHINE, test=few_long_kernels_user_sys_fall),
+    Claim(id="003-many-launches-cut-all-three",
+          seed_text=f"with 1,048,576 launches: \"Real, user and sys time are all dramatically less\" ({SEED})",
+          seed_value="real 12m15s -> 4m43s (0.38x), user 23m52s -> 15m49s (0.66x), sys 8m01s -> 39s (0.08x)",
+          seed_machine=SEED_MACHINE, test=many_launches_cut_all_three),
+    Claim(id="003-pool-avoids-serialisation",
+          seed_text=f"reviewer: \"I would suggest to have a small pool (up to 3 entries perhaps) of stacks. Then "
+                    f"you can arrange reuse without totally serializing host threads\"; author: the block is ~50MB "
+                    f"and \"multiplying that by 3 could start to eat into the GPU heap memory\" ({SEED})",
+          seed_value="not measured in the seed (a proposal); tested as pool real / locked_cache real below 1, at "
+                     "k times the memory",
+          seed_machine=SEED_MACHINE, test=pool_avoids_serialisation),
+    Claim(id="003-cache-wins-despite-lock-wait",
+          seed_text=f"\"the memory allocation/freeing code paths in CUDA appear to be so slow that we get a benefit "
+                    f"with this patch even when the GPU stream has to wait for the CPU to unlock the stacks block\" "
+                    f"({SEED})",
+          seed_value="a benefit (about 11-12% across the author's GPU benchmarks); tested as locked_cache real / "
+                     "per_call real below 1 (GPU, synchronised)",
+          seed_machine=SEED_MACHINE, test=cache_wins_despite_lock_wait),
+    Claim(id="003-size-limit-free-without-allocations",
+          seed_text=f"the size limit frees the block \"before allocating more memory, rather than at the start of a "
+                    f"kernel launch, so bigger blocks can still be shared between kernel launches if there's no "
+                    f"memory allocation between them\" ({SEED})",
+          seed_value=f"not measured in the seed; tested as size_limit real / locked_cache real within {SAME:.0%} "
+                     "without application allocations",
+          seed_machine=SEED_MACHINE, test=size_limit_free_without_allocations),
+]
