@@ -107,9 +107,10 @@ def test_phase_ratios_are_paired_by_round_and_a_zero_sys_time_is_a_ratio_of_zero
 # --- charts (issue #19) ------------------------------------------------------------------------------
 
 def _layers(spec: dict) -> list[dict]:
+    """The unit charts of a layered, concatenated or faceted spec."""
     out = []
-    for part in spec.get("layer", []) + spec.get("hconcat", []):
-        out += _layers(part) if ("layer" in part or "hconcat" in part) else [part]
+    for part in spec.get("layer", []) + spec.get("hconcat", []) + ([spec["spec"]] if "spec" in spec else []):
+        out += _layers(part) if {"layer", "hconcat", "spec"} & set(part) else [part]
     return out
 
 

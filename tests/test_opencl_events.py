@@ -155,7 +155,8 @@ def test_smoke_preset(store):
     assert set(ov["provider"]) == {"(0,0,1)", "(1,1,1)"} and set(ov["bucket"]) == {"4-64 KiB"}
     dv = tbls["derived"]
     assert (dv["lo"] <= dv["hi"]).all() and set(dv["status"]) <= {"clear", "inconclusive"}
-    assert len(tbls["key"]) == 2 and "(0,0,1) - (0,0,0) (us)" in tbls["key"].columns
+    assert len(tbls["key"]) == 1 and "(0,0,1) - (0,0,0) (us)" in tbls["key"].columns  # both sizes: 4-64 KiB
+    assert len(tbls["per_size"]) == 2
     text = "\n".join(sections_of(a))
     assert "What is measured" in text and "per size range" in text
     assert set(a.claims["status"]) <= {"holds", "contradicted", "inconclusive", "not testable here"}

@@ -170,6 +170,13 @@ def _range_text(r: dict, clock: str) -> str:
     return fmt_seconds(med) + (f" [{fmt_seconds(lo)}, {fmt_seconds(hi)}]" if r.get("phases", 0) > 1 else "")
 
 
+def _ratio_cell(d: pd.Series, phases: int) -> str:
+    """A ratio with its CI and status; ``n/a (1 phase)`` where no ratio of phases exists."""
+    if d["status"] == "not meaningful" and phases < 2:
+        return f"n/a ({phases} phase)"
+    return fmt_derived(d)
+
+
 def key_table(rec: RunRecord, pol: pd.DataFrame, dv: pd.DataFrame) -> pd.DataFrame:
     """The seed's `time` comparison, live: per variant (fastest real time first within each
     mode) real/user/sys (median of phases [range]), each over per_call with its CI, the peak
@@ -187,7 +194,7 @@ def key_table(rec: RunRecord, pol: pd.DataFrame, dv: pd.DataFrame) -> pd.DataFra
             row[f"{clock} (s)"] = _range_text(r, clock)
         for clock in CLOCKS:
             hit = vs.loc[(r["variant"], clock)] if vs is not None and (r["variant"], clock) in vs.index else None
-            row[f"{clock} / per_call"] = (fmt_derived(hit) if hit is not None
+            row[f"{clock} / per_call"] = (_ratio_cell(hit, int(r["phases"])) if hit is not None
                                           else "1 (the baseline)" if r["provider"] == "per_call" else "n/a")
         row["peak scratch (MiB)"] = r.get("peak_mib", float("nan"))
         row["minor faults / launch"] = r.get("minflt_per_launch", float("nan"))

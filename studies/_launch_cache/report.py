@@ -17,8 +17,7 @@ from workbench.untrusted import escape as esc
 from .analysis import CLOCKS, fmt_seconds, fmt_time
 
 WIDTH, HEIGHT = 520, 280
-#: the `time` clocks and counters a log axis cannot show at 0 are drawn at this floor (s): below
-#: the getrusage resolution seen here (4 ms steps), so a 0 reads as "under the axis"
+#: the floor (s) of a log axis of `time` figures that are all 0 (a 0 has no bar on a log axis)
 SECONDS_FLOOR = 1e-3
 SEED_LABEL = "seed: patch / baseline, {n:,} launches (NVIDIA GPU, libgomp nvptx, 8 threads)"
 
@@ -73,36 +72,40 @@ def _vs_per_call(tbls) -> object | None:
         width=WIDTH, height=HEIGHT))
 
 
+def _bar_height(n: int) -> int:
+    """A plot tall enough for ``n`` bars and never a strip (one variant still gets a real plot)."""
+    return max(90, 22 * n)
+
+
 def _clock_panels(pol: pd.DataFrame) -> object:
-    """real, user, sys per variant (median of phases, the range over phases as a bar), one
-    panel each with its own log axis: per_call and the caches differ by 10-1000x."""
+    """real, user, sys per variant (median of phases, the range over phases as a rule), one
+    facet each with its own log axis: per_call and the caches differ by 10-1000x."""
     import altair as alt
 
     from workbench import charts as wb
 
-    panels = []
-    order = list(pol["variant"])
+    rows = []
     for clock in CLOCKS:
-        d = pol.assign(med=pol[f"{clock}_s"].clip(lower=SECONDS_FLOOR),
-                       lo=pol.get(f"{clock}_lo_s", pol[f"{clock}_s"]).clip(lower=SECONDS_FLOOR),
-                       hi=pol.get(f"{clock}_hi_s", pol[f"{clock}_s"]).clip(lower=SECONDS_FLOOR),
-                       text=[fmt_seconds(v) for v in pol[f"{clock}_s"]])
-        vals = d["lo"].tolist() + d["hi"].tolist()
-        log = wb.spans_decades(vals, 1.0)
-        scale = alt.Scale(type="log", domain=[min(vals) / 1.5, max(vals) * 1.5]) if log else alt.Scale(zero=True)
-        title = f"{clock} (s{', log' if log else ''})"
-        y = alt.Y("variant:N", sort=order, title=None, axis=alt.Axis(labelLimit=200) if clock == "real" else None)
-        base = alt.Chart(d).encode(y=y)
-        bars = base.mark_bar(height=12).encode(
-            x=alt.X("med:Q", scale=scale, title=title), **({"x2": alt.X2(datum=min(vals) / 1.5)} if log else {}),
-            color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
-            tooltip=["variant", alt.Tooltip("text:N", title=f"{clock} (s), median of phases"),
-                     alt.Tooltip("lo:Q", format=".4f", title="min"), alt.Tooltip("hi:Q", format=".4f", title="max")])
-        rng = base.mark_rule(color="black").encode(x=alt.X("lo:Q", scale=scale, title=title), x2="hi:Q")
-        panels.append((bars + rng).properties(width=230, height=alt.Step(18)))
-    return wb._pad(alt.hconcat(*panels).properties(
-        title=f"real / user / sys of the launch phase per variant (median of phases, bar: range; under "
-              f"{SECONDS_FLOOR * 1e3:g} ms drawn at the axis' floor)"))
+        med = pol[f"{clock}_s"]
+        lo, hi = pol.get(f"{clock}_lo_s", med), pol.get(f"{clock}_hi_s", med)
+        positive = [v for v in list(lo) + list(med) if v > 0]
+        floor = min(positive) / 1.5 if positive else SECONDS_FLOOR
+        for v, c, m, a, b in zip(pol["variant"], pol["correct"], med, lo, hi):
+            rows.append({"variant": v, "correct": bool(c), "clock": clock, "text": fmt_seconds(m), "floor": floor,
+                         "med": max(m, floor), "lo": max(a, floor), "hi": max(b, floor)})
+    d = pd.DataFrame(rows)
+    order = list(pol["variant"])
+    scale = alt.Scale(type="log")
+    base = alt.Chart().encode(y=alt.Y("variant:N", sort=order, title=None, axis=alt.Axis(labelLimit=200)))
+    bars = base.mark_bar(height=12).encode(
+        x=alt.X("med:Q", scale=scale, title="seconds (log scale)"), x2="floor:Q",
+        color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
+        tooltip=["variant", "clock", alt.Tooltip("text:N", title="median of phases (s)"),
+                 alt.Tooltip("lo:Q", format=".4f", title="min"), alt.Tooltip("hi:Q", format=".4f", title="max")])
+    rng = base.mark_rule(color="black").encode(x=alt.X("lo:Q", scale=scale, title="seconds (log scale)"), x2="hi:Q")
+    chart = alt.layer(bars, rng, data=d).properties(width=240, height=_bar_height(len(order)))
+    return wb._pad(wb.facet(chart, "clock", list(CLOCKS), title=None, columns=3, independent=("x",)).properties(
+        title="real / user / sys of the launch phase per variant (s: median of phases, rule: range; 0 s: no bar)"))
 
 
 def _per_variant_bars(pol: pd.DataFrame, field: str, title: str, axis_title: str, fmt: str) -> object:
@@ -123,7 +126,7 @@ def _per_variant_bars(pol: pd.DataFrame, field: str, title: str, axis_title: str
         **({"x2": alt.X2(datum=floor)} if log else {}),
         color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
         tooltip=["variant", alt.Tooltip(f"{field}:Q", format=fmt, title=axis_title)])
-    return wb._pad(chart.properties(title=title, width=WIDTH, height=alt.Step(18)))
+    return wb._pad(chart.properties(title=title, width=WIDTH, height=_bar_height(len(pol))))
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
@@ -154,7 +157,8 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             x=alt.X("us:Q", scale=scale, title="per-launch latency (us, log scale)"), x2=alt.X2(datum=floor),
             color=alt.Color("quantile:N", sort=["p50", "p99"], title="quantile"),
             tooltip=["variant", "quantile", alt.Tooltip("us:Q", format=",.2f")],
-        ).properties(title="Per-launch latency: median (p50) and p99 (us)", width=WIDTH, height=alt.Step(20)))
+        ).properties(title="Per-launch latency: median (p50) and p99 (us)", width=WIDTH,
+                     height=_bar_height(2 * len(pol))))
         out["memory"] = _per_variant_bars(pol, "peak_mib", "Peak scratch memory held per variant (MiB, the "
                                           "policy's count)", "peak scratch (MiB)", ",.1f")
         out["faults"] = _per_variant_bars(pol, "minflt_per_launch", "Minor page faults per launch (getrusage, "
@@ -170,7 +174,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
                      alt.Tooltip("p99_us:Q", format=",.2f", title="p99 (us)"), alt.Tooltip("share:Q", format=".0%")],
         ).transform_calculate(segment_order="indexof(['acquire','kernel','launch','sync','release'], datum.segment)")
             .properties(title="Where a launch's host time goes (share of the mean launch; tooltips in us)",
-                        width=WIDTH, height=alt.Step(20)))
+                        width=WIDTH, height=_bar_height(seg["variant"].nunique())))
     q = tbls.get("_latency_quantiles")
     if q is not None and len(q):
         out["latency_cdf"] = wb._pad(alt.Chart(q).mark_line(point=True).encode(

@@ -224,7 +224,28 @@ def excess_text(d) -> str:
     return signed + ("" if d.status == "clear" else " (CI includes 0)")
 
 
-def key_table(pts: pd.DataFrame, dv: pd.DataFrame) -> pd.DataFrame:
+def key_table(dv: pd.DataFrame) -> pd.DataFrame:
+    """The seed's findings are per size range ("3x for small sizes ... significant until about 2
+    to 4 MiB"): per worker count and range, each head provider's extra time per run over the
+    baseline (us, median of the range's paired rounds, 95% CI)."""
+    ex = dv[dv["quantity"] == "bucket excess"] if len(dv) else dv
+    if not len(ex):
+        return pd.DataFrame()
+    order = {b: i for i, (_lo, _hi, b) in enumerate(BUCKETS)}
+    rows = []
+    for (exp, workers, bucket), g in sorted(ex.groupby(["experiment", "workers", "bucket"]),
+                                            key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])):
+        row = {"workers": int(workers)} if workers else {}
+        row |= {"size range" + (" (per worker)" if workers else ""): bucket, "sizes": int(g["sizes"].iloc[0])}
+        by = {r["provider"]: r for r in g.to_dict("records")}
+        for prov in HEADS.get(exp, ()):
+            if prov in by:
+                row[f"{prov} - {BASELINES[exp]} (us)"] = excess_text(by[prov])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def per_size_table(pts: pd.DataFrame, dv: pd.DataFrame) -> pd.DataFrame:
     """The seed's comparison per point: the baseline's time per run and each head provider's
     extra time per run over it (us, median of paired rounds, 95% CI), as the README shows it."""
     if not len(pts) or not len(dv):
@@ -291,10 +312,11 @@ def run_table(rec: RunRecord) -> pd.DataFrame:
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    """``key`` (the seed's comparison per point), ``overhead`` (per size range), ``points``
+    """``key`` (the seed's comparison per size range), ``per_size`` (the same per point),
+    ``overhead`` (per size range, with the ratios), ``points``
     (one row per provider and size), ``derived`` (every difference and ratio with its CI),
     ``_samples`` (every measurement: chart data) and ``_run`` (how the run measured)."""
     pts = points_table(rec)
     dv = derived_table(rec)
-    return {"key": key_table(pts, dv), "overhead": overhead_table(dv), "points": pts, "derived": dv,
-            "_samples": samples_table(rec), "_run": run_table(rec)}
+    return {"key": key_table(dv), "per_size": per_size_table(pts, dv), "overhead": overhead_table(dv), "points": pts,
+            "derived": dv, "_samples": samples_table(rec), "_run": run_table(rec)}

@@ -17,8 +17,8 @@ from workbench.derived import item
 
 from .analysis import BASELINES, CALLBACK, LARGE, SMALL, UNMAP, WAIT, excess_text, size_label
 
-SEED_MACHINE = "AMD Radeon RX 5500 XT, Intel UHD 530 and UHD 640 (OpenCL, C++ test programs)"
-SEED_AMD = "AMD Radeon RX 5500 XT (OpenCL, C++ test programs)"
+SEED_MACHINE = "AMD RX 5500 XT, Intel UHD 530/640"
+SEED_AMD = "AMD RX 5500 XT"
 #: "little effect" of unmapping: its time per run within this fraction of the baseline's
 UNMAP_MARGIN = 0.10
 README = "traces/opencl-events/README.md"
@@ -50,7 +50,9 @@ def _combine(parts: list[tuple[int, ClaimResult]]) -> ClaimResult:
     live = "; ".join(_label(w) + r.live for w, r in parts)
     statuses = {r.status for _w, r in parts}
     if len(statuses) == 1:
-        why = "; ".join(_label(w) + r.why for w, r in parts if r.why)
+        whys = [r.why for _w, r in parts if r.why]
+        why = whys[0] if len(set(whys)) == 1 and len(whys) == len(parts) else \
+            "; ".join(_label(w) + r.why for w, r in parts if r.why)
         return ClaimResult(statuses.pop(), live, why)
     return ClaimResult("inconclusive", live, "; ".join(f"{_label(w) or 'here: '}{r.status}" + (f" ({r.why})" if r.why
                                                                                               else "")
@@ -80,7 +82,7 @@ def callbacks_cost_at_small_sizes(tbls, rec) -> ClaimResult:
     parts = []
     ex = ex.set_index("workers")
     for _i, r in rel.iterrows():
-        live = f"{cb} {excess_text(ex.loc[r['workers']])} us a run, {excess_text(r)} of {base}'s time, at {SMALL}"
+        live = f"{cb} {excess_text(ex.loc[r['workers']])} us ({excess_text(r)}) at {SMALL}"
         res = bound(r, above=1.0, live=live)
         parts.append((r["workers"], ClaimResult(res.status, res.live, "; ".join(x for x in (res.why, _cuda_note(exp))
                                                                                  if x))))
@@ -93,8 +95,8 @@ def overhead_fades_with_size(tbls, rec) -> ClaimResult:
     if exp is None:
         return not_testable("no valid point with a baseline in this run")
     if exp == "dependency":
-        return not_testable("the seed states this for one kernel per run (its section 1: experiment=callbacks or "
-                            "wait); for the worker chains see 001-dep-callback-rises")
+        return not_testable("stated for one kernel per run (experiment=callbacks or wait); chains: "
+                            "001-dep-callback-rises")
     cb, dv = CALLBACK[exp], tbls["derived"]
     small, large = _rows(dv, "bucket relative", cb, SMALL), _rows(dv, "bucket relative", cb, LARGE)
     if not len(small) or not len(large):
@@ -123,7 +125,7 @@ def waiting_costs_less(tbls, rec) -> ClaimResult:
         return not_testable(f"needs {CALLBACK[exp]} and {WAIT[exp]} at buffer sizes of 4-64 KiB")
     parts = []
     for _i, r in rows.iterrows():
-        live = f"{CALLBACK[exp]} - {WAIT[exp]} {excess_text(r)} us a run at {SMALL}"
+        live = f"{CALLBACK[exp]} - {WAIT[exp]} {excess_text(r)} us at {SMALL}"
         res = bound(r, above=0.0, live=live)
         parts.append((r["workers"], ClaimResult(res.status, res.live, "; ".join(
             x for x in (res.why, _cuda_note(exp)) if x))))
@@ -142,11 +144,10 @@ def chains_smaller_relative_overhead(tbls, rec) -> ClaimResult:
         return not_testable(f"needs both 7 and 28 workers at 4-64 KiB per worker (this run: "
                             f"{', '.join(map(str, sorted(rel.index))) or 'neither'})")
     r7, r28 = rel.loc[7], rel.loc[28]
-    live = f"cb / plain at {SMALL} per worker: 7 workers {excess_text(r7)}, 28 workers {excess_text(r28)}"
+    live = f"cb / plain at {SMALL} a worker: 7 workers {excess_text(r7)}, 28 workers {excess_text(r28)}"
     side = _apart(r7, r28)
     status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
-    why = ("tested within the run as 28 vs 7 workers (more work per event, the seed's 'fewer works per event'); "
-           f"against one kernel per run (experiment=callbacks) it is a comparison across runs: {README}")
+    why = f"7 vs 28 workers in one run (vs one kernel per run: across runs, {README})"
     return ClaimResult(status, live, ("the two CIs overlap; " if side == 0 else "") + why)
 
 
@@ -163,7 +164,9 @@ def unmapping_has_little_effect(tbls, rec) -> ClaimResult:
     for w, g in rows.groupby("workers", sort=True):
         inside = bool(((g["lo"] >= lo) & (g["hi"] <= hi)).all())
         outside = bool(((g["lo"] > hi) | (g["hi"] < lo)).any())
-        live = "unmap / plain " + ", ".join(f"{excess_text(r)} at {r['bucket']}" for _i, r in g.iterrows())
+        # the size range farthest from 1 speaks for all of them
+        far = g.loc[(g[["lo", "hi"]].astype(float) - 1).abs().max(axis=1).idxmax()]
+        live = f"unmap / plain at worst {excess_text(far)} ({far['bucket']})"
         status = "holds" if inside else "contradicted" if outside else "inconclusive"
         why = "" if status == "holds" else f"'little' = within {UNMAP_MARGIN:.0%} of plain's time per run"
         parts.append((w, ClaimResult(status, live, why)))
@@ -186,51 +189,42 @@ def dependency_callback_rises(tbls, rec) -> ClaimResult:
             parts.append((w, not_testable("needs at least two sizes")))
             continue
         small, big = g.iloc[0], g.iloc[-1]
-        batch = float(big["point"]) * float(big["reps"]) / 1e3
-        live = (f"cb - plain {excess_text(small)} us a run at {size_label(int(small['total_bytes']))} total, "
-                f"{excess_text(big)} us at {size_label(int(big['total_bytes']))} total ({batch:,.1f} ms per "
-                f"measurement of {int(big['reps'])} runs)")
+        live = (f"cb - plain {excess_text(small)} us at {size_label(int(small['total_bytes']))} total, "
+                f"{excess_text(big)} at {size_label(int(big['total_bytes']))} ({int(big['reps'])} runs a "
+                "measurement)")
         side = _apart(big, small)
         status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
-        why = (f"the level per run is not comparable with the seed's 0.4 ms: {int(big['reps'])} runs per measurement "
-               "here (the seed: up to 512 maps), and a fixed delay per measurement divides by the runs "
-               f"({README})")
+        why = f"a delay per measurement, spread over its runs: the level per run is not the seed's ({README})"
         parts.append((w, ClaimResult(status, live, why)))
     return _combine(parts)
 
 
 SEED_CLAIMS = [
     Claim(id="001-callbacks-cost-at-small-sizes",
-          seed_text="\"there is a pretty big overhead on both GPUs\" with event callbacks on every run; \"the "
-                    "overhead on the AMD GPU is much larger (3x for small sizes ...)\" while \"the absolute overhead "
-                    "is larger for the Intel GPU at small sizes\" (seed 001, section 1)",
-          seed_value="AMD: ~3x the time per run at small sizes; Intel: ~10 us a run (section 3 recalls 'roughly 10 us')",
+          seed_text="\"there is a pretty big overhead on both GPUs\" with a callback on every event (seed 001, section 1)",
+          seed_value="AMD ~3x, Intel ~10 us a run, at small sizes",
           seed_machine=SEED_MACHINE, test=callbacks_cost_at_small_sizes),
     Claim(id="001-overhead-fades-with-size",
-          seed_text="the callback overhead is \"3x for small sizes and remains significant until a buffer size of "
-                    "about 2 to 4 MiB\" (seed 001, section 1, AMD)",
+          seed_text="the overhead is \"3x for small sizes and remains significant until a buffer size of about 2 to "
+                    "4 MiB\" (seed 001, section 1)",
           seed_value="3x at small sizes, fading by 2-4 MiB", seed_machine=SEED_AMD, test=overhead_fades_with_size),
     Claim(id="001-waiting-costs-less",
-          seed_text="with clWaitForEvents on another thread instead of a callback \"the overhead on the Intel GPU "
-                    "are roughly the same or maybe slightly lower, but it's almost completely gone on the AMD GPU\" "
-                    "(seed 001, section 2)",
-          seed_value="AMD: wait ~0 vs callback up to 3x; chains: wait 2-3 us vs callback up to 0.4 ms (section 3)",
+          seed_text="waiting on another thread: overhead \"almost completely gone on the AMD GPU\" (seed 001, "
+                    "section 2)",
+          seed_value="AMD: wait ~0 (callback ~3x)",
           seed_machine=SEED_MACHINE, test=waiting_costs_less),
     Claim(id="001-chains-smaller-relative-overhead",
-          seed_text="with 7- and 28-worker dependency chains \"in general the relative overhead is much smaller "
-                    "also it is still significant for smaller worker numbers (i.e. fewer works per event)\" "
-                    "(seed 001, section 3)",
-          seed_value="much smaller than with one kernel per run; larger with 7 workers than with 28",
-          seed_machine=SEED_AMD, test=chains_smaller_relative_overhead),
+          seed_text="7 and 28 workers: \"the relative overhead is much smaller also it is still significant for "
+                    "smaller worker numbers\" (seed 001, section 3)",
+          seed_value="larger with 7 workers than 28", seed_machine=SEED_AMD,
+          test=chains_smaller_relative_overhead),
     Claim(id="001-unmapping-little-effect",
-          seed_text="\"On the AMD GPU, the unmapping has almost zero effect\" (seed 001, section 3; the Intel UHD "
-                    "640 showed a fixed relative overhead, the UHD 530 outliers)",
-          seed_value=f"~0 (tested here: within {UNMAP_MARGIN:.0%} of plain's time per run at every size range)",
+          seed_text="\"On the AMD GPU, the unmapping has almost zero effect\" (seed 001, section 3)",
+          seed_value=f"~0 (tested: within {UNMAP_MARGIN:.0%} of plain's time)",
           seed_machine=SEED_AMD, test=unmapping_has_little_effect),
     Claim(id="001-dep-callback-rises",
-          seed_text="the callback on the map event \"seem[s] to start as roughly a fixed amount for small buffer "
-                    "sizes then increases slightly between 4 MiB and 15 MiB total buffer sizes ... and then "
-                    "saturates at about 0.4 ms for larger buffer sizes\" (seed 001, section 3)",
-          seed_value="fixed at small sizes, rising between 4 and 15 MiB total, ~0.4 ms a run beyond",
+          seed_text="the map event's callback is \"roughly a fixed amount for small buffer sizes then increases\" "
+                    "(seed 001, section 3)",
+          seed_value="rises at 4-15 MiB total to ~0.4 ms a run",
           seed_machine=SEED_AMD, test=dependency_callback_rises),
 ]

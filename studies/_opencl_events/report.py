@@ -22,20 +22,19 @@ SMALL_RANGE = (4 << 10, 64 << 10)
 #: chart: (quantity, provider the figure is about, x from, x to (None: the largest size), y, label)
 SEED_REFS = {
     "excess": {
-        "callbacks": [(*SMALL_RANGE, 10.0, f"seed ({SEED_INTEL}): callback ~10 us a run at small sizes")],
-        "wait": [(*SMALL_RANGE, 10.0, f"seed ({SEED_INTEL}): callback ~10 us a run at small sizes"),
-                 (*SMALL_RANGE, 0.0, f"seed ({SEED_AMD}): waiting ~0 ('basically negligible')")],
-        "dependency": [(15 << 20, None, 400.0, f"seed ({SEED_AMD}): callback saturates at ~0.4 ms a run beyond 15 "
-                                               "MiB total"),
-                       (4 << 10, None, 2.5, f"seed ({SEED_AMD}): waiting 2-3 us a run")],
+        "callbacks": [(*SMALL_RANGE, 10.0, f"seed ({SEED_INTEL}): callback ~10 us")],
+        "wait": [(*SMALL_RANGE, 10.0, f"seed ({SEED_INTEL}): callback ~10 us"),
+                 (*SMALL_RANGE, 0.0, f"seed ({SEED_AMD}): waiting ~0")],
+        "dependency": [(15 << 20, None, 400.0, f"seed ({SEED_AMD}): cb ~0.4 ms beyond 15 MiB"),
+                       (4 << 10, None, 2.5, f"seed ({SEED_AMD}): waiting 2-3 us")],
     },
     "relative": {
-        "callbacks": [(*SMALL_RANGE, 3.0, f"seed ({SEED_AMD}): callback ~3x the time per run at small sizes")],
-        "wait": [(*SMALL_RANGE, 3.0, f"seed ({SEED_AMD}): callback ~3x the time per run at small sizes")],
+        "callbacks": [(*SMALL_RANGE, 3.0, f"seed ({SEED_AMD}): callback ~3x")],
+        "wait": [(*SMALL_RANGE, 3.0, f"seed ({SEED_AMD}): callback ~3x")],
     },
 }
 LIVE = "live (95% CI bars)"
-WIDTH, HEIGHT = 520, 300
+WIDTH, HEIGHT = 380, 200
 
 
 # --- charts -------------------------------------------------------------------------------------
@@ -47,16 +46,16 @@ def _groups(pts: pd.DataFrame) -> list[int]:
     return sorted(int(w) for w in pts["workers"].dropna().unique())
 
 
-def _x(dependency: bool, per_worker: bool = False, field: str | None = None):
+def _x(dependency: bool, per_worker: bool = False):
     """The size axis (log 2, labelled in KiB/MiB): total size for the dependency runs (the seed
-    discusses them so), else the buffer size; ``field`` overrides the column it reads."""
+    discusses them so), else the buffer size."""
     import altair as alt
 
     axis = alt.Axis(labelExpr="datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : datum.value / 1024 + ' KiB'",
                     labelOverlap=True)
     name, title = (("total_bytes", "total buffer size (all workers)") if dependency and not per_worker else
                    ("size_bytes", "buffer size per worker" if per_worker else "buffer size"))
-    return alt.X(f"{field or name}:Q", scale=alt.Scale(type="log", base=2, padding=8, nice=False), title=title,
+    return alt.X(f"{name}:Q", scale=alt.Scale(type="log", base=2, padding=8, nice=False), title=title,
                  axis=axis), name
 
 
@@ -80,22 +79,25 @@ def symlog_ticks(values) -> list[float]:
     return sorted(ticks)
 
 
-def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, workers: int, title: str):
-    """One panel: ``quantity`` rows (``excess`` in us or ``relative`` as a ratio) per provider vs
-    size, CI bars, the seed's stated figures as dashed grey references."""
+def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, title: str):
+    """``quantity`` rows (``excess`` in us or ``relative`` as a ratio) of the head providers vs
+    size, CI bars, the seed's stated figures as dashed grey references; one panel per worker
+    count (each its own y scale) in a dependency run."""
     import altair as alt
 
     from workbench import charts as wb
 
     dependency = exp == "dependency"
     x, x_field = _x(dependency)
-    d = dv[(dv["quantity"] == quantity) & (dv["workers"] == workers) & dv["provider"].isin(HEADS.get(exp, ()))]
-    d = d.dropna(subset=["point"])
+    d = dv[(dv["quantity"] == quantity) & dv["provider"].isin(HEADS.get(exp, ()))].dropna(subset=["point"])
+    if not len(d):
+        return None
     d = d.assign(point=d["point"].astype(float), lo=d["lo"].astype(float), hi=d["hi"].astype(float),
-                 source=LIVE, ci=[excess_text(r) for r in d.to_dict("records")])
+                 workers=d["workers"].astype(int), kind="live", source=LIVE,
+                 ci=[excess_text(r) for r in d.to_dict("records")])
     ratio = quantity == "relative"
-    refs = _seed_refs(quantity, exp, x_field, float(d[x_field].min()), float(d[x_field].max())) if len(d) \
-        else pd.DataFrame()
+    refs = pd.concat([_seed_refs(quantity, exp, x_field, float(g[x_field].min()), float(g[x_field].max()))
+                      .assign(workers=w) for w, g in d.groupby("workers")], ignore_index=True)
     ys = d["lo"].tolist() + d["hi"].tolist() + (refs["y"].tolist() if len(refs) else [])
     y_axis = alt.Axis()
     if ratio:
@@ -103,40 +105,35 @@ def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, workers: int, titl
         y_title = f"time per run / {BASELINES[exp]}'s (x" + (", log scale)" if y_scale.type == "log" else ")")
     else:
         signed_decades = wb.spans_decades([abs(v) for v in ys if v])
-        y_scale = (alt.Scale(type="symlog", constant=1, nice=False, domain=[min(ys + [0.0]) * 1.1, max(ys) * 1.15])
-                   if signed_decades else alt.Scale(zero=True))
+        y_scale = (alt.Scale(type="symlog", constant=1, nice=False) if signed_decades else alt.Scale(zero=True))
         y_title = f"extra time per run over {BASELINES[exp]} (us" + (", symlog scale)" if signed_decades else ")")
         y_axis = alt.Axis(values=symlog_ticks(ys), format=",.0f") if signed_decades else alt.Axis()
-    labels = [LIVE] + (refs["source"].tolist() if len(refs) else [])
-    dash = alt.StrokeDash("source:N", title=None, scale=alt.Scale(domain=labels, range=[[1, 0]] + [[5, 3]] * (len(labels) - 1)),
-                          legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=520, symbolStrokeColor="#555"))
+    nulls = pd.DataFrame({"workers": sorted(d["workers"].unique()), "y": 1.0 if ratio else 0.0, "kind": "null"})
+    data = pd.concat([d, refs.assign(kind="ref"), nulls], ignore_index=True)
+    labels = [LIVE] + (list(dict.fromkeys(refs["source"])) if len(refs) else [])
+    dash = alt.StrokeDash("source:N", title="reference", scale=alt.Scale(domain=labels,
+                                                                          range=[[1, 0]] + [[5, 3]] * (len(labels) - 1)),
+                          legend=alt.Legend(labelLimit=300, symbolStrokeColor="#555"))
     color = alt.Color("provider:N", title="provider", scale=alt.Scale(scheme="tableau10"),
                       legend=alt.Legend(labelLimit=200))
     tip = ["provider", alt.Tooltip(f"{x_field}:Q", title="bytes"), alt.Tooltip("ci:N", title="95% CI"), "status"]
     y = alt.Y("point:Q", scale=y_scale, title=y_title, axis=y_axis)
-    base = alt.Chart(d).encode(x=x, color=color)
-    layers = [base.mark_rule(strokeWidth=2, opacity=0.55).encode(y=alt.Y("lo:Q", scale=y_scale, title=y_title), y2="hi:Q",
-                                                               tooltip=tip),
-              base.mark_line().encode(y=y, strokeDash=dash),
-              base.mark_point(filled=True, size=40).encode(y=y, tooltip=tip)]
-    null = alt.Chart(pd.DataFrame({"y": [1.0 if ratio else 0.0]})).mark_rule(color="#999", strokeWidth=1).encode(
-        y=alt.Y("y:Q", scale=y_scale, title=y_title))
-    layers.insert(0, null)
+    live = alt.Chart().transform_filter("datum.kind == 'live'").encode(x=x, color=color)
+    layers = [alt.Chart().transform_filter("datum.kind == 'null'").mark_rule(color="#999", strokeWidth=1).encode(
+                  y=alt.Y("y:Q", scale=y_scale, title=y_title, axis=y_axis)),
+              live.mark_rule(strokeWidth=2, opacity=0.55).encode(y=alt.Y("lo:Q", scale=y_scale, title=y_title,
+                                                                          axis=y_axis), y2="hi:Q", tooltip=tip),
+              live.mark_line().encode(y=y, strokeDash=dash),
+              live.mark_point(filled=True, size=40).encode(y=y, tooltip=tip)]
     if len(refs):
-        ref = alt.Chart(refs).encode(x=_x(dependency, field=x_field)[0], x2="x2:Q",
-                                     y=alt.Y("y:Q", scale=y_scale, title=y_title))
-        layers.append(ref.mark_rule(color="#555", strokeWidth=2).encode(strokeDash=dash,
-                                                                         tooltip=[alt.Tooltip("source:N", title="figure")]))
-    return alt.layer(*layers).properties(title=title, width=WIDTH, height=HEIGHT)
-
-
-def _panels(charts: list, title: str):
-    import altair as alt
-
-    from workbench import charts as wb
-
-    one = charts[0] if len(charts) == 1 else alt.hconcat(*charts).resolve_scale(y="independent", color="shared")
-    return wb._pad(one.properties(title=title) if len(charts) > 1 else one)
+        layers.append(alt.Chart().transform_filter("datum.kind == 'ref'").mark_rule(color="#555", strokeWidth=2)
+                      .encode(x=x, x2="x2:Q", y=alt.Y("y:Q", scale=y_scale, title=y_title, axis=y_axis),
+                              strokeDash=dash, tooltip=[alt.Tooltip("source:N", title="figure")]))
+    chart = alt.layer(*layers, data=data).properties(width=WIDTH, height=HEIGHT)
+    if dependency:
+        chart = chart.facet(column=alt.Column("workers:O", title="workers", sort=wb.numeric_order(d["workers"])))
+        chart = chart.resolve_scale(y="independent")
+    return wb._pad(chart.properties(title=title))
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
@@ -162,11 +159,9 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
                                                             "rounds, 95% CI)"),
                                      ("relative", "relative", "time per run / {base}'s (median of paired rounds, "
                                                               "95% CI)")):
-            have = [w for w in groups if ((dv["quantity"] == quantity) & (dv["workers"] == w)).any()]
-            if have:
-                panels = [_derived_chart(dv, quantity, exp, w, f"{w} workers" if w else what.format(base=BASELINES[exp]))
-                          for w in have]
-                out[name] = _panels(panels, what.format(base=BASELINES[exp]))
+            chart = _derived_chart(dv, quantity, exp, what.format(base=BASELINES[exp]))
+            if chart is not None:
+                out[name] = chart
     x, _field = _x(dependency)
     color = alt.Color("provider:N", title="provider", scale=alt.Scale(scheme="tableau10"))
     for w in groups:
@@ -222,13 +217,16 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
                 g = g[g["provider"] == CALLBACK.get(exp)]
             for r in g.sort_values("point", ascending=False).to_dict("records"):
                 ratio = rel[(rel["workers"] == w) & (rel["bucket"] == bucket) & (rel["provider"] == r["provider"])]
-                times = (f" ({derived.fmt_derived(ratio.iloc[0], status=False)} the baseline's time)"
-                         if len(ratio) and ratio.iloc[0]["status"] == "clear" else "")
-                said.append(f"{esc(r['provider'])} {esc(excess_text(r))} us{times} at {esc(bucket)}")
+                # the callback's ratio (the seed's "3x"); the key table has the others'
+                times = (f" ({derived.fmt_derived(ratio.iloc[0], status=False)})"
+                         if len(ratio) and ratio.iloc[0]["status"] == "clear" and r["provider"] == CALLBACK.get(exp)
+                         else "")
+                said.append(f"{esc(r['provider'])} {esc(excess_text(r))}{times} at {esc(bucket)}")
         if said:
             parts.append(f"{group_name(int(w))}" + "; ".join(said))
     base = BASELINES.get(exp, "the baseline")
-    head = f"{esc(exp)} on {esc(_where(run))}, extra time per run over {esc(base)} (median of paired rounds, 95% CI)"
+    head = (f"{esc(exp)} on {esc(_where(run))}, extra us per run over {esc(base)} (the callback's: and x its "
+            "time; median of paired rounds, 95% CI)")
     text = head + (": " + ". ".join(parts) + "." if parts else ": no clear difference from the baseline.")
     points = dv[dv["quantity"].isin(["excess", "bucket excess"])]
     vague = int((points["status"] == "inconclusive").sum())
