@@ -38,7 +38,7 @@ from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps, StudyUnavailable, VariantResult
 
 from studies._opencl_events import analysis, clrt
-from studies._opencl_events.analysis import BASELINES, MIN_REPS, size_label
+from studies._opencl_events.analysis import MIN_REPS, size_label
 from studies._opencl_events.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 from studies._opencl_events.experiments import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label,
                                                  dep_label, sweep_point)

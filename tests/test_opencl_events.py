@@ -159,7 +159,9 @@ def test_smoke_preset(store):
     assert len(tbls["per_size"]) == 2
     text = "\n".join(sections_of(a))
     assert "What is measured" in text and "per size range" in text
-    assert set(a.claims["status"]) <= {"holds", "contradicted", "inconclusive", "not testable here"}
+    claims = dict(zip(a.claims["id"], a.claims["status"]))
+    assert claims.pop("001-callbacks-cost-at-small-sizes") in ("holds", "inconclusive")  # 5 rounds on a busy CPU
+    assert set(claims.values()) == {"not testable here"}  # no large buffer, no wait thread, no chains
     pytest.importorskip("altair")
     assert len(tbls["_samples"]) == 2 * 3 * 5 and tbls["_samples"]["time_us"].gt(0).all()
     assert {study.KEY_CHART, "relative", "timing"} <= set(charts_of(a))

@@ -4,14 +4,14 @@ a CI spanning zero (issue #18's example), derived figures paired by round, the c
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import studies.opencl_events as study
+from tests.committed_claims import analyses, check_statuses
 from workbench.analysis import analyse, charts_of
-from workbench.store import RunRecord, committed_runs
+from workbench.store import RunRecord
 from workbench.study import VariantResult
 
 NT, HOLDS, INC = "not testable here", "holds", "inconclusive"
@@ -36,6 +36,9 @@ EXPECTED = {
         "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": NT,
         "001-waiting-costs-less": HOLDS, "001-chains-smaller-relative-overhead": HOLDS,
         "001-unmapping-little-effect": HOLDS, "001-dep-callback-rises": HOLDS},
+    "dependency-native-28w-32MiB-NVIDIA_H100_80GB_HBM3.bundle.json": {  # the H100 run's missing last point
+        "001-callbacks-cost-at-small-sizes": NT, "001-overhead-fades-with-size": NT, "001-waiting-costs-less": NT,
+        "001-chains-smaller-relative-overhead": NT, "001-unmapping-little-effect": HOLDS, "001-dep-callback-rises": NT},
     "dependency-native-NVIDIA_H200.bundle.json": {
         "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": NT,
         "001-waiting-costs-less": INC, "001-chains-smaller-relative-overhead": HOLDS,
@@ -45,10 +48,7 @@ EXPECTED = {
 
 @lru_cache(maxsize=None)
 def _committed():
-    recs = {Path(r.origin).name: r for r in committed_runs(study.ID)}
-    if not recs:
-        pytest.skip("no committed opencl-events bundles")
-    return {name: analyse(r) for name, r in recs.items()}
+    return analyses(study.ID)
 
 
 def test_every_committed_bundle_has_its_expected_statuses():
@@ -57,14 +57,7 @@ def test_every_committed_bundle_has_its_expected_statuses():
 
 @pytest.mark.parametrize("bundle", sorted(EXPECTED))
 def test_claims_on_each_committed_bundle_have_the_statuses_its_data_supports(bundle):
-    a = _committed()[bundle]
-    assert not a.errors, a.errors
-    assert dict(zip(a.claims["id"], a.claims["status"])) == EXPECTED[bundle]
-    for r in a.claims.to_dict("records"):
-        if r["status"] != NT:
-            assert "[" in r["live"], r  # the live figure with its CI
-        else:
-            assert r["why"] and not r["why"].startswith("its test"), r
+    check_statuses(_committed()[bundle], EXPECTED[bundle])
 
 
 def test_a_mixed_outcome_over_worker_counts_says_where_each_held():

@@ -263,7 +263,8 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     if not math.isfinite(d.point):
         return f"n/a ({d.why or d.status})"
     dec = _decimals(d.point, d.lo, d.hi)
-    p, lo, hi = (fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
+    # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
+    p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
     if d.unit == "x":
         text = f"{p}x [{lo}, {hi}]" + (f" (1/{1 / d.point:,.3g})" if 0 < d.point < 0.1 else "")
     elif d.unit == "%":

@@ -105,6 +105,28 @@ def _long_kernels(tbls) -> ClaimResult | None:
                         "kernels make one pass")
 
 
+def about_one(d, live: str, apart: str) -> ClaimResult:
+    """A ratio "about the same": holds when its whole CI lies within 1 +- :data:`SAME`,
+    contradicted (``apart`` says why) when wholly outside, else inconclusive; a ratio of too few
+    phases is inconclusive whatever its CI."""
+    d = item(d)
+    if d.status == "not meaningful":
+        return not_testable(d.why, live)
+    if d.status == "inconclusive" and d.why.startswith("only"):
+        return ClaimResult("inconclusive", live, d.why)
+    if 1 - SAME <= d.lo and d.hi <= 1 + SAME:
+        return ClaimResult("holds", live)
+    if d.hi < 1 - SAME or d.lo > 1 + SAME:
+        return ClaimResult("contradicted", live, apart)
+    return ClaimResult("inconclusive", live, f"the CI reaches beyond 1 +- {SAME:g}")
+
+
+def below_one(d, live: str, contradicted_why: str) -> ClaimResult:
+    """A ratio below 1 (:func:`workbench.claims.bound`), with why when it is not."""
+    res = bound(d, below=1.0, live=live)
+    return ClaimResult(res.status, res.live, res.why or (contradicted_why if res.status == "contradicted" else ""))
+
+
 def few_long_kernels_real_same(tbls, rec) -> ClaimResult:
     """locked_cache's real time over per_call's within 1 +- :data:`SAME`, with long kernels."""
     skip = _long_kernels(tbls)
@@ -114,16 +136,7 @@ def few_long_kernels_real_same(tbls, rec) -> ClaimResult:
     def test(rows, live):
         if "real" not in rows:
             return not_testable("no real-time ratio", live)
-        d = item(rows["real"])
-        if d.status == "not meaningful":
-            return not_testable(d.why, live)
-        if d.status == "inconclusive" and d.why.startswith("only"):
-            return ClaimResult("inconclusive", live, d.why)
-        if 1 - SAME <= d.lo and d.hi <= 1 + SAME:
-            return ClaimResult("holds", live)
-        if d.hi < 1 - SAME or d.lo > 1 + SAME:
-            return ClaimResult("contradicted", live, f"real time is more than {SAME:.0%} apart (why: {README})")
-        return ClaimResult("inconclusive", live, f"the CI reaches beyond 1 +- {SAME:g}")
+        return about_one(rows["real"], live, f"real time is more than {SAME:.0%} apart (why: {README})")
     return _per_mode(tbls, "locked_cache", ("real",), test)
 
 
@@ -165,10 +178,8 @@ def pool_avoids_serialisation(tbls, rec) -> ClaimResult:
         live = (f"{r['variant']} / {r['baseline']}: real {fmt_derived(r, status=False)} "
                 f"({_phases(pol, r)} phases), "
                 f"peak scratch {mem:.2g}x (the policies' counts)")
-        res = bound(r, below=1.0, live=live)
-        why = res.why or ("the pool is slower here: its queue costs more than the lock with these kernels"
-                          if res.status == "contradicted" else "")
-        parts.append((_mode_label(tbls, r["mode"]), ClaimResult(res.status, res.live, why)))
+        parts.append((_mode_label(tbls, r["mode"]), below_one(
+            r, live, "the pool is slower here: its queue costs more than the lock with these kernels")))
     return _combine(parts)
 
 
@@ -180,10 +191,8 @@ def cache_wins_despite_lock_wait(tbls, rec) -> ClaimResult:
     def test(rows, live):
         if "real" not in rows:
             return not_testable("no real-time ratio", live)
-        res = bound(rows["real"], below=1.0, live=live)
-        why = res.why or (f"the locked cache takes longer than allocating per launch here ({README})"
-                          if res.status == "contradicted" else "")
-        return ClaimResult(res.status, res.live, why)
+        return below_one(rows["real"], live, f"the locked cache takes longer than allocating per launch here "
+                                             f"({README})")
     return _per_mode(tbls, "locked_cache", ("real",), test)
 
 
@@ -200,19 +209,8 @@ def size_limit_free_without_allocations(tbls, rec) -> ClaimResult:
     pol = tbls["policies"].set_index("variant")
     parts = []
     for r in g.to_dict("records"):
-        d = item(r)
-        live = f"{r['variant']} / {r['baseline']}: real {fmt_derived(d, status=False)} ({_phases(pol, r)} phases)"
-        if d.status == "not meaningful":
-            res = not_testable(d.why, live)
-        elif d.status == "inconclusive" and d.why.startswith("only"):
-            res = ClaimResult("inconclusive", live, d.why)
-        elif 1 - SAME <= d.lo and d.hi <= 1 + SAME:
-            res = ClaimResult("holds", live)
-        elif d.hi < 1 - SAME or d.lo > 1 + SAME:
-            res = ClaimResult("contradicted", live, f"more than {SAME:.0%} apart")
-        else:
-            res = ClaimResult("inconclusive", live, f"the CI reaches beyond 1 +- {SAME:g}")
-        parts.append((_mode_label(tbls, r["mode"]), res))
+        live = f"{r['variant']} / {r['baseline']}: real {fmt_derived(r, status=False)} ({_phases(pol, r)} phases)"
+        parts.append((_mode_label(tbls, r["mode"]), about_one(r, live, f"more than {SAME:.0%} apart")))
     return _combine(parts)
 
 

@@ -232,6 +232,8 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
                  for x in vs[(vs["clock"] == c) & (vs["status"] == "clear")].to_dict("records")]
         if clear:
             text += "; over per_call's: " + ", ".join(clear)
+        elif len(vs) and r["phases"] < 2:
+            text += " (one phase: no ratio of phases to state)"
         elif len(vs):
             text += f" (its ratios to per_call are inconclusive: {esc(vs.iloc[0]['why'])})"
         parts.append(text)

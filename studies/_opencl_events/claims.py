@@ -47,7 +47,7 @@ def _label(workers) -> str:
 def _combine(parts: list[tuple[int, ClaimResult]]) -> ClaimResult:
     """One result from one per worker count: the common status, else inconclusive with where
     each held."""
-    live = "; ".join(_label(w) + r.live for w, r in parts)
+    live = "; ".join(_label(w) + r.live for w, r in parts if r.live)
     statuses = {r.status for _w, r in parts}
     if len(statuses) == 1:
         whys = [r.why for _w, r in parts if r.why]
@@ -59,15 +59,22 @@ def _combine(parts: list[tuple[int, ClaimResult]]) -> ClaimResult:
                                                        for w, r in parts))
 
 
-def _apart(a, b) -> int:
-    """+1 when the CI of ``a`` lies wholly above that of ``b``, -1 wholly below, 0 when they overlap."""
+def _apart(a, b) -> str:
+    """holds when the CI of ``a`` lies wholly above that of ``b``, contradicted wholly below,
+    inconclusive when they overlap."""
     a, b = item(a), item(b)
-    return 1 if a.lo > b.hi else -1 if a.hi < b.lo else 0
+    return "holds" if a.lo > b.hi else "contradicted" if a.hi < b.lo else "inconclusive"
 
 
 def _cuda_note(exp: str) -> str:
     return ("CUDA counterpart: cudaLaunchHostFunc (in the stream: the next kernel waits for it) for the callback, "
             "cudaEventSynchronize on another thread for the wait" if exp == "cuda" else "")
+
+
+def _above(d, limit: float, live: str, exp: str) -> ClaimResult:
+    """:func:`workbench.claims.bound` above ``limit``, with the CUDA note on a CUDA run."""
+    res = bound(d, above=limit, live=live)
+    return ClaimResult(res.status, res.live, "; ".join(x for x in (res.why, _cuda_note(exp)) if x))
 
 
 def callbacks_cost_at_small_sizes(tbls, rec) -> ClaimResult:
@@ -83,9 +90,7 @@ def callbacks_cost_at_small_sizes(tbls, rec) -> ClaimResult:
     ex = ex.set_index("workers")
     for _i, r in rel.iterrows():
         live = f"{cb} {excess_text(ex.loc[r['workers']])} us ({excess_text(r)}) at {SMALL}"
-        res = bound(r, above=1.0, live=live)
-        parts.append((r["workers"], ClaimResult(res.status, res.live, "; ".join(x for x in (res.why, _cuda_note(exp))
-                                                                                 if x))))
+        parts.append((r["workers"], _above(r, 1.0, live, exp)))
     return _combine(parts)
 
 
@@ -105,10 +110,9 @@ def overhead_fades_with_size(tbls, rec) -> ClaimResult:
                             f"to {size_label(int(sizes.max()))})")
     s, big = small.iloc[0], large.iloc[0]
     live = f"{cb} / {BASELINES[exp]}: {excess_text(s)} at {SMALL}, {excess_text(big)} at {LARGE}"
-    side = _apart(s, big)
-    status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
-    return ClaimResult(status, live, "; ".join(x for x in ("the two CIs overlap" if side == 0 else "", _cuda_note(exp))
-                                               if x))
+    status = _apart(s, big)
+    return ClaimResult(status, live, "; ".join(x for x in ("the two CIs overlap" if status == "inconclusive" else "",
+                                                          _cuda_note(exp)) if x))
 
 
 def waiting_costs_less(tbls, rec) -> ClaimResult:
@@ -126,9 +130,7 @@ def waiting_costs_less(tbls, rec) -> ClaimResult:
     parts = []
     for _i, r in rows.iterrows():
         live = f"{CALLBACK[exp]} - {WAIT[exp]} {excess_text(r)} us at {SMALL}"
-        res = bound(r, above=0.0, live=live)
-        parts.append((r["workers"], ClaimResult(res.status, res.live, "; ".join(
-            x for x in (res.why, _cuda_note(exp)) if x))))
+        parts.append((r["workers"], _above(r, 0.0, live, exp)))
     return _combine(parts)
 
 
@@ -145,10 +147,9 @@ def chains_smaller_relative_overhead(tbls, rec) -> ClaimResult:
                             f"{', '.join(map(str, sorted(rel.index))) or 'neither'})")
     r7, r28 = rel.loc[7], rel.loc[28]
     live = f"cb / plain at {SMALL} a worker: 7 workers {excess_text(r7)}, 28 workers {excess_text(r28)}"
-    side = _apart(r7, r28)
-    status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
+    status = _apart(r7, r28)
     why = f"7 vs 28 workers in one run (vs one kernel per run: across runs, {README})"
-    return ClaimResult(status, live, ("the two CIs overlap; " if side == 0 else "") + why)
+    return ClaimResult(status, live, ("the two CIs overlap; " if status == "inconclusive" else "") + why)
 
 
 def unmapping_has_little_effect(tbls, rec) -> ClaimResult:
@@ -192,8 +193,7 @@ def dependency_callback_rises(tbls, rec) -> ClaimResult:
         live = (f"cb - plain {excess_text(small)} us at {size_label(int(small['total_bytes']))} total, "
                 f"{excess_text(big)} at {size_label(int(big['total_bytes']))} ({int(big['reps'])} runs a "
                 "measurement)")
-        side = _apart(big, small)
-        status = {1: "holds", -1: "contradicted", 0: "inconclusive"}[side]
+        status = _apart(big, small)
         why = f"a delay per measurement, spread over its runs: the level per run is not the seed's ({README})"
         parts.append((w, ClaimResult(status, live, why)))
     return _combine(parts)
