@@ -212,15 +212,17 @@ def derived_table(rec: RunRecord) -> pd.DataFrame:
 
 # --- the seed-shaped tables ---------------------------------------------------------------------
 
-def excess_text(d) -> str:
-    """``+9.3 [+8.1, +10.5]`` (a difference, signed) or ``1.097x [1.093, 1.099]`` (a ratio);
-    ``(CI includes 0)`` after an inconclusive one; ``n/a (why)`` for a not meaningful one."""
+def excess_text(d, unit: bool = False) -> str:
+    """``+9.3 [+8.1, +10.5]`` (a difference, signed; ``unit``: ``+9.3 us [+8.1, +10.5]``) or
+    ``1.097x [1.093, 1.099]`` (a ratio); ``(CI includes 0)`` after an inconclusive one; ``n/a
+    (why)`` for a not meaningful one."""
     d = derived.item(d)
     if d.status == "not meaningful" or not np.isfinite(d.point):
         return fmt_derived(d)
     if d.unit == "x":
         return fmt_derived(d, status=False) + ("" if d.status == "clear" else " (CI includes 1)")
-    signed = _UNSIGNED.sub(r"+\1", fmt_derived(d, status=False).replace(f" {d.unit}", ""))
+    text = fmt_derived(d, status=False)
+    signed = _UNSIGNED.sub(r"+\1", text if unit else text.replace(f" {d.unit}", ""))
     return signed + ("" if d.status == "clear" else " (CI includes 0)")
 
 

@@ -89,7 +89,7 @@ def callbacks_cost_at_small_sizes(tbls, rec) -> ClaimResult:
     parts = []
     ex = ex.set_index("workers")
     for _i, r in rel.iterrows():
-        live = f"{cb} {excess_text(ex.loc[r['workers']])} us ({excess_text(r)}) at {SMALL}"
+        live = f"{cb} {excess_text(ex.loc[r['workers']], unit=True)} ({excess_text(r)}) at {SMALL}"
         parts.append((r["workers"], _above(r, 1.0, live, exp)))
     return _combine(parts)
 
@@ -129,7 +129,7 @@ def waiting_costs_less(tbls, rec) -> ClaimResult:
         return not_testable(f"needs {CALLBACK[exp]} and {WAIT[exp]} at buffer sizes of 4-64 KiB")
     parts = []
     for _i, r in rows.iterrows():
-        live = f"{CALLBACK[exp]} - {WAIT[exp]} {excess_text(r)} us at {SMALL}"
+        live = f"{CALLBACK[exp]} - {WAIT[exp]} {excess_text(r, unit=True)} at {SMALL}"
         parts.append((r["workers"], _above(r, 0.0, live, exp)))
     return _combine(parts)
 
@@ -190,7 +190,7 @@ def dependency_callback_rises(tbls, rec) -> ClaimResult:
             parts.append((w, not_testable("needs at least two sizes")))
             continue
         small, big = g.iloc[0], g.iloc[-1]
-        live = (f"cb - plain {excess_text(small)} us at {size_label(int(small['total_bytes']))} total, "
+        live = (f"cb - plain {excess_text(small, unit=True)} at {size_label(int(small['total_bytes']))} total, "
                 f"{excess_text(big)} at {size_label(int(big['total_bytes']))} ({int(big['reps'])} runs a "
                 "measurement)")
         status = _apart(big, small)

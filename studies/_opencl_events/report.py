@@ -221,7 +221,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
                 times = (f" ({derived.fmt_derived(ratio.iloc[0], status=False)})"
                          if len(ratio) and ratio.iloc[0]["status"] == "clear" and r["provider"] == CALLBACK.get(exp)
                          else "")
-                said.append(f"{esc(r['provider'])} {esc(excess_text(r))}{times} at {esc(bucket)}")
+                said.append(f"{esc(r['provider'])} {esc(excess_text(r, unit=True))}{times} at {esc(bucket)}")
         if said:
             parts.append(f"{group_name(int(w))}" + "; ".join(said))
     base = BASELINES.get(exp, "the baseline")
