@@ -52,10 +52,6 @@ MIN_CHART_W, MIN_CHART_H = 150, 100
 NOT_RUNNING = "[data-testid='stApp'][data-test-script-state='notRunning']"
 #: page id -> why its charts do not draw yet (each study's engineer removes their own mark)
 KNOWN_BROKEN: dict[str, str] = {
-    "launch-cache:committed": "launch-cache charts (its engineer): real/user/sys squashed to an 8 px strip; the p50/p99, "
-                              "peak-scratch and page-faults charts draw nothing",
-    "launch-cache:smoke": "launch-cache charts (its engineer): as for the committed run, and the host-time share "
-                          "chart is squashed to 39 px",
     "traces:iree_sum_c8_50it.tracy": "Traces page (its engineer): the default view of the Tracy example is 3.8 screens",
 }
 

@@ -143,8 +143,9 @@ def ratio(a, b, name: str, *, paired: bool = False, confidence: float = CONFIDEN
     xa, xb = _arrays(a, b, paired)
     if xa.size < 2 or xb.size < 2:
         return not_meaningful(name, f"too few samples ({xa.size} and {xb.size})", "x", 1.0)
-    if (xa <= 0).any() or (xb <= 0).any():
-        return not_meaningful(name, "a ratio of times needs positive samples", "x", 1.0)
+    # a numerator of 0 is a time under the clock's resolution (sys time of a short phase): ratio 0
+    if (xa <= 0).any() or (xb < 0).any():
+        return not_meaningful(name, "a ratio of times needs positive denominators and no negative time", "x", 1.0)
     rng = np.random.default_rng(seed)
     if paired:
         bad = _paired_ok(xa, xb)
@@ -254,7 +255,8 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     if not math.isfinite(d.point):
         return f"n/a ({d.why or d.status})"
     dec = _decimals(d.point, d.lo, d.hi)
-    p, lo, hi = (fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
+    # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
+    p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
     if d.unit == "x":
         text = f"{p}x [{lo}, {hi}]" + (f" (1/{1 / d.point:,.3g})" if 0 < d.point < 0.1 else "")
     elif d.unit == "%":
