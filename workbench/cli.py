@@ -154,6 +154,17 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def _study(study_id: str):
+    """The study module, or None with the reason (unknown study, the known ones) on stderr."""
+    from .study import get
+
+    try:
+        return get(study_id)
+    except KeyError as exc:
+        _err(exc.args[0])
+        return None
+
+
 def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callable[[BaseException], str],
                measure: Callable[[], Any]) -> tuple[Any, int]:
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
@@ -182,12 +193,10 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
 
 def cmd_run(args) -> int:
     from . import runner
-    from .study import get, validate
+    from .study import validate
 
-    try:
-        study = get(args.study)
-    except KeyError as exc:
-        _err(exc.args[0])
+    study = _study(args.study)
+    if study is None:
         return EXIT_BAD_INPUT
     try:
         values = study.SPACE.parse_sets(args.set or [])
@@ -369,12 +378,10 @@ def _ab_interrupted_text(exc: BaseException) -> str:
 def cmd_ab(args) -> int:
     from .ab import execute_ab
     from .compare import compare_runs, history
-    from .study import get, validate
+    from .study import validate
 
-    try:
-        study = get(args.study)
-    except KeyError as exc:
-        _err(exc.args[0])
+    study = _study(args.study)
+    if study is None:
         return EXIT_BAD_INPUT
     preset = "quick" if args.quick else args.preset
     try:
