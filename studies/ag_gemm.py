@@ -147,10 +147,11 @@ SPACE = ParamSpace(
         Param("emulate", "int", [2, 4], "mode=kernel: world sizes emulated on one GPU (peers' shards in "
               "local buffers)", min=2, max=8, multi=True),
         Param("experiments", "str", ["breakdown"], "mode=kernel: breakdown (cuBLAS, kernel, GEMM path, emulated "
-              "peers); barrier (the barrier before the flag release off, and checked launches with and "
-              "without it); layout (tile-contiguous staging beside row-major)", choices=KERNEL_EXPERIMENTS, multi=True),
-        Param("trials", "int", 200, "mode=kernel, experiments=barrier: checked launches (staging poisoned "
-              "before each) with and without the barrier", min=0, max=100_000),
+              "peers); both modes: barrier (the barrier before the flag release off, and checked launches with "
+              "and without it); layout (tile-contiguous staging beside row-major); multi-gpu mode needs the "
+              "hbm-buffer provider for them", choices=KERNEL_EXPERIMENTS, multi=True),
+        Param("trials", "int", 200, "experiments=barrier: checked launches (staging poisoned before each) with "
+              "and without the barrier, per shape", min=0, max=100_000),
         Param("repeat", "int", 20, "samples per provider", min=3, max=1000),
         Param("trace", "str", "programs", "per-program trace of hbm-buffer; 'all' adds torch.profiler traces "
               "of every provider at the largest M (every rank's)", choices=("off", "programs", "all")),
@@ -189,6 +190,10 @@ def validate(params: dict[str, Any]) -> None:
         if "k" in params["shard"] and params["k"] % ws:
             raise ParamError("k", f"{params['k']} is not divisible by world_size={ws}: shard=k splits A's columns into "
                                   f"equal shards (use a multiple of {ws})")
+        if set(params["experiments"]) - {"breakdown"} and not ("hbm-buffer" in params["providers"]
+                                                                and "rows" in params["shard"]):
+            raise ParamError("experiments", "the review's experiments (barrier, layout) change the fused kernel: "
+                                            "add the hbm-buffer provider and shard=rows")
         for m in params["m"]:
             if "rows" in params["shard"] and m % ws:
                 raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
@@ -252,7 +257,7 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
                                   "tma", "fetch_evict", "wait_per_group")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
-                                   "timeout_s", "seed", "backend")} | {"hbm": hbm}
+                                   "timeout_s", "seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
 
 def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -476,7 +481,8 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
                    + kernelbench.format_breakdown(kb))
     ex = tbls.get("kernel_experiments")
     if ex is not None and len(ex):
-        out.append("### The seed review's experiments on one GPU (emulated peers)\nBarrier: the CTA barrier "
+        out.append("### The seed review's experiments\nOn one GPU with emulated peers (kernel mode) or across the "
+                   "ranks of a multi-GPU run (the `where` column). Barrier: the CTA barrier "
                    "between a fetch row's stores and its flag release, on and off; each checked launch starts "
                    "from a staging buffer filled with NaN. Layout: tile-contiguous against row-major staging. "
                    "Time ratios are medians of per-round ratios.\n\n" + kernelbench.format_experiments(ex))

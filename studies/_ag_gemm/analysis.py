@@ -4,8 +4,9 @@ From a run record to tables (no other arithmetic happens anywhere else):
 
 - ``summary``: per (ranks, dtype, M) of the row-sharded formulation, the baseline (NCCL
   all-gather, then matmul), the HBM-buffer kernel and the best provider of the run, each
-  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound and
-  the issue's target; ``seed_table``: the same in the seed's shape, numbers with their CIs;
+  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound, the
+  issue's target, and the HBM-buffer kernel's slowest rank and skew between ranks;
+  ``seed_table``: the same in the seed's shape, numbers with their CIs;
 - ``derived`` rows (``workbench.derived``, extra columns ``table, shard, ranks, dtype, M,
   provider``): each provider's speedup over the baseline (``table="speedup"``: the median of
   per-round ratios, since the providers of a shape are timed round-robin, with a bootstrap CI),
@@ -259,6 +260,19 @@ def ranks(rec) -> tuple[pd.DataFrame, list[dict]]:
     return pd.DataFrame(rows), items
 
 
+RANK_COLS = ("slowest_rank", "slowest_rank_us", "skew_us", "skew_lo_us", "skew_hi_us")
+
+
+def with_hbm_ranks(summ: pd.DataFrame, rk: pd.DataFrame) -> pd.DataFrame:
+    """The summary with the HBM-buffer kernel's slowest rank and skew per shape (``hbm_``
+    columns; NaN where the run kept no per-rank samples)."""
+    cols = ["ranks", "dtype", "M", *RANK_COLS]
+    h = (rk[(rk["provider"] == "hbm-buffer") & (rk["shard"] == "rows")][cols] if len(rk) and "provider" in rk
+         else pd.DataFrame(columns=cols))
+    h = h.rename(columns={c: f"hbm_{c}" for c in RANK_COLS})
+    return summ.merge(h, on=["ranks", "dtype", "M"], how="left")
+
+
 def checks(rec) -> pd.DataFrame:
     """Every multi-GPU variant's check (failed ones included: a failed check is shown, its
     time never counted), and the interpreter check of the fused kernel if the run made one."""
@@ -287,6 +301,7 @@ def analyze(rec) -> dict[str, pd.DataFrame]:
     rk, skew = ranks(rec)
     items += skew
     if len(summ):
+        summ = with_hbm_ranks(summ, rk)
         out["summary"] = summ
         out["seed_table"] = seed_table(summ)
     if len(rk):
@@ -308,6 +323,16 @@ def _ci(x: float, lo: float, hi: float, d: int = 3, unit: str = "") -> str:
     return f"{x:.{d}f}{unit} [{lo:.{d}f}, {hi:.{d}f}]"
 
 
+def _num(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _slowest(rank, us) -> str:
+    if rank is None or rank != rank:
+        return "n/a"
+    return f"rank {int(rank)}: {us:,.1f}"
+
+
 def seed_table(s: pd.DataFrame) -> pd.DataFrame:
     """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with this
     study's best provider beside it; every time and speedup with its 95% CI."""
@@ -325,6 +350,9 @@ def seed_table(s: pd.DataFrame) -> pd.DataFrame:
             "Best": best or "n/a", "Best (ms)": _ci(r["best_ms"], r["best_lo_ms"], r["best_hi_ms"]),
             "Best speedup": _ci(r["best_speedup"], r["best_speedup_lo"], r["best_speedup_hi"], 2, "x"),
             "Best TFLOPS": _ci(r["best_tflops"], r["best_tflops_lo"], r["best_tflops_hi"], 0),
+            "HBM slowest rank (us)": _slowest(r.get("hbm_slowest_rank"), r.get("hbm_slowest_rank_us")),
+            "HBM skew (us)": _ci(_num(r.get("hbm_skew_us")), _num(r.get("hbm_skew_lo_us")), _num(r.get("hbm_skew_hi_us")),
+                                 1),
             "bound max(AG, mm) (ms)": "n/a" if r["bound_ms"] != r["bound_ms"] else f"{r['bound_ms']:.3f}",
             "target (best)": target,
         })

@@ -4,8 +4,8 @@ nodes have none).
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
   one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
   the seed's; kernel-mode runs: each variant's time over cuBLAS's vs M;
-- ``experiments``: the seed review's experiments (kernel mode): barrier and staging-layout
-  time ratios vs M;
+- ``experiments``: the seed review's experiments (one GPU with emulated peers, or across
+  ranks): barrier and staging-layout time ratios vs M;
 - ``methods``: median per call with its CI per provider, one panel per shape in numeric order,
   independent scales (M=1024 and M=16384 differ 16x);
 - ``timeline``: the fused kernel's per-program trace, one lane per SM, coloured by category
@@ -105,9 +105,10 @@ def experiments_chart(tbls: dict[str, pd.DataFrame]):
     if not len(ex):
         return None
     what = {"barrier": "barrier: with / without", "layout": "staging: tiles / rows"}
+    where = (ex["where"] if "where" in ex else pd.Series(index=ex.index, dtype=object)).fillna("emulated ws2, one GPU")
     ex = ex.assign(provider=ex["table"].map(what) + " " + ex["dtype"])
     return _ratio_panels(ex[["provider", "M", "point", "lo", "hi", "status"]], "time ratio (x)",
-                         "The seed review's experiments on one GPU, emulated world size 2: time ratios vs M "
+                         f"The seed review's experiments ({', '.join(sorted(set(where)))}): time ratios vs M "
                          "(1 = no change; 95% CI)", facet=None)
 
 

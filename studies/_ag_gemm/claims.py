@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from studies._ag_gemm.kernelbench import SUFFIX
 from workbench.claims import Claim, ClaimResult, not_testable
 from workbench.derived import MIN_SAMPLES, fmt_derived, item
 
@@ -112,7 +113,8 @@ def correct_random(tbls, rec) -> ClaimResult:
     found = []
     chk = tbls.get("checks")
     if chk is not None and len(chk):
-        h = chk[chk["provider"].str.startswith("hbm-buffer")]
+        # the kernel as it ships: not the review's barrier-off experiment (kernel_experiments has it)
+        h = chk[chk["provider"].str.startswith("hbm-buffer") & ~chk["provider"].str.endswith(SUFFIX["barrier"])]
         found += [(f"{r['ranks']} ranks {r['dtype']} M={r['M']} ({r['where']})", bool(r["correct"]), r["check"])
                   for r in h.to_dict("records")]
     kb = tbls.get("kernel_breakdown")
@@ -134,8 +136,14 @@ def _barrier(tbls) -> pd.DataFrame | None:
     return ex[ex["experiment"] == "barrier"] if ex is not None and len(ex) else None
 
 
-NO_BARRIER_EXPERIMENT = ("needs the barrier experiment (mode=kernel with experiments=barrier, e.g. --preset review, "
-                         "one GPU); this run has none")
+NO_BARRIER_EXPERIMENT = ("needs the barrier experiment (experiments=barrier: --preset review on one GPU, or with the "
+                         "hbm-buffer provider on 2+ GPUs); this run has none")
+
+
+def _where(rows: pd.DataFrame) -> str:
+    """Where the experiment's rows ran (derived rows of older runs have no ``where``)."""
+    got = sorted({w for w in rows.get("where", pd.Series(dtype=object)).dropna() if isinstance(w, str) and w})
+    return ", ".join(got) or "emulated ws2, one GPU"
 
 
 def barrier_cheap(tbls, rec) -> ClaimResult:
@@ -152,7 +160,7 @@ def barrier_cheap(tbls, rec) -> ClaimResult:
               "holds" if all(r.hi <= BARRIER_LITTLE for r in rows) else "inconclusive")
     live = "; ".join(f"{r['dtype']} M={int(r['M'])}: {fmt_derived(r, status=False)}" for r in ok.to_dict("records"))
     missing = len(d) - len(ok)
-    why = f"time with / without the barrier, emulated world size 2 on one GPU; little = below {BARRIER_LITTLE}x"
+    why = f"time with / without the barrier ({_where(ok)}); little = below {BARRIER_LITTLE}x"
     return ClaimResult(status, live, why + (f"; {missing} shape(s) without a valid barrier-off time" if missing else ""))
 
 
@@ -166,10 +174,11 @@ def barrier_needed(tbls, rec) -> ClaimResult:
     failed = int(round((off["point"] * off["n_a"] / 100).sum()))
     live = "; ".join(f"{r['dtype']} M={int(r['M'])}: {round(r['point'] * r['n_a'] / 100)} of {int(r['n_a'])} "
                      f"launches failed ({fmt_derived(r, status=False)})" for r in off.to_dict("records"))
+    where = _where(off)
     if failed:
-        return ClaimResult("holds", live, f"{failed} of {total} checked launches without the barrier failed")
-    return ClaimResult("inconclusive", live, f"0 of {total} checked launches without the barrier failed on this GPU "
-                       "(NVIDIA; the seed's failures were on AMD): the race exists (no ordering of the other warps' "
+        return ClaimResult("holds", live, f"{failed} of {total} checked launches without the barrier failed ({where})")
+    return ClaimResult("inconclusive", live, f"0 of {total} checked launches without the barrier failed ({where}; "
+                       "NVIDIA, the seed's failures were on AMD): the race exists (no ordering of the other warps' "
                        "stores before the release) but was not seen")
 
 
