@@ -428,6 +428,12 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
         if summ["met"].notna().any():
             missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
             parts.append("Targets (best provider): " + ("all met." if missed.empty else f"{len(missed)} missed."))
+        own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
+        if len(own):
+            parts.append("The HBM-buffer kernel's own targets (>= 1.30x at M=16384, never slower at M=1024; met only "
+                         "when the whole CI clears it): " + "; ".join(
+                             f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
+                             for r in own.to_dict("records")) + ".")
     kb = tbls.get("kernel_breakdown")
     if kb is not None and len(kb):
         parts.append(kernelbench.verdict(kb))
