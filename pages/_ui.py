@@ -31,7 +31,7 @@ import streamlit as st
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
-from workbench.catalog import Catalog, Header
+from workbench.catalog import Catalog, Header, default_run
 from workbench.env import REPO_ROOT, summary_line
 from workbench.store import RunRecord, Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
@@ -102,7 +102,8 @@ def _styled(df: pd.DataFrame):
     for col in text_cols:  # lists and dicts as compact JSON, like the reports
         shown[col] = shown[col].map(lambda x: json.dumps(x, default=str, separators=(",", ":"))
                                     if isinstance(x, (list, dict, tuple)) else x)
-    return shown.style.format({c: f for c, f in formats.items()}, na_rep=MISSING)
+    # the first format gives every column (text ones too) the dash; the second the numbers' formats
+    return shown.style.format(na_rep=MISSING).format({c: f for c, f in formats.items()}, na_rep=MISSING)
 
 
 def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[str, ...] = (),
@@ -470,11 +471,11 @@ def _start(study: ModuleType, values: dict[str, Any], store: Store) -> None:
 
 def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     """The run picker: every run of the study by its label, origin, machine and time; the run
-    :func:`show` named (or ``?run=`` in the URL), else the newest."""
+    :func:`show` named (or ``?run=`` in the URL), else :func:`workbench.catalog.default_run`."""
     ids = [h.run_id for h in headers]
     by_id = {h.run_id: h for h in headers}
     # ?run=ID in the URL (a link to one run) counts until the page shows another
-    wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run")
+    wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run") or default_run(headers).run_id
     gen = st.session_state.get(f"{study.ID}:gen", 0)
     choice = st.selectbox(f"Run ({len(ids)})", ids, index=ids.index(wanted) if wanted in ids else 0,
                           format_func=lambda i: by_id[i].title(), key=f"{study.ID}:pick:{gen}")

@@ -54,7 +54,8 @@ def lint_markdown(text: str, base_dir: Path | None = None) -> list[str]:
     if in_code:
         problems.append("a code fence is not closed")
     depth = 0
-    for m in re.finditer(r"</?details>", text):
+    # inside a fenced block GitHub shows tags as text: only the prose outside the fences counts
+    for m in re.finditer(r"</?details>", outside_fences(text)):
         depth += 1 if m.group() == "<details>" else -1
         if depth < 0:
             problems.append("</details> without <details>")
@@ -62,6 +63,16 @@ def lint_markdown(text: str, base_dir: Path | None = None) -> list[str]:
     if depth:
         problems.append(f"{depth} <details> block(s) not closed")
     return problems
+
+
+def outside_fences(text: str) -> str:
+    """``text`` with the lines of fenced code blocks blanked (line numbers kept)."""
+    out, in_code = [], False
+    for line in text.splitlines():
+        fence = line.startswith("```")
+        out.append("" if in_code or fence else line)
+        in_code ^= fence
+    return "\n".join(out)
 
 
 def _lint_mermaid(block: list[str]) -> list[str]:
@@ -121,7 +132,7 @@ def lint_issue(text: str) -> list[str]:
     problems = lint_markdown(text)
     if len(text) > ISSUE_LIMIT:
         problems.append(f"{len(text):,} characters, over the {ISSUE_LIMIT:,} an issue report may have")
-    for i, line in enumerate(text.splitlines()):
+    for i, line in enumerate(outside_fences(text).splitlines()):
         if re.search(r"!\[[^\]]*\]\(", line) or re.search(r"<img\b", line, re.I):
             problems.append(f"an image on line {i + 1}: nothing is attached to an issue")
     return problems

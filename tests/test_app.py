@@ -1,8 +1,11 @@
 """App pages under Streamlit's AppTest: they load, show stored runs, and wire Run to a job."""
 
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
 from workbench.store import RunRecord, Store
@@ -26,16 +29,7 @@ def _page(name, timeout=60):
     return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=timeout)
 
 
-def _study(study_id, timeout=60):
-    """A study's page as app.py serves it: its page file when it has extras, else the generic page."""
-    from workbench.study import get
-
-    mod = get(study_id)
-    page = ROOT / "pages" / f"{mod.__name__.split('.')[-1]}.py"
-    if page.exists():
-        return AppTest.from_file(str(page), default_timeout=timeout)
-    return AppTest.from_string(f"import {mod.__name__} as study\nfrom pages._ui import study_page\nstudy_page(study)\n",
-                               default_timeout=timeout)
+_study = study_app
 
 
 def test_home_loads_and_lists_studies(store):
@@ -217,3 +211,11 @@ def test_a_study_that_cannot_run_with_its_defaults_refuses_the_run_with_the_reas
     at.button[0].click().run()
     assert not at.exception and not calls
     assert any("Cannot run with these parameters here" in e.value for e in at.error)
+
+
+def test_tables_show_a_dash_for_every_missing_value_text_columns_too():
+    from pages._ui import MISSING, _styled
+
+    df = pd.DataFrame({"row": ["serial", None], "gain_pct": [22.4, float("nan")], "status": [None, "clear"]})
+    cells = re.findall(r'class="data row\d col\d" >([^<]*)</td>', _styled(df).to_html())
+    assert cells == ["serial", "22.4", MISSING, MISSING, MISSING, "clear"]

@@ -93,10 +93,11 @@ def test_mermaid_xychart_from_a_chart_keeps_series_order_and_says_log():
 
 
 def test_mermaid_labels_cannot_end_the_string_or_the_block():
-    df = pd.DataFrame({"x": ['a"]\n```', "b"], "y": [1.0, 2.0]})
+    df = pd.DataFrame({"x": ['a"]\n```', "<img src=x onerror=alert(1)>"], "y": [1.0, 2.0]})
     text = mermaid.xychart(df, "x", "y", kind="bar")
     body = text.split("```mermaid", 1)[1].rsplit("```", 1)[0]
-    assert "```" not in body and '"a\' ' in body
+    assert "```" not in body and '"a\') \'\'\'"' in body
+    assert "<img" not in body and '"‹img src=x onerror=alert(1)›"' in body  # labels may be drawn as HTML
 
 
 def test_one_number_format_per_column_and_no_na():

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
 from tests.test_safety_bundles import HOSTILE, _hostile_record, _write, valid_doc
@@ -50,7 +51,7 @@ def test_the_runs_page_refuses_every_bad_bundle_with_a_message(store, tmp_path, 
 def test_a_run_s_markup_stays_text_on_its_study_page(store, monkeypatch):
     monkeypatch.setattr("pages._ui.committed", lambda study_id: ([], []))
     store.save(_hostile_record())
-    at = AppTest.from_file(str(ROOT / "pages" / "calibration.py"), default_timeout=60).run()
+    at = study_app("calibration").run()
     assert not at.exception
     shown = [m.value for m in [*at.markdown, *at.caption, *at.warning, *at.error]]
     assert any("alert(1)" in text for text in shown)

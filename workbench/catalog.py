@@ -106,6 +106,18 @@ def header_of(rec: RunRecord, source: str = "") -> Header:
                   params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants))
 
 
+
+def default_run(headers: list[Header]) -> Header | None:
+    """The run a study page opens on: the newest of this machine's own or imported runs; with
+    none, the committed run with the most checked variants (newest first among equals), so a
+    machine without the study's hardware opens on the real GPU results, not on a CPU check."""
+    if not headers:
+        return None
+    own = [h for h in headers if h.origin != "committed"]
+    if own:
+        return max(own, key=lambda h: h.created_utc or "")
+    return max(headers, key=lambda h: (h.variants - h.failed_checks, h.created_utc or ""))
+
 class Catalog:
     """The store's runs (``store`` may be None: no store, or none wanted) and the committed
     bundles (read by ``committed``, by default :func:`workbench.store.committed`; the app

@@ -25,11 +25,8 @@ MAX_POINTS, MAX_SERIES = 40, len(PALETTE)
 
 
 def _label(text: Any) -> str:
-    """A quoted Mermaid string: no quotes, brackets or backticks that would end it or the block."""
-    clean = " ".join(str(text).split())
-    for ch in '"`[]{};':
-        clean = clean.replace(ch, "'" if ch == '"' else " ")
-    return f'"{clean[:60]}"'
+    """A quoted Mermaid string that nothing inside can end (nor the block)."""
+    return f'"{escape(text, "mermaid")[:60]}"'
 
 
 def _num(x: float) -> str:

@@ -12,7 +12,8 @@ Markdown, HTML or a notebook cell without being escaped for the place they land 
   name the importers can use for format detection, for readers that need a file;
 - :func:`escape` escapes a string by its context: ``text`` (a paragraph, list item or
   heading), ``cell`` (a Markdown table cell), ``code`` (inline code), ``block`` (a fenced
-  code block, returned whole), ``html`` (inside an HTML element, e.g. ``<summary>``);
+  code block, returned whole), ``html`` (inside an HTML element, e.g. ``<summary>``),
+  ``mermaid`` (a label or task name inside a Mermaid diagram);
   :func:`plain` makes one line for a terminal. Both replace control characters (a
   terminal acts on escape sequences).
 """
@@ -107,7 +108,7 @@ def attachment_file(name: str, data: bytes) -> Iterator[Path]:
 _MD_INLINE = re.compile(r"([\\`*|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 _MD_LINK = re.compile(r"\][(\[]")
 _MD_LINE_START = re.compile(r"^(\d*)([#+-](?=\s|$|[#+-])|>|=+$|(?<=\d)[.)](?=\s|$))")
-_CONTEXTS = ("text", "cell", "code", "block", "html")
+_CONTEXTS = ("text", "cell", "code", "block", "html", "mermaid")
 
 
 def escape(value: Any, where: str = "text", lang: str = "") -> str:
@@ -125,6 +126,11 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
     one_line = " ".join(text.split())
     if where == "html":
         return html.escape(one_line, quote=True)
+    if where == "mermaid":
+        # Mermaid ends a label at a quote or bracket, a statement at ';' or a newline, starts a
+        # comment at '#' and separates a Gantt task from its data at ':'; a backtick run could
+        # close the fence, and labels may be drawn as HTML: each folds to a look-alike.
+        return one_line.translate(_MERMAID_FOLD).strip()
     if where == "code":
         # HTML and Markdown are not parsed inside a code span; only a longer backtick run ends it.
         if not one_line:
@@ -139,6 +145,9 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
         out = re.sub(r"([\[\]])", r"\\\1", out)
     return _MD_LINE_START.sub(r"\1\\\2", out)
 
+
+_MERMAID_FOLD = str.maketrans({'"': "'", "`": "'", "[": "(", "]": ")", "{": "(", "}": ")", ";": ",",
+                               ":": "∶", "#": "♯", "<": "‹", ">": "›", "&": "＆"})
 
 # C0 controls but tab and newline, DEL and C1 controls: a terminal acts on them (ESC starts
 # sequences that retitle, recolour or worse), and no report needs them.

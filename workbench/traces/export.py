@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..untrusted import escape
 from .model import end_ns, with_depth
 
 
@@ -206,11 +207,8 @@ def ascii_timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | Non
 
 
 def _mermaid_text(s: str) -> str:
-    # ':' separates a task's name from its data and '#'/';' start comments/statements; a
-    # newline ends the task and a backtick run could close the ```mermaid fence: span names
-    # come from untrusted traces, so all of them are folded.
-    s = " ".join(s.split()).replace("`", "'")
-    return s.replace(":", "∶").replace("#", "♯").replace(";", ",").strip() or "span"
+    # span names come from untrusted traces
+    return escape(s, "mermaid") or "span"
 
 
 def mermaid_gantt(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None, title: str = "",
