@@ -408,7 +408,7 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     d = tbls.get("derived", pd.DataFrame())
     if summ is not None and len(summ):
         sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
-        lines = []
+        lines: dict[str, list[str]] = {}  # per ranks and dtype: one entry per M
         for r in summ.to_dict("records"):
             said = []
             for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
@@ -416,29 +416,29 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
                 if not prov or sp is None or key not in sp.index:
                     continue
                 row = sp.loc[key]
-                if row["status"] == "clear":
-                    word = "faster" if row["point"] > 1 else "slower"
-                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)} ({word})")
+                if row["status"] == "clear":  # a speedup: above 1 faster, below 1 slower
+                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)}")
+                elif row["status"] == "inconclusive" and row["why"].startswith("the CI includes"):
+                    said.append(f"{esc(prov)} inconclusive (CI includes 1)")
                 else:
                     said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
-            lines.append(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']}: " + (", ".join(said) or "no speedup"))
-        parts.append("Speedup over the baseline (all_gather_into_tensor, then matmul), same run (median of per-round "
-                     "ratios, 95% CI): "
-                     + "; ".join(lines) + ".")
+            lines.setdefault(f"{r['ranks']} ranks {esc(r['dtype'])}", []).append(
+                f"M={r['M']} " + (", ".join(said) or "no speedup"))
+        parts.append("Speedup over all_gather_into_tensor + matmul in the same run (median of per-round ratios, "
+                     "95% CI): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in lines.items()) + ".")
         if summ["met"].notna().any():
             missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
-            parts.append("Targets (best provider): " + ("all met." if missed.empty else f"{len(missed)} missed."))
+            parts.append("Best provider's targets: " + ("all met." if missed.empty else f"{len(missed)} missed."))
         own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
         if len(own):
-            parts.append("The HBM-buffer kernel's own targets (>= 1.30x at M=16384, never slower at M=1024; met only "
-                         "when the whole CI clears it): " + "; ".join(
-                             f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
-                             for r in own.to_dict("records")) + ".")
+            met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
+                            for r in own.to_dict("records"))
+            parts.append(f"HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): {met}.")
     kb = tbls.get("kernel_breakdown")
     if kb is not None and len(kb):
         parts.append(kernelbench.verdict(kb))
     ex = tbls.get("kernel_experiments")
-    if ex is not None and len(ex):
+    if ex is not None and len(ex) and summ is None:  # a multi-GPU run's experiments: in its claims and tables
         parts.append(escape_headline(d, ("barrier", "layout", "failures")))
     v = tbls.get("variants")
     if v is not None and len(v):
@@ -451,10 +451,13 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     return " ".join(parts)
 
 
-def escape_headline(d: pd.DataFrame, names: tuple[str, ...]) -> str:
-    """The clear results of some derived tables (``derived.headline``), escaped."""
+def escape_headline(d: pd.DataFrame, names: tuple[str, ...], limit: int = 4) -> str:
+    """The clear results of some derived tables (``derived.headline``, the ``limit`` largest
+    effects first), escaped."""
     sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
-    return esc(derived.headline(sub)) or "No derived result."
+    if len(sub) and "point" in sub:  # largest departure from "no change" first
+        sub = sub.assign(_effect=(sub["point"] - sub["null"]).abs()).sort_values("_effect", ascending=False)
+    return esc(derived.headline(sub.drop(columns="_effect", errors="ignore"), limit=limit)) or "No derived result."
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
