@@ -300,8 +300,14 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     for message in a.errors:
         st.error(escape(message))
     if len(a.claims):
-        # Markdown, not a data frame: the claims are sentences, and a grid cuts them off
-        st.markdown(report.claims_markdown(a.claims).replace("## ", "##### ", 1))
+        # Markdown, not a data frame: the claims are sentences, and a grid cuts them off. The
+        # status and both figures lead; the reasons and the seed's words, which make the table
+        # several screens tall, open on demand.
+        shown = report.claims_display(a.claims)
+        st.markdown("##### The seed's claims on this machine\n\n" + report.md_table(
+            shown[["claim", "here", "live figure (95% CI)", "seed's figure"]]))
+        with st.expander("Why each claim has its status, and the seed's own words"):
+            st.markdown(report.md_table(shown[["claim", "why", "seed's claim"]]))
     key_table, key_chart = report.key_names(a, charts)
     if key_table:
         st.markdown(f"**{escape(key_table)}**")

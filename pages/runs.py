@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._ui import catalog, downloads, get_store, manage_run, run_key, show_table
-from workbench import report
+from workbench import compare
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
 from workbench.study import registry
@@ -13,9 +13,10 @@ from workbench.untrusted import escape, safe_stem
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _compare_text(key_a: tuple, key_b: tuple, _a, _b) -> str:
-    """The A/B Markdown, once per pair of run states (it bootstraps every common variant)."""
-    return report.compare_markdown(_a, _b)
+def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a, _b) -> dict:
+    """The A/B comparison, once per pair of run states and number of runs (A/A runs among
+    them change the verdicts); it bootstraps every common variant."""
+    return compare.compare_runs(_a, _b, compare.history(_a, _b, store, runs.committed(_a.study)))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -90,20 +91,33 @@ with tab_runs:
 
 with tab_ab:
     st.subheader("A/B comparison")
+    # By default two runs of one study with the fewest differing parameters (same machine first,
+    # then the newest pair), B the newer; nothing when no study has two runs.
+    pair = compare.most_similar_pair([h for h in headers if h.run_id in set(ids)])
     c1, c2 = st.columns(2)
-    # Newest first: by default the newest run (B) against the one before it (A, the baseline).
-    a_id = c1.selectbox("A (baseline)", ids, index=min(1, len(ids) - 1), key="runs:a")
-    b_id = c2.selectbox("B", ids, key="runs:b")
+    # the run id's tail too: two runs of one configuration in one minute have the same title
+    title = lambda i: f"{by_id[i].study}: {by_id[i].title()} · {i[-6:]}"  # noqa: E731
+    a_id = c1.selectbox("A (baseline)", ids, index=ids.index(pair[0]) if pair else None, key="runs:a",
+                        format_func=title, placeholder="pick a run")
+    b_id = c2.selectbox("B", ids, index=ids.index(pair[1]) if pair else None, key="runs:b", format_func=title,
+                        placeholder="pick a run")
     if a_id and b_id and a_id != b_id:
         a, b = load(a_id), load(b_id)
         if a.study != b.study:
-            st.warning("A and B are runs of different studies; only variants with the same name are compared.")
-        try:
-            text = _compare_text(run_key(a), run_key(b), a, b)
-        except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
-            text = f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}"
-        st.markdown(text)
-        st.download_button("Download comparison (Markdown)", text,
-                           file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
+            st.error(f"Not compared: A is a run of {escape(a.study)} and B of {escape(b.study)}; only runs of one "
+                     "study are compared.")
+        else:
+            try:
+                cmp = _comparison(run_key(a), run_key(b), len(headers), a, b)
+            except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
+                st.error(f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}")
+            else:
+                st.markdown(compare.markdown(cmp, level=3, reproduce=False))
+                with st.expander("Reproduce A and B"):
+                    st.code(f"# A\n{cmp['reproduce_a']}\n# B\n{cmp['reproduce_b']}", language="sh")
+                st.download_button("Download comparison (Markdown)", compare.markdown(cmp),
+                                   file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
+    elif pair is None:
+        st.caption("No two runs of one study to compare yet: run a study twice (or `python -m workbench ab`).")
     else:
-        st.caption("Pick two different runs to compare.")
+        st.caption("Pick two different runs of one study to compare.")

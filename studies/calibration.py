@@ -33,6 +33,8 @@ ID = "calibration"
 TITLE = "Calibration: machine and harness floor"
 SEED = "(none: the floor every seed's figures are read against)"
 SEED_SUMMARY = "Empty call, clock resolution, torch dispatch and thread wake-up cost on this machine."
+#: every variant is timed by ``harness.time_callable``, which repeats to ``--precision``
+HONOURS_PRECISION = True
 #: no seed, so no seed claims: the claims table of a calibration run is empty
 SEED_CLAIMS: list = []
 KEY_TABLE = "floors"

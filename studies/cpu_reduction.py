@@ -65,6 +65,9 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (o
 MAX_N = 1 << 26  # 64Mi elements (256 MiB of float32)
 #: bytes of float32 copies a point can hold at once (main process, .npy, child, C++ tool, ...)
 COPIES_ALIVE = 6
+#: ``--precision``: the harness repeats torch, numpy and the IREE runtime children; the
+#: interleaved experiments add rounds and iree-bench adds repetitions (``_cpu_reduction/measure.py``)
+HONOURS_PRECISION = True
 KEY_TABLE = "seed_overview"
 KEY_CHART = "scaling"
 

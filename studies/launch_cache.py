@@ -42,18 +42,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
 import numpy as np
 import pandas as pd
 
-from workbench import cbuild, stats, tables
+from workbench import cbuild
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
-from workbench.untrusted import escape as esc
 
-from studies._launch_cache import SOFTSTACK_CACHE_LIMIT, OutOfMemory
+from studies._launch_cache import SOFTSTACK_CACHE_LIMIT, OutOfMemory, analysis
+from studies._launch_cache.analysis import fmt_time, parse_time  # noqa: F401  (the seed's `time` figures)
+from studies._launch_cache.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 
 ID = "launch-cache"
 TITLE = "Launch cache: per-launch scratch allocation vs a locked cache vs a pool"
@@ -63,6 +63,14 @@ SEED_SUMMARY = ("GCC review of caching libgomp's nvptx soft-stack block between 
 
 CPU_POLICIES = ("per_call", "locked_cache", "size_limit", "pool")
 GPU_POLICIES = ("per_call", "locked_cache", "size_limit", "pool", "framework", "graph")
+#: The declared sweep: the compared dimension ``provider`` (the caching policy, from ``policies``)
+#: crossed with one grid axis per target: glibc's mmap threshold on the CPU, a stream
+#: synchronisation after every launch on the GPU (the patch's dropped second change).
+SWEEP_AXIS = {"cpu": "malloc", "gpu": "sync"}
+#: the seed-shaped table (real/user/sys of each policy and its ratio to per_call) and the chart
+#: (those ratios with their CIs beside the seed's patch/baseline ratios) a page leads with
+KEY_TABLE = "key"
+KEY_CHART = "vs_per_call"
 
 SPACE = ParamSpace(
     params=(
@@ -94,7 +102,8 @@ SPACE = ParamSpace(
         Param("malloc", "str", ["pinned", "dynamic"],
               "CPU: glibc mmap threshold pinned at 128 KiB, or glibc's dynamic default", choices=("pinned", "dynamic"),
               multi=True),
-        Param("repeat", "int", 3, "phases per variant (the seed ran 5)", min=1, max=50),
+        Param("repeat", "int", 5, "phases per variant, interleaved (the seed ran 5; a ratio of phase times needs "
+              "at least 5 for a CI)", min=1, max=50),
         Param("max_samples", "int", 5_000, "per-launch latencies kept per variant (evenly subsampled beyond)",
               min=100, max=2_000_000),
         Param("trace_launches", "int", 100, "launches per thread drawn in the timeline trace (0: none)",
@@ -104,7 +113,7 @@ SPACE = ParamSpace(
     presets={
         "smoke": {"threads": 2, "launches": 200, "scratch_bytes": 4 << 20, "touch_pages": 64, "repeat": 1,
                   "trace_launches": 20},
-        "quick": {"launches": 4096, "repeat": 2},
+        "quick": {"launches": 4096, "repeat": 5},
     },
 )
 
@@ -187,19 +196,19 @@ def validate(params) -> None:
 
 
 def _variants(params) -> list[tuple[str, dict]]:
+    """(name, params) of every variant: each provider (policy) x each value of the target's
+    sweep axis (:data:`SWEEP_AXIS`)."""
     base = {"target": params["target"], "threads": params["threads"], "launches": params["launches"],
             "scratch_bytes": params["scratch_bytes"]}
+    axis = SWEEP_AXIS[params["target"]]
     out = []
     for policy in policies_of(params):
         label = f"pool{params['k']}" if policy == "pool" else policy
         extra = {"k": params["k"]} if policy == "pool" else (
             {"cache_limit": params["cache_limit"]} if policy == "size_limit" else {})
-        if params["target"] == "cpu":
-            for mode in params["malloc"]:
-                out.append((f"{label}/{mode}", {**base, "policy": policy, "malloc": mode, **extra}))
-        else:
-            for sync in params["sync"]:
-                out.append((f"{label}/{'sync' if sync else 'async'}", {**base, "policy": policy, "sync": sync, **extra}))
+        for value in params[axis]:
+            mode = value if axis == "malloc" else ("sync" if value else "async")
+            out.append((f"{label}/{mode}", {**base, "provider": policy, axis: value, **extra}))
     return out
 
 
@@ -257,17 +266,18 @@ def run(params, ctx: RunContext) -> dict:
 
     target = params["target"]
     variants = _variants(params)
+    progress = ctx.steps(len(variants) * params["repeat"], unit="phases")
     rng = np.random.default_rng(params["seed"])
     outputs: dict = {"target": target, "cpu_count": os.cpu_count()}
     if target == "cpu":
         from studies._launch_cache import cpu
 
-        ctx.progress(0.0, "compiling kernels/c/launch_cache.c")
+        progress.say("compiling kernels/c/launch_cache.c")
         exe = cpu.build()
         outputs["compiler"] = cbuild.compiler_version(cbuild.compiler())
 
         def phase_of(vparams, salt):
-            return cpu.run_phase(exe, vparams["policy"], params["threads"], params["launches"],
+            return cpu.run_phase(exe, vparams["provider"], params["threads"], params["launches"],
                                  params["scratch_bytes"], params["k"], params["touch_pages"], params["passes"],
                                  vparams["malloc"], salt, limit=params["cache_limit"],
                                  data_bytes=params["data_bytes"], oom_every=params["oom_every"])
@@ -278,27 +288,28 @@ def run(params, ctx: RunContext) -> dict:
         outputs["blocks"] = gpu.resolve_blocks(params["blocks"])
 
         def phase_of(vparams, salt, launches=params["launches"], oom_every=params["oom_every"]):
-            return gpu.run_phase(vparams["policy"], params["threads"], launches, params["scratch_bytes"],
+            return gpu.run_phase(vparams["provider"], params["threads"], launches, params["scratch_bytes"],
                                  params["k"], params["touch_pages"], params["passes"], vparams["sync"], salt,
                                  blocks=params["blocks"], limit=params["cache_limit"],
                                  data_bytes=params["data_bytes"], oom_every=oom_every)
 
         # Warm-up: load the module, create the context's streams and events once, off the clock.
         for name, vparams in variants:
-            ctx.progress(0.0, f"warm-up {name}")
+            progress.say(f"warm-up {name}")
             phase_of(vparams, 1, launches=2 * params["threads"], oom_every=0)
 
     acc = {name: {"lat": [], "seg": [], "reps": [], "fails": []} for name, _ in variants}
     blocks = outputs.get("blocks", 1)
     trace: list[dict] = []
-    steps = len(variants) * params["repeat"]
     out_of_memory: set[str] = set()
-    # Repeats interleave the variants so a drift of the machine hits them all alike.
+    # Repeats interleave the variants so a drift of the machine hits them all alike (and phase i
+    # of two variants pairs up in the analysis).
     for rep in range(params["repeat"]):
         for vi, (name, vparams) in enumerate(variants):
             if name in out_of_memory:
+                progress.tick(f"{name}: out of memory, skipped")
                 continue
-            ctx.progress((rep * len(variants) + vi) / steps, f"{name}, phase {rep + 1}/{params['repeat']}")
+            progress.say(f"{name}, phase {rep + 1}/{params['repeat']}")
             salt = int(rng.integers(1, 2**62))
             try:
                 phase = phase_of(vparams, salt)
@@ -307,6 +318,7 @@ def run(params, ctx: RunContext) -> dict:
                 # reason and no samples (replacing the row of its earlier phases, if any).
                 out_of_memory.add(name)
                 ctx.update(VariantResult(name, vparams, [], False, f"phase {rep + 1}: {exc}", {}))
+                progress.tick(f"{name}: out of memory")
                 continue
             ok, msg = check_checksums(phase.checksum, salt, params["touch_pages"], params["passes"], blocks)
             if ok and phase.extra.get("seq_ok") is False:
@@ -323,295 +335,39 @@ def run(params, ctx: RunContext) -> dict:
             # Stored after every phase (replacing the variant's earlier row): an interrupt keeps
             # each phase that finished, not only the variants whose last phase did.
             ctx.update(_variant_result(name, vparams, a, params))
+            progress.tick(f"{name}, phase {rep + 1}/{params['repeat']}")
     if trace:
         doc = {"traceEvents": trace, "displayTimeUnit": "ns",
                "otherData": {"study": ID, "note": "host-side span of each launch: acquire block, launch, "
                                                   "(sync), release; last phase of each variant"}}
         ctx.attach("timeline.json", "trace/chrome-json", json.dumps(doc).encode())
-    ctx.progress(1.0, "done")
     return outputs
 
 
-# --- analysis --------------------------------------------------------------------------------
-
-_TIME_RE = re.compile(r"^(\d+)m([\d.]+)s$")
-
-
-def parse_time(text: str) -> float:
-    """`time`'s '12m10.456s' -> seconds."""
-    m = _TIME_RE.match(text.strip())
-    if not m:
-        raise ValueError(f"not a `time` figure: {text!r}")
-    return int(m.group(1)) * 60 + float(m.group(2))
-
-
-def fmt_time(seconds: float) -> str:
-    """Seconds -> `time`'s '0m1.234s' shape."""
-    if seconds != seconds:
-        return "n/a"
-    m, s = divmod(seconds, 60)
-    return f"{int(m)}m{s:.3f}s"
-
-
-def _repeats_table(rec: RunRecord) -> pd.DataFrame:
-    rows = []
-    for v in rec.variants:
-        for i, r in enumerate(v.extra.get("repeats", [])):
-            rows.append({"variant": v.variant, "policy": v.params.get("policy"), "phase": i + 1, **r})
-    return pd.DataFrame(rows)
-
+# --- analysis, charts, report (studies/_launch_cache/analysis.py, report.py) ---------------------
 
 def seed_tables() -> dict[str, pd.DataFrame]:
-    """The seed's runs in seconds, and per (launches, build) medians with patch/baseline ratios."""
-    runs = pd.DataFrame(SEED_FIGURES["tables"]["time_runs"])
-    for col in ("real", "user", "sys"):
-        runs[f"{col}_s"] = runs[col].map(parse_time)
-    summary = runs.groupby(["launches", "threads", "build", "policy"], as_index=False, sort=False)[
-        ["real_s", "user_s", "sys_s"]].median()
-    for col in ("real_s", "user_s", "sys_s"):
-        base = summary[summary["build"] == "baseline"].set_index("launches")[col]
-        summary[f"{col[:-2]}_vs_baseline"] = summary[col] / summary["launches"].map(base)
-    return {"_seed_runs": runs, "seed_summary": summary}
+    """The seed's `time` runs in seconds and their medians per build, with patch/baseline ratios."""
+    return analysis.seed_tables(SEED_FIGURES["tables"]["time_runs"])
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    df = tables.with_us(tables.variants_table(rec))
-    reps = _repeats_table(rec)
-    out = {"policies": df, "phases": reps, **seed_tables()}
-    if not len(df) or not len(reps):  # nothing ran (e.g. every variant out of memory)
-        return out
-    med = reps.groupby("variant", sort=False).median(numeric_only=True).drop(columns=["phase"])
-    df = df.set_index("variant")
-    for col in ("real_s", "user_s", "sys_s", "minflt", "majflt", "nvcsw", "nivcsw", "peak_bytes"):
-        if col in med:
-            df[col] = med[col]
-    df["cpu_s"] = df["user_s"] + df["sys_s"]
-    df["launches_per_s"] = df["launches"] / df["real_s"]
-    df["minflt_per_launch"] = df["minflt"] / df["launches"]
-    df["peak_mib"] = df["peak_bytes"] / 2**20
-    for key in ("hwm_kib", "device_used_at_end_bytes", "mmapped_allocs", "allocs", "blocks_created", "limit_frees",
-                "oom_retries", "data_allocs"):
-        if key in med:
-            df[key] = med[key]
-    pct = {v.variant: v.extra.get("lat_pct_ns", {}) for v in rec.variants}
-    for q in ("p50", "p99", "p999", "max"):
-        df[f"{q}_us"] = [pct[v].get(q, float("nan")) / 1e3 for v in df.index]
-    df = df.reset_index()
-    out["policies"] = df
-    out["vs_per_call"] = _vs_per_call(df)
-    out["segments"] = _segments(rec)
-    out["_latency_quantiles"] = _quantiles(rec)
-    return out
-
-
-def _segments(rec: RunRecord) -> pd.DataFrame:
-    """Where a launch's host time goes: mean/median/p99 of each part, and its share of the mean."""
-    rows = []
-    for v in rec.variants:
-        segs = v.extra.get("segments_ns", {})
-        total = sum(s["mean"] for s in segs.values())
-        for name, s in segs.items():
-            rows.append({"variant": v.variant, "policy": v.params.get("policy"), "segment": name,
-                         "mean_us": s["mean"] / 1e3, "p50_us": s["p50"] / 1e3, "p99_us": s["p99"] / 1e3,
-                         "share": s["mean"] / total if total > 0 else float("nan")})
-    return pd.DataFrame(rows)
-
-
-def _mode_col(df: pd.DataFrame) -> str:
-    return "malloc" if "malloc" in df.columns else "sync"
-
-
-def _vs_per_call(df: pd.DataFrame) -> pd.DataFrame:
-    """Each policy's real/user/sys over per_call's with the same malloc mode or sync setting."""
-    mode = _mode_col(df)
-    rows = []
-    for _, r in df.iterrows():
-        base = df[(df["policy"] == "per_call") & (df[mode] == r[mode])]
-        if base.empty:
-            continue
-        b = base.iloc[0]
-        rows.append({"variant": r["variant"], "policy": r["policy"], mode: r[mode],
-                     **{f"{c}_vs_per_call": r[f"{c}_s"] / b[f"{c}_s"] if b[f"{c}_s"] > 0 else float("nan")
-                        for c in ("real", "user", "sys")},
-                     "p50_vs_per_call": r["p50_us"] / b["p50_us"], "correct": r["correct"]})
-    return pd.DataFrame(rows)
-
-
-def _quantiles(rec: RunRecord) -> pd.DataFrame:
-    qs = np.array([0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999])
-    rows = []
-    for v in rec.variants:
-        if not v.samples_ns:
-            continue
-        vals = np.quantile(np.asarray(v.samples_ns), qs)
-        rows += [{"variant": v.variant, "policy": v.params.get("policy"), "quantile": float(q), "lat_us": x / 1e3}
-                 for q, x in zip(qs, vals)]
-    return pd.DataFrame(rows)
+    return analysis.analyze(rec, SEED_FIGURES["tables"]["time_runs"])
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    import altair as alt
+    from studies._launch_cache import report
 
-    from workbench import charts as wbcharts  # altair is not installed on the GPU nodes
-
-    df = tbls["policies"]
-    out = {}
-    if len(df) and "real_s" in df:
-        long = df.melt(id_vars=["variant", "correct"], value_vars=["real_s", "user_s", "sys_s"],
-                       var_name="clock", value_name="seconds")
-        clocks = ["real_s", "user_s", "sys_s"]
-        # symlog: per-call and cached phases differ by 100x, and sys can be exactly 0.
-        out["time"] = alt.Chart(long).mark_bar().encode(
-            x=alt.X("variant:N", sort=None), xOffset=alt.XOffset("clock:N", sort=clocks),
-            y=alt.Y("seconds:Q", scale=alt.Scale(type="symlog", constant=1e-3), title="seconds (median of phases, symlog)"),
-            color=alt.Color("clock:N", sort=clocks), tooltip=["variant", "clock", alt.Tooltip("seconds:Q", format=".4f")],
-        ).properties(title="real / user / sys of the launch phase, per policy", height=280)
-        out["latency"] = wbcharts.median_ci_bars(df, title="Per-launch latency (median, 95% CI)")
-        lat = df.melt(id_vars=["variant"], value_vars=["p50_us", "p99_us"], var_name="quantile", value_name="us")
-        out["tail"] = alt.Chart(lat).mark_bar().encode(
-            x=alt.X("variant:N", sort=None), xOffset="quantile:N",
-            y=alt.Y("us:Q", scale=alt.Scale(type="log"), title="per-launch latency (us, log)"), color="quantile:N",
-            tooltip=["variant", "quantile", alt.Tooltip("us:Q", format=".2f")],
-        ).properties(title="Per-launch latency: median and p99", height=280)
-        out["memory"] = alt.Chart(df).mark_bar().encode(
-            x=alt.X("variant:N", sort=None), y=alt.Y("peak_mib:Q", title="peak scratch held (MiB)"),
-            tooltip=["variant", alt.Tooltip("peak_mib:Q", format=".1f")],
-        ).properties(title="Peak scratch memory per policy", height=240)
-        out["faults"] = alt.Chart(df).mark_bar().encode(
-            x=alt.X("variant:N", sort=None), y=alt.Y("minflt_per_launch:Q", title="minor page faults per launch"),
-            tooltip=["variant", "minflt", alt.Tooltip("minflt_per_launch:Q", format=".1f")],
-        ).properties(title="Page faults per launch (getrusage)", height=240)
-    seg = tbls.get("segments")
-    if seg is not None and len(seg):
-        out["segments"] = alt.Chart(seg).mark_bar().encode(
-            x=alt.X("variant:N", sort=None),
-            y=alt.Y("mean_us:Q", stack="normalize", title="share of the mean launch", axis=alt.Axis(format="%")),
-            color=alt.Color("segment:N", sort=None), order=alt.Order("segment:N"),
-            tooltip=["variant", "segment", alt.Tooltip("mean_us:Q", format=".2f"), alt.Tooltip("p99_us:Q", format=".2f"),
-                     alt.Tooltip("share:Q", format=".0%")],
-        ).properties(title="Where a launch's host time goes (share of the mean launch; tooltips in us)", height=280)
-    q = tbls.get("_latency_quantiles")
-    if q is not None and len(q):
-        out["latency_cdf"] = alt.Chart(q).mark_line().encode(
-            x=alt.X("lat_us:Q", scale=alt.Scale(type="log"), title="per-launch latency (us, log)"),
-            y=alt.Y("quantile:Q"), color="variant:N", tooltip=["variant", "quantile", "lat_us"],
-        ).properties(title="Per-launch latency distribution (CDF of kept samples)", width=420, height=280)
-    s = tbls["seed_summary"].melt(id_vars=["launches", "build"], value_vars=["real_s", "user_s", "sys_s"],
-                                  var_name="clock", value_name="seconds")
-    out["seed"] = alt.Chart(s).mark_bar().encode(
-        x=alt.X("build:N", sort=None), xOffset=alt.XOffset("clock:N", sort=["real_s", "user_s", "sys_s"]), y="seconds:Q",
-        color=alt.Color("clock:N", sort=["real_s", "user_s", "sys_s"]),
-        column=alt.Column("launches:N", title="launches (8 threads)"),
-    ).properties(title="The seed's `time` figures (median of 5 runs; the seed's machine)", width=160, height=220)
-    return out
+    return report.charts(tbls)
 
 
-def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.report import md_table
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    from studies._launch_cache import report
 
-    df = tbls["policies"]
-    seed = tbls["seed_summary"]
-    rows = [{"launches / threads": f"{r['launches']:,} / {r['threads']}", "build": f"{r['build']} ({r['policy']})",
-             "real": fmt_time(r["real_s"]), "user": fmt_time(r["user_s"]), "sys": fmt_time(r["sys_s"]),
-             "user vs baseline": f"{r['user_vs_baseline']:.2f}", "sys vs baseline": f"{r['sys_vs_baseline']:.2f}"}
-            for _, r in seed.iterrows()]
-    secs = ["## The seed's `time` figures (seed's machine, median of its 5 runs)\n\n" + md_table(pd.DataFrame(rows))]
-    if not len(df) or "real_s" not in df:
-        return secs
-    p = rec.params
-    mode = _mode_col(df)
-    rows = [{"variant": r["variant"], mode: r[mode], "real": fmt_time(r["real_s"]), "user": fmt_time(r["user_s"]),
-             "sys": fmt_time(r["sys_s"]), "minor faults": f"{r['minflt']:,.0f}",
-             "per-launch p50": stats.fmt_ns(r["p50_us"] * 1e3), "p99": stats.fmt_ns(r["p99_us"] * 1e3),
-             "peak scratch": f"{r['peak_mib']:.0f} MiB", "check": "ok" if r["correct"] else "FAILED"}
-            for _, r in df.iterrows()]
-    secs.append(f"## Live `time` of the launch phase ({p['launches']:,} launches over {p['threads']} threads, "
-                f"{esc(p['target'])}, scratch {p['scratch_bytes']:,} B; median of {p['repeat']} phases)\n\n"
-                + md_table(pd.DataFrame(rows)))
-    vs = tbls.get("vs_per_call")
-    if vs is not None and len(vs):
-        s256 = seed[seed["launches"] == 256].set_index("build")
-        s1m = seed[seed["launches"] == 1048576].set_index("build")
-        rows = [{"variant": r["variant"], mode: r[mode],
-                 **{clock: f"{r[f'{clock}_vs_per_call']:.3f}" for clock in ("real", "user", "sys")},
-                 "per-launch p50": f"{r['p50_vs_per_call']:.3f}"} for _, r in vs.iterrows()]
-        secs.append("## Cached vs per-call, live beside the seed\n\n"
-                    "Ratios below 1 mean less time than allocating per launch. The seed's "
-                    f"ratios are patch / baseline (256 launches: real {s256.loc['patch', 'real_vs_baseline']:.2f}, "
-                    f"user {s256.loc['patch', 'user_vs_baseline']:.2f}, sys {s256.loc['patch', 'sys_vs_baseline']:.2f}; "
-                    f"1,048,576 launches: real {s1m.loc['patch', 'real_vs_baseline']:.2f}, user "
-                    f"{s1m.loc['patch', 'user_vs_baseline']:.2f}, sys {s1m.loc['patch', 'sys_vs_baseline']:.2f}).\n\n"
-                    + md_table(pd.DataFrame(rows)))
-    seg = tbls.get("segments")
-    if seg is not None and len(seg):
-        cells = seg.assign(cell=[f"{stats.fmt_ns(m * 1e3)} ({sh:.0%})" for m, sh in zip(seg["mean_us"], seg["share"])])
-        table = cells.pivot(index="variant", columns="segment", values="cell")
-        table = table.reindex(index=list(dict.fromkeys(seg["variant"])),
-                              columns=list(dict.fromkeys(seg["segment"]))).fillna("").reset_index()
-        table.columns.name = None
-        secs.append("## Where a launch's time goes (host clock, mean per launch; share of the mean launch)\n\n"
-                    + md_table(table))
-    secs.append(_findings(rec, df))
-    return secs
+    return report.verdict_text(tbls)
 
 
-def _findings(rec: RunRecord, df: pd.DataFrame) -> str:
-    """Plain statements read off the counters of this run."""
-    p = rec.params
-    lines = ["## What the counters say", ""]
-    ok = df[df["correct"]]
-    if len(ok):
-        best = ok.loc[ok["real_s"].idxmin()]
-        lines.append(f"- Fastest whole phase: **{esc(best['variant'])}** ({fmt_time(best['real_s'])} real, "
-                     f"{best['launches_per_s']:,.0f} launches/s).")
-    if p["target"] == "cpu":
-        for _, r in df[df["policy"] == "per_call"].iterrows():
-            if r.get("allocs", 0):
-                lines.append(f"- per_call/{esc(r['malloc'])}: {r['mmapped_allocs']:,.0f} of {r['allocs']:,.0f} blocks came "
-                             f"from mmap; {r['minflt_per_launch']:.0f} minor faults per launch for "
-                             f"{p['touch_pages']} touched pages.")
-        lines.append("- glibc raises its mmap threshold to the size of each freed mmapped block, up to 32 MiB on "
-                     "64-bit; blocks at or under that are then served from the heap and stop faulting, blocks above "
-                     "it (the seed's 50 MB) are mmapped and unmapped every time. `pinned` switches that off with "
-                     "mallopt(M_MMAP_THRESHOLD, 128 KiB).")
-        locked = df[df["policy"] == "locked_cache"]
-        if len(locked):
-            lines.append(f"- locked_cache: {locked['nvcsw'].median():,.0f} voluntary context switches per phase "
-                         "(threads sleeping on the lock while another runs its kernel).")
-    else:
-        lines.append("- cudaFree synchronises the whole device, so per_call waits for the GPU with or without "
-                     "the sync after the launch; cached policies only wait when asked to.")
-        lines.append("- Without sync, locked_cache still runs the kernels one at a time on the GPU (each waits on "
-                     "the previous user's event); the pool lets k of them overlap, framework and graph all T.")
-        lines.append("- A CUDA synchronisation spins by default while the host has cores to spare, so time spent "
-                     "waiting for the GPU shows up as user time (user can exceed real with several threads).")
-    mode = _mode_col(df)
-    for value in df[mode].unique():
-        sub = df[df[mode] == value].set_index("policy")
-        if {"locked_cache", "pool", "per_call"} <= set(sub.index):
-            lk, pl, pc = sub.loc["locked_cache"], sub.loc["pool"], sub.loc["per_call"]
-            lines.append(f"- {mode}={esc(value)}: pool of {p['k']} vs one locked block: real {_times(pl['real_s'], lk['real_s'])}, "
-                         f"user {_times(pl['user_s'], lk['user_s'])}, peak memory {_times(pl['peak_mib'], lk['peak_mib'], 1)}; "
-                         f"per_call spends {pc['sys_s'] / max(pc['real_s'], 1e-12):.1f} s of sys per s of real.")
-    return "\n".join(lines)
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
+    from studies._launch_cache import report
 
-
-def _times(a: float, b: float, digits: int = 2) -> str:
-    """``a / b`` as '1.23x'; 'n/a' when b is 0 (a short run can spend no measurable user time)."""
-    return f"{a / b:.{digits}f}x" if b > 0 else "n/a"
-
-
-def verdict(rec: RunRecord) -> str:
-    """One line: each policy's real time against per-launch allocation, the seed's comparison."""
-    failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} variant(s) FAILED their check: {esc(', '.join(failed))}." if failed else ""
-    vs = analyze(rec).get("vs_per_call")
-    if vs is None or vs.empty:
-        return "No policy to compare with per-launch allocation." + tail
-    rows = vs[vs["correct"] & (vs["policy"] != "per_call")].sort_values("real_vs_per_call")
-    if rows.empty:
-        return "Only per-launch allocation was measured." + tail
-    best = rows.iloc[0]
-    parts = ", ".join(f"{esc(r['variant'])} {r['real_vs_per_call']:.2f}x" for _, r in rows.head(4).iterrows())
-    return (f"Real time against per-launch allocation (lower is better): {parts}. Fastest: {esc(best['variant'])} "
-            f"(user {best['user_vs_per_call']:.2f}x, sys {best['sys_vs_per_call']:.2f}x).") + tail
+    return report.sections(tbls)

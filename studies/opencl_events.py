@@ -30,18 +30,16 @@ callback); see ``studies/_opencl_events/clrt.py``.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 
-import numpy as np
 import pandas as pd
 
-from workbench import stats, tables
 from workbench.store import RunRecord
-from workbench.study import Param, ParamError, ParamSpace, RunContext, StudyUnavailable, VariantResult
-from workbench.untrusted import escape as esc
+from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps, StudyUnavailable, VariantResult
 
-from studies._opencl_events import clrt
+from studies._opencl_events import analysis, clrt
+from studies._opencl_events.analysis import MIN_REPS, size_label
+from studies._opencl_events.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 from studies._opencl_events.experiments import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label,
                                                  dep_label, sweep_point)
 
@@ -54,7 +52,10 @@ SEED_SUMMARY = ("Event callbacks cost up to 3x per small kernel on an AMD GPU an
 EXPERIMENTS = ("callbacks", "wait", "dependency", "cuda")
 ALL_COMBOS = tuple(f"{s}{r}{c}" for s in "01" for r in "01" for c in "01")
 DEFAULT_SIZES = [4096 << k for k in range(14)]  # 4 KiB .. 32 MiB, the seed's range
-BASELINES = {"callbacks": "(0,0,0)", "wait": "(0,0,0)", "dependency": "plain", "cuda": "none"}
+#: the seed-shaped table (each provider's extra time per run over the baseline, per point) and
+#: the chart (the same with CIs and the seed's stated figures) a page leads with
+KEY_TABLE = "key"
+KEY_CHART = "overhead"
 
 SPACE = ParamSpace(
     params=(
@@ -81,7 +82,7 @@ SPACE = ParamSpace(
               unit="ms", min=0.0, max=60_000.0),
     ),
     presets={
-        "smoke": {"experiment": "callbacks", "sizes": [4096, 65536], "reps": 16, "measurements": 3,
+        "smoke": {"experiment": "callbacks", "sizes": [4096, 65536], "reps": 16, "measurements": 5,
                   "combos": ["000", "001", "111"], "callback_impl": "ctypes"},
         "quick": {"sizes": [4096, 65536, 1048576], "reps": 64, "measurements": 5},
     },
@@ -156,43 +157,21 @@ def requires(params) -> str | None:
 
 # --- run --------------------------------------------------------------------------------------
 
-def _size_label(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else (
-        f"{n >> 10} KiB" if n % 1024 == 0 else f"{n} B")
-
-
-class _Progress:
-    """``ctx.progress`` over every point's rounds (one warm-up plus the measurements)."""
-
-    def __init__(self, ctx: RunContext, points: int, rounds: int):
-        self.ctx, self.rounds, self.total, self.done, self.where = ctx, rounds, points * rounds, 0, ""
-
-    def point(self, where: str) -> None:
-        self.where = where
-        self.ctx.progress(self.done / self.total, f"{where}: checking the kernels")
-
-    def round(self, rnd: int) -> None:
-        self.done += 1
-        self.ctx.progress(self.done / self.total, f"{self.where}: round {rnd + 1} of {self.rounds}")
-
-    def skip(self) -> None:
-        self.done += self.rounds
-
-
 def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, params, refused,
-                   progress: _Progress) -> None:
+                   progress: Steps, where: str) -> None:
     """Check the kernels, time the conditions the platform supports (interleaved rounds), check
-    again, and record every condition; a refused or unchecked one keeps its reason and no samples.
+    again, and record every condition under its ``provider`` name; a refused or unchecked one
+    keeps its reason and no samples. One step of ``progress`` per point.
 
     ``runs`` is a KernelRuns, DependencyRuns or CudaRuns; ``label(c)`` names a condition as the
     seed does; ``refused(c)`` is the platform's refusal of a callback that ``c`` needs, or None.
     """
     def record(c, samples, ok, check, extra=None):
         name = _vname(point.get("workers"), label(c), point["size_bytes"])
-        ctx.record(VariantResult(name, {**point, "condition": label(c)}, samples, ok, check, extra or {}))
+        ctx.record(VariantResult(name, {**point, "provider": label(c)}, samples, ok, check, extra or {}))
 
     reps = params["reps"]
-
+    progress.say(f"{where}: checking the kernels")
     runs.prime()
     ok, check = runs.verify()
     live = []
@@ -203,11 +182,13 @@ def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, 
         else:
             live.append(c)
     if not live:
-        progress.skip()
+        progress.tick(f"{where}: nothing to time")
         return
     if params["target_ms"]:
         reps = reps_for(runs.time(live[0], min(reps, PILOT_REPS)).ns_per_run, params["target_ms"], reps)
-    res = sweep_point(runs, live, reps, params["measurements"], progress.round)
+    rounds = params["measurements"] + 1
+    res = sweep_point(runs, live, reps, params["measurements"],
+                      lambda rnd: progress.say(f"{where}: round {rnd + 1} of {rounds}"))
     ok_after, check_after = runs.verify()
     for c in live:
         r = res[c]
@@ -215,10 +196,10 @@ def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, 
         msg = (f"before and after timing: {check_after}" if good else
                "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
         record(c, r.samples_ns, good, msg, {"reps": reps})
+    progress.tick(f"{where}: done")
 
 
 PILOT_REPS = 8  # runs of the baseline that set the runs per measurement under target_ms
-MIN_REPS = 8  # a fixed end-of-batch latency (the last callback, the last wait) is divided by the runs
 
 
 def reps_for(ns_per_run: float, target_ms: float, reps: int) -> int:
@@ -244,7 +225,7 @@ def run(params, ctx: RunContext) -> dict:
     else:
         conditions = DEP_CONDITIONS
     worker_list = params["workers"] if exp == "dependency" else [None]
-    progress = _Progress(ctx, len(worker_list) * len(params["sizes"]), params["measurements"] + 1)
+    progress = ctx.steps(len(worker_list) * len(params["sizes"]))
     queue_modes = set()
     unmaps_refused = 0
 
@@ -264,19 +245,18 @@ def run(params, ctx: RunContext) -> dict:
 
     for workers in worker_list:
         for size in params["sizes"]:
-            progress.point((f"{workers} workers, " if workers else "") + _size_label(size))
+            where = (f"{workers} workers, " if workers else "") + size_label(size)
             runs = (DependencyRuns(target, size, workers, cbs, params["host"]) if workers
                     else KernelRuns(target, size, cbs))
             if workers:
                 queue_modes.add("out-of-order" if runs.out_of_order else "in-order")
             point = {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
             try:
-                _measure_point(ctx, runs, conditions, label, point, params, unsupported, progress)
+                _measure_point(ctx, runs, conditions, label, point, params, unsupported, progress, where)
             finally:
                 if workers:
                     unmaps_refused += runs.unmaps_refused
                 runs.close()
-    ctx.progress(1.0, "done")
     return {
         "platform": target.platform_name, "device": target.device_name,
         "platform_version": target.device.platform.version, "device_version": target.device.version,
@@ -298,235 +278,39 @@ def _run_cuda(params, ctx: RunContext) -> dict:
     from studies._opencl_events import cuda
 
     name = cuda.device_name(params["device"])
-    progress = _Progress(ctx, len(params["sizes"]), params["measurements"] + 1)
+    progress = ctx.steps(len(params["sizes"]))
     for size in params["sizes"]:
-        progress.point(_size_label(size))
         runs = cuda.CudaRuns(size, params["device"])
         point = {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
                  "callback_impl": "cupy"}
         try:
-            _measure_point(ctx, runs, list(cuda.CONDITIONS), str, point, params, lambda c: None, progress)
+            _measure_point(ctx, runs, list(cuda.CONDITIONS), str, point, params, lambda c: None, progress,
+                           size_label(size))
         finally:
             runs.close()
-    ctx.progress(1.0, "done")
     return {"platform": "CUDA (CuPy)", "device": name, "cupy": cupy.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()}
 
 
-# --- analysis ---------------------------------------------------------------------------------
-
-BUCKETS = ((0, 128 << 10, "4-64 KiB"), (128 << 10, 2 << 20, "128 KiB-1 MiB"), (2 << 20, 1 << 62, ">= 2 MiB"))
-
-
-def _bucket(size: int) -> str:
-    for lo, hi, name in BUCKETS:
-        if lo <= size < hi:
-            return name
-    raise ValueError(size)
-
-
-def _group_keys(df: pd.DataFrame) -> list[str]:
-    return [k for k in ("platform", "device", "experiment", "workers") if k in df.columns]
-
-
-def overhead_table(rec: RunRecord) -> pd.DataFrame:
-    """Per condition and size bucket: extra time per run over the experiment's baseline, with CI.
-
-    Computed once per set of valid variants: the page asks for it from the verdict and from
-    ``analyze`` on every rerun, and its bootstraps take most of a second on a full sweep.
-    """
-    key = tuple((tuple(sorted(v.params.items())), tuple(v.samples_ns)) for v in rec.valid_variants())
-    return _overhead_table(key).copy()
-
-
-@functools.lru_cache(maxsize=8)
-def _overhead_table(valid: tuple) -> pd.DataFrame:
-    if not valid:
-        return pd.DataFrame()
-    df = pd.DataFrame([{**dict(params), "samples": np.asarray(samples)} for params, samples in valid])
-    if "workers" in df.columns:
-        df["workers"] = df["workers"].fillna(0).astype(int)
-    rows = []
-    keys = _group_keys(df)
-    for gkey, g in df.groupby(keys, dropna=False):
-        exp = g["experiment"].iloc[0]
-        base_name = BASELINES[exp]
-        base = {r.size_bytes: r.samples for r in g[g["condition"] == base_name].itertuples()}
-        for cond, gc in g[g["condition"] != base_name].groupby("condition", sort=False):
-            by_bucket: dict[str, list] = {}
-            for r in gc.itertuples():
-                if r.size_bytes in base:
-                    by_bucket.setdefault(_bucket(r.size_bytes), []).append((base[r.size_bytes], r.samples))
-            for _lo, _hi, bname in BUCKETS:
-                pairs = by_bucket.get(bname)
-                if not pairs:
-                    continue
-                d, lo, hi = stats.mean_median_diff_ci(pairs)
-                base_mean = float(np.mean([np.median(a) for a, _b in pairs]))
-                rows.append({**dict(zip(keys, gkey if isinstance(gkey, tuple) else (gkey,))), "condition": cond,
-                             "baseline": base_name, "bucket": bname, "sizes": len(pairs),
-                             "overhead_us": d / 1e3, "ci_lo_us": lo / 1e3, "ci_hi_us": hi / 1e3,
-                             "baseline_us": base_mean / 1e3, "relative": d / base_mean if base_mean else np.nan})
-    return pd.DataFrame(rows)
-
-
-POINT_COLUMNS = ["variant", "platform", "device", "experiment", "callback_impl", "workers", "condition", "size_bytes",
-                 "total_bytes", "reps", "samples", "mean_us", "median_us", "ci_lo_us", "ci_hi_us", "iqr_us", "noisy",
-                 "excess_us", "excess_batch_ms", "correct", "check"]
-
+# --- analysis, charts, report (studies/_opencl_events/analysis.py, report.py) -------------------
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    """``points`` (one row per condition and size), ``overhead`` (per size bucket, with CIs) and
-    ``_samples`` (every measurement, for the charts' dots; a leading underscore marks it as
-    chart data rather than a table to read)."""
-    points = tables.variants_table(rec)
-    if len(points):
-        means = {v.variant: float(np.mean(v.samples_ns)) if v.samples_ns else np.nan for v in rec.variants}
-        points["mean_ns"] = points["variant"].map(means)
-        points["reps"] = points["variant"].map({v.variant: v.extra.get("reps", rec.params.get("reps"))
-                                                for v in rec.variants})
-        if "workers" in points.columns:  # the seed discusses the dependency runs by total buffer size
-            points["total_bytes"] = points["size_bytes"] * points["workers"]
-        keys = [k for k in ("workers", "size_bytes") if k in points.columns]
-        # the seed's right-hand plot: each condition minus the fastest condition at that size
-        points["excess_ns"] = points["mean_ns"] - points[points["correct"]].groupby(keys)["mean_ns"].transform("min")
-        points = tables.with_us(points)
-        # The same excess per measurement (batch of `reps` runs): a fixed delay at the end of a
-        # batch (the last callback's delivery) is the same here whatever the runs per measurement.
-        points["excess_batch_ms"] = points["excess_us"] * points["reps"] / 1e3
-        points = points[[c for c in POINT_COLUMNS if c in points.columns]]
-    samples = tables.samples_table(rec)
-    if len(samples):
-        samples = samples.assign(time_us=samples["ns"] / 1e3)
-        if "workers" in samples.columns:
-            samples["total_bytes"] = samples["size_bytes"] * samples["workers"]
-        samples = samples[[c for c in ("workers", "condition", "size_bytes", "total_bytes", "time_us", "correct")
-                           if c in samples]]
-    return {"points": points, "overhead": overhead_table(rec), "_samples": samples}
+    return analysis.analyze(rec)
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    import altair as alt  # only here: the GPU machines have no altair
+    from studies._opencl_events import report
 
-    pts, smp = tbls["points"], tbls["_samples"]
-    if not len(pts):
-        return {}
-    pts = pts[pts["correct"]]
-    smp = smp[smp["correct"]] if len(smp) else smp
-    dependency = "workers" in pts.columns and pts["workers"].notna().any()
-    axis = alt.Axis(labelExpr="datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : datum.value / 1024 + ' KiB'")
-    # The seed discusses the dependency runs by total buffer size (all workers' slices).
-    x = (alt.X("total_bytes:Q", scale=alt.Scale(type="log", base=2), title="total buffer size (all workers)",
-               axis=axis) if dependency else
-         alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size", axis=axis))
-    color = alt.Color("condition:N", title="condition")
-    groups = sorted(pts["workers"].dropna().unique()) if dependency else [None]
-    out = {}
-    for w in groups:
-        p = pts if w is None else pts[pts["workers"] == w]
-        s = smp if w is None else smp[smp["workers"] == w]
-        suffix = "" if w is None else f" ({int(w)} workers)"
-        key = "" if w is None else f"_w{int(w)}"
-        dots = alt.Chart(s).mark_circle(size=14, opacity=0.4).encode(
-            x=x, y=alt.Y("time_us:Q", scale=alt.Scale(type="log"), title="time per run (us)"), color=color)
-        line = alt.Chart(p).mark_line(point=True).encode(
-            x=x, y=alt.Y("mean_us:Q", scale=alt.Scale(type="log")), color=color,
-            tooltip=["condition", "size_bytes", alt.Tooltip("mean_us:Q", format=".2f"),
-                     alt.Tooltip("median_us:Q", format=".2f"), alt.Tooltip("ci_lo_us:Q", format=".2f"),
-                     alt.Tooltip("ci_hi_us:Q", format=".2f"), "samples"])
-        out["timing" + key] = (dots + line).properties(
-            title=f"Time per run vs buffer size{suffix}: mean line, every measurement a dot", width=460, height=300)
-        out["excess" + key] = alt.Chart(p).mark_line(point=True).encode(
-            x=x, y=alt.Y("excess_us:Q", title="mean minus fastest condition (us)"), color=color,
-            tooltip=["condition", "size_bytes", alt.Tooltip("excess_us:Q", format=".2f")]).properties(
-            title=f"Overhead: each condition minus the fastest at that size{suffix}", width=460, height=300)
-    if dependency:
-        out["per_worker_size"] = alt.Chart(pts).mark_line(point=True).encode(
-            x=alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2), title="buffer size per worker", axis=axis),
-            y=alt.Y("mean_us:Q", scale=alt.Scale(type="log"), title="time per run (us)"), color=color,
-            strokeDash=alt.StrokeDash("workers:N"),
-            tooltip=["workers", "condition", "size_bytes", "total_bytes", alt.Tooltip("mean_us:Q", format=".2f")],
-        ).properties(title="Time per run vs buffer size per worker (mean; 7 and 28 workers)", width=460, height=300)
-    return out
+    return report.charts(tbls)
 
 
-def _fmt_us(row) -> str:
-    return f"{row.overhead_us:+.2f} us [{row.ci_lo_us:+.2f}, {row.ci_hi_us:+.2f}] ({row.relative:+.0%})"
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    from studies._opencl_events import report
+
+    return report.verdict_text(tbls)
 
 
-def live_findings(tbl: pd.DataFrame) -> list[dict]:
-    """One line per experiment/bucket: the headline conditions' overhead, for the seed-vs-live table."""
-    if not len(tbl):
-        return []
-    heads = {"callbacks": ["(0,0,1)", "(1,1,1)"], "wait": ["(0,0,1)", "wait"], "dependency": ["cb", "wait", "unmap"],
-             "cuda": ["host-func", "event-sync", "event-poll"]}
-    rows = []
-    keys = [k for k in ("experiment", "workers") if k in tbl.columns]
-    for gkey, g in tbl.groupby(keys, sort=False):
-        exp = g["experiment"].iloc[0]
-        for bucket in [b for _lo, _hi, b in BUCKETS if b in set(g["bucket"])]:
-            gb = g[g["bucket"] == bucket].set_index("condition")
-            parts = [f"{c}: {_fmt_us(gb.loc[c])}" for c in heads[exp] if c in gb.index]
-            label = exp + (f", {int(g['workers'].iloc[0])} workers" if "workers" in g and g["workers"].iloc[0] else "")
-            rows.append({"experiment": label, "bucket": bucket, "live overhead vs " + BASELINES[exp]: "; ".join(parts)})
-    return rows
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
+    from studies._opencl_events import report
 
-
-def report_sections(rec: RunRecord, tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.report import md_table
-
-    out = rec.outputs or {}
-    impl = out.get("callback_impl", rec.params.get("callback_impl"))
-    where = esc(f"{out.get('platform', '?')} / {out.get('device', '?')}")
-    method = [
-        "## What is measured",
-        f"Platform and device: **{where}** (driver {esc(out.get('driver_version', out.get('cuda_driver', '?')))}). "
-        + (f"Runs per measurement chosen per point for about {esc(rec.params.get('target_ms'))} ms (a pilot of the "
-           f"baseline; between {MIN_REPS} and {esc(rec.params.get('reps'))}; each point's count is its `reps`), "
-           if rec.params.get("target_ms") else f"{esc(rec.params.get('reps'))} runs per measurement, ")
-        + f"{esc(rec.params.get('measurements'))} measurements per point "
-        "after one warm-up round, conditions interleaved. One sample = host wall time from the first enqueue until "
-        "the queue finished and every callback/wait returned, divided by the runs.",
-    ]
-    if rec.params.get("experiment") != "cuda":
-        method.append(
-            f"Callbacks registered as {esc(impl, 'code')}: `native` is a C function that bumps an atomic counter (the seed's "
-            "C++ setting), `ctypes` a Python function called on the runtime's thread (GIL + frame per call), "
-            "`pyopencl` is `Event.set_callback`, which starts one OS thread per callback on the enqueuing thread. "
-            f"Callback support: {esc(out.get('callback_support', {}))}.")
-    else:
-        method.append("CUDA host functions run in the stream: the next kernel waits for each to return, unlike an "
-                      "OpenCL callback. CuPy's trampoline takes the GIL for each.")
-    sections = ["\n\n".join(method)]
-    ov = tbls.get("overhead")
-    if ov is not None and len(ov):
-        show = ov.copy()
-        show["overhead (95% CI)"] = [_fmt_us(r) for r in show.itertuples()]
-        cols = [c for c in ("platform", "experiment", "workers", "condition", "baseline", "bucket", "sizes",
-                            "baseline_us", "overhead (95% CI)") if c in show.columns]
-        sections.append("## Overhead per buffer-size bucket\nMean over the bucket's sizes of median(condition) - "
-                        "median(baseline) per run; bootstrap 95% CI.\n\n" + md_table(show[cols].round(2)))
-        live = pd.DataFrame(live_findings(ov))
-        seed = pd.DataFrame(SEED_FIGURES["tables"]["findings"])
-        seed = seed[seed["experiment"] == ("callbacks" if rec.params.get("experiment") == "cuda"
-                                           else rec.params.get("experiment"))]
-        sections.append(f"## The seed's findings beside this run\nSeed ({SEED_FIGURES['machine']}), as the seed "
-                        f"states them:\n\n{md_table(seed)}\n\nThis run ({where}):\n\n{md_table(live)}")
-    return sections
-
-
-def verdict(rec: RunRecord) -> str:
-    """One line: the largest small-buffer overhead over the baseline, with its CI, per experiment."""
-    failed = [v.variant for v in rec.variants if not v.correct]
-    tail = f" {len(failed)} point(s) FAILED their check or were refused." if failed else ""
-    ov = overhead_table(rec)
-    if ov.empty:
-        return "No overhead could be computed (no baseline with a compared condition)." + tail
-    small = ov[ov["bucket"] == ov["bucket"].iloc[0]]
-    parts = []
-    for (plat, exp), grp in small.groupby(["platform", "experiment"], sort=False):
-        top = grp.sort_values("overhead_us").iloc[-1]
-        parts.append(f"{esc(exp)} on {esc(plat)}: {esc(top['condition'])} adds {top['overhead_us']:.1f} us "
-                     f"[{top['ci_lo_us']:.1f}, {top['ci_hi_us']:.1f}] per run over {esc(top['baseline'])} "
-                     f"({top['relative']:+.0%}) at {esc(top['bucket'])}")
-    return "; ".join(parts) + "." + tail
+    return report.sections(tbls)

@@ -118,9 +118,13 @@ def _rank_timing(rank: int, store_path: str, out_path: str) -> None:
     dist.destroy_process_group()
 
 
-def test_a_sample_is_the_slowest_rank_s_and_every_rank_s_samples_are_kept(tmp_path):
+def test_a_sample_is_the_slowest_rank_s_and_every_rank_s_samples_are_kept(tmp_path, monkeypatch):
     import multiprocessing
+    import types
 
+    # A spawned child re-runs __main__ by path; after an AppTest, __main__ is a page script that
+    # no longer exists. A bare __main__ makes the children import only this test module.
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     spawn = multiprocessing.get_context("spawn")
     procs = [spawn.Process(target=_rank_timing, args=(r, str(tmp_path / "store"), str(tmp_path / f"{r}.json")))
              for r in range(2)]

@@ -8,6 +8,7 @@ import pytest
 import studies.launch_cache as study
 from studies._launch_cache import GOLDEN, OutOfMemory, check_checksums, cpu, expected_checksums
 from workbench import runner
+from workbench.analysis import analyse, sections_of
 from workbench.study import ParamError, validate
 
 needs_cc = pytest.mark.skipif(study.requires(study.SPACE.defaults("smoke")) is not None,
@@ -158,14 +159,27 @@ def test_smoke_run_records_checked_variants_and_reports(store):
                      "size_limit/pinned", "size_limit/dynamic", "pool3/pinned", "pool3/dynamic"]
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
     assert all(len(v.samples_ns) == 200 for v in rec.variants)
-    t = study.analyze(rec)
+    assert all(v.params["provider"] in study.CPU_POLICIES for v in rec.variants)
+    a = analyse(rec)
+    assert not a.errors, a.errors
+    t = a.tables
     pol = t["policies"].set_index("variant")
     assert pol.loc["per_call/pinned", "minflt_per_launch"] >= 64
     assert pol.loc["locked_cache/pinned", "peak_bytes"] == 4 << 20
     assert {"real_s", "user_s", "sys_s", "p50_us", "p99_us", "peak_mib"} <= set(pol.columns)
     shares = t["segments"].groupby("variant")["share"].sum()
     assert np.allclose(shares, 1.0) and len(shares) == 8
-    text = "\n".join(study.report_sections(rec, t))
+    # one phase: every phase ratio is shown as not meaningful, never stated in the verdict
+    vs = t["derived"][t["derived"]["quantity"] == "vs per_call"]
+    assert len(vs) == 6 * 3 and (vs["status"] == "not meaningful").all()
+    assert "per_call's:" not in a.verdict and "lowest real time" in a.verdict and "one phase" in a.verdict
+    assert set(a.claims["status"]) == {"not testable here"}  # one phase of short kernels on the CPU
+    assert "at least 2 a variant" in a.claims.set_index("id").loc["003-many-launches-cut-all-three", "why"]
+    for mode in ("pinned", "dynamic"):  # the verdict names the key table's fastest of each mode
+        rows = [v for v in t["key"]["variant"] if v.endswith(mode)]
+        assert pol.loc[rows[0], "real_s"] == pol.loc[rows, "real_s"].min()
+        assert f"malloc={mode}: lowest real time {rows[0]} " in a.verdict
+    text = "\n".join(sections_of(a))
     assert "3m55.189s" in text and "per_call/pinned" in text  # the seed's figures beside the live ones
     assert [a[0] for a in rec.attachments] == ["timeline.json"]
 

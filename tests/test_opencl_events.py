@@ -8,6 +8,7 @@ import pytest
 import studies.opencl_events as study
 from studies._opencl_events import clrt, experiments
 from workbench import runner
+from workbench.analysis import analyse, charts_of, sections_of
 from workbench.study import ParamError, validate
 
 
@@ -145,17 +146,25 @@ def test_smoke_preset(store):
     rec = runner.execute(study, {}, store, preset="smoke")
     assert rec.status == "complete"
     assert len(rec.variants) == 2 * 3 and all(v.correct for v in rec.variants), [v.check for v in rec.variants]
-    assert all(len(v.samples_ns) == 3 and min(v.samples_ns) > 0 for v in rec.variants)
-    assert {v.params["condition"] for v in rec.variants} == {"(0,0,0)", "(0,0,1)", "(1,1,1)"}
-    tbls = study.analyze(rec)
+    assert all(len(v.samples_ns) == 5 and min(v.samples_ns) > 0 for v in rec.variants)
+    assert {v.params["provider"] for v in rec.variants} == {"(0,0,0)", "(0,0,1)", "(1,1,1)"}
+    a = analyse(rec)
+    assert not a.errors, a.errors
+    tbls = a.tables
     ov = tbls["overhead"]
-    assert set(ov["condition"]) == {"(0,0,1)", "(1,1,1)"} and set(ov["bucket"]) == {"4-64 KiB"}
-    assert (ov["ci_lo_us"] <= ov["ci_hi_us"]).all()
-    text = "\n".join(study.report_sections(rec, tbls))
-    assert "Overhead per buffer-size bucket" in text and "AMD Radeon RX 5500 XT" in text
+    assert set(ov["provider"]) == {"(0,0,1)", "(1,1,1)"} and set(ov["bucket"]) == {"4-64 KiB"}
+    dv = tbls["derived"]
+    assert (dv["lo"] <= dv["hi"]).all() and set(dv["status"]) <= {"clear", "inconclusive"}
+    assert len(tbls["key"]) == 1 and "(0,0,1) - (0,0,0) (us)" in tbls["key"].columns  # both sizes: 4-64 KiB
+    assert len(tbls["per_size"]) == 2
+    text = "\n".join(sections_of(a))
+    assert "What is measured" in text and "per size range" in text
+    claims = dict(zip(a.claims["id"], a.claims["status"]))
+    assert claims.pop("001-callbacks-cost-at-small-sizes") in ("holds", "inconclusive")  # 5 rounds on a busy CPU
+    assert set(claims.values()) == {"not testable here"}  # no large buffer, no wait thread, no chains
     pytest.importorskip("altair")
-    assert len(tbls["_samples"]) == 2 * 3 * 3 and tbls["_samples"]["time_us"].gt(0).all()
-    assert {"timing", "excess"} <= set(study.charts(tbls))
+    assert len(tbls["_samples"]) == 2 * 3 * 5 and tbls["_samples"]["time_us"].gt(0).all()
+    assert {study.KEY_CHART, "relative", "timing"} <= set(charts_of(a))
 
 
 @pytest.mark.opencl
@@ -166,7 +175,7 @@ def test_refused_callback_type_is_reported_not_raised(store, monkeypatch):
                         lambda target, cbs: {clrt.CL_SUBMITTED: None, clrt.CL_RUNNING: refusal, clrt.CL_COMPLETE: None})
     rec = runner.execute(study, {"combos": "000,010,001"}, store, preset="smoke")
     assert rec.status == "complete"
-    by = {v.params["condition"]: v for v in rec.variants}
+    by = {v.params["provider"]: v for v in rec.variants}
     assert not by["(0,1,0)"].correct and "does not support a callback on CL_RUNNING" in by["(0,1,0)"].check
     assert by["(0,1,0)"].samples_ns == []
     assert by["(0,0,1)"].correct and by["(0,0,0)"].correct
@@ -178,13 +187,12 @@ def test_dependency_charts_per_worker_count(store):
     rec = runner.execute(study, {"experiment": "dependency", "sizes": "4096", "reps": 8, "measurements": 2,
                                  "workers": "7", "target_ms": 0.001}, store, preset="smoke")
     assert rec.status == "complete" and len(rec.variants) == 8 and all(v.correct for v in rec.variants)
-    tbls = study.analyze(rec)
-    pts = tbls["points"]
-    assert (pts["excess_us"] >= 0).all()
+    a = analyse(rec)
+    pts = a.tables["points"]
     assert (pts["total_bytes"] == 7 * 4096).all() and (pts["reps"] == study.MIN_REPS).all()
-    assert "Runs per measurement chosen per point" in "\n".join(study.report_sections(rec, tbls))
+    assert "Runs per measurement chosen per point" in "\n".join(sections_of(a))
     pytest.importorskip("altair")
-    assert {"timing_w7", "excess_w7", "per_worker_size"} <= set(study.charts(tbls))
+    assert {"overhead", "timing_w7", "per_worker_size"} <= set(charts_of(a))
 
 
 def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatch):

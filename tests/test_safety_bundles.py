@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench import cli, report
+from workbench import cli, compare, report
 from workbench.cli import main
 from workbench.store import RunRecord, Store, StoreError, parse_bundle, read_bundle
 from workbench.study import VariantResult
@@ -237,7 +237,7 @@ def test_report_and_notebook_escape_every_untrusted_string(tmp_path):
     _assert_inert(nb.cells[0].source)
     other = _hostile_record()
     other.run_id = "20260101-000001-calibration-evil02"
-    _assert_inert(report.compare_markdown(rec, other))
+    _assert_inert(compare.markdown(compare.compare_runs(rec, other)))
 
 
 def test_run_ids_never_build_output_paths(tmp_path, monkeypatch, capsys):

@@ -39,14 +39,6 @@ def test_compare_detects_a_real_speedup(seed):
     assert stats.compare(b, a).verdict == "slower"
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_compare_same_distribution_cannot_tell(seed):
-    rng = np.random.default_rng(100 + seed)
-    c = stats.compare(rng.normal(100, 5, 40), rng.normal(100, 5, 40))
-    # Both the rank test and the CI must agree: same-distribution samples rarely pass both.
-    assert c.verdict in ("cannot tell apart",) or c.p_value < 0.05
-
-
 def test_compare_refuses_verdict_on_too_few_samples():
     assert stats.compare([1, 2, 3], [4, 5, 6]).verdict == "too few samples"
 
@@ -106,3 +98,13 @@ def test_compare_same_distribution_rarely_calls_a_difference():
     rng = np.random.default_rng(100)
     verdicts = [stats.compare(rng.normal(100, 5, 40), rng.normal(100, 5, 40)).verdict for _ in range(40)]
     assert sum(v != "cannot tell apart" for v in verdicts) <= 4
+
+
+def test_holm_and_bh_adjust_as_published():
+    """Holm: sorted p times (m - rank), running maximum; BH: p times m / rank, running
+    minimum from the top; NaN (no test) stays NaN and does not count."""
+    p = [0.01, 0.04, 0.03, float("nan"), 0.005]
+    holm = stats.adjust_pvalues(p, "holm")
+    assert np.allclose(holm[[4, 0, 2, 1]], [0.02, 0.03, 0.06, 0.06]) and np.isnan(holm[3])
+    bh = stats.adjust_pvalues(p, "bh")
+    assert np.allclose(bh[[4, 0, 2, 1]], [0.02, 0.02, 0.04, 0.04])

@@ -55,6 +55,7 @@ class Header:
     tags: list[str] = field(default_factory=list)
     note: str = ""
     label: str = ""
+    fingerprint: str = ""  # the machine's (workbench.env), for telling same-machine pairs apart
 
     def when(self) -> str:
         """``2026-11-21 08:04 UTC`` from the stored ISO time."""
@@ -103,7 +104,8 @@ def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL
 def header_of(rec: RunRecord, source: str = "") -> Header:
     return Header(run_id=rec.run_id, study=rec.study, status=rec.status, created_utc=rec.created_utc,
                   machine=machine_label(rec.env), origin=origin_kind(rec.origin), source=source or rec.origin,
-                  params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants))
+                  params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants),
+                  fingerprint=str(rec.env.get("fingerprint") or ""))
 
 
 
@@ -155,7 +157,8 @@ class Catalog:
                 out.append(Header(run_id=r["run_id"], study=r["study"], status=r["status"],
                                   created_utc=r["created_utc"], machine=r["machine"], origin=origin_kind(r["origin"] or ""),
                                   source=r["origin"] or "local", params=r["params"], variants=r["variants"],
-                                  failed_checks=r["failed_checks"], tags=r["tags"], note=r["note"]))
+                                  failed_checks=r["failed_checks"], tags=r["tags"], note=r["note"],
+                                  fingerprint=r["fingerprint"] or ""))
         seen = {h.run_id for h in out}
         if committed:
             notes = self.store.annotations() if self.store is not None else {}

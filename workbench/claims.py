@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from .derived import Derived, fmt_derived, item
+from .derived import MIN_SAMPLES, Derived, fmt_derived, item
 
 if TYPE_CHECKING:
     from .store import RunRecord
@@ -62,12 +62,15 @@ def bound(d: Derived | dict, *, above: float | None = None, below: float | None 
           why: str = "") -> ClaimResult:
     """A claim that a derived quantity lies above ``above`` (or below ``below``): holds when its
     whole CI does, contradicted when its whole CI lies on the other side, inconclusive when the
-    CI straddles the bound, not testable when the quantity is not meaningful. ``live`` defaults
-    to the formatted quantity."""
+    CI straddles the bound or the quantity has too few samples for a CI (whatever its bootstrap
+    says), not testable when the quantity is not meaningful. ``live`` defaults to the formatted
+    quantity."""
     d = item(d)
     live = live or fmt_derived(d, status=False)
     if d.status == "not meaningful" or not math.isfinite(d.point):
         return not_testable(d.why or "the live figure is not meaningful", live)
+    if d.status == "inconclusive" and min(d.n_a, d.n_b) < MIN_SAMPLES:  # a CI of 3 samples proves nothing
+        return ClaimResult("inconclusive", live, why or d.why)
     if (above is None) == (below is None):
         raise ValueError("bound() takes exactly one of above= or below=")
     limit = above if above is not None else below

@@ -1,21 +1,22 @@
 """The workbench CLI, a contract other tools rely on.
 
     python -m workbench list
-    python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--store PATH] [--json]
+    python -m workbench run STUDY [--set name=value ...] [--quick | --preset NAME] [--precision 2%] [--store PATH] [--json]
     python -m workbench runs [--study ID] [--all] [--json]
     python -m workbench tag RUN [TAG ...] [--remove TAG] [--note TEXT]
     python -m workbench delete RUN [RUN ...] [--yes]
     python -m workbench compare RUN_A RUN_B [--json]
+    python -m workbench ab STUDY [--set name=value ...] --a name=value ... --b name=value ... [--rounds R] [--json]
     python -m workbench report RUN --format md|issue|html|ipynb -o PATH
-
-RUN is a run id, a unique prefix of one or ``latest`` (the store's newest run), of the results
-store or of a result bundle committed under ``traces/<study>/`` (the ids ``runs --all`` lists),
-or the path of a bundle file.
     python -m workbench export RUN -o FILE [--format bundle|gbench]
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
     python -m workbench trace FILE [FILE ...] [--json] [--phases] [--chrome OUT.json]
     python -m workbench trace diff A B [--json]
+
+RUN is a run id, a unique prefix of one or ``latest`` (the store's newest run), of the results
+store or of a result bundle committed under ``traces/<study>/`` (the ids ``runs --all`` lists),
+or the path of a bundle file.
 
 Exit codes: 0 success, 1 the run failed or a check failed, 2 bad input (parameter, file,
 store or output path, unknown study or run), 3 the study cannot run on this machine, 130
@@ -32,6 +33,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any, Callable
 
 from .env import REPO_ROOT
 from . import events, outfile
@@ -92,13 +94,13 @@ def _catalog(args) -> tuple[Catalog, str]:
         return Catalog(None), str(exc)
 
 
-def _load_runs(args, *refs: str):
+def _load_runs(args, *refs: str, catalog: tuple[Catalog, str] | None = None):
     """Runs by id (unique prefix or ``latest``) from the store or the committed bundles under
-    ``traces/``, or by path to a result bundle. Prints the reason and returns None when one
-    cannot be loaded."""
+    ``traces/`` (``catalog``: :func:`_catalog`'s answer, when the caller has it), or by path to
+    a result bundle. Prints the reason and returns None when one cannot be loaded."""
     out = []
     try:
-        catalog, missing = None, ""
+        catalog, missing = catalog or (None, "")
         for ref in refs:
             if ref.endswith(".json") and Path(ref).is_file():
                 out.append(read_bundle(ref))
@@ -152,6 +154,32 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callable[[BaseException], str],
+               measure: Callable[[], Any]) -> tuple[Any, int]:
+    """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
+    ``close()`` ends the progress bar). ``kept`` names what a failed run keeps (its finished
+    points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
+    from .runner import LockError
+
+    try:
+        result = measure()
+    except (ParamError, StoreError, LockError) as exc:
+        code, msg = EXIT_BAD_INPUT, str(exc)
+    except StudyUnavailable as exc:
+        code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
+    except (KeyboardInterrupt, Cancelled) as exc:
+        code, msg = EXIT_INTERRUPTED, interrupted(exc)
+    except Exception as exc:  # the study failed: stored as failed with its error
+        code, msg = EXIT_FAILED, (f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; "
+                                  f"finished {kept} kept)")
+    else:
+        close()
+        return result, EXIT_OK
+    close()
+    _err(msg)
+    return None, code
+
+
 def cmd_run(args) -> int:
     from . import runner
     from .study import get, validate
@@ -166,6 +194,7 @@ def cmd_run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
+        precision = _parse_precision(args.precision)
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
@@ -175,26 +204,12 @@ def cmd_run(args) -> int:
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
     bar = _ProgressBar() if emitter is None else None
-    close = bar.close if bar else (lambda: None)
-    try:
-        rec = runner.execute(study, values, store, preset=preset, progress=bar, events=emitter)
-    except (ParamError, StoreError, runner.LockError) as exc:
-        close()
-        _err(str(exc))
-        return EXIT_BAD_INPUT
-    except StudyUnavailable as exc:
-        close()
-        _err(f"study {study.ID} cannot run here: {exc}")
-        return EXIT_UNAVAILABLE
-    except (KeyboardInterrupt, Cancelled) as exc:
-        close()
-        _err(_interrupted_text(store, getattr(exc, "run_id", None)))
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # the study failed: the run is stored as failed with its error
-        close()
-        _err(f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished points kept)")
-        return EXIT_FAILED
-    close()
+    rec, code = _measuring(study, bar.close if bar else (lambda: None), "points",
+                           lambda exc: _interrupted_text(store, getattr(exc, "run_id", None)),
+                           lambda: runner.execute(study, values, store, preset=preset, progress=bar, events=emitter,
+                                                  precision=precision, precision_cap_s=args.precision_cap))
+    if rec is None:
+        return code
     from .analysis import analyse, json_fields
 
     a = analyse(rec, study)
@@ -291,19 +306,99 @@ def cmd_tag(args) -> int:
     return EXIT_OK
 
 
-def cmd_compare(args) -> int:
-    from .report import compare_runs, compare_markdown
+def _parse_precision(text: str | None) -> float | None:
+    """``2%`` or ``0.02`` -> 0.02; raises ParamError."""
+    from .study import ParamError
 
-    runs = _load_runs(args, args.run_a, args.run_b)
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {text!r}") \
+            from None
+    if not 0 < value <= 0.5:
+        raise ParamError("precision", f"{text} is outside (0%, 50%]")
+    return value
+
+
+def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
+    from .compare import markdown, to_json
+
+    if as_json:
+        print(to_json({**cmp, **(extra or {})}))
+    else:
+        print(plain_block(markdown(cmp)))
+
+
+def plain_block(text: str) -> str:
+    """Multi-line text for the terminal: each line through :func:`plain` (no escape sequences)."""
+    return "\n".join(plain(line) for line in text.splitlines())
+
+
+def cmd_compare(args) -> int:
+    from .compare import CompareError, compare_runs, history
+
+    try:
+        catalog, missing = _catalog(args)
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    runs = _load_runs(args, args.run_a, args.run_b, catalog=(catalog, missing))
     if runs is None:
         return EXIT_BAD_INPUT
     a, b = runs
-    cmp = compare_runs(a, b)
-    if args.json:
-        print(json.dumps(cmp, default=str))
-    else:
-        print(compare_markdown(a, b, cmp))
+    try:
+        # A/A candidates: the store's runs and the committed bundles with A's or B's configuration
+        cmp = compare_runs(a, b, history(a, b, catalog.store, catalog.committed(a.study)))
+    except CompareError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    _print_comparison(cmp, args.json)
     return EXIT_OK
+
+
+def _ab_interrupted_text(exc: BaseException) -> str:
+    ids = getattr(exc, "run_ids", None)
+    if ids is None:
+        return "interrupted before the session started; nothing was stored"
+    return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
+
+
+def cmd_ab(args) -> int:
+    from .ab import execute_ab
+    from .compare import compare_runs, history
+    from .study import get, validate
+
+    try:
+        study = get(args.study)
+    except KeyError as exc:
+        _err(exc.args[0])
+        return EXIT_BAD_INPUT
+    preset = "quick" if args.quick else args.preset
+    try:
+        common = study.SPACE.parse_sets(args.set or [])
+        values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
+        for side_values in values.values():
+            validate(study, side_values, preset=preset)  # before the store is touched
+        precision = _parse_precision(args.precision)
+        store = _open_store(args.store)
+        store.check_writable()
+    except (ParamError, StoreError) as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    bar = _ProgressBar()
+    pair, code = _measuring(study, bar.close, "rounds", _ab_interrupted_text, lambda: execute_ab(
+        study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar, precision=precision,
+        precision_cap_s=args.precision_cap))
+    if pair is None:
+        return code
+    a, b = pair
+    if not args.json:
+        print(f"runs {a.run_id} (A) and {b.run_id} (B) stored in {store.path}")
+    _print_comparison(compare_runs(a, b, history(a, b, store)), args.json, {"runs": [a.run_id, b.run_id]})
+    return EXIT_OK if all(v.correct for v in a.variants + b.variants) else EXIT_FAILED
 
 
 def cmd_report(args) -> int:
@@ -384,6 +479,15 @@ def cmd_trace(args) -> int:
     return run(args)
 
 
+def _precision_arguments(s: argparse.ArgumentParser) -> None:
+    from .runner import DEFAULT_PRECISION_CAP_S
+
+    s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
+                                                      "within PCT of the median (e.g. 2%%), or until --precision-cap")
+    s.add_argument("--precision-cap", type=float, default=DEFAULT_PRECISION_CAP_S, metavar="S",
+                   help="seconds the whole run may spend on --precision (default %(default)g)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workbench", description="Perf Study Workbench")
     p.add_argument("--store", help="results store (SQLite file); default $WORKBENCH_STORE or .workbench/results.sqlite")
@@ -409,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
+    _precision_arguments(s)
 
     s = command("runs", cmd_runs, "list stored runs (--all: and the bundles committed under traces/)")
     s.add_argument("--study")
@@ -425,10 +530,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--remove", action="append", metavar="TAG", help="a tag to remove")
     s.add_argument("--note", help="the run's note ('' clears it)")
 
-    s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A)")
-    s.add_argument("run_a")
+    s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A): parameter and environment "
+                                        "diffs, per-variant ratios with CIs and Holm-adjusted p-values")
+    s.add_argument("run_a", help="baseline: run id, unique prefix, latest, a bundle file or a committed bundle's id")
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
+
+    from .ab import DEFAULT_ROUNDS
+
+    s = command("ab", cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, "
+                              "stored as two linked runs, then compared")
+    s.add_argument("study")
+    s.add_argument("--set", action="append", metavar="NAME=VALUE", help="a parameter of both sides")
+    s.add_argument("--a", action="append", metavar="NAME=VALUE", help="a parameter of side A (the baseline)")
+    s.add_argument("--b", action="append", metavar="NAME=VALUE", help="a parameter of side B")
+    presets = s.add_mutually_exclusive_group()
+    presets.add_argument("--quick", action="store_true", help="the study's quick preset for both sides")
+    presets.add_argument("--preset", help="one of the study's presets for both sides")
+    s.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                   help="rounds per side (default %(default)s; a verdict needs 5 paired rounds)")
+    s.add_argument("--json", action="store_true", help="print only the comparison (JSON) on stdout")
+    _precision_arguments(s)
 
     s = command("report", cmd_report, "a run's report: md (full, PNG charts beside it), issue (one GitHub issue "
                                       "body, nothing attached), html (one self-contained file), ipynb (notebook "

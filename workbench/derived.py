@@ -9,7 +9,7 @@ record always gives the same table): unpaired statistics resample both sides ind
 paired ones (``paired=True``: the same round of an interleaved sweep, the same profiled
 iteration) resample the pairs. Above :data:`workbench.stats.BOOTSTRAP_MAX_N` samples a side,
 medians are drawn from the exact bootstrap distribution of the median
-(:func:`workbench.stats.bootstrap_medians`), which costs O(n) instead of O(resamples x n).
+(:func:`workbench.stats.resampled_medians`), which costs O(n) instead of O(resamples x n).
 
 Every quantity gets one status (the README explains them to users):
 
@@ -94,14 +94,6 @@ def _classify(name: str, point: float, lo: float, hi: float, unit: str, null: fl
     return Derived(name, float(point), float(lo), float(hi), unit, float(null), status, why, n_a, n_b, paired)
 
 
-def _boot_medians(x: np.ndarray, rng) -> np.ndarray:
-    """Bootstrap distribution of ``median(x)``: resampled directly for small n, drawn from the
-    exact distribution of the (lower) median for large n."""
-    if x.size > stats.BOOTSTRAP_MAX_N:
-        return stats.bootstrap_medians(x, RESAMPLES, rng)
-    return np.median(x[rng.integers(0, x.size, (RESAMPLES, x.size))], axis=1)
-
-
 def _ci(boot: np.ndarray, confidence: float) -> tuple[float, float]:
     tail = (1 - confidence) / 2
     lo, hi = np.quantile(boot, [tail, 1 - tail])
@@ -137,10 +129,10 @@ def difference(a, b, name: str, unit: str = "us", *, paired: bool = False, physi
         if bad:
             return not_meaningful(name, bad, unit)
         d = (xb - xa) * scale
-        point, boot = float(np.median(d)), _boot_medians(d, rng)
+        point, boot = float(np.median(d)), stats.resampled_medians(d, RESAMPLES, rng)
     else:
         point = float(np.median(xb) - np.median(xa)) * scale
-        boot = (_boot_medians(xb, rng) - _boot_medians(xa, rng)) * scale
+        boot = (stats.resampled_medians(xb, RESAMPLES, rng) - stats.resampled_medians(xa, RESAMPLES, rng)) * scale
     lo, hi = _ci(boot, confidence)
     return _classify(name, point, lo, hi, unit, 0.0, xa.size, xb.size, paired, physical_min)
 
@@ -151,18 +143,19 @@ def ratio(a, b, name: str, *, paired: bool = False, confidence: float = CONFIDEN
     xa, xb = _arrays(a, b, paired)
     if xa.size < 2 or xb.size < 2:
         return not_meaningful(name, f"too few samples ({xa.size} and {xb.size})", "x", 1.0)
-    if (xa <= 0).any() or (xb <= 0).any():
-        return not_meaningful(name, "a ratio of times needs positive samples", "x", 1.0)
+    # a numerator of 0 is a time under the clock's resolution (sys time of a short phase): ratio 0
+    if (xa <= 0).any() or (xb < 0).any():
+        return not_meaningful(name, "a ratio of times needs positive denominators and no negative time", "x", 1.0)
     rng = np.random.default_rng(seed)
     if paired:
         bad = _paired_ok(xa, xb)
         if bad:
             return not_meaningful(name, bad, "x", 1.0)
         r = xb / xa
-        point, boot = float(np.median(r)), _boot_medians(r, rng)
+        point, boot = float(np.median(r)), stats.resampled_medians(r, RESAMPLES, rng)
     else:
         point = float(np.median(xb) / np.median(xa))
-        boot = _boot_medians(xb, rng) / _boot_medians(xa, rng)
+        boot = stats.resampled_medians(xb, RESAMPLES, rng) / stats.resampled_medians(xa, RESAMPLES, rng)
     lo, hi = _ci(boot, confidence)
     return _classify(name, point, lo, hi, "x", 1.0, xa.size, xb.size, paired)
 
@@ -185,7 +178,7 @@ def share(part, total, name: str, *, confidence: float = CONFIDENCE, seed: int =
             not_meaningful(name, f"physically impossible: the part is negative or exceeds its total in {wrong} of "
                                  f"{xp.size} iterations", "%"), n_a=xp.size, n_b=xp.size, paired=True)
     s = 100.0 * xp / xt
-    lo, hi = _ci(_boot_medians(s, np.random.default_rng(seed)), confidence)
+    lo, hi = _ci(stats.resampled_medians(s, RESAMPLES, np.random.default_rng(seed)), confidence)
     return _classify(name, float(np.median(s)), lo, hi, "%", 0.0, xp.size, xp.size, True, 0.0, 100.0)
 
 
@@ -194,7 +187,7 @@ def boot_medians(values, seed: int = 0) -> np.ndarray:
     for a statistic this module has no function for: combine distributions of the same seed
     and pass the result to :func:`from_boot`."""
     x = np.asarray(values, dtype=float).ravel()
-    return _boot_medians(x[np.isfinite(x)], np.random.default_rng(seed))
+    return stats.resampled_medians(x[np.isfinite(x)], RESAMPLES, np.random.default_rng(seed))
 
 
 def from_boot(name: str, point: float, boot: np.ndarray, unit: str, *, null: float = 0.0, n_a: int = 0,
@@ -217,7 +210,7 @@ def median_of(values, name: str, unit: str = "us", *, physical_min: float | None
     x = x[np.isfinite(x)]
     if x.size < 2:
         return not_meaningful(name, f"too few iterations ({x.size})", unit)
-    lo, hi = _ci(_boot_medians(x, np.random.default_rng(seed)), confidence)
+    lo, hi = _ci(stats.resampled_medians(x, RESAMPLES, np.random.default_rng(seed)), confidence)
     return _classify(name, float(np.median(x)), lo, hi, unit, 0.0, x.size, x.size, True, physical_min)
 
 
@@ -262,7 +255,8 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     if not math.isfinite(d.point):
         return f"n/a ({d.why or d.status})"
     dec = _decimals(d.point, d.lo, d.hi)
-    p, lo, hi = (fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
+    # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
+    p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
     if d.unit == "x":
         text = f"{p}x [{lo}, {hi}]" + (f" (1/{1 / d.point:,.3g})" if 0 < d.point < 0.1 else "")
     elif d.unit == "%":

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import shlex
 import subprocess
 import time
@@ -108,12 +109,89 @@ def measure(
         samples.append(timer(loops) * 1e9 / loops)
         if budget_s is not None and i >= 2 and time.perf_counter() - start > budget_s:
             break
+    while more := more_samples([samples]):  # a precision target (``--precision``) asks for more
+        for _ in range(more):
+            samples.append(timer(loops) * 1e9 / loops)
+            if precision_cap_passed():
+                break
     return Measurement(samples_ns=samples, loops=loops, warmup=warmup, clock=clock)
 
 
 def time_callable(fn: Callable[[], object], **kw) -> Measurement:
     """Time a zero-argument callable on the host clock (see :func:`measure`)."""
     return measure(perf_counter_timer(fn), **kw)
+
+
+# --- repeating to a target precision -------------------------------------------------------
+
+#: where the active precision target lives: an environment variable, so the child processes a
+#: study starts (cpu-reduction's IREE runtime children time with this harness) honour it too
+PRECISION_ENV = "WORKBENCH_PRECISION"
+#: samples a series may grow to under a precision target (bounds memory and bootstrap cost)
+MAX_PRECISION_SAMPLES = 20_000
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Repeat until the median's 95% CI half-width is at most ``rel`` of the median, or until
+    ``deadline_unix`` (wall-clock seconds, which a child process reads the same way)."""
+
+    rel: float
+    deadline_unix: float
+
+
+def precision_target() -> Precision | None:
+    """The active target (:func:`repeat_to_precision`), or None."""
+    raw = os.environ.get(PRECISION_ENV)
+    if not raw:
+        return None
+    try:
+        doc = json.loads(raw)
+        return Precision(float(doc["rel"]), float(doc["deadline_unix"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def repeat_to_precision(rel: float, cap_s: float) -> Iterator[Precision]:
+    """Within the block, every :func:`measure` (and every series a study extends through
+    :func:`more_samples`) keeps sampling past its ``repeat`` until its median's CI half-width
+    is within ``rel`` of the median, or until ``cap_s`` seconds from now, whichever first.
+    The cap is for the whole block: what is measured after it gets its declared repeats."""
+    target = Precision(rel, time.time() + cap_s)
+    old = os.environ.get(PRECISION_ENV)
+    os.environ[PRECISION_ENV] = json.dumps({"rel": rel, "deadline_unix": target.deadline_unix})
+    try:
+        yield target
+    finally:
+        if old is None:
+            os.environ.pop(PRECISION_ENV, None)
+        else:
+            os.environ[PRECISION_ENV] = old
+
+
+def precision_cap_passed() -> bool:
+    target = precision_target()
+    return target is not None and time.time() >= target.deadline_unix
+
+
+def more_samples(series: Sequence[Sequence[float]]) -> int:
+    """How many more samples to take of each series (samples of the same thing, e.g. one
+    variant; several series taken in interleaved rounds grow together): 0 without a target,
+    once the cap has passed, at :data:`MAX_PRECISION_SAMPLES`, or when every series meets the
+    target; else half as many as the shortest has, so the CI is recomputed a logarithmic
+    number of times."""
+    target = precision_target()
+    if target is None or not series or time.time() >= target.deadline_unix:
+        return 0
+    from .stats import median_ci_half_width_rel  # numpy and scipy only when a target is set
+
+    shortest = min(len(s) for s in series)
+    if shortest >= MAX_PRECISION_SAMPLES:
+        return 0
+    if all(len(s) and median_ci_half_width_rel(s) <= target.rel for s in series):
+        return 0
+    return max(3, shortest // 2)
 
 
 _RES_S: float | None = None

@@ -1,5 +1,6 @@
-"""Reports: a run (or an A/B comparison of two runs) in the forms people share, and a Jupyter
-notebook that reloads the run from its bundle and redraws its tables and charts.
+"""Reports: a run in the forms people share (A/B comparisons of two runs:
+:mod:`workbench.compare`), and a Jupyter notebook that reloads the run from its bundle and
+redraws its tables and charts.
 
 Every form starts the same way (:func:`head_markdown`, from :mod:`workbench.analysis`): the
 "run disturbed" warnings, the verdict and the claims table (the seed's findings checked on
@@ -30,7 +31,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pandas as pd
 
@@ -363,55 +363,6 @@ def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis 
     path = outfile.check_target(path)
     text = issue_markdown(rec, analysis) if fmt == "issue" else html_report(rec, analysis)
     return outfile.write(path, text)
-
-
-# --- A/B comparison ----------------------------------------------------------------------------
-
-def compare_runs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
-    """Per-variant A/B comparison (B against A) as plain data; a separate printer renders it."""
-    by_a = {v.variant: v for v in a.variants}
-    rows = []
-    for vb in b.variants:
-        va = by_a.get(vb.variant)
-        if va is None:
-            continue
-        if not (va.correct and vb.correct):
-            rows.append({"variant": vb.variant, "verdict": "check failed", "ratio": float("nan")})
-            continue
-        c = stats.compare(va.samples_ns, vb.samples_ns)
-        rows.append({"variant": vb.variant, **c.to_dict()})
-    same_machine = a.env.get("fingerprint") == b.env.get("fingerprint")
-    return {"run_a": a.run_id, "run_b": b.run_id, "same_machine": same_machine,
-            "machine_a": summary_line(a.env), "machine_b": summary_line(b.env),
-            "only_in_a": sorted(set(by_a) - {v.variant for v in b.variants}),
-            "only_in_b": sorted({v.variant for v in b.variants} - set(by_a)), "rows": rows}
-
-
-def compare_markdown(a: RunRecord, b: RunRecord, cmp: dict[str, Any] | None = None) -> str:
-    cmp = cmp or compare_runs(a, b)
-    rows = cmp["rows"]
-    faster = sum(r["verdict"] == "faster" for r in rows)
-    slower = sum(r["verdict"] == "slower" for r in rows)
-    head = [f"# A/B: {escape(b.run_id, 'code')} (B) against {escape(a.run_id, 'code')} (A)",
-            f"**Verdict:** B is faster in {faster}, slower in {slower}, and cannot be told apart in "
-            f"{len(rows) - faster - slower} of {len(rows)} common variant(s)."]
-    if cmp["same_machine"]:
-        head.append(f"Both runs on: {escape(cmp['machine_a'])}.")
-    else:
-        head.append(f"> **Warning: different machines.** A: {escape(cmp['machine_a'])}; B: {escape(cmp['machine_b'])}. "
-                    "Differences mix the change with the machine.")
-    table = pd.DataFrame([{
-        "variant": r["variant"], "A median": stats.fmt_ns(r.get("median_a", float("nan"))),
-        "B median": stats.fmt_ns(r.get("median_b", float("nan"))), "B/A": r["ratio"],
-        "95% CI of B/A": f"{r.get('ratio_ci_lo', float('nan')):.3f} .. {r.get('ratio_ci_hi', float('nan')):.3f}",
-        "p (Mann-Whitney)": r.get("p_value", float("nan")), "verdict": r["verdict"]} for r in rows])
-    head.append(md_table(table))
-    if cmp["only_in_a"] or cmp["only_in_b"]:
-        head.append(f"Only in A: {escape(', '.join(cmp['only_in_a']) or '-')}; "
-                    f"only in B: {escape(', '.join(cmp['only_in_b']) or '-')}.")
-    head.append(details("Reproduce", f"A:\n\n{escape(a.reproduce, 'block', 'sh')}\n\nB:\n\n"
-                                     f"{escape(b.reproduce, 'block', 'sh')}"))
-    return "\n\n".join(head) + "\n"
 
 
 # --- notebook ----------------------------------------------------------------------------------

@@ -179,6 +179,59 @@ def reproduce_command(study_id: str, params: dict[str, Any]) -> str:
     return shlex.join(["python", "-m", "workbench", "run", study_id, *set_args(params)])
 
 
+#: default seconds a run with ``--precision`` may spend before it stops repeating
+DEFAULT_PRECISION_CAP_S = 300.0
+
+
+def check_precision(study: ModuleType, precision: float | None) -> None:
+    """A precision target is for studies whose timings repeat through :mod:`workbench.harness`
+    (they set ``HONOURS_PRECISION = True``); the others would ignore it silently."""
+    if precision is None:
+        return
+    if not 0 < precision <= 0.5:
+        raise ParamError("precision", f"{precision:.4g} is not a fraction of the median in (0, 0.5] (e.g. 2%)")
+    if not getattr(study, "HONOURS_PRECISION", False):
+        from .study import registry
+
+        able = ", ".join(sid for sid, mod in registry().items() if getattr(mod, "HONOURS_PRECISION", False))
+        raise ParamError("precision", f"study {study.ID} does not repeat to a precision target (its samples are not "
+                                      f"taken by the workbench harness's repeat loop); studies that do: {able}")
+
+
+def precision_args(precision: float | None, cap_s: float) -> str:
+    """The reproduce command's ``--precision`` options."""
+    if precision is None:
+        return ""
+    cap = "" if cap_s == DEFAULT_PRECISION_CAP_S else f" --precision-cap {cap_s:g}"
+    return f" --precision {precision * 100:g}%{cap}"
+
+
+def precision_run(precision: float | None, cap_s: float):
+    """The block in which the study's harness repeats to ``precision`` (a fraction of the
+    median) for at most ``cap_s`` seconds in all (:func:`harness.repeat_to_precision`)."""
+    return harness.repeat_to_precision(precision, cap_s) if precision is not None else contextlib.nullcontext()
+
+
+def note_precision(v, precision: float | None) -> None:
+    """Record in the variant whether its samples met the precision target."""
+    if precision is None or not v.samples_ns:
+        return
+    from .stats import median_ci_half_width_rel
+
+    half = median_ci_half_width_rel(v.samples_ns)
+    v.extra["precision"] = {"target_rel": precision, "half_width_rel": half, "met": bool(half <= precision),
+                            "samples": len(v.samples_ns)}
+
+
+def missed_precision(variants, precision: float | None, cap_s: float, outputs: dict) -> None:
+    """A warning in ``outputs["warnings"]`` naming the variants that missed the target."""
+    missed = [v.variant for v in variants if not v.extra.get("precision", {}).get("met", True)]
+    if precision is not None and missed:
+        outputs.setdefault("warnings", []).append(
+            f"{len(missed)} variant(s) missed the {precision:.1%} precision target within the {cap_s:g} s cap: "
+            f"{', '.join(missed[:10])}{' ...' if len(missed) > 10 else ''}")
+
+
 def execute(
     study: ModuleType,
     values: dict[str, Any],
@@ -187,6 +240,8 @@ def execute(
     preset: str | None = None,
     progress: Callable[[float, str], None] | None = None,
     cancel=None,
+    precision: float | None = None,
+    precision_cap_s: float = DEFAULT_PRECISION_CAP_S,
     events: Emitter | None = None,
 ) -> RunRecord:
     """Validate, wait for the machine, run, store each point as it lands, return the record.
@@ -198,15 +253,16 @@ def execute(
     measured). A study that fails mid-way is stored with status ``failed`` and the error
     text; points it finished stay. Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C)
     stores the run as ``interrupted`` and re-raises. An exception raised after the run was
-    stored carries its id as ``run_id``.
+    stored carries its id as ``run_id``. ``precision`` (e.g. 0.02): see :func:`precision_run`.
     """
     params = validate(study, values, preset=preset)
+    check_precision(study, precision)
     reason = study.requires(params)
     if reason:
         raise StudyUnavailable(reason)
     store.check_writable()
     rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
-                    reproduce=reproduce_command(study.ID, params))
+                    reproduce=reproduce_command(study.ID, params) + precision_args(precision, precision_cap_s))
     emit = events or Emitter(None)
     ctx: RunContext | None = None  # made under the watchdog below; say() reads its step count
 
@@ -237,6 +293,7 @@ def execute(
                     def on_variant(v) -> None:
                         touch()
                         v.extra["load"] = load.sample()
+                        note_precision(v, precision)
                         save(rec.run_id, v)
                         emit.record(v)
                     return on_variant
@@ -244,7 +301,9 @@ def execute(
                 ctx = RunContext(progress=progress_and_touch, on_record=recorded(store.add_variant),
                                  on_update=recorded(store.replace_variant),
                                  on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
-                outputs = study.run(params, ctx) or {}
+                with precision_run(precision, precision_cap_s):
+                    outputs = study.run(params, ctx) or {}
+                missed_precision(ctx.variants, precision, precision_cap_s, outputs)
         except (KeyboardInterrupt, Cancelled) as exc:
             store.finish(rec.run_id, "interrupted", outputs=run_load(),
                          error="interrupted by the user; finished points were kept")

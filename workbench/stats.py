@@ -74,6 +74,16 @@ def median_ci(samples, confidence: float = 0.95, seed: int | None = 0) -> tuple[
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def median_ci_half_width_rel(samples, confidence: float = 0.95) -> float:
+    """Half the width of the median's CI, as a fraction of the median (``--precision``'s measure)."""
+    x = np.asarray(samples, dtype=float)
+    med = float(np.median(x)) if x.size else float("nan")
+    if not med > 0:
+        return float("inf")
+    lo, hi = median_ci(x, confidence)
+    return (hi - lo) / 2 / med
+
+
 def bootstrap_medians(x: np.ndarray, resamples: int, rng) -> np.ndarray:
     """Medians of ``resamples`` bootstrap resamples of ``x``, drawn exactly without resampling.
 
@@ -134,18 +144,8 @@ def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | No
     if xa.size < MIN_SAMPLES_FOR_VERDICT or xb.size < MIN_SAMPLES_FOR_VERDICT:
         return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, float("nan"), float("nan"),
                           float("nan"), "too few samples")
-    if max(xa.size, xb.size) > BOOTSTRAP_MAX_N:
-        rng = _rng(seed)
-        boot = bootstrap_medians(xb, _BOOT_RESAMPLES, rng) / bootstrap_medians(xa, _BOOT_RESAMPLES, rng)
-        tail = (1 - confidence) / 2
-        lo, hi = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
-    else:
-        res = _scipy_stats().bootstrap(
-            (xa, xb), lambda s_a, s_b, axis=-1: np.median(s_b, axis=axis) / np.median(s_a, axis=axis),
-            confidence_level=confidence, n_resamples=_BOOT_RESAMPLES, method="percentile",
-            random_state=_rng(seed), vectorized=True, paired=False, axis=-1,
-        )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    tail = (1 - confidence) / 2
+    lo, hi = (float(q) for q in np.quantile(ratio_bootstrap(xa, xb, seed=seed), [tail, 1 - tail]))
     p = float(_scipy_stats().mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     # Both the rank test and the ratio CI must agree before we call a difference.
     if p < alpha and hi < 1.0:
@@ -155,6 +155,23 @@ def compare(a, b, alpha: float = ALPHA, confidence: float = 0.95, seed: int | No
     else:
         verdict = "cannot tell apart"
     return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, lo, hi, p, verdict)
+
+
+def resampled_medians(x, resamples: int, rng) -> np.ndarray:
+    """Percentile-bootstrap replicates of ``median(x)``: resampled directly up to
+    :data:`BOOTSTRAP_MAX_N` samples, drawn from the exact distribution of the (lower) median
+    above (:func:`bootstrap_medians`)."""
+    x = np.asarray(x, dtype=float)
+    if x.size > BOOTSTRAP_MAX_N:
+        return bootstrap_medians(x, resamples, rng)
+    return np.median(x[rng.integers(0, x.size, (resamples, x.size))], axis=1)
+
+
+def ratio_bootstrap(a, b, resamples: int = _BOOT_RESAMPLES, seed: int | None = 0) -> np.ndarray:
+    """Bootstrap replicates of median(b) / median(a), both sides resampled independently:
+    the distribution a ratio's percentile CI (and a summary over variants) is read from."""
+    rng = _rng(seed)
+    return resampled_medians(b, resamples, rng) / resampled_medians(a, resamples, rng)
 
 
 def mean_median_diff_ci(pairs, confidence: float = 0.95, resamples: int = _BOOT_RESAMPLES,

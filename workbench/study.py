@@ -33,7 +33,10 @@ Optionally:
 - ``SEED_CLAIMS``: a list of :class:`workbench.claims.Claim`, the seed's findings with a
   test on the tables (the claims table leads the page, the reports and the notebook);
 - ``KEY_TABLE``, ``KEY_CHART``: names of the seed-shaped table and the chart a page leads with;
-- ``SEED_FIGURES``: the seed's published numbers as data, shown as the seed's.
+- ``SEED_FIGURES``: the seed's published numbers as data, shown as the seed's;
+- ``HONOURS_PRECISION = True``: every timed sample comes from the harness's repeat loop
+  (:func:`workbench.harness.measure`, or a series the study extends with
+  :func:`workbench.harness.more_samples`), so ``--precision`` holds; other studies refuse it.
 
 Until every study is migrated, ``verdict(rec)`` and ``report_sections(rec, tables)`` (the old
 signatures) still work: :func:`workbench.analysis.analyse` recognises them.

@@ -8,6 +8,8 @@
 #
 # OE_RUNS picks the runs (default: all of "callbacks wait cuda callbacks-pyopencl dependency").
 # OE_SCALE=quick runs every experiment in seconds (a smoke test of the machine).
+# OE_DEP_ARGS adds settings to the dependency run, e.g. "--set workers=28 --set sizes=33554432"
+# (one missing point), and OE_LABEL a suffix to the bundles' names (not to overwrite a run).
 #
 # The dependency run enqueues from C (host=native, the seed's C++ setting: from Python the waiting
 # thread competes with the enqueuing one for the GIL) and takes 150 measurements per
@@ -60,15 +62,19 @@ want cuda && run cuda 40 --set experiment=cuda "${Q[@]}"
 want callbacks-pyopencl && run callbacks-pyopencl 30 --set experiment=callbacks --set platform=$PLAT \
   --set callback_impl=pyopencl --set combos=000,001,111 --set sizes=4096,65536,1048576,33554432 "${Q[@]}" \
   --set measurements=8
-want dependency && run dependency "${OE_DEP_CAP_S:-270}" --set experiment=dependency --set platform=$PLAT "${DEP[@]}"
+# shellcheck disable=SC2086  # OE_DEP_ARGS is a list of words
+want dependency && run dependency "${OE_DEP_CAP_S:-270}" --set experiment=dependency --set platform=$PLAT "${DEP[@]}" \
+  ${OE_DEP_ARGS:-}
 
 mkdir -p /tmp/oe-bundles
-$PY - <<'EOF'
+OE_LABEL=${OE_LABEL:-} $PY - <<'EOF'
+import os
 from workbench.store import Store, write_bundle
 s = Store()
 for h in s.runs(study="opencl-events"):
     rec = s.load(h["run_id"])
     label = rec.params["experiment"] + ("-" + rec.params["callback_impl"] if rec.params["experiment"] != "cuda" else "")
+    label += os.environ["OE_LABEL"]
     path = write_bundle(rec, f"/tmp/oe-bundles/{label}-{rec.env.get('gpu_names', ['cpu'])[0].replace(' ', '_')}.bundle.json")
     print(rec.status, len(rec.variants), "variants", sum(not v.correct for v in rec.variants), "failed ->", path)
 EOF

@@ -109,12 +109,23 @@ def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int
         fns[p.name], results[p.name] = fn, (ok, text)
     samples: dict[str, list[float]] = {p.name: [] for p in points}
     live = [p for p in points if results[p.name][0]]
-    for r in range(rounds):
+
+    def one_round(r: int) -> None:
         for p in (live if r % 2 == 0 else live[::-1]):
             timer = harness.perf_counter_timer(fns[p.name])
             with harness.torch_threads(p.w):
                 fns[p.name]()
                 samples[p.name].append(timer(loops[p.name]) * 1e9 / loops[p.name])
+
+    for r in range(rounds):
+        one_round(r)
+    # a precision target (--precision) adds whole rounds, so the samples stay paired by round
+    while more := harness.more_samples([samples[p.name] for p in live]):
+        for _ in range(more):
+            one_round(rounds)
+            rounds += 1
+            if harness.precision_cap_passed():
+                break
     out = []
     for p in points:
         ok, text = results[p.name]
@@ -208,6 +219,8 @@ def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_t
         if not ok:
             return VariantResult(p.name, p.params, [], False, text, extra)
         samples, cmd = benchmark(module.vmfb, input_npy, p.w, repeat, f"{min_time_s:g}s")
+        while more := harness.more_samples([samples]):  # --precision: more repetitions, same command
+            samples = samples + benchmark(module.vmfb, input_npy, p.w, more, f"{min_time_s:g}s")[0]
     except ExternalCommandError as exc:
         return failed(p, str(exc), extra)
     return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd, "min_time_s": min_time_s})
