@@ -223,14 +223,23 @@ def cmd_run(args) -> int:
         return EXIT_BAD_INPUT
 
 
-def _run(args) -> int:
-    from . import runner
-    from .study import get, validate
+def _study(study_id: str):
+    """The study module, or None with the known ids on stderr."""
+    from .study import get
 
     try:
-        study = get(args.study)
+        return get(study_id)
     except KeyError as exc:
         _err(exc.args[0])
+        return None
+
+
+def _run(args) -> int:
+    from . import runner
+    from .study import validate
+
+    study = _study(args.study)
+    if study is None:
         return EXIT_BAD_INPUT
     try:
         values = study.SPACE.parse_sets(args.set or [])
@@ -412,12 +421,10 @@ def _ab_interrupted_text(exc: BaseException) -> str:
 def cmd_ab(args) -> int:
     from .ab import execute_ab
     from .compare import compare_runs, history
-    from .study import get, validate
+    from .study import validate
 
-    try:
-        study = get(args.study)
-    except KeyError as exc:
-        _err(exc.args[0])
+    study = _study(args.study)
+    if study is None:
         return EXIT_BAD_INPUT
     preset = "quick" if args.quick else args.preset
     try:
