@@ -147,10 +147,11 @@ SPACE = ParamSpace(
         Param("emulate", "int", [2, 4], "mode=kernel: world sizes emulated on one GPU (peers' shards in "
               "local buffers)", min=2, max=8, multi=True),
         Param("experiments", "str", ["breakdown"], "mode=kernel: breakdown (cuBLAS, kernel, GEMM path, emulated "
-              "peers); barrier (the barrier before the flag release off, and checked launches with and "
-              "without it); layout (tile-contiguous staging beside row-major)", choices=KERNEL_EXPERIMENTS, multi=True),
-        Param("trials", "int", 200, "mode=kernel, experiments=barrier: checked launches (staging poisoned "
-              "before each) with and without the barrier", min=0, max=100_000),
+              "peers); both modes: barrier (the barrier before the flag release off, and checked launches with "
+              "and without it); layout (tile-contiguous staging beside row-major); multi-gpu mode needs the "
+              "hbm-buffer provider for them", choices=KERNEL_EXPERIMENTS, multi=True),
+        Param("trials", "int", 200, "experiments=barrier: checked launches (staging poisoned before each) with "
+              "and without the barrier, per shape", min=0, max=100_000),
         Param("repeat", "int", 20, "samples per provider", min=3, max=1000),
         Param("trace", "str", "programs", "per-program trace of hbm-buffer; 'all' adds torch.profiler traces "
               "of every provider at the largest M (every rank's)", choices=("off", "programs", "all")),
@@ -189,6 +190,10 @@ def validate(params: dict[str, Any]) -> None:
         if "k" in params["shard"] and params["k"] % ws:
             raise ParamError("k", f"{params['k']} is not divisible by world_size={ws}: shard=k splits A's columns into "
                                   f"equal shards (use a multiple of {ws})")
+        if set(params["experiments"]) - {"breakdown"} and not ("hbm-buffer" in params["providers"]
+                                                                and "rows" in params["shard"]):
+            raise ParamError("experiments", "the review's experiments (barrier, layout) change the fused kernel: "
+                                            "add the hbm-buffer provider and shard=rows")
         for m in params["m"]:
             if "rows" in params["shard"] and m % ws:
                 raise ParamError("m", f"{m} is not divisible by world_size={ws}: A is split into equal row shards "
@@ -252,7 +257,7 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
                                   "tma", "fetch_evict", "wait_per_group")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
-                                   "timeout_s", "seed", "backend")} | {"hbm": hbm}
+                                   "timeout_s", "seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
 
 def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -403,7 +408,7 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     d = tbls.get("derived", pd.DataFrame())
     if summ is not None and len(summ):
         sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
-        lines = []
+        lines: dict[str, list[str]] = {}  # per ranks and dtype: one entry per M
         for r in summ.to_dict("records"):
             said = []
             for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
@@ -411,23 +416,29 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
                 if not prov or sp is None or key not in sp.index:
                     continue
                 row = sp.loc[key]
-                if row["status"] == "clear":
-                    word = "faster" if row["point"] > 1 else "slower"
-                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)} ({word})")
+                if row["status"] == "clear":  # a speedup: above 1 faster, below 1 slower
+                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)}")
+                elif row["status"] == "inconclusive" and row["why"].startswith("the CI includes"):
+                    said.append(f"{esc(prov)} inconclusive (CI includes 1)")
                 else:
                     said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
-            lines.append(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']}: " + (", ".join(said) or "no speedup"))
-        parts.append("Speedup over the baseline (all_gather_into_tensor, then matmul), same run (median of per-round "
-                     "ratios, 95% CI): "
-                     + "; ".join(lines) + ".")
+            lines.setdefault(f"{r['ranks']} ranks {esc(r['dtype'])}", []).append(
+                f"M={r['M']} " + (", ".join(said) or "no speedup"))
+        parts.append("Speedup over all_gather_into_tensor + matmul in the same run (median of per-round ratios, "
+                     "95% CI): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in lines.items()) + ".")
         if summ["met"].notna().any():
             missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
-            parts.append("Targets (best provider): " + ("all met." if missed.empty else f"{len(missed)} missed."))
+            parts.append("Best provider's targets: " + ("all met." if missed.empty else f"{len(missed)} missed."))
+        own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
+        if len(own):
+            met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
+                            for r in own.to_dict("records"))
+            parts.append(f"HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): {met}.")
     kb = tbls.get("kernel_breakdown")
     if kb is not None and len(kb):
         parts.append(kernelbench.verdict(kb))
     ex = tbls.get("kernel_experiments")
-    if ex is not None and len(ex):
+    if ex is not None and len(ex) and summ is None:  # a multi-GPU run's experiments: in its claims and tables
         parts.append(escape_headline(d, ("barrier", "layout", "failures")))
     v = tbls.get("variants")
     if v is not None and len(v):
@@ -440,10 +451,13 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     return " ".join(parts)
 
 
-def escape_headline(d: pd.DataFrame, names: tuple[str, ...]) -> str:
-    """The clear results of some derived tables (``derived.headline``), escaped."""
+def escape_headline(d: pd.DataFrame, names: tuple[str, ...], limit: int = 4) -> str:
+    """The clear results of some derived tables (``derived.headline``, the ``limit`` largest
+    effects first), escaped."""
     sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
-    return esc(derived.headline(sub)) or "No derived result."
+    if len(sub) and "point" in sub:  # largest departure from "no change" first
+        sub = sub.assign(_effect=(sub["point"] - sub["null"]).abs()).sort_values("_effect", ascending=False)
+    return esc(derived.headline(sub.drop(columns="_effect", errors="ignore"), limit=limit)) or "No derived result."
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
@@ -476,7 +490,8 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
                    + kernelbench.format_breakdown(kb))
     ex = tbls.get("kernel_experiments")
     if ex is not None and len(ex):
-        out.append("### The seed review's experiments on one GPU (emulated peers)\nBarrier: the CTA barrier "
+        out.append("### The seed review's experiments\nOn one GPU with emulated peers (kernel mode) or across the "
+                   "ranks of a multi-GPU run (the `where` column). Barrier: the CTA barrier "
                    "between a fetch row's stores and its flag release, on and off; each checked launch starts "
                    "from a staging buffer filled with NaN. Layout: tile-contiguous against row-major staging. "
                    "Time ratios are medians of per-round ratios.\n\n" + kernelbench.format_experiments(ex))

@@ -324,3 +324,11 @@ def test_benchmark_run_without_gpus_shows_the_committed_runs_and_refuses_bad_par
         assert "cannot run here" in capsys.readouterr().out
     assert run_benchmark(study, {"world_size": "1"}, lambda rec: True) == 2
     assert "parameter 'world_size'" in capsys.readouterr().err
+
+
+def test_chunk_lists_fold_runs_of_one_size():
+    from studies._mc2_split.plan import short_chunks
+
+    assert short_chunks("128," * 29 + "384") == "128 x 29, 384"
+    assert short_chunks("[512, 896, 896, 896, 896]") == "512, 896 x 4"
+    assert short_chunks("4096") == "4096" and short_chunks("a,b") == "a,b"

@@ -104,12 +104,13 @@ def test_inflation_preset_reproduces_the_seeds_three_gains_with_its_gantt(store)
 
 # --- claims on the committed H200 runs ---------------------------------------------------------
 
-#: world size 2 is compute-bound on these runs (matmul ~272 us > NCCL all-reduce ~247 us)
-WS2 = {"568a86", "9f0d6f", "c13a18", "969945", "0a9041"}
+#: world size 2 is compute-bound on these runs (matmul ~272 us > NCCL all-reduce ~247 us); the
+#: last four are the 2x H200 host of 2026-11-24 (traces/mc2-split/README.md)
+WS2 = {"568a86", "9f0d6f", "c13a18", "969945", "0a9041", "048de1", "06da9a", "90f8bb", "55c30a"}
 
 
 def test_every_committed_bundle_has_the_claims_its_data_supports(committed):
-    assert len(committed) == len(BUNDLES) == 14
+    assert len(committed) == len(BUNDLES) == 18
     for run, a in committed.items():
         assert not a.errors, (run, a.errors)
         status = dict(zip(a.claims["id"], a.claims["status"]))
@@ -142,12 +143,14 @@ def test_spread_over_runs_is_the_honest_headline(committed):
     ws4 = by.loc[(4, BEST_OF_RUN)]
     assert ws4["runs"] == 9 and ws4["min_pct"] < 5 < 20 < ws4["max_pct"] < 25
     assert ws4["met_point"] == "5 of 9"
-    assert by.loc[(2, BEST_OF_RUN)]["runs"] == 5 and by.loc[(2, BEST_OF_RUN)]["met_point"] == "5 of 5"
+    # world size 2: 5 runs on a 4x H200 host met the target; of 4 runs on a 2x H200 host, 2 did
+    ws2 = by.loc[(2, BEST_OF_RUN)]
+    assert ws2["runs"] == 9 and ws2["met_point"] == "7 of 9" and ws2["min_pct"] < 15
     persistent = by.loc[(4, "triton-persistent+c16")]
     assert persistent["runs"] == 3 and persistent["min_pct"] > 20
     # every per-run figure is that run's own: its headline's gain from its own samples
     heads = per_run[per_run["headline"]]
-    assert len(heads) == 14 and heads["run_id"].is_unique
+    assert len(heads) == 18 and heads["run_id"].is_unique
 
 
 # --- the CPU preset, live ----------------------------------------------------------------------
@@ -189,7 +192,8 @@ def test_cpu_preset_runs_live_with_every_ranks_trace_aligned(cpu_run):
                     "holds" if d["lo"] > null else "contradicted")
         assert status == expected, (cid, status, dict(d))
     timeline = charts_of(a)["measured_timeline"].to_dict()
-    assert "2 ranks aligned by end of each rank's first marker (gloo:all_reduce)" in str(timeline)
+    assert "2 ranks aligned (" in str(timeline)
+    assert "by the end of each rank's first marker (gloo:all_reduce)" in str(timeline)
 
 
 # --- Markdown and charts -------------------------------------------------------------------------

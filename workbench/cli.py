@@ -188,6 +188,17 @@ def _topology_flags(args):
                 os.environ[k] = v
 
 
+def _study(study_id: str):
+    """The study module, or None with the reason (unknown study, the known ones) on stderr."""
+    from .study import get
+
+    try:
+        return get(study_id)
+    except KeyError as exc:
+        _err(exc.args[0])
+        return None
+
+
 def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callable[[BaseException], str],
                measure: Callable[[], Any]) -> tuple[Any, int]:
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
@@ -221,17 +232,6 @@ def cmd_run(args) -> int:
     except ParamError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-
-
-def _study(study_id: str):
-    """The study module, or None with the known ids on stderr."""
-    from .study import get
-
-    try:
-        return get(study_id)
-    except KeyError as exc:
-        _err(exc.args[0])
-        return None
 
 
 def _run(args) -> int:

@@ -21,8 +21,9 @@ world_sizes() {
 }
 status=0
 
-# pack NAME: $dir as $OUT/NAME.tar.gz, ready to unpack into traces/
+# pack NAME: $dir as $OUT/NAME.tar.gz, ready to unpack into traces/ (written aside, then moved:
+# a run killed while packing keeps the previous archive whole)
 pack() {
-  tar -C "$(dirname "$dir")" -czf "$OUT/$1.tar.gz" "$(basename "$dir")"
+  tar -C "$(dirname "$dir")" -czf "$OUT/$1.part" "$(basename "$dir")" && mv "$OUT/$1.part" "$OUT/$1.tar.gz"
   echo "wrote $OUT/$1.tar.gz:"; tar -tzvf "$OUT/$1.tar.gz"
 }

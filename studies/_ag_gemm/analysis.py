@@ -4,8 +4,10 @@ From a run record to tables (no other arithmetic happens anywhere else):
 
 - ``summary``: per (ranks, dtype, M) of the row-sharded formulation, the baseline (NCCL
   all-gather, then matmul), the HBM-buffer kernel and the best provider of the run, each
-  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound and
-  the issue's target; ``seed_table``: the same in the seed's shape, numbers with their CIs;
+  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound, the
+  issue's targets (of the best provider; of the HBM-buffer kernel itself), and the HBM-buffer
+  kernel's slowest rank and skew between ranks;
+  ``seed_table``: the same in the seed's shape, numbers with their CIs;
 - ``derived`` rows (``workbench.derived``, extra columns ``table, shard, ranks, dtype, M,
   provider``): each provider's speedup over the baseline (``table="speedup"``: the median of
   per-round ratios, since the providers of a shape are timed round-robin, with a bootstrap CI),
@@ -35,6 +37,9 @@ BASELINE = "nccl"
 FUSED = ("hbm-buffer", "ce-chunked", "torch-fused", "auto")
 #: the issue's targets on H200, fp16, N=3584, K=8192: (world size, M) -> min speedup over nccl
 TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30, (4, 4096): 1.15}
+#: issue #24's targets for the HBM-buffer kernel itself at N=3584, K=8192 (any dtype, any world
+#: size): M -> min speedup over nccl (M=1024: never slower)
+HBM_TARGETS = {16384: 1.30, 1024: 1.00}
 RESAMPLES = derived.RESAMPLES
 
 
@@ -102,12 +107,22 @@ def _best(grp: dict[str, Any]) -> str:
 def _met(target, sp: Derived, best_ms: float, torch_ms: float, ws: int, m: int) -> bool | None:
     """The issue's target (its CI's lower end must clear it); ws=2, M=16384 must also beat
     PyTorch's fused op."""
-    if target is None:
+    if target is None or sp.lo != sp.lo:  # no target here, or no provider to hold to it
         return None
-    ok = sp.lo == sp.lo and sp.lo >= target
+    ok = sp.lo >= target
     if (ws, m) == (2, 16384):
         ok = ok and best_ms < torch_ms
     return bool(ok)
+
+
+def hbm_target(bound: float | None, sp: Derived) -> str | None:
+    """The HBM-buffer kernel against its own target: met when the speedup's CI lies at or
+    above it, MISSED when it lies below, inconclusive when it straddles it."""
+    if bound is None:
+        return None
+    if not (sp.lo == sp.lo and sp.hi == sp.hi):
+        return "not measured"
+    return "met" if sp.lo >= bound else "MISSED" if sp.hi < bound else "inconclusive"
 
 
 def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
@@ -139,7 +154,9 @@ def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
                     f"{label}_speedup": s.point, f"{label}_speedup_lo": s.lo, f"{label}_speedup_hi": s.hi,
                     f"{label}_speedup_status": s.status, f"{label}_tflops": tf[0], f"{label}_tflops_lo": tf[1],
                     f"{label}_tflops_hi": tf[2]}
-        row |= {"best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
+        hbm_bound = HBM_TARGETS.get(m) if (n, k) == (3584, 8192) else None
+        row |= {"hbm_target": hbm_bound, "hbm_met": hbm_target(hbm_bound, sp.get("hbm-buffer", nan_d)),
+                "best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
                 "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0],
                 "bound_ms": max(parts) if all(p == p for p in parts) else math.nan, "target": target,
                 "met": _met(target, best_sp, best_ms[0], _ms(grp.get("torch-fused"))[0], ws, m)}
@@ -259,6 +276,19 @@ def ranks(rec) -> tuple[pd.DataFrame, list[dict]]:
     return pd.DataFrame(rows), items
 
 
+RANK_COLS = ("slowest_rank", "slowest_rank_us", "skew_us", "skew_lo_us", "skew_hi_us")
+
+
+def with_hbm_ranks(summ: pd.DataFrame, rk: pd.DataFrame) -> pd.DataFrame:
+    """The summary with the HBM-buffer kernel's slowest rank and skew per shape (``hbm_``
+    columns; NaN where the run kept no per-rank samples)."""
+    cols = ["ranks", "dtype", "M", *RANK_COLS]
+    h = (rk[(rk["provider"] == "hbm-buffer") & (rk["shard"] == "rows")][cols] if len(rk) and "provider" in rk
+         else pd.DataFrame(columns=cols))
+    h = h.rename(columns={c: f"hbm_{c}" for c in RANK_COLS})
+    return summ.merge(h, on=["ranks", "dtype", "M"], how="left")
+
+
 def checks(rec) -> pd.DataFrame:
     """Every multi-GPU variant's check (failed ones included: a failed check is shown, its
     time never counted), and the interpreter check of the fused kernel if the run made one."""
@@ -287,6 +317,7 @@ def analyze(rec) -> dict[str, pd.DataFrame]:
     rk, skew = ranks(rec)
     items += skew
     if len(summ):
+        summ = with_hbm_ranks(summ, rk)
         out["summary"] = summ
         out["seed_table"] = seed_table(summ)
     if len(rk):
@@ -308,6 +339,16 @@ def _ci(x: float, lo: float, hi: float, d: int = 3, unit: str = "") -> str:
     return f"{x:.{d}f}{unit} [{lo:.{d}f}, {hi:.{d}f}]"
 
 
+def _num(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _slowest(rank, us) -> str:
+    if rank is None or rank != rank:
+        return "n/a"
+    return f"rank {int(rank)}: {us:,.1f}"
+
+
 def seed_table(s: pd.DataFrame) -> pd.DataFrame:
     """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with this
     study's best provider beside it; every time and speedup with its 95% CI."""
@@ -315,7 +356,7 @@ def seed_table(s: pd.DataFrame) -> pd.DataFrame:
     for r in s.to_dict("records"):
         best = r["best"] + (f" ({r['auto_pick']})" if r["best"] == "auto" and r["auto_pick"] else "")
         target = "" if r["target"] is None or r["target"] != r["target"] else (
-            f">= {r['target']:.2f}x: {'met' if r['met'] else 'MISSED'}")
+            f">= {r['target']:.2f}x: {'not measured' if r['met'] is None else 'met' if r['met'] else 'MISSED'}")
         rows.append({
             "Ranks": r["ranks"], "MxNxK": r["MxNxK"], "dtype": r["dtype"],
             "Baseline (ms)": _ci(r["baseline_ms"], r["baseline_lo_ms"], r["baseline_hi_ms"]),
@@ -325,6 +366,11 @@ def seed_table(s: pd.DataFrame) -> pd.DataFrame:
             "Best": best or "n/a", "Best (ms)": _ci(r["best_ms"], r["best_lo_ms"], r["best_hi_ms"]),
             "Best speedup": _ci(r["best_speedup"], r["best_speedup_lo"], r["best_speedup_hi"], 2, "x"),
             "Best TFLOPS": _ci(r["best_tflops"], r["best_tflops_lo"], r["best_tflops_hi"], 0),
+            "target (HBM Buffer)": "" if r.get("hbm_target") is None or r["hbm_target"] != r["hbm_target"] else (
+                f">= {r['hbm_target']:.2f}x: {r['hbm_met']}"),
+            "HBM slowest rank (us)": _slowest(r.get("hbm_slowest_rank"), r.get("hbm_slowest_rank_us")),
+            "HBM skew (us)": _ci(_num(r.get("hbm_skew_us")), _num(r.get("hbm_skew_lo_us")), _num(r.get("hbm_skew_hi_us")),
+                                 1),
             "bound max(AG, mm) (ms)": "n/a" if r["bound_ms"] != r["bound_ms"] else f"{r['bound_ms']:.3f}",
             "target (best)": target,
         })

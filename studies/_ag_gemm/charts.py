@@ -4,8 +4,8 @@ nodes have none).
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
   one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
   the seed's; kernel-mode runs: each variant's time over cuBLAS's vs M;
-- ``experiments``: the seed review's experiments (kernel mode): barrier and staging-layout
-  time ratios vs M;
+- ``experiments``: the seed review's experiments (one GPU with emulated peers, or across
+  ranks): barrier and staging-layout time ratios vs M;
 - ``methods``: median per call with its CI per provider, one panel per shape in numeric order,
   independent scales (M=1024 and M=16384 differ 16x);
 - ``timeline``: the fused kernel's per-program trace, one lane per SM, coloured by category
@@ -33,7 +33,7 @@ CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}
 WIDTH = 900
 
 
-def _ratio_panels(d: pd.DataFrame, y_title: str, title: str, seed: pd.DataFrame | None = None,
+def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: pd.DataFrame | None = None,
                   facet: str | None = "ranks"):
     """Points with 95% CI bars and lines per ``provider`` vs M (log axis, ticks at the M
     measured), a dashed rule at 1 (no change), optional hollow seed marks (``seed``: ranks, M,
@@ -62,7 +62,9 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str, seed: pd.DataFrame 
             x=x, y=y, shape=alt.Shape("figure:N", title=f"the seed's ({SEED_MACHINE})",
                                       scale=alt.Scale(range=["diamond", "triangle-up"])),
             tooltip=["figure", "ranks", "M", alt.Tooltip("point:Q", format=".2f", title="speedup")]))
-    chart = alt.layer(*layers, data=data).properties(width=380, height=260)
+    chart = alt.layer(*layers, data=data).properties(width=380, height=200)
+    if not facet:  # its own size: the app's default "fit" squeezes a layer with a wide legend to a strip
+        chart = chart.properties(autosize=alt.AutoSizeParams(type="pad"))
     if facet:
         vals = sorted(int(v) for v in data[facet].dropna().unique())
         chart = chart.facet(column=alt.Column(f"{facet}:O", sort=vals, title="ranks (world size)")).resolve_scale(
@@ -105,10 +107,12 @@ def experiments_chart(tbls: dict[str, pd.DataFrame]):
     if not len(ex):
         return None
     what = {"barrier": "barrier: with / without", "layout": "staging: tiles / rows"}
+    where = (ex["where"] if "where" in ex else pd.Series(index=ex.index, dtype=object)).fillna("emulated ws2, one GPU")
     ex = ex.assign(provider=ex["table"].map(what) + " " + ex["dtype"])
     return _ratio_panels(ex[["provider", "M", "point", "lo", "hi", "status"]], "time ratio (x)",
-                         "The seed review's experiments on one GPU, emulated world size 2: time ratios vs M "
-                         "(1 = no change; 95% CI)", facet=None)
+                         # two lines: a title wider than a half-width column squeezes the plot to nothing
+                         [f"The seed review's experiments ({', '.join(sorted(set(where)))}):",
+                          "time ratios vs M (1 = no change; 95% CI)"], facet=None)
 
 
 def methods_chart(tbls: dict[str, pd.DataFrame]):
@@ -137,7 +141,7 @@ def methods_chart(tbls: dict[str, pd.DataFrame]):
                                   tooltip=["variant", alt.Tooltip("median:Q", format=".4g"), "check"])
     err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q")
     head = ("The fused kernel on one GPU against cuBLAS" if kernel.all() else "All-gather + matmul providers")
-    return (bars + err).properties(width=300, height=alt.Step(20)).facet(
+    return (bars + err).properties(width=220, height=alt.Step(20)).facet(  # 3 panels fit the page
         facet=alt.Facet("shape:N", sort=order, title=None), columns=3).resolve_scale(
         x="independent", y="independent").properties(title=f"{head}: median per call, 95% CI (panels by M)")
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from studies._ag_gemm.kernelbench import SUFFIX
 from workbench.claims import Claim, ClaimResult, not_testable
 from workbench.derived import MIN_SAMPLES, fmt_derived, item
 
-SEED_MACHINE = "8x AMD MI325X (gfx942), float16, N=3584, K=8192"
+SEED_MACHINE = "8x AMD MI325X"
 #: "negligible overhead (<2%)": the barrier costs little while its time ratio stays below this
 BARRIER_LITTLE = 1.02
 NEEDS_RANKS = ("needs ranks: this is a kernel-mode run (one GPU, peers emulated in local buffers), which has no "
@@ -40,8 +41,9 @@ def _kernel_mode(tbls) -> bool:
 def _why_no_kernel(tbls, what: str) -> ClaimResult:
     if _kernel_mode(tbls):
         return not_testable(NEEDS_RANKS)
-    return not_testable(f"needs the hbm-buffer provider measured beside nccl ({what}); this run has none (a gloo "
-                        "run times the baselines only: the fused kernel needs NVIDIA GPUs)")
+    return not_testable(f"needs the hbm-buffer provider measured beside nccl ({what}); this run has none (gloo "
+                        "runs and runs of the seed's K-sharded formulation time the baselines only: the fused kernel "
+                        "needs NVIDIA GPUs and gathers rows)")
 
 
 def _status(rows: list, above: float) -> str:
@@ -55,6 +57,25 @@ def _at(r) -> str:
     return f"{int(r['ranks'])} ranks {r['dtype']} M={int(r['M'])}"
 
 
+def _grouped(records: list[dict], fig, key=None) -> str:
+    """Per-shape figures grouped by ``key`` (default: ranks and dtype, the ranks said once when
+    all shapes share them, the Ms once when every group has the same): "2 ranks, M=1024/4096:
+    fp16 1.12x [...], 1.23x [...]; bf16 ..."; a claims cell with six shapes stays a few lines."""
+    if key is None:
+        ranks = {int(r["ranks"]) for r in records}
+        key = (lambda r: r["dtype"]) if len(ranks) == 1 else (lambda r: f"{int(r['ranks'])} ranks {r['dtype']}")
+        if len(ranks) == 1:
+            return f"{ranks.pop()} ranks, " + _grouped(records, fig, key)
+    groups: dict[str, list] = {}
+    for r in records:
+        groups.setdefault(key(r), []).append((int(r["M"]), fig(r)))
+    ms = {tuple(m for m, _ in v) for v in groups.values()}
+    if len(ms) == 1:  # every group has the same Ms: said once
+        return (f"M={'/'.join(str(m) for m in ms.pop())}: "
+                + "; ".join(f"{k} {', '.join(f for _, f in v)}" for k, v in groups.items()))
+    return "; ".join(f"{k}: {', '.join(f'M={m} {f}' for m, f in v)}" for k, v in groups.items())
+
+
 def beats_baseline(tbls, rec) -> ClaimResult:
     """The HBM-buffer kernel's speedup over NCCL all-gather + cuBLAS at every shape."""
     sp = _rows(tbls, "speedup", "hbm-buffer")
@@ -66,14 +87,13 @@ def beats_baseline(tbls, rec) -> ClaimResult:
     sp = sp.sort_values(["ranks", "dtype", "M"])
     rows = [item(r) for r in sp.to_dict("records")]
     status = _status(rows, 1.0)
-    live = "; ".join(f"{_at(r)} {fmt_derived(r, status=False)}" for r in sp.to_dict("records"))
+    live = _grouped(sp.to_dict("records"), lambda r: fmt_derived(r, status=False))
     slower = [_at(r) for r in sp.to_dict("records") if r["hi"] < 1]
     why = f"slower than the baseline at {', '.join(slower)}" if slower else ""
     best = _rows(tbls, "speedup")
     if len(best) and "ce-chunked" in set(best["provider"]):
         ce = best[best["provider"] == "ce-chunked"]
-        why += ("; " if why else "") + (f"this study's copy-engine provider: {ce['point'].min():.2f}x to "
-                                         f"{ce['point'].max():.2f}x over the same baseline")
+        why += ("; " if why else "") + f"copy-engine provider: {ce['point'].min():.2f}-{ce['point'].max():.2f}x"
     return ClaimResult(status, live, why)
 
 
@@ -99,12 +119,11 @@ def gain_grows(tbls, rec) -> ClaimResult:
         if len(c):
             cd = item(c.iloc[0].to_dict())
             ctext = (f", crossover M {cd.point:,.0f} [{cd.lo:,.0f}, {cd.hi:,.0f}]" if cd.point == cd.point
-                     else f", crossover: {cd.why}")
-        parts.append(f"{int(r['ranks'])} ranks {r['dtype']}: speedup at M={int(r['m_large'])} over at "
-                     f"M={int(r['m_small'])} {fmt_derived(r, status=False)}{ctext}")
+                     else ", crossover " + cd.why.split(": it lies ", 1)[-1].split(" (in ")[0])
+        parts.append(f"{int(r['ranks'])} ranks {r['dtype']}: x{fmt_derived(r, status=False).replace('x ', ' ', 1)} "
+                     f"from M={int(r['m_small'])} to {int(r['m_large'])}{ctext}")
     return ClaimResult(_status(rows, 1.0), "; ".join(parts),
-                       "the seed's PR table had no crossover (2.1x already at M=1024); its review's ws=8 randn "
-                       "table had iris slower than RCCL at every M")
+                       "the seed's: 2.1x at M=1024 already")
 
 
 def correct_random(tbls, rec) -> ClaimResult:
@@ -112,7 +131,8 @@ def correct_random(tbls, rec) -> ClaimResult:
     found = []
     chk = tbls.get("checks")
     if chk is not None and len(chk):
-        h = chk[chk["provider"].str.startswith("hbm-buffer")]
+        # the kernel as it ships: not the review's barrier-off experiment (kernel_experiments has it)
+        h = chk[chk["provider"].str.startswith("hbm-buffer") & ~chk["provider"].str.endswith(SUFFIX["barrier"])]
         found += [(f"{r['ranks']} ranks {r['dtype']} M={r['M']} ({r['where']})", bool(r["correct"]), r["check"])
                   for r in h.to_dict("records")]
     kb = tbls.get("kernel_breakdown")
@@ -134,8 +154,14 @@ def _barrier(tbls) -> pd.DataFrame | None:
     return ex[ex["experiment"] == "barrier"] if ex is not None and len(ex) else None
 
 
-NO_BARRIER_EXPERIMENT = ("needs the barrier experiment (mode=kernel with experiments=barrier, e.g. --preset review, "
-                         "one GPU); this run has none")
+NO_BARRIER_EXPERIMENT = ("needs the barrier experiment (experiments=barrier: --preset review on one GPU, or with the "
+                         "hbm-buffer provider on 2+ GPUs); this run has none")
+
+
+def _where(rows: pd.DataFrame) -> str:
+    """Where the experiment's rows ran (derived rows of older runs have no ``where``)."""
+    got = sorted({w for w in rows.get("where", pd.Series(dtype=object)).dropna() if isinstance(w, str) and w})
+    return ", ".join(got) or "emulated ws2, one GPU"
 
 
 def barrier_cheap(tbls, rec) -> ClaimResult:
@@ -150,9 +176,9 @@ def barrier_cheap(tbls, rec) -> ClaimResult:
     rows = [item(r) for r in ok.to_dict("records")]
     status = ("contradicted" if any(r.lo > BARRIER_LITTLE for r in rows) else
               "holds" if all(r.hi <= BARRIER_LITTLE for r in rows) else "inconclusive")
-    live = "; ".join(f"{r['dtype']} M={int(r['M'])}: {fmt_derived(r, status=False)}" for r in ok.to_dict("records"))
+    live = _grouped(ok.to_dict("records"), lambda r: fmt_derived(r, status=False), key=lambda r: r["dtype"])
     missing = len(d) - len(ok)
-    why = f"time with / without the barrier, emulated world size 2 on one GPU; little = below {BARRIER_LITTLE}x"
+    why = f"little: the CI below {BARRIER_LITTLE}x ({_where(ok)})"
     return ClaimResult(status, live, why + (f"; {missing} shape(s) without a valid barrier-off time" if missing else ""))
 
 
@@ -164,13 +190,20 @@ def barrier_needed(tbls, rec) -> ClaimResult:
         return not_testable(NO_BARRIER_EXPERIMENT)
     total = int(off["n_a"].sum())
     failed = int(round((off["point"] * off["n_a"] / 100).sum()))
-    live = "; ".join(f"{r['dtype']} M={int(r['M'])}: {round(r['point'] * r['n_a'] / 100)} of {int(r['n_a'])} "
-                     f"launches failed ({fmt_derived(r, status=False)})" for r in off.to_dict("records"))
+    recs = off.to_dict("records")
+    if not failed and len({int(r["n_a"]) for r in recs}) == 1:  # one line for a clean sweep
+        hi = max(r["hi"] for r in recs)
+        dtypes = ", ".join(sorted({r["dtype"] for r in recs}))
+        ms = "/".join(str(m) for m in sorted({int(r["M"]) for r in recs}))
+        live = (f"0 of {int(recs[0]['n_a'])} launches failed at each of {len(recs)} shape(s) ({dtypes}; M={ms}): "
+                f"failure rate <= {hi:.2g}% per shape (95%)")
+    else:
+        live = _grouped(recs, lambda r: f"{round(r['point'] * r['n_a'] / 100)} of {int(r['n_a'])} failed "
+                        f"({fmt_derived(r, status=False)})", key=lambda r: r["dtype"])
+    where = _where(off)
     if failed:
-        return ClaimResult("holds", live, f"{failed} of {total} checked launches without the barrier failed")
-    return ClaimResult("inconclusive", live, f"0 of {total} checked launches without the barrier failed on this GPU "
-                       "(NVIDIA; the seed's failures were on AMD): the race exists (no ordering of the other warps' "
-                       "stores before the release) but was not seen")
+        return ClaimResult("holds", live, f"{failed} of {total} checked launches without the barrier failed ({where})")
+    return ClaimResult("inconclusive", live, f"not seen ({where}); the seed saw them on AMD")
 
 
 def k_shard_baseline(tbls, rec) -> ClaimResult:
@@ -179,8 +212,7 @@ def k_shard_baseline(tbls, rec) -> ClaimResult:
     k = chk[chk["shard"] == "k"] if chk is not None and len(chk) else pd.DataFrame()
     k = k[k["provider"].isin(["nccl", "all-gather-cat"])] if len(k) else k
     if not len(k) or k["ranks"].max() < 2:
-        return not_testable("needs the seed's K-sharded formulation (shard=k, 2+ ranks; e.g. --preset cpu under gloo); "
-                            "this run shards A by rows only")
+        return not_testable("needs shard=k on 2+ ranks; this run shards rows")
     into = k[k["provider"] == "nccl"]
     cat = k[k["provider"] == "all-gather-cat"]
     live = (f"all_gather_into_tensor baseline: {int((~into['correct']).sum())} of {len(into)} shapes FAILED its check; "
@@ -195,33 +227,32 @@ def k_shard_baseline(tbls, rec) -> ClaimResult:
 
 SEED_CLAIMS = [
     Claim(id="004-fused-beats-baseline",
-          seed_text="\"Delivers 2.7-3.4x lower latency vs the barrier-based baseline on 8x MI325X\": the HBM-buffer "
-                    "kernel beats all-gather then GEMM at every M of its table (seed 004, PR description)",
-          seed_value="2.1x (2 ranks, M=1024), 3.4x (2 ranks, M=16384), 3.2x (4 ranks), 2.7x (8 ranks); the review's "
-                     "randn rerun at 8 ranks: 0.51x / 0.48x / 0.71x",
+          seed_text="\"2.7-3.4x lower latency vs the barrier-based baseline on 8x MI325X\": faster than all-gather "
+                    "then GEMM at every M (seed 004, PR)",
+          seed_value="2.1x (2 ranks, M=1024), 3.4x (2 ranks, M=16384), 3.2x (4), 2.7x (8); review's randn rerun, "
+                     "8 ranks: 0.48-0.71x",
           seed_machine=SEED_MACHINE, test=beats_baseline),
     Claim(id="004-gain-grows-with-m",
-          seed_text="the speedup grows with M: 2.1x at M=1024 to 3.4x at M=16384 on 2 ranks (seed 004, results "
-                    "table); \"iris overhead exceeds benefit for small M\" (review)",
-          seed_value="3.4x / 2.1x = 1.6 from M=1024 to 16384 (2 ranks); no crossover in the PR table",
+          seed_text="the speedup grows with M, 2.1x to 3.4x (seed 004, PR table); \"iris overhead exceeds benefit "
+                    "for small M\" (review)",
+          seed_value="x1.6 from M=1024 to 16384 (2 ranks); no crossover",
           seed_machine=SEED_MACHINE, test=gain_grows),
     Claim(id="004-correct-random-inputs",
-          seed_text="\"all 7 tests now pass with randn inputs\" after the barrier fix; the benchmark's torch.ones "
-                    "inputs had hidden a wrong baseline (seed 004, review)",
+          seed_text="\"all 7 tests now pass with randn inputs\" after the barrier fix (seed 004, review)",
           seed_value="correct with randn inputs (7 tests)", seed_machine=SEED_MACHINE, test=correct_random),
     Claim(id="004-barrier-costs-little",
           seed_text="\"The barrier adds negligible overhead (<2%)\" (seed 004, review: tl.debug_barrier() before "
                     "the flag's atomic_xchg)",
-          seed_value="0.516 vs 0.526, 1.425 vs 1.399, 3.257 vs 3.268 ms with / without (8 ranks, M=1024/4096/16384)",
+          seed_value="0.516 vs 0.526, 1.425 vs 1.399, 3.257 vs 3.268 ms with / without (8 ranks)",
           seed_machine=SEED_MACHINE, test=barrier_cheap),
     Claim(id="004-barrier-needed",
-          seed_text="\"you need a tl.debug_barrier() before the atomic.xchg since the atomic is per wave but the "
-                    "store per block. in my runs i got validation failures without the barrier\" (seed 004, review)",
-          seed_value="validation failures without the barrier (count not given)", seed_machine=SEED_MACHINE,
+          seed_text="\"you need a tl.debug_barrier() before the atomic.xchg ... i got validation failures without "
+                    "the barrier\" (seed 004, review)",
+          seed_value="validation failures (count not given)", seed_machine=SEED_MACHINE,
           test=barrier_needed),
     Claim(id="004-k-shard-baseline-wrong",
-          seed_text="\"dist.all_gather_into_tensor(A_gathered, A_sharded) with A_gathered of shape (M, K) ... does "
-                    "not concatenate along K\"; all_gather + torch.cat(dim=1) does (seed 004, review)",
-          seed_value="the RCCL baseline computed a different matrix", seed_machine=SEED_MACHINE,
+          seed_text="all_gather_into_tensor into an (M, K) buffer \"does not concatenate along K\"; all_gather + "
+                    "cat(dim=1) does (seed 004, review)",
+          seed_value="the RCCL baseline computed another matrix", seed_machine=SEED_MACHINE,
           test=k_shard_baseline),
 ]

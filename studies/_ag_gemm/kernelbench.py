@@ -370,22 +370,48 @@ def failure_rate(trials: int, failures: int, name: str) -> Derived:
     return Derived(name, 100.0 * failures / trials, lo, hi, "%", 0.0, status, why, trials, trials)
 
 
+def _multi_gpu_experiment_variants(rec) -> dict[tuple, dict[tuple, Any]]:
+    """The fused kernel's variants of a multi-GPU run (row-sharded) in the form of
+    :func:`_kernel_variants`: method ``hbm-buffer``, the experiment from the variant's
+    ``experiment`` parameter ("" for the provider with the default knobs)."""
+    by_shape: dict[tuple, dict[tuple, Any]] = {}
+    for v in rec.variants:
+        p = v.params
+        prov = str(p.get("provider", p.get("method", "")))
+        if p.get("mode") == "kernel" or p.get("shard", "rows") != "rows" or not prov.startswith("hbm-buffer"):
+            continue
+        if prov != "hbm-buffer" and "experiment" not in p:
+            continue
+        by_shape.setdefault((p["dtype"], p["M"]), {})[("hbm-buffer", int(p["world_size"]), p.get("experiment", ""))] = v
+    return by_shape
+
+
+def where_label(method: str, ws: int) -> str:
+    """Where an experiment ran: across ranks (multi-GPU) or on one GPU with emulated peers."""
+    return f"{ws} ranks" if method == "hbm-buffer" else f"emulated ws{ws}, one GPU"
+
+
 def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
-    """The seed review's experiments at an emulated world size: the barrier before the flag
-    release on and off (checked launches that failed, time with over without) and the two
-    staging layouts (tiles over rows). One row per experiment and shape; derived rows with
-    ``table`` "barrier" / "layout" / "failures"."""
+    """The seed review's experiments, at an emulated world size on one GPU (kernel mode) or
+    across the ranks of a multi-GPU run: the barrier before the flag release on and off
+    (checked launches that failed, time with over without) and the two staging layouts (tiles
+    over rows). One row per experiment and shape; derived rows with ``table`` "barrier" /
+    "layout" / "failures"."""
     rows, items = [], []
-    for (dtype, m), vs in sorted(_kernel_variants(rec).items()):
+    by_shape = _kernel_variants(rec)
+    for key, vs in _multi_gpu_experiment_variants(rec).items():
+        by_shape.setdefault(key, {}).update(vs)
+    for (dtype, m), vs in sorted(by_shape.items()):
         for (method, ws, exp), v in vs.items():
             if not exp:
                 continue
             ref = vs.get((method, ws, ""))
-            tag = dict(dtype=dtype, M=m, method=method, world_size=ws)
-            row = {"experiment": exp, "dtype": dtype, "M": m, "world_size": ws, "variant": v.variant,
+            where = where_label(method, ws)
+            tag = dict(dtype=dtype, M=m, method=method, world_size=ws, where=where)
+            row = {"experiment": exp, "dtype": dtype, "M": m, "world_size": ws, "where": where, "variant": v.variant,
                    "correct": v.correct, "check": v.check, "reference_correct": bool(ref is not None and ref.correct)}
             if exp == "barrier":
-                name = f"barrier cost (time with / without): emulated ws{ws}, {dtype} M={m}"
+                name = f"barrier cost (time with / without): {where}, {dtype} M={m}"
                 d = (paired_ratio(v.samples_ns, ref.samples_ns, name) if ref is not None and ref.correct and v.correct
                      else derived.not_meaningful(name, "without the barrier the kernel failed its check: its time does "
                                                        "not count" if not v.correct else "no valid barrier-on time", "x", 1))
@@ -393,13 +419,13 @@ def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
                     ex = var.extra if var is not None and isinstance(var.extra, dict) else {}
                     if "trials" in ex:
                         fr = failure_rate(int(ex["trials"]), int(ex["failures"]),
-                                          f"failed checks, barrier {flag}: emulated ws{ws}, {dtype} M={m}")
+                                          f"failed checks, barrier {flag}: {where}, {dtype} M={m}")
                         row |= {f"trials_{flag}": int(ex["trials"]), f"failures_{flag}": int(ex["failures"]),
                                 f"failure_pct_{flag}": fr.point, f"failure_pct_{flag}_hi": fr.hi,
                                 f"first_failure_{flag}": ex.get("first_failure", "")}
                         items.append(fr.row(table="failures", barrier=flag, **tag))
             else:
-                name = f"tile-contiguous over row-major staging (time): emulated ws{ws}, {dtype} M={m}"
+                name = f"tile-contiguous over row-major staging (time): {where}, {dtype} M={m}"
                 d = (paired_ratio(ref.samples_ns, v.samples_ns, name) if ref is not None and ref.correct and v.correct
                      else derived.not_meaningful(name, "a layout failed its check", "x", 1))
             row |= _ratio_cols("ratio", d) | {"status": d.status}
@@ -452,6 +478,11 @@ def verdict(df: pd.DataFrame) -> str:
 
 
 
+def _where(r) -> str:
+    w = r.get("where")
+    return w if isinstance(w, str) and w else f"emulated ws{r['world_size']}, one GPU"
+
+
 def format_experiments(df: pd.DataFrame) -> str:
     """The review's experiments as Markdown: barrier on/off (failed checks out of checked
     launches, with the failure rate's upper 95% bound; time with over without) and the
@@ -462,7 +493,7 @@ def format_experiments(df: pd.DataFrame) -> str:
     out = []
     bar = df[df["experiment"] == "barrier"]
     if len(bar):
-        lines = ["| dtype | M | ws | failed checks, barrier on | failed checks, barrier off | time with / without "
+        lines = ["| dtype | M | where | failed checks, barrier on | failed checks, barrier off | time with / without "
                  "[95% CI] | |", "|---|---|---|---|---|---|---|"]
         for _, r in bar.iterrows():
             fails = []
@@ -472,16 +503,16 @@ def format_experiments(df: pd.DataFrame) -> str:
                              f"{int(r[f'failures_{flag}'])} of {int(n)} (rate <= {r[f'failure_pct_{flag}_hi']:.2g}%)")
             ratio = (f"{f(r['ratio'])}x [{f(r['ratio_lo'])}, {f(r['ratio_hi'])}]" if r["ratio"] == r["ratio"]
                      else f"n/a: {esc(r['check'][:80], 'cell')}")
-            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {esc(r['world_size'], 'cell')} | "
+            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {esc(_where(r), 'cell')} | "
                          f"{fails[0]} | {fails[1]} | {ratio} | {esc(r['status'], 'cell')} |")
         out.append("\n".join(lines))
     lay = df[df["experiment"] == "layout"]
     if len(lay):
-        lines = ["| dtype | M | ws | tile-contiguous / row-major staging, time [95% CI] | |", "|---|---|---|---|---|"]
+        lines = ["| dtype | M | where | tile-contiguous / row-major staging, time [95% CI] | |", "|---|---|---|---|---|"]
         for _, r in lay.iterrows():
             ratio = (f"{f(r['ratio'])}x [{f(r['ratio_lo'])}, {f(r['ratio_hi'])}]" if r["ratio"] == r["ratio"]
                      else f"n/a: {esc(r['check'][:80], 'cell')}")
-            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {esc(r['world_size'], 'cell')} | "
+            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {esc(_where(r), 'cell')} | "
                          f"{ratio} | {esc(r['status'], 'cell')} |")
         out.append("\n".join(lines))
     return "\n\n".join(out)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from studies._ag_gemm import autoconfig, methods, spans
+from studies._ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
 from workbench import harness, launcher
 from workbench.events import Emitter
 from workbench.study import VariantResult, expand
@@ -123,6 +124,8 @@ class Worker:
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
                 print(traceback.format_exc(), file=sys.stderr, flush=True)
                 self.emit.record(VariantResult(variant, params, [], False, f"error: {type(exc).__name__}: {exc}"[:500]))
+        if shard == "rows":
+            contestants += self.experiment_contestants(inp, ref, base, contestants)
         self.progress(f"{shard} {dtype} M={m}: timing {len(contestants)} providers interleaved")
         timings = self.time_interleaved([c[2] for c in contestants], cfg["repeat"])
         for (variant, params, fn, out, extra, msg), t in zip(contestants, timings):
@@ -131,17 +134,71 @@ class Worker:
                 # Checked again after the timed calls: a flag/epoch race shows under back-to-back calls.
                 ok, msg2 = self.checked(fn, out, ref, dtype, extra)
                 msg = msg if ok else f"after timing: {msg2}"
+            trials = extra.get("trials", {})  # the barrier experiment's checked launches, kept either way
             self.emit.record(VariantResult(variant, params, t.samples_ns if ok else [], ok, msg,
-                                           {"rank_median_ns": t.rank_medians_ns(), "rank_samples_ns": t.rank_samples_ns,
-                                            "loops": t.loops} if ok else {}))
+                                           ({"rank_median_ns": t.rank_medians_ns(), "rank_samples_ns": t.rank_samples_ns,
+                                             "loops": t.loops} if ok else {}) | trials))
         if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
             for variant, params, fn, out, _, _ in contestants:
-                if out is not None and params["provider"] != "auto":
+                if out is not None and params["provider"] != "auto" and "experiment" not in params:
                     self.save_profile(params["provider"], fn, base)
         self.steps.tick(f"{shard} {dtype} M={m} done")
         del contestants
         if self.cuda:
             torch.cuda.empty_cache()
+
+    def experiment_contestants(self, inp, ref, base: dict, contestants: list) -> list:
+        """The seed review's experiments on the fused kernel (``experiments``, rows only): with
+        ``barrier``, ``trials`` checked launches of the kernel with and without the barrier
+        before its flag release, each from a NaN-filled staging buffer and output (a GEMM row
+        that read a block before all of its stores landed fails), and the kernel without the
+        barrier timed beside the others; with ``layout``, tile-contiguous staging timed beside.
+        Returns the experiment variants that passed their first check (failed ones are
+        recorded here; their time never counts)."""
+        exps = [e for e in self.cfg.get("experiments", []) if e in EXPERIMENT_ENTRIES]
+        default = next((c for c in contestants if c[1]["provider"] == "hbm-buffer"), None)
+        if not exps or default is None:
+            return []
+        trials = int(self.cfg.get("trials", 0))
+        tag = f"{base['dtype']} M={base['M']}"
+        if "barrier" in exps and trials:
+            self.progress(f"{tag}: {trials} checked launches of hbm-buffer")
+            default[4]["trials"] = self.flag_trials(default[2], default[3], ref, base["dtype"], default[4]["hbm"], trials)
+        out = []
+        for exp in exps:
+            name = "hbm-buffer" + SUFFIX[exp]
+            knobs = dict(self.cfg["hbm"]) | dict(EXPERIMENT_ENTRIES[exp])
+            variant = variant_name(name, "rows", base["dtype"], base["M"])
+            params = {**base, "provider": name, "experiment": exp, **knobs}
+            self.progress(f"{tag}: checking {name}")
+            try:
+                fn, res, extra = methods.build("hbm-buffer", inp, knobs)
+                ok, msg = self.checked(fn, res, ref, base["dtype"], extra)
+                if exp == "barrier" and trials:
+                    self.progress(f"{tag}: {trials} checked launches of {name}")
+                    extra["trials"] = self.flag_trials(fn, res, ref, base["dtype"], extra["hbm"], trials)
+            except Exception as exc:  # recorded as a failed variant; the sweep goes on
+                print(traceback.format_exc(), file=sys.stderr, flush=True)
+                ok, msg, extra = False, f"error: {type(exc).__name__}: {exc}"[:500], {}
+            if ok:
+                out.append((variant, params, fn, res, extra, msg))
+            else:
+                self.emit.record(VariantResult(variant, params, [], False, msg, extra.get("trials", {})))
+        return out
+
+    def flag_trials(self, fn, out, ref, dtype: str, hb, trials: int) -> dict[str, Any]:
+        """``trials`` launches, each after the staging buffer and the output were filled with
+        NaN on every rank, each checked (the verdict collective): how often the flag protocol
+        let a GEMM row read a block before it was complete."""
+        failures, first = 0, ""
+        for _ in range(trials):
+            hb.stage.fill_(float("nan"))
+            out.fill_(float("nan"))
+            ok, msg = self.checked(fn, out, ref, dtype, {"hbm": hb})
+            if not ok:
+                failures += 1
+                first = first or msg
+        return {"trials": trials, "failures": failures, "first_failure": first[:300]}
 
     def providers(self, shard: str) -> list[str]:
         """The configured providers that take this formulation (the fused ones gather rows)."""

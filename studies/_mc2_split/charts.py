@@ -166,9 +166,14 @@ def timeline_chart(spans: pd.DataFrame, alignment: pd.DataFrame, overlap: pd.Dat
     than its timed median) is drawn up to the others' length, and the subtitle says so."""
     from workbench.traces import charts as tcharts
 
-    how = "; ".join(dict.fromkeys(alignment["alignment"])) if len(alignment) else ""
     ranks = spans["rank"].nunique()
-    note = f"{ranks} ranks aligned by {how}" if ranks > 1 else "rank 0 only"
+    note = f"{ranks} ranks aligned" if ranks > 1 else "rank 0 only"
+    if ranks > 1 and len(alignment):
+        # one short clause per method (the full wording is in the trace_alignment table)
+        calls = alignment.drop_duplicates("trace")["alignment"].astype(str)
+        how = calls.map(lambda a: "by the end of " + a.removeprefix("end of ") if a.startswith("end of")
+                        else "by wall clock" if a.startswith("wall-clock") else a[:60])
+        note += " (" + ", ".join(f"{n} call(s) {h}" for h, n in how.value_counts().items()) + ")"
     end = None
     shown = set(spans["track"].astype(str).str.split(" · ").str[0])
     stalled = overlap[overlap["stalled"].astype(bool) & overlap["trace"].isin(shown)] if "stalled" in overlap else []

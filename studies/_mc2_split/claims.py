@@ -13,6 +13,7 @@ from workbench.claims import Claim, ClaimResult, bound, not_testable
 from workbench.derived import fmt_derived, item
 
 from . import seed
+from .plan import short_chunks
 
 MACHINE = seed.MACHINE
 SEED = "seed 002"
@@ -47,11 +48,11 @@ def split_rule(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
     rules = tbls["seed_rule"].set_index("rule")
     example, text = rules.loc["example"], rules.loc["text"]
     plan = _plan(tbls)
-    here = (f"this run's fits ({plan.get('rule')} rule): [{plan['chunks'].strip('[]')}]" if plan.get("plan_ok") else
+    here = (f"this run's fits ({plan.get('rule')} rule): [{short_chunks(plan['chunks'])}]" if plan.get("plan_ok") else
             f"this run's fits: no split ({plan.get('reason') or 'no plan'})") if plan else "no plan in this run"
     live = f"seed's fits: [{example['chunks']}] with m0 = max(a, b, c) = {example['m0']}; {here}"
-    why = (f"the seed's text says m0 = min(a, b, c) = {text['m0']}, which gives [{text['chunks']}]; its example "
-           "uses the maximum")
+    why = (f"the seed's text says m0 = min(a, b, c) = {text['m0']}, which gives [{short_chunks(text['chunks'])}]; "
+           "its example uses the maximum")
     status = "holds" if example["chunks"] == ",".join(map(str, seed.CHUNKS)) else "contradicted"
     return ClaimResult(status, live, why)
 

@@ -284,3 +284,19 @@ def uniform_chunks(m: int, count: int, align: int = 128) -> list[int] | None:
     sizes = [(tiles // count + (1 if i < tiles % count else 0)) * align for i in range(count)]
     sizes[-1] -= tiles * align - m
     return sizes
+
+
+def short_chunks(chunks: str) -> str:
+    """A chunk list as people write it, runs of one size folded: "256,256,256,512" ->
+    "256 x 3, 512" (a 30-chunk split otherwise fills a page's table cell); anything that is
+    not a comma-separated list of integers comes back unchanged."""
+    parts = [p.strip() for p in str(chunks).strip("[]").split(",")]
+    if not all(p.isdigit() for p in parts):
+        return str(chunks)
+    runs: list[list] = []
+    for p in parts:
+        if runs and runs[-1][0] == p:
+            runs[-1][1] += 1
+        else:
+            runs.append([p, 1])
+    return ", ".join(p if n == 1 else f"{p} x {n}" for p, n in runs)

@@ -14,6 +14,7 @@ from workbench.untrusted import escape as esc
 
 from . import seed
 from .analysis import is_inflation
+from .plan import short_chunks
 
 
 def _row(tbls: dict[str, pd.DataFrame], name: str) -> dict:
@@ -103,7 +104,8 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
                  f"{100 * row['err_fit']:+.1f}% [{100 * row['err_fit_lo']:+.1f}, {100 * row['err_fit_hi']:+.1f}])")
     seed_split = "overlap/default/heuristic"
     if seed_split in live.index and seed_split != head:
-        text += (f". The seed's split [{esc(live.loc[seed_split, 'chunks'])}] with {esc(backend)} as shipped: "
+        chunks = short_chunks(live.loc[seed_split, "chunks"])
+        text += (f". The seed's split [{esc(chunks)}] with {esc(backend)} as shipped: "
                  f"{live.loc[seed_split, 'measured_us']:,.1f} us"
                  + _gain_text(_derived(tbls, f"gain of {seed_split} over serial {plan.get('backend')}"), backend))
     return text + "." + _failed(tbls)

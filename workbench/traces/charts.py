@@ -248,8 +248,8 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     """The timeline chart of a span table (see the module docstring). Used by the Traces
     page and by studies' pages for their attached traces (``charts.timeline(spans,
     title=...)``, shown with ``st.altair_chart(..., width="stretch")``); ``width`` is
-    ``"container"`` (the page's width) or pixels (for static images); ``note`` opens the
-    subtitle."""
+    ``"container"`` (the page's width) or pixels (for static images); ``note`` is the
+    subtitle's first line."""
     import altair as alt
 
     alt.data_transformers.disable_max_rows()  # the data is bounded by max_marks already
@@ -318,7 +318,9 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     # "fit" squeezes a short chart's lanes to nothing to fit title, axis and legend in its height)
     return alt.layer(*layers).add_params(*params).properties(
         width=width, height=max(n_rows * row_px, 60), autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
-        title=alt.TitleParams(title or "timeline", subtitle=(note + "; " if note else "") + _note(info),
+        # the caller's note on a line of its own: one subtitle line wider than the chart would
+        # squeeze the plot area to nothing under fit-x (mc2-split's per-rank alignment notes did)
+        title=alt.TitleParams(title or "timeline", subtitle=[note, _note(info)] if note else _note(info),
                               anchor="start"))
 
 
