@@ -55,7 +55,7 @@ def lint_markdown(text: str, base_dir: Path | None = None) -> list[str]:
         problems.append("a code fence is not closed")
     depth = 0
     # inside a fenced block GitHub shows tags as text: only the prose outside the fences counts
-    for m in re.finditer(r"</?details>", outside_fences(text)):
+    for m in re.finditer(r"</?details>", re.sub(r"`[^`\n]*`", "", outside_fences(text))):  # nor in a code span
         depth += 1 if m.group() == "<details>" else -1
         if depth < 0:
             problems.append("</details> without <details>")
