@@ -63,13 +63,15 @@ class Header:
         return f"{t[:10]} {t[11:16]} UTC" if len(t) >= 16 else (t or "time unknown")
 
     def title(self) -> str:
-        """One line that tells this run apart from its study's others (plain text)."""
+        """One line that tells this run apart from its study's others (plain text), unique: it
+        ends with the run id's own suffix, as two runs may share label, machine and minute
+        (and a picker that shows titles must not merge them)."""
         parts = [self.label or "defaults", self.origin, self.machine, self.when()]
         if self.status != "complete":
             parts.append(self.status)
         if self.tags:
             parts.append("#" + " #".join(self.tags))
-        return " · ".join(parts)
+        return " · ".join(parts + [self.run_id.rsplit("-", 1)[-1]])
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
