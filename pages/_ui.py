@@ -23,6 +23,7 @@ import re
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -520,8 +521,13 @@ def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     # ?run=ID in the URL (a link to one run) counts until the page shows another
     wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run") or default_run(headers).run_id
     gen = st.session_state.get(f"{study.ID}:gen", 0)
+    # Titles must differ: the select box keeps its choice by the shown text, so two runs with one
+    # title (same parameters, machine and minute) flipped to the first on the next rerun.
+    titles = {i: by_id[i].title() for i in ids}
+    seen = Counter(titles.values())
+    titles = {i: t if seen[t] == 1 else f"{t} · {i.rsplit('-', 1)[-1]}" for i, t in titles.items()}
     choice = st.selectbox(f"Run ({len(ids)})", ids, index=ids.index(wanted) if wanted in ids else 0,
-                          format_func=lambda i: by_id[i].title(), key=f"{study.ID}:pick:{gen}")
+                          format_func=titles.__getitem__, key=f"{study.ID}:pick:{gen}")
     return by_id[choice]
 
 

@@ -233,3 +233,17 @@ def test_committed_run_charts_draw_at_a_readable_size(committed):
     ov = a.tables["trace_overlap"].set_index("trace")
     assert ov.loc["best triton-persistent+c16", "stalled"] and not ov.loc["best default", "stalled"]
     assert "1 call(s) stalled under the profiler (up to 15.2 s)" in str(charts["measured_timeline"].to_dict())
+
+
+def test_runs_of_one_minute_and_parameters_keep_apart_in_the_run_picker(monkeypatch, tmp_path):
+    # 90f8bb and 55c30a: same parameters, machine and minute; the picker flipped from one to the
+    # other on the next rerun while both had one title
+    from pagetest import study_app
+
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "wb.sqlite"))
+    at = study_app("mc2-split", timeout=120)
+    at.query_params["run"] = "20261124-071742-mc2-split-55c30a"
+    at.run()
+    picker = next(sb for sb in at.selectbox if sb.label.startswith("Run ("))
+    assert len(set(picker.options)) == len(picker.options)
+    assert picker.value == "20261124-071742-mc2-split-55c30a" and picker.format_func(picker.value).endswith("55c30a")

@@ -33,7 +33,7 @@ SWEEPS = {
     "cpu-reduction": ["--preset", "smoke", "--set", "providers=torch,numpy,iree-task", "--set", "experiments=grid",
                       "--set", "split=even", "--set", "repeat=1000", "--set", "chunks=1,2,3,4,5,6,7,8",
                       "--set", "workers=1,2"],
-    "launch-cache": ["--preset", "smoke", "--set", "repeat=50", "--set", "launches=8000"],
+    "launch-cache": ["--preset", "smoke", "--set", "repeat=50", "--set", "launches=24000"],
     "mc2-split": ["--preset", "smoke", "--set", "reps=500", "--set", "uniform=2,3,4"],
     "opencl-events": ["--preset", "smoke", "--set", "measurements=60", "--set", "reps=2048",
                       "--set", "sizes=4096,8192,16384,32768,65536,131072,262144,1048576"],

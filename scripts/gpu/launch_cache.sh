@@ -13,6 +13,7 @@
 #             takes 3-4 minutes, more than the device time this had; its per-launch rate comes from
 #             the 16,384-launch run of STAGE=1 (same kernels and threads), and the README says so
 #   (unset)   both
+# ONLY=REGEX keeps the runs whose name matches (grep -E), e.g. to re-measure some of them.
 set -uo pipefail
 source "$(dirname "$0")/common.sh" launch-cache
 STAGE="${STAGE:-all}"
@@ -23,6 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 
 run() {  # run NAME ARGS...: one study run, exported as NAME.bundle.json; a failure is reported, not fatal
   local name="$1"; shift
+  [ -n "${ONLY:-}" ] && ! grep -qE -- "$ONLY" <<<"$name" && return 0
   echo "== launch-cache $name: $*"
   local t0=$SECONDS
   if timeout -s INT -k 10 "$RUN_CAP_S" "$PY" -m workbench run launch-cache "$@" --json > "/tmp/lc-$name.json" \

@@ -36,7 +36,10 @@ def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes
 
     Raises OutOfMemory when a launch could not get its memory under a policy with no way out
     (the program's exit status 6), RuntimeError for any other failure."""
-    with tempfile.TemporaryDirectory(prefix="launch_cache_") as tmp:
+    # On Ctrl-C the program is killed but not waited for (subprocess.run re-raises at once), so
+    # it may still be writing its samples while the folder is removed: that must not turn the
+    # interrupt into an OSError.
+    with tempfile.TemporaryDirectory(prefix="launch_cache_", ignore_cleanup_errors=True) as tmp:
         out = Path(tmp) / "samples.bin"
         args = [str(exe), f"policy={policy}", f"threads={threads}", f"launches={launches}",
                 f"scratch={scratch_bytes}", f"k={k}", f"pages={pages}", f"passes={passes}", f"malloc={malloc}",
