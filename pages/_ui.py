@@ -23,7 +23,6 @@ import re
 import tempfile
 import time
 import zipfile
-from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -35,7 +34,7 @@ from workbench import claims as wbclaims
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
-from workbench.catalog import Catalog, Header, default_run
+from workbench.catalog import Catalog, Header, default_run, titles
 from workbench.env import REPO_ROOT, summary_line
 from workbench.store import RunRecord, Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
@@ -521,13 +520,8 @@ def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     # ?run=ID in the URL (a link to one run) counts until the page shows another
     wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run") or default_run(headers).run_id
     gen = st.session_state.get(f"{study.ID}:gen", 0)
-    # Titles must differ: the select box keeps its choice by the shown text, so two runs with one
-    # title (same parameters, machine and minute) flipped to the first on the next rerun.
-    titles = {i: by_id[i].title() for i in ids}
-    seen = Counter(titles.values())
-    titles = {i: t if seen[t] == 1 else f"{t} · {i.rsplit('-', 1)[-1]}" for i, t in titles.items()}
     choice = st.selectbox(f"Run ({len(ids)})", ids, index=ids.index(wanted) if wanted in ids else 0,
-                          format_func=titles.__getitem__, key=f"{study.ID}:pick:{gen}")
+                          format_func=titles(headers).__getitem__, key=f"{study.ID}:pick:{gen}")
     return by_id[choice]
 
 

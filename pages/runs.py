@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages._ui import catalog, downloads, get_store, manage_run, run_key, show_table
 from workbench import compare
+from workbench.catalog import titles
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
 from workbench.study import registry
@@ -74,7 +75,8 @@ ids = list(view["run_id"])
 
 with tab_runs:
     st.subheader("One run: verdict, tags and note, report")
-    one = st.selectbox("Run", ids, format_func=lambda i: f"{by_id[i].study}: {by_id[i].title()}", key="runs:one")
+    one = st.selectbox("Run", ids, format_func=titles([by_id[i] for i in ids], prefix_study=True).__getitem__,
+                       key="runs:one")
     if one:
         rec = load(one)
         try:

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from workbench.catalog import Catalog, label_params, origin_kind, param_label
+from workbench.catalog import Catalog, label_params, origin_kind, param_label, titles
 from workbench.cli import main
 from workbench.store import RunRecord, Store, StoreError, committed_runs, to_bundle
 from workbench.study import VariantResult, get, registry
@@ -33,6 +33,18 @@ def test_labels_show_the_parameters_that_differ_then_origin_machine_and_time(sto
     newest = hs[0]
     assert newest.origin == "imported" and newest.machine == "4x NVIDIA H200" and newest.when() == "2026-01-01 00:00 UTC"
     assert newest.title() == "repeat=50 · imported · 4x NVIDIA H200 · 2026-01-01 00:00 UTC"
+
+
+def test_runs_alike_in_label_machine_and_minute_have_distinct_titles(store):
+    """A picker that shows titles merges equal ones (Streamlit's selectbox did: the page then
+    showed another run than the one picked)."""
+    for run_id in ("20260101-000000-calibration-aaaaaa", "20260101-000010-calibration-bbbbbb"):
+        store.save(_rec(run_id, repeat=5, created="2026-01-01T00:00:" + run_id[13:15] + "Z"))
+    hs = Catalog(store, committed=lambda sid: ([], [])).headers(study="calibration")
+    assert hs[0].title() == hs[1].title()
+    shown = titles(hs)
+    assert shown == {"20260101-000010-calibration-bbbbbb": hs[0].title() + " · bbbbbb",
+                     "20260101-000000-calibration-aaaaaa": hs[0].title() + " · aaaaaa"}
     study = get("calibration")
     assert label_params(study, [{"repeat": 1, "threads": 1}, {"repeat": 1, "threads": 2}]) == ["threads"]
     assert param_label({"comms": ["a", "b", "c", "d", "e"], "w": 2}, ["comms", "w"]) == "comms=a,b,...(+3) w=2"

@@ -364,6 +364,7 @@ def test_the_issue_report_preview_renders_its_tables_and_mermaid_charts(app, bro
         page.settle()
         p.get_by_role("button", name="Prepare report").click()
         page.settle(120_000)
+        assert p.get_by_text(run_id).first.is_visible(), "preparing the report switched the page to another run"
         p.get_by_text("Preview (as the issue renders it)").click()
         page.settle()
         preview = p.locator("[role=tabpanel]:visible")  # the Share tab, with the preview below the buttons

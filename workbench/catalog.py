@@ -16,6 +16,7 @@ the study declares them.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -63,7 +64,8 @@ class Header:
         return f"{t[:10]} {t[11:16]} UTC" if len(t) >= 16 else (t or "time unknown")
 
     def title(self) -> str:
-        """One line that tells this run apart from its study's others (plain text)."""
+        """One line that tells this run apart from its study's others (plain text); two runs
+        may still share it (same parameters, machine and minute): :func:`titles`."""
         parts = [self.label or "defaults", self.origin, self.machine, self.when()]
         if self.status != "complete":
             parts.append(self.status)
@@ -83,6 +85,16 @@ def _value_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def titles(headers: list[Header], prefix_study: bool = False) -> dict[str, str]:
+    """Run id -> a title no other of ``headers`` has: :meth:`Header.title` (after the study's
+    id with ``prefix_study``), and the run id's suffix where two titles are the same. A select
+    box keeps its choice by the text it shows, so two runs with one title flipped to the first
+    on the next rerun."""
+    out = {h.run_id: (f"{h.study}: " if prefix_study else "") + h.title() for h in headers}
+    seen = Counter(out.values())
+    return {i: t if seen[t] == 1 else f"{t} · {i.rsplit('-', 1)[-1]}" for i, t in out.items()}
 
 
 def label_params(study: ModuleType | None, params: list[dict[str, Any]]) -> list[str]:
