@@ -4,6 +4,7 @@ a reason where it cannot."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ from workbench.store import committed_runs
 NT = "not testable here"
 
 
+@lru_cache(maxsize=None)
 def analyses(study_id: str) -> dict[str, Analysis]:
-    """Each committed bundle of the study, analysed once, by file name."""
+    """Each committed bundle of the study, analysed once per test session, by file name."""
     recs = {Path(r.origin).name: r for r in committed_runs(study_id)}
     if not recs:
         pytest.skip(f"no committed {study_id} bundles")

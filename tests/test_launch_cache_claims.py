@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import pytest
 
@@ -38,18 +37,13 @@ EXPECTED = {
 }
 
 
-@lru_cache(maxsize=None)
-def _committed():
-    return analyses(study.ID)
-
-
 def test_every_committed_bundle_has_its_expected_statuses():
-    assert set(_committed()) == set(EXPECTED), "a bundle was added or removed: give it its expected statuses"
+    assert set(analyses(study.ID)) == set(EXPECTED), "a bundle was added or removed: give it its expected statuses"
 
 
 @pytest.mark.parametrize("bundle", sorted(EXPECTED))
 def test_claims_on_each_committed_bundle_have_the_statuses_its_data_supports(bundle):
-    for r in check_statuses(_committed()[bundle], EXPECTED[bundle]):
+    for r in check_statuses(analyses(study.ID)[bundle], EXPECTED[bundle]):
         if r["status"] in (HOLDS, NO):
             assert "5 phases" in r["live"], r  # a CI, from enough phases
         elif r["status"] == INC:
@@ -59,7 +53,7 @@ def test_claims_on_each_committed_bundle_have_the_statuses_its_data_supports(bun
 def test_three_phases_are_never_a_finding_even_when_every_phase_agrees():
     """The CPU run with tiny kernels: locked_cache's real time is ~0.05x per_call's in each of its 3
     phases, but 3 phases give no 95% CI: the claim shows the figure and says why it is open."""
-    c = _committed()["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"].claims.set_index("id")
+    c = analyses(study.ID)["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"].claims.set_index("id")
     row = c.loc["003-many-launches-cut-all-three"]
     assert "real 0.0526x" in row["live"] and "3 phases" in row["live"] and "at least 5" in row["why"]
 
@@ -68,7 +62,7 @@ def test_five_phases_turn_the_same_ratio_into_a_finding_with_its_ci():
     """The 16,384-launch GPU run re-measured with 5 phases: the ratio the 3-phase run could only
     show (0.127x) now has a CI that excludes 1, and the tiny-kernel pool-vs-lock ratio, whose
     phases disagree, stays open."""
-    c = _committed()["gpu-16384-launches-NVIDIA-H100-80GB-HBM3.bundle.json"].claims.set_index("id")
+    c = analyses(study.ID)["gpu-16384-launches-NVIDIA-H100-80GB-HBM3.bundle.json"].claims.set_index("id")
     assert "real 0.127x [0.115, 0.162]" in c.loc["003-many-launches-cut-all-three", "live"]
     assert "includes 1" in c.loc["003-pool-avoids-serialisation", "why"]
 
@@ -77,7 +71,7 @@ def test_five_phases_turn_the_same_ratio_into_a_finding_with_its_ci():
 
 @pytest.mark.parametrize("bundle", sorted(EXPECTED))
 def test_the_verdict_names_the_key_tables_fastest_and_prints_no_zero_ratio(bundle):
-    a = _committed()[bundle]
+    a = analyses(study.ID)[bundle]
     key, pol = a.tables[study.KEY_TABLE], a.tables["policies"].set_index("variant")
     mode = a.tables["_run"]["mode"].iloc[0]
     ok = key[key["check"] == "ok"]
@@ -90,14 +84,14 @@ def test_the_verdict_names_the_key_tables_fastest_and_prints_no_zero_ratio(bundl
 
 def test_the_issues_cpu_run_names_the_fastest_of_each_malloc_mode():
     """The old verdict named pool3/pinned fastest while the table said locked_cache/dynamic."""
-    a = _committed()["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"]
+    a = analyses(study.ID)["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"]
     assert "malloc=dynamic: lowest real time locked_cache/dynamic" in a.verdict
     assert "pool3" not in a.verdict.split("Median per-launch")[0]
     assert "0.00573x [0.00567, 0.00579] (1/174)" in a.verdict  # a small ratio with its digits
 
 
 def test_phase_ratios_are_paired_by_round_and_a_zero_sys_time_is_a_ratio_of_zero():
-    a = _committed()["gpu-256-launches-long-kernels-NVIDIA-H100-80GB-HBM3.bundle.json"]
+    a = analyses(study.ID)["gpu-256-launches-long-kernels-NVIDIA-H100-80GB-HBM3.bundle.json"]
     dv = a.tables["derived"]
     vs = dv[dv["quantity"] == "vs per_call"]
     assert vs["paired"].all() and (vs["n_a"] == 5).all()
@@ -117,7 +111,7 @@ def _layers(spec: dict) -> list[dict]:
 
 def test_charts_use_log_scales_where_values_span_decades_and_show_the_seed():
     pytest.importorskip("altair")
-    a = _committed()["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"]
+    a = analyses(study.ID)["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"]
     ch = charts_of(a)
     assert {study.KEY_CHART, "time", "tail", "memory", "faults", "segments"} <= set(ch)
     key = ch[study.KEY_CHART].to_dict()

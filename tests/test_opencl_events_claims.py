@@ -3,7 +3,6 @@ a CI spanning zero (issue #18's example), derived figures paired by round, the c
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -46,24 +45,19 @@ EXPECTED = {
 }
 
 
-@lru_cache(maxsize=None)
-def _committed():
-    return analyses(study.ID)
-
-
 def test_every_committed_bundle_has_its_expected_statuses():
-    assert set(_committed()) == set(EXPECTED), "a bundle was added or removed: give it its expected statuses"
+    assert set(analyses(study.ID)) == set(EXPECTED), "a bundle was added or removed: give it its expected statuses"
 
 
 @pytest.mark.parametrize("bundle", sorted(EXPECTED))
 def test_claims_on_each_committed_bundle_have_the_statuses_its_data_supports(bundle):
-    check_statuses(_committed()[bundle], EXPECTED[bundle])
+    check_statuses(analyses(study.ID)[bundle], EXPECTED[bundle])
 
 
 def test_a_mixed_outcome_over_worker_counts_says_where_each_held():
     """The H200 dependency run waited from a Python thread: waiting cost more than the callback
     with 7 workers (the GIL) and less with 28; the claim is inconclusive and says so."""
-    c = _committed()["dependency-native-NVIDIA_H200.bundle.json"].claims.set_index("id")
+    c = analyses(study.ID)["dependency-native-NVIDIA_H200.bundle.json"].claims.set_index("id")
     why = c.loc["001-waiting-costs-less", "why"]
     assert "7 workers: contradicted" in why and "28 workers: holds" in why
 
@@ -136,7 +130,7 @@ def _layers(spec: dict) -> list[dict]:
 
 def test_key_chart_has_ci_bars_a_log_like_scale_and_the_seeds_figures_labelled():
     pytest.importorskip("altair")
-    a = _committed()["dependency-native-NVIDIA_H100_80GB_HBM3.bundle.json"]
+    a = analyses(study.ID)["dependency-native-NVIDIA_H100_80GB_HBM3.bundle.json"]
     spec = charts_of(a)[study.KEY_CHART].to_dict()
     assert spec["facet"]["column"]["field"] == "workers" and spec["resolve"]["scale"]["y"] == "independent"
     layers = _layers(spec)
