@@ -59,7 +59,7 @@ from studies._ag_gemm import analysis, kernelbench, spans
 from studies._ag_gemm import claims as _claims
 from studies._ag_gemm import methods as _methods
 from studies._ag_gemm.charts import charts  # noqa: F401  (the study's charts hook)
-from workbench import derived
+from workbench import derived, procs
 from workbench.store import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 from workbench.untrusted import escape as esc
@@ -212,7 +212,7 @@ def gpu_probe() -> dict[str, Any]:
             "print(json.dumps({'count': n, 'names': [torch.cuda.get_device_name(i) for i in range(n)],"
             " 'peer': [[i == j or torch.cuda.can_device_access_peer(i, j) for j in range(n)] for i in range(n)]}))")
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        proc = procs.run([sys.executable, "-c", code], 120)
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
         return {"count": 0, "names": [], "peer": [], "error": str(exc)}
@@ -270,8 +270,8 @@ def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
     scenario = {"world_size": ws, "m": m, "n": params["n"], "k": params["k"], "dtype": "fp16",
                 "knobs": INTERPRET_KNOBS, "launches": 2}
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "studies._ag_gemm.emulate", json.dumps([scenario])], env=env,
-                          capture_output=True, text=True, timeout=params["timeout_s"], cwd=str(_repo_root()))
+    proc = procs.run([sys.executable, "-m", "studies._ag_gemm.emulate", json.dumps([scenario])], params["timeout_s"],
+                     env=env, cwd=str(_repo_root()))
     if proc.returncode:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return [{"world_size": ws, "M": m, "N": params["n"], "K": params["k"], "dtype": "fp16", "rank": "all",

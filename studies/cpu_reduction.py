@@ -232,6 +232,13 @@ def points(params) -> list:
     return plan.points(params, SWEEPS)
 
 
+def sweep_size(params) -> int:
+    """At most how many points :func:`points` gives (the sweep limit of ``workbench.study.validate``)."""
+    from studies._cpu_reduction import plan
+
+    return plan.count(params, SWEEPS)
+
+
 def programs_needed(params, pts=None) -> list[tuple[int, int, str | None]]:
     """(n, c, split) of every IREE program the run compiles: its points' and its profiles'."""
     from studies._cpu_reduction import plan

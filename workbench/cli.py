@@ -31,20 +31,18 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from .env import REPO_ROOT
-from . import events, outfile
+from . import events, interrupt, outfile
 from .outfile import OutputError
 from .catalog import Catalog
 from .tables import render
 from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable
-from .untrusted import plain, safe_stem
+from .untrusted import OutputStreamError, TerminalStream, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
@@ -57,9 +55,9 @@ def _err(msg: str) -> None:
 class _ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
         self.last = ""
 
     def __call__(self, fraction: float, message: str) -> None:
@@ -208,21 +206,37 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
 
     try:
         result = measure()
-    except (ParamError, StoreError, LockError) as exc:
+    except (ParamError, LockError) as exc:
         code, msg = EXIT_BAD_INPUT, str(exc)
     except StudyUnavailable as exc:
         code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
     except (KeyboardInterrupt, Cancelled) as exc:
-        code, msg = EXIT_INTERRUPTED, interrupted(exc)
-    except Exception as exc:  # the study failed: stored as failed with its error
-        code, msg = EXIT_FAILED, (f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; "
-                                  f"finished {kept} kept)")
+        code, msg = EXIT_INTERRUPTED, interrupted(exc) + _unfinished(exc, kept)
+    except StoreError as exc:  # the store cannot take the run (a full disk): before it started, or mid-way
+        code, msg = EXIT_BAD_INPUT, str(exc) + _unfinished(exc, kept)
+    except Exception as exc:  # the study failed: stored as failed with its error, once a run was stored
+        ids = " and ".join(getattr(exc, "run_ids", ()))
+        code, msg = EXIT_FAILED, f"study {study.ID} failed: {type(exc).__name__}: {exc} (" + (
+            "nothing was stored)" if not ids else
+            f"run {ids}: {_unfinished(exc, kept).lstrip('; ')})" if getattr(exc, "store_error", None) else
+            f"stored as failed run {ids}; finished {kept} kept)")
     else:
         close()
         return result, EXIT_OK
     close()
     _err(msg)
     return None, code
+
+
+def _unfinished(exc: BaseException, kept: str, sep: str = "; ") -> str:
+    """What became of runs whose end the store could not take (``store_error``, a full disk)."""
+    why = getattr(exc, "store_error", None)
+    ids = " and ".join(getattr(exc, "run_ids", ()))
+    if not why or not ids:
+        return ""
+    why = "" if isinstance(exc, StoreError) else f" ({why})"  # the same store, the same reason
+    return f"{sep}run {ids} keeps the {kept} stored before it, and reads as interrupted (its end could not be " \
+           f"stored{why})"
 
 
 def cmd_run(args) -> int:
@@ -282,9 +296,12 @@ def _interrupted_text(store: Store, run_id: str | None) -> str:
     if run_id is None:
         return "interrupted before the run started; nothing was stored"
     try:
-        kept = len(store.load(run_id, attachments=False).variants)
+        rec = store.load(run_id, attachments=False)
+        kept, status = len(rec.variants), rec.status
     except (StoreError, KeyError):
-        kept = None
+        kept, status = None, None
+    if status == "complete":  # the signal came after the run's last checkpoint
+        return f"interrupted as run {run_id} finished; it is stored complete"
     if kept == 0:
         return f"interrupted before any point finished; run {run_id} is stored without points"
     return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
@@ -634,36 +651,62 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
-    finished points as ``interrupted`` and its child processes are killed, instead of the
-    CLI dying with the run left ``running`` and its children timing on. SIGINT is set too:
-    a process started in the background inherits it ignored, and the app cancels with it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+#: arguments that are paths: a file name need not be UTF-8 (Linux names are bytes)
+_PATH_ARGUMENTS = ("store", "output", "files", "progress_file", "chrome")
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+def _undecodable(args: argparse.Namespace) -> str | None:
+    """The first argument (as its option reads) holding bytes that are not UTF-8, paths aside."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if name not in _PATH_ARGUMENTS and any(isinstance(v, str) and has_surrogates(v) for v in values):
+            return name.replace("_", "-")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit code. Standard output and error pass through
+    :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
+    terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
+    closing the pipe early: exit 0, quietly)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except OutputStreamError as exc:
+        # the buffered rest would fail again when Python flushes at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
+        if isinstance(exc.__cause__, BrokenPipeError):
+            return EXIT_OK
+        try:
+            print(f"error: cannot write the output: {exc.strerror or exc}", file=streams[1])
+        except OSError:
+            pass
+        return EXIT_BAD_INPUT
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_BAD_INPUT if exc.code else EXIT_OK
+    bad = _undecodable(args)
+    if bad:
+        _err(f"argument {bad}: not valid UTF-8 text (undecodable bytes); nothing was done")
+        return EXIT_BAD_INPUT
     try:
-        with _terminate_as_interrupt():
+        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+        # finished points as interrupted and its child processes are killed, instead of the
+        # CLI dying with the run left running. SIGINT is set too: a process started in the
+        # background inherits it ignored, and the app cancels with it. While a run measures,
+        # the signal is recorded and acted on at the run's next checkpoint (workbench.interrupt).
+        with interrupt.handled():
             return args.fn(args)
     except KeyboardInterrupt:
         _err("interrupted")

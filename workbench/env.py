@@ -211,11 +211,13 @@ def fingerprint(env: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def summary_line(env: dict[str, Any]) -> str:
-    """One line for tables and report headers."""
-    parts = [env.get("cpu_model", "unknown CPU"), f"{env.get('cpu_logical', '?')} logical CPUs"]
-    if env.get("gpu_names"):
-        names = env["gpu_names"]
+def summary_line(env: Any) -> str:
+    """One line for tables and report headers, whatever ``env`` holds (a run imported before
+    bundles were typed may hold anything there)."""
+    env = env if isinstance(env, dict) else {}
+    parts = [str(env.get("cpu_model", "unknown CPU")), f"{env.get('cpu_logical', '?')} logical CPUs"]
+    names = env.get("gpu_names")
+    if isinstance(names, list) and names:
         parts.append(f"{len(names)}x {names[0]}")
-    parts.append(env.get("os", ""))
+    parts.append(str(env.get("os", "")))
     return ", ".join(p for p in parts if p) + f" [{env.get('fingerprint', '?')}]"

@@ -24,6 +24,9 @@ A study is one module in ``studies/`` that defines:
 Optionally:
 
 - ``validate(params)`` for cross-parameter checks (raise :class:`ParamError`);
+- ``sweep_size(params) -> int``: how many points the run would measure, when that is not the
+  product of the study's list parameters (:func:`sweep_size`; a run over
+  :data:`MAX_SWEEP_POINTS` is refused);
 - ``verdict(tables) -> str``: one paragraph from the tables only, Markdown-safe (untrusted
   strings through :func:`workbench.untrusted.escape`); it states only ``clear`` derived
   results and names the same winner as the table beside it. Without it, the generic verdict
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable, Sequence
 
+from . import interrupt
 from .untrusted import check_attachment_name, check_variant_name
 
 
@@ -73,6 +77,11 @@ class Cancelled(RuntimeError):
 
 
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+#: most values one list parameter takes (``--set sizes=...``)
+MAX_LIST_VALUES = 1_000
+#: most points one run measures: a larger sweep is refused before anything starts (split it
+#: into several runs); the largest preset measures a few hundred
+MAX_SWEEP_POINTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,9 @@ class Param:
                 items = [raw]
             if not items:
                 raise ParamError(self.name, "needs at least one value")
+            if len(items) > MAX_LIST_VALUES:
+                raise ParamError(self.name, f"{len(items):,} values; a list parameter takes at most "
+                                            f"{MAX_LIST_VALUES:,}")
             return [self._one(x) for x in items]
         if isinstance(raw, (list, tuple)):
             raise ParamError(self.name, "takes a single value, not a list")
@@ -291,7 +303,9 @@ class RunContext:
     ``on_record`` is called for each variant as soon as it finishes, which is how the store
     keeps the points of an interrupted sweep; ``on_update`` when a recorded variant gained
     repeats (:meth:`update`). Variant and attachment names are checked here, so a study
-    cannot store a name that a bundle importer would refuse.
+    cannot store a name that a bundle importer would refuse. Every call is a checkpoint of
+    :mod:`workbench.interrupt` (after the point is stored): a recorded Ctrl-C stops the run
+    there.
     """
 
     def __init__(
@@ -313,6 +327,7 @@ class RunContext:
         self.step: tuple[int, int, str] | None = None
 
     def progress(self, fraction: float, message: str = "") -> None:
+        interrupt.check()
         if self.cancel_event.is_set():
             raise Cancelled("run cancelled")
         if self._progress:
@@ -331,6 +346,7 @@ class RunContext:
         self.variants.append(result)
         if self._on_record:
             self._on_record(result)
+        interrupt.check()
 
     def update(self, result: VariantResult) -> None:
         """Replace the variant of the same name recorded earlier in this run (a variant
@@ -346,6 +362,7 @@ class RunContext:
             self._on_update(result)
         elif self._on_record:
             self._on_record(result)
+        interrupt.check()
 
     def attach(self, name: str, kind: str, data: bytes) -> None:
         """Attach a file (trace, log) to the run; ``kind`` e.g. ``trace/chrome-json``; ``name``
@@ -354,6 +371,7 @@ class RunContext:
         self.attachments.append((name, kind, data))
         if self._on_attach:
             self._on_attach(name, kind, data)
+        interrupt.check()
 
 
 # --- registry -------------------------------------------------------------------------
@@ -411,12 +429,26 @@ def get(study_id: str) -> ModuleType:
 
 
 def validate(study: ModuleType, values: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
-    """Resolve and validate parameters, including the study's cross-parameter checks."""
+    """Resolve and validate parameters, including the study's cross-parameter checks and the
+    size of the sweep (:data:`MAX_SWEEP_POINTS`)."""
     params = study.SPACE.resolve(values, preset=preset)
     check = getattr(study, "validate", None)
     if check is not None:
         check(params)
+    points = sweep_size(study, params)
+    if points > MAX_SWEEP_POINTS:
+        raise ParamError("sweep", f"{points:,} points, more than the {MAX_SWEEP_POINTS:,} one run may measure; "
+                                  "split the sweep over several runs")
     return params
+
+
+def sweep_size(study: ModuleType, params: dict[str, Any]) -> int:
+    """How many points a run of ``study`` with ``params`` measures: the study's own
+    ``sweep_size``, else the product of the lengths of its list parameters."""
+    own = getattr(study, "sweep_size", None)
+    if own is not None:
+        return int(own(params))
+    return math.prod(len(params[p.name]) for p in study.SPACE.params if p.multi)
 
 
 def expand(params: dict[str, Any], names: Sequence[str]) -> list[dict[str, Any]]:

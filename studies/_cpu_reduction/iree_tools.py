@@ -249,11 +249,11 @@ def capture_tracy(out_dir: Path, traced: Callable[[dict], str], timeout_s: float
     # The capture's progress goes to a file: a pipe nobody reads fills up, blocks the capture
     # and loses most of the zones.
     with open(log_path, "w") as log_fh:
-        cap = subprocess.Popen(cap_cmd, stdout=log_fh, stderr=subprocess.STDOUT, **procs.popen_kwargs())
+        cap = subprocess.Popen(procs.bound(cap_cmd), stdout=log_fh, stderr=subprocess.STDOUT)
         try:
             cmd = traced(dict(os.environ, TRACY_NO_EXIT="1", IREE_PY_RUNTIME="tracy"))
             try:
-                cap.wait(timeout=timeout_s)
+                procs.wait(cap, timeout_s)
             except subprocess.TimeoutExpired:
                 raise ExternalCommandError(cap_cmd, -1, f"capture did not finish in {timeout_s:.0f} s") from None
         finally:

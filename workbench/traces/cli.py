@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ..tables import render
+from ..untrusted import OutputStreamError, plain
 from . import TraceError, load
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -79,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
             return _diff(args)
         return _summary(args)
     except (TraceError, _Bad) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {plain(exc)}", file=sys.stderr)
+    except OutputStreamError:  # through workbench.cli.main, which says it in one line
+        raise
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of the trace
         import os
 
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the contract: one line, never a traceback
         print(f"error: internal error while writing the output (a bug; please report it with the file): "
-              f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+              f"{type(exc).__name__}: {plain(exc)}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -169,7 +172,7 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     print(f"format: {doc['format']}   spans: {doc['span_count']:,}   instants: {doc['instant_count']:,}   "
           f"wall: {wall_ms:.3f} ms   clock: {doc['clock']}")
     print(f"dropped or adjusted events: {analysis.dropped_text(doc['dropped']) or 'none'}")
-    print("categories: " + ", ".join(f"{k}={v}" for k, v in doc["by_category"].items()))
+    print("categories: " + plain(", ".join(f"{k}={v}" for k, v in doc["by_category"].items())))  # names from the trace
     ts = analysis.track_summary(df)
     if ts.empty:
         print("\nNo spans (only instants): no lanes or per-name statistics to show.")
@@ -189,7 +192,7 @@ def _print_ranks(df) -> None:
 
     print("\nRanks:")
     print(render(ranks.rank_summary(df), "plain", max_rows=None))
-    print(ranks.slowest(df)["text"])
+    print(plain(ranks.slowest(df)["text"]))
     per_name = ranks.rank_name_stats(df, top=10)
     per_name["name"] = per_name["name"].str.slice(0, 50)
     print("\nPer name, median per rank (us), top 10 by total time:")
@@ -217,12 +220,14 @@ def _diff(args) -> int:
     for side, path, meta in (("a", args.files[1], meta_a), ("b", args.files[2], meta_b)):
         print(f"{side}: {path} ({meta['format']}; dropped or adjusted events: "
               f"{analysis.dropped_text(dropped[side]) or 'none'})")
-    print(diff.headline(table))
+    print(plain(diff.headline(table)))
     shown = diff.display(table).head(args.top)
     print(f"\nTop {len(shown)} names by |Δ total| (times in us; Δ = b - a):")
     print(render(shown, "plain", max_rows=None))
     return EXIT_OK
 
 
-if __name__ == "__main__":
-    sys.exit(trace_main(sys.argv[1:]))
+if __name__ == "__main__":  # the CLI's main: its terminal stream and output errors
+    from ..cli import main
+
+    sys.exit(main(["trace", *sys.argv[1:]]))
