@@ -50,4 +50,8 @@ try:
 except ImportError as exc:  # a broken study module must be loud, but not a raw traceback
     st.error(f"A study module failed to load: {exc}")
     st.stop()
+if nav.url_path != "traces":  # left the page that holds uploads: release them
+    from pages._ui import release_uploads
+
+    release_uploads()
 nav.run()

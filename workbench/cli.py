@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -260,7 +261,8 @@ def _run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
-        precision = _parse_precision(args.precision)
+        precision = _parse_precision(args.precision, args.precision_cap)
+        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
@@ -375,10 +377,12 @@ def cmd_tag(args) -> int:
     return EXIT_OK
 
 
-def _parse_precision(text: str | None) -> float | None:
-    """``2%`` or ``0.02`` -> 0.02; raises ParamError."""
+def _parse_precision(text: str | None, cap_s: float) -> float | None:
+    """``2%`` or ``0.02`` -> 0.02, after checking ``--precision-cap``; raises ParamError."""
     from .study import ParamError
 
+    if not (math.isfinite(cap_s) and cap_s > 0):
+        raise ParamError("precision-cap", f"{cap_s} is not a number of seconds > 0")
     if text is None:
         return None
     t = text.strip()
@@ -436,6 +440,7 @@ def _ab_interrupted_text(exc: BaseException) -> str:
 
 
 def cmd_ab(args) -> int:
+    from . import runner
     from .ab import execute_ab
     from .compare import compare_runs, history
     from .study import validate
@@ -449,7 +454,8 @@ def cmd_ab(args) -> int:
         values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
-        precision = _parse_precision(args.precision)
+        precision = _parse_precision(args.precision, args.precision_cap)
+        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()
     except (ParamError, StoreError) as exc:

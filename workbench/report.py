@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pandas as pd
 
 from . import claims as claimsmod
@@ -131,10 +132,11 @@ def samples_summary(rec: RunRecord) -> pd.DataFrame:
     """Per variant: count, min, median, max and spread of its raw samples (ns)."""
     rows = []
     for v in rec.variants:
-        s = pd.Series(v.samples_ns, dtype=float)
-        rows.append({"variant": v.variant, "check": "ok" if v.correct else "FAILED", "samples": len(s),
-                     "min": stats.fmt_ns(s.min()), "median": stats.fmt_ns(s.median()),
-                     "p90": stats.fmt_ns(s.quantile(0.9)) if len(s) else "n/a", "max": stats.fmt_ns(s.max())})
+        x = np.asarray(v.samples_ns, dtype=float)
+        lo, med, p90, hi = np.percentile(x, [0, 50, 90, 100]) if x.size else (np.nan,) * 4
+        rows.append({"variant": v.variant, "check": "ok" if v.correct else "FAILED", "samples": x.size,
+                     "min": stats.fmt_ns(lo), "median": stats.fmt_ns(med), "p90": stats.fmt_ns(p90) if x.size else "n/a",
+                     "max": stats.fmt_ns(hi)})
     return pd.DataFrame(rows, columns=["variant", "check", "samples", "min", "median", "p90", "max"])
 
 
@@ -431,8 +433,9 @@ def notebook(rec: RunRecord, bundle_name: str):
         *_analysis_cells(),
         nbformat.v4.new_code_cell(
             "from workbench.env import summary_line\n"
+            "from workbench.untrusted import plain\n"
             "print(summary_line(rec.env))\n"
-            "print(rec.reproduce)"),
+            "print(plain(rec.reproduce))"),
     ])
 
 

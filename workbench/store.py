@@ -44,7 +44,7 @@ from .env import REPO_ROOT
 from .procs import start_ticks
 from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, RECORD_FORMAT, RECORD_VERSION, SchemaError, check_bundle
 from .study import VariantResult
-from .untrusted import UntrustedError, check_run_id, safe_stem
+from .untrusted import UntrustedError, check_run_id, safe_stem, visible
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
 SCHEMA_VERSION = 2
@@ -768,12 +768,13 @@ def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") 
 
 
 def from_bundle(doc: Any, origin: str = "bundle") -> RunRecord:
-    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`)."""
+    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`), its
+    text's control and bidi characters shown as U+FFFD (:func:`workbench.untrusted.visible`)."""
     try:
         check_bundle(doc)
     except SchemaError as exc:
         raise StoreError(str(exc)) from None
-    rec = RunRecord.from_json(doc["run"])
+    rec = RunRecord.from_json(visible(doc["run"]))
     if rec.origin == "local":
         rec.origin = origin
     attachments = []

@@ -166,6 +166,20 @@ def plain(value: Any) -> str:
     return _CONTROL.sub("\ufffd", " ".join(str(value).split()))
 
 
+def visible(doc: Any) -> Any:
+    """``doc`` (parsed JSON from outside) with every string's control, bidirectional and other
+    invisible characters (those :func:`plain` replaces) shown as U+FFFD, newlines and tabs
+    kept, keys too: what a bundle brings in then shows as it reads wherever a page, a table
+    or a notebook displays it, escaped or not."""
+    if isinstance(doc, str):
+        return _CONTROL.sub("\ufffd", doc)
+    if isinstance(doc, list):
+        return [visible(x) for x in doc]
+    if isinstance(doc, dict):
+        return {visible(k): visible(v) for k, v in doc.items()}
+    return doc
+
+
 def _longest_run(text: str, ch: str) -> int:
     runs = re.findall(f"{re.escape(ch)}+", text)
     return max((len(r) for r in runs), default=0)
