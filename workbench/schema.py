@@ -234,7 +234,14 @@ def _shown(text: str) -> str:
     return ascii(text[:40] + ("..." if len(text) > 40 else ""))
 
 
-def _check(doc: Any, schema: dict[str, Any], what: str) -> None:
+def _check(doc: Any, schema: dict[str, Any], what: str, run: Any) -> None:
+    """``doc`` against ``schema``; ``run`` is its run record (the document itself, or its
+    ``run``), whose count of variants is checked first (before any is looked at)."""
+    variants = run.get("variants") if isinstance(run, dict) else None
+    if isinstance(variants, list) and len(variants) > MAX_VARIANTS:
+        where = "variants" if run is doc else "run.variants"
+        raise SchemaError(f"{what} field {where}: {len(variants):,} variants, more than the {MAX_VARIANTS:,} a run "
+                          "may have")
     problem = scan(doc)
     if problem:
         where, why = problem
@@ -247,7 +254,7 @@ def _check(doc: Any, schema: dict[str, Any], what: str) -> None:
 
 def check_record(doc: Any) -> None:
     """Raise :class:`SchemaError` unless ``doc`` is a valid run record."""
-    _check(doc, RECORD_SCHEMA, "run record")
+    _check(doc, RECORD_SCHEMA, "run record", doc)
 
 
 def check_bundle(doc: Any) -> None:
@@ -258,7 +265,7 @@ def check_bundle(doc: Any) -> None:
     if isinstance(version, int) and not isinstance(version, bool) and version > BUNDLE_VERSION:
         raise SchemaError(f"bundle version {version} is newer than this workbench's {BUNDLE_VERSION}; "
                           "update the workbench")
-    _check(doc, BUNDLE_SCHEMA, "bundle")
+    _check(doc, BUNDLE_SCHEMA, "bundle", doc.get("run"))
     seen: set[str] = set()
     for i, a in enumerate(doc.get("attachments", [])):
         if a["name"] in seen:
