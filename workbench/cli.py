@@ -214,7 +214,9 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     except (KeyboardInterrupt, Cancelled) as exc:
         code, msg = EXIT_INTERRUPTED, interrupted(exc) + _unfinished(exc, kept)
     except StoreError as exc:  # the store cannot take the run (a full disk): before it started, or mid-way
-        code, msg = EXIT_BAD_INPUT, str(exc) + _unfinished(exc, kept)
+        ids = " and ".join(getattr(exc, "run_ids", ()))
+        code, msg = EXIT_BAD_INPUT, str(exc) + (_unfinished(exc, kept) or (
+            f"; stored as failed run {ids} with the {kept} finished before" if ids else ""))
     except Exception as exc:  # the study failed: stored as failed with its error, once a run was stored
         ids = " and ".join(getattr(exc, "run_ids", ()))
         code, msg = EXIT_FAILED, f"study {study.ID} failed: {type(exc).__name__}: {exc} (" + (
