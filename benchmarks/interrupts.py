@@ -60,7 +60,7 @@ SWEEPS = {
                       "--set", "sizes=4096,8192,16384,32768,65536,131072,262144,1048576"],
 }
 #: seconds after a run took the machine lock within which its signal lands
-WINDOW_S = {"calibration": 2.0, "cpu-reduction": 4.0, "launch-cache": 3.0, "mc2-split": 6.0, "opencl-events": 3.0}
+WINDOW_S = {"calibration": 1.5, "cpu-reduction": 3.0, "launch-cache": 2.0, "mc2-split": 5.0, "opencl-events": 2.0}
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 MARK_VAR = "WB_STRESS_MARK"
 LEFTOVER_S = 10.0
@@ -143,6 +143,12 @@ def _start_exec(t: Try) -> None:
     t.pid = t.proc.pid
 
 
+def _holds_lock(t: Try) -> bool:
+    """Whether the try's run has taken the machine lock: its first progress line is there
+    (a runtime may print warnings on stderr before it)."""
+    return b"measuring the harness floor" in (t.folder / "stderr.txt").read_bytes()
+
+
 def _runs(store: Path) -> tuple[str, list[tuple[str, int]]]:
     """(integrity_check, [(status, points)]) of a try's store; ('ok', []) when none was made."""
     if not store.exists():
@@ -217,7 +223,7 @@ def stress(tries: int, studies: list[str], mode: str = "fork", parallel: int = 4
             now = time.monotonic()
             for t in list(active):
                 pid, status = os.waitpid(t.pid, os.WNOHANG)
-                if t.locked is None and (t.early or (t.folder / "stderr.txt").stat().st_size):
+                if t.locked is None and (t.early or _holds_lock(t)):
                     t.locked = t.started if t.early else now
                 if pid:
                     t.status, t.ended = status, now
