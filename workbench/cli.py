@@ -212,17 +212,16 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     except StudyUnavailable as exc:
         code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
     except (KeyboardInterrupt, Cancelled) as exc:
-        code, msg = EXIT_INTERRUPTED, interrupted(exc) + _unfinished(exc, kept)
+        code, msg = EXIT_INTERRUPTED, "; ".join(filter(None, [interrupted(exc), _unfinished(exc, kept)]))
     except StoreError as exc:  # the store cannot take the run (a full disk): before it started, or mid-way
         ids = " and ".join(getattr(exc, "run_ids", ()))
-        code, msg = EXIT_BAD_INPUT, str(exc) + (_unfinished(exc, kept) or (
-            f"; stored as failed run {ids} with the {kept} finished before" if ids else ""))
+        code, msg = EXIT_BAD_INPUT, "; ".join(filter(None, [str(exc), _unfinished(exc, kept) or (
+            f"stored as failed run {ids} with the {kept} finished before" if ids else "")]))
     except Exception as exc:  # the study failed: stored as failed with its error, once a run was stored
         ids = " and ".join(getattr(exc, "run_ids", ()))
         code, msg = EXIT_FAILED, f"study {study.ID} failed: {type(exc).__name__}: {exc} (" + (
-            "nothing was stored)" if not ids else
-            f"run {ids}: {_unfinished(exc, kept).lstrip('; ')})" if getattr(exc, "store_error", None) else
-            f"stored as failed run {ids}; finished {kept} kept)")
+            _unfinished(exc, kept) or (f"stored as failed run {ids}; finished {kept} kept" if ids else
+                                       "nothing was stored")) + ")"
     else:
         close()
         return result, EXIT_OK
@@ -231,15 +230,15 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     return None, code
 
 
-def _unfinished(exc: BaseException, kept: str, sep: str = "; ") -> str:
-    """What became of runs whose end the store could not take (``store_error``, a full disk)."""
+def _unfinished(exc: BaseException, kept: str) -> str:
+    """What became of runs whose end the store could not take (``store_error``, a full disk);
+    '' when it took it."""
     why = getattr(exc, "store_error", None)
     ids = " and ".join(getattr(exc, "run_ids", ()))
     if not why or not ids:
         return ""
     why = "" if isinstance(exc, StoreError) else f" ({why})"  # the same store, the same reason
-    return f"{sep}run {ids} keeps the {kept} stored before it, and reads as interrupted (its end could not be " \
-           f"stored{why})"
+    return f"run {ids} keeps the {kept} stored before it, and reads as interrupted (its end could not be stored{why})"
 
 
 def cmd_run(args) -> int:

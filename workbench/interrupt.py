@@ -61,11 +61,6 @@ def request(exc: BaseException) -> None:
             pass
 
 
-def pending() -> BaseException | None:
-    """The recorded stop, not yet raised, or None."""
-    return _pending
-
-
 def check() -> None:
     """A checkpoint: raise the recorded stop (``KeyboardInterrupt`` for a signal). It stays
     recorded until the measuring block ends, so a study that catches it (``except

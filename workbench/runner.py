@@ -119,8 +119,11 @@ def machine_lock(on_wait: Callable[[str], None] | None = None, study: str = "?",
         if writable:
             info = json.dumps({"pid": os.getpid(), "user": _user(), "study": study, "params": params or {},
                                "since": now_utc()}, default=str).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, info, 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, info, 0)
+            except OSError:  # a full disk: who holds the lock goes unsaid, the lock holds all the same
+                pass
         try:
             with procs.Children():
                 yield
