@@ -78,6 +78,18 @@ def stored_runs(store: Path) -> int:
         con.close()
 
 
+def stored_points(store: Path) -> int:
+    """Points in the store so far (0 while it is not made or busy): read-only, a short wait."""
+    try:
+        con = sqlite3.connect(f"{Path(store).as_uri()}?mode=ro", uri=True, timeout=0.2)
+        try:
+            return con.execute("SELECT COUNT(*) FROM variants").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
 def valid_doc(variants: int = 1) -> dict:
     """A bundle of a calibration run that imports cleanly."""
     run = {"format": "perf-workbench-run", "version": 1, "run_id": "20260101-000000-calibration-abc123",

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.safety.hostile import ROOT, stored_runs
+from tests.safety.hostile import ROOT, stored_points, stored_runs
 
 # Each scenario runs in a fresh interpreter: signals go to its main thread, not pytest's.
 _HEADER = f"import os, signal, sys, time\nsys.path.insert(0, {str(ROOT)!r})\nfrom workbench import interrupt, procs\n"
@@ -150,7 +150,7 @@ def _interrupted_session(tmp_path, sig: signal.Signals) -> tuple[int, str, list]
                             env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not _variants(store):
+        while time.monotonic() < deadline and not stored_points(store):
             time.sleep(0.1)
         assert proc.poll() is None, "the session ended before the signal"
         proc.send_signal(sig)
@@ -162,19 +162,6 @@ def _interrupted_session(tmp_path, sig: signal.Signals) -> tuple[int, str, list]
     from workbench.store import Store
 
     return proc.returncode, err, [r["status"] for r in Store(store).runs()]
-
-
-def _variants(store) -> int:
-    import sqlite3
-
-    try:
-        con = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, timeout=0.2)
-        try:
-            return con.execute("SELECT COUNT(*) FROM variants").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
