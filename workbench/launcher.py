@@ -161,12 +161,24 @@ def local_share(world_size: int, backend: str) -> tuple[int, str | None]:
     return local, None
 
 
-def init_rank(backend: str, timeout_s: float | None = None):
+def init_rank(backend: str, timeout_s: float | None = None, profiled: bool = False):
     """This rank's default process group under torchrun: ``nccl`` on the GPU of its local
-    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device."""
+    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device.
+
+    ``profiled``: the rank will run ``torch.profiler``. Its first start then comes here,
+    before the group exists: a profiler first started while a group exists keeps references
+    to the group (torch 2.13, held in C++), so ``destroy_process_group`` cannot free it and
+    its threads (gloo's loop and workers) run on into the interpreter's teardown, where
+    now and then they abort the rank ("terminate called without an active exception")
+    after every result is out. Started once before, later profiles leave the group alone."""
     import torch
     import torch.distributed as dist
 
+    if profiled:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]):
+            pass
     kw = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
     if backend == "nccl":
         os.environ.update(MULTICAST_OFF)  # read when NCCL and symmetric memory set up, below
