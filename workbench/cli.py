@@ -711,10 +711,13 @@ def _main(argv: list[str] | None) -> int:
         # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
         # finished points as interrupted and its child processes are killed, instead of the
         # CLI dying with the run left running. SIGINT is set too: a process started in the
-        # background inherits it ignored, and the app cancels with it. While a run measures,
-        # the signal is recorded and acted on at the run's next checkpoint (workbench.interrupt).
+        # background inherits it ignored, and the app cancels with it. The signal is recorded
+        # and acted on at the next checkpoint (workbench.interrupt); a second one at once.
         with interrupt.handled():
-            return args.fn(args)
+            interrupt.check()  # one that came while the CLI started
+            code = args.fn(args)
+            interrupt.check()  # one that came after the command's last checkpoint
+            return code
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED

@@ -4,22 +4,23 @@ Python runs a signal handler in the main thread at the next bytecode, wherever t
 a ctypes callback called from C (opencl-events), in an at-fork hook of ``subprocess``, in
 ``logging``'s lock release. An exception raised there is printed as "Exception ignored"
 and dropped, and the run timed on until a second signal (3 of 201 interrupts were lost so).
-So while a run measures (:func:`deferred`), the handler raises nothing: it records which
-signal came, sets :data:`requested` and writes a byte to a pipe that wakes any
-:func:`sleep`. The run itself raises ``KeyboardInterrupt`` at its checkpoints
-(:func:`check`): between samples (:mod:`workbench.harness`), when a study reports progress
-or a point (:class:`workbench.study.RunContext`), while it waits for a child process
+Outside a run it is the same: an import wrapped in a bare ``except:`` swallowed it while the
+CLI started (1 SIGTERM in 8 at 0.2 s). So the handler (:func:`on_signal`, set by
+:func:`handled` for the CLI's whole life) raises nothing: it records which signal came,
+sets :data:`requested` and writes a byte to a pipe that wakes any :func:`sleep`. The code
+raises ``KeyboardInterrupt`` itself at its checkpoints (:func:`check`): between samples
+(:mod:`workbench.harness`), when a study reports progress or a point
+(:class:`workbench.study.RunContext`), while it waits for a child process
 (:func:`workbench.procs.run`, :func:`workbench.procs.wait`), queues for the machine lock or
-follows torchrun. A signal that comes after the last checkpoint is raised when the
-measuring block ends, so an interrupted command still exits 130.
+follows torchrun, and where the CLI has imported itself and ends a command. A signal that
+comes after a run's last checkpoint is raised when the measuring block (:func:`deferred`)
+ends, so an interrupted command still exits 130.
 
-Outside :func:`deferred` the handler raises ``KeyboardInterrupt`` at once, as Python's own
-does: nothing there runs C callbacks, and a command that reads or writes files stops now. So
-does a second signal while the first one waits: the way out of a run stuck where no
-checkpoint comes (a study's own endless loop), at the old risk of a lost raise. The
-watchdog's alarm (:mod:`workbench.runner`) goes the same way with its own exception, and
-re-arms itself to raise at once if no checkpoint takes the recorded stop in time. Signals
-reach only the main thread; elsewhere :func:`deferred` changes nothing.
+A second signal while the first one waits raises at once: the way out of code where no
+checkpoint comes (a study's own endless loop, a long report), at the old risk of a lost
+raise. The watchdog's alarm (:mod:`workbench.runner`) goes the same way with its own
+exception, and re-arms itself to raise at once if no checkpoint takes the recorded stop in
+time. Signals reach only the main thread; elsewhere :func:`deferred` changes nothing.
 """
 
 from __future__ import annotations
@@ -89,10 +90,11 @@ def _drain() -> None:
 
 
 def on_signal(signum, frame) -> None:
-    """The handler of :data:`SIGNALS`: a recorded interrupt while measuring; raised now
-    outside that, or when a stop is recorded already (a second Ctrl-C)."""
+    """The handler of :data:`SIGNALS`: an interrupt recorded, for the next checkpoint; raised
+    now when one is recorded already (a second Ctrl-C)."""
+    _open_pipe()
     exc = KeyboardInterrupt(signal.Signals(signum).name)
-    if _deferring and _pending is None:
+    if _pending is None:
         request(exc)
     else:
         raise exc
@@ -115,12 +117,12 @@ def handled(signals=SIGNALS) -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """The measuring block: signals are recorded, and raised at checkpoints (module doc).
+    """The measuring block: a stop recorded before it or in it is raised at its checkpoints,
+    or at its end, unless an exception (that one, raised at a checkpoint) is on its way out;
+    none is left recorded after it.
 
     Where SIGINT still has Python's default handler (the Python API, a notebook kernel),
-    :func:`on_signal` takes it over for the block. A stop recorded by the end of the block
-    is raised there, unless an exception (that one, raised at a checkpoint) is on its way
-    out."""
+    :func:`on_signal` takes it over for the block."""
     global _deferring, _pending
     if threading.current_thread() is not threading.main_thread():
         yield
