@@ -33,8 +33,8 @@ BUNDLE_FORMAT = "perf-workbench-bundle"
 BUNDLE_VERSION = 1
 #: deepest nesting of lists and objects a bundle may have (the workbench writes under 10)
 MAX_DEPTH = 64
-#: most variants a run may have: the largest sweep (workbench.study.MAX_SWEEP_POINTS) with
-#: every provider of a point as its own variant (the committed runs have at most ~400)
+#: most variants a run may have: twice the largest sweep (workbench.study.MAX_SWEEP_POINTS), as
+#: a point may record more than one (the committed runs have at most ~400)
 MAX_VARIANTS = 20_000
 
 STATUSES = ("running", "complete", "interrupted", "failed")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -38,7 +39,7 @@ import sqlite3
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .env import REPO_ROOT
 from .procs import start_ticks
@@ -355,19 +356,15 @@ class Store:
         return (run_id, seq, v.variant, json.dumps(v.params), json.dumps(v.samples_ns), int(v.correct), v.check,
                 json.dumps(v.extra, default=str))
 
-    def _writing(self, what: str):
-        """A transaction whose failure (a full disk, an I/O error) is a one-line StoreError."""
-        return _Writing(self, what)
-
     def begin(self, rec: RunRecord) -> None:
         """Store a run that this process starts now (status ``running``, owned by this pid)."""
-        with self._writing(f"run {rec.run_id} cannot be started"):
+        with _writing(self, f"run {rec.run_id} cannot be started"):
             self._insert_run(rec)
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                (_OWNER_KEY + rec.run_id, json.dumps(_this_process())))
 
     def add_variant(self, run_id: str, v: VariantResult) -> None:
-        with self._writing(f"a point of run {run_id} cannot be stored"):
+        with _writing(self, f"a point of run {run_id} cannot be stored"):
             # MAX over the (run_id, seq) key is an index lookup; COUNT(*) would scan the run's rows.
             seq = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
                                      (run_id,)).fetchone()[0]
@@ -375,7 +372,7 @@ class Store:
 
     def replace_variant(self, run_id: str, v: VariantResult) -> None:
         """Replace the variant of the same name (one that gained repeats), or add it."""
-        with self._writing(f"a point of run {run_id} cannot be stored"):
+        with _writing(self, f"a point of run {run_id} cannot be stored"):
             row = self._conn.execute("SELECT seq FROM variants WHERE run_id=? AND variant=? ORDER BY seq DESC LIMIT 1",
                                      (run_id, v.variant)).fetchone()
             if row is None:
@@ -385,11 +382,11 @@ class Store:
                                self._variant_row(run_id, row[0], v))
 
     def add_attachment(self, run_id: str, name: str, kind: str, data: bytes) -> None:
-        with self._writing(f"an attachment of run {run_id} cannot be stored"):
+        with _writing(self, f"an attachment of run {run_id} cannot be stored"):
             self._conn.execute("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?)", (run_id, name, kind, data))
 
     def finish(self, run_id: str, status: str, outputs: dict | None = None, error: str | None = None) -> None:
-        with self._writing(f"run {run_id} cannot be stored as {status}"):
+        with _writing(self, f"run {run_id} cannot be stored as {status}"):
             self._conn.execute(
                 "UPDATE runs SET status=?, finished_utc=?, outputs=COALESCE(?, outputs), error=? WHERE run_id=?",
                 (status, now_utc(), json.dumps(outputs, default=str) if outputs is not None else None, error, run_id),
@@ -397,7 +394,7 @@ class Store:
             self._conn.execute("DELETE FROM meta WHERE key=?", (_OWNER_KEY + run_id,))
 
     def update_env(self, run_id: str, env: dict[str, Any]) -> None:
-        with self._writing(f"the environment of run {run_id} cannot be stored"):
+        with _writing(self, f"the environment of run {run_id} cannot be stored"):
             self._conn.execute("UPDATE runs SET env=? WHERE run_id=?", (json.dumps(env, default=str), run_id))
 
     def save(self, rec: RunRecord) -> None:
@@ -598,24 +595,16 @@ class Store:
         return rec
 
 
-class _Writing:
-    """``with store._conn:`` (commit, or roll back on any exception), a database error made a
-    :class:`StoreError` that says what could not be stored and why (a full disk by name)."""
-
-    def __init__(self, store: Store, what: str):
-        self.store, self.what = store, what
-
-    def __enter__(self) -> None:
-        self.store._conn.__enter__()
-
-    def __exit__(self, kind, exc, tb) -> None:
-        try:
-            self.store._conn.__exit__(kind, exc, tb)
-        except sqlite3.Error as commit_error:  # the commit itself failed
-            exc = commit_error
-        if isinstance(exc, sqlite3.Error):
-            raise StoreError(f"{self.what}: {disk_full(self.store.path, exc) or f'{self.store.path}: {exc}'}") \
-                from None
+@contextlib.contextmanager
+def _writing(store: Store, what: str) -> Iterator[None]:
+    """``with store._conn:`` (commit, or roll back on any exception), a database error (the
+    commit's too) made a :class:`StoreError` that says what could not be stored and why (a
+    full disk by name)."""
+    try:
+        with store._conn:
+            yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"{what}: {disk_full(store.path, exc) or f'{store.path}: {exc}'}") from None
 
 
 # SQLite's primary result codes (the low byte of sqlite_errorcode)
