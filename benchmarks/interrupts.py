@@ -83,6 +83,7 @@ class Try:
     status: int | None = None  # as os.waitpid gives it
     lost: bool = False
     wrong: list[str] = field(default_factory=list)
+    at_signal: str = ""  # the run's last progress line when its signal was sent
     before_run: bool = False
 
     @property
@@ -147,6 +148,11 @@ def _holds_lock(t: Try) -> bool:
     """Whether the try's run has taken the machine lock: its first progress line is there
     (a runtime may print warnings on stderr before it)."""
     return b"measuring the harness floor" in (t.folder / "stderr.txt").read_bytes()
+
+
+def _last_line(t: Try) -> str:
+    lines = (t.folder / "stderr.txt").read_bytes().decode(errors="replace").replace("\r", "\n").splitlines()
+    return lines[-1].strip()[-100:] if lines else "(nothing yet)"
 
 
 def _runs(store: Path) -> tuple[str, list[tuple[str, int]]]:
@@ -230,6 +236,7 @@ def stress(tries: int, studies: list[str], mode: str = "fork", parallel: int = 4
                 elif t.signalled is None and t.locked is not None and now - t.locked >= t.delay_s:
                     os.kill(t.pid, t.sig)
                     t.signalled = now
+                    t.at_signal = _last_line(t)
                 elif t.signalled is not None and now - t.signalled > stop_s:
                     t.lost = True
                     os.killpg(t.pid, signal.SIGKILL)
@@ -349,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             p.kill()
             p.wait()
     rows = summary(done)
-    failures = [{"study": t.study, "signal": t.sig.name, "delay_s": t.delay_s, "lost": t.lost, "wrong": t.wrong}
-                for t in done if t.lost or t.wrong]
+    failures = [{"study": t.study, "signal": t.sig.name, "delay_s": t.delay_s, "from_start": t.early,
+                 "at_signal": t.at_signal, "lost": t.lost, "wrong": t.wrong} for t in done if t.lost or t.wrong]
     if args.json:
         print(json.dumps({"rows": rows, "failures": failures}))
     else:

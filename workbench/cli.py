@@ -679,7 +679,14 @@ def main(argv: list[str] | None = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
     try:
-        code = _main(argv)
+        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+        # finished points as interrupted and its child processes are killed, instead of the
+        # CLI dying with the run left running. SIGINT is set too: a process started in the
+        # background inherits it ignored, and the app cancels with it. The signal is recorded
+        # and acted on at the next checkpoint (workbench.interrupt); a second one at once. Set
+        # first: parsing imports modules, and one that catches everything would eat a raise.
+        with interrupt.handled():
+            code = _main(argv)
         sys.stdout.flush()
         return code
     except OutputStreamError as exc:
@@ -698,26 +705,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_BAD_INPUT if exc.code else EXIT_OK
-    bad = _undecodable(args)
-    if bad:
-        _err(f"argument {bad}: not valid UTF-8 text (undecodable bytes); nothing was done")
-        return EXIT_BAD_INPUT
-    try:
-        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
-        # finished points as interrupted and its child processes are killed, instead of the
-        # CLI dying with the run left running. SIGINT is set too: a process started in the
-        # background inherits it ignored, and the app cancels with it. The signal is recorded
-        # and acted on at the next checkpoint (workbench.interrupt); a second one at once.
-        with interrupt.handled():
-            interrupt.check()  # one that came while the CLI started
-            code = args.fn(args)
-            interrupt.check()  # one that came after the command's last checkpoint
-            return code
+        parser = build_parser()  # imports modules: a second signal here raises at once
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            return EXIT_BAD_INPUT if exc.code else EXIT_OK
+        bad = _undecodable(args)
+        if bad:
+            _err(f"argument {bad}: not valid UTF-8 text (undecodable bytes); nothing was done")
+            return EXIT_BAD_INPUT
+        interrupt.check()  # one that came while the CLI started
+        code = args.fn(args)
+        interrupt.check()  # one that came after the command's last checkpoint
+        return code
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
