@@ -330,6 +330,7 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         st.warning(f"This run is {escape(rec.status)}." + (f" {escape(rec.error.splitlines()[0])}"
                                                            if rec.error and rec.error.strip() else ""))
     st.markdown(f"**Verdict:** {a.verdict}")
+    st.caption(escape(a.levels))
     failed = [v for v in rec.variants if not v.correct]
     if failed:
         st.error("Correctness check FAILED (times not counted): " +

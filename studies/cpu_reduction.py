@@ -26,7 +26,8 @@ Experiments: ``grid`` (every provider x c x w at n: overview, thread scaling), `
 (per-iteration phase breakdown, key timestamps, per-call allocation spans and per-thread
 timelines from IREE's profiler and Tracy, at ``profile_workers``), ``grain`` (torch at w=1
 and the largest w around PyTorch's GRAIN_SIZE 32,768), ``alloc`` (torch.sum vs
-torch.sum(out=) at w=1 in interleaved rounds: the per-call allocation with a CI),
+torch.sum(out=) in interleaved rounds at w=1, the serial path, and at the largest w, the
+two-pass path the seed measured: the per-call allocation with a CI),
 ``forkjoin`` (OpenMP's fork/join as torch.sum pays it at n = 32,768, interleaved over w, and
 IREE's task system on a dispatch of one 16-element tile per worker, at 1 vs w workers).
 
@@ -48,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from kernels.iree.sum_programs import SPLITS, aligned_tile
-from studies._cpu_reduction.plan import GRAIN_SIZE, IREE_PROVIDERS, Sweep
+from studies._cpu_reduction.plan import AA, GRAIN_SIZE, IREE_PROVIDERS, Sweep
 from studies._cpu_reduction.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 from studies._cpu_reduction.seed import SEED_FIGURES  # noqa: F401  (the seed's figures, as data)
 from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps
@@ -77,7 +78,8 @@ SWEEPS: dict[str, tuple[Sweep, ...]] = {
     "grid": (Sweep("providers", {"n": ("n",), "c": "chunks", "split": "split", "w": "workers"}),),
     "sizes": (Sweep("providers", {"n": "sizes", "c": "chunks", "split": "split", "w": ("max",)}),),
     "grain": (Sweep(("torch",), {"n": "grain_sizes", "w": (1, "max")}),),
-    "alloc": (Sweep(("torch", "torch-out"), {"n": "alloc_sizes", "w": (1,)}, interleaved=True),),
+    # w=1: the serial path (the output alone); the largest w: the two-pass path the seed measured
+    "alloc": (Sweep(("torch", "torch-out"), {"n": "alloc_sizes", "w": (1, "max")}, interleaved=True),),
     "forkjoin": (
         # OpenMP as torch.sum pays it: the smallest parallel sum (one grain of work on one
         # thread; the others are forked and joined), 1 thread vs w, in interleaved rounds
@@ -111,12 +113,14 @@ SPACE = ParamSpace(
         Param("grain_sizes", "int", [16_384, 24_576, 32_767, 32_768, 40_960, 49_152, 65_536],
               "N values of the GRAIN_SIZE experiment (torch at w=1 and the largest w)", unit="elements",
               min=1024, max=MAX_N, multi=True),
-        Param("alloc_sizes", "int", [4096, 1_000_000], "N values of the allocation experiment (w=1)",
+        Param("alloc_sizes", "int", [4096, 1_000_000], "N values of the allocation experiment (w=1 and the "
+              "largest w; the seed's 2 us is torch's two-pass path: n >= 32,768 at many threads)",
               unit="elements", min=1024, max=MAX_N, multi=True),
         Param("experiments", "str", ["grid", "sizes", "phases", "grain", "alloc", "forkjoin"],
               "grid: every provider x c x w at n; sizes: size sweep with the bandwidth floor; phases: profiles "
               "per c at profile_workers; grain: torch around GRAIN_SIZE; alloc: torch.sum - torch.sum(out=) at "
-              "w=1; forkjoin: OpenMP and IREE task-system fork/join at 1 vs w", choices=EXPERIMENTS, multi=True),
+              "w=1 and the largest w; forkjoin: OpenMP and IREE task-system fork/join at 1 vs w",
+              choices=EXPERIMENTS, multi=True),
         Param("profiler", "str", "both", "profiles taken by the phases experiment (Tracy adds ~1.5 s per "
               "capture and gives the per-thread timeline)", choices=("ireeperf", "tracy", "both")),
         Param("profile_workers", "int", [0], "worker counts of the phase profiles (0 = the largest of workers)",
@@ -281,6 +285,9 @@ def run(params, ctx: RunContext) -> dict:
         measure_interleaved(ok_pts, inputs, params, ctx, progress)
         measure_iree_python(ok_pts, modules, inputs, params["repeat"], ctx, progress)
         measure_iree_bench(ok_pts, modules, inputs, params["repeat"], ctx, progress)
+        # the A/A twins last, each in a block of its own: the run's null controls
+        measure_in_process(ok_pts, inputs, params, ctx, progress, experiment=AA)
+        measure_iree_bench(ok_pts, modules, inputs, params["repeat"], ctx, progress, experiment=AA)
         if profiled:
             profile(params, modules, broken, inputs, Path(tmp), outputs, ctx, progress)
     outputs["loadavg_end"] = list(os.getloadavg())
@@ -347,14 +354,14 @@ def make_inputs(sizes, seed: int, tmpdir: Path) -> _Inputs:
     return inputs
 
 
-def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
+def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps, experiment: str = "") -> None:
     from studies._cpu_reduction import measure
 
     for p in pts:
-        if p.provider in ("torch", "torch-out", "numpy") and not p.experiment:
+        if p.provider in ("torch", "torch-out", "numpy") and p.experiment == experiment:
             progress.say(p.name)
             fn = measure.numpy_point if p.provider == "numpy" else measure.torch_point
-            ctx.record(fn(p, inputs.arrays[p.n], inputs.refs[p.n], params["repeat"]))
+            ctx.record(fn(p, inputs.arrays[p.n], inputs.refs[p.n], params["repeat"], ctx.block()))
             progress.tick(p.name)
 
 
@@ -366,7 +373,7 @@ def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress:
         group = [p for p in pts if p.experiment == exp]
         if group:
             progress.say(f"{exp}: {len(group)} points in {params['rounds']} interleaved rounds")
-            for res in measure.interleaved_torch(group, inputs.arrays, inputs.refs, params["rounds"]):
+            for res in measure.interleaved_torch(group, inputs.arrays, inputs.refs, params["rounds"], ctx.block):
                 ctx.record(res)
                 progress.tick(res.variant)
 
@@ -382,20 +389,21 @@ def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunCont
     for (provider, w), group in sorted(groups.items()):
         progress.say(f"{provider} w={w} ({len(group)} programs)")
         driver = "local-task" if provider == "iree-task" else "local-sync"
-        for res in measure.iree_python(group, driver, w, modules, inputs.npy, inputs.refs, repeat):
+        for res in measure.iree_python(group, driver, w, modules, inputs.npy, inputs.refs, repeat, ctx.block):
             ctx.record(res)
             progress.tick(res.variant)
 
 
-def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
+def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps,
+                       experiment: str = "") -> None:
     """IREE through iree-benchmark-module (C++)."""
     from studies._cpu_reduction import measure
 
     for p in pts:
-        if p.provider == "iree-bench":
+        if p.provider == "iree-bench" and p.experiment == experiment:
             progress.say(p.name)
             ctx.record(measure.iree_bench(p, modules[p.program_key], inputs.npy[p.n], inputs.refs[p.n], repeat,
-                                          min_time_s=0.01))
+                                          min_time_s=0.01, block=ctx.block()))
             progress.tick(p.name)
 
 

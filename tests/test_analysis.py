@@ -145,7 +145,7 @@ def test_claims_evaluate_and_a_raising_test_is_not_testable():
 
 def test_bound_maps_a_derived_ci_to_a_status():
     def d(lo, hi, status="clear"):
-        return derived.Derived("share", (lo + hi) / 2, lo, hi, "%", 0.0, status)
+        return derived.Derived("share", (lo + hi) / 2, lo, hi, "%", 0.0, status, n_a=20, n_b=20)
 
     assert claims.bound(d(20, 30), below=50).status == "holds"
     assert claims.bound(d(60, 70), below=50).status == "contradicted"
@@ -182,7 +182,9 @@ def test_json_fields_match_the_record_schema():
     check_record(doc)
     assert doc["claims"] == [{"id": "a", "seed_text": "seed says", "seed_value": "1 us", "status": "inconclusive",
                               "live": "1 us [0, 2]", "why": ""}]
-    assert doc["disturbance"] and doc["verdict"].startswith("Fastest")
+    # a disturbed run's verdict leads with it (issue 30), then the study's own
+    assert doc["disturbance"] and doc["verdict"].startswith("Measured under load") and "Fastest" in doc["verdict"]
+    assert doc["levels"].startswith("CIs cover")
 
 
 def test_markdown_report_leads_with_disturbance_verdict_and_claims():

@@ -12,7 +12,7 @@ import pytest
 
 from workbench.catalog import Catalog, label_params, origin_kind, param_label, titles
 from workbench.cli import main
-from workbench.store import RunRecord, Store, StoreError, committed_runs, to_bundle
+from workbench.store import SCHEMA_VERSION, RunRecord, Store, StoreError, committed_runs, to_bundle
 from workbench.study import VariantResult, get, registry
 
 
@@ -80,12 +80,13 @@ def test_a_running_run_is_not_deleted(store):
 
 
 def _v1_store(path):
-    """A store as schema 1 made it (no annotations table), with one run."""
+    """A store as schema 1 made it (no annotations table, no blocks column), with one run."""
     s = Store(path)
     s.save(_rec("20260101-000000-calibration-aaaaaa"))
     s.close()
     con = sqlite3.connect(path)
     con.execute("DROP TABLE annotations")
+    con.execute("ALTER TABLE variants DROP COLUMN blocks")
     con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     con.commit()
     con.close()
@@ -95,9 +96,11 @@ def test_a_schema_1_store_migrates_when_opened_and_keeps_its_runs(tmp_path):
     path = tmp_path / "old.sqlite"
     _v1_store(path)
     s = Store(path)
-    assert s.schema_version == 2 and [r["run_id"] for r in s.runs()] == ["20260101-000000-calibration-aaaaaa"]
+    assert s.schema_version == SCHEMA_VERSION and [r["run_id"] for r in s.runs()] == ["20260101-000000-calibration-aaaaaa"]
     s.annotate("20260101-000000-calibration-aaaaaa", add=["kept"])
-    assert sqlite3.connect(path).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert sqlite3.connect(path).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == \
+        str(SCHEMA_VERSION)
+    assert all(v.blocks is None for v in s.load("20260101-000000-calibration-aaaaaa").variants)
 
 
 def test_a_schema_1_store_that_cannot_be_written_still_opens_without_tags(tmp_path, monkeypatch):
@@ -108,6 +111,7 @@ def test_a_schema_1_store_that_cannot_be_written_still_opens_without_tags(tmp_pa
     monkeypatch.setattr(Store, "writable", lambda self: False)
     s = Store(path, create=False)
     assert s.schema_version == 1 and s.runs()[0]["tags"] == [] and s.annotations() == {}
+    assert s.load("20260101-000000-calibration-aaaaaa").variants  # read without a blocks column
     with pytest.raises(StoreError, match="cannot hold tags"):
         s.annotate("20260101-000000-calibration-aaaaaa", add=["x"])
     s.close()

@@ -20,11 +20,16 @@ from workbench.study import VariantResult
 
 TRACE = Path(__file__).parent / "data" / "traces" / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"
 NT = "not testable here"
-#: the statuses the committed 16-core data supports (traces/cpu-reduction/README.md says why)
+#: the statuses the committed 16-core data supports (traces/cpu-reduction/README.md says why).
+#: Issue 30 changed three: with the run's drift between blocks (7.5%, from its 7 null controls)
+#: in every CI that compares blocks, the no-split speedup 1.17x [0.98, 1.40] straddles 1.25
+#: (split-scales) and the serial-path ratio 0.95x [0.79, 1.13] straddles the 0.8-1.25 band
+#: (grain-serial): both inconclusive, no longer "holds"; the allocation was measured at w=1 only,
+#: where torch skips the two-pass buffer the seed's 2 us includes: not testable there.
 EXPECTED = {
     "many-core-16cpu.bundle.json": {
-        "000-overhead-dominates": NT, "000-split-scales": "holds", "000-torch-beats-iree": "holds",
-        "000-torch-alloc-2us": "contradicted", "000-grain-serial": "holds", "000-chunks-compute-vs-scheduling": NT,
+        "000-overhead-dominates": NT, "000-split-scales": "inconclusive", "000-torch-beats-iree": "holds",
+        "000-torch-alloc-2us": NT, "000-grain-serial": "inconclusive", "000-chunks-compute-vs-scheduling": NT,
         "000-c8-c2-same-wallclock": NT, "000-forkjoin-comparable": "contradicted"},
     "many-core-phases-16cpu.bundle.json": {
         "000-overhead-dominates": "holds", "000-split-scales": NT, "000-torch-beats-iree": NT,
@@ -55,10 +60,19 @@ def test_claims_on_each_committed_bundle_have_the_statuses_its_data_supports(bun
             assert r["why"] and not r["why"].startswith("its test"), r
 
 
+#: claims no committed bundle can test, and why (a re-run of scripts/gpu/cpu_reduction.sh tests it)
+UNTESTED = {"000-torch-alloc-2us": "the committed 16-core run measured the allocation at w=1 only (the serial path); "
+                                  "the seed's 2 us is the two-pass path at many threads"}
+
+
 def test_every_claim_evaluates_from_some_committed_bundle():
-    """Issue #21: each claim not testable on a 2-core machine evaluates from the 16-core runs."""
+    """Issue #21: each claim not testable on a 2-core machine evaluates from the 16-core runs,
+    except those :data:`UNTESTED` names, whose rows say what they need."""
     tested = {cid for a in _committed().values() for cid, s in zip(a.claims["id"], a.claims["status"]) if s != NT}
-    assert tested == {c.id for c in study.SEED_CLAIMS}
+    assert tested == {c.id for c in study.SEED_CLAIMS} - set(UNTESTED)
+    rows = _committed()["many-core-16cpu.bundle.json"].claims.set_index("id")
+    for cid in UNTESTED:
+        assert "two-pass" in rows.loc[cid, "why"] and "[" in rows.loc[cid, "live"]
 
 
 def test_claims_that_need_many_workers_say_so_on_two():
@@ -77,14 +91,14 @@ def test_claims_that_need_many_workers_say_so_on_two():
 
 # --- issue #18's bad examples, made impossible ------------------------------------------------------
 
-def _rec(params: dict, variants: list, attachments=()) -> RunRecord:
-    rec = RunRecord("r", study.ID, study.SPACE.resolve(params), env={}, outputs={}, floor_ns=30.0)
+def _rec(params: dict, variants: list, attachments=(), env=None) -> RunRecord:
+    rec = RunRecord("r", study.ID, study.SPACE.resolve(params), env=env or {}, outputs={}, floor_ns=30.0)
     rec.variants, rec.attachments = variants, list(attachments)
     return rec
 
 
-def _v(name, params, samples):
-    return VariantResult(name, params, list(samples), True, "ok")
+def _v(name, params, samples, load=None):
+    return VariantResult(name, params, list(samples), True, "ok", {"load": {"loadavg_1m": load}} if load else {})
 
 
 def test_a_negative_overhead_is_flagged_impossible_and_never_stated():
@@ -123,23 +137,53 @@ def test_overhead_comes_from_the_profile_never_from_a_timing_run_total():
 
 
 def test_an_allocation_at_two_workers_under_load_is_never_stated():
-    """+11,547 / -13,285 us came from torch - torch(out=) at w=2 under load. Only the alloc
-    experiment at w=1 gives an allocation; anything else is not meaningful, never a finding."""
+    """+11,547 / -13,285 us came from torch - torch(out=) at w=2 under load: a difference whose
+    sides ran under load is inconclusive under load, never a finding; and below GRAIN_SIZE the
+    serial path cannot test the seed's two-pass 2 us."""
     rng = np.random.default_rng(2)
     def p(provider, w, exp=""):
         return {"provider": provider, "n": 4096, "c": None, "w": w} | ({"experiment": exp} if exp else {})
-    vs = [_v("alloc:torch/n=4096/w=2", p("torch", 2, "alloc"), 1.2e7 + rng.normal(0, 5e6, 20)),
-          _v("alloc:torch-out/n=4096/w=2", p("torch-out", 2, "alloc"), 5e3 + rng.normal(0, 50, 20)),
-          _v("torch/n=4096/w=2", p("torch", 2), 1.6e7 + rng.normal(0, 1e3, 20)),
-          _v("torch-out/n=4096/w=2", p("torch-out", 2), 3e3 + rng.normal(0, 50, 20))]
+    vs = [_v("alloc:torch/n=4096/w=2", p("torch", 2, "alloc"), 1.2e7 + rng.normal(0, 5e6, 20), load=6.0),
+          _v("alloc:torch-out/n=4096/w=2", p("torch-out", 2, "alloc"), 5e3 + rng.normal(0, 50, 20), load=6.0),
+          _v("torch/n=4096/w=2", p("torch", 2), 1.6e7 + rng.normal(0, 1e3, 20), load=6.0),
+          _v("torch-out/n=4096/w=2", p("torch-out", 2), 3e3 + rng.normal(0, 50, 20), load=6.0)]
     t = study.analyze(_rec({"n": 4096, "chunks": [1], "workers": [2], "experiments": ["grid", "alloc"],
-                            "alloc_sizes": [4096]}, vs))
+                            "alloc_sizes": [4096]}, vs, env={"cpu_logical": 2}))
     assert len(t["alloc"]) == 1
     a = t["alloc"].iloc[0]
-    assert a["w"] == 2 and a["status"] == "not meaningful" and "w=1" in a["why"]
+    assert a["w"] == 2 and a["status"] == "inconclusive" and "under load" in a["why"]
     assert "allocation" not in study.verdict(t)
     claim = next(c for c in study.SEED_CLAIMS if c.id == "000-torch-alloc-2us").test(t, None)
-    assert claim.status == NT
+    assert claim.status == NT and "two-pass" in claim.why
+
+
+def test_a_run_measured_under_load_leads_with_it_and_states_no_winner():
+    """Issue 30: on a loaded 2-core machine torch.sum at 2 threads took 13 ms (oversubscribed
+    OpenMP) instead of ~38 us, and the verdict opened with "IREE is faster ... 1/52.8 torch's
+    time". A run measured under load leads with that, and what its disturbed variants show is
+    inconclusive under load: no winner, no clear ratio, no claim that holds on them."""
+    from workbench.analysis import analyse
+
+    rng = np.random.default_rng(3)
+    n = 1_000_000
+
+    def p(provider, w, c=None):
+        return {"provider": provider, "n": n, "c": c, "split": None, "w": w}
+    vs = [_v(f"torch/n={n}/w=1", p("torch", 1), 110e3 + rng.normal(0, 1e3, 20), load=4.5),
+          _v(f"torch/n={n}/w=2", p("torch", 2), 13e6 + rng.normal(0, 3e5, 20), load=6.2),
+          _v(f"iree-bench/n={n}/c=1/w=1", p("iree-bench", 1, 1), 250e3 + rng.normal(0, 2e3, 20), load=4.5),
+          _v(f"iree-bench/n={n}/c=1/w=2", p("iree-bench", 2, 1), 246e3 + rng.normal(0, 2e3, 20), load=6.2)]
+    rec = _rec({"n": n, "chunks": [1], "workers": [1, 2], "providers": ["torch", "iree-bench"],
+                "experiments": ["grid"]}, vs, env={"cpu_logical": 2})
+    rec.outputs = {"load": {"before": {"loadavg_1m": 4.1}, "after": {"loadavg_1m": 6.0}}}
+    a = analyse(rec, study)
+    first = a.verdict.split(". ")[0]
+    assert first.startswith("Measured under load") and "inconclusive under load" in first
+    assert "IREE is faster" not in a.verdict and "torch.sum is faster" not in a.verdict
+    vs_torch = a.tables["vs_torch"]
+    assert not (vs_torch["status"] == "clear").any()
+    assert vs_torch["why"].str.contains("under load").all()
+    assert set(a.claims["status"]) <= {"inconclusive", NT}
 
 
 def test_phases_of_every_iteration_sum_to_its_total_and_the_chart_draws_whole_iterations():

@@ -59,15 +59,21 @@ def _merge(acc: dict[str, VariantResult], got: list[VariantResult], side: str, r
         old = acc.get(v.variant)
         if old is None:
             old = acc[v.variant] = VariantResult(v.variant, v.params, [], True, v.check,
-                                                 {**v.extra, "side": side, "ab_round_sizes": []})
+                                                 {**v.extra, "side": side, "ab_round_sizes": []},
+                                                 [] if v.blocks is not None else None)
         sizes = old.extra["ab_round_sizes"]
         if old.correct and not v.correct:  # one failed round fails the variant: no samples kept
             old.correct, old.samples_ns, old.check = False, [], f"round {round_index + 1}: {v.check}"
+            old.blocks = None
             sizes.clear()
         elif old.correct:
             sizes.extend([0] * (round_index - len(sizes)))  # rounds it was absent from
             sizes.append(len(v.samples_ns))
             old.samples_ns = old.samples_ns + list(v.samples_ns)
+            if old.blocks is not None and v.blocks is not None:  # each round numbers its blocks from 0
+                old.blocks = old.blocks + [b + (max(old.blocks) + 1 if old.blocks else 0) for b in v.blocks]
+            else:
+                old.blocks = None
         changed.append(old)
     return changed
 

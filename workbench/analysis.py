@@ -40,6 +40,34 @@ class Analysis:
     disturbance: list[str]  # "run disturbed" lines with figures (workbench.load)
     errors: list[str] = field(default_factory=list)  # a hook that failed, with why
 
+    @property
+    def drift(self) -> derived.Drift:
+        """The run's drift between blocks (from its null controls), or not measured."""
+        return derived.drift_of(self.tables)
+
+    @property
+    def levels(self) -> str:
+        """What the run's CIs cover, in one line (pages, reports, the CLI summary)."""
+        return levels_line(self.drift)
+
+
+def levels_line(drift: derived.Drift) -> str:
+    return (f"CIs cover the samples of each block; {drift.text()}; compared variants timed in the same rounds pair "
+            "by round. Run-to-run variation: only across runs (--repeat-runs, committed runs of one machine).")
+
+
+def under_load(rec: RunRecord, disturbance: list[str], verdict: str) -> str:
+    """A disturbed run's verdict leads with that: what the disturbed variants show is
+    inconclusive under load (their derived figures say so too, where the study passes the
+    load notes to :mod:`workbench.derived`)."""
+    if not disturbance:
+        return verdict
+    notes = [v.variant for v, note in zip(rec.variants, load.variant_notes(rec)) if note]
+    which = (f"{len(notes)} of {len(rec.variants)} variant(s) ran under load ({escape(', '.join(notes[:4]))}"
+             + (f" and {len(notes) - 4} more" if len(notes) > 4 else "") + "): what they show is inconclusive under "
+             "load" if notes else "what it shows is inconclusive under load")
+    return f"Measured under load (see the warnings): {which}. {verdict}"
+
 
 def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
     """``fn()``, or ``default`` with the reason in ``errors`` (a study bug must not kill a page
@@ -85,10 +113,9 @@ def analyse(rec: RunRecord, study: ModuleType | None = None) -> Analysis:
         verdict = _attempt(errors, "The verdict", lambda: hook(rec) if takes_record(hook) else hook(tbls), None)
         if verdict is None:
             verdict = f"none ({escape(errors[-1])})"
-    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=verdict,
-                    claims=claimsmod.evaluate(study, tbls, rec),
-                    disturbance=_attempt(errors, "The load analysis", lambda: load.disturbance(rec), []),
-                    errors=errors)
+    disturbance = _attempt(errors, "The load analysis", lambda: load.disturbance(rec), [])
+    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=under_load(rec, disturbance, verdict),
+                    claims=claimsmod.evaluate(study, tbls, rec), disturbance=disturbance, errors=errors)
 
 
 def generic_verdict(results: pd.DataFrame, tbls: dict[str, pd.DataFrame] | None = None) -> str:
@@ -106,7 +133,9 @@ def generic_verdict(results: pd.DataFrame, tbls: dict[str, pd.DataFrame] | None 
             f"(95% CI {stats.fmt_ns(best['ci_lo_ns'])} to {stats.fmt_ns(best['ci_hi_ns'])})")
     if len(valid) > 1:
         second = valid.iloc[1]
-        if second["ci_lo_ns"] <= best["ci_hi_ns"]:
+        if best.get("load_note") or second.get("load_note"):
+            text += f", inconclusive under load against {escape(second['variant'])}"
+        elif second["ci_lo_ns"] <= best["ci_hi_ns"]:
             text += (f", not clearly ahead of {escape(second['variant'])} ({stats.fmt_ns(second['median_ns'])}: "
                      "their CIs overlap)")
     parts = [text + "."]
@@ -135,5 +164,7 @@ def sections_of(a: Analysis) -> list[str]:
 
 
 def json_fields(a: Analysis) -> dict[str, Any]:
-    """What the ``--json`` record adds to the run: ``verdict``, ``claims``, ``disturbance``."""
-    return {"verdict": a.verdict, "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance)}
+    """What the ``--json`` record adds to the run: ``verdict``, ``claims``, ``disturbance`` and
+    ``levels`` (what its CIs cover: the drift between blocks line)."""
+    return {"verdict": a.verdict, "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance),
+            "levels": a.levels}

@@ -138,6 +138,7 @@ def summary_text(a) -> str:
 
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
+    lines.append(f"levels: {a.levels}")
     if len(a.claims):
         claims = a.claims[["id", "status", "live", "why"]].rename(
             columns={"id": "claim", "status": "here", "live": "live figure (95% CI)"})

@@ -85,6 +85,7 @@ def head_markdown(a: Analysis) -> list[str]:
     """What every report starts with: the disturbance warnings, the verdict, the claims table."""
     parts = [f"> **Warning:** {escape(line)}" for line in a.disturbance]
     parts.append(f"**Verdict:** {a.verdict}")
+    parts.append(f"**What the CIs cover:** {escape(a.levels)}")
     claims = claims_markdown(a.claims)
     if claims:
         parts.append(claims)

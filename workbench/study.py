@@ -240,6 +240,14 @@ class VariantResult:
     ``samples_ns`` are per-call times in nanoseconds (one entry per repetition). A variant
     whose check failed is recorded with ``correct=False`` and the reason in ``check``; the
     report shows it as failed and never ranks its time.
+
+    ``blocks`` says when each sample was taken, one integer per sample, numbered over the
+    run: variants timed in interleaved rounds give sample ``i`` the round's number (the same
+    number in every variant of that round, so their samples pair by round), and a variant
+    timed alone in one stretch gives all its samples that stretch's number (its own block).
+    :mod:`workbench.derived` pairs by it and adds the run's drift between blocks where two
+    variants share no block. None in runs recorded before 2026-11-27: each variant then
+    counts as a block of its own, unless its study pairs it by position (same-length rounds).
     """
 
     variant: str
@@ -248,6 +256,7 @@ class VariantResult:
     correct: bool
     check: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    blocks: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -311,6 +320,13 @@ class RunContext:
         self.attachments: list[tuple[str, str, bytes]] = []
         #: (steps done, total, unit) of the run's :class:`Steps`, None when it counts none
         self.step: tuple[int, int, str] | None = None
+        self._next_block = 0
+
+    def block(self) -> int:
+        """A new block number of this run (:attr:`VariantResult.blocks`): take one per stretch
+        of timing, i.e. per variant timed alone or per round of interleaved variants."""
+        self._next_block += 1
+        return self._next_block - 1
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.cancel_event.is_set():

@@ -60,9 +60,12 @@ def failed(p: Point, reason: str, extra: dict | None = None) -> VariantResult:
     return VariantResult(p.name, p.params, [], False, reason, extra or {})
 
 
-def checked(p: Point, value: float, ref: float, samples_ns: list[float], extra: dict) -> VariantResult:
+def checked(p: Point, value: float, ref: float, samples_ns: list[float], extra: dict,
+            block: int | None = None) -> VariantResult:
+    """The point's result if its value passed the check (its samples timed in one ``block``)."""
     ok, text = data.check(value, ref)
-    return VariantResult(p.name, p.params, samples_ns if ok else [], ok, text, extra)
+    return VariantResult(p.name, p.params, samples_ns if ok else [], ok, text, extra,
+                         [block] * len(samples_ns) if ok and block is not None else None)
 
 
 def torch_fn(provider: str, x: np.ndarray) -> Callable[[], object]:
@@ -78,20 +81,22 @@ def torch_fn(provider: str, x: np.ndarray) -> Callable[[], object]:
     return (lambda: torch.sum(xt, 0, out=out)) if provider == "torch-out" else (lambda: torch.sum(xt))
 
 
-def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
+def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int, block: int | None = None) -> VariantResult:
     import torch
 
     fn = torch_fn(p.provider, x)
     with harness.torch_threads(p.w):
         value = float(fn())
         m = harness.time_callable(fn, repeat=repeat)
-    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "torch": torch.__version__, "threads": p.w})
+    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "torch": torch.__version__, "threads": p.w}, block)
 
 
-def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int) -> list[VariantResult]:
+def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int,
+                      next_block: Callable[[], int] | None = None) -> list[VariantResult]:
     """Torch points timed in interleaved rounds: each round takes one sample of every point,
     in forward order on even rounds and reverse order on odd ones, so drift and order effects
-    fall on all points alike and sample ``i`` of every point comes from round ``i`` (paired).
+    fall on all points alike and sample ``i`` of every point comes from round ``i`` (paired;
+    each round is one block of the run, numbered by ``next_block``).
 
     Each point keeps its own calibrated loop count and its own thread count (set before
     each of its samples, then one untimed call so a resized OpenMP pool is warm)."""
@@ -108,9 +113,11 @@ def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int
                 loops[p.name] = harness.calibrate_loops(harness.perf_counter_timer(fn), 1e-3)
         fns[p.name], results[p.name] = fn, (ok, text)
     samples: dict[str, list[float]] = {p.name: [] for p in points}
+    blocks: list[int] = []
     live = [p for p in points if results[p.name][0]]
 
     def one_round(r: int) -> None:
+        blocks.append(next_block() if next_block else r)
         for p in (live if r % 2 == 0 else live[::-1]):
             timer = harness.perf_counter_timer(fns[p.name])
             with harness.torch_threads(p.w):
@@ -132,7 +139,8 @@ def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int
         extra = {"loops": loops.get(p.name), "torch": torch.__version__, "threads": p.w, "rounds": rounds,
                  "paired_by": "round (interleaved; order reversed every other round)",
                  "interleaved_with": [q.name for q in points if q is not p]}
-        out.append(VariantResult(p.name, p.params, samples[p.name] if ok else [], ok, text, extra))
+        out.append(VariantResult(p.name, p.params, samples[p.name] if ok else [], ok, text, extra,
+                                 list(blocks) if ok else None))
     return out
 
 
@@ -155,11 +163,11 @@ def copy_bandwidth(workers: int, repeat: int, n_elems: int = 1 << 25) -> dict:
             "correct": ok}
 
 
-def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
+def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int, block: int | None = None) -> VariantResult:
     """``numpy.sum`` (pairwise summation, one thread): the single-thread reference."""
     value = float(np.sum(x))
     m = harness.time_callable(lambda: np.sum(x), repeat=repeat)
-    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "numpy": np.__version__})
+    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "numpy": np.__version__}, block)
 
 
 def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, env: dict | None = None,
@@ -191,8 +199,9 @@ def _module_extra(module) -> dict:
 
 
 def iree_python(points: list[Point], driver: str, workers: int, modules: dict, inputs: dict, refs: dict,
-                repeat: int) -> list[VariantResult]:
-    """All points of one driver setup through ``iree.runtime`` in one child process."""
+                repeat: int, next_block: Callable[[], int] | None = None) -> list[VariantResult]:
+    """All points of one driver setup through ``iree.runtime`` in one child process, which
+    times them one after the other: one block each, numbered by ``next_block``."""
     progs = [{"key": p.name, "vmfb": str(modules[p.program_key].vmfb), "input": str(inputs[p.n])} for p in points]
     try:
         results, _ = run_iree_python(progs, driver, workers, repeat)
@@ -206,12 +215,15 @@ def iree_python(points: list[Point], driver: str, workers: int, modules: dict, i
         if "error" in r:
             out.append(failed(p, f"iree.runtime ({driver}, {workers} workers): {r['error']}", extra))
         else:
-            out.append(checked(p, r["value"], refs[p.n], r["samples_ns"], extra | {"loops": r["loops"]}))
+            out.append(checked(p, r["value"], refs[p.n], r["samples_ns"], extra | {"loops": r["loops"]},
+                               next_block() if next_block else None))
     return out
 
 
-def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_time_s: float) -> VariantResult:
-    """``iree-benchmark-module`` (C++ harness): result checked with ``iree-run-module`` first."""
+def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_time_s: float,
+               block: int | None = None) -> VariantResult:
+    """``iree-benchmark-module`` (C++ harness): result checked with ``iree-run-module`` first;
+    its repetitions are one block of the run."""
     extra = _module_extra(module)
     try:
         value = run_module(module.vmfb, input_npy, "local-task", p.w)
@@ -223,4 +235,5 @@ def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_t
             samples = samples + benchmark(module.vmfb, input_npy, p.w, more, f"{min_time_s:g}s")[0]
     except ExternalCommandError as exc:
         return failed(p, str(exc), extra)
-    return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd, "min_time_s": min_time_s})
+    return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd, "min_time_s": min_time_s},
+                         [block] * len(samples) if block is not None else None)

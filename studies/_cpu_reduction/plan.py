@@ -20,6 +20,11 @@ IREE_PROVIDERS = ("iree-task", "iree-sync", "iree-bench")
 SINGLE_THREAD = ("numpy", "iree-sync")  # measured at w = 1 only
 #: PyTorch's GRAIN_SIZE (aten/src/ATen/TensorIterator.h): below it a reduction runs serially
 GRAIN_SIZE = 32_768
+#: the experiment name of the A/A twins: a point of the grid timed again in a later block of
+#: the run (the run's declared null controls; their spread is its drift between blocks)
+AA = "aa"
+#: the grid points that get a twin: (provider, c) at n and one worker
+AA_POINTS = (("torch", None), ("iree-bench", 1))
 
 
 @dataclass(frozen=True)
@@ -56,11 +61,19 @@ def fork_join_n(params) -> int:
 
 
 def points(params: dict, sweeps: dict[str, tuple[Sweep, ...]]) -> list[Point]:
-    """Every measured configuration of the requested experiments, deduplicated by name."""
+    """Every measured configuration of the requested experiments, deduplicated by name, and
+    the A/A twins of the grid's :data:`AA_POINTS` (timed last, in blocks of their own)."""
     out: dict[str, Point] = {}
     for exp in params["experiments"]:
         for sweep in sweeps.get(exp, ()):
             _add(out, sweep, exp, params)
+    if "grid" in params["experiments"]:
+        for provider, c in AA_POINTS:
+            twin = [p for p in out.values() if p.provider == provider and p.n == params["n"] and p.w == 1
+                    and p.c == c and not p.experiment]
+            if twin:
+                p = twin[0]
+                out.setdefault(f"{AA}:{p.name}", Point(p.provider, p.n, p.c, p.w, p.split, AA))
     return list(out.values())
 
 
