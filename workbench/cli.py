@@ -227,12 +227,53 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
 
 
 def cmd_run(args) -> int:
+    if args.repeat_runs != 1:
+        return _repeat_runs(args)
     try:
         with _topology_flags(args):
             return _run(args)
     except ParamError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+
+
+#: the most runs one --repeat-runs group may have
+MAX_REPEAT_RUNS = 50
+
+
+def _repeat_runs(args) -> int:
+    """``run --repeat-runs N``: the same command N times, each in a fresh process (its own
+    interpreter, thread pools, allocator state and placement: pyperf's worker processes), as
+    one run group; then each derived number's figure per run, the interval across runs and the
+    claims judged across runs (:mod:`workbench.across`)."""
+    import secrets
+    import subprocess
+
+    from . import across
+    from .analysis import analyse
+
+    if not 2 <= args.repeat_runs <= MAX_REPEAT_RUNS:
+        _err(f"--repeat-runs: {args.repeat_runs} is outside 2..{MAX_REPEAT_RUNS} (1 is a plain run)")
+        return EXIT_BAD_INPUT
+    if args.json or args.progress_file:
+        _err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
+        return EXIT_BAD_INPUT
+    group = secrets.token_hex(4)
+    base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")
+            and not (i and args.argv[i - 1] == "--repeat-runs")]
+    ids = []
+    for i in range(args.repeat_runs):
+        print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
+        proc = subprocess.run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
+                               f"{group}:{i + 1}/{args.repeat_runs}"], stdout=subprocess.PIPE, text=True)
+        if proc.returncode not in (EXIT_OK, EXIT_FAILED):
+            _err(f"run {i + 1} of the group ended with exit status {proc.returncode}; the runs before it are kept")
+            return proc.returncode
+        ids.append(json.loads(proc.stdout)["run_id"])
+    store = _open_store(args.store, create=False)
+    analyses = [analyse(store.load(run_id)) for run_id in ids]
+    print(plain_block(across.markdown(across.summary(analyses))))
+    return EXIT_OK
 
 
 def _run(args) -> int:
@@ -260,7 +301,8 @@ def _run(args) -> int:
     rec, code = _measuring(study, bar.close if bar else (lambda: None), "points",
                            lambda exc: _interrupted_text(store, getattr(exc, "run_id", None)),
                            lambda: runner.execute(study, values, store, preset=preset, progress=bar, events=emitter,
-                                                  precision=precision, precision_cap_s=args.precision_cap))
+                                                  precision=precision, precision_cap_s=args.precision_cap,
+                                                  run_group=_run_group(args.run_group)))
     if rec is None:
         return code
     from .analysis import analyse, json_fields
@@ -275,6 +317,15 @@ def _run(args) -> int:
             print(f"warning: {plain(warning)}")
         print(f"reproduce: {rec.reproduce}")
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
+
+
+def _run_group(text: str | None) -> dict | None:
+    """``--run-group ID:i/N`` as the record's ``outputs["run_group"]``."""
+    if not text:
+        return None
+    gid, _, pos = text.partition(":")
+    index, _, runs = pos.partition("/")
+    return {"id": gid, "index": int(index), "runs": int(runs)}
 
 
 def _interrupted_text(store: Store, run_id: str | None) -> str:
@@ -562,6 +613,10 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
+    s.add_argument("--repeat-runs", type=int, default=1, metavar="N",
+                   help="run it N times, each in a fresh process (one run group), then judge its derived numbers and "
+                        "claims across the runs (the run-to-run level: docs/reading-a-run.md)")
+    s.add_argument("--run-group", help=argparse.SUPPRESS)  # set by --repeat-runs on each of its runs
     nodes = s.add_argument_group("several nodes (studies that start torchrun; README: Runs that span nodes)",
                                  "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
                                  "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
@@ -663,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_BAD_INPUT if exc.code else EXIT_OK
+    args.argv = argv  # --repeat-runs starts the same command again in fresh processes
     try:
         with _terminate_as_interrupt():
             return args.fn(args)

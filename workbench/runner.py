@@ -263,6 +263,7 @@ def execute(
     precision: float | None = None,
     precision_cap_s: float = DEFAULT_PRECISION_CAP_S,
     events: Emitter | None = None,
+    run_group: dict | None = None,
 ) -> RunRecord:
     """Validate, wait for the machine, run, store each point as it lands, return the record.
 
@@ -274,6 +275,7 @@ def execute(
     text; points it finished stay. Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C)
     stores the run as ``interrupted`` and re-raises. An exception raised after the run was
     stored carries its id as ``run_id``. ``precision`` (e.g. 0.02): see :func:`precision_run`.
+    ``run_group`` (``{"id", "index", "runs"}``, from ``--repeat-runs``) goes into the outputs.
     """
     params = validate(study, values, preset=preset)
     check_precision(study, precision)
@@ -301,7 +303,7 @@ def execute(
         before = load.sample()
 
         def run_load() -> dict[str, Any]:
-            return {"load": {"before": before, "after": load.sample()}}
+            return {"load": {"before": before, "after": load.sample()}} | ({"run_group": run_group} if run_group else {})
 
         try:
             with _watchdog(stall_limit_s()) as touch:

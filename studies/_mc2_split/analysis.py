@@ -57,15 +57,21 @@ def model_of(rec: RunRecord, fits: dict) -> CostModel:
 
 # --- derived quantities ----------------------------------------------------------------------
 
-def gain(serial, other, name: str) -> Derived:
+def gain(serial, other, name: str, paired: bool = False, drift: derived.Drift | None = None) -> Derived:
     """``100 x (1 - median(other) / median(serial))`` in %: how much faster ``other`` is than
-    ``serial`` (the seed's gain), its CI from the ratio's bootstrap (null 0)."""
-    r = derived.ratio(serial, other, name)
+    ``serial`` (the seed's gain), its CI from the ratio's bootstrap (null 0): paired by round
+    where both were timed in the same rounds, else two blocks with the run's ``drift``."""
+    r = derived.ratio(serial, other, name, paired=paired, drift=drift)
     why = "the CI includes 0" if r.status == "inconclusive" and r.why.startswith("the CI includes") else r.why
     if not math.isfinite(r.point):
         return dataclasses.replace(r, unit="%", null=0.0)
     return dataclasses.replace(r, point=100 * (1 - r.point), lo=100 * (1 - r.hi), hi=100 * (1 - r.lo), unit="%",
                                null=0.0, why=why)
+
+
+def gain_boot(serial, other, paired: bool = False, drift: derived.Drift | None = None) -> np.ndarray:
+    """Bootstrap replicates of :func:`gain` (the across-run level resamples them)."""
+    return 100 * (1 - derived.ratio_boot(serial, other, paired=paired, drift=drift)[1])
 
 
 def prediction_error(measured, predicted_us: float, name: str) -> Derived:
