@@ -58,10 +58,19 @@ def test_gain_is_the_seeds_formula_with_a_ci_and_a_status():
     assert gain(serial[:3], fused[:3], "few").status == "inconclusive"  # too few samples, whatever the CI
 
 
-def test_prediction_error_ci_comes_from_the_measured_samples():
+def test_prediction_error_ci_comes_from_the_measured_samples_and_the_fits():
     measured_ns = np.full(30, 500e3) + np.random.default_rng(2).normal(0, 2e3, 30)
     d = prediction_error(measured_ns, 550.0, "e")
     assert d.point == pytest.approx(10, abs=0.5) and d.lo < 10 < d.hi and d.status == "clear"
+    # fits made in the same run are uncertain too: their refits widen the CI (issue 30)
+    fitted = prediction_error(measured_ns, 550.0, "e", 550.0 + np.random.default_rng(3).normal(0, 20, 200))
+    assert fitted.hi - fitted.lo > 2 * (d.hi - d.lo) and fitted.point == d.point
+
+
+def test_committed_prediction_errors_carry_the_fits_uncertainty(committed):
+    live = committed["cc88d3"].tables["live"]
+    fitted = live[live["err_fit"].notna()]
+    assert len(fitted) and (fitted["err_fit_covers"] == "samples and the fits").all()
 
 
 def test_contention_factor_recovers_a_known_factor_and_refuses_one_chunk():
@@ -76,8 +85,19 @@ def test_contention_factor_recovers_a_known_factor_and_refuses_one_chunk():
 
 # --- the seed's numbers against its own fits ---------------------------------------------------
 
-def test_the_seeds_1262_us_lies_below_the_floor_of_its_own_fits():
+def test_the_seeds_1262_us_is_a_model_question_whose_floors_range_over_it():
+    """Issue 30: the fits through the full-size 803 / 1071 us put the floor at 1,325 us, above
+    1262; but the seed never printed its fits, and lines through its stated chunk figures that
+    miss the full-size times by up to 15% give floors on both sides of 1262 (60 us + 13.8 us/MiB
+    keeps 143 us at 6 MiB, is 12% off 1071 us and gives 1,254 us)."""
     rows = {r["quantity"]: r["value"] for r in seed.floor_rows()}
+    lo, hi = seed.floor_range()
+    assert rows[seed.FLOOR_RANGE_ROW] == lo and lo < seed.FUSED_US < hi
+    example = seed.model(comm=Fit(60.0, 13.8, "MiB"))
+    assert example.comm_us(384) == pytest.approx(143, abs=1)
+    from studies._mc2_split.search import best_split
+
+    assert best_split(seed.M, example, 1.0)["makespan_us"] == pytest.approx(1254.1, abs=1)
     assert rows[seed.FLOOR_ROW] == pytest.approx(1324.8, abs=0.5) and rows[seed.FLOOR_ROW] > seed.FUSED_US
     # over every matmul fit the seed's rounded m1 = 768 allows, the floor stays above 1262 us
     assert rows["model floor over the fits the seed's rounding allows"] > seed.FUSED_US
@@ -104,9 +124,13 @@ def test_inflation_preset_reproduces_the_seeds_three_gains_with_its_gantt(store)
 
 # --- claims on the committed H200 runs ---------------------------------------------------------
 
-#: world size 2 is compute-bound on these runs (matmul ~272 us > NCCL all-reduce ~247 us); the
-#: last four are the 2x H200 host of 2026-11-24 (traces/mc2-split/README.md)
+#: world size 2: the last four are the 2x H200 host of 2026-11-24 (traces/mc2-split/README.md).
+#: Their bound is not testable: the seed ran 8 ranks, and a ring all-reduce on 2 moves 0.57 of
+#: the bytes per rank it moves on 8 (issue 30: at 4 ranks, scaled by ring traffic, it holds)
 WS2 = {"568a86", "9f0d6f", "c13a18", "969945", "0a9041", "048de1", "06da9a", "90f8bb", "55c30a"}
+#: the runs in which every collective that runs beside the matmul (NCCL as shipped does not)
+#: implies a factor above 1; in the others they disagree or a CI includes 1
+INFLATED = {"568a86", "55c30a", "969945", "858f83"}
 
 
 def test_every_committed_bundle_has_the_claims_its_data_supports(committed):
@@ -115,13 +139,18 @@ def test_every_committed_bundle_has_the_claims_its_data_supports(committed):
         assert not a.errors, (run, a.errors)
         status = dict(zip(a.claims["id"], a.claims["status"]))
         assert status["002-split-rule"] == "holds"
-        assert status["002-comm-bound"] == ("contradicted" if run in WS2 else "holds"), run
+        why = a.claims.set_index("id")["why"]
+        assert status["002-comm-bound"] == ("not testable here" if run in WS2 else "holds"), run
+        if run in WS2:
+            assert "8 ranks" in why["002-comm-bound"]
         # the best split's gain over serial NCCL: clear in every run but e45f7b (3.4% [-1.1, 3.9])
         assert status["002-gain"] == ("inconclusive" if run == "e45f7b" else "holds"), run
-        assert status["002-1262-reachable"] == "contradicted"
-        # NCCL as shipped cannot run beside the matmul: the seed's split is inflated ~1.7-1.9x
-        assert status["002-inflation"] == "holds", run
-        assert "outside the CI" in a.claims.set_index("id").loc["002-inflation", "why"]
+        # a model result whose floors range over 1262 us (was "contradicted" before issue 30)
+        assert status["002-1262-reachable"] == "inconclusive" and "model" in why["002-1262-reachable"]
+        # judged on the collectives that run beside the matmul: NCCL as shipped serialises
+        # behind it, so its ~1.8x measures serialisation (was "holds" on it before issue 30)
+        assert status["002-inflation"] == ("holds" if run in INFLATED else "inconclusive"), run
+        assert "NCCL as shipped left out" in why["002-inflation"]
 
 
 def test_committed_verdict_names_the_key_tables_best_row(committed):
@@ -182,8 +211,16 @@ def test_cpu_preset_runs_live_with_every_ranks_trace_aligned(cpu_run):
     assert set(spans["rank"].dropna().astype(int)) == {0, 1}
     assert a.tables["trace_alignment"]["alignment"].str.contains("gloo:all_reduce").all()
     status = dict(zip(a.claims["id"], a.claims["status"]))
-    assert status["002-split-rule"] == "holds" and status["002-1262-reachable"] == "contradicted"
+    assert status["002-split-rule"] == "holds" and status["002-1262-reachable"] == "inconclusive"
     assert status["002-comm-bound"] == "not testable here"  # the fits were given, not measured
+    # issue 30: the serial op and its splits are timed in rounds (their gains pair by round), and
+    # the serial op again with the best split: the run's A/A null control and its drift
+    by = {v.variant: v for v in rec.variants}
+    assert by["serial/default"].blocks == by["overlap/default/heuristic"].blocks
+    assert "aa:serial/default" in by and not set(by["aa:serial/default"].blocks) & set(by["serial/default"].blocks)
+    assert a.tables["drift"]["measured"].iloc[0] and len(a.tables["nulls"]) == 1
+    live = a.tables["live"].set_index("variant")
+    assert live["gain_paired"].dropna().astype(bool).all()
     # the gain and the inflation are whatever this machine's samples support: the status
     # follows the derived figure's CI (a loaded 2-core machine can put either anywhere)
     derived = a.tables["derived"].set_index("name")

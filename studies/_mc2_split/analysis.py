@@ -35,12 +35,12 @@ import re
 import numpy as np
 import pandas as pd
 
-from workbench import derived, tables
+from workbench import derived, stats, tables
 from workbench.derived import Derived
 from workbench.store import RunRecord
 
 from . import seed
-from .plan import DTYPE_BYTES, CostModel, Fit
+from .plan import DTYPE_BYTES, CostModel, Fit, fit_points
 from .simulate import simulate
 
 #: contention factors searched when a measured time is mapped back onto the model
@@ -74,16 +74,58 @@ def gain_boot(serial, other, paired: bool = False, drift: derived.Drift | None =
     return 100 * (1 - derived.ratio_boot(serial, other, paired=paired, drift=drift)[1])
 
 
-def prediction_error(measured, predicted_us: float, name: str) -> Derived:
-    """``100 x (predicted / median(measured) - 1)`` in %, the CI from the measured median's
-    bootstrap (the prediction is a number of the model, not a sample)."""
+def prediction_error(measured, predicted_us: float, name: str, predicted_boot: np.ndarray | None = None) -> Derived:
+    """``100 x (predicted / median(measured) - 1)`` in %, its CI from the measured median's
+    bootstrap and, where the fits were made in this run, the prediction's own bootstrap
+    (``predicted_boot``: the fits refitted to resampled cost points, :func:`prediction_replicates`).
+    A prediction from fits given as parameters is exact."""
     x = np.asarray(measured, dtype=float) / 1e3
-    r = derived.ratio(x, np.full(x.size, predicted_us), name)
-    if not math.isfinite(r.point):
-        return dataclasses.replace(r, unit="%", null=0.0)
-    why = "the CI includes 0" if r.status == "inconclusive" and r.why.startswith("the CI includes") else r.why
-    return dataclasses.replace(r, point=100 * (r.point - 1), lo=100 * (r.lo - 1), hi=100 * (r.hi - 1), unit="%",
-                               null=0.0, why=why)
+    if x.size < 2 or not (np.isfinite(x).all() and (x > 0).all()) or not predicted_us > 0:
+        return derived.not_meaningful(name, "too few or non-positive samples", "%")
+    meas = derived.boot_medians(x)
+    pred = predicted_us if predicted_boot is None else np.resize(np.asarray(predicted_boot, float), meas.size)
+    boot = 100 * (pred / meas - 1)
+    point = 100 * (predicted_us / float(np.median(x)) - 1)
+    return derived.from_boot(name, point, boot, "%", n_a=x.size, n_b=x.size, covers=derived.SAMPLES)
+
+
+#: refits of the cost points per prediction's bootstrap (each refit is a line or hinge fit and
+#: a pipeline simulation per split; the replicates are reused, cycled, up to derived.RESAMPLES)
+FIT_RESAMPLES = 200
+
+
+def fit_replicates(rec: RunRecord, label: str, resamples: int = FIT_RESAMPLES) -> list[CostModel] | None:
+    """Cost models refitted to resampled cost points of config ``label`` (each point's median
+    from a bootstrap resample of its samples): the fits' uncertainty. None where the run's
+    fits were given, not measured."""
+    info = rec.outputs.get("live", {}).get("by_comm", {}).get(label) or {}
+    fits = info.get("fits")
+    if not fits or fits.get("mm", {}).get("source") != "measured":
+        return None
+    cv = int(label.split("+c")[1]) if "+c" in label else 0
+    inst = info.get("instance", label)
+    mm = [v for v in rec.valid_variants() if v.params.get("kind") == "cost-mm" and v.params.get("carveout", 0) == cv]
+    comm = [v for v in rec.valid_variants() if v.params.get("kind") == "cost-comm" and v.params.get("comm") == inst]
+    if len(mm) < 2 or len(comm) < 2:
+        return None
+    rng = np.random.default_rng(0)
+    mm_fit, comm_fit = Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"])
+
+    def medians(vs) -> np.ndarray:
+        return np.stack([stats.resampled_medians(v.samples_ns, resamples, rng) / 1e3 for v in vs], axis=1)
+
+    mm_y, comm_y = medians(mm), medians(comm)
+    mm_x, comm_x = [v.params["m"] for v in mm], [v.params["mib"] for v in comm]
+    model = model_of(rec, fits)
+    return [dataclasses.replace(model, mm=fit_points(mm_x, mm_y[i], mm_fit.unit),
+                                comm=fit_points(comm_x, comm_y[i], comm_fit.unit)) for i in range(resamples)]
+
+
+def prediction_replicates(models: list[CostModel] | None, chunks: list[int], contention) -> np.ndarray | None:
+    """The simulated makespan of ``chunks`` under each refitted model (the prediction's bootstrap)."""
+    if not models:
+        return None
+    return np.array([simulate(chunks, m, contention).makespan_us for m in models])
 
 
 def contention_factor(chunks: list[int], model: CostModel, median_us: float, lo_us: float, hi_us: float, n: int,
@@ -115,7 +157,53 @@ def _samples(rec: RunRecord) -> dict[str, list[float]]:
     return {v.variant: v.samples_ns for v in rec.variants if v.correct}
 
 
-def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[Derived]]:
+def run_samples(rec: RunRecord) -> tuple[derived.RunSamples, list[Derived]]:
+    """The run's checked variants with its drift between blocks (from its A/A twins), and the
+    null controls it was estimated from."""
+    rs = derived.RunSamples(rec)
+    rs.drift, nulls = derived.null_controls(null_pairs(rs), NULL_SOURCE)
+    return rs, nulls
+
+
+NULL_SOURCE = "each config's serial op timed again with its best split (aa:serial/...)"
+
+
+def null_pairs(rs: derived.RunSamples) -> list[tuple[str, list, list]]:
+    """The run's A/A null controls: each ``aa:serial/<config>`` against ``serial/<config>``."""
+    return [(f"A/A: {name[len('aa:'):]}, timed again with the best split / first", rs.samples(name[len("aa:"):]),
+             rs.samples(name)) for name in rs.variants if name.startswith("aa:") and name[len("aa:"):] in rs]
+
+
+def serial_base(rs: derived.RunSamples, variant: str) -> tuple[str, bool]:
+    """The serial op (the backend's own collective) a variant's gain is taken over, and whether
+    they pair by round: its twin timed in the same rounds where there is one, else serial/default."""
+    for base in ("serial/default", "aa:serial/default"):
+        if base in rs and base != variant and derived.by_round(rs.variants[base], rs.variants[variant]) is not None:
+            return base, True
+    return "serial/default", False
+
+
+def run_gain(rs: derived.RunSamples, variant: str, name: str) -> Derived:
+    """The gain of ``variant`` over serial with the backend's own collective in the same run:
+    paired by round where they were timed in the same rounds, else two blocks with the drift."""
+    base, paired = serial_base(rs, variant)
+    xa, xb, paired = rs.sides(base, variant) if paired else (rs.samples(base), rs.samples(variant), False)
+    d = gain(xa, xb, name, paired=paired, drift=rs.drift)
+    loaded = rs.load_note(base, variant)
+    if loaded and d.status == "clear":
+        d = dataclasses.replace(d, status="inconclusive", why=f"inconclusive under load ({loaded})")
+    return d
+
+
+def run_gain_boot(rs: derived.RunSamples, variant: str) -> np.ndarray:
+    """Bootstrap replicates of :func:`run_gain` (the across-run level resamples them)."""
+    base, paired = serial_base(rs, variant)
+    xa, xb, paired = rs.sides(base, variant) if paired else (rs.samples(base), rs.samples(variant), False)
+    return gain_boot(xa, xb, paired=paired, drift=rs.drift)
+
+
+def live_table(rec: RunRecord, vt: pd.DataFrame | None = None,
+               rs: derived.RunSamples | None = None) -> tuple[pd.DataFrame, list[Derived]]:
     """Serial and overlapped runs: measured (median, CI) vs predicted with the given and the
     fitted contention, and the gain over serial with the backend's own collective
     (``default``) with its CI; and those derived rows."""
@@ -124,8 +212,9 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> tuple[pd.DataF
     if not len(vt) or "kind" not in vt:
         return pd.DataFrame(), []
     vt = vt[vt["kind"].isin(["serial", "overlap"])]
+    rs = rs or run_samples(rec)[0]
     samples = _samples(rec)
-    serial = {r["comm"]: r["variant"] for _, r in vt[(vt["kind"] == "serial") & vt["correct"].astype(bool)].iterrows()}
+    refits: dict[str, list[CostModel] | None] = {}
     backend = rec.outputs.get("live", {}).get("backend", "default")
     rows, items = [], []
     for _, r in vt.iterrows():
@@ -146,18 +235,23 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> tuple[pd.DataF
             row["err"] = row["predicted_us"] / row["measured_us"] - 1
             cont = info.get("contention")
             if cont:
-                row["predicted_fit_us"] = simulate(chunks, model, tuple(cont["pair"])).makespan_us
+                pair = tuple(cont["pair"])
+                row["predicted_fit_us"] = simulate(chunks, model, pair).makespan_us
                 row["contention_fit"] = f"{cont['pair'][0]:.2f} / {cont['pair'][1]:.2f}"
                 if ok:
+                    if r["comm"] not in refits:
+                        refits[r["comm"]] = fit_replicates(rec, r["comm"])
                     d = prediction_error(samples[r["variant"]], row["predicted_fit_us"],
-                                         f"prediction error of {r['variant']} (fitted contention)")
+                                         f"prediction error of {r['variant']} (fitted contention)",
+                                         prediction_replicates(refits[r["comm"]], chunks, pair))
                     items.append(d)
-                    row |= {"err_fit": d.point / 100, "err_fit_lo": d.lo / 100, "err_fit_hi": d.hi / 100}
-        base = serial.get("default")
-        if ok and base and base != r["variant"]:
-            d = gain(samples[base], samples[r["variant"]], f"gain of {r['variant']} over serial {backend}")
+                    row |= {"err_fit": d.point / 100, "err_fit_lo": d.lo / 100, "err_fit_hi": d.hi / 100,
+                            "err_fit_covers": "samples and the fits" if refits[r["comm"]] else "samples (fits given)"}
+        if ok and "serial/default" in rs and r["variant"] != "serial/default":
+            d = run_gain(rs, r["variant"], f"gain of {r['variant']} over serial {backend}")
             items.append(d)
-            row |= {"gain": d.point, "gain_lo": d.lo, "gain_hi": d.hi, "gain_status": d.status}
+            row |= {"gain": d.point, "gain_lo": d.lo, "gain_hi": d.hi, "gain_status": d.status,
+                    "gain_paired": d.paired}
         rows.append(row)
     return pd.DataFrame(rows), items
 
@@ -502,17 +596,39 @@ def plan_table(rec: RunRecord) -> pd.DataFrame:
     return pd.DataFrame([row])
 
 
-def bound_table(rec: RunRecord) -> pd.DataFrame:
+#: the seed's ranks (its tiling: rankDim = 8)
+SEED_RANKS = 8
+#: fewer ranks than this: a ring all-reduce moves too little of the seed's traffic to judge its bound
+MIN_RANKS_FOR_BOUND = 4
+
+
+def ring_traffic(ranks: int) -> float:
+    """Bytes a ring all-reduce moves per rank, per byte of the buffer: 2 (n - 1) / n."""
+    return 2 * (ranks - 1) / ranks
+
+
+def bound_table(rec: RunRecord, rs: derived.RunSamples | None = None) -> pd.DataFrame:
     """Full-size matmul against full-size all-reduce (the backend's own, ``default``) from the
-    run's own cost points (m = M): which bound holds here, with the difference's CI."""
-    samples = _samples(rec)
+    run's own cost points (m = M): which bound holds here, with the difference's CI (two blocks:
+    with the run's drift); and, below the seed's 8 ranks, the all-reduce scaled to 8 ranks by
+    ring traffic (2(n-1)/n per byte: 1.75 at 8 ranks, 1.5 at 4, 1 at 2), the seed's setting."""
+    rs = rs or run_samples(rec)[0]
     m = rec.params["m"]
-    mm, comm = samples.get(f"mm/m{m}"), samples.get(f"comm/default/m{m}")
-    if not mm or not comm:
+    mm_name, comm_name = f"mm/m{m}", f"comm/default/m{m}"
+    if mm_name not in rs or comm_name not in rs:
         return pd.DataFrame()
-    d = derived.difference(mm, comm, "all-reduce minus matmul, full size", "us", scale=1e-3)
-    return derived.derived_table([d]).assign(matmul_us=float(np.median(mm)) / 1e3,
-                                             allreduce_us=float(np.median(comm)) / 1e3)
+    ranks = int(rec.outputs.get("live", {}).get("world_size") or rec.params.get("world_size") or 0)
+    mm, comm = rs.samples(mm_name), rs.samples(comm_name)
+    rows = [rs.difference(mm_name, comm_name, "all-reduce minus matmul, full size", "us", scale=1e-3)
+            .row(ranks=ranks, scale=1.0)]
+    if ranks and ranks != SEED_RANKS:
+        scale = ring_traffic(SEED_RANKS) / ring_traffic(ranks)
+        d = derived.difference(mm, np.asarray(comm, float) * scale,
+                               f"all-reduce scaled to {SEED_RANKS} ranks (ring traffic x{scale:.3g}) minus matmul, "
+                               "full size", "us", scale=1e-3, drift=rs.drift, loaded=rs.load_note(mm_name, comm_name))
+        rows.append(d.row(ranks=SEED_RANKS, scale=scale))
+    return derived.derived_table(rows).assign(matmul_us=float(np.median(mm)) / 1e3,
+                                              allreduce_us=float(np.median(comm)) / 1e3, world_size=ranks)
 
 
 SPLIT_LABELS = {"unsplit": "serial", "heuristic": "seed's split", "best": "best split"}
@@ -571,13 +687,14 @@ def is_inflation(tbls: dict[str, pd.DataFrame]) -> bool:
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     out = rec.outputs
-    seed_rows = pd.DataFrame(seed.floor_rows())
+    seed_rows = pd.DataFrame(list(seed.floor_rows()))
     seed_rule = pd.DataFrame([{"rule": rule, **seed.rule_row(rule)} for rule in ("example", "text")])
     if out.get("inflation"):
         cases, gantt = inflation_tables(rec)
         return {"key": cases, "seed_floor": seed_rows, "seed_rule": seed_rule, "_gantt": gantt}
     vt = tables.variants_table(rec)
-    live, items = live_table(rec, vt)
+    rs, nulls = run_samples(rec)
+    live, items = live_table(rec, vt, rs)
     contention, factors = contention_table(rec, live)
     top = headline(live)
     head_fits = (out.get("live", {}).get("by_comm", {}).get(top["comm"], {}).get("fits") if top is not None
@@ -585,8 +702,10 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     floor = model_floor(rec, head_fits)
     seed_floor_us = float(seed_rows.loc[seed_rows["quantity"] == seed.FLOOR_ROW, "value"].iloc[0])
     sims = simulated_table(rec)
-    bound = bound_table(rec)
+    bound = bound_table(rec, rs)
     result = {
+        "drift": derived.drift_table(rs.drift, nulls),
+        "nulls": derived.derived_table(nulls),
         "key": key_table_live(rec, live, floor, seed_floor_us) if len(live) else key_table_model(rec, floor),
         "_plan": plan_table(rec).assign(headline=top["variant"] if top is not None else "",
                                        headline_comm=top["comm"] if top is not None else ""),

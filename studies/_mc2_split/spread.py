@@ -22,7 +22,7 @@ import pandas as pd
 from workbench import derived, stats
 from workbench.store import RunRecord
 
-from .analysis import gain, gain_boot
+from .analysis import run_gain, run_gain_boot, run_samples
 
 #: the target: the best split at least this much faster than serial NCCL (issue #24)
 TARGET_PCT = 20.0
@@ -41,24 +41,25 @@ def _is_best(params: dict, by_comm: dict) -> bool:
 
 def run_gains(rec: RunRecord) -> pd.DataFrame:
     """One row per configuration of one run: its best split's gain over serial ``default`` (%,
-    95% CI), and whether it is the run's headline (the fastest correct best split)."""
+    95% CI: paired by round where they share rounds, else with the run's drift), and whether
+    it is the run's headline (the fastest correct best split)."""
     live = rec.outputs.get("live") or {}
     by_comm = live.get("by_comm") or {}
     ok = {v.variant: v for v in rec.variants if v.correct and v.samples_ns}
-    serial = ok.get("serial/default")
-    if serial is None:
+    if "serial/default" not in ok:
         return pd.DataFrame()
+    rs = run_samples(rec)[0]
     p = rec.params
     rows = []
     for v in ok.values():
         if not _is_best(v.params, by_comm):
             continue
-        d = gain(serial.samples_ns, v.samples_ns, f"gain of {v.variant}")
+        d = run_gain(rs, v.variant, f"gain of {v.variant}")
         rows.append({"run_id": rec.run_id, "shape": f"M={p['m']} K={p['k']} N={p['n']} {live.get('dtype', p['dtype'])}",
                      "world_size": live.get("world_size", p["world_size"]), "backend": live.get("backend", ""),
                      "config": v.params["comm"], "chunks": v.params["chunks"],
                      "median_us": float(pd.Series(v.samples_ns).median()) / 1e3, "gain_pct": d.point, "lo": d.lo,
-                     "hi": d.hi, "status": d.status, "boot": gain_boot(serial.samples_ns, v.samples_ns)})
+                     "hi": d.hi, "status": d.status, "boot": run_gain_boot(rs, v.variant)})
     df = pd.DataFrame(rows)
     if len(df):
         df["headline"] = df["median_us"] == df["median_us"].min()

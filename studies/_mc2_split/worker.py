@@ -13,7 +13,13 @@ sum_r A_r @ B_r on every rank (matmul, then all-reduce of the output). Variants:
 - ``serial/<comm>``: the unsplit matmul, then the unsplit all-reduce;
 - ``overlap/<comm>/<split>``: per chunk, the matmul on the compute stream and the
   chunk's all-reduce started asynchronously behind it; the op ends when the last
-  all-reduce is done.
+  all-reduce is done;
+- ``aa:serial/<comm>``: the serial op again, timed in rounds with the best split (the
+  config's A/A null control; the best split's gain pairs with it).
+
+A config's serial op and its splits are timed in interleaved rounds (one sample of each per
+round, the order rotated), so their gains pair by round; each sample records its round
+(``VariantResult.blocks``). Cost points are timed one after the other, a block each.
 
 Collective implementations (``comm``):
 
@@ -74,6 +80,7 @@ import itertools
 import os
 import statistics
 import tempfile
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -86,6 +93,8 @@ from workbench.events import Emitter
 from workbench.study import VariantResult
 
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
+#: the kind (and name prefix) of an A/A twin: an op timed again in a later group of rounds
+AA = "aa"
 #: the parameter that sets the CTAs of a CTA-limited collective without a carve-out
 CTAS_PARAM = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas",
               "triton-persistent": "triton_ctas"}
@@ -328,6 +337,7 @@ class Mc2Worker:
         dist.all_reduce(self.ref)
         self.ref_rms = float(self.ref.pow(2).mean().sqrt())
         self.comms = self._build_comms()
+        self.next_block = 0  # the run's block numbers (VariantResult.blocks), counted on every rank alike
         self.configs = [(c, cv) for c in cfg["comms"] for cv in self.carveouts if instance_of(cfg, c, cv) in self.comms]
         per_config = len(cfg["uniform"]) + 3
         self.steps = emit.steps(len(self.configs) * per_config +
@@ -418,13 +428,48 @@ class Mc2Worker:
         return self._verdict((out[:rows].float() - self.ref[:rows]).abs().max(),
                              f"max|out-ref|/rms(ref) over {rows} rows")
 
-    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str) -> list[float]:
+    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str,
+               blocks: list[int] | None = None) -> list[float]:
+        """Report one variant; ``blocks``: the round of each sample (interleaved), else the
+        variant gets a block of its own (timed alone)."""
         samples = timing.samples_ns if timing else []
         extra = {"backend": self.cfg["backend"], "world_size": self.world}
         if timing:
             extra["rank_median_ns"] = timing.rank_medians_ns()
-        self.emit.record(VariantResult(name, params, samples, ok, msg, extra))
+            blocks = blocks if blocks is not None else [self.new_blocks(1)[0]] * len(samples)
+        self.emit.record(VariantResult(name, params, samples, ok, msg, extra, blocks if samples else None))
         return samples
+
+    def new_blocks(self, k: int) -> list[int]:
+        """``k`` new block numbers of the run (one per round of an interleaved group)."""
+        first = self.next_block
+        self.next_block += k
+        return list(range(first, first + k))
+
+    def interleaved(self, ops: list[tuple[str, dict, Callable[[], None]]], comm, rows: int) -> dict[str, list[float]]:
+        """Check each op (run once, its output rows against the reference), then time the
+        correct ones in rounds, one sample of each per round with the order rotated
+        (``DistTimer.interleaved``), so drift between them falls on all alike and their
+        samples pair by round (the rounds are their blocks). Returns name -> samples."""
+        passed = []
+        for name, params, fn in ops:
+            self.timer.barrier()
+            fn()
+            self.timer.sync()
+            ok, msg = self.check(comm.result(), rows)
+            if ok:
+                passed.append((name, params, fn, msg))
+            else:
+                self.record(name, params, None, False, msg)
+        if not passed:
+            return {}
+        for _ in range(self.cfg["warmup"]):
+            for _name, _params, fn, _msg in passed:
+                fn()
+        timings = self.timer.interleaved([fn for _, _, fn, _ in passed], self.cfg["reps"], [1] * len(passed))
+        blocks = self.new_blocks(self.cfg["reps"])
+        return {name: self.record(name, params, t, True, msg, blocks)
+                for (name, params, _fn, msg), t in zip(passed, timings)}
 
     def time_op(self, fn, inner: int = 1) -> harness.Timing:
         """Samples of ``inner`` back-to-back calls each, per call. Cost points use inner > 1 so
@@ -540,10 +585,8 @@ class Mc2Worker:
         self.set_carveout(cv)
         base = {"comm": lbl, "collective": cname, "instance": inst, "carveout": cv,
                 "blas": "cublaslt" if cv and self.cuda else "default"}
-        self.variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
-                     lambda: self.serial(comm), comm, m)
-        self.profile_op(f"serial_{lbl}", lambda: self.serial(comm))
-        self.steps.tick(f"serial {lbl}")
+        serial = (f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
+                  lambda: self.serial(comm))
         mm_full, comm_full = full or (None, None)
         plan = heuristic(m, self.k, model, cfg["contention"], cfg["rule"], cfg["align"], full_mm_us=mm_full,
                          full_comm_us=comm_full)
@@ -551,18 +594,25 @@ class Mc2Worker:
         splits = [("heuristic", plan.chunks)] if plan.ok else []
         splits += [(f"uniform-{u}", uniform_chunks(m, u, cfg["align"])) for u in cfg["uniform"]
                    if uniform_chunks(m, u, cfg["align"])]
-        measured = []
-        for split, chunks in splits:
-            s = self.variant(f"overlap/{lbl}/{split}", _params(base, split, chunks),
-                             lambda ch=chunks: self.overlap(comm, ch), comm, m)
-            if s:
-                measured.append((chunks, _median(s) / 1e3))
+        # the serial op and every split in one group of interleaved rounds: their gains pair by round
+        got = self.interleaved([serial] + [(f"overlap/{lbl}/{split}", _params(base, split, chunks),
+                                            lambda ch=chunks: self.overlap(comm, ch)) for split, chunks in splits],
+                               comm, m)
+        self.profile_op(f"serial_{lbl}", lambda: self.serial(comm))
+        self.steps.tick(f"serial {lbl}")
+        measured = [(chunks, _median(got[f"overlap/{lbl}/{split}"]) / 1e3) for split, chunks in splits
+                    if got.get(f"overlap/{lbl}/{split}")]
+        for split, _chunks in splits:
             self.steps.tick(f"overlap {lbl} {split}")
-        self.run_best(comm, lbl, base, model, measured, splits)
+        self.run_best(comm, lbl, base, model, measured, splits, serial)
         self.steps.tick(f"overlap {lbl} best")
 
-    def run_best(self, comm, lbl: str, base: dict, model: CostModel, measured: list, splits: list) -> None:
-        """Fit the contention to the measured splits, search the best split, trace and measure it."""
+    def run_best(self, comm, lbl: str, base: dict, model: CostModel, measured: list, splits: list,
+                 serial: tuple) -> None:
+        """Fit the contention to the measured splits, search the best split, trace it and time
+        it in rounds with the serial op again: that serial twin (``aa:serial/<config>``) is the
+        config's A/A null control (the same op in another group of blocks), and the best
+        split's gain pairs with it by round."""
         cfg = self.cfg
         if measured:
             cont = fit_contention(measured, model)
@@ -577,12 +627,15 @@ class Mc2Worker:
         best = best_split(self.m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
         self.emit.outputs(by_comm={lbl: {"best": {"contention": list(factors), **best}}})
         self.profile_op(f"best_{lbl}", lambda: self.overlap(comm, best["chunks"]))
+        name, params, fn = serial
+        ops = [(f"{AA}:{name}", {**params, "kind": AA, "twin_of": name}, fn)]
         same = [sp for sp, c in splits if c == best["chunks"]]
         if same:
             self.emit.note(f"{lbl}: the best split {best['chunks']} was already measured as {same[0]}")
-            return
-        self.variant(f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
-                     lambda: self.overlap(comm, best["chunks"]), comm, self.m)
+        else:
+            ops.append((f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
+                        lambda: self.overlap(comm, best["chunks"])))
+        self.interleaved(ops, comm, self.m)
 
     def run(self) -> None:
         cfg = self.cfg
