@@ -337,9 +337,9 @@ def test_crossover_gain_and_skew_from_per_round_samples():
     tbls = study.analyze(RunRecord("c1", study.ID, {}, {}, variants=variants))
     d = tbls["derived"].set_index(["table", "provider"])
     cross = d.loc[("crossover", "hbm-buffer")]
-    # linear in log M between (1024, 0.5) and (4096, 1.2): 1 at log4(M/1024) = 0.5/0.7
-    assert cross["point"] == pytest.approx(1024 * 4 ** (0.5 / 0.7), rel=0.02) and cross["status"] == "clear"
-    assert cross["lo"] < cross["point"] < cross["hi"] and 1024 < cross["lo"] and cross["hi"] < 4096
+    # 0.5x at 1024, 1.2x at 4096: the crossover lies between the measured M, and nothing says
+    # where in between (issue 30: no interpolation between two sizes)
+    assert (cross["lo"], cross["hi"]) == (1024, 4096) and cross["status"] == "clear"
     gain = d.loc[("gain", "hbm-buffer")]
     assert gain["point"] == pytest.approx(2.8, rel=0.02) and gain["status"] == "clear"
     assert "below M=1024" in d.loc[("crossover", "ce-chunked"), "why"]  # faster at every M: no crossing
@@ -348,7 +348,24 @@ def test_crossover_gain_and_skew_from_per_round_samples():
     claims = {c.id: c.test(tbls, None) for c in study.SEED_CLAIMS}
     assert claims["004-fused-beats-baseline"].status == "contradicted"  # 0.5x at M=1024
     assert "slower than the baseline at 2 ranks fp16 M=1024" in claims["004-fused-beats-baseline"].why
-    assert claims["004-gain-grows-with-m"].status == "holds" and "crossover M 2,75" in claims["004-gain-grows-with-m"].live
+    assert claims["004-gain-grows-with-m"].status == "holds"
+    assert "crossover between the measured M=1,024 and 4,096" in claims["004-gain-grows-with-m"].live
+
+
+def test_a_crossover_is_never_clear_from_three_rounds():
+    """Issue 30: the correctness-ws2 bundle's crossover was "clear" from 3 rounds a provider,
+    where every speedup it was made of was inconclusive (only 3 samples)."""
+    from studies._ag_gemm.analysis import crossover
+
+    rng = np.random.default_rng(5)
+    three = [0.5 + rng.normal(0, 0.01, 3), 1.5 + rng.normal(0, 0.01, 3)]
+    d = crossover([1024, 4096], three, "x")
+    assert d.status == "inconclusive" and (d.lo, d.hi) == (1024, 4096)
+    # one end not clearly on its side of 1: inconclusive, with the end named
+    straddle = [0.5 + rng.normal(0, 0.01, 20), 1.0 + rng.normal(0, 0.05, 20)]
+    d = crossover([1024, 4096], straddle, "x")
+    assert d.status == "inconclusive" and "M=4096" in d.why
+    assert crossover([1024, 4096], [np.full(20, 1.5), np.full(20, 1.6)], "x").why.startswith("no crossing")
 
 
 def _experiment_record(nobarrier_failures: int, trials: int = 400) -> RunRecord:

@@ -250,12 +250,18 @@ def test_interleaved_session_detects_a_real_slowdown_despite_drift(store):
     assert "--a side=a --b side=b --rounds 6" in a.reproduce
 
 
-def test_an_aa_session_s_rounds_are_aa_runs_for_separate_runs(store):
-    a, b = execute_ab(_fake_study(0.0, noise=0.01), {}, {}, store, rounds=4)
+def test_an_aa_session_is_one_unit_of_run_to_run_variation(store):
+    """Issue 30: each round of a session counted as a unit, and one 8-round A/A session
+    outweighed separate runs. Its rounds share the machine's state: the session (both sides of
+    an A/A session, one configuration) is one unit."""
+    sessions = [execute_ab(_fake_study(0.0, noise=0.01), {}, {}, store, rounds=4) for _ in range(3)]
+    a = sessions[0][0]
     x = _run("20260101-000000-calibration-aaaaaa", {"p": [1e4] * 10}, params=a.params, env=a.env)
     y = _run("20260101-000001-calibration-bbbbbb", {"p": [1.005e4] * 10}, params=a.params, env=a.env)
-    noise = compare.run_to_run([a, b], x, y)
-    assert noise["p"]["df"] == 7 and noise["p"]["runs"] == 2  # 2 x 4 rounds of one configuration: 7 df
+    history = [r for pair in sessions for r in pair]
+    assert "p" not in compare.run_to_run(history[:2], x, y)  # one session: one unit, no spread yet
+    noise = compare.run_to_run(history, x, y)
+    assert noise["p"]["df"] == 2 and noise["p"]["runs"] == 3  # 3 sessions of 2 x 4 rounds: 2 df
 
 
 def test_ab_cli_stores_two_linked_runs_and_prints_json(store, capsys):

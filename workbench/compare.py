@@ -23,7 +23,8 @@ What a comparison refuses, flags and concludes:
   show: the other stored runs (and committed bundles) with A's or B's configuration
   (same study, parameters, machine fingerprint and software: :func:`config_key`), A and B
   themselves excluded, each run
-  one unit, or one unit per round for a side of an interleaved session. Their spread of
+  one unit and each interleaved session one unit (its rounds share the machine's state, so
+  they are not separate runs: :func:`run_to_run`). Their spread of
   log medians, pooled per variant, is sigma with its degrees of freedom; under "no change"
   log(B/A) ~ sigma * sqrt(2) * t(df). A variant is "faster"/"slower" only when both the
   within-run test (Mann-Whitney U) and this run-to-run t test reject (the larger of the two
@@ -146,30 +147,48 @@ def round_samples(v) -> list[np.ndarray] | None:
     return np.split(np.asarray(v.samples_ns, dtype=float), np.cumsum(sizes)[:-1])
 
 
-def _unit_log_medians(v) -> list[float]:
-    """One log median per run-to-run unit: per round of an interleaved side, else the run's."""
-    parts = round_samples(v) or [np.asarray(v.samples_ns, dtype=float)]
-    return [math.log(m) for m in (float(np.median(p)) for p in parts if p.size) if m > 0]
+def _log_median(samples: np.ndarray) -> float | None:
+    m = float(np.median(samples)) if samples.size else 0.0
+    return math.log(m) if m > 0 else None
+
+
+def session_of(rec: RunRecord) -> str:
+    """The run-to-run unit a run belongs to: the interleaved session of a linked side (both
+    sides of one ``ab`` session share it), else the run itself."""
+    link = rec.outputs.get("ab") if isinstance(rec.outputs, dict) else None
+    if isinstance(link, dict) and isinstance(link.get("pair"), str):
+        return "session:" + "+".join(sorted((rec.run_id, link["pair"])))
+    return rec.run_id
 
 
 def run_to_run(history: Iterable[RunRecord], a: RunRecord, b: RunRecord) -> dict[str, dict[str, Any]]:
     """Per variant, the run-to-run spread that A/A runs show: ``{"sigma", "df", "runs"}`` with
     sigma the pooled standard deviation of log medians within each configuration (A's and
-    B's), from the runs in ``history`` other than A and B."""
+    B's), from the runs in ``history`` other than A and B.
+
+    One unit of run-to-run variation is one separate run, or one whole interleaved session:
+    the rounds of a session share the machine's state (the process, its placement, the
+    minute), so their spread is far below what separates runs, and counted as units they
+    outweighed separate runs and made the history anti-conservative (issue 30: 16-50% false
+    calls on synthetic runs with a 5% run-level spread). Both sides of an A/A session (one
+    configuration) pool into that one unit."""
     keys = {config_key(a), config_key(b)}
-    groups: dict[tuple, list[float]] = {}
+    units: dict[tuple, dict[str, list[np.ndarray]]] = {}
     runs: dict[str, set] = {}
     seen = {a.run_id, b.run_id}
+    compared = {session_of(a), session_of(b)}  # A and B, and the sessions they belong to, are not history
     for rec in history:
-        if rec.run_id in seen or config_key(rec) not in keys:
+        if rec.run_id in seen or session_of(rec) in compared or config_key(rec) not in keys:
             continue
         seen.add(rec.run_id)
         for v in rec.valid_variants():
-            groups.setdefault((config_key(rec), v.variant), []).extend(_unit_log_medians(v))
-            runs.setdefault(v.variant, set()).add(rec.run_id)
+            units.setdefault((config_key(rec), v.variant), {}).setdefault(session_of(rec), []).append(
+                np.asarray(v.samples_ns, dtype=float))
+            runs.setdefault(v.variant, set()).add(session_of(rec))
     ss: dict[str, float] = {}
     df: dict[str, int] = {}
-    for (_, name), logs in groups.items():
+    for (_, name), by_unit in units.items():
+        logs = [x for x in (_log_median(np.concatenate(parts)) for parts in by_unit.values()) if x is not None]
         if len(logs) >= 2:
             x = np.asarray(logs)
             ss[name] = ss.get(name, 0.0) + float(((x - x.mean()) ** 2).sum())

@@ -40,7 +40,6 @@ TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30,
 #: issue #24's targets for the HBM-buffer kernel itself at N=3584, K=8192 (any dtype, any world
 #: size): M -> min speedup over nccl (M=1024: never slower)
 HBM_TARGETS = {16384: 1.30, 1024: 1.00}
-RESAMPLES = derived.RESAMPLES
 
 
 def provider_of(params: dict[str, Any]) -> str:
@@ -48,7 +47,20 @@ def provider_of(params: dict[str, Any]) -> str:
 
 
 def multi_gpu_variants(rec) -> list:
-    return [v for v in rec.variants if v.params.get("mode") != "kernel"]
+    """The multi-GPU contestants (not the kernel mode's, not the A/A twins)."""
+    return [v for v in rec.variants if v.params.get("mode") != "kernel" and not v.params.get("twin_of")]
+
+
+NULL_SOURCE = "each shape's baseline timed again alone after its rounds (aa: variants)"
+
+
+def nulls(rec) -> tuple[derived.Drift, list[Derived]]:
+    """The run's drift between blocks from its A/A twins (the baseline again in a block of its
+    own) and the twins' ratios (:func:`workbench.derived.null_controls`)."""
+    by = {v.variant: v for v in rec.variants if v.correct and v.samples_ns}
+    pairs = [(f"A/A: {v.params['twin_of']}, again alone / in the rounds", by[v.params["twin_of"]].samples_ns,
+              v.samples_ns) for v in by.values() if v.params.get("twin_of") in by]
+    return derived.null_controls(pairs, NULL_SOURCE)
 
 
 def variants_frame(rec) -> pd.DataFrame:
@@ -82,7 +94,10 @@ def speedup(base, v, name: str) -> Derived:
         why = "the baseline failed its check" if base is not None and not base.correct else (
             "no baseline in this run" if base is None else "this provider failed its check")
         return derived.not_meaningful(name, why, "x", 1.0)
-    return derived.ratio(v.samples_ns, base.samples_ns, name, paired=len(v.samples_ns) == len(base.samples_ns))
+    pair = derived.by_round(v, base, positional=True)
+    if pair is None:
+        return derived.ratio(v.samples_ns, base.samples_ns, name)
+    return derived.ratio(pair[0], pair[1], name, paired=True)
 
 
 def _ms(v) -> tuple[float, float, float]:
@@ -170,53 +185,45 @@ def _round_speedups(base, v) -> np.ndarray | None:
     """Per-round speedups (paired), or None when the pair is not usable."""
     if base is None or v is None or not base.correct or not v.correct or not v.samples_ns:
         return None
-    b, x = np.asarray(base.samples_ns, float), np.asarray(v.samples_ns, float)
-    if len(b) != len(x):
-        return None
-    return b / x
+    pair = derived.by_round(base, v, positional=True)
+    return None if pair is None else pair[0] / pair[1]
 
 
-def _crossing(ms: np.ndarray, s: np.ndarray) -> float:
-    """The M where the speedup curve (linear in log M) first crosses 1; -inf when every
-    point is above 1 (the crossing lies below the smallest M), +inf when every point is below."""
-    above = s > 1
-    if above.all():
-        return -math.inf
-    if not above.any():
-        return math.inf
-    j = int(np.flatnonzero(above[:-1] != above[1:])[0])
-    t = (1 - s[j]) / (s[j + 1] - s[j])
-    return float(np.exp(np.log(ms[j]) + t * (np.log(ms[j + 1]) - np.log(ms[j]))))
+def _speedup_at(r: np.ndarray, name: str, seed: int) -> Derived:
+    """The median of per-round speedups with its bootstrap CI over rounds (null 1)."""
+    boot = derived.boot_medians(r, seed=seed)
+    return derived.from_boot(name, float(np.median(r)), boot, "x", null=1.0, n_a=r.size, n_b=r.size, paired=True,
+                             covers=derived.ROUNDS)
 
 
 def crossover(ms: list[int], per_round: list[np.ndarray], name: str, seed: int = 0) -> Derived:
-    """The M at which a provider's speedup over the baseline crosses 1, interpolated in
-    log M between the measured M; its CI from bootstrap draws of every M's median speedup.
-    Clear when the CI lies inside the measured range; inconclusive (with the share of draws
-    outside) when the crossing may lie beyond it, or there is no crossing in the data."""
+    """Between which two measured M a provider's speedup over the baseline crosses 1: its CI
+    is the pair of measured M around the sign change, [M_j, M_j+1], and nothing narrower: a
+    speedup measured at 1024 and 4096 says nothing about where in between it reaches 1 (an
+    interpolation would assume a shape no measurement shows; issue 30). The point is that
+    pair's geometric midpoint, a label for the bracket, not an estimate. Clear when the
+    speedups at both ends are clearly on their side of 1 (their own CIs over rounds, each from
+    at least :data:`workbench.derived.MIN_SAMPLES` rounds); inconclusive when either end's CI
+    includes 1, or when no measured pair brackets a crossing."""
     m_arr = np.asarray(ms, dtype=float)
-    point = _crossing(m_arr, np.array([np.median(r) for r in per_round]))
-    rng = np.random.default_rng(seed)
-    boots = np.stack([np.median(r[rng.integers(0, r.size, (RESAMPLES, r.size))], axis=1) for r in per_round], axis=1)
-    draws = np.array([_crossing(m_arr, b) for b in boots])
-    below, above = float(np.mean(draws == -math.inf)), float(np.mean(draws == math.inf))
+    ends = [_speedup_at(r, f"{name} at M={m}", seed + i) for i, (m, r) in enumerate(zip(ms, per_round))]
+    above = np.array([d.point > 1 for d in ends])
     n = min(r.size for r in per_round)
     lo_m, hi_m = int(m_arr.min()), int(m_arr.max())
-    if not math.isfinite(point):
-        side = f"below M={lo_m}" if point < 0 else f"above M={hi_m}"
+    if above.all() or not above.any():
+        side = f"below M={lo_m}" if above.all() else f"above M={hi_m}"
         return Derived(name, math.nan, math.nan, math.nan, "rows", math.nan, "inconclusive",
-                       f"no crossing in the measured range: it lies {side} (in {100 * max(below, above):.0f}% of "
-                       "resamples)", n, n, True)
-    finite = draws[np.isfinite(draws)]
-    lo, hi = (np.quantile(finite, [0.025, 0.975]) if finite.size else (point, point))
-    lo = lo_m if below > 0.025 else float(lo)
-    hi = hi_m if above > 0.025 else float(hi)
-    status, why = "clear", ""
-    if below > 0.025 or above > 0.025:
-        status = "inconclusive"
-        why = (f"in {100 * below:.0f}% of resamples the crossing lies below M={lo_m}, in {100 * above:.0f}% above "
-               f"M={hi_m}: the CI is cut at the measured range")
-    return Derived(name, point, float(lo), float(hi), "rows", math.nan, status, why, n, n, True)
+                       f"no crossing in the measured range: it lies {side} (every measured speedup is "
+                       f"{'above' if above.all() else 'below'} 1)", n, n, True, derived.ROUNDS)
+    j = int(np.flatnonzero(above[:-1] != above[1:])[0])
+    a, b = ends[j], ends[j + 1]
+    lo, hi = int(m_arr[j]), int(m_arr[j + 1])
+    settled = all(d.status == "clear" for d in (a, b))
+    why = ("" if settled else f"between the measured M={lo} and M={hi}, but the speedup at "
+           + " and ".join(f"M={int(m_arr[k])} ({derived.fmt_derived(d, status=False)})"
+                          for k, d in ((j, a), (j + 1, b)) if d.status != "clear") + " is not clearly on its side of 1")
+    return Derived(name, math.sqrt(lo * hi), float(lo), float(hi), "rows", math.nan,
+                   "clear" if settled else "inconclusive", why, n, n, True, derived.ROUNDS)
 
 
 def trend(rec) -> list[dict]:
@@ -311,7 +318,10 @@ def checks(rec) -> pd.DataFrame:
 
 def analyze(rec) -> dict[str, pd.DataFrame]:
     """The multi-GPU tables (see the module docstring); {} parts are left out."""
-    out: dict[str, pd.DataFrame] = {}
+    drift, twins = nulls(rec)
+    out: dict[str, pd.DataFrame] = {"drift": derived.drift_table(drift, twins)}
+    if twins:
+        out["nulls"] = derived.derived_table(twins)
     summ, items = summary(rec)
     items += trend(rec)
     rk, skew = ranks(rec)

@@ -118,8 +118,9 @@ def gain_grows(tbls, rec) -> ClaimResult:
         ctext = ""
         if len(c):
             cd = item(c.iloc[0].to_dict())
-            ctext = (f", crossover M {cd.point:,.0f} [{cd.lo:,.0f}, {cd.hi:,.0f}]" if cd.point == cd.point
-                     else ", crossover " + cd.why.split(": it lies ", 1)[-1].split(" (in ")[0])
+            ctext = (f", crossover between the measured M={cd.lo:,.0f} and {cd.hi:,.0f}"
+                     + ("" if cd.status == "clear" else " (an end's speedup is not clear)") if cd.point == cd.point
+                     else ", crossover " + cd.why.split(": it lies ", 1)[-1].split(" (every ")[0])
         parts.append(f"{int(r['ranks'])} ranks {r['dtype']}: x{fmt_derived(r, status=False).replace('x ', ' ', 1)} "
                      f"from M={int(r['m_small'])} to {int(r['m_large'])}{ctext}")
     return ClaimResult(_status(rows, 1.0), "; ".join(parts),

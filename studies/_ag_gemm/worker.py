@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from studies._ag_gemm import autoconfig, methods, spans
+from studies._ag_gemm.autoconfig import BASELINE
 from studies._ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
 from workbench import harness, launcher
 from workbench.events import Emitter
@@ -50,6 +51,12 @@ class Worker:
         self.group = dist.group.WORLD
         self.timer = harness.DistTimer(self.device, group=self.group)
         self.steps = emit.steps(1)
+        self.next_block = 0  # the run's block numbers (VariantResult.blocks), the same on every rank
+
+    def new_blocks(self, k: int) -> list[int]:
+        """``k`` new block numbers of the run (one per round of an interleaved group)."""
+        self.next_block += k
+        return list(range(self.next_block - k, self.next_block))
 
     def progress(self, message: str) -> None:
         self.steps.say(message)
@@ -128,6 +135,7 @@ class Worker:
             contestants += self.experiment_contestants(inp, ref, base, contestants)
         self.progress(f"{shard} {dtype} M={m}: timing {len(contestants)} providers interleaved")
         timings = self.time_interleaved([c[2] for c in contestants], cfg["repeat"])
+        rounds = self.new_blocks(cfg["repeat"])  # the rounds are the blocks: the providers pair by round
         for (variant, params, fn, out, extra, msg), t in zip(contestants, timings):
             ok = True
             if out is not None:
@@ -137,7 +145,13 @@ class Worker:
             trials = extra.get("trials", {})  # the barrier experiment's checked launches, kept either way
             self.emit.record(VariantResult(variant, params, t.samples_ns if ok else [], ok, msg,
                                            ({"rank_median_ns": t.rank_medians_ns(), "rank_samples_ns": t.rank_samples_ns,
-                                             "loops": t.loops} if ok else {}) | trials))
+                                             "loops": t.loops} if ok else {}) | trials, rounds if ok else None))
+        # the A/A null control: the baseline again, alone, in a block of its own after the rounds
+        for (variant, params, fn, out, extra, msg), t in zip(contestants, timings):
+            if params.get("provider") == BASELINE and "experiment" not in params:
+                twin = self.timer.samples(fn, cfg["repeat"], loops=t.loops)
+                self.emit.record(VariantResult(f"aa:{variant}", {**params, "twin_of": variant}, twin.samples_ns, True,
+                                               msg, {"loops": t.loops}, self.new_blocks(1) * len(twin.samples_ns)))
         if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
             for variant, params, fn, out, _, _ in contestants:
                 if out is not None and params["provider"] != "auto" and "experiment" not in params:
