@@ -209,6 +209,9 @@ def _variants(params) -> list[tuple[str, dict]]:
         for value in params[axis]:
             mode = value if axis == "malloc" else ("sync" if value else "async")
             out.append((f"{label}/{mode}", {**base, "provider": policy, axis: value, **extra}))
+    # the A/A null controls: per_call again in every round, a process of its own (its phases
+    # against per_call's are the run's drift between blocks)
+    out += [(f"aa:{name}", {**p, "twin_of": name}) for name, p in list(out) if p["provider"] == "per_call"]
     return out
 
 
@@ -224,12 +227,12 @@ def _segment_stats(x: np.ndarray) -> dict[str, float]:
     return {"mean": float(x.mean()), "p50": float(q[0]), "p99": float(q[1])}
 
 
-def _subsample(x: np.ndarray, keep: int) -> tuple[list[float], int]:
-    """At most ``keep`` values, evenly spaced in launch order (the stride is reported)."""
+def _subsample(x: np.ndarray, keep: int) -> tuple[np.ndarray, int]:
+    """The indices of at most ``keep`` values, evenly spaced in launch order, and the stride
+    (reported with the samples)."""
     if len(x) <= keep:
-        return x.astype(float).tolist(), 1
-    idx = np.linspace(0, len(x) - 1, keep).round().astype(np.int64)
-    return x[idx].astype(float).tolist(), int(np.ceil(len(x) / keep))
+        return np.arange(len(x)), 1
+    return np.linspace(0, len(x) - 1, keep).round().astype(np.int64), int(np.ceil(len(x) / keep))
 
 
 def _trace_events(variant: str, pid: int, phase, per_thread: int) -> list[dict]:
@@ -250,7 +253,10 @@ def _variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
     """One policy's result from its phases: latencies pooled over phases (subsampled for
     storage, percentiles from all), per-segment statistics, each phase's counters, the checks."""
     lat = np.concatenate(a["lat"])
-    samples, stride = _subsample(lat, params["max_samples"])
+    idx, stride = _subsample(lat, params["max_samples"])
+    samples = lat[idx].astype(float).tolist()
+    # each phase is a process of its own: a block of the run (the variants' phases alternate)
+    blocks = np.concatenate([np.full(len(x), b) for x, b in zip(a["lat"], a["blocks"])])[idx].tolist()
     done = len(a["reps"])
     phases = f"{done} phases" if done == params["repeat"] else f"{done} of {params['repeat']} phases"
     check = "; ".join(a["fails"]) if a["fails"] else f"{phases}: {a['check']}"
@@ -258,7 +264,7 @@ def _variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
     return VariantResult(name, vparams, samples, not a["fails"], check, {
         "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "segments_ns": segments,
         "launches_timed": int(lat.size), "samples_stride": stride, "touch_pages": params["touch_pages"],
-    })
+    }, blocks)
 
 
 def run(params, ctx: RunContext) -> dict:
@@ -298,7 +304,7 @@ def run(params, ctx: RunContext) -> dict:
             progress.say(f"warm-up {name}")
             phase_of(vparams, 1, launches=2 * params["threads"], oom_every=0)
 
-    acc = {name: {"lat": [], "seg": [], "reps": [], "fails": []} for name, _ in variants}
+    acc = {name: {"lat": [], "seg": [], "reps": [], "fails": [], "blocks": []} for name, _ in variants}
     blocks = outputs.get("blocks", 1)
     trace: list[dict] = []
     out_of_memory: set[str] = set()
@@ -324,6 +330,7 @@ def run(params, ctx: RunContext) -> dict:
             if ok and phase.extra.get("seq_ok") is False:
                 ok, msg = False, "the kernels' launch counters do not match the launches made"
             a = acc[name]
+            a["blocks"].append(ctx.block())
             a["lat"].append(phase.lat_ns)
             a["seg"].append(phase.segments_ns)
             a["reps"].append(phase.counters())

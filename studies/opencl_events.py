@@ -166,9 +166,10 @@ def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, 
     ``runs`` is a KernelRuns, DependencyRuns or CudaRuns; ``label(c)`` names a condition as the
     seed does; ``refused(c)`` is the platform's refusal of a callback that ``c`` needs, or None.
     """
-    def record(c, samples, ok, check, extra=None):
+    def record(c, samples, ok, check, extra=None, blocks=None):
         name = _vname(point.get("workers"), label(c), point["size_bytes"])
-        ctx.record(VariantResult(name, {**point, "provider": label(c)}, samples, ok, check, extra or {}))
+        ctx.record(VariantResult(name, {**point, "provider": label(c)}, samples, ok, check, extra or {},
+                                 blocks if samples else None))
 
     reps = params["reps"]
     progress.say(f"{where}: checking the kernels")
@@ -189,14 +190,30 @@ def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, 
     rounds = params["measurements"] + 1
     res = sweep_point(runs, live, reps, params["measurements"],
                       lambda rnd: progress.say(f"{where}: round {rnd + 1} of {rounds}"))
+    blocks = [ctx.block() for _ in range(params["measurements"])]  # one block per round: conditions pair by round
     ok_after, check_after = runs.verify()
     for c in live:
         r = res[c]
         good = ok_after and not r.problems
         msg = (f"before and after timing: {check_after}" if good else
                "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
-        record(c, r.samples_ns, good, msg, {"reps": reps})
+        record(c, r.samples_ns, good, msg, {"reps": reps}, blocks)
     progress.tick(f"{where}: done")
+
+
+def _measure_twin(ctx: RunContext, runs, baseline, name: str, point: dict, params) -> None:
+    """The run's A/A null control: a point's baseline timed again, alone and after every other
+    point, in a block of its own (``aa:`` variant): its ratio to the first timing is the drift
+    between blocks of this run (:func:`workbench.derived.null_controls`)."""
+    runs.prime()
+    ok, check = runs.verify()
+    res = sweep_point(runs, [baseline], params["reps"], params["measurements"], lambda rnd: None)[baseline] \
+        if ok else None
+    good = ok and not res.problems
+    samples = res.samples_ns if good else []
+    ctx.record(VariantResult(f"aa:{name}", {**point, "provider": "aa", "twin_of": name}, samples, good,
+                             check if good else f"kernel check failed: {check}", {"reps": params["reps"]},
+                             [ctx.block()] * len(samples) if samples else None))
 
 
 PILOT_REPS = 8  # runs of the baseline that set the runs per measurement under target_ms
@@ -243,20 +260,34 @@ def run(params, ctx: RunContext) -> dict:
             return dep_label(*c)
         return "wait" if c == "wait" else combo_label(c)
 
+    def open_runs(workers, size):
+        return DependencyRuns(target, size, workers, cbs, params["host"]) if workers else KernelRuns(target, size, cbs)
+
+    def point_of(workers, size):
+        return {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
+
     for workers in worker_list:
         for size in params["sizes"]:
             where = (f"{workers} workers, " if workers else "") + size_label(size)
-            runs = (DependencyRuns(target, size, workers, cbs, params["host"]) if workers
-                    else KernelRuns(target, size, cbs))
+            runs = open_runs(workers, size)
             if workers:
                 queue_modes.add("out-of-order" if runs.out_of_order else "in-order")
-            point = {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
             try:
-                _measure_point(ctx, runs, conditions, label, point, params, unsupported, progress, where)
+                _measure_point(ctx, runs, conditions, label, point_of(workers, size), params, unsupported, progress,
+                               where)
             finally:
                 if workers:
                     unmaps_refused += runs.unmaps_refused
                 runs.close()
+    baseline = next((c for c in conditions if label(c) == analysis.BASELINES[exp]), None)
+    if baseline is not None and not unsupported(baseline):  # the A/A null control: the first point's baseline, last
+        workers, size = worker_list[0], params["sizes"][0]
+        runs = open_runs(workers, size)
+        try:
+            _measure_twin(ctx, runs, baseline, _vname(workers, analysis.BASELINES[exp], size), point_of(workers, size),
+                          params)
+        finally:
+            runs.close()
     return {
         "platform": target.platform_name, "device": target.device_name,
         "platform_version": target.device.platform.version, "device_version": target.device.version,
@@ -279,15 +310,24 @@ def _run_cuda(params, ctx: RunContext) -> dict:
 
     name = cuda.device_name(params["device"])
     progress = ctx.steps(len(params["sizes"]))
+    def point_of(size):
+        return {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
+                "callback_impl": "cupy"}
+
     for size in params["sizes"]:
         runs = cuda.CudaRuns(size, params["device"])
-        point = {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
-                 "callback_impl": "cupy"}
         try:
-            _measure_point(ctx, runs, list(cuda.CONDITIONS), str, point, params, lambda c: None, progress,
+            _measure_point(ctx, runs, list(cuda.CONDITIONS), str, point_of(size), params, lambda c: None, progress,
                            size_label(size))
         finally:
             runs.close()
+    size = params["sizes"][0]  # the A/A null control: the first point's baseline again, last
+    runs = cuda.CudaRuns(size, params["device"])
+    try:
+        _measure_twin(ctx, runs, analysis.BASELINES["cuda"], _vname(None, analysis.BASELINES["cuda"], size),
+                      point_of(size), params)
+    finally:
+        runs.close()
     return {"platform": "CUDA (CuPy)", "device": name, "cupy": cupy.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()}
 

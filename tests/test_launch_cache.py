@@ -155,14 +155,20 @@ def test_smoke_run_records_checked_variants_and_reports(store):
     rec = runner.execute(study, {}, store, preset="smoke")
     assert rec.status == "complete"
     names = [v.variant for v in rec.variants]
+    # the policies, then the A/A twins of per_call (timed in every round: the run's null controls)
     assert names == ["per_call/pinned", "per_call/dynamic", "locked_cache/pinned", "locked_cache/dynamic",
-                     "size_limit/pinned", "size_limit/dynamic", "pool3/pinned", "pool3/dynamic"]
+                     "size_limit/pinned", "size_limit/dynamic", "pool3/pinned", "pool3/dynamic",
+                     "aa:per_call/pinned", "aa:per_call/dynamic"]
+    assert all(v.blocks and len(v.blocks) == len(v.samples_ns) for v in rec.variants)
+    assert len({v.blocks[0] for v in rec.variants}) == len(rec.variants)  # each phase a process: a block of its own
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
     assert all(len(v.samples_ns) == 200 for v in rec.variants)
     assert all(v.params["provider"] in study.CPU_POLICIES for v in rec.variants)
     a = analyse(rec)
     assert not a.errors, a.errors
     t = a.tables
+    assert "aa:per_call/pinned" not in set(t["policies"]["variant"])  # a null control, not a policy
+    assert not t["drift"]["measured"].iloc[0]  # one phase a variant: too few to measure the drift
     pol = t["policies"].set_index("variant")
     assert pol.loc["per_call/pinned", "minflt_per_launch"] >= 64
     assert pol.loc["locked_cache/pinned", "peak_bytes"] == 4 << 20
@@ -320,7 +326,7 @@ def test_gpu_phase_logic_with_a_fake_cupy(store, monkeypatch):
                              preset="smoke")
     finally:
         gpu._kernel.cache_clear()
-    assert len(rec.variants) == 12
+    assert len(rec.variants) == 12 + 2  # and the A/A twins of per_call
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
     t = study.analyze(rec)
     peak = t["policies"].set_index("variant")["peak_bytes"]

@@ -145,12 +145,17 @@ def test_smoke_preset(store):
     _skip_without_opencl()
     rec = runner.execute(study, {}, store, preset="smoke")
     assert rec.status == "complete"
-    assert len(rec.variants) == 2 * 3 and all(v.correct for v in rec.variants), [v.check for v in rec.variants]
+    # 2 sizes x 3 conditions, and the A/A twin: the first baseline again, last, in a block of its own
+    assert len(rec.variants) == 2 * 3 + 1 and all(v.correct for v in rec.variants), [v.check for v in rec.variants]
     assert all(len(v.samples_ns) == 5 and min(v.samples_ns) > 0 for v in rec.variants)
-    assert {v.params["provider"] for v in rec.variants} == {"(0,0,0)", "(0,0,1)", "(1,1,1)"}
+    assert {v.params["provider"] for v in rec.variants} == {"(0,0,0)", "(0,0,1)", "(1,1,1)", "aa"}
+    by = {v.variant: v for v in rec.variants}
+    assert by["(0,0,0) 4096B"].blocks == by["(0,0,1) 4096B"].blocks  # the conditions of a point pair by round
+    assert len(set(by["aa:(0,0,0) 4096B"].blocks)) == 1 and by["aa:(0,0,0) 4096B"].params["twin_of"] == "(0,0,0) 4096B"
     a = analyse(rec)
     assert not a.errors, a.errors
     tbls = a.tables
+    assert tbls["drift"]["measured"].iloc[0] and len(tbls["nulls"]) == 1
     ov = tbls["overhead"]
     assert set(ov["provider"]) == {"(0,0,1)", "(1,1,1)"} and set(ov["bucket"]) == {"4-64 KiB"}
     dv = tbls["derived"]
@@ -186,9 +191,11 @@ def test_dependency_charts_per_worker_count(store):
     _skip_without_opencl()
     rec = runner.execute(study, {"experiment": "dependency", "sizes": "4096", "reps": 8, "measurements": 2,
                                  "workers": "7", "target_ms": 0.001}, store, preset="smoke")
-    assert rec.status == "complete" and len(rec.variants) == 8 and all(v.correct for v in rec.variants)
+    # 8 conditions at one size, and the A/A twin of the baseline
+    assert rec.status == "complete" and len(rec.variants) == 9 and all(v.correct for v in rec.variants)
     a = analyse(rec)
     pts = a.tables["points"]
+    assert len(pts) == 8  # the twin is a null control, not a point
     assert (pts["total_bytes"] == 7 * 4096).all() and (pts["reps"] == study.MIN_REPS).all()
     assert "Runs per measurement chosen per point" in "\n".join(sections_of(a))
     pytest.importorskip("altair")
@@ -230,7 +237,7 @@ def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatc
     out = study.run(params, ctx)
     assert out["device"] == "Fake GPU"
     by = {v.variant: v for v in ctx.variants}
-    assert len(by) == 2 * len(cuda.CONDITIONS)
+    assert len(by) == 2 * len(cuda.CONDITIONS) + 1 and by["aa:none 4096B"].params["twin_of"] == "none 4096B"
     assert all(by[f"{c} 4096B"].correct and len(by[f"{c} 4096B"].samples_ns) == 3 for c in cuda.CONDITIONS)
     bad = [by[f"{c} 8192B"] for c in cuda.CONDITIONS]
     assert all(not v.correct and v.samples_ns == [] and "failed before timing" in v.check for v in bad)
