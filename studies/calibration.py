@@ -192,7 +192,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     shown = tables.results_display(df)[["variant", "median", "95% CI", "IQR/median"]]
     shown.insert(1, "threads", df["threads"].astype("Int64") if "threads" in df else pd.NA)
     return {"floors": shown, "_floors": df, "forkjoin": forkjoin, "derived": _derived(rec, drift),
-            "drift": derived.drift_table(drift, nulls), "nulls": derived.derived_table(nulls)}
+            **derived.level_tables(drift, nulls)}
 
 
 def _derived(rec: RunRecord, drift: derived.Drift) -> pd.DataFrame:

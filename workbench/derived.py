@@ -392,6 +392,12 @@ def drift_table(drift: Drift, nulls: Sequence[Derived] = ()) -> pd.DataFrame:
                           "nulls_clear": sum(d.status == "clear" for d in nulls)}])
 
 
+def level_tables(drift: Drift, nulls: Sequence[Derived]) -> dict[str, pd.DataFrame]:
+    """The ``drift`` table every study's ``analyze`` returns, and its ``nulls`` table (each
+    null control's ratio) where the run has null controls."""
+    return {"drift": drift_table(drift, nulls)} | ({"nulls": derived_table(nulls)} if nulls else {})
+
+
 def drift_of(tbls: Mapping[str, pd.DataFrame] | None) -> Drift:
     """The run's :class:`Drift` from its ``drift`` table (not measured without one)."""
     t = (tbls or {}).get("drift")

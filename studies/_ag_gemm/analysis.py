@@ -319,9 +319,7 @@ def checks(rec) -> pd.DataFrame:
 def analyze(rec) -> dict[str, pd.DataFrame]:
     """The multi-GPU tables (see the module docstring); {} parts are left out."""
     drift, twins = nulls(rec)
-    out: dict[str, pd.DataFrame] = {"drift": derived.drift_table(drift, twins)}
-    if twins:
-        out["nulls"] = derived.derived_table(twins)
+    out: dict[str, pd.DataFrame] = derived.level_tables(drift, twins)
     summ, items = summary(rec)
     items += trend(rec)
     rk, skew = ranks(rec)

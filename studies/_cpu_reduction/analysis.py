@@ -88,8 +88,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     profs = profiles.load_profiles(rec) if rec.attachments else []
     iters = profiles.iteration_table(profs)
     over = profiles.overhead_table(iters)
-    out: dict[str, pd.DataFrame] = {"_run": run_table(rec), "drift": derived.drift_table(drift, nulls)}
-    _put(out, "nulls", derived.derived_table(nulls))
+    out: dict[str, pd.DataFrame] = {"_run": run_table(rec), **derived.level_tables(drift, nulls)}
     if len(plain):
         _timing_tables(plain, p, samples, profiles.compute_us(over), rec.outputs, out)
     if len(ok):

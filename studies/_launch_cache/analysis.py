@@ -270,6 +270,6 @@ def analyze(rec: RunRecord, seed_runs: list[dict]) -> dict[str, pd.DataFrame]:
     pol = policies_table(rec, reps)
     dv = derived_table(rec, pol, reps, drift)
     return {"key": key_table(rec, pol, dv), "policies": pol, "phases": reps, "derived": dv,
-            "drift": derived.drift_table(drift, nulls), "nulls": derived.derived_table(nulls),
+            **derived.level_tables(drift, nulls),
             "segments": segments_table(rec), "_latency_quantiles": quantiles_table(rec), "_run": run_table(rec),
             **seed_tables(seed_runs)}

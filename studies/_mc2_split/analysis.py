@@ -704,8 +704,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     sims = simulated_table(rec)
     bound = bound_table(rec, rs)
     result = {
-        "drift": derived.drift_table(rs.drift, nulls),
-        "nulls": derived.derived_table(nulls),
+        **derived.level_tables(rs.drift, nulls),
         "key": key_table_live(rec, live, floor, seed_floor_us) if len(live) else key_table_model(rec, floor),
         "_plan": plan_table(rec).assign(headline=top["variant"] if top is not None else "",
                                        headline_comm=top["comm"] if top is not None else ""),

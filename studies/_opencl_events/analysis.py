@@ -326,7 +326,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     dv = derived_table(rec)
     drift, twins = derived.null_controls(null_pairs(rec), NULL_SOURCE)
     return {"key": key_table(dv), "per_size": per_size_table(pts, dv), "overhead": overhead_table(dv), "points": pts,
-            "derived": dv, "drift": derived.drift_table(drift, twins), "nulls": derived.derived_table(twins),
+            "derived": dv, **derived.level_tables(drift, twins),
             "_samples": samples_table(rec), "_run": run_table(rec)}
 
 
