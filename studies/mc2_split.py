@@ -42,7 +42,7 @@ from studies._mc2_split.analysis import analyze, trace_tables  # noqa: F401 (the
 from studies._mc2_split.charts import charts  # noqa: F401 (the study's charts)
 from studies._mc2_split.claims import SEED_CLAIMS  # noqa: F401 (the seed's claims)
 from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
-from studies._mc2_split.report import report_sections, verdict  # noqa: F401 (the study's hooks)
+from studies._mc2_split.report import README_BLOCKS, report_sections, verdict  # noqa: F401 (the study's hooks)
 from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import simulate
 from workbench.study import Param, ParamError, ParamSpace, RunContext

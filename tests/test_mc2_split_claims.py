@@ -28,8 +28,10 @@ BUNDLES = sorted((ROOT / "traces" / "mc2-split").glob("*.bundle.json"))
 
 @pytest.fixture(scope="module")
 def committed():
-    """Every committed bundle, analysed once: run id suffix -> Analysis."""
-    return {p.name.split("-")[-1].removesuffix(".bundle.json"): analyse(read_bundle(p), study) for p in BUNDLES}
+    """Every committed bundle, analysed once per session (shared): run id suffix -> Analysis."""
+    from tests.committed_claims import analyses
+
+    return {name.split("-")[-1].removesuffix(".bundle.json"): a for name, a in analyses(study.ID).items()}
 
 
 @pytest.fixture(scope="module")

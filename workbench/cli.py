@@ -328,6 +328,41 @@ def _run_group(text: str | None) -> dict | None:
     return {"id": gid, "index": int(index), "runs": int(runs)}
 
 
+def cmd_readme(args) -> int:
+    """``readme``: every committed result README's generated blocks against what the tool prints
+    today (exit 1 and the blocks that differ), or ``--refresh`` them (:mod:`workbench.readme`)."""
+    from . import readme
+    from .env import REPO_ROOT
+    from .untrusted import safe_stem
+
+    paths = readme.readmes(REPO_ROOT)
+    if args.study:
+        paths = [p for p in paths if p.parent.name == safe_stem(args.study)]
+        if not paths:
+            _err(f"no generated blocks in traces/{safe_stem(args.study)}/README.md")
+            return EXIT_BAD_INPUT
+    stale = 0
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        try:
+            bundles = readme.Bundles(path.parent)
+            if args.refresh:
+                new = readme.refresh(text, bundles)
+                if new != text:
+                    path.write_text(new, encoding="utf-8")
+                    print(f"{path.relative_to(REPO_ROOT)}: refreshed")
+                continue
+            for marker in readme.differences(text, bundles):
+                stale += 1
+                print(f"{path.relative_to(REPO_ROOT)}: differs from the tool: {marker}")
+        except readme.BlockError as exc:
+            _err(f"{path.relative_to(REPO_ROOT)}: {exc}")
+            return EXIT_BAD_INPUT
+    if not args.refresh and not stale:
+        print(f"{len(paths)} README(s): every generated block is what the tool prints today")
+    return EXIT_FAILED if stale else EXIT_OK
+
+
 def _interrupted_text(store: Store, run_id: str | None) -> str:
     """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
     run was stored)."""
@@ -648,6 +683,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_a", help="baseline: run id, unique prefix, latest, a bundle file or a committed bundle's id")
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
+
+    s = command("readme", cmd_readme, "check (or --refresh) the generated tables of the committed result READMEs "
+                                      "(traces/<study>/README.md) against the bundles", store=False)
+    s.add_argument("--refresh", action="store_true", help="rewrite every generated block from the bundles")
+    s.add_argument("--study", help="only traces/<study>/README.md")
 
     from .ab import DEFAULT_ROUNDS
 

@@ -226,6 +226,32 @@ def crossover(ms: list[int], per_round: list[np.ndarray], name: str, seed: int =
                    "clear" if settled else "inconclusive", why, n, n, True, derived.ROUNDS)
 
 
+def bound(rec) -> list[dict]:
+    """Per row-sharded shape timed with the all-gather and the matmul alone in the same rounds:
+    the best speedup any overlap could reach (the baseline over max(all-gather, matmul) of
+    each round) and the HBM-buffer kernel over the matmul alone, each the median over rounds
+    with its CI (paired by round: ``table="bound"``)."""
+    items = []
+    for (shard, ws, dtype, m), grp in sorted(_groups(rec).items()):
+        if shard != "rows" or not {BASELINE, "all-gather", "matmul"} <= set(grp):
+            continue
+        base = grp[BASELINE]
+        ag, mm = (derived.by_round(base, grp[p], positional=True) for p in ("all-gather", "matmul"))
+        if ag is None or mm is None or not (base.correct and grp["all-gather"].correct and grp["matmul"].correct) \
+                or ag[0].size != mm[0].size:
+            continue
+        tag = _tag("rows", ws, dtype, m, BASELINE)
+        ceiling = ag[0] / np.maximum(ag[1], mm[1])
+        items.append(_speedup_at(ceiling, f"best possible speedup: nccl / max(all-gather, matmul) alone, {ws} ranks "
+                                          f"{dtype} M={m}", 0).row(table="bound", **tag))
+        hbm = grp.get("hbm-buffer")
+        pair = derived.by_round(grp["matmul"], hbm, positional=True) if hbm is not None and hbm.correct else None
+        if pair is not None:
+            items.append(_speedup_at(pair[1] / pair[0], f"hbm-buffer over the matmul alone, {ws} ranks {dtype} M={m}",
+                                     0).row(table="bound", **_tag("rows", ws, dtype, m, "hbm-buffer")))
+    return items
+
+
 def trend(rec) -> list[dict]:
     """Per (ranks, dtype, provider) of the row-sharded runs with 2+ M: the speedup at the
     largest M over the one at the smallest (``gain``; unpaired: different shapes are timed
@@ -321,7 +347,7 @@ def analyze(rec) -> dict[str, pd.DataFrame]:
     drift, twins = nulls(rec)
     out: dict[str, pd.DataFrame] = derived.level_tables(drift, twins)
     summ, items = summary(rec)
-    items += trend(rec)
+    items += trend(rec) + bound(rec)
     rk, skew = ranks(rec)
     items += skew
     if len(summ):

@@ -91,7 +91,7 @@ def prediction_error(measured, predicted_us: float, name: str, predicted_boot: n
 
 #: refits of the cost points per prediction's bootstrap (each refit is a line or hinge fit and
 #: a pipeline simulation per split; the replicates are reused, cycled, up to derived.RESAMPLES)
-FIT_RESAMPLES = 200
+FIT_RESAMPLES = 100
 
 
 def fit_replicates(rec: RunRecord, label: str, resamples: int = FIT_RESAMPLES) -> list[CostModel] | None:

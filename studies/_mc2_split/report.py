@@ -212,3 +212,70 @@ def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
                     row[i] = str(int(seg.chunk) % 10)
             lines.append(f"  {engine:>7} |{''.join(row)}|")
     return "\n".join(lines)
+
+
+# --- the committed README's generated blocks (workbench.readme) --------------------------------
+
+def _pct_text(x, lo, hi) -> str:
+    return f"{x:+.1f}% [{lo:+.1f}, {hi:+.1f}]" if pd.notna(x) else ""
+
+
+def _us_text(r: dict) -> str:
+    return f"{r['measured_us']:,.1f} [{r['ci_lo_us']:,.1f}, {r['ci_hi_us']:,.1f}]"
+
+
+def run_target(gain_lo: float, gain_hi: float, err_lo: float, err_hi: float) -> str:
+    """The benchmark's target on one run, judged on the CIs: the gain's above 20% and the
+    prediction error's within 10% (met), either wholly outside (missed), else undecided."""
+    from .spread import TARGET_PCT
+
+    if any(pd.isna(x) for x in (gain_lo, gain_hi, err_lo, err_hi)):
+        return "not measured"
+    if gain_lo >= TARGET_PCT and -10 <= err_lo and err_hi <= 10:
+        return "met"
+    if gain_hi < TARGET_PCT or err_hi < -10 or err_lo > 10:
+        return "missed"
+    return "undecided (a CI includes its bound)"
+
+
+def readme_runs(analyses: list, args: dict) -> str:
+    """Per committed run of one world size (``world_size=N``): its best split, measured and
+    serial NCCL (both with CIs), the gain (with what its CI covers), the prediction error (its
+    CI covers the fits too) and the target judged on the CIs."""
+    from workbench.report import md_table
+
+    from .analysis import headline
+
+    rows = []
+    for a in analyses:
+        live = a.tables.get("live")
+        plan = a.tables.get("_plan")
+        if live is None or not len(live) or plan is None or str(plan.iloc[0].get("world_size")) != args["world_size"]:
+            continue
+        top, serial = headline(live), live[live["variant"] == "serial/default"]
+        if top is None or not len(serial):
+            continue
+        d = _derived(a.tables, f"gain of {top['variant']} over serial {plan.iloc[0]['backend']}") or {}
+        rows.append({"run": a.rec.run_id.rsplit("-", 1)[-1], "best split": f"{top['comm']} {top['split']} [{top['chunks']}]",
+                     "measured us (95% CI)": _us_text(top), "serial NCCL us (95% CI)": _us_text(serial.iloc[0]),
+                     "gain over serial NCCL (95% CI)": _pct_text(top.get("gain"), top.get("gain_lo"), top.get("gain_hi")),
+                     "gain's CI covers": d.get("covers", ""),
+                     "prediction error (fitted contention, 95% CI)":
+                         _pct_text(100 * top.get("err_fit"), 100 * top.get("err_fit_lo"), 100 * top.get("err_fit_hi"))
+                         if pd.notna(top.get("err_fit")) else "",
+                     "target (>= 20%, within 10%; on the CIs)":
+                         run_target(top.get("gain_lo"), top.get("gain_hi"), 100 * top.get("err_fit_lo", float("nan")),
+                                    100 * top.get("err_fit_hi", float("nan")))})
+    return md_table(pd.DataFrame(rows))
+
+
+def readme_spread(analyses: list, args: dict) -> str:
+    """The spread over every committed run (:mod:`.spread`): the across-run gain and target."""
+    from workbench.report import md_table
+
+    from .spread import across_runs, display
+
+    return md_table(display(across_runs([a.rec for a in analyses])[0]))
+
+
+README_BLOCKS = {"runs": readme_runs, "spread": readme_spread}
