@@ -4,7 +4,6 @@ must never be stated again (issue #18's examples), the verdict against its key t
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import studies.cpu_reduction as study
 from studies._cpu_reduction import profiles
 from studies._cpu_reduction.plan import GRAIN_SIZE
 from workbench.analysis import analyse, charts_of
-from workbench.store import RunRecord, committed_runs
+from workbench.store import RunRecord
 from workbench.study import VariantResult
 
 TRACE = Path(__file__).parent / "data" / "traces" / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"

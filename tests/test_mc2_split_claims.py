@@ -20,7 +20,7 @@ from studies._mc2_split.simulate import simulate
 from studies._mc2_split.spread import BEST_OF_RUN, across_runs
 from workbench import runner
 from workbench.analysis import analyse, charts_of
-from workbench.store import Store, read_bundle
+from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLES = sorted((ROOT / "traces" / "mc2-split").glob("*.bundle.json"))

@@ -16,7 +16,6 @@ after measuring them all), so its spread is that of a best-of-configurations fig
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from workbench import derived, stats
