@@ -177,10 +177,7 @@ _OLD_KINDS = {"harness": "empty-call", "clock": "perf-counter", "torch": "torch-
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    samples = {v.variant: v.samples_ns for v in rec.valid_variants()}
-    twins = [v for v in rec.valid_variants() if v.params.get("twin_of") in samples]
-    drift, nulls = derived.null_controls([(f"A/A: {v.params['twin_of']}, again (reverse order) / first",
-                                           samples[v.params["twin_of"]], v.samples_ns) for v in twins],
+    drift, nulls = derived.null_controls(derived.RunSamples(rec).twins("again (reverse order) / first"),
                                          "every probe timed again in reverse order (aa: variants)")
     rec = dataclasses.replace(rec, variants=[v for v in rec.variants if not v.params.get("twin_of")])
     df = tables.variants_table(rec)

@@ -280,8 +280,10 @@ def run(params, ctx: RunContext) -> dict:
                     unmaps_refused += runs.unmaps_refused
                 runs.close()
     baseline = next((c for c in conditions if label(c) == analysis.BASELINES[exp]), None)
-    if baseline is not None and not unsupported(baseline):  # the A/A null control: the first point's baseline, last
-        workers, size = worker_list[0], params["sizes"][0]
+    # the A/A null controls: the first and the last point's baselines again, last (two, so each
+    # is judged against the drift the other shows)
+    ends = dict.fromkeys([(worker_list[0], params["sizes"][0]), (worker_list[-1], params["sizes"][-1])])
+    for workers, size in ends if baseline is not None and not unsupported(baseline) else ():
         runs = open_runs(workers, size)
         try:
             _measure_twin(ctx, runs, baseline, _vname(workers, analysis.BASELINES[exp], size), point_of(workers, size),
@@ -321,13 +323,13 @@ def _run_cuda(params, ctx: RunContext) -> dict:
                            size_label(size))
         finally:
             runs.close()
-    size = params["sizes"][0]  # the A/A null control: the first point's baseline again, last
-    runs = cuda.CudaRuns(size, params["device"])
-    try:
-        _measure_twin(ctx, runs, analysis.BASELINES["cuda"], _vname(None, analysis.BASELINES["cuda"], size),
-                      point_of(size), params)
-    finally:
-        runs.close()
+    for size in dict.fromkeys([params["sizes"][0], params["sizes"][-1]]):  # the A/A null controls, last
+        runs = cuda.CudaRuns(size, params["device"])
+        try:
+            _measure_twin(ctx, runs, analysis.BASELINES["cuda"], _vname(None, analysis.BASELINES["cuda"], size),
+                          point_of(size), params)
+        finally:
+            runs.close()
     return {"platform": "CUDA (CuPy)", "device": name, "cupy": cupy.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()}
 

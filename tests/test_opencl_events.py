@@ -145,8 +145,8 @@ def test_smoke_preset(store):
     _skip_without_opencl()
     rec = runner.execute(study, {}, store, preset="smoke")
     assert rec.status == "complete"
-    # 2 sizes x 3 conditions, and the A/A twin: the first baseline again, last, in a block of its own
-    assert len(rec.variants) == 2 * 3 + 1 and all(v.correct for v in rec.variants), [v.check for v in rec.variants]
+    # 2 sizes x 3 conditions, and the A/A twins: the first and last baselines again, last, each in a block of its own
+    assert len(rec.variants) == 2 * 3 + 2 and all(v.correct for v in rec.variants), [v.check for v in rec.variants]
     assert all(len(v.samples_ns) == 5 and min(v.samples_ns) > 0 for v in rec.variants)
     assert {v.params["provider"] for v in rec.variants} == {"(0,0,0)", "(0,0,1)", "(1,1,1)", "aa"}
     by = {v.variant: v for v in rec.variants}
@@ -155,7 +155,7 @@ def test_smoke_preset(store):
     a = analyse(rec)
     assert not a.errors, a.errors
     tbls = a.tables
-    assert tbls["drift"]["measured"].iloc[0] and len(tbls["nulls"]) == 1
+    assert tbls["drift"]["measured"].iloc[0] and len(tbls["nulls"]) == 2
     ov = tbls["overhead"]
     assert set(ov["provider"]) == {"(0,0,1)", "(1,1,1)"} and set(ov["bucket"]) == {"4-64 KiB"}
     dv = tbls["derived"]
@@ -237,7 +237,7 @@ def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatc
     out = study.run(params, ctx)
     assert out["device"] == "Fake GPU"
     by = {v.variant: v for v in ctx.variants}
-    assert len(by) == 2 * len(cuda.CONDITIONS) + 1 and by["aa:none 4096B"].params["twin_of"] == "none 4096B"
+    assert len(by) == 2 * len(cuda.CONDITIONS) + 2 and by["aa:none 4096B"].params["twin_of"] == "none 4096B"
     assert all(by[f"{c} 4096B"].correct and len(by[f"{c} 4096B"].samples_ns) == 3 for c in cuda.CONDITIONS)
     bad = [by[f"{c} 8192B"] for c in cuda.CONDITIONS]
     assert all(not v.correct and v.samples_ns == [] and "failed before timing" in v.check for v in bad)

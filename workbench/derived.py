@@ -28,10 +28,13 @@ Reasonable Time", 2013: uncertainty has levels, and a CI must say which it inclu
 a block effect b_j plus the sampling error of the block. A ratio of two variants timed in
 blocks 1 and 2 is off by delta = b_2 - b_1, whose spread tau the run's null controls measure:
 pairs of blocks whose true ratio is 1 (the same configuration timed twice, a serial-path or
-zero-work control). With null log ratios l_i and their within-block bootstrap variances v_i,
-``tau^2 = max(0, mean(l_i^2 - v_i))``: the root-mean-square null log ratio with the sampling
-noise that the bootstrap already covers taken out (a null's offset counts as drift, since
-its true value is 0, not its mean). Each bootstrap replicate then gets a draw of delta from
+zero-work control). With null log ratios l_i, ``tau = sqrt(mean(l_i^2))``: the root-mean-square
+null log ratio (a null's offset counts as drift, since its true value is 0, not its mean).
+The l_i carry the sampling noise of their blocks too, which the bootstrap already covers; it
+is not taken out, so it counts twice where the drift is added: conservative on purpose, since
+a percentile bootstrap of the median of 10-20 samples is itself a little narrow, and the
+nulls' own false-clear rate must stay at or below 5% (``benchmarks/null_controls.py``).
+Each bootstrap replicate then gets a draw of delta from
 ``tau * t_k`` (Student's t with k = the number of nulls: the predictive distribution of a new
 zero-mean deviation when tau is estimated from k of them, so a run with few null controls
 gets the wide interval it has earned): a ratio's replicate is multiplied by exp(delta), a
@@ -310,35 +313,36 @@ def ratio(a, b, name: str, *, paired: bool = False, drift: Drift | None = None, 
                     loaded=loaded)
 
 
-def null_controls(nulls: Sequence[tuple[str, Any, Any]], source: str, seed: int = 0) -> tuple[Drift, list[Derived]]:
+def null_controls(nulls: Sequence[tuple], source: str, seed: int = 0) -> tuple[Drift, list[Derived]]:
     """The run's drift between blocks from its null controls, and each null's ratio judged
     against the drift of the others.
 
-    ``nulls``: ``(name, a, b)`` with the samples of two blocks whose true ratio is 1 (the same
-    configuration timed twice; a serial-path or zero-work control). The drift is the module
-    docstring's tau from all of them. Each null's own ratio gets the drift estimated from the
-    *other* nulls (leave one out), so it is a real check: a null that is clear against the
-    others' drift says this run's blocks moved more than the rest show."""
-    logs, variances, kept = [], [], []
-    rng = np.random.default_rng(seed)
-    for name, a, b in nulls:
+    ``nulls``: ``(name, a, b)`` or ``(name, a, b, loaded)`` with the samples of two blocks whose
+    true ratio is 1 (the same configuration timed twice; a serial-path or zero-work control)
+    and, where a side ran under load, why (such a null cannot be clear). The drift is the
+    module docstring's tau from all of them. Each null's own ratio gets the drift estimated
+    from the *other* nulls (leave one out), so it is a real check: a null that is clear
+    against the others' drift says this run's blocks moved more than the rest show. A run
+    with a single null has no other to judge it by: its ratio is shown, inconclusive."""
+    logs, kept = [], []
+    for name, a, b, *loaded in nulls:
         xa, xb = _arrays(a, b, False)
         if xa.size < 2 or xb.size < 2 or (xa <= 0).any() or (xb <= 0).any():
             continue
-        boot = np.log(stats.resampled_medians(xb, RESAMPLES, rng) / stats.resampled_medians(xa, RESAMPLES, rng))
         logs.append(math.log(float(np.median(xb) / np.median(xa))))
-        variances.append(float(boot.var()))
-        kept.append((name, xa, xb))
+        kept.append((name, xa, xb, loaded[0] if loaded else ""))
 
     def tau(idx) -> Drift:
         if not idx:
             return NO_DRIFT
-        l2 = np.array([logs[i] ** 2 - variances[i] for i in idx])
-        return Drift(math.sqrt(max(0.0, float(l2.mean()))), len(idx), source)
+        return Drift(math.sqrt(float(np.mean([logs[i] ** 2 for i in idx]))), len(idx), source)
 
     everyone = list(range(len(kept)))
-    rows = [ratio(xa, xb, name, drift=tau([j for j in everyone if j != i]), seed=seed)
-            for i, (name, xa, xb) in enumerate(kept)]
+    rows = [ratio(xa, xb, name, drift=tau([j for j in everyone if j != i]), loaded=loaded, seed=seed)
+            for i, (name, xa, xb, loaded) in enumerate(kept)]
+    if len(rows) == 1 and rows[0].status == "clear":
+        rows = [dataclasses.replace(rows[0], status="inconclusive",
+                                    why="the run's only null control: no other to judge the drift by")]
     return tau(everyone), rows
 
 
@@ -372,6 +376,14 @@ class RunSamples:
 
     def load_note(self, *names: str) -> str:
         return "; ".join(f"{n}: {self.loaded[n]}" for n in names if self.loaded.get(n))
+
+    def twins(self, when: str) -> list[tuple[str, list[float], list[float], str]]:
+        """The run's A/A null controls for :func:`null_controls`: each variant that repeats
+        another in a later block (``params["twin_of"]``) against it; ``when`` says when the
+        twin was timed (``"again, last / first"``)."""
+        return [(f"A/A: {v.params['twin_of']}, {when}", self.samples(v.params["twin_of"]), v.samples_ns,
+                 self.load_note(v.params["twin_of"], v.variant))
+                for v in self.variants.values() if v.params.get("twin_of") in self.variants]
 
     def ratio(self, a: str, b: str, name: str, interleaved: bool = False, **kw) -> Derived:
         """``b / a`` (:func:`ratio`), paired by round or with the drift."""

@@ -57,10 +57,7 @@ NULL_SOURCE = "each shape's baseline timed again alone after its rounds (aa: var
 def nulls(rec) -> tuple[derived.Drift, list[Derived]]:
     """The run's drift between blocks from its A/A twins (the baseline again in a block of its
     own) and the twins' ratios (:func:`workbench.derived.null_controls`)."""
-    by = {v.variant: v for v in rec.variants if v.correct and v.samples_ns}
-    pairs = [(f"A/A: {v.params['twin_of']}, again alone / in the rounds", by[v.params["twin_of"]].samples_ns,
-              v.samples_ns) for v in by.values() if v.params.get("twin_of") in by]
-    return derived.null_controls(pairs, NULL_SOURCE)
+    return derived.null_controls(derived.RunSamples(rec).twins("again alone / in the rounds"), NULL_SOURCE)
 
 
 def variants_frame(rec) -> pd.DataFrame:

@@ -114,7 +114,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
 NULL_SOURCE = "torch.sum below GRAIN_SIZE at w threads vs 1, IREE's one-workgroup dispatch at w vs 1, A/A twins"
 
 
-def null_pairs(ok: pd.DataFrame, p: dict, samples: derived.RunSamples) -> list[tuple[str, list, list]]:
+def null_pairs(ok: pd.DataFrame, p: dict, samples: derived.RunSamples) -> list[tuple[str, list, list, str]]:
     """The run's null controls as (name, block a, block b): the serial path (torch.sum below
     GRAIN_SIZE at the largest w vs 1 thread), IREE's one-workgroup dispatch (w vs 1 worker)
     and the A/A twins (``aa:`` variants vs their originals, timed in a later block)."""
@@ -136,7 +136,7 @@ def null_pairs(ok: pd.DataFrame, p: dict, samples: derived.RunSamples) -> list[t
         original = r.variant[len(AA) + 1:]
         if original in samples:
             out.append((f"A/A: {original}, a later block / the first", original, r.variant))
-    return [(name, samples.samples(a), samples.samples(b)) for name, a, b in out]
+    return [(name, samples.samples(a), samples.samples(b), samples.load_note(a, b)) for name, a, b in out]
 
 
 def _put(out: dict, name: str, df: pd.DataFrame | None) -> None:

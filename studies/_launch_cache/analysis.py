@@ -249,13 +249,15 @@ def null_pairs(rec: RunRecord, twins: list) -> list[tuple[str, list, list]]:
     """The A/A null controls: each twin's phase real times against its original's (a phase is
     one process: the phases are the blocks)."""
     by = {v.variant: v for v in rec.variants if v.correct}
+    loaded = derived.RunSamples(rec)
     out = []
     for t in twins:
         orig = by.get(t.params["twin_of"])
         if orig is None or not t.correct:
             continue
         xa, xb = ([r.get("real_s") for r in v.extra.get("repeats", [])] for v in (orig, t))
-        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb))
+        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb,
+                    loaded.load_note(orig.variant, t.variant) if orig.variant in loaded and t.variant in loaded else ""))
     return out
 
 

@@ -171,7 +171,8 @@ NULL_SOURCE = "each config's serial op timed again with its best split (aa:seria
 def null_pairs(rs: derived.RunSamples) -> list[tuple[str, list, list]]:
     """The run's A/A null controls: each ``aa:serial/<config>`` against ``serial/<config>``."""
     return [(f"A/A: {name[len('aa:'):]}, timed again with the best split / first", rs.samples(name[len("aa:"):]),
-             rs.samples(name)) for name in rs.variants if name.startswith("aa:") and name[len("aa:"):] in rs]
+             rs.samples(name), rs.load_note(name[len("aa:"):], name))
+            for name in rs.variants if name.startswith("aa:") and name[len("aa:"):] in rs]
 
 
 def serial_base(rs: derived.RunSamples, variant: str) -> tuple[str, bool]:

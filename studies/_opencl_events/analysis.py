@@ -324,19 +324,12 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     ``_samples`` (every measurement: chart data) and ``_run`` (how the run measured)."""
     pts = points_table(rec)
     dv = derived_table(rec)
-    drift, twins = derived.null_controls(null_pairs(rec), NULL_SOURCE)
+    drift, twins = derived.null_controls(derived.RunSamples(rec).twins("again after every other point / first"),
+                                         NULL_SOURCE)
     return {"key": key_table(dv), "per_size": per_size_table(pts, dv), "overhead": overhead_table(dv), "points": pts,
             "derived": dv, **derived.level_tables(drift, twins),
             "_samples": samples_table(rec), "_run": run_table(rec)}
 
 
-NULL_SOURCE = "the first point's baseline timed again, alone, after every other point (aa: variant)"
-
-
-def null_pairs(rec: RunRecord) -> list[tuple[str, list, list]]:
-    """The run's A/A null controls: each twin (``twin_of``) against the variant it repeats.
-    Every comparison of this study pairs by round, so the drift they measure is shown, not
-    added (runs before 2026-11-27 have no twin: drift not measured)."""
-    by = {v.variant: v for v in rec.valid_variants()}
-    return [(f"A/A: {v.params['twin_of']}, again after every other point / first", by[v.params["twin_of"]].samples_ns,
-             v.samples_ns) for v in by.values() if v.params.get("twin_of") in by]
+NULL_SOURCE = ("the first and the last point's baselines timed again, alone, after every other point (aa: "
+               "variants); every comparison of this study pairs by round, so their drift is shown, not added")
