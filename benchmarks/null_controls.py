@@ -48,7 +48,7 @@ CONFIGS = {
     "opencl-events": ("smoke", {"measurements": 10}),
     "launch-cache": ("smoke", {"repeat": 5}),
     "mc2-split": ("cpu", {"reps": 10, "warmup": 1, "uniform": "2"}),
-    "ag-gemm": ("cpu", {"m": "256", "repeat": 10, "shard": "rows"}),
+    "ag-gemm": ("cpu", {"m": "256,512", "repeat": 10, "shard": "rows"}),
 }
 
 

@@ -14,9 +14,11 @@ from workbench.study import VariantResult
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _canned(store, run_id="20260101-000000-calibration-aaaaaa", samples=(30.0, 31.0, 32.0, 33.0, 34.0)):
+def _canned(store, run_id="20260101-000000-calibration-aaaaaa", samples=(30.0, 31.0, 32.0, 33.0, 34.0),
+            outputs=None):
     rec = RunRecord(run_id=run_id, study="calibration", params={"repeat": 5, "threads": 1, "torch": False},
                     env={"fingerprint": "f00", "cpu_model": "Test CPU", "cpu_logical": 2}, status="complete",
+                    outputs=outputs or {},
                     created_utc="2026-01-01T00:00:00Z", reproduce="python -m workbench run calibration",
                     variants=[VariantResult("empty-call", {"kind": "harness"}, list(samples), True, "ok"),
                               VariantResult("forkjoin/w1", {"kind": "forkjoin", "threads": 1},
@@ -243,3 +245,16 @@ def test_home_states_this_machines_floor_with_its_ci(store):
     at = _page("home.py").run()
     floor = next(m.value for m in at.markdown if m.value.startswith("**Floor on this machine**"))
     assert "empty-call 32 ns (95% CI" in floor and "forkjoin/w1 42 us" in floor and "perf-counter" not in floor
+
+
+def test_a_run_of_a_run_group_shows_the_groups_across_run_view(store):
+    """Issue 30: a run made by --repeat-runs shows each derived number per run and across the
+    group's runs (the run-to-run level), beside its own figures."""
+    for i, base in enumerate((30.0, 33.0, 31.0)):
+        _canned(store, run_id=f"2026010{i + 1}-000000-calibration-aaaaa{i}", samples=tuple(base + k for k in range(5)),
+                outputs={"run_group": {"id": "g1", "index": i + 1, "runs": 3}})
+    at = _study("calibration").run()
+    assert not at.exception
+    shown = " ".join(e.label for e in at.expander)
+    assert "Across the 3 runs of this run group" in shown
+    assert any("Across 3 runs of one configuration" in m.value for m in at.markdown)
