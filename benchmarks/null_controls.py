@@ -105,6 +105,7 @@ def main() -> int:
         return 2
     loads = [int(x) for x in args.loads.split(",")] if args.loads else [0, args.load]
     t0 = time.perf_counter()
+    load_start = Path("/proc/loadavg").read_text().split()[:3]
     say = lambda m: print(f"[{time.perf_counter() - t0:6.0f} s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,8 +113,10 @@ def main() -> int:
         for name in names:
             for load in loads:
                 results[(name, load)] = measure(name, args.runs, load, store, say)
+    load_end = Path("/proc/loadavg").read_text().split()[:3]
     print(f"Null controls called clear: {args.runs} runs per study and load; machine: {summary_line(capture())}; "
-          f"{time.strftime('%Y-%m-%d')}; {time.perf_counter() - t0:.0f} s.\n")
+          f"{time.strftime('%Y-%m-%d')}; load average {' '.join(load_start)} at the start, {' '.join(load_end)} at the "
+          f"end (other processes included); {time.perf_counter() - t0:.0f} s.\n")
     print("| study | background load | runs | nulls judged | called clear | 95% upper bound (Clopper-Pearson) | "
           "CI excludes 1 (load rule aside) | 95% upper bound | median drift between blocks |")
     print("|---|---|---|---|---|---|---|---|---|")

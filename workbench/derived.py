@@ -210,7 +210,9 @@ class Drift:
         degrees of freedom as there are nulls (zeros when not measured)."""
         if not self.measured:
             return np.zeros(size)
-        return self.log_sd * rng.standard_t(self.nulls, size)
+        # clipped where exp() would overflow: a t with 1-2 degrees of freedom has far tails, and
+        # a factor of e^50 between two blocks is already past any percentile that is read
+        return np.clip(self.log_sd * rng.standard_t(self.nulls, size), -50.0, 50.0)
 
 
 NO_DRIFT = Drift()
