@@ -96,7 +96,8 @@ def test_a_schema_1_store_migrates_when_opened_and_keeps_its_runs(tmp_path):
     path = tmp_path / "old.sqlite"
     _v1_store(path)
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION and [r["run_id"] for r in s.runs()] == ["20260101-000000-calibration-aaaaaa"]
+    assert s.schema_version == SCHEMA_VERSION
+    assert [r["run_id"] for r in s.runs()] == ["20260101-000000-calibration-aaaaaa"]
     s.annotate("20260101-000000-calibration-aaaaaa", add=["kept"])
     assert sqlite3.connect(path).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == \
         str(SCHEMA_VERSION)

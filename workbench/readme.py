@@ -106,7 +106,7 @@ def block_claims(bundles: Bundles, args: dict[str, str]) -> str:
     if not per or not len(per[0][1]):
         return "(no claims)"
     rows = []
-    for cid, seed_text, seed_value in zip(per[0][1]["id"], per[0][1]["seed_text"], per[0][1]["seed_value"]):
+    for cid, seed_value in zip(per[0][1]["id"], per[0][1]["seed_value"]):
         found = []
         for name, c in per:
             r = c.set_index("id").loc[cid]
@@ -118,7 +118,8 @@ def block_claims(bundles: Bundles, args: dict[str, str]) -> str:
             found = [(name, r)]
         for name, r in found:
             rows.append({"claim": cid, "seed's figure": seed_value, "here": r["status"],
-                         "live figure (95% CI)": r["live"], "why": r["why"], "bundle": name.removesuffix(".bundle.json")})
+                         "live figure (95% CI)": r["live"], "why": r["why"],
+                         "bundle": name.removesuffix(".bundle.json")})
     return _md(pd.DataFrame(rows))
 
 

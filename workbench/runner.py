@@ -303,7 +303,8 @@ def execute(
         before = load.sample()
 
         def run_load() -> dict[str, Any]:
-            return {"load": {"before": before, "after": load.sample()}} | ({"run_group": run_group} if run_group else {})
+            group = {"run_group": run_group} if run_group else {}
+            return {"load": {"before": before, "after": load.sample()}} | group
 
         try:
             with _watchdog(stall_limit_s()) as touch:

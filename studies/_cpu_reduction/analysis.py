@@ -222,7 +222,8 @@ def _overview(plain, p, samples, comp) -> tuple[pd.DataFrame | None, list[dict]]
         extra.append(e)
     ov = pd.concat([ov.reset_index(drop=True), pd.DataFrame(extra, index=range(len(ov)))], axis=1)
     cols = ["series", "provider", "c", "split", "w", "median_us", "ci_lo_us", "ci_hi_us", "noise", "vs_torch",
-            "vs_torch_lo", "vs_torch_hi", "vs_torch_status", "vs_torch_n", "vs_best_torch", "vs_best_torch_lo", "vs_best_torch_hi",
+            "vs_torch_lo", "vs_torch_hi", "vs_torch_status", "vs_torch_n",
+            "vs_best_torch", "vs_best_torch_lo", "vs_best_torch_hi",
             "best_torch_w", "best_torch_us", "profile", "profile_iterations", "profile_total_us",
             "profile_total_lo_us", "profile_total_hi_us", "compute_us", "compute_lo_us", "compute_hi_us",
             "overhead_us", "overhead_lo_us", "overhead_hi_us", "compute_share_pct", "compute_share_lo_pct",

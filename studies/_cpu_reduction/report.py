@@ -301,14 +301,16 @@ def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
         parts.append("## Dispatch model: PyTorch/OpenMP vs IREE (live, with the seed's figures)\n\n" + md_table(dm)
                      + "\n\nFork/join = time at w minus time at 1 worker of the same work (torch: the smallest "
                        "parallel sum, n = 32,768, paired by interleaved round; IREE: one 16-element tile per "
-                       "worker). Allocation: torch.sum(a) - torch.sum(a, out=o) at w=1, the median of per-round "
-                       "differences; IREE: Tracy zones of semaphores, fences, transient buffers, buffer views and "
-                       "command-buffer state per call (zone time includes Tracy's own cost).")
+                       "worker). Allocation: torch.sum(a) - torch.sum(a, out=o), the median of per-round "
+                       "differences, at w=1 (the serial path: the output alone) and the largest w (the two-pass "
+                       "path: output and per-thread buffer, the seed's 2 us); IREE: Tracy zones of semaphores, fences, "
+                       "transient buffers, buffer views and command-buffer state per call (zone time includes Tracy's "
+                       "own cost).")
     parts += _scaling_sections(tbls)
     for name, title, context in (
             ("grain", "GRAIN_SIZE: torch.sum at the largest w over 1 thread", ["n", "torch_path", "w1_us", "wmax_us"]),
-            ("alloc", "Per-call allocation of torch.sum (interleaved rounds)", ["n", "w", "rounds", "torch_us",
-                                                                                "torch_out_us"]),
+            ("alloc", "Per-call allocation of torch.sum (interleaved rounds)",
+             ["n", "w", "path", "rounds", "torch_us", "torch_out_us"]),
             ("forkjoin", "Fork/join: time at w minus time at 1 worker", ["mechanism", "w", "t1_us", "tw_us", "pairing"]),
             ("forkjoin_compare", "Fork/join: IREE's task system over OpenMP", ["w", "openmp_us", "iree_us"]),
             ("python_cost", "IREE's Python cost: iree.runtime call minus iree-benchmark-module",

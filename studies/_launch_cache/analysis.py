@@ -256,8 +256,8 @@ def null_pairs(rec: RunRecord, twins: list) -> list[tuple[str, list, list]]:
         if orig is None or not t.correct:
             continue
         xa, xb = ([r.get("real_s") for r in v.extra.get("repeats", [])] for v in (orig, t))
-        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb,
-                    loaded.load_note(orig.variant, t.variant) if orig.variant in loaded and t.variant in loaded else ""))
+        note = loaded.load_note(orig.variant, t.variant) if orig.variant in loaded and t.variant in loaded else ""
+        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb, note))
     return out
 
 

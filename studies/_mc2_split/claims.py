@@ -137,8 +137,9 @@ def reachable(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
     model = ("a model argument, not a measurement: the seed never printed its fits, and lines fitted over 256-2048-row "
              "chunks need not pass through the full-size times")
     if lo > seed.FUSED_US:
-        return ClaimResult("contradicted", live, f"{model}; even the lowest floor lies above 1262 us: the fused op "
-                                                 f"would need a chunk's all-reduce to cost at most {fixed:.1f} us fixed")
+        return ClaimResult("contradicted", live, f"{model}; even the lowest floor lies above 1262 us: the fused "
+                                                 f"op would need a chunk's all-reduce to cost at most {fixed:.1f} us "
+                                                 "fixed")
     if hi < seed.FUSED_US:
         return ClaimResult("holds", live, f"{model}; every floor lies below 1262 us")
     return ClaimResult("inconclusive", live, f"{model}; the floors range over 1262 us (under the fits through the "

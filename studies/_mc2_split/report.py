@@ -256,9 +256,11 @@ def readme_runs(analyses: list, args: dict) -> str:
         if top is None or not len(serial):
             continue
         d = _derived(a.tables, f"gain of {top['variant']} over serial {plan.iloc[0]['backend']}") or {}
-        rows.append({"run": a.rec.run_id.rsplit("-", 1)[-1], "best split": f"{top['comm']} {top['split']} [{top['chunks']}]",
+        rows.append({"run": a.rec.run_id.rsplit("-", 1)[-1],
+                     "best split": f"{top['comm']} {top['split']} [{top['chunks']}]",
                      "measured us (95% CI)": _us_text(top), "serial NCCL us (95% CI)": _us_text(serial.iloc[0]),
-                     "gain over serial NCCL (95% CI)": _pct_text(top.get("gain"), top.get("gain_lo"), top.get("gain_hi")),
+                     "gain over serial NCCL (95% CI)": _pct_text(top.get("gain"), top.get("gain_lo"),
+                                                                 top.get("gain_hi")),
                      "gain's CI covers": d.get("covers", ""),
                      "prediction error (fitted contention, 95% CI)":
                          _pct_text(100 * top.get("err_fit"), 100 * top.get("err_fit_lo"), 100 * top.get("err_fit_hi"))

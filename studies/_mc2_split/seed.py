@@ -16,8 +16,9 @@ of 256-2048 rows. :func:`floor_range` drops that assumption: over every pair of 
 the seed's stated chunk figures (143 us at 6 MiB; CostMM(m1) = 164 us, m1 in [704, 832))
 whose full-size values miss 803 and 1071 us by up to :data:`FULL_SIZE_TOLERANCE`, the floor
 ranges from about 1,200 to 1,460 us, which includes 1262 (issue 30: 60 us + 13.8 us/MiB keeps
-143 us at 6 MiB, is within 12% of 1071 us and puts the floor at 1,255 us). Beyond the floor, the least makespan of any 128-row split with no contention at all (factor
-1), and what would have to change for 1262 us (a smaller fixed cost per chunk's all-reduce,
+143 us at 6 MiB, is within 12% of 1071 us and puts the floor at 1,255 us). The rows: the least
+makespan of any 128-row split with no contention at all (factor 1), over the fits through the
+full-size times and over the consistent ones, and what would have to change for 1262 us (a smaller fixed cost per chunk's all-reduce,
 more bandwidth, or engines that speed each other up). :func:`inflation_cases` are the seed's three
 "执行时间膨胀" examples: a 200 us matmul split in two at 100, 150 and 200 us per half beside a
 300 us all-reduce (150 us per half; the only all-reduce that gives the seed's gains of 100,

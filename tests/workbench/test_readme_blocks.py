@@ -22,7 +22,8 @@ def _bundles(path: Path) -> readme.Bundles:
 
 
 def test_the_committed_result_readmes_hold_generated_blocks():
-    assert {p.parent.name for p in READMES} >= {"cpu-reduction", "mc2-split", "ag-gemm", "opencl-events", "launch-cache"}
+    assert {p.parent.name for p in READMES} >= {"cpu-reduction", "mc2-split", "ag-gemm", "opencl-events",
+                                                "launch-cache"}
 
 
 @pytest.mark.parametrize("path", READMES, ids=[p.parent.name for p in READMES])
