@@ -151,7 +151,9 @@ class Worker:
             if params.get("provider") == BASELINE and "experiment" not in params:
                 twin = self.timer.samples(fn, cfg["repeat"], loops=t.loops)
                 self.emit.record(VariantResult(f"aa:{variant}", {**params, "twin_of": variant}, twin.samples_ns, True,
-                                               msg, {"loops": t.loops}, self.new_blocks(1) * len(twin.samples_ns)))
+                                               msg, {"loops": t.loops, "rank_median_ns": twin.rank_medians_ns(),
+                                                     "rank_samples_ns": twin.rank_samples_ns},
+                                               self.new_blocks(1) * len(twin.samples_ns)))
         if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
             for variant, params, fn, out, _, _ in contestants:
                 if out is not None and params["provider"] != "auto" and "experiment" not in params:
