@@ -30,7 +30,7 @@ test: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/python -m workbench notebooks -o notebooks
 
-# Refresh the README's screenshots from the browser tests.
+# Refresh the screenshots of the README and docs/ from the browser tests.
 screenshots: $(STAMP)
 	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/test_e2e_browser.py
 

@@ -1,9 +1,12 @@
 """Checks on exported Markdown (a test helper, not the product): what would break a report on
-GitHub. :func:`lint_markdown` for every report, :func:`lint_issue` for the issue format."""
+GitHub. :func:`lint_markdown` for every report, :func:`lint_issue` for the issue format,
+:func:`broken_links` for the project's own documents."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
+import urllib.parse
 from pathlib import Path
 
 #: the issue format's size limit (workbench.report.ISSUE_LIMIT; GitHub refuses bodies over 65,536)
@@ -135,4 +138,69 @@ def lint_issue(text: str) -> list[str]:
     for i, line in enumerate(outside_fences(text).splitlines()):
         if re.search(r"!\[[^\]]*\]\(", line) or re.search(r"<img\b", line, re.I):
             problems.append(f"an image on line {i + 1}: nothing is attached to an issue")
+    return problems
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: its rendered text (code spans' text, no emphasis,
+    links' text, no tags) lower-cased, everything but letters, marks, numbers, ``_``, spaces and
+    hyphens dropped, spaces to hyphens (runs of them not merged)."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text)
+    parts = text.split("`")  # odd parts are code spans: their text is literal
+    text = "".join(p if i % 2 else re.sub(r"(\*+|(?<!\w)_+|_+(?!\w))", "", p) for i, p in enumerate(parts))
+    kept = "".join(c for c in text.strip().lower()
+                   if c in " -_" or unicodedata.category(c)[0] in "LMN")
+    return kept.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every ``#anchor`` a Markdown file has on GitHub: its headings' slugs (repeats get -1,
+    -2, ...) and explicit ``<a id=...>``/``name=`` anchors."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    prose = outside_fences(text)
+    for m in re.finditer(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", prose, re.M):
+        slug = github_slug(m.group(1))
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    out |= set(re.findall(r"""<a\s[^>]*\b(?:id|name)=["']([^"']+)["']""", prose))
+    return out
+
+
+#: a target GitHub leaves the repository for
+_EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.I)
+
+
+def link_targets(text: str) -> list[tuple[int, str]]:
+    """(line, target) of every link and image outside code: Markdown ``[..](..)`` and
+    ``![..](..)``, HTML ``href``/``src``."""
+    out = []
+    for i, line in enumerate(outside_fences(text).splitlines()):
+        line = re.sub(r"`[^`]*`", "", line)  # a code span shows its text, links included
+        out += [(i + 1, m) for m in re.findall(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", line)]
+        out += [(i + 1, m) for m in re.findall(r"""\b(?:href|src)=["']([^"']+)["']""", line)]
+    return out
+
+
+def broken_links(path: Path, root: Path) -> list[str]:
+    """Relative links and ``#anchors`` of the Markdown file ``path`` that do not resolve inside
+    the repository at ``root``, as GitHub would follow them. Empty when all do."""
+    problems = []
+    text = path.read_text(encoding="utf-8")
+    for line, target in link_targets(text):
+        if _EXTERNAL.match(target):
+            continue
+        where, _, fragment = urllib.parse.unquote(target).partition("#")
+        if where.startswith("/"):
+            problems.append(f"{path.name}:{line}: {target} is absolute; GitHub needs a relative link")
+            continue
+        dest = (path.parent / where).resolve() if where else path
+        if dest != root and root not in dest.parents:
+            problems.append(f"{path.name}:{line}: {target} leaves the repository")
+        elif not dest.exists():
+            problems.append(f"{path.name}:{line}: {target}: no such file")
+        elif fragment and dest.suffix == ".md" and fragment not in anchors(dest.read_text(encoding="utf-8")):
+            problems.append(f"{path.name}:{line}: {target}: {dest.name} has no heading with that anchor")
     return problems

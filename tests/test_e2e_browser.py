@@ -8,7 +8,7 @@ and in the chart tabs, must have a real size and drawn marks, not only axes
 Chromium comes from Debian's package (``apt-get install chromium``), driven through
 Playwright's Python API with ``executable_path``; nothing is downloaded at test time.
 Screenshots of every page land in ``$WORKBENCH_SCREENSHOTS`` (default ``artifacts/screenshots``);
-``make screenshots`` writes the README's copies to ``docs/screenshots``.
+``make screenshots`` writes the committed copies (README and docs/) to ``docs/screenshots``.
 
 A study whose charts do not draw yet is marked ``xfail(strict=True)`` in :data:`KNOWN_BROKEN`
 with the reason; its engineer removes the mark with the fix (a strict xfail that passes fails).

@@ -226,15 +226,15 @@ def test_chrome_pieces_and_args_batches_match_the_whole_document_path(monkeypatc
     assert pieces["args"].iloc[125] == {"correlation": 126, "grid": [126, 1, 1]} and pieces["args"].iloc[0] is None
 
 
-def test_formats_listed_once_and_the_readme_table_matches():
+def test_formats_listed_once_and_the_manual_table_matches():
     from workbench import traces
 
     ids = [f.id for f in traces.formats()]
     assert len(ids) == len(set(ids)) and ids[-1] == "chrome-json"  # chrome accepts any JSON: last
     assert all(f.label and f.suffixes and f.versions and f.reads for f in traces.formats())
     assert "tracy" in traces.suffixes() and "json.gz" in traces.suffixes()
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert traces.formats_markdown() in readme
+    manual = (Path(__file__).parent.parent / "docs" / "traces.md").read_text()
+    assert traces.formats_markdown() in manual
 
 
 def test_perfetto_non_utf8_names_are_str(tmp_path):

@@ -561,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
-    nodes = s.add_argument_group("several nodes (studies that start torchrun; README: Runs that span nodes)",
+    nodes = s.add_argument_group("several nodes (studies that start torchrun; docs/cli.md: runs that span nodes)",
                                  "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
                                  "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
                                  "agent`")

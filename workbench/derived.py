@@ -11,7 +11,7 @@ iteration) resample the pairs. Above :data:`workbench.stats.BOOTSTRAP_MAX_N` sam
 medians are drawn from the exact bootstrap distribution of the median
 (:func:`workbench.stats.resampled_medians`), which costs O(n) instead of O(resamples x n).
 
-Every quantity gets one status (the README explains them to users):
+Every quantity gets one status (docs/reading-a-run.md explains them to users):
 
 - ``clear``: its 95% CI excludes ``null`` (0 for a difference or share, 1 for a ratio);
 - ``inconclusive``: the CI includes ``null``, or there are fewer than

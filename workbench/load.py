@@ -6,7 +6,7 @@ variant (``variant.extra["load"]``) and after the run (``rec.outputs["load"]``, 
 page, the report and the CLI summary, with the figures; :func:`variant_notes` marks the
 variants measured under load in the results table.
 
-Thresholds (documented in the README):
+Thresholds (documented in docs/reading-a-run.md):
 
 - **load**: the 1-minute load average (runnable threads, machine-wide) above the machine's
   logical CPU count means some thread, the run's own or another process's, waited for a CPU

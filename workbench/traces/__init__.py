@@ -8,7 +8,7 @@ line naming the detected format and what is wrong; importers never let another e
 Importers are one module each, with ``FORMAT`` (the id), ``INFO`` (a :class:`Format`: label,
 suffixes, versions read, what is read), ``detect(head, name)`` and ``load(path)``; they are
 listed once, in :data:`IMPORTERS`, whose order is the detection order. :func:`formats` gives
-their :class:`Format` records; the upload label, the suffix filter and the README's table
+their :class:`Format` records; the upload label, the suffix filter and the table of docs/traces.md
 (:func:`formats_markdown`) derive from it. Files are parsed, never executed or unpickled;
 decompression is bounded (:mod:`.inflate`) and SQLite files are read through :mod:`.sqlite`.
 
@@ -44,7 +44,7 @@ class TraceError(Exception):
 
 @dataclass(frozen=True)
 class Format:
-    """What one importer reads: the README's trace table and the upload widget derive from it."""
+    """What one importer reads: the trace table of docs/traces.md and the upload widget derive from it."""
 
     id: str                     # meta["format"], also the first word of every TraceError
     label: str                  # human name, e.g. "Tracy capture"
@@ -108,7 +108,7 @@ def suffixes() -> list[str]:
 
 
 def formats_markdown() -> str:
-    """The README's table of formats: format id, what it is, versions read, what is read."""
+    """The table of formats in docs/traces.md: format id, what it is, versions read, what is read."""
     rows = ["| format | file | versions read | what is read |", "|---|---|---|---|"]
     for f in formats():
         rows.append(f"| `{f.id}` | {f.label} (`{'`, `'.join(f.suffixes)}`) | {f.versions} | {f.reads} |")
