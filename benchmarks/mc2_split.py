@@ -26,7 +26,7 @@ import studies.mc2_split as study  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
 from studies._mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
-from workbench.report import md_table  # noqa: E402
+from workbench.tables import md_table  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 
 TARGET_ERR = 0.10

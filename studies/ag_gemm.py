@@ -60,7 +60,7 @@ from studies._ag_gemm import claims as _claims
 from studies._ag_gemm import methods as _methods
 from studies._ag_gemm.charts import charts  # noqa: F401  (the study's charts hook)
 from workbench import derived
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 from workbench.untrusted import escape as esc
 

@@ -48,8 +48,9 @@ import numpy as np
 import pandas as pd
 
 from workbench import cbuild
-from workbench.store import RunRecord
-from workbench.study import Param, ParamError, ParamSpace, RunContext, VariantResult
+from workbench.record import RunRecord
+from workbench.record import VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext
 
 from studies._launch_cache import SOFTSTACK_CACHE_LIMIT, OutOfMemory, analysis
 from studies._launch_cache.analysis import fmt_time, parse_time  # noqa: F401  (the seed's `time` figures)

@@ -34,8 +34,9 @@ import importlib.util
 
 import pandas as pd
 
-from workbench.store import RunRecord
-from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps, StudyUnavailable, VariantResult
+from workbench.record import RunRecord
+from workbench.record import VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps, StudyUnavailable
 
 from studies._opencl_events import analysis, clrt
 from studies._opencl_events.analysis import MIN_REPS, size_label

@@ -22,8 +22,10 @@ from studies._ag_gemm import analysis, autoconfig, kernelbench, methods, spans
 from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmKnobs, HbmLayout, stream_k_plan
 from workbench import harness, runner
 from workbench import study as wbstudy
-from workbench.store import RunRecord, committed_runs
-from workbench.study import ParamError, StudyUnavailable, VariantResult
+from workbench.record import RunRecord
+from workbench.store import committed_runs
+from workbench.record import VariantResult
+from workbench.study import ParamError, StudyUnavailable
 
 
 # --- bookkeeping -----------------------------------------------------------------------------

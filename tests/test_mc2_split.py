@@ -291,7 +291,7 @@ def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
     import gzip
     import json
 
-    from workbench.store import RunRecord
+    from workbench.record import RunRecord
 
     def kernel(name, tid, ts, dur):
         return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur, "args": {}}

@@ -33,6 +33,7 @@ worker file is refused). Only the storing node's CLI stores the run: once.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import hashlib
 import importlib
@@ -218,8 +219,6 @@ def _parent_death_signal():
     ranks even when the CLI had no chance to (the process-group kill covers every other way
     out). None where there is no prctl. Resolved here, in the parent: only the call runs
     between fork and exec."""
-    import ctypes
-
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):

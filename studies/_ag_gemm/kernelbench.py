@@ -224,7 +224,7 @@ def flag_trials(c: Contestant, prob: Problem, trials: int) -> dict[str, Any]:
 def run(params: dict[str, Any], ctx) -> dict[str, Any]:
     """Check and time every entry of every shape on GPU 0 (see the module docstring)."""
     import torch
-    from workbench.study import VariantResult
+    from workbench.record import VariantResult
 
     knobs = knobs_from(params)
     n, k = params["n"], params["k"]

@@ -26,7 +26,8 @@ from studies._ag_gemm import autoconfig, methods, spans
 from studies._ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
 from workbench import harness, launcher
 from workbench.events import Emitter
-from workbench.study import VariantResult, expand
+from workbench.record import VariantResult
+from workbench.study import expand
 
 #: the declared grid of a multi-GPU run (crossed in this order); the compared dimension is
 #: ``providers`` (studies/ag_gemm.py)

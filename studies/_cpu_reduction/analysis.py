@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import derived, stats, tables
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 
 from . import profiles
 from .plan import GRAIN_SIZE, IREE_PROVIDERS, SINGLE_THREAD, fork_join_c, fork_join_n

@@ -1,6 +1,6 @@
 """Measuring the cpu-reduction variants: in-process (torch, numpy) and out-of-process (IREE).
 
-Each function returns :class:`workbench.study.VariantResult` objects whose correctness was
+Each function returns :class:`workbench.record.VariantResult` objects whose correctness was
 checked against the float64 reference *before* the samples were accepted; a failed check or
 a failed tool keeps the variant with ``correct=False``, no samples and the reason (IREE's
 own error text and the command) in ``check``.
@@ -20,7 +20,7 @@ import numpy as np
 from workbench import harness, procs
 from workbench.env import REPO_ROOT
 from workbench.harness import ExternalCommandError
-from workbench.study import VariantResult
+from workbench.record import VariantResult
 
 from . import data
 from .iree_tools import benchmark, run_module

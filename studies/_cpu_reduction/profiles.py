@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import derived
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 
 
 #: attachment name: profile_n<N>_c<C>[_<split>]_w<W>_<bench|python>.<ext>; ``bench`` profiles

@@ -284,7 +284,7 @@ def _derived_display(df: pd.DataFrame, context: list[str]) -> pd.DataFrame:
 
 
 def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.report import md_table
+    from workbench.tables import md_table
 
     run = tbls["_run"].iloc[0]
     machine = esc(run["machine"])
@@ -329,7 +329,7 @@ def _rounded(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _scaling_sections(tbls) -> list[str]:
-    from workbench.report import md_table
+    from workbench.tables import md_table
 
     sc, sp, run = tbls.get("scaling"), tbls.get("speedup"), tbls["_run"].iloc[0]
     if sc is None or not len(sc):
@@ -352,7 +352,7 @@ def _scaling_sections(tbls) -> list[str]:
 
 
 def _phase_sections(tbls) -> list[str]:
-    from workbench.report import md_table
+    from workbench.tables import md_table
 
     from . import profiles
 

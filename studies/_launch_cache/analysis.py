@@ -21,7 +21,7 @@ import pandas as pd
 
 from workbench import derived, tables
 from workbench.derived import fmt_derived
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 
 CLOCKS = ("real", "user", "sys")
 #: the mode each target's policies are compared within: glibc's mmap threshold (CPU), a stream

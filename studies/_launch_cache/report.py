@@ -250,7 +250,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
 
 
 def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.report import md_table
+    from workbench.tables import md_table
 
     run = tbls["_run"].iloc[0]
     seed = tbls["seed_summary"]

@@ -37,7 +37,7 @@ import pandas as pd
 
 from workbench import derived, tables
 from workbench.derived import Derived
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 
 from . import seed
 from .plan import DTYPE_BYTES, CostModel, Fit

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 
 from .analysis import gain
 

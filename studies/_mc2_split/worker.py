@@ -83,7 +83,7 @@ from studies._mc2_split.search import best_split, unsearchable
 from studies._mc2_split.simulate import fit_contention
 from workbench import harness, launcher
 from workbench.events import Emitter
-from workbench.study import VariantResult
+from workbench.record import VariantResult
 
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
 #: the parameter that sets the CTAs of a CTA-limited collective without a carve-out

@@ -24,7 +24,7 @@ import pandas as pd
 
 from workbench import derived, tables
 from workbench.derived import Derived, fmt_derived
-from workbench.store import RunRecord
+from workbench.record import RunRecord
 
 #: each experiment's baseline: no callback, no wait, no unmap
 BASELINES = {"callbacks": "(0,0,0)", "wait": "(0,0,0)", "dependency": "plain", "cuda": "none"}
