@@ -10,7 +10,7 @@ import pytest
 
 import studies.cpu_reduction as study
 from kernels.iree.sum_programs import Program, aligned_tile, program
-from studies._cpu_reduction import analysis, data, iree_tools, measure, profiles
+from studies.cpu_reduction import analysis, data, iree_tools, measure, profiles
 from workbench import runner
 from workbench.harness import ExternalCommandError
 from workbench.record import RunRecord

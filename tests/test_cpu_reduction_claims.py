@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import studies.cpu_reduction as study
-from studies._cpu_reduction import profiles
-from studies._cpu_reduction.plan import GRAIN_SIZE
+from studies.cpu_reduction import profiles
+from studies.cpu_reduction.plan import GRAIN_SIZE
 from workbench.analysis import analyse, charts_of
 from workbench.record import RunRecord
 from workbench.store import committed_runs

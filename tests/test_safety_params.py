@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from studies._mc2_split.plan import CostModel, Fit
-from studies._mc2_split.simulate import simulate
+from studies.mc2_split.plan import CostModel, Fit
+from studies.mc2_split.simulate import simulate
 from workbench.cli import main
 from workbench.registry import registry
 from workbench.study import Param, ParamError, ParamSpace

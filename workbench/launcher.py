@@ -2,7 +2,7 @@
 event stream back, and no process left behind.
 
 :func:`launch` starts ``torchrun`` in its own session with a worker module of a study
-(``studies/_<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
+(``studies/<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
 event stream (:mod:`workbench.events`) into the ``RunContext``, and kills torchrun's whole
 process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt``; the CLI turns SIGTERM
 into the same) or any error, and Linux ends torchrun if the process that started it dies

@@ -6,7 +6,7 @@ max(all-gather alone, matmul alone)? Does the seed's HBM-buffer kernel deliver w
 
 Formulations (``shard``, a grid axis): ``rows`` (A row-sharded, M/W rows each: this study's)
 and ``k`` (the seed's: each rank holds M x K/W, gathered along K; its review found the RCCL
-baseline gathered wrongly, see ``studies/_ag_gemm/methods.py``).
+baseline gathered wrongly, see ``studies/ag_gemm/methods.py``).
 
 Providers (the compared dimension, ``providers``), all timed in the same run, round-robin,
 after the same correctness check (fp32 reference from ``all_gather`` into a list,
@@ -23,7 +23,7 @@ every rank):
 - ``hbm-buffer``: one Triton kernel whose fetch rows pull remote A blocks into a local
   staging buffer and publish per-block flags while GEMM rows compute (the seed's design,
   ``kernels/triton/ag_gemm.py``), with per-program tracing;
-- ``auto``: times the candidates of ``studies/_ag_gemm/autoconfig.py`` briefly, keeps the
+- ``auto``: times the candidates of ``studies/ag_gemm/autoconfig.py`` briefly, keeps the
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
 
@@ -31,12 +31,12 @@ every rank):
 cuBLAS, the kernel with every tile local, its GEMM path alone and the whole kernel at an
 emulated world size (peers' shards in local buffers), and the seed review's experiments
 (``experiments=barrier,layout``: the barrier before the flag release on and off, the two
-staging layouts); see ``studies/_ag_gemm/kernelbench.py``.
+staging layouts); see ``studies/ag_gemm/kernelbench.py``.
 
 Clock: ``workbench.harness.DistTimer``: CUDA events around back-to-back calls after a
 barrier; each per-call sample is the maximum over ranks, every rank's own samples kept (the
 slowest rank and the skew). The run starts torchrun through ``workbench.launcher`` (worker
-``studies/_ag_gemm/worker.py``; several nodes too), which keeps NVLink multicast off and
+``studies/ag_gemm/worker.py``; several nodes too), which keeps NVLink multicast off and
 kills every rank on a timeout, a cancel or an error. ``backend=gloo`` runs the providers
 that need no GPU on CPU processes (both formulations), and ``interpret=true`` checks the fused
 kernel under Triton's interpreter with the peers emulated in one process: a check of the
@@ -55,10 +55,10 @@ from typing import Any
 
 import pandas as pd
 
-from studies._ag_gemm import analysis, kernelbench, spans
-from studies._ag_gemm import claims as _claims
-from studies._ag_gemm import methods as _methods
-from studies._ag_gemm.charts import charts  # noqa: F401  (the study's charts hook)
+from studies.ag_gemm import analysis, kernelbench, spans
+from studies.ag_gemm import claims as _claims
+from studies.ag_gemm import methods as _methods
+from studies.ag_gemm.report import charts  # noqa: F401  (the study's charts hook)
 from workbench import derived
 from workbench.record import RunRecord
 from workbench.study import Param, ParamError, ParamSpace, RunContext
@@ -262,7 +262,7 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
 
 def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
     """The fused kernel under Triton's interpreter at the run's world size (at least 2), peers
-    emulated in one process (``studies/_ag_gemm/emulate.py`` in a child: the interpreter must
+    emulated in one process (``studies/ag_gemm/emulate.py`` in a child: the interpreter must
     be on before triton is imported); one row per emulated rank. Correctness only."""
     ws = max(2, params["world_size"])
     m = min(params["m"])
@@ -270,7 +270,7 @@ def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
     scenario = {"world_size": ws, "m": m, "n": params["n"], "k": params["k"], "dtype": "fp16",
                 "knobs": INTERPRET_KNOBS, "launches": 2}
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "studies._ag_gemm.emulate", json.dumps([scenario])], env=env,
+    proc = subprocess.run([sys.executable, "-m", "studies.ag_gemm.emulate", json.dumps([scenario])], env=env,
                           capture_output=True, text=True, timeout=params["timeout_s"], cwd=str(_repo_root()))
     if proc.returncode:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -293,7 +293,7 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     if params["mode"] == "kernel":
         return kernelbench.run(params, ctx)
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
-    got = launcher.launch("studies._ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
+    got = launcher.launch("studies.ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
     out = got.outputs | ({"notes": got.notes} if got.notes else {})
     if params["interpret"]:
@@ -381,7 +381,7 @@ def _trace_tables(rec: RunRecord) -> dict[str, pd.DataFrame]:
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    """Every table of a run (``studies/_ag_gemm/analysis.py`` for the multi-GPU ones,
+    """Every table of a run (``studies/ag_gemm/analysis.py`` for the multi-GPU ones,
     ``kernelbench`` for the one-GPU kernel mode); all derived numbers in ``derived``."""
     out: dict[str, pd.DataFrame] = {"variants": analysis.variants_frame(rec)}
     multi = analysis.analyze(rec)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from studies._ag_gemm.kernelbench import SUFFIX
+from studies.ag_gemm.kernelbench import SUFFIX
 from workbench.claims import Claim, ClaimResult, not_testable
 from workbench.derived import MIN_SAMPLES, fmt_derived, item
 

@@ -6,7 +6,7 @@ in ticket order, so fetchers finish before GEMM programs wait). ``TRITON_INTERPR
 be set before triton is first imported (``@triton.jit`` and triton's own helpers read it
 then), so callers run this module as a child process:
 
-    TRITON_INTERPRET=1 python -m studies._ag_gemm.emulate '[{"world_size": 2, "m": 40, ...}]'
+    TRITON_INTERPRET=1 python -m studies.ag_gemm.emulate '[{"world_size": 2, "m": 40, ...}]'
 
 prints one JSON list with, per scenario, per rank: ok, check message, timed_out, epoch.
 """
@@ -29,7 +29,7 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
     import torch
 
     import kernels.triton.ag_gemm as kmod
-    from studies._ag_gemm import methods
+    from studies.ag_gemm import methods
 
     if max_spins is not None:
         kmod.MAX_SPINS = max_spins
@@ -70,7 +70,7 @@ def kernelbench_entries(m: int, n: int, k: int, knobs: dict[str, Any], experimen
     barrier cannot race here)."""
     import dataclasses
 
-    from studies._ag_gemm import kernelbench as kb
+    from studies.ag_gemm import kernelbench as kb
 
     params = {"experiments": experiments, "emulate": [2]}
     prob = kb.make_problem(m, n, k, dtype, device="cpu")

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from studies._ag_gemm import methods, spans
+from studies.ag_gemm import methods, spans
 from workbench import derived
 from workbench.derived import Derived
 from workbench.untrusted import escape as esc

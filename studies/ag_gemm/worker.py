@@ -22,15 +22,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from studies._ag_gemm import autoconfig, methods, spans
-from studies._ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
+from studies.ag_gemm import autoconfig, methods, spans
+from studies.ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
 from workbench import harness, launcher
 from workbench.events import Emitter
 from workbench.record import VariantResult
 from workbench.study import expand
 
 #: the declared grid of a multi-GPU run (crossed in this order); the compared dimension is
-#: ``providers`` (studies/ag_gemm.py)
+#: ``providers`` (studies/ag_gemm/__init__.py)
 GRID = ("shard", "dtype", "m")
 
 

@@ -6,7 +6,7 @@ scheduling, wake-up), compared with PyTorch's OpenMP two-pass reduction, and doe
 splitting the reduction into c chunks (two dispatches) buy parallelism worth its cost?
 
 Measured, per (provider, N, c, split, workers w), each result checked against a float64
-reference before its time counts (see ``studies/_cpu_reduction/data.py`` for the exact
+reference before its time counts (see ``studies/cpu_reduction/data.py`` for the exact
 tolerance). The compared dimension is ``provider``:
 
 - ``torch``: ``torch.sum(x)``; ``torch-out``: ``torch.sum(x, out=o)`` (no per-call output
@@ -34,7 +34,7 @@ Clocks: host ``perf_counter_ns`` through :mod:`workbench.harness` for the in-pro
 Python-runtime variants (per-call ns over calibrated loops), google-benchmark's real time
 for ``iree-bench``. Programs are compiled with the seed's flags for ``target_cpu`` (the
 seed: ``host``) and cached in ``.workbench/cache/iree/``; a machine with only the runtime
-uses modules precompiled elsewhere (``python -m studies._cpu_reduction.precompile``).
+uses modules precompiled elsewhere (``python -m studies.cpu_reduction.precompile``).
 Committed 16-core results and findings: ``traces/cpu-reduction/README.md``.
 """
 
@@ -48,9 +48,9 @@ from pathlib import Path
 import numpy as np
 
 from kernels.iree.sum_programs import SPLITS, aligned_tile
-from studies._cpu_reduction.plan import GRAIN_SIZE, IREE_PROVIDERS, Sweep
-from studies._cpu_reduction.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
-from studies._cpu_reduction.seed import SEED_FIGURES  # noqa: F401  (the seed's figures, as data)
+from studies.cpu_reduction.plan import GRAIN_SIZE, IREE_PROVIDERS, Sweep
+from studies.cpu_reduction.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
+from studies.cpu_reduction.seed import SEED_FIGURES  # noqa: F401  (the seed's figures, as data)
 from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps
 
 ID = "cpu-reduction"
@@ -165,7 +165,7 @@ def profile_workers(params) -> list[int]:
 
 
 def validate(params) -> None:
-    from studies._cpu_reduction.iree_tools import TARGET_CPU_RE
+    from studies.cpu_reduction.iree_tools import TARGET_CPU_RE
 
     n, chunks = params["n"], params["chunks"]
     for c in chunks:
@@ -200,7 +200,7 @@ def validate(params) -> None:
 def requires(params) -> str | None:
     import importlib.util
 
-    from studies._cpu_reduction import iree_tools
+    from studies.cpu_reduction import iree_tools
 
     pts = points(params)
     need = []
@@ -218,7 +218,7 @@ def requires(params) -> str | None:
         if absent:
             return (f"iree-base-compiler is not installed and {len(absent)} program(s) are not precompiled for "
                     f"target_cpu={params['target_cpu']} (e.g. {absent[0]}): pip install iree-base-compiler==3.13.0, "
-                    "or compile them on another machine with python -m studies._cpu_reduction.precompile and "
+                    "or compile them on another machine with python -m studies.cpu_reduction.precompile and "
                     "copy .workbench/cache/iree here")
     return None
 
@@ -227,14 +227,14 @@ def requires(params) -> str | None:
 
 def points(params) -> list:
     """The measured configurations of the requested experiments (:data:`SWEEPS`, deduplicated)."""
-    from studies._cpu_reduction import plan
+    from studies.cpu_reduction import plan
 
     return plan.points(params, SWEEPS)
 
 
 def programs_needed(params, pts=None) -> list[tuple[int, int, str | None]]:
     """(n, c, split) of every IREE program the run compiles: its points' and its profiles'."""
-    from studies._cpu_reduction import plan
+    from studies.cpu_reduction import plan
 
     progs = set(plan.programs(points(params) if pts is None else pts))
     if "phases" in params["experiments"] and set(params["providers"]) & set(IREE_PROVIDERS):
@@ -252,7 +252,7 @@ class _Inputs:
 
 
 def run(params, ctx: RunContext) -> dict:
-    from studies._cpu_reduction import data, iree_tools, measure
+    from studies.cpu_reduction import data, iree_tools, measure
 
     pts = points(params)
     progs = programs_needed(params, pts)
@@ -291,7 +291,7 @@ def compile_programs(progs, target_cpu: str, outputs: dict, progress: Steps) -> 
     """Compile (or take from the cache) every program; a failure fails only its points.
     Returns ({(n, c, split): Compiled}, {(n, c, split): reason})."""
     from kernels.iree.sum_programs import program
-    from studies._cpu_reduction import iree_tools
+    from studies.cpu_reduction import iree_tools
     from workbench.harness import ExternalCommandError
 
     modules, broken = {}, {}
@@ -322,7 +322,7 @@ def program_label(key) -> str:
 
 def record_broken(pts, broken: dict, ctx: RunContext, progress: Steps) -> list:
     """Record the points whose program failed to build as failed; return the others."""
-    from studies._cpu_reduction import measure
+    from studies.cpu_reduction import measure
 
     ok = []
     for p in pts:
@@ -335,7 +335,7 @@ def record_broken(pts, broken: dict, ctx: RunContext, progress: Steps) -> list:
 
 
 def make_inputs(sizes, seed: int, tmpdir: Path) -> _Inputs:
-    from studies._cpu_reduction import data
+    from studies.cpu_reduction import data
 
     inputs = _Inputs()
     for n in sizes:
@@ -348,7 +348,7 @@ def make_inputs(sizes, seed: int, tmpdir: Path) -> _Inputs:
 
 
 def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
-    from studies._cpu_reduction import measure
+    from studies.cpu_reduction import measure
 
     for p in pts:
         if p.provider in ("torch", "torch-out", "numpy") and not p.experiment:
@@ -360,7 +360,7 @@ def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: 
 
 def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
     """The alloc and forkjoin torch points: per experiment, all its points in interleaved rounds."""
-    from studies._cpu_reduction import measure
+    from studies.cpu_reduction import measure
 
     for exp in ("alloc", "forkjoin"):
         group = [p for p in pts if p.experiment == exp]
@@ -373,7 +373,7 @@ def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress:
 
 def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
     """IREE through the Python runtime: one child process per driver setup."""
-    from studies._cpu_reduction import measure
+    from studies.cpu_reduction import measure
 
     groups: dict = {}
     for p in pts:
@@ -389,7 +389,7 @@ def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunCont
 
 def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
     """IREE through iree-benchmark-module (C++)."""
-    from studies._cpu_reduction import measure
+    from studies.cpu_reduction import measure
 
     for p in pts:
         if p.provider == "iree-bench":
@@ -422,7 +422,7 @@ def _profile_one(params, module, input_npy: Path, point: tuple, capture: tuple[s
                  outputs: dict, ctx: RunContext) -> None:
     """One capture of one program, attached (trimmed when ``trace_iterations`` asks), or its
     failure in ``outputs["capture_errors"]``."""
-    from studies._cpu_reduction import profiles
+    from studies.cpu_reduction import profiles
     from workbench.harness import ExternalCommandError
     from workbench.traces import TraceError
     from workbench.traces.phases import PhaseError
@@ -450,7 +450,7 @@ def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, c
     """One profile of the module: IREE's profiler around iree-benchmark-module ("ireeperf"), or
     a Tracy capture around iree-benchmark-module ("bench") or the iree.runtime call ("python").
     Returns the capture file and the command that produced it."""
-    from studies._cpu_reduction import iree_tools, measure
+    from studies.cpu_reduction import iree_tools, measure
 
     if source == "ireeperf":
         return iree_tools.capture_ireeperf(vmfb, input_npy, workers, capdir, iterations)
@@ -461,29 +461,29 @@ def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, c
         job, "local-task", workers, repeat=3, env=env, exit_crash_ok=True)[1])
 
 
-# --- analysis, charts, report (studies/_cpu_reduction/analysis.py, report.py) ---------------------
+# --- analysis, charts, report (studies/cpu_reduction/analysis.py, report.py) ---------------------
 
 def analyze(rec) -> dict:
-    from studies._cpu_reduction import analysis
+    from studies.cpu_reduction import analysis
 
     return analysis.analyze(rec)
 
 
 def charts(tbls) -> dict:
-    from studies._cpu_reduction import report
+    from studies.cpu_reduction import report
 
     return report.charts(tbls)
 
 
 def verdict(tbls) -> str:
     """torch.sum against the fastest IREE program at n and the largest w (the key table's
-    comparison), then the clear derived results (:func:`studies._cpu_reduction.report.verdict_text`)."""
-    from studies._cpu_reduction import report
+    comparison), then the clear derived results (:func:`studies.cpu_reduction.report.verdict_text`)."""
+    from studies.cpu_reduction import report
 
     return report.verdict_text(tbls)
 
 
 def report_sections(tbls) -> list[str]:
-    from studies._cpu_reduction import report
+    from studies.cpu_reduction import report
 
     return report.sections(tbls)

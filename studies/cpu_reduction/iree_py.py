@@ -1,6 +1,6 @@
 """Times IREE modules through the Python runtime (``iree.runtime``), one process per driver setup.
 
-Run as ``python -m studies._cpu_reduction.iree_py`` with a JSON job on stdin and a JSON list
+Run as ``python -m studies.cpu_reduction.iree_py`` with a JSON job on stdin and a JSON list
 of results on stdout. A separate process per worker count is needed because the runtime
 builds its local-task executor once per process, from flags parsed before the first device
 (``--task_topology_group_count``); it also keeps a crash in one module from killing the run.

@@ -149,7 +149,7 @@ def _precompiled(prog: Program, src_key: str, all_flags: tuple[str, ...], cache_
     raise NotPrecompiled(f"iree-base-compiler is not installed and no module for N={prog.n}, c={prog.c} "
                          f"({prog.label}) with flags {' '.join(all_flags[len(TARGET_FLAGS):])} was compiled into "
                          f"{cache_dir}: pip install iree-base-compiler==3.13.0, or precompile on another machine "
-                         "(python -m studies._cpu_reduction.precompile)")
+                         "(python -m studies.cpu_reduction.precompile)")
 
 
 def not_precompiled(keys, target_cpu: str, cache_dir: Path | None = None) -> list[str]:

@@ -164,13 +164,13 @@ def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResu
 
 def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, env: dict | None = None,
                     timeout_s: float = 600, exit_crash_ok: bool = False) -> tuple[list[dict], str]:
-    """Run ``studies._cpu_reduction.iree_py`` on ``[{"key", "vmfb", "input"}]``: (results, command).
+    """Run ``studies.cpu_reduction.iree_py`` on ``[{"key", "vmfb", "input"}]``: (results, command).
 
     Raises :class:`ExternalCommandError` when the child fails as a whole. ``exit_crash_ok``
     accepts a child that wrote its complete results and then died: the Tracy runtime under a
     live capture intermittently segfaults in interpreter teardown (IREE 3.13 wheels).
     """
-    cmd = [sys.executable, "-m", "studies._cpu_reduction.iree_py"]
+    cmd = [sys.executable, "-m", "studies.cpu_reduction.iree_py"]
     job = {"driver": driver, "workers": workers, "repeat": repeat, "programs": jobs}
     shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
     try:

@@ -1,6 +1,6 @@
 """Compile every IREE program a cpu-reduction run needs, for a machine that only has the runtime.
 
-    python -m studies._cpu_reduction.precompile --preset many-core --set target_cpu=x86-64-v4 [--cache DIR]
+    python -m studies.cpu_reduction.precompile --preset many-core --set target_cpu=x86-64-v4 [--cache DIR]
 
 takes the study's parameters as ``workbench run`` does (``--preset``, ``--set name=value``;
 ``workers`` may exceed this machine's cores: the programs do not depend on it) and fills the
@@ -18,7 +18,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     from kernels.iree.sum_programs import program
     from studies import cpu_reduction as study
-    from studies._cpu_reduction import iree_tools
+    from studies.cpu_reduction import iree_tools
     from workbench.study import ParamError, ParamSpace
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

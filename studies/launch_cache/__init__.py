@@ -52,9 +52,10 @@ from workbench.record import RunRecord
 from workbench.record import VariantResult
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 
-from studies._launch_cache import SOFTSTACK_CACHE_LIMIT, OutOfMemory, analysis
-from studies._launch_cache.analysis import fmt_time, parse_time  # noqa: F401  (the seed's `time` figures)
-from studies._launch_cache.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
+from studies.launch_cache import analysis
+from studies.launch_cache.measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory
+from studies.launch_cache.analysis import fmt_time, parse_time  # noqa: F401  (the seed's `time` figures)
+from studies.launch_cache.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
 
 ID = "launch-cache"
 TITLE = "Launch cache: per-launch scratch allocation vs a locked cache vs a pool"
@@ -159,7 +160,7 @@ SEED_FIGURES = {
 
 def requires(params) -> str | None:
     if params["target"] == "gpu":
-        from studies._launch_cache import gpu
+        from studies.launch_cache import gpu
 
         return gpu.available()
     if not sys.platform.startswith("linux"):
@@ -263,7 +264,7 @@ def _variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
 
 
 def run(params, ctx: RunContext) -> dict:
-    from studies._launch_cache import check_checksums
+    from studies.launch_cache.measure import check_checksums
 
     target = params["target"]
     variants = _variants(params)
@@ -271,7 +272,7 @@ def run(params, ctx: RunContext) -> dict:
     rng = np.random.default_rng(params["seed"])
     outputs: dict = {"target": target, "cpu_count": os.cpu_count()}
     if target == "cpu":
-        from studies._launch_cache import cpu
+        from studies.launch_cache import cpu
 
         progress.say("compiling kernels/c/launch_cache.c")
         exe = cpu.build()
@@ -283,7 +284,7 @@ def run(params, ctx: RunContext) -> dict:
                                  vparams["malloc"], salt, limit=params["cache_limit"],
                                  data_bytes=params["data_bytes"], oom_every=params["oom_every"])
     else:
-        from studies._launch_cache import gpu
+        from studies.launch_cache import gpu
 
         outputs.update(gpu.device_text())
         outputs["blocks"] = gpu.resolve_blocks(params["blocks"])
@@ -345,7 +346,7 @@ def run(params, ctx: RunContext) -> dict:
     return outputs
 
 
-# --- analysis, charts, report (studies/_launch_cache/analysis.py, report.py) ---------------------
+# --- analysis, charts, report (studies/launch_cache/analysis.py, report.py) ---------------------
 
 def seed_tables() -> dict[str, pd.DataFrame]:
     """The seed's `time` runs in seconds and their medians per build, with patch/baseline ratios."""
@@ -357,18 +358,18 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    from studies._launch_cache import report
+    from studies.launch_cache import report
 
     return report.charts(tbls)
 
 
 def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    from studies._launch_cache import report
+    from studies.launch_cache import report
 
     return report.verdict_text(tbls)
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from studies._launch_cache import report
+    from studies.launch_cache import report
 
     return report.sections(tbls)

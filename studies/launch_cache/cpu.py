@@ -18,7 +18,7 @@ import numpy as np
 from workbench import cbuild, procs
 from workbench.env import REPO_ROOT
 
-from . import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, thread_index
+from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, thread_index
 
 SOURCE = REPO_ROOT / "kernels" / "c" / "launch_cache.c"
 CFLAGS = ("-O2", "-pthread", "-std=gnu11", "-Wall")

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from . import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, split, thread_index
+from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, split, thread_index
 
 KERNEL = r"""
 extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsigned long long step_words,

@@ -10,7 +10,7 @@ What it does:
 - fits CostMM (us per row) and CostComm (us per MiB) to points measured on the live
   machine (m = 256, 512, 768, 1024, 2048 by default), as lines or two-piece lines, or takes
   fits typed in by the user (``mm_fit``, ``comm_fit``);
-- applies the seed's split algorithm step by step (``studies/_mc2_split/plan.py`` says how
+- applies the seed's split algorithm step by step (``studies/mc2_split/plan.py`` says how
   its ambiguities were read), simulates the two-engine pipeline with a contention factor for
   the heuristic, uniform splits of 1..16 chunks and the best split found by an exact search
   over 128-row-aligned chunkings;
@@ -24,7 +24,7 @@ Clocks: CUDA events on the compute stream (GPU) or ``perf_counter_ns`` (CPU); ea
 is the slowest rank's time for one whole op. gloo runs use float32: CPU half-precision
 matmul is slow or missing, and the seed's fp16 shape is a GPU case.
 
-The analysis (``studies/_mc2_split/analysis.py``) states every gain over serial, prediction
+The analysis (``studies/mc2_split/analysis.py``) states every gain over serial, prediction
 error and contention factor with a 95% CI from the raw samples, checks the seed's claims
 (``claims.py``; the seed's 1262 us against the floor of its own fits: ``seed.py``) and gives
 the spread over repeated runs (``spread.py``). Presets: ``cpu`` (gloo, a shape and fits where
@@ -36,15 +36,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from studies._mc2_split import plan as planmod
-from studies._mc2_split import seed as seedmod
-from studies._mc2_split.analysis import analyze, trace_tables  # noqa: F401 (the study's analyze; trace_tables for tests)
-from studies._mc2_split.charts import charts  # noqa: F401 (the study's charts)
-from studies._mc2_split.claims import SEED_CLAIMS  # noqa: F401 (the seed's claims)
-from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
-from studies._mc2_split.report import report_sections, verdict  # noqa: F401 (the study's hooks)
-from studies._mc2_split.search import best_split, unsearchable
-from studies._mc2_split.simulate import simulate
+from studies.mc2_split import plan as planmod
+from studies.mc2_split import seed as seedmod
+from studies.mc2_split.analysis import analyze, trace_tables  # noqa: F401 (the study's analyze; trace_tables for tests)
+from studies.mc2_split.charts import charts  # noqa: F401 (the study's charts)
+from studies.mc2_split.claims import SEED_CLAIMS  # noqa: F401 (the seed's claims)
+from studies.mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
+from studies.mc2_split.report import report_sections, verdict  # noqa: F401 (the study's hooks)
+from studies.mc2_split.search import best_split, unsearchable
+from studies.mc2_split.simulate import simulate
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 
 ID = "mc2-split"
@@ -377,7 +377,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
-    got = launcher.launch("studies._mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
+    got = launcher.launch("studies.mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
     by_comm: dict[str, dict] = got.outputs.get("by_comm", {})
     for info in by_comm.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}

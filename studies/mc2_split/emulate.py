@@ -6,7 +6,7 @@ its peers would never end inside one launch: each chunk runs as every rank's pus
 signal) phase, then every rank's reduce phase (the GPU runs both in one launch). ``TRITON_INTERPRET=1`` must
 be set before triton is first imported, so callers run this module as a child process:
 
-    TRITON_INTERPRET=1 python -m studies._mc2_split.emulate '[{"world": 3, "rows": 10, ...}]'
+    TRITON_INTERPRET=1 python -m studies.mc2_split.emulate '[{"world": 3, "rows": 10, ...}]'
 
 prints one JSON list with, per scenario: ok, the worst error, every rank's counter.
 """
@@ -29,7 +29,7 @@ def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2
     import torch
 
     import kernels.triton.allreduce as kmod
-    from studies._mc2_split.worker import row_blocks
+    from studies.mc2_split.worker import row_blocks
 
     if max_spins is not None:
         kmod.MAX_SPINS = max_spins

@@ -78,9 +78,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 
-from studies._mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks
-from studies._mc2_split.search import best_split, unsearchable
-from studies._mc2_split.simulate import fit_contention
+from studies.mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks
+from studies.mc2_split.search import best_split, unsearchable
+from studies.mc2_split.simulate import fit_contention
 from workbench import harness, launcher
 from workbench.events import Emitter
 from workbench.record import VariantResult

@@ -25,7 +25,7 @@ the seed (R = 1024 there). Conditions are interleaved round by round after one w
 round. Which callback is registered (``callback_impl``) matters a great deal in Python:
 ``native`` (a C counter, the seed's setting), ``ctypes`` (a Python function on the
 runtime's thread) or ``pyopencl`` (``Event.set_callback``, which starts a thread per
-callback); see ``studies/_opencl_events/clrt.py``.
+callback); see ``studies/opencl_events/clrt.py``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from workbench.record import RunRecord
 from workbench.record import VariantResult
 from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps, StudyUnavailable
 
-from studies._opencl_events import analysis, clrt
-from studies._opencl_events.analysis import MIN_REPS, size_label
-from studies._opencl_events.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
-from studies._opencl_events.experiments import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label,
+from studies.opencl_events import analysis, clrt
+from studies.opencl_events.analysis import MIN_REPS, size_label
+from studies.opencl_events.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
+from studies.opencl_events.measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label,
                                                  dep_label, sweep_point)
 
 ID = "opencl-events"
@@ -134,7 +134,7 @@ def validate(params) -> None:
 
 def requires(params) -> str | None:
     if params["experiment"] == "cuda":
-        from studies._opencl_events import cuda
+        from studies.opencl_events import cuda
 
         return cuda.unavailable(params["device"])
     if importlib.util.find_spec("pyopencl") is None:
@@ -276,7 +276,7 @@ def _vname(workers, label: str, size: int) -> str:
 def _run_cuda(params, ctx: RunContext) -> dict:
     import cupy
 
-    from studies._opencl_events import cuda
+    from studies.opencl_events import cuda
 
     name = cuda.device_name(params["device"])
     progress = ctx.steps(len(params["sizes"]))
@@ -293,25 +293,25 @@ def _run_cuda(params, ctx: RunContext) -> dict:
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()}
 
 
-# --- analysis, charts, report (studies/_opencl_events/analysis.py, report.py) -------------------
+# --- analysis, charts, report (studies/opencl_events/analysis.py, report.py) -------------------
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     return analysis.analyze(rec)
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    from studies._opencl_events import report
+    from studies.opencl_events import report
 
     return report.charts(tbls)
 
 
 def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    from studies._opencl_events import report
+    from studies.opencl_events import report
 
     return report.verdict_text(tbls)
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from studies._opencl_events import report
+    from studies.opencl_events import report
 
     return report.sections(tbls)

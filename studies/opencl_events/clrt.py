@@ -5,7 +5,7 @@ without it).
 
 Three ways to hang a callback on an event, because they cost very different things:
 
-- ``native``: a 5-line C function (``native.c``, built once with the machine's C
+- ``native``: a 5-line C function (``kernels/opencl/event_overhead_host.c``, built once with the machine's C
   compiler) registered with ``clSetEventCallback`` through ctypes. It only bumps an atomic
   counter, so its cost is the OpenCL runtime's own callback machinery, as in the seed's
   C++ test.
@@ -33,7 +33,7 @@ from workbench import cbuild
 from workbench.env import REPO_ROOT
 
 KERNEL_DIR = REPO_ROOT / "kernels" / "opencl"
-NATIVE_SRC = Path(__file__).with_name("native.c")
+NATIVE_SRC = KERNEL_DIR / "event_overhead_host.c"
 
 # clSetEventCallback accepts these execution states (CL_SUBMITTED/CL_RUNNING since 1.1
 # only where the runtime allows them; OpenCL 1.1 permitted CL_COMPLETE alone).
@@ -237,13 +237,13 @@ DEP_ERROR_AT = ("", "a worker step", "the combine", "the map", "the unmap", "the
 
 
 def native_dependency_loop():
-    """``wb_dep_time`` of native.c, bound to the ICD loader pyopencl loaded (built on first use)."""
+    """``wb_dep_time`` of event_overhead_host.c, bound to the ICD loader pyopencl loaded (built on first use)."""
     lib = ctypes.CDLL(str(native_callback_lib()))
     path = _opencl_lib_path()
     rc = lib.wb_dep_open(path.encode())
     if rc:
         why = "library not loaded" if rc < 0 else f"symbol {rc} missing"
-        raise OSError(f"native.c could not bind OpenCL in {path}: {why}")
+        raise OSError(f"event_overhead_host.c could not bind OpenCL in {path}: {why}")
     vp, i32, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
     fn = lib.wb_dep_time
     fn.argtypes = [vp, ctypes.POINTER(vp), ctypes.POINTER(i32), i32, vp, vp, sz, sz, ctypes.c_long, i32, i32, i32,

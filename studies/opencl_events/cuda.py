@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from .clrt import KERNEL_DIR, WaitThread
-from .experiments import GAIN, OFFSET, Outcome, _close
+from .measure import GAIN, OFFSET, Outcome, _close
 
 CONDITIONS = ("none", "host-func", "event-sync", "event-poll")
 BLOCK = 256

@@ -164,7 +164,7 @@ class DependencyRuns:
     mappings stay open until the batch is timed (the seed's "coding error" case), then are
     released untimed.
 
-    ``host="native"`` enqueues the runs from C (native.c's ``wb_dep_time``, the same loop) as
+    ``host="native"`` enqueues the runs from C (kernels/opencl/event_overhead_host.c's ``wb_dep_time``, the same loop) as
     the seed's C++ test did: the Python loop adds pyopencl's cost to every enqueue, and its
     waiting thread competes with the enqueuing one for the GIL (on an H200 that made waiting
     cost more than a callback, the reverse of the seed's finding).
