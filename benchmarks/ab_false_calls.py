@@ -40,7 +40,7 @@ from workbench.ab import execute_ab  # noqa: E402
 from workbench.compare import UNCONFIRMED, compare_runs  # noqa: E402
 from workbench.env import capture, summary_line  # noqa: E402
 from workbench.store import Store  # noqa: E402
-from workbench.study import get  # noqa: E402
+from workbench.registry import get  # noqa: E402
 
 TARGET_FALSE_CALL_RATE = 0.05
 CONFIGS = {

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
-from studies._mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
+from studies.mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
-from workbench.report import md_table  # noqa: E402
+from workbench.tables import md_table  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 
 TARGET_ERR = 0.10
@@ -66,7 +66,7 @@ def show(rec) -> bool:
 
 
 def spread(paths: list[Path]) -> int:
-    """The spread over runs (:func:`studies._mc2_split.spread.across_runs`)."""
+    """The spread over runs (:func:`studies.mc2_split.spread.across_runs`)."""
     table, _ = across_runs([read_bundle(p) for p in paths])
     print(f"Best split's gain over serial NCCL, per run (%), over {len(paths)} bundles; target >= {TARGET_PCT:.0f}%\n")
     print(md_table(display(table)))

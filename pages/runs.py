@@ -9,7 +9,7 @@ from workbench import compare
 from workbench.catalog import titles
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
-from workbench.study import registry
+from workbench.registry import registry
 from workbench.untrusted import escape, safe_stem
 
 

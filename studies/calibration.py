@@ -26,8 +26,9 @@ import time
 import pandas as pd
 
 from workbench import derived, harness, stats, tables
-from workbench.store import RunRecord
-from workbench.study import Param, ParamSpace, RunContext, VariantResult, expand
+from workbench.record import RunRecord
+from workbench.record import VariantResult
+from workbench.study import Param, ParamSpace, RunContext, expand
 from workbench.untrusted import escape
 
 ID = "calibration"

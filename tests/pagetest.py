@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def study_app(study_id: str, timeout: float = 60) -> AppTest:
     """A study's page as app.py serves it: its page file when it has extras, else the generic page."""
-    from workbench.study import get
+    from workbench.registry import get
 
     mod = get(study_id)
     page = ROOT / "pages" / f"{mod.__name__.split('.')[-1]}.py"

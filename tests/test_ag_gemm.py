@@ -18,12 +18,14 @@ import torch
 
 import studies.ag_gemm as study
 from conftest import run_interpreted
-from studies._ag_gemm import analysis, autoconfig, kernelbench, methods, spans
+from studies.ag_gemm import analysis, autoconfig, kernelbench, methods, spans
 from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmKnobs, HbmLayout, stream_k_plan
 from workbench import harness, runner
 from workbench import study as wbstudy
-from workbench.store import RunRecord, committed_runs
-from workbench.study import ParamError, StudyUnavailable, VariantResult
+from workbench.record import RunRecord
+from workbench.store import committed_runs
+from workbench.record import VariantResult
+from workbench.study import ParamError, StudyUnavailable
 
 
 # --- bookkeeping -----------------------------------------------------------------------------
@@ -135,7 +137,7 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def emulated():
     """All scenarios in one child process."""
-    return dict(zip(SCENARIOS, run_interpreted("studies._ag_gemm.emulate", list(SCENARIOS.values()))))
+    return dict(zip(SCENARIOS, run_interpreted("studies.ag_gemm.emulate", list(SCENARIOS.values()))))
 
 
 # No bf16 here: triton 3.9's interpreter gets a bf16 tl.dot wrong (a plain 16x16 dot is off by
@@ -431,7 +433,7 @@ class _FakeKernel:
 def test_worker_runs_the_review_experiments_with_poisoned_checked_launches(monkeypatch):
     import torch.distributed as dist
 
-    from studies._ag_gemm import worker
+    from studies.ag_gemm import worker
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:

@@ -10,8 +10,8 @@ import pytest
 from workbench import claims, derived, report, tables
 from workbench.analysis import analyse, charts_of, json_fields, sections_of, takes_record
 from workbench.schema import check_record
-from workbench.store import RunRecord
-from workbench.study import VariantResult
+from workbench.record import RunRecord
+from workbench.record import VariantResult
 from mdlint import lint_markdown
 
 

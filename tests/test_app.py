@@ -8,8 +8,9 @@ import pytest
 from pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
-from workbench.store import RunRecord, Store
-from workbench.study import VariantResult
+from workbench.record import RunRecord
+from workbench.store import Store
+from workbench.record import VariantResult
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,7 @@ def test_runs_page_with_empty_store_and_no_committed_runs(store, monkeypatch):
 
 def test_runs_page_lists_committed_bundles_with_their_machine(store):
     from workbench.store import committed_runs
-    from workbench.study import registry
+    from workbench.registry import registry
 
     committed = [r for sid in registry() for r in committed_runs(sid)]
     if not committed:
@@ -198,7 +199,7 @@ def test_study_page_rejects_invalid_widget_values_without_running(store, monkeyp
 
 
 def test_a_study_that_cannot_run_with_its_defaults_refuses_the_run_with_the_reason(store, monkeypatch):
-    from workbench.study import registry
+    from workbench.registry import registry
 
     unavailable = [sid for sid, mod in registry().items() if mod.requires(mod.SPACE.defaults())]
     if not unavailable:

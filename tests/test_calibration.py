@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import studies.calibration as study
 from workbench.analysis import analyse, charts_of
-from workbench.store import RunRecord
-from workbench.study import VariantResult
+from workbench.record import RunRecord
+from workbench.record import VariantResult
 
 
 def _rec() -> RunRecord:

@@ -12,8 +12,10 @@ import pytest
 
 from workbench.catalog import Catalog, label_params, origin_kind, param_label, titles
 from workbench.cli import main
-from workbench.store import RunRecord, Store, StoreError, committed_runs, to_bundle
-from workbench.study import VariantResult, get, registry
+from workbench.record import RunRecord
+from workbench.store import Store, StoreError, committed_runs, to_bundle
+from workbench.record import VariantResult
+from workbench.registry import get, registry
 
 
 def _rec(run_id, repeat=5, threads=1, origin="local", created="2026-01-01T00:00:00Z", gpu=False):

@@ -14,8 +14,10 @@ from workbench import compare, stats
 from workbench.ab import execute_ab, round_order
 from workbench.catalog import Header
 from workbench.cli import main
-from workbench.store import RunRecord, committed_runs
-from workbench.study import Param, ParamSpace, VariantResult
+from workbench.record import RunRecord
+from workbench.store import committed_runs
+from workbench.record import VariantResult
+from workbench.study import Param, ParamSpace
 
 ENV = {"fingerprint": "f00", "cpu_model": "Test CPU", "cpu_logical": 2, "packages": {"numpy": "2.0"}}
 

@@ -10,11 +10,12 @@ import pytest
 
 import studies.cpu_reduction as study
 from kernels.iree.sum_programs import Program, aligned_tile, program
-from studies._cpu_reduction import analysis, data, iree_tools, measure, profiles
+from studies.cpu_reduction import analysis, data, iree_tools, measure, profiles
 from workbench import runner
 from workbench.harness import ExternalCommandError
-from workbench.store import RunRecord
-from workbench.study import ParamError, VariantResult, validate
+from workbench.record import RunRecord
+from workbench.record import VariantResult
+from workbench.study import ParamError, validate
 
 TRACE = Path(__file__).parent / "data" / "traces" / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"
 TRACY = Path(__file__).parent.parent / "traces" / "examples" / "iree_sum_c8_50it.tracy"

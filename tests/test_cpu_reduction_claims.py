@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 
 import studies.cpu_reduction as study
-from studies._cpu_reduction import profiles
-from studies._cpu_reduction.plan import GRAIN_SIZE
+from studies.cpu_reduction import profiles
+from studies.cpu_reduction.plan import GRAIN_SIZE
 from workbench.analysis import analyse, charts_of
-from workbench.store import RunRecord, committed_runs
-from workbench.study import VariantResult
+from workbench.record import RunRecord
+from workbench.store import committed_runs
+from workbench.record import VariantResult
 
 TRACE = Path(__file__).parent / "data" / "traces" / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"
 NT = "not testable here"

@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 from workbench.store import committed_runs
-from workbench.study import ParamError, registry, validate
+from workbench.registry import registry
+from workbench.study import ParamError, validate
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent

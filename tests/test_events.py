@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from workbench.events import Collected, Emitter, EventError, EventTail, apply, merge, parse
-from workbench.study import Cancelled, RunContext, VariantResult
+from workbench.record import VariantResult
+from workbench.study import Cancelled, RunContext
 
 
 def _replay(path, ctx=None) -> tuple[RunContext, Collected]:

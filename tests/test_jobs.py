@@ -13,7 +13,8 @@ import pytest
 from workbench import jobs, runner
 from workbench.cli import _interrupted_text
 from workbench.events import Collected, Emitter, EventTail, apply
-from workbench.study import Param, ParamSpace, RunContext, VariantResult
+from workbench.record import VariantResult
+from workbench.study import Param, ParamSpace, RunContext
 
 
 def test_a_job_follows_the_runs_events_point_by_point(store):

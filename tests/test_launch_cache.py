@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import studies.launch_cache as study
-from studies._launch_cache import GOLDEN, OutOfMemory, check_checksums, cpu, expected_checksums
+from studies.launch_cache import cpu
+from studies.launch_cache.measure import GOLDEN, OutOfMemory, check_checksums, expected_checksums
 from workbench import runner
 from workbench.analysis import analyse, sections_of
 from workbench.study import ParamError, validate
@@ -311,7 +312,7 @@ def test_gpu_phase_logic_with_a_fake_cupy(store, monkeypatch):
     """Every GPU policy's host path (threads, block hand-over, graph replay, segments) runs and checks."""
     import sys
 
-    from studies._launch_cache import gpu
+    from studies.launch_cache import gpu
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
     gpu._kernel.cache_clear()
@@ -333,7 +334,7 @@ def test_gpu_size_limit_retries_and_fill_blocks_with_a_fake_cupy(store, monkeypa
     locked cache fails its variant; blocks=0 fills the (fake) GPU and the sums count every block."""
     import sys
 
-    from studies._launch_cache import gpu
+    from studies.launch_cache import gpu
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
     gpu._kernel.cache_clear()

@@ -130,7 +130,7 @@ def test_a_timeout_kills_the_whole_process_group(monkeypatch, tmp_path):
     seen = []
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match="did not finish within timeout_s=2 s.*stuck"):
-        launcher.launch("studies._mc2_split.worker", {}, 2, RunContext(progress=lambda f, m: seen.append((f, m))),
+        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(progress=lambda f, m: seen.append((f, m))),
                         timeout_s=2)
     assert time.monotonic() - t0 < 30 and (0.5, "stuck") in seen
     assert _gone(pidfile)
@@ -141,7 +141,7 @@ def test_a_cancel_kills_the_whole_process_group(monkeypatch, tmp_path):
     cancel = threading.Event()
     ctx = RunContext(progress=lambda f, m: cancel.set(), cancel=cancel)  # cancelled once the run is under way
     with pytest.raises(Cancelled):
-        launcher.launch("studies._mc2_split.worker", {}, 2, ctx, timeout_s=60)
+        launcher.launch("studies.mc2_split.worker", {}, 2, ctx, timeout_s=60)
     assert _gone(pidfile)
 
 
@@ -152,7 +152,7 @@ def test_ctrl_c_or_any_error_while_reading_events_kills_the_whole_process_group(
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        launcher.launch("studies._mc2_split.worker", {}, 2, RunContext(progress=interrupted), timeout_s=60)
+        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(progress=interrupted), timeout_s=60)
     assert _gone(pidfile)
 
 
@@ -162,7 +162,7 @@ def test_torchrun_ends_when_the_process_that_started_it_is_killed(monkeypatch, t
     script = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
     cli = (f"import sys\nfrom workbench import launcher\nfrom workbench.study import RunContext\n"
            f"launcher.torchrun_command = lambda topo, nproc: [sys.executable, '-c', {script!r}]\n"
-           f"launcher.launch('studies._mc2_split.worker', {{}}, 2, RunContext(), timeout_s=60)\n")
+           f"launcher.launch('studies.mc2_split.worker', {{}}, 2, RunContext(), timeout_s=60)\n")
     proc = subprocess.Popen([sys.executable, "-c", cli], cwd=ROOT, env=launcher.worker_env())
     try:
         for _ in range(300):
@@ -182,13 +182,13 @@ def test_a_failed_rank_s_error_and_torchrun_s_log_are_reported(monkeypatch, tmp_
             "print('torchrun: child failed', flush=True)\nsys.exit(1)\n")
     _fake_torchrun(monkeypatch, tmp_path, body)
     with pytest.raises(LaunchError, match=r"(?s)exited with 1: rank 0: ValueError: rank 1 broke.*child failed"):
-        launcher.launch("studies._mc2_split.worker", {}, 2, RunContext(), timeout_s=30)
+        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(), timeout_s=30)
 
 
 def test_a_run_whose_reporting_rank_never_finished_is_a_failure(monkeypatch, tmp_path):
     _fake_torchrun(monkeypatch, tmp_path, "emit(event='progress', fraction=0.1, message='m')\n")
     with pytest.raises(LaunchError, match="without the reporting rank finishing"):
-        launcher.launch("studies._mc2_split.worker", {}, 2, RunContext(), timeout_s=30)
+        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(), timeout_s=30)
 
 
 # --- two local nodes -----------------------------------------------------------------------

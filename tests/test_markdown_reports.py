@@ -11,8 +11,10 @@ import pytest
 from mdlint import ISSUE_LIMIT, lint_issue, lint_markdown, outside_fences
 from workbench import report, runner
 from workbench.analysis import analyse
-from workbench.store import RunRecord, committed_runs
-from workbench.study import VariantResult, registry
+from workbench.record import RunRecord
+from workbench.store import committed_runs
+from workbench.record import VariantResult
+from workbench.registry import registry
 
 
 def test_lint_catches_each_kind_of_breakage(tmp_path):

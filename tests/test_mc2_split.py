@@ -10,9 +10,9 @@ import torch
 
 import studies.mc2_split as study
 from conftest import run_interpreted
-from studies._mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
-from studies._mc2_split.search import _step, best_split
-from studies._mc2_split.simulate import fit_contention, simulate
+from studies.mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
+from studies.mc2_split.search import _step, best_split
+from studies.mc2_split.simulate import fit_contention, simulate
 from workbench import runner
 from workbench.study import ParamError
 
@@ -180,8 +180,8 @@ def test_negative_fitted_time_says_why_the_best_split_was_not_searched(store):
 
 
 def test_search_refuses_a_falling_fit():
-    from studies._mc2_split.plan import CostModel, Fit
-    from studies._mc2_split.search import unsearchable
+    from studies.mc2_split.plan import CostModel, Fit
+    from studies.mc2_split.search import unsearchable
 
     falling = CostModel(Fit(5, 0.02, "row"), Fit(1000, -400, "MiB"), 256, 4)
     assert unsearchable(falling) == "a fit does not grow with size"
@@ -230,7 +230,7 @@ TWO_SHOT.update({f"{kind}-{k}": dict(v, **{kind: True}) for kind in ("pull", "pe
 @pytest.fixture(scope="module")
 def two_shot():
     """All scenarios in one child process."""
-    return dict(zip(TWO_SHOT, run_interpreted("studies._mc2_split.emulate", list(TWO_SHOT.values()))))
+    return dict(zip(TWO_SHOT, run_interpreted("studies.mc2_split.emulate", list(TWO_SHOT.values()))))
 
 
 @pytest.mark.parametrize("name", ["ws3-uneven", "ws4-loop", "ws2-fp32",
@@ -291,7 +291,7 @@ def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
     import gzip
     import json
 
-    from workbench.store import RunRecord
+    from workbench.record import RunRecord
 
     def kernel(name, tid, ts, dur):
         return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur, "args": {}}
@@ -327,7 +327,7 @@ def test_benchmark_run_without_gpus_shows_the_committed_runs_and_refuses_bad_par
 
 
 def test_chunk_lists_fold_runs_of_one_size():
-    from studies._mc2_split.plan import short_chunks
+    from studies.mc2_split.plan import short_chunks
 
     assert short_chunks("128," * 29 + "384") == "128 x 29, 384"
     assert short_chunks("[512, 896, 896, 896, 896]") == "512, 896 x 4"

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import studies.mc2_split as study
-from studies._mc2_split import seed
-from studies._mc2_split.analysis import contention_factor, gain, prediction_error
-from studies._mc2_split.plan import CostModel, Fit, heuristic, parse_fit
-from studies._mc2_split.simulate import simulate
-from studies._mc2_split.spread import BEST_OF_RUN, across_runs
+from studies.mc2_split import seed
+from studies.mc2_split.analysis import contention_factor, gain, prediction_error
+from studies.mc2_split.plan import CostModel, Fit, heuristic, parse_fit
+from studies.mc2_split.simulate import simulate
+from studies.mc2_split.spread import BEST_OF_RUN, across_runs
 from workbench import runner
 from workbench.analysis import analyse, charts_of
 from workbench.store import Store, read_bundle

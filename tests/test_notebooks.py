@@ -11,8 +11,9 @@ from nbclient import NotebookClient
 
 from workbench.env import REPO_ROOT
 from workbench.report import write_notebook, write_study_notebooks
-from workbench.store import RunRecord
-from workbench.study import VariantResult, registry
+from workbench.record import RunRecord
+from workbench.record import VariantResult
+from workbench.registry import registry
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import studies.opencl_events as study
-from studies._opencl_events import clrt, experiments
+from studies.opencl_events import clrt
+from studies.opencl_events import measure
 from workbench import runner
 from workbench.analysis import analyse, charts_of, sections_of
 from workbench.study import ParamError, validate
@@ -25,8 +26,8 @@ def target():
 
 
 def test_tree_shapes():
-    assert experiments.tree_parents(7) == [-1, 0, 0, 1, 1, 2, 2]
-    p28 = experiments.tree_parents(28)
+    assert measure.tree_parents(7) == [-1, 0, 0, 1, 1, 2, 2]
+    p28 = measure.tree_parents(28)
     # 1 + 3 + 3*2 + 3*2*3: the root has 3 children, each of those 2, each of those 3
     children = [p28.count(w) for w in range(28)]
     assert children[0] == 3 and children[1:4] == [2, 2, 2] and children[4:10] == [3] * 6 and sum(children) == 27
@@ -71,9 +72,9 @@ def test_cuda_without_gpu_is_explained():
 
 def test_wrong_kernel_fails_the_check(target):
     cbs = clrt.Callbacks("ctypes")
-    runs = experiments.KernelRuns(target, 4096, cbs)
+    runs = measure.KernelRuns(target, 4096, cbs)
     try:
-        runs.kern.set_arg(2, np.float32(experiments.GAIN + 1))  # a kernel that scales wrongly
+        runs.kern.set_arg(2, np.float32(measure.GAIN + 1))  # a kernel that scales wrongly
         runs.prime()
         ok, msg = runs.verify()
         assert not ok and "NumPy" in msg
@@ -83,9 +84,9 @@ def test_wrong_kernel_fails_the_check(target):
 
 def test_dependency_output_matches_reference_and_catches_a_wrong_tree(target):
     cbs = clrt.Callbacks("ctypes")
-    runs = experiments.DependencyRuns(target, 4096, 7, cbs)
+    runs = measure.DependencyRuns(target, 4096, 7, cbs)
     try:
-        for cond in experiments.DEP_CONDITIONS:
+        for cond in measure.DEP_CONDITIONS:
             out = runs.time(cond, 3)
             assert out.problem is None, cond
         ok, msg = runs.verify()
@@ -103,10 +104,10 @@ def test_native_dependency_loop_matches_the_python_one(target):
         pytest.skip(clrt.native_unavailable())
     cbs = clrt.Callbacks("native")
     for workers in (7, 28):
-        runs = experiments.DependencyRuns(target, 4096, workers, cbs, host="native")
+        runs = measure.DependencyRuns(target, 4096, workers, cbs, host="native")
         try:
             runs.prime()
-            for cond in experiments.DEP_CONDITIONS:
+            for cond in measure.DEP_CONDITIONS:
                 out = runs.time(cond, 5)
                 assert out.problem is None and out.ns_per_run > 0, cond
             ok, msg = runs.verify()
@@ -114,7 +115,7 @@ def test_native_dependency_loop_matches_the_python_one(target):
         finally:
             runs.close()
     with pytest.raises(ValueError, match="callback_impl=native"):
-        experiments.DependencyRuns(target, 4096, 7, clrt.Callbacks("ctypes"), host="native")
+        measure.DependencyRuns(target, 4096, 7, clrt.Callbacks("ctypes"), host="native")
 
 
 def test_target_ms_sets_the_runs_per_measurement():
@@ -130,7 +131,7 @@ def test_every_callback_runs_once(target, impl):
     if impl == "native" and clrt.native_unavailable():
         pytest.skip(clrt.native_unavailable())
     cbs = clrt.Callbacks(impl)
-    runs = experiments.KernelRuns(target, 4096, cbs)
+    runs = measure.KernelRuns(target, 4096, cbs)
     try:
         out = runs.time("111", 8)
         assert out.problem is None
@@ -201,7 +202,7 @@ def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatc
     import sys
     import types
 
-    from studies._opencl_events import cuda
+    from studies.opencl_events import cuda
     from workbench.study import RunContext
 
     class FakeRuns:
@@ -215,7 +216,7 @@ def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatc
             return self.good, "fake check"
 
         def time(self, condition, reps):
-            return experiments.Outcome(1000.0 + 10 * cuda.CONDITIONS.index(condition))
+            return measure.Outcome(1000.0 + 10 * cuda.CONDITIONS.index(condition))
 
         def close(self):
             pass

@@ -46,7 +46,7 @@ def test_child_processes_see_the_target():
 
 def test_interleaved_rounds_grow_together_and_stay_paired():
     pytest.importorskip("torch")
-    from studies._cpu_reduction import data, measure
+    from studies.cpu_reduction import data, measure
 
     x = data.make_input(4096, 0)
     pts = [measure.Point(p, 4096, None, 1, experiment="alloc") for p in ("torch", "torch-out")]

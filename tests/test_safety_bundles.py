@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from workbench import cli, compare, report
 from workbench.cli import main
-from workbench.store import RunRecord, Store, StoreError, parse_bundle, read_bundle
-from workbench.study import VariantResult
+from workbench.record import RunRecord
+from workbench.store import Store, StoreError, parse_bundle, read_bundle
+from workbench.record import VariantResult
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from workbench.store import Store
-from workbench.study import get
+from workbench.registry import get
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,10 @@ import pytest
 
 from workbench import procs, runner
 from workbench.cli import main
-from workbench.store import APPLICATION_ID, RunRecord, Store, StoreError, to_bundle
-from workbench.study import Param, ParamSpace, VariantResult
+from workbench.record import RunRecord
+from workbench.store import APPLICATION_ID, Store, StoreError, to_bundle
+from workbench.record import VariantResult
+from workbench.study import Param, ParamSpace
 
 ROOT = Path(__file__).resolve().parent.parent
 

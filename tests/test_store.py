@@ -6,8 +6,10 @@ import sqlite3
 import pytest
 
 from workbench import runner
-from workbench.store import RunRecord, Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
-from workbench.study import Param, ParamSpace, RunContext, VariantResult
+from workbench.record import RunRecord
+from workbench.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
+from workbench.record import VariantResult
+from workbench.study import Param, ParamSpace, RunContext
 
 
 def _record(run_id="r1", study="calibration"):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from workbench import registry as wbregistry
 from workbench import study as wbstudy
 from workbench.study import Param, ParamError, ParamSpace
 
@@ -57,7 +58,7 @@ def test_preset_with_unknown_parameter_is_rejected_at_definition():
 
 
 def test_registry_finds_studies_and_each_has_smoke_and_quick():
-    reg = wbstudy.registry()
+    reg = wbregistry.registry()
     assert "calibration" in reg
     for mod in reg.values():
         assert "smoke" in mod.SPACE.presets and "quick" in mod.SPACE.presets, mod.ID
@@ -72,9 +73,9 @@ def test_registry_rejects_a_study_without_presets(monkeypatch):
 
     mod = types.ModuleType("studies.fake")
     mod.__doc__ = "fake"
-    for attr in wbstudy.REQUIRED_ATTRS:
+    for attr in wbregistry.REQUIRED_ATTRS:
         setattr(mod, attr, None)
     mod.ID = "fake"
     mod.SPACE = ParamSpace(params=(Param("a", "int", 1),))
     with pytest.raises(ImportError, match="smoke"):
-        wbstudy._check_module(mod)
+        wbregistry.check_module(mod)

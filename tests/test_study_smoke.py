@@ -5,7 +5,7 @@ import pytest
 from workbench import runner
 from workbench.analysis import analyse, charts_of
 from workbench.claims import STATUSES
-from workbench.study import registry
+from workbench.registry import registry
 
 
 @pytest.mark.parametrize("study_id", sorted(registry()))
@@ -36,11 +36,10 @@ def test_smoke_preset_runs_and_analyzes(study_id, store):
 def test_a_public_module_in_studies_without_an_id_is_an_error(tmp_path, monkeypatch):
     """A typo (``Id = ...``) must not make a study vanish from the app and the CLI."""
     import studies
-    from workbench import study as studymod
+    from workbench import registry as registrymod
 
     (tmp_path / "typo_study.py").write_text('"""A study whose ID was mistyped."""\nId = "typo"\n')
     monkeypatch.setattr(studies, "__path__", [*studies.__path__, str(tmp_path)])
-    monkeypatch.setattr(studymod, "_REGISTRY", None)
+    monkeypatch.setattr(registrymod, "_CACHE", {})
     with pytest.raises(ImportError, match="typo_study has no ID"):
-        studymod.registry()
-    monkeypatch.setattr(studymod, "_REGISTRY", None)
+        registrymod.registry()

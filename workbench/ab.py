@@ -29,8 +29,9 @@ from . import env as envmod
 from . import harness, load
 from .runner import (DEFAULT_PRECISION_CAP_S, _watchdog, check_precision, machine_lock, note_precision,
                      precision_args, precision_run, set_args, stall_limit_s)
-from .store import RunRecord, Store, new_run_id, now_utc
-from .study import Cancelled, RunContext, StudyUnavailable, VariantResult, validate
+from .record import RunRecord, VariantResult, new_run_id, now_utc
+from .store import Store
+from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
 SIDES = ("A", "B")
 DEFAULT_ROUNDS = 8
@@ -95,8 +96,6 @@ def execute_ab(
     params = {"A": validate(study, values_a, preset=preset), "B": validate(study, values_b, preset=preset)}
     check_precision(study, precision)
     if rounds < 2:
-        from .study import ParamError
-
         raise ParamError("rounds", f"{rounds} is too few: a session needs at least 2 rounds per side")
     for side in SIDES:
         reason = study.requires(params[side])

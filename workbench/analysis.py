@@ -25,7 +25,8 @@ import pandas as pd
 
 from . import claims as claimsmod
 from . import derived, load, stats, tables
-from .store import RunRecord
+from .record import RunRecord, VariantResult
+from .registry import registry
 from .untrusted import escape
 
 
@@ -65,8 +66,6 @@ def _has_data(rec: RunRecord) -> bool:
 
 
 def _study_of(rec: RunRecord) -> ModuleType | None:
-    from .study import registry
-
     return registry().get(rec.study)
 
 
@@ -134,6 +133,18 @@ def sections_of(a: Analysis) -> list[str]:
                     lambda: hook(a.rec, a.tables) if takes_record(hook) else hook(a.tables), []) or []
 
 
+def variant_json(v: VariantResult) -> dict[str, Any]:
+    """A variant as the ``--json`` record shows it: its raw samples and their summary."""
+    s = stats.summarize(v.samples_ns)
+    return {
+        "variant": v.variant, "params": v.params, "samples_ns": v.samples_ns,
+        "median_ns": s.median, "ci_ns": [s.ci_lo, s.ci_hi], "iqr_ns": s.iqr,
+        "noisy": s.noisy, "correct": v.correct, "check": v.check, "extra": v.extra,
+    }
+
+
 def json_fields(a: Analysis) -> dict[str, Any]:
-    """What the ``--json`` record adds to the run: ``verdict``, ``claims``, ``disturbance``."""
-    return {"verdict": a.verdict, "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance)}
+    """What the ``--json`` record adds to the run's raw record (``rec.to_json() | json_fields(a)``):
+    ``variants`` with their summaries, ``verdict``, ``claims``, ``disturbance``."""
+    return {"variants": [variant_json(v) for v in a.rec.variants], "verdict": a.verdict,
+            "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance)}

@@ -22,7 +22,9 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import store as wbstore
-from .store import RunRecord, Store, machine_label
+from .record import RunRecord, machine_label
+from .registry import registry
+from .store import Store
 
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
@@ -154,15 +156,11 @@ class Catalog:
         return self._committed[study][1]
 
     def _studies(self, study: str | None) -> list[str]:
-        from .study import registry
-
         return [study] if study else list(registry())
 
     def headers(self, study: str | None = None, committed: bool = True, limit: int | None = None) -> list[Header]:
         """Run headers (store, then committed unless ``committed=False``), newest first, each
         with its label; a committed run that was also imported is listed once (the store's)."""
-        from .study import registry
-
         out: list[Header] = []
         if self.store is not None:
             for r in self.store.runs(study=study, limit=limit):
@@ -195,8 +193,6 @@ class Catalog:
     def resolve(self, ref: str) -> tuple[str, RunRecord | None]:
         """(run id, the committed record or None for a stored run) for an id, a unique prefix
         of one (stored and committed ids together) or ``latest`` (the store's newest run)."""
-        from .study import registry
-
         if ref == "latest":
             if self.store is None:
                 raise KeyError("'latest' names the newest run of the results store, and there is none here")

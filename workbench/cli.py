@@ -37,13 +37,20 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from .env import REPO_ROOT
-from . import events, outfile
-from .outfile import OutputError
+import pandas as pd
+
+from . import compare, events, outfile, report, runner
+from .ab import DEFAULT_ROUNDS, execute_ab
+from .analysis import analyse, json_fields
 from .catalog import Catalog
-from .tables import render
+from .env import REPO_ROOT
+from .launcher import LaunchError, Topology
+from .outfile import OutputError
+from .registry import get, registry
 from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
-from .study import Cancelled, ParamError, StudyUnavailable
+from .study import Cancelled, ParamError, StudyUnavailable, validate
+from .tables import render, results_display
+from .traces import cli as trace_cli
 from .untrusted import plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -127,15 +134,11 @@ def _load_one(args):
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
-    import pandas as pd
-
     return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
 def summary_text(a) -> str:
     """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
-    from .tables import results_display
-
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
     if len(a.claims):
@@ -150,8 +153,6 @@ def summary_text(a) -> str:
 # --- commands -------------------------------------------------------------------------------
 
 def cmd_list(args) -> int:
-    from .study import registry
-
     reg = registry()
     rows = [[m.ID, m.TITLE, m.SEED] for m in reg.values()]
     if args.json:
@@ -166,8 +167,6 @@ def cmd_list(args) -> int:
 def _topology_flags(args):
     """The node flags of ``run`` as the ``WORKBENCH_*`` variables the launcher reads, for this
     run only; a topology that cannot work raises :class:`ParamError`."""
-    from .launcher import LaunchError, Topology
-
     flags = {"WORKBENCH_NNODES": args.nnodes, "WORKBENCH_RDZV_ENDPOINT": args.rdzv_endpoint,
              "WORKBENCH_NODE_RANK": args.node_rank, "WORKBENCH_RDZV_ID": args.rdzv_id}
     given = {k: str(v) for k, v in flags.items() if v is not None}
@@ -190,8 +189,6 @@ def _topology_flags(args):
 
 def _study(study_id: str):
     """The study module, or None with the reason (unknown study, the known ones) on stderr."""
-    from .study import get
-
     try:
         return get(study_id)
     except KeyError as exc:
@@ -204,11 +201,9 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
     ``close()`` ends the progress bar). ``kept`` names what a failed run keeps (its finished
     points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
-    from .runner import LockError
-
     try:
         result = measure()
-    except (ParamError, StoreError, LockError) as exc:
+    except (ParamError, StoreError, runner.LockError) as exc:
         code, msg = EXIT_BAD_INPUT, str(exc)
     except StudyUnavailable as exc:
         code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
@@ -235,9 +230,6 @@ def cmd_run(args) -> int:
 
 
 def _run(args) -> int:
-    from . import runner
-    from .study import validate
-
     study = _study(args.study)
     if study is None:
         return EXIT_BAD_INPUT
@@ -262,8 +254,6 @@ def _run(args) -> int:
                                                   precision=precision, precision_cap_s=args.precision_cap))
     if rec is None:
         return code
-    from .analysis import analyse, json_fields
-
     a = analyse(rec, study)
     if args.json:
         print(json.dumps(rec.to_json() | json_fields(a), default=str))
@@ -360,8 +350,6 @@ def cmd_tag(args) -> int:
 
 def _parse_precision(text: str | None) -> float | None:
     """``2%`` or ``0.02`` -> 0.02; raises ParamError."""
-    from .study import ParamError
-
     if text is None:
         return None
     t = text.strip()
@@ -376,12 +364,10 @@ def _parse_precision(text: str | None) -> float | None:
 
 
 def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
-    from .compare import markdown, to_json
-
     if as_json:
-        print(to_json({**cmp, **(extra or {})}))
+        print(compare.to_json({**cmp, **(extra or {})}))
     else:
-        print(plain_block(markdown(cmp)))
+        print(plain_block(compare.markdown(cmp)))
 
 
 def plain_block(text: str) -> str:
@@ -390,8 +376,6 @@ def plain_block(text: str) -> str:
 
 
 def cmd_compare(args) -> int:
-    from .compare import CompareError, compare_runs, history
-
     try:
         catalog, missing = _catalog(args)
     except StoreError as exc:
@@ -403,8 +387,8 @@ def cmd_compare(args) -> int:
     a, b = runs
     try:
         # A/A candidates: the store's runs and the committed bundles with A's or B's configuration
-        cmp = compare_runs(a, b, history(a, b, catalog.store, catalog.committed(a.study)))
-    except CompareError as exc:
+        cmp = compare.compare_runs(a, b, compare.history(a, b, catalog.store, catalog.committed(a.study)))
+    except compare.CompareError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     _print_comparison(cmp, args.json)
@@ -419,10 +403,6 @@ def _ab_interrupted_text(exc: BaseException) -> str:
 
 
 def cmd_ab(args) -> int:
-    from .ab import execute_ab
-    from .compare import compare_runs, history
-    from .study import validate
-
     study = _study(args.study)
     if study is None:
         return EXIT_BAD_INPUT
@@ -447,13 +427,12 @@ def cmd_ab(args) -> int:
     a, b = pair
     if not args.json:
         print(f"runs {a.run_id} (A) and {b.run_id} (B) stored in {store.path}")
-    _print_comparison(compare_runs(a, b, history(a, b, store)), args.json, {"runs": [a.run_id, b.run_id]})
+    _print_comparison(compare.compare_runs(a, b, compare.history(a, b, store)), args.json,
+                      {"runs": [a.run_id, b.run_id]})
     return EXIT_OK if all(v.correct for v in a.variants + b.variants) else EXIT_FAILED
 
 
 def cmd_report(args) -> int:
-    from . import report
-
     rec = _load_one(args)
     if rec is None:
         return EXIT_BAD_INPUT
@@ -509,10 +488,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_notebooks(args) -> int:
-    from .report import write_study_notebooks
-
     try:
-        paths = write_study_notebooks(args.output)
+        paths = report.write_study_notebooks(args.output)
     except OSError as exc:
         _err(f"cannot write notebooks into {args.output}: {exc.strerror or exc}")
         return EXIT_BAD_INPUT
@@ -522,17 +499,13 @@ def cmd_notebooks(args) -> int:
 
 
 def cmd_trace(args) -> int:
-    from .traces.cli import run
-
-    return run(args)
+    return trace_cli.run(args)
 
 
 def _precision_arguments(s: argparse.ArgumentParser) -> None:
-    from .runner import DEFAULT_PRECISION_CAP_S
-
     s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
                                                       "within PCT of the median (e.g. 2%%), or until --precision-cap")
-    s.add_argument("--precision-cap", type=float, default=DEFAULT_PRECISION_CAP_S, metavar="S",
+    s.add_argument("--precision-cap", type=float, default=runner.DEFAULT_PRECISION_CAP_S, metavar="S",
                    help="seconds the whole run may spend on --precision (default %(default)g)")
 
 
@@ -593,8 +566,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
 
-    from .ab import DEFAULT_ROUNDS
-
     s = command("ab", cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, "
                               "stored as two linked runs, then compared")
     s.add_argument("study")
@@ -627,10 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = command("notebooks", cmd_notebooks, "generate one study notebook per study", store=False)
     s.add_argument("-o", "--output", default="notebooks")
 
-    from .traces.cli import add_arguments
-
-    add_arguments(command("trace", cmd_trace, "summarise traces (several files: ranks of one run) or 'trace diff A B'",
-                          store=False))
+    trace_cli.add_arguments(command("trace", cmd_trace, "summarise traces (several files: ranks of one run) or "
+                                    "'trace diff A B'", store=False))
     return p
 
 

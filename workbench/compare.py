@@ -52,11 +52,14 @@ import math
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from . import load, stats
 from .env import summary_line
 from .catalog import Header
-from .store import RunRecord, Store, StoreError
+from .record import RunRecord
+from .store import Store, StoreError
+from .tables import md_table
 from .untrusted import details, escape
 
 ALPHA = stats.ALPHA
@@ -458,9 +461,6 @@ def markdown(cmp: dict[str, Any], level: int = 1, reproduce: bool = True) -> str
     title's heading level (a page that has its own title passes 3); sections one below.
     ``reproduce=False`` leaves out the ``<details>`` block of reproduce commands (a page that
     renders no HTML shows them its own way)."""
-    from .report import md_table  # report imports heavier things; only the printer needs it
-    import pandas as pd
-
     a, b = escape(cmp["run_a"], "code"), escape(cmp["run_b"], "code")
     mode = (f"interleaved session of {cmp['rounds']} rounds per side" if cmp["mode"] == "interleaved"
             else "two separate runs")

@@ -21,10 +21,13 @@ import json
 import math
 import os
 import shlex
+import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
+
+from .stats import median_ci_half_width_rel
 
 Timer = Callable[[int], float]  # loops -> elapsed seconds
 
@@ -184,8 +187,6 @@ def more_samples(series: Sequence[Sequence[float]]) -> int:
     target = precision_target()
     if target is None or not series or time.time() >= target.deadline_unix:
         return 0
-    from .stats import median_ci_half_width_rel  # numpy and scipy only when a target is set
-
     shortest = min(len(s) for s in series)
     if shortest >= MAX_PRECISION_SAMPLES:
         return 0
@@ -214,8 +215,6 @@ def harness_floor(repeat: int = 15) -> Measurement:
 
 
 def floor_ns() -> float:
-    import statistics
-
     return statistics.median(harness_floor().samples_ns)
 
 
@@ -253,13 +252,9 @@ class Timing:
 
     @property
     def median_ns(self) -> float:
-        import statistics
-
         return statistics.median(self.samples_ns)
 
     def rank_medians_ns(self) -> list[float]:
-        import statistics
-
         return [statistics.median(s) for s in self.rank_samples_ns]
 
 

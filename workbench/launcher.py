@@ -2,7 +2,7 @@
 event stream back, and no process left behind.
 
 :func:`launch` starts ``torchrun`` in its own session with a worker module of a study
-(``studies/_<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
+(``studies/<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
 event stream (:mod:`workbench.events`) into the ``RunContext``, and kills torchrun's whole
 process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt``; the CLI turns SIGTERM
 into the same) or any error, and Linux ends torchrun if the process that started it dies
@@ -33,6 +33,7 @@ worker file is refused). Only the storing node's CLI stores the run: once.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import hashlib
 import importlib
@@ -218,8 +219,6 @@ def _parent_death_signal():
     ranks even when the CLI had no chance to (the process-group kill covers every other way
     out). None where there is no prctl. Resolved here, in the parent: only the call runs
     between fork and exec."""
-    import ctypes
-
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):

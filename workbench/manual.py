@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .study import Param, ParamSpace, registry
+from .registry import registry
+from .study import Param, ParamSpace
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- knobs and presets: generated from the study's SPACE by `python -m workbench.manual` -->"

@@ -28,18 +28,23 @@ from __future__ import annotations
 import base64
 import html as htmlmod
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import nbformat
 import pandas as pd
+from markdown_it import MarkdownIt
 
 from . import claims as claimsmod
 from . import mermaid, outfile, stats
 from .analysis import Analysis, analyse, charts_of, sections_of
-from .env import summary_line
-from .store import RunRecord, write_bundle
-from .tables import key_columns, render, results_display
+from .env import REPO_ROOT, summary_line
+from .record import RunRecord
+from .registry import registry
+from .store import write_bundle
+from .tables import key_columns, md_table, results_display
 from .untrusted import details, escape
 
 #: the longest issue report: GitHub refuses an issue body over 65,536 characters
@@ -49,11 +54,6 @@ ISSUE_ROWS = 30
 FORMATS = ("md", "issue", "html", "ipynb")
 
 # --- formatting helpers ------------------------------------------------------------------------
-
-
-def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
-    """A GitHub table (:func:`workbench.tables.render`): cells escaped, one number format per column."""
-    return render(df, "markdown", max_rows)
 
 
 def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int = 10) -> str:
@@ -141,7 +141,7 @@ def samples_summary(rec: RunRecord) -> pd.DataFrame:
 def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
     """Each chart as PNG bytes (written to ``out_dir`` too when given); a chart that fails to
     render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers)."""
-    import vl_convert as vlc
+    import vl_convert as vlc  # start-up: a native renderer, only for PNG charts
 
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -242,8 +242,6 @@ details{margin:1em 0}summary{cursor:pointer;font-weight:600}img{max-width:100%}"
 def _md_to_html(text: str) -> str:
     """Markdown (tables, strike-through) to HTML with raw HTML, links and images off: what
     the report's Markdown holds from a run is text, and an image could load from the network."""
-    from markdown_it import MarkdownIt
-
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable(["link", "image",
                                                                                                  "autolink"])
     return md.render(text)
@@ -382,8 +380,6 @@ _IMPORT_WORKBENCH = (
 
 
 def _notebook(cells: list):
-    import nbformat
-
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = cells
@@ -393,8 +389,6 @@ def _notebook(cells: list):
 def _analysis_cells() -> list:
     """The cells that show an analysis ``a`` (None: no run): disturbance, verdict and claims
     first, then the results table, the study's tables and its charts."""
-    import nbformat
-
     return [
         nbformat.v4.new_code_cell(
             "from IPython.display import Markdown\n"
@@ -412,8 +406,6 @@ def _analysis_cells() -> list:
 
 def notebook(rec: RunRecord, bundle_name: str):
     """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
-    import nbformat
-
     return _notebook([
         nbformat.v4.new_markdown_cell(
             f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
@@ -422,7 +414,7 @@ def notebook(rec: RunRecord, bundle_name: str):
         nbformat.v4.new_code_cell(
             _IMPORT_WORKBENCH +
             "from workbench.store import read_bundle\n"
-            "from workbench.study import get\n"
+            "from workbench.registry import get\n"
             "from workbench import report\n"
             "from workbench.analysis import analyse, charts_of\n"
             "from workbench.tables import results_display\n"
@@ -440,8 +432,6 @@ def write_notebook(rec: RunRecord, path: str | Path, execute: bool = True) -> Pa
     """Write the notebook and its bundle (``<stem>.bundle.json``) side by side, executed in
     that folder so it opens with its outputs (``execute=False``, or a kernel that cannot
     start: without them); raises ``outfile.OutputError`` (one line) when it cannot write."""
-    import nbformat
-
     path = outfile.check_target(path)
     bundle = write_bundle(rec, path.parent / f"{path.stem}.bundle.json")
     nb = notebook(rec, bundle.name)
@@ -454,12 +444,8 @@ def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
     """Run ``nb`` in ``folder`` (as Jupyter would, from the folder it is saved in), with this
     checkout importable through $WORKBENCH_ROOT; returns '' or why it did not run. A cell
     that raises leaves its error in the outputs, as Jupyter does."""
-    import os
-
-    from nbclient import NotebookClient
+    from nbclient import NotebookClient  # start-up: the Jupyter client, only to execute
     from nbclient.exceptions import CellExecutionError
-
-    from .env import REPO_ROOT
 
     old = os.environ.get("WORKBENCH_ROOT")
     os.environ["WORKBENCH_ROOT"] = str(REPO_ROOT)  # the kernel inherits it; nothing is written into the cells
@@ -485,8 +471,6 @@ def study_notebook(study: ModuleType):
     it loads the result bundles committed under ``traces/<study>/``, then draws every table,
     chart and the seed's figures.
     """
-    import nbformat
-
     return _notebook([
         nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
@@ -496,7 +480,7 @@ def study_notebook(study: ModuleType):
             "from workbench.analysis import analyse, charts_of\n"
             "from workbench.tables import results_display\n"
             "from workbench.store import Store, committed_runs\n"
-            "from workbench.study import get\n"
+            "from workbench.registry import get\n"
             f"study = get({study.ID!r})\n"
             "params = study.SPACE.defaults('smoke')  # edit, or use 'quick' / {} for the full defaults\n"
             "reason = study.requires(params)\n"
@@ -518,10 +502,6 @@ def study_notebook(study: ModuleType):
 
 def write_study_notebooks(out_dir: str | Path) -> list[Path]:
     """``notebooks/<study>.ipynb`` for every registered study."""
-    import nbformat
-
-    from .study import registry
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []

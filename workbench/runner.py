@@ -28,7 +28,11 @@ from typing import Any, Callable, Iterator
 from . import env as envmod
 from . import harness, load, procs
 from .events import Emitter
-from .store import RunRecord, Store, new_run_id, now_utc
+from .launcher import LaunchError, Topology
+from .record import RunRecord, new_run_id, now_utc
+from .registry import registry
+from .stats import median_ci_half_width_rel
+from .store import Store
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
 #: the default lock file: a fixed path, not the temp folder ($TMPDIR differs between shells)
@@ -191,8 +195,6 @@ def reproduce_command(study_id: str, params: dict[str, Any], topology=None, opti
 def _topology():
     """The nodes a run was asked to span (``WORKBENCH_NNODES`` ..., or the CLI's flags); None
     when they are not valid (a study that launches ranks says why)."""
-    from .launcher import LaunchError, Topology
-
     try:
         return Topology.from_env()
     except LaunchError:
@@ -211,8 +213,6 @@ def check_precision(study: ModuleType, precision: float | None) -> None:
     if not 0 < precision <= 0.5:
         raise ParamError("precision", f"{precision:.4g} is not a fraction of the median in (0, 0.5] (e.g. 2%)")
     if not getattr(study, "HONOURS_PRECISION", False):
-        from .study import registry
-
         able = ", ".join(sid for sid, mod in registry().items() if getattr(mod, "HONOURS_PRECISION", False))
         raise ParamError("precision", f"study {study.ID} does not repeat to a precision target (its samples are not "
                                       f"taken by the workbench harness's repeat loop); studies that do: {able}")
@@ -236,8 +236,6 @@ def note_precision(v, precision: float | None) -> None:
     """Record in the variant whether its samples met the precision target."""
     if precision is None or not v.samples_ns:
         return
-    from .stats import median_ci_half_width_rel
-
     half = median_ci_half_width_rel(v.samples_ns)
     v.extra["precision"] = {"target_rel": precision, "half_width_rel": half, "met": bool(half <= precision),
                             "samples": len(v.samples_ns)}

@@ -19,9 +19,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from tabulate import tabulate
 
 from . import load, stats
-from .store import RunRecord
+from .record import RunRecord
+from .untrusted import escape, plain
 
 #: a median below this many times the run's measured harness floor is dominated by the harness
 FLOOR_FACTOR = 5
@@ -180,14 +182,15 @@ def cell_text(x: Any, fmt: NumberFormat | None = None) -> str:
     return str(x)
 
 
+def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
+    """A GitHub table (:func:`render`): cells escaped, one number format per column."""
+    return render(df, "markdown", max_rows)
+
+
 def render(df: pd.DataFrame, style: str = "markdown", max_rows: int | None = 200) -> str:
     """``df`` as a table: ``markdown`` (a GitHub table, every cell escaped; whitespace padding
     dropped, so reports stay small) or ``plain`` (aligned text for a terminal, control
     characters replaced). One number format per column (:func:`number_formats`)."""
-    from tabulate import tabulate
-
-    from .untrusted import escape, plain
-
     if df is None or len(df.columns) == 0:
         return "_(no rows)_" if style == "markdown" else "(no rows)"
     shown = df.head(max_rows) if max_rows else df

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The seed review's experiments on ONE GPU (an H100 or H200), at an emulated world size 2
-# (studies/_ag_gemm/kernelbench.py): the barrier before the flag release on and off (checked
+# (studies/ag_gemm/kernelbench.py): the barrier before the flag release on and off (checked
 # launches from a NaN-filled staging buffer, TRIALS per shape and setting; time with over
 # without) and tile-contiguous against row-major staging, fp16, M=1024/4096/16384,
 # N=3584, K=8192. Then the kernel-mode GPU test (the barrier knob compiles and checks).

@@ -28,7 +28,7 @@ if [ "${1:-}" = precompile ]; then
   for t in $TARGET_CPUS; do
     for r in "${RUNS[@]}"; do
       # shellcheck disable=SC2086
-      "$PY" -m studies._cpu_reduction.precompile ${r#*|} --set "target_cpu=$t" || exit 1
+      "$PY" -m studies.cpu_reduction.precompile ${r#*|} --set "target_cpu=$t" || exit 1
     done
   done
   exit 0

@@ -10,7 +10,7 @@ import pytest
 from mdlint import anchors, broken_links, github_slug, lint_markdown
 
 from workbench import manual
-from workbench.study import registry
+from workbench.registry import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -25,32 +25,15 @@ import contextlib
 import gc
 import importlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
-
-class TraceError(Exception):
-    """A trace that cannot be read; ``str()`` is one line: '<format>: <what is wrong>'."""
-
-    def __init__(self, fmt: str, message: str):
-        self.format = fmt
-        self.message = " ".join(str(message).split())  # one line, always
-        super().__init__(f"{fmt}: {self.message}")
-
-
-@dataclass(frozen=True)
-class Format:
-    """What one importer reads: the trace table of docs/traces.md and the upload widget derive from it."""
-
-    id: str                     # meta["format"], also the first word of every TraceError
-    label: str                  # human name, e.g. "Tracy capture"
-    suffixes: tuple[str, ...]   # file name endings users have (detection is by content)
-    versions: str               # versions read, e.g. "0.11.0 - 0.14.0"
-    reads: str                  # what becomes spans/instants
+from .base import Format, TraceError
+from .inflate import gunzip_head
+from .model import SpanTableError, validate
 
 
 #: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
@@ -69,8 +52,6 @@ def _importers() -> list[ModuleType]:
 
 def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:
     """First ``n`` bytes of a file, gunzipped when it is gzip (so detectors see the content)."""
-    from .inflate import gunzip_head
-
     with open(path, "rb") as fh:
         head = fh.read(n)
     if head[:2] == b"\x1f\x8b":
@@ -141,8 +122,6 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
 
     ``meta`` always has ``format``, ``path`` and ``clock`` (what ``start_ns`` counts from).
     """
-    from .model import SpanTableError, validate
-
     p = Path(path)
     if not p.is_file():
         raise TraceError("unknown", f"{p}: no such file")

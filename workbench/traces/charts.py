@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .model import end_ns
+from .ranks import merge
 
 #: rows sent to the browser at most (Vega draws a few tens of thousands of rects smoothly)
 MAX_MARKS = 50_000
@@ -250,7 +251,7 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     title=...)``, shown with ``st.altair_chart(..., width="stretch")``); ``width`` is
     ``"container"`` (the page's width) or pixels (for static images); ``note`` is the
     subtitle's first line."""
-    import altair as alt
+    import altair as alt  # start-up: ~0.5 s, only where a chart is drawn
 
     alt.data_transformers.disable_max_rows()  # the data is bounded by max_marks already
     rows, info = timeline_data(df, start_ns, end, max_marks=max_marks,
@@ -332,8 +333,6 @@ def ranks_timeline(traces: Sequence, align: str = "auto", marker: str | None = N
     ``marker``); other arguments go to :func:`timeline`. Returns ``(chart, meta)``; ``meta``
     says how the clocks were aligned and by how much each rank was shifted. Raises
     ``RankError`` when the alignment asked for is impossible."""
-    from .ranks import merge
-
     df, meta = merge(traces, align=align, marker=marker)
     shifts = ", ".join(f"rank {r['rank']} {r['offset_ns'] / 1e3:+,.1f} us" for r in meta["ranks"])
     return timeline(df, title=title, note=f"ranks aligned by {meta['alignment']} ({shifts})", **kwargs), meta
@@ -368,7 +367,7 @@ def _note(info: dict[str, Any]) -> str:
 def phase_bars(summary: pd.DataFrame, title: str = "phase breakdown: median per iteration, p10-p90 whiskers"):
     """One bar per phase (median, with its p10-p90 range) from
     :func:`workbench.traces.phases.summarize`, labelled with its share."""
-    import altair as alt
+    import altair as alt  # start-up: ~0.5 s, only where a chart is drawn
 
     d = summary[summary["phase"] != "total"].copy()
     d["label"] = [f"{m:,.1f} us ({s:.1f}%)" for m, s in zip(d["median_us"], d["share_pct"])]

@@ -27,6 +27,7 @@ same result).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -560,8 +561,6 @@ def _trim_heap() -> None:
 
 
 def _find_malloc_trim() -> Any:
-    import ctypes
-
     try:
         return getattr(ctypes.CDLL(None), "malloc_trim", None)
     except (OSError, TypeError):  # no C library to open by None (Windows)

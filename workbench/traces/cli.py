@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from ..tables import render
-from . import TraceError, load
+from . import TraceError, analysis, diff, load, phases, ranks
+from .export import write_chrome_json
+from .ranks import RankError, load_ranks
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -81,8 +84,6 @@ def run(args: argparse.Namespace) -> int:
     except (TraceError, _Bad) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of the trace
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the contract: one line, never a traceback
@@ -92,8 +93,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load(args) -> tuple[Any, dict]:
-    from .ranks import RankError, load_ranks
-
     if len(args.files) == 1:
         return load(args.files[0])
     try:
@@ -103,14 +102,10 @@ def _load(args) -> tuple[Any, dict]:
 
 
 def _summary(args) -> int:
-    from . import analysis, ranks
-
     df, meta = _load(args)
     doc = analysis.summary(df, meta)
     phase_tables, phase_error = _phases(df, meta) if args.phases else ({}, None)
     if args.chrome:
-        from .export import write_chrome_json
-
         try:
             write_chrome_json(df, args.chrome)
         except OSError as exc:
@@ -147,8 +142,6 @@ def _summary(args) -> int:
 
 def _phases(df, meta) -> tuple[dict, str | None]:
     """Phase summaries (one per rank for a multi-rank trace, keyed by rank; else key None)."""
-    from . import phases, ranks
-
     groups = ({int(r): g for r, g in df.groupby("rank", observed=True)} if ranks.is_multi_rank(df) else {None: df})
     out = {}
     try:
@@ -163,8 +156,6 @@ def _phases(df, meta) -> tuple[dict, str | None]:
 
 
 def _print_text(df, doc: dict, top: int, lanes: int) -> None:
-    from . import analysis
-
     wall_ms = (doc["end_ns"] - doc["start_ns"]) / 1e6 if doc["start_ns"] is not None else 0.0
     print(f"format: {doc['format']}   spans: {doc['span_count']:,}   instants: {doc['instant_count']:,}   "
           f"wall: {wall_ms:.3f} ms   clock: {doc['clock']}")
@@ -185,8 +176,6 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
 
 
 def _print_ranks(df) -> None:
-    from . import ranks
-
     print("\nRanks:")
     print(render(ranks.rank_summary(df), "plain", max_rows=None))
     print(ranks.slowest(df)["text"])
@@ -197,8 +186,6 @@ def _print_ranks(df) -> None:
 
 
 def _diff(args) -> int:
-    from . import diff
-
     if len(args.files) != 3:
         raise _Bad(f"trace diff takes two files (A B), got {len(args.files) - 1}; a file named 'diff' is './diff'")
     (a, meta_a), (b, meta_b) = load(args.files[1]), load(args.files[2])
@@ -206,8 +193,6 @@ def _diff(args) -> int:
         table = diff.diff(a, b, alpha=args.alpha, correction=args.correction)
     except diff.DiffError as exc:
         raise _Bad(f"diff: {meta_a['format']} vs {meta_b['format']}: {exc}") from None
-    from . import analysis
-
     dropped = {"a": analysis.dropped_events(meta_a), "b": analysis.dropped_events(meta_b)}
     if args.json:
         print(json.dumps({"a": args.files[1], "b": args.files[2], "formats": [meta_a["format"], meta_b["format"]],

@@ -55,7 +55,7 @@ def _text(v: Any) -> Any:
 
 
 def _pb():
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2  # start-up: protobuf, only for .pftrace
 
     return perfetto_trace_pb2
 

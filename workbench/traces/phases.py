@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from .analysis import busy_intervals
+from .model import from_records
 
 PHASES = ("VM setup", "scheduling delay", "dispatch compute", "inter-dispatch", "cleanup + wake-up")
 #: GPU step phases (Kineto / torch.profiler traces)
@@ -286,8 +287,6 @@ def iteration_window(df: pd.DataFrame, per_iter: pd.DataFrame, which: str | int 
 
 def phase_spans(per_iter: pd.DataFrame, track: str = "phases", source: str = "phases") -> pd.DataFrame:
     """The phases of each iteration as spans on one lane (to draw above the threads)."""
-    from .model import from_records
-
     recs = []
     cols = phase_columns(per_iter)
     for _, row in per_iter.iterrows():

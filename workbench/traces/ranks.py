@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from . import load
 from .analysis import DROP_REASONS, busy_intervals, dropped_events
 from .model import concat, end_ns, spans
 
@@ -169,8 +170,6 @@ def _relabel(t: pd.DataFrame, rank: int, shift: int) -> pd.DataFrame:
 def load_ranks(paths: Sequence[str], align: str = "auto", marker: str | None = None
                ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """:func:`merge` of trace files (raises ``TraceError`` for an unreadable one)."""
-    from . import load
-
     loaded = [load(p) for p in paths]
     return merge(loaded, align=align, marker=marker, names=[Path(p).name for p in paths])
 
