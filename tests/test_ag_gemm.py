@@ -647,7 +647,7 @@ def test_kernel_mode_correct_on_one_gpu(store):
         bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct]
         assert rec.status == "complete" and not bad, bad
         assert len(rec.variants) == 2 * len(m.split(",")) * 6
-        assert not study.analyze(rec)["kernel_breakdown"].empty and study.program_traces(rec)
+        assert not study.analyze(rec)["kernel_breakdown"].empty and analysis.program_traces(rec)
 
 
 @pytest.mark.gpu
@@ -672,9 +672,9 @@ def test_attached_traces_of_committed_runs_become_span_tables():
     rec = next(r for r in committed_runs(study.ID) if r.attachments)
     kinds = {}
     for name, kind, data in rec.attachments:
-        if kind in study.TRACE_KINDS and kind not in kinds:
-            kinds[kind] = validate(study.attachment_spans(name, kind, data))
-    assert set(kinds) == set(study.TRACE_KINDS)
+        if kind in analysis.TRACE_KINDS and kind not in kinds:
+            kinds[kind] = validate(analysis.attachment_spans(name, kind, data))
+    assert set(kinds) == set(analysis.TRACE_KINDS)
     assert {"fetch", "gemm"} <= set(kinds[spans.ATTACH_KIND]["category"].astype(str))
     assert (kinds["trace/chrome-json"]["category"].astype(str) == "kernel").any()
 
@@ -725,9 +725,9 @@ def test_cpu_preset_k_sharded_baseline_fails_and_ranks_align(store):
     assert (chk["where"].str.startswith("Triton interpreter") & chk["correct"]).sum() == 2
     rk = a.tables["ranks"]
     assert len(rk) == 7 and rk["slowest_rank"].isin([0, 1]).all() and (rk["skew_lo_us"] <= rk["skew_us"]).all()
-    groups = study.rank_groups(rec)
+    groups = analysis.rank_groups(rec)
     assert groups and all([r for r, _, _ in g] == [0, 1] for g in groups.values())
-    merged, meta = study.merged_ranks(rec, next(iter(groups)))
+    merged, meta = analysis.merged_ranks(rec, next(iter(groups)))
     assert set(merged["rank"].dropna()) == {0, 1} and "collective" in meta["alignment"]
     assert {"speedup", "methods", "ranks"} <= set(charts_of(a))
 

@@ -10,7 +10,7 @@ import pytest
 
 import studies.cpu_reduction as study
 from kernels.iree.sum_programs import Program, aligned_tile, program
-from studies.cpu_reduction import analysis, data, iree_tools, measure, profiles
+from studies.cpu_reduction import analysis, data, iree_tools, measure, plan, profiles
 from workbench import runner
 from workbench.harness import ExternalCommandError
 from workbench.record import RunRecord
@@ -122,7 +122,7 @@ def test_wrong_kernel_is_recorded_as_failed_without_samples(tmp_path):
     mod = iree_tools.compile_program(bad, cache_dir=tmp_path)
     x = data.make_input(2048, seed=0)
     np.save(tmp_path / "x.npy", x)
-    res = measure.iree_bench(measure.Point("iree-bench", 2048, 1, 1), mod, tmp_path / "x.npy", data.reference(x),
+    res = measure.iree_bench(plan.Point("iree-bench", 2048, 1, 1), mod, tmp_path / "x.npy", data.reference(x),
                              repeat=3, min_time_s=0.001)
     assert not res.correct and res.samples_ns == [] and "WRONG" in res.check
 
@@ -174,8 +174,8 @@ def test_declared_sweep_covers_every_experiment_without_duplicates():
 
 def test_interleaved_rounds_pair_samples_and_keep_failed_checks_out():
     x = data.make_input(4096, seed=0)
-    pts = [measure.Point("torch", 4096, None, 1, experiment="alloc"),
-           measure.Point("torch-out", 4096, None, 1, experiment="alloc")]
+    pts = [plan.Point("torch", 4096, None, 1, experiment="alloc"),
+           plan.Point("torch-out", 4096, None, 1, experiment="alloc")]
     res = measure.interleaved_torch(pts, {4096: x}, {4096: data.reference(x)}, rounds=4)
     assert [len(r.samples_ns) for r in res] == [4, 4] and all(r.correct for r in res)
     assert res[0].extra["interleaved_with"] == [pts[1].name]

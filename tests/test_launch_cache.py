@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import studies.launch_cache as study
-from studies.launch_cache import cpu
+from studies.launch_cache import analysis, cpu
 from studies.launch_cache.measure import GOLDEN, OutOfMemory, check_checksums, expected_checksums
 from workbench import runner
 from workbench.analysis import analyse, sections_of
@@ -142,9 +142,9 @@ def test_requires_says_how_to_get_a_compiler(monkeypatch):
 
 
 def test_seed_figures_parse_and_give_the_seed_ratios():
-    assert study.parse_time("12m10.456s") == pytest.approx(730.456)
-    assert study.fmt_time(730.456) == "12m10.456s"
-    s = study.seed_tables()["seed_summary"].set_index(["launches", "build"])
+    assert analysis.parse_time("12m10.456s") == pytest.approx(730.456)
+    assert analysis.fmt_time(730.456) == "12m10.456s"
+    s = analysis.seed_tables()["seed_summary"].set_index(["launches", "build"])
     assert s.loc[(256, "patch"), "real_vs_baseline"] == pytest.approx(1.0, abs=0.01)
     assert s.loc[(256, "patch"), "user_vs_baseline"] == pytest.approx(0.51, abs=0.01)
     assert s.loc[(1048576, "patch"), "sys_vs_baseline"] == pytest.approx(0.08, abs=0.01)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import studies.mc2_split as study
+from studies.mc2_split.analysis import trace_tables
 from conftest import run_interpreted
 from studies.mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
 from studies.mc2_split.search import _step, best_split
@@ -303,7 +304,7 @@ def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
     data = gzip.compress(json.dumps({"traceEvents": events}).encode())
     rec = RunRecord(run_id="r", study=study.ID, params=study.SPACE.defaults(), env={},
                     attachments=[("best_default.json.gz", "trace/chrome-json", data)])
-    tables = study.trace_tables(rec)
+    tables = trace_tables(rec)
     spans, summary = tables["_measured_timeline"], tables["trace_overlap"]
     assert (spans.groupby("engine").size().to_dict()) == {"compute": 2, "comm": 3}
     row = summary.iloc[0]

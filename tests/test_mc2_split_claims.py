@@ -14,7 +14,7 @@ import pytest
 
 import studies.mc2_split as study
 from studies.mc2_split import seed
-from studies.mc2_split.analysis import contention_factor, gain, prediction_error
+from studies.mc2_split.analysis import contention_factor, floor_rows, gain, prediction_error, seed_model
 from studies.mc2_split.plan import CostModel, Fit, heuristic, parse_fit
 from studies.mc2_split.simulate import simulate
 from studies.mc2_split.spread import BEST_OF_RUN, across_runs
@@ -77,14 +77,14 @@ def test_contention_factor_recovers_a_known_factor_and_refuses_one_chunk():
 # --- the seed's numbers against its own fits ---------------------------------------------------
 
 def test_the_seeds_1262_us_lies_below_the_floor_of_its_own_fits():
-    rows = {r["quantity"]: r["value"] for r in seed.floor_rows()}
+    rows = {r["quantity"]: r["value"] for r in floor_rows()}
     assert rows[seed.FLOOR_ROW] == pytest.approx(1324.8, abs=0.5) and rows[seed.FLOOR_ROW] > seed.FUSED_US
     # over every matmul fit the seed's rounded m1 = 768 allows, the floor stays above 1262 us
     assert rows["model floor over the fits the seed's rounding allows"] > seed.FUSED_US
     assert rows["seed's split under the seed's fits, contention 1.15"] == pytest.approx(1498.4, abs=0.5)
     fixed = rows["all-reduce fixed cost per chunk for 1262 us (seed's split, contention 1)"]
     assert 0 < fixed < seed.COMM_FIT.fixed_us
-    model = seed.model(comm=Fit(fixed, 16.0, "MiB"))
+    model = seed_model(comm=Fit(fixed, 16.0, "MiB"))
     assert simulate(seed.CHUNKS, model, 1.0).makespan_us == pytest.approx(seed.FUSED_US, abs=1.0)
     assert math.isnan(rows["all-reduce fixed cost per chunk for 1262 us (seed's split, contention 1.15)"])
     assert rows["contention factor for 1262 us (seed's split)"] < 1

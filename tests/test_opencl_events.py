@@ -119,9 +119,9 @@ def test_native_dependency_loop_matches_the_python_one(target):
 
 
 def test_target_ms_sets_the_runs_per_measurement():
-    assert study.reps_for(50_000, 5.0, 1024) == 100  # 5 ms of 50 us runs
-    assert study.reps_for(10_000, 5.0, 256) == 256  # never more than reps
-    assert study.reps_for(3_000_000, 5.0, 256) == study.MIN_REPS  # never fewer than MIN_REPS
+    assert measure.reps_for(50_000, 5.0, 1024) == 100  # 5 ms of 50 us runs
+    assert measure.reps_for(10_000, 5.0, 256) == 256  # never more than reps
+    assert measure.reps_for(3_000_000, 5.0, 256) == measure.MIN_REPS  # never fewer than MIN_REPS
     with pytest.raises(ParamError, match="host"):
         validate(study, {"experiment": "dependency", "host": "native", "callback_impl": "ctypes"})
 
@@ -190,7 +190,7 @@ def test_dependency_charts_per_worker_count(store):
     assert rec.status == "complete" and len(rec.variants) == 8 and all(v.correct for v in rec.variants)
     a = analyse(rec)
     pts = a.tables["points"]
-    assert (pts["total_bytes"] == 7 * 4096).all() and (pts["reps"] == study.MIN_REPS).all()
+    assert (pts["total_bytes"] == 7 * 4096).all() and (pts["reps"] == measure.MIN_REPS).all()
     assert "Runs per measurement chosen per point" in "\n".join(sections_of(a))
     pytest.importorskip("altair")
     assert {"overhead", "timing_w7", "per_worker_size"} <= set(charts_of(a))

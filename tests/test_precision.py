@@ -46,10 +46,10 @@ def test_child_processes_see_the_target():
 
 def test_interleaved_rounds_grow_together_and_stay_paired():
     pytest.importorskip("torch")
-    from studies.cpu_reduction import data, measure
+    from studies.cpu_reduction import data, measure, plan
 
     x = data.make_input(4096, 0)
-    pts = [measure.Point(p, 4096, None, 1, experiment="alloc") for p in ("torch", "torch-out")]
+    pts = [plan.Point(p, 4096, None, 1, experiment="alloc") for p in ("torch", "torch-out")]
     with harness.repeat_to_precision(0.002, cap_s=3):
         out = measure.interleaved_torch(pts, {4096: x}, {4096: data.reference(x)}, rounds=3)
     assert all(v.correct for v in out)

@@ -258,6 +258,7 @@ def test_run_ids_never_build_output_paths(tmp_path, monkeypatch, capsys):
 def test_attachments_are_read_in_a_private_folder_never_at_their_name(tmp_path, monkeypatch):
     """studies.mc2_split.trace_tables used to write each attachment to tempdir/<name>."""
     import studies.mc2_split as mc2
+    from studies.mc2_split.analysis import trace_tables
 
     monkeypatch.chdir(tmp_path)
     target = tmp_path / "planted.py"
@@ -265,7 +266,7 @@ def test_attachments_are_read_in_a_private_folder_never_at_their_name(tmp_path, 
                                          "dur": 10}]}).encode()
     rec = RunRecord(run_id="r", study=mc2.ID, params=mc2.SPACE.defaults(), env={},
                     attachments=[(str(target), "trace/chrome-json", trace), ("../planted2.py", "trace/chrome-json", trace)])
-    mc2.trace_tables(rec)
+    trace_tables(rec)
     assert not target.exists() and not (tmp_path.parent / "planted2.py").exists()
 
 
