@@ -33,9 +33,9 @@ import pytest
 from workbench.store import committed_runs
 from workbench.registry import registry
 from workbench.study import ParamError, validate
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     pytest.skip("Chromium is not installed: `sudo apt-get install chromium` (Debian) enables the browser tests",

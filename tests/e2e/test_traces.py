@@ -1,6 +1,6 @@
 """The Traces page in headless Chromium: every example trace draws charts with real marks.
 
-Shares the app server, browser and page helper of ``test_e2e_browser.py`` (a real
+Shares the app server, browser and page helper of ``test_browser.py`` (a real
 Streamlit server, Debian's chromium through Playwright). Screenshots land in
 ``$WORKBENCH_SCREENSHOTS`` as ``traces-<example>.png``.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_e2e_browser import ROOT, Page, app, browser  # noqa: F401  (the shared fixtures)
+from tests.e2e.test_browser import ROOT, Page, app, browser  # noqa: F401  (the shared fixtures)
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = sorted(p.name for p in (ROOT / "traces" / "examples").iterdir() if p.suffix != ".md")

@@ -1,18 +1,17 @@
 """App pages under Streamlit's AppTest: they load, show stored runs, and wire Run to a job."""
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
-from pagetest import study_app
+from tests.support.pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
 from workbench.record import RunRecord
 from workbench.store import Store
 from workbench.record import VariantResult
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _canned(store, run_id="20260101-000000-calibration-aaaaaa", samples=(30.0, 31.0, 32.0, 33.0, 34.0)):

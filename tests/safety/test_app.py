@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from pagetest import study_app
+from tests.support.pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
-from tests.test_safety_bundles import HOSTILE, _hostile_record, _write, valid_doc
+from tests.safety.test_bundles import HOSTILE, _hostile_record, _write, valid_doc
 from workbench import jobs
 from workbench.store import Store
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # One of each kind of failure: parse, encoding, types, values, names, nesting, version, study.
 KINDS = ["not JSON", "not UTF-8", "a JSON list", "correct as a string", "NaN sample", "relative run id",

@@ -21,8 +21,8 @@ from workbench.cli import main
 from workbench.record import RunRecord
 from workbench.store import Store, StoreError, parse_bundle, read_bundle
 from workbench.record import VariantResult
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def valid_doc() -> dict:

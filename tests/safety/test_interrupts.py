@@ -22,8 +22,8 @@ import pytest
 
 from workbench.store import Store
 from workbench.registry import get
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # Sweeps that store a first point within seconds and would run on for a minute or more (they
 # are interrupted at their first point: the length only keeps a loaded machine from finishing

@@ -21,8 +21,8 @@ from workbench.record import RunRecord
 from workbench.store import APPLICATION_ID, Store, StoreError, to_bundle
 from workbench.record import VariantResult
 from workbench.study import Param, ParamSpace
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _one_error_line(err: str, fragment: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +10,7 @@ import pytest
 
 from workbench.traces import analysis, charts, export, load, phases
 from workbench.traces.model import SpanTableError, concat, from_columns, from_records, validate, with_depth
+from tests.support.paths import ROOT
 
 REC = [
     {"track": "cpu", "name": "step", "category": "cpu_op", "start_ns": 0, "dur_ns": 100_000},
@@ -195,7 +195,7 @@ def test_traces_page_switches_traces_with_fresh_lanes_and_window():
     """Picking another example shows all of its lanes (lane/window widgets are per trace)."""
     from streamlit.testing.v1 import AppTest
 
-    page = Path(__file__).resolve().parent.parent / "pages" / "traces.py"
+    page = ROOT / "pages" / "traces.py"
     at = AppTest.from_file(str(page), default_timeout=60).run()
     examples = [o for o in at.selectbox(key="pick").options if o.startswith("examples/")]
     tracy_ex = next(o for o in examples if o.endswith(".tracy"))

@@ -15,9 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from tests.support.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "traces"
 MEMORY_LIMIT = 1 << 30
 TIME_LIMIT_S = 60
 
@@ -107,7 +106,7 @@ def _rocpd_with_kernels_view(tmp_path: Path, select_sql: str) -> Path:
     import shutil
 
     p = tmp_path / "results.db"
-    shutil.copy(DATA / "rocpd" / "rank0.db", p)
+    shutil.copy(DATA / "two_ranks_training_step" / "rank0.db", p)
     con = sqlite3.connect(p)
     con.execute("DROP VIEW kernels")
     con.execute(f"CREATE VIEW kernels AS {select_sql}")

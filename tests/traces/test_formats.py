@@ -5,19 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from workbench.traces import TraceError, detect, load
 from workbench.traces.cli import trace_main
 from workbench.traces.model import validate
+from tests.support.paths import DATA, ROOT
 
-DATA = Path(__file__).parent / "data" / "traces"
 
 
 def test_torch_cuda_kernels_on_gpu_stream_lanes():
-    df, meta = load(DATA / "torch_cuda" / "torch_cuda.json.gz")
+    df, meta = load(DATA / "torch_cuda_two_streams" / "torch_cuda.json.gz")
     validate(df)
     k = df[df["category"] == "kernel"]
     assert len(k) > 0 and (k["device"] == 0).all()
@@ -30,10 +29,10 @@ def test_torch_cuda_kernels_on_gpu_stream_lanes():
 
 
 def test_plain_and_gzip_and_bare_unterminated_array_agree(tmp_path):
-    a, _ = load(DATA / "torch_cpu" / "torch_cpu.json")
-    b, _ = load(DATA / "torch_cpu" / "torch_cpu.json.gz")
+    a, _ = load(DATA / "torch_cpu_small_model" / "torch_cpu.json")
+    b, _ = load(DATA / "torch_cpu_small_model" / "torch_cpu.json.gz")
     assert len(a) == len(b) and (a["start_ns"].to_numpy() == b["start_ns"].to_numpy()).all()
-    events = json.loads((DATA / "torch_cpu" / "torch_cpu.json").read_text())["traceEvents"]
+    events = json.loads((DATA / "torch_cpu_small_model" / "torch_cpu.json").read_text())["traceEvents"]
     text = json.dumps(events)
     p = tmp_path / "bare.json"
     p.write_text(text[:-1].rstrip() + ",\n")  # bare array without its closing bracket (allowed by the format)
@@ -60,7 +59,7 @@ def test_chrome_b_e_pairs_instants_and_float_ns(tmp_path):
 
 
 def test_rocprof_v1_json_quirks():
-    df, _ = load(DATA / "rocprof" / "results.json")
+    df, _ = load(DATA / "rocprofv3_csv_versions" / "results.json")
     assert df["category"].astype(str).value_counts().to_dict() == {"hip_api": 2, "kernel": 2, "gpu_memcpy": 1}
     k = df[df["category"] == "kernel"].sort_values("start_ns")
     assert k["start_ns"].tolist() == [510_000, 661_500]  # string ts parsed, empty first event skipped
@@ -75,7 +74,7 @@ def test_rocprof_v1_json_quirks():
     ("results.csv", "kernel", 2, ["GPU 2 queue 0"]),
 ])
 def test_rocprof_csv_column_sets(name, cat, n, tracks):
-    df, meta = load(DATA / "rocprof" / name)
+    df, meta = load(DATA / "rocprofv3_csv_versions" / name)
     validate(df)
     assert meta["format"] == "rocprof-csv"
     assert (df["category"] == cat).sum() == n
@@ -83,14 +82,14 @@ def test_rocprof_csv_column_sets(name, cat, n, tracks):
 
 
 def test_rocprof_new_columns_agent_strings_and_nesting():
-    df, _ = load(DATA / "rocprof" / "5678_kernel_trace.csv")
+    df, _ = load(DATA / "rocprofv3_csv_versions" / "5678_kernel_trace.csv")
     assert sorted(df["device"].tolist()) == [2, 2, 3]  # "Agent 2" -> 2
-    hip, _ = load(DATA / "rocprof" / "1234_hip_api_trace.csv")
+    hip, _ = load(DATA / "rocprofv3_csv_versions" / "1234_hip_api_trace.csv")
     assert hip.set_index("name").loc["hipDeviceSynchronize", "depth"] == 0
 
 
 def test_nsys_sqlite_tables():
-    df, meta = load(DATA / "nsys" / "nsys_small.sqlite")
+    df, meta = load(DATA / "two_streams_gpu0" / "nsys_small.sqlite")
     validate(df)
     counts = df["category"].astype(str).value_counts().to_dict()
     assert counts == {"cuda_runtime": 6, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1, "cuda_sync": 1,
@@ -120,7 +119,7 @@ def test_sqlite_without_nsys_tables_is_explained(tmp_path):
 
 
 def test_perfetto_trackevent_slices():
-    df, meta = load(DATA / "perfetto" / "trackevent_small.pftrace")
+    df, meta = load(DATA / "thread_tracks_gpu_queue" / "trackevent_small.pftrace")
     validate(df)
     assert list(df["track"].cat.categories) == ["main", "worker", "GPU 0 queue"]
     by = df.set_index("name")
@@ -130,19 +129,19 @@ def test_perfetto_trackevent_slices():
 
 
 def test_detection_uses_content_not_name(tmp_path):
-    for src, fmt in [(DATA / "perfetto" / "trackevent_small.pftrace", "perfetto-pftrace"),
-                     (DATA / "nsys" / "nsys_small.sqlite", "nsys-sqlite"),
-                     (DATA / "rocprof" / "1234_kernel_trace.csv", "rocprof-csv"),
-                     (DATA / "torch_cpu" / "torch_cpu.json", "chrome-json"),
-                     (DATA / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl", "ireeperf-jsonl"),
-                     (DATA / "iree_tracy_sum_c8" / "sum_c8_6it.tracy", "tracy")]:
+    for src, fmt in [(DATA / "thread_tracks_gpu_queue" / "trackevent_small.pftrace", "perfetto-pftrace"),
+                     (DATA / "two_streams_gpu0" / "nsys_small.sqlite", "nsys-sqlite"),
+                     (DATA / "rocprofv3_csv_versions" / "1234_kernel_trace.csv", "rocprof-csv"),
+                     (DATA / "torch_cpu_small_model" / "torch_cpu.json", "chrome-json"),
+                     (DATA / "iree_sum_c8" / "sum_c8.ireeperf.jsonl", "ireeperf-jsonl"),
+                     (DATA / "iree_sum_c8" / "sum_c8_6it.tracy", "tracy")]:
         p = tmp_path / "renamed.bin"
         p.write_bytes(src.read_bytes())
         assert detect(p) == fmt
 
 
 def test_cli_json_contract(capsys):
-    assert trace_main([str(DATA / "torch_cuda" / "torch_cuda.json.gz"), "--json"]) == 0
+    assert trace_main([str(DATA / "torch_cuda_two_streams" / "torch_cuda.json.gz"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {"format", "span_count", "by_category", "tracks", "start_ns", "end_ns"} <= set(doc)
     assert doc["format"] == "chrome-json" and doc["by_category"]["kernel"] == 19
@@ -151,7 +150,7 @@ def test_cli_json_contract(capsys):
 
 def test_cli_phases_and_chrome_export(tmp_path, capsys):
     out = tmp_path / "x.json"
-    assert trace_main([str(DATA / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"), "--json", "--phases",
+    assert trace_main([str(DATA / "iree_sum_c8" / "sum_c8.ireeperf.jsonl"), "--json", "--phases",
                        "--chrome", str(out)]) == 0
     doc = json.loads(capsys.readouterr().out)
     phases = {r["phase"]: r for r in doc["phases"]}
@@ -168,7 +167,7 @@ def test_cli_bad_files_exit_2_with_one_line(tmp_path):
     for path, msg in [(bad, "chrome-json: cut.json: truncated"), (unknown, "unknown: notes.txt: not a supported"),
                       (tmp_path / "missing.json", "no such file")]:
         res = subprocess.run([sys.executable, "-m", "workbench.traces.cli", str(path)], capture_output=True,
-                             text=True, cwd=Path(__file__).parent.parent)
+                             text=True, cwd=ROOT)
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and msg in lines[0] and "Traceback" not in res.stderr
@@ -177,7 +176,7 @@ def test_cli_bad_files_exit_2_with_one_line(tmp_path):
 def test_gpu_step_phases_from_kineto_trace():
     from workbench.traces import phases
 
-    df, _ = load(DATA / "torch_cuda" / "torch_cuda.json.gz")
+    df, _ = load(DATA / "torch_cuda_two_streams" / "torch_cuda.json.gz")
     it = phases.iterations(df)
     assert len(it) == 3 and phases.phase_columns(it) == list(phases.GPU_STEP_PHASES)
     assert (it[list(phases.GPU_STEP_PHASES)].sum(axis=1) == it["total_ns"]).all()
@@ -233,7 +232,7 @@ def test_formats_listed_once_and_the_readme_table_matches():
     assert len(ids) == len(set(ids)) and ids[-1] == "chrome-json"  # chrome accepts any JSON: last
     assert all(f.label and f.suffixes and f.versions and f.reads for f in traces.formats())
     assert "tracy" in traces.suffixes() and "json.gz" in traces.suffixes()
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     assert traces.formats_markdown() in readme
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from workbench.traces import TraceError, load
 from workbench.traces.model import validate
+from tests.support.paths import DATA, ROOT
 
-DATA = Path(__file__).parent / "data" / "traces"
 FIXTURES = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix not in (".md", ".py", ".mlir")
                   and p.name != "sum_c8.ireeprof")  # .ireeprof goes through iree-profile (a subprocess)
 
@@ -51,7 +51,7 @@ def test_corrupted_copies(tmp_path, src):
 
 
 def test_truncated_tracy_ireeprof(tmp_path):
-    src = DATA / "iree_cpu_sum_c8" / "sum_c8.ireeprof"
+    src = DATA / "iree_sum_c8" / "sum_c8.ireeprof"
     p = tmp_path / "cut.ireeprof"
     p.write_bytes(src.read_bytes()[:5000])
     with pytest.raises(TraceError, match="^ireeprof: cut.ireeprof: iree-profile export failed"):
@@ -156,7 +156,7 @@ def test_fuzzed_chrome_traces_through_every_output(tmp_path, events, mode, ranks
     _run_cli(tmp_path, files, mode)
 
 
-@pytest.mark.parametrize("src", sorted(p for p in (Path(__file__).parent.parent / "traces" / "examples").iterdir()
+@pytest.mark.parametrize("src", sorted(p for p in (ROOT / "traces" / "examples").iterdir()
                                        if p.suffix != ".md"), ids=lambda p: p.name)
 def test_examples_through_every_output(tmp_path, src):
     for mode in MODES:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from workbench.traces import TraceError, detect, load, phases
 from workbench.traces.model import validate
+from tests.support.paths import DATA
 
-DATA = Path(__file__).parent / "data" / "traces"
-C8 = DATA / "iree_cpu_sum_c8"
+C8 = DATA / "iree_sum_c8"
 
 
 def test_jsonl_spans_and_lanes():

@@ -11,8 +11,9 @@ import pytest
 
 from workbench.traces import TraceError, load
 from workbench.traces.model import validate
+from tests.support.paths import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "traces" / "nsys" / "nsys_small.sqlite"
+FIXTURE = DATA / "two_streams_gpu0" / "nsys_small.sqlite"
 
 
 def _changed(tmp_path, *statements) -> Path:

@@ -3,15 +3,13 @@ and rocpd databases (through their views, several sessions, hostile views)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from workbench.traces import TraceError, load
 from workbench.traces.model import validate
+from tests.support.paths import DATA
 
-DATA = Path(__file__).parent / "data" / "traces"
-ROCPROF = DATA / "rocprof"
+ROCPROF = DATA / "rocprofv3_csv_versions"
 
 
 def test_rocprof_copies_are_gpu_memcpy_and_a_last_line_without_newline_is_complete():
@@ -62,7 +60,7 @@ def test_rocprof_files_without_spans_are_refused_by_kind(tmp_path, name, header,
         load(p)
 
 
-ROCPD = DATA / "rocpd"
+ROCPD = DATA / "two_ranks_training_step"
 
 
 def test_rocpd_through_views_lanes_and_correlation():

@@ -10,8 +10,9 @@ import pytest
 
 from workbench.traces import TraceError, load, phases, tracy
 from workbench.traces.model import validate
+from tests.support.paths import DATA
 
-CAPTURE = Path(__file__).parent / "data" / "traces" / "iree_tracy_sum_c8" / "sum_c8_6it.tracy"
+CAPTURE = DATA / "iree_sum_c8" / "sum_c8_6it.tracy"
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,7 @@ def test_tracy_tile_before_the_wait_leaves_no_scheduling_delay():
     assert it[list(phases.PHASES)].sum(axis=1).iloc[0] == row["total_ns"] == 1000
 
 
-VERSIONS = Path(__file__).parent / "data" / "traces" / "tracy_versions"
+VERSIONS = DATA / "tracy_versions"
 
 
 def _csv(path: Path) -> list[dict]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,11 +17,11 @@ from workbench.traces.cli import trace_main
 from workbench.traces.export import write_chrome_json
 from workbench.traces.model import from_records, validate, with_depth
 
-ROOT = Path(__file__).resolve().parent.parent
-RANKS = ROOT / "tests" / "data" / "ranks" / "kineto_2ranks"
+from tests.data.two_ranks_allreduce import make_fixture  # the fixture's known truth
+from tests.support.paths import DATA, ROOT
+
+RANKS = DATA / "two_ranks_allreduce"
 RANK_FILES = [RANKS / f"kineto_2ranks_rank{r}_synthetic.json.gz" for r in (0, 1)]
-sys.path.insert(0, str(RANKS))
-import make_fixture  # noqa: E402  (the fixture's known truth)
 
 
 # --- several ranks --------------------------------------------------------------------------------
@@ -68,7 +67,7 @@ def test_rank_summary_and_per_name_spread():
 
 def test_rocpd_databases_of_two_ranks():
     """The importers' rocpd fixtures: one database per rank (rank 1's holds two sessions)."""
-    data = ROOT / "tests" / "data" / "traces" / "rocpd"
+    data = DATA / "two_ranks_training_step"
     df, meta = ranks.load_ranks([str(data / "rank0.db"), str(data / "rank1.db")])
     validate(df)
     assert meta["format"] == "rocpd" and [r["rank"] for r in meta["ranks"]] == [0, 1]

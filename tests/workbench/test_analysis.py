@@ -12,7 +12,7 @@ from workbench.analysis import analyse, charts_of, json_fields, sections_of, tak
 from workbench.schema import check_record
 from workbench.record import RunRecord
 from workbench.record import VariantResult
-from mdlint import lint_markdown
+from tests.support.mdlint import lint_markdown
 
 
 def _rec(variants, floor_ns=50.0, outputs=None, env=None) -> RunRecord:

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from workbench.cli import main
+from tests.support.paths import ROOT
 
 
 def _run_json(capsys, *args):
@@ -178,7 +179,7 @@ def test_two_runs_queue_on_the_machine_lock(store, tmp_path):
 def test_report_from_a_committed_bundle_needs_no_store(tmp_path, capsys):
     from pathlib import Path
 
-    bundles = sorted(Path(__file__).resolve().parent.parent.joinpath("traces").rglob("*.bundle.json"))
+    bundles = sorted(ROOT.joinpath("traces").rglob("*.bundle.json"))
     if not bundles:
         pytest.skip("no committed bundles")
     out = tmp_path / "r.md"

@@ -18,6 +18,7 @@ from workbench.record import RunRecord
 from workbench.store import committed_runs
 from workbench.record import VariantResult
 from workbench.study import Param, ParamSpace
+from tests.support.paths import ROOT
 
 ENV = {"fingerprint": "f00", "cpu_model": "Test CPU", "cpu_logical": 2, "packages": {"numpy": "2.0"}}
 
@@ -310,7 +311,7 @@ def _page(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setattr("pages._ui.committed", lambda study_id: ([], []))
-    return AppTest.from_file(str(Path(__file__).resolve().parent.parent / "pages" / "runs.py"), default_timeout=60)
+    return AppTest.from_file(str(ROOT / "pages" / "runs.py"), default_timeout=60)
 
 
 def test_runs_page_defaults_to_the_most_similar_pair_of_one_study(store, monkeypatch):

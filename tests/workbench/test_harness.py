@@ -84,7 +84,7 @@ def test_a_slow_first_call_does_not_end_calibration_at_one_loop():
     assert m.loops > 1
 
 
-# --- the distributed clock on CPUs (gloo); tests/test_harness_gpu.py times CUDA events -------
+# --- the distributed clock on CPUs (gloo); tests/workbench/test_harness_gpu.py times CUDA events -------
 
 def test_dist_timer_on_one_process_without_a_group():
     timer = harness.DistTimer("cpu")

@@ -1,6 +1,6 @@
 """GPU timing with the harness's one clock, DistTimer, on one GPU without a process group
 (runs on the GPU machines; skips without a GPU). Its distributed side is tested under gloo
-in tests/test_harness.py and by every multi-GPU study test."""
+in tests/workbench/test_harness.py and by every multi-GPU study test."""
 
 import pytest
 

@@ -20,8 +20,8 @@ import studies.mc2_split as mc2_split
 from workbench import launcher, runner
 from workbench.launcher import LaunchError, Topology
 from workbench.study import Cancelled, RunContext
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- topology ---------------------------------------------------------------------------------

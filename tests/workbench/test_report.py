@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import pytest
-from mdlint import ISSUE_LIMIT, lint_issue, lint_markdown, outside_fences
+from tests.support.mdlint import ISSUE_LIMIT, lint_issue, lint_markdown, outside_fences
 from workbench import report, runner
 from workbench.analysis import analyse
 from workbench.record import RunRecord
 from workbench.store import committed_runs
 from workbench.record import VariantResult
 from workbench.registry import registry
+from tests.support.paths import ROOT
 
 
 def test_lint_catches_each_kind_of_breakage(tmp_path):
@@ -136,6 +136,6 @@ def test_every_format_leads_with_the_verdict(tmp_path):
 
 def test_the_readmes_render_on_github():
     """The project's own Markdown: tables aligned, <details> closed, images present beside it."""
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     for readme in [root / "README.md", *sorted((root / "traces").glob("*/README.md"))]:
         assert lint_markdown(readme.read_text(), base_dir=readme.parent) == [], readme

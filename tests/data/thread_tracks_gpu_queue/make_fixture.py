@@ -2,7 +2,7 @@
 two thread tracks and a custom "GPU 0 queue" track, nested slices with interned names and
 categories (incremental state on one sequence), an instant and a debug annotation.
 
-    python tests/data/traces/perfetto/make_fixture.py
+    python tests/data/thread_tracks_gpu_queue/make_fixture.py
 """
 
 from pathlib import Path

@@ -1,7 +1,7 @@
 """Make the CUDA fixtures on a GPU machine: torch.profiler Chrome JSON with kernels, memcpy
 and NVTX ranges on two streams, and (when nsys exists there) an Nsight Systems SQLite export.
 
-Run from the repo root on the GPU machine: ``python3 tests/data/traces/torch_cuda/make_traces.py OUTDIR``.
+Run from the repo root on the GPU machine: ``python3 tests/data/torch_cuda_two_streams/make_traces.py OUTDIR``.
 With ``--workload`` it only runs the workload (what nsys profiles).
 """
 

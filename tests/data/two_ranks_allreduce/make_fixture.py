@@ -1,6 +1,6 @@
 """Write two synthetic torch.profiler (Kineto) traces of one 2-rank data-parallel job.
 
-    .venv/bin/python tests/data/ranks/kineto_2ranks/make_fixture.py [OUT_DIR]
+    .venv/bin/python tests/data/two_ranks_allreduce/make_fixture.py [OUT_DIR]
 
 The event layout (categories, names, args, metadata events, ``distributedInfo``,
 ``baseTimeNanoseconds``, ts in microseconds on the host's monotonic clock) copies a real

@@ -3,7 +3,7 @@ GPU machines here; see README.md). Kernels, a memcpy and a memset on two streams
 their runtime calls on one host thread (correlated), a stream synchronization, OS runtime
 calls, NVTX push/pop ranges in a named domain and a mark. Times are ns.
 
-    python tests/data/traces/nsys/make_fixture.py
+    python tests/data/two_streams_gpu0/make_fixture.py
 """
 
 import sqlite3

@@ -4,12 +4,11 @@ reference check, the auto-config, validation, trace spans, the analysis (multi-G
 one-GPU kernel mode: speedups, crossover, skew, ratios as derived rows), the seed's claims on
 canned records and on every committed bundle, the charts; the CPU preset under gloo (both
 formulations, per-rank traces aligned); GPU tests run the study through torchrun (its CPU path
-on two local nodes: tests/test_launcher.py) and in kernel mode."""
+on two local nodes: tests/workbench/test_launcher.py) and in kernel mode."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 import studies.ag_gemm as study
-from conftest import run_interpreted
+from tests.support.interpreted import run_interpreted
 from studies.ag_gemm import analysis, autoconfig, kernelbench, methods, spans
 from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmKnobs, HbmLayout, stream_k_plan
 from workbench import harness, runner
@@ -26,6 +25,7 @@ from workbench.record import RunRecord
 from workbench.store import committed_runs
 from workbench.record import VariantResult
 from workbench.study import ParamError, StudyUnavailable
+from tests.support.paths import ROOT
 
 
 # --- bookkeeping -----------------------------------------------------------------------------
@@ -684,7 +684,7 @@ def test_page_without_gpus_shows_committed_runs_and_their_traces(monkeypatch, tm
 
     monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "wb.sqlite"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    page = Path(__file__).resolve().parent.parent / "pages" / "ag_gemm.py"
+    page = ROOT / "pages" / "ag_gemm.py"
     at = AppTest.from_file(str(page), default_timeout=120).run()
     assert not at.exception
     assert any("no CUDA GPU" in w.value for w in at.warning)

@@ -18,8 +18,9 @@ from workbench.analysis import analyse, charts_of
 from workbench.record import RunRecord
 from workbench.store import committed_runs
 from workbench.record import VariantResult
+from tests.support.paths import DATA
 
-TRACE = Path(__file__).parent / "data" / "traces" / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"
+TRACE = DATA / "iree_sum_c8" / "sum_c8.ireeperf.jsonl"
 NT = "not testable here"
 #: the statuses the committed 16-core data supports (traces/cpu-reduction/README.md says why)
 EXPECTED = {

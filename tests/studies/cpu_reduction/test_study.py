@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +15,10 @@ from workbench.harness import ExternalCommandError
 from workbench.record import RunRecord
 from workbench.record import VariantResult
 from workbench.study import ParamError, validate
+from tests.support.paths import DATA, ROOT
 
-TRACE = Path(__file__).parent / "data" / "traces" / "iree_cpu_sum_c8" / "sum_c8.ireeperf.jsonl"
-TRACY = Path(__file__).parent.parent / "traces" / "examples" / "iree_sum_c8_50it.tracy"
+TRACE = DATA / "iree_sum_c8" / "sum_c8.ireeperf.jsonl"
+TRACY = ROOT / "traces" / "examples" / "iree_sum_c8_50it.tracy"
 
 
 def test_split_program_shapes():

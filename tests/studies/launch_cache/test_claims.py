@@ -8,7 +8,7 @@ import re
 import pytest
 
 import studies.launch_cache as study
-from tests.committed_claims import analyses, check_statuses
+from tests.support.committed_claims import analyses, check_statuses
 from workbench.analysis import charts_of
 
 NT, HOLDS, INC, NO = "not testable here", "holds", "inconclusive", "contradicted"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +20,8 @@ from studies.mc2_split.spread import BEST_OF_RUN, across_runs
 from workbench import runner
 from workbench.analysis import analyse, charts_of
 from workbench.store import Store, read_bundle
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BUNDLES = sorted((ROOT / "traces" / "mc2-split").glob("*.bundle.json"))
 
 
@@ -238,7 +237,7 @@ def test_committed_run_charts_draw_at_a_readable_size(committed):
 def test_runs_of_one_minute_and_parameters_keep_apart_in_the_run_picker(monkeypatch, tmp_path):
     # 90f8bb and 55c30a: same parameters, machine and minute; the picker flipped from one to the
     # other on the next rerun while both had one title
-    from pagetest import study_app
+    from tests.support.pagetest import study_app
 
     monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "wb.sqlite"))
     at = study_app("mc2-split", timeout=120)

@@ -10,12 +10,13 @@ import torch
 
 import studies.mc2_split as study
 from studies.mc2_split.analysis import trace_tables
-from conftest import run_interpreted
+from tests.support.interpreted import run_interpreted
 from studies.mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
 from studies.mc2_split.search import _step, best_split
 from studies.mc2_split.simulate import fit_contention, simulate
 from workbench import runner
 from workbench.study import ParamError
+from tests.support.paths import ROOT
 
 
 def seed_model(mm="16.5,0.192", comm="47,16", n=8192, dbytes=2) -> CostModel:
@@ -281,7 +282,7 @@ def test_page_shows_the_verdict_and_the_spread_over_committed_runs(store):
     from streamlit.testing.v1 import AppTest
 
     runner.execute(study, {"mm_fit": "16.5,0.192", "comm_fit": "47,16"}, store)
-    page = Path(__file__).resolve().parent.parent / "pages" / "mc2_split.py"
+    page = ROOT / "pages" / "mc2_split.py"
     at = AppTest.from_file(str(page), default_timeout=90).run()
     assert not at.exception
     assert any("No split beats 1,324.8 us" in m.value for m in at.markdown)

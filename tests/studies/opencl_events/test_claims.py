@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import studies.opencl_events as study
-from tests.committed_claims import analyses, check_statuses
+from tests.support.committed_claims import analyses, check_statuses
 from workbench.analysis import analyse, charts_of
 from workbench.record import RunRecord
 from workbench.record import VariantResult
