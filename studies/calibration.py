@@ -28,7 +28,7 @@ import pandas as pd
 from workbench import derived, harness, stats, tables
 from workbench.record import RunRecord
 from workbench.record import VariantResult
-from workbench.study import Param, ParamSpace, RunContext, expand
+from workbench.study import Param, ParamError, ParamSpace, RunContext, expand
 from workbench.untrusted import escape
 
 ID = "calibration"
@@ -60,8 +60,6 @@ def requires(params) -> str | None:
 
 
 def validate(params) -> None:
-    from workbench.study import ParamError
-
     if params["threads"] > 4 * (os.cpu_count() or 1):
         raise ParamError("threads", f"{params['threads']} is more than 4x the {os.cpu_count()} CPUs here")
 

@@ -31,7 +31,7 @@ if [ "$REPEATS" -gt 0 ] && "$PY" -c "import jsonschema" 2>/dev/null; then
 fi
 if [ "${RUN_PYTEST:-1}" = 1 ]; then
   echo "== pytest (gpu, multigpu)"
-  timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_mc2_split.py \
+  timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/studies/mc2_split/test_study.py \
       2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
 fi
 pack "${PACK:-mc2_split}"

@@ -1,6 +1,9 @@
-"""Analysis of multi-GPU ag-gemm runs: every number the page, the report and the claims read.
+"""Analysis of ag-gemm runs: every number the page, the report and the claims read.
 
-From a run record to tables (no other arithmetic happens anywhere else):
+From a run record to tables (no other arithmetic happens anywhere else): :func:`analyze`
+gathers the multi-GPU tables below, the one-GPU kernel mode's (:mod:`.kernelbench`) and the
+attached traces' (``program_trace_summary``, ``rank_traces``, ``_program_spans``,
+``_rank_spans``). The multi-GPU tables:
 
 - ``summary``: per (ranks, dtype, M) of the row-sharded formulation, the baseline (NCCL
   all-gather, then matmul), the HBM-buffer kernel and the best provider of the run, each
@@ -23,7 +26,9 @@ before the seed's formulation was an option have no ``shard`` (they are row-shar
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -31,6 +36,12 @@ import pandas as pd
 
 from workbench import derived, stats, tables
 from workbench.derived import Derived
+from workbench.record import RunRecord
+from workbench.traces import load
+from workbench.traces.ranks import merge
+from workbench.untrusted import attachment_file
+
+from . import kernelbench, spans
 
 BASELINE = "nccl"
 #: the providers compared with the baseline in the seed-shaped table (the HBM-buffer kernel first)
@@ -309,7 +320,7 @@ def checks(rec) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyze(rec) -> dict[str, pd.DataFrame]:
+def multi_gpu_tables(rec) -> dict[str, pd.DataFrame]:
     """The multi-GPU tables (see the module docstring); {} parts are left out."""
     out: dict[str, pd.DataFrame] = {}
     summ, items = summary(rec)
@@ -326,6 +337,96 @@ def analyze(rec) -> dict[str, pd.DataFrame]:
     if len(chk):
         out["checks"] = chk
     out["_derived_multi"] = derived.derived_table(items)
+    return out
+
+
+# --- the attached traces ------------------------------------------------------------------------
+
+def program_traces(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """Span tables of the fused kernel's per-program traces, by attachment name."""
+    out = {}
+    for name, kind, data in rec.attachments:
+        if kind == spans.ATTACH_KIND:
+            out[name] = spans.to_spans(json.loads(data))
+    return out
+
+
+#: attachment kinds that are traces: the fused kernel's per-program records, torch.profiler JSON
+TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
+
+
+def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
+    """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
+    return attachment_trace(name, kind, data)[0]
+
+
+def attachment_trace(name: str, kind: str, data: bytes) -> tuple[pd.DataFrame, dict]:
+    """One attached trace as ``(spans, meta)`` (meta: the importer's, e.g. Kineto's rank and
+    base time, for aligning ranks); raises ``workbench.traces.TraceError`` if unreadable."""
+    if kind == spans.ATTACH_KIND:
+        doc = json.loads(data)
+        return spans.to_spans(doc), {"rank": int(doc.get("rank", 0)), "clock": "globaltimer ns"}
+    # The importers read files (format detection looks at the name and the first bytes).
+    with attachment_file(name, data) as path:
+        return load(path)
+
+
+def rank_groups(rec: RunRecord) -> dict[str, list[tuple[int, str, str]]]:
+    """Per-rank trace attachments (``<stem>_rank<r>.<ext>``) grouped by stem: stem ->
+    [(rank, attachment name, kind)] in rank order, groups of 2+ ranks only."""
+    groups: dict[str, list] = {}
+    for name, kind, _ in rec.attachments:
+        hit = re.fullmatch(r"(.+)_rank(\d+)(\..+)", name)
+        if kind in TRACE_KINDS and hit:
+            groups.setdefault(hit.group(1) + hit.group(3), []).append((int(hit.group(2)), name, kind))
+    # the fused kernel's first, then the baseline's: what a reader compares first
+    first = lambda stem: (not stem.startswith("programs_"), "hbm-buffer" not in stem, "_nccl_" not in stem, stem)  # noqa: E731
+    return {stem: sorted(groups[stem]) for stem in sorted(groups, key=first) if len(groups[stem]) > 1}
+
+
+def merged_ranks(rec: RunRecord, stem: str) -> tuple[pd.DataFrame, dict]:
+    """The per-rank traces of one group merged into one span table, clocks aligned
+    (``workbench.traces.ranks.merge``: the end of the first collective, else wall clocks)."""
+    data = {name: (kind, blob) for name, kind, blob in rec.attachments}
+    loaded = [attachment_trace(name, kind, data[name][1]) for _, name, kind in rank_groups(rec)[stem]]
+    return merge(loaded, ranks=[r for r, _, _ in rank_groups(rec)[stem]],
+                 names=[name for _, name, _ in rank_groups(rec)[stem]])
+
+
+def _trace_tables(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    out: dict[str, pd.DataFrame] = {}
+    traces = program_traces(rec)
+    if traces:
+        out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
+        name = max(traces, key=lambda t: len(traces[t]))
+        out["_program_spans"] = traces[name].assign(trace=name)
+    groups = rank_groups(rec)
+    if groups:
+        out["rank_traces"] = pd.DataFrame([{"traces": stem, "ranks": ", ".join(str(r) for r, _, _ in v),
+                                            "kind": v[0][2]} for stem, v in groups.items()])
+        stem = next(iter(groups))
+        merged, meta = merged_ranks(rec, stem)
+        out["_rank_spans"] = merged.assign(group=stem, alignment=meta["alignment"])
+    return out
+
+
+# --- analyze: every table of a run --------------------------------------------------------------
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """Every table of a run (the multi-GPU ones above, ``kernelbench``'s for the one-GPU kernel
+    mode, the attached traces'); all derived numbers in ``derived``."""
+    out: dict[str, pd.DataFrame] = {"variants": variants_frame(rec)}
+    multi = multi_gpu_tables(rec)
+    items = multi.pop("_derived_multi").to_dict("records")
+    out |= multi
+    kb, kitems = kernelbench.breakdown(rec)
+    ex, eitems = kernelbench.experiments(rec)
+    if len(kb):
+        out["kernel_breakdown"] = kb
+    if len(ex):
+        out["kernel_experiments"] = ex
+    out["derived"] = derived.derived_table(items + kitems + eitems)
+    out |= _trace_tables(rec)
     return out
 
 

@@ -32,10 +32,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from studies.ag_gemm import methods, spans
-from workbench import derived
+from workbench import derived, stats
 from workbench.derived import Derived
+from workbench.record import VariantResult
 from workbench.untrusted import escape as esc
+
+from . import methods, spans
 
 METHODS = ("cublas", "kernel", "gemm-path", "emulated")
 #: the issue's targets (N=3584, K=8192): (what, M at least) -> bound. Throughput ratio of the
@@ -224,7 +226,6 @@ def flag_trials(c: Contestant, prob: Problem, trials: int) -> dict[str, Any]:
 def run(params: dict[str, Any], ctx) -> dict[str, Any]:
     """Check and time every entry of every shape on GPU 0 (see the module docstring)."""
     import torch
-    from workbench.record import VariantResult
 
     knobs = knobs_from(params)
     n, k = params["n"], params["k"]
@@ -317,8 +318,6 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
     sets one (met only when the whole CI clears it). Derived rows (``workbench.derived``,
     extra columns ``table, dtype, M, method, world_size``): those ratios, and the fetch
     path's overhead (whole kernel over its GEMM path alone, same emulated world size)."""
-    from workbench import stats
-
     rows, items = [], []
     for (dtype, m), vs in sorted(_kernel_variants(rec).items()):
         base = vs.get(("cublas", 1, ""))

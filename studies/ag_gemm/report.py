@@ -1,5 +1,7 @@
-"""Charts of the ag-gemm study (tables in, Altair charts out; altair imported inside, the GPU
-nodes have none).
+"""The ag-gemm study's report: the analysis tables in, charts, the verdict and the report
+sections out (altair imported inside the chart functions: the GPU nodes have none).
+
+Charts:
 
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
   one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
@@ -17,17 +19,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-#: the seed's speedups of its HBM-buffer kernel over its all-gather baseline (PR table; the
-#: review's randn rerun at 8 ranks), as reference marks
-SEED_SPEEDUPS = [
-    {"ranks": 2, "M": 1024, "speedup": 1.67 / 0.78, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 2, "M": 16384, "speedup": 27.8 / 8.2, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 4, "M": 16384, "speedup": 27.3 / 8.6, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 8, "M": 16384, "speedup": 24.4 / 8.9, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 8, "M": 1024, "speedup": 0.262 / 0.516, "figure": "HBM buffer, seed review (randn)"},
-    {"ranks": 8, "M": 4096, "speedup": 0.677 / 1.425, "figure": "HBM buffer, seed review (randn)"},
-    {"ranks": 8, "M": 16384, "speedup": 2.300 / 3.257, "figure": "HBM buffer, seed review (randn)"},
-]
+from workbench import derived
+from workbench.tables import render
+from workbench.traces import charts as tc
+from workbench.untrusted import escape as esc
+
+from . import kernelbench
+from .seed import SEED_SPEEDUPS
+
 SEED_MACHINE = "8x MI325X"
 CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}
 WIDTH = 900
@@ -147,8 +146,6 @@ def methods_chart(tbls: dict[str, pd.DataFrame]):
 
 
 def timeline_chart(tbls: dict[str, pd.DataFrame]):
-    from workbench.traces import charts as tc
-
     sp = tbls.get("_program_spans")
     if sp is None or sp.empty:
         return None
@@ -158,8 +155,6 @@ def timeline_chart(tbls: dict[str, pd.DataFrame]):
 
 
 def ranks_chart(tbls: dict[str, pd.DataFrame]):
-    from workbench.traces import charts as tc
-
     rs = tbls.get("_rank_spans")
     if rs is None or rs.empty:
         return None
@@ -172,3 +167,101 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     made = {"speedup": speedup_chart(tbls), "experiments": experiments_chart(tbls), "methods": methods_chart(tbls),
             "timeline": timeline_chart(tbls), "ranks": ranks_chart(tbls)}
     return {k: v for k, v in made.items() if v is not None}
+
+
+# --- verdict and report ------------------------------------------------------------------------
+
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    """Per shape of the seed's table: the best provider and the HBM-buffer kernel against the
+    baseline (clear speedups only); failed checks; the kernel-mode targets and experiments."""
+    parts = []
+    summ = tbls.get("summary")
+    d = tbls.get("derived", pd.DataFrame())
+    if summ is not None and len(summ):
+        sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
+        lines: dict[str, list[str]] = {}  # per ranks and dtype: one entry per M
+        for r in summ.to_dict("records"):
+            said = []
+            for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
+                key = (r["ranks"], r["dtype"], r["M"], prov)
+                if not prov or sp is None or key not in sp.index:
+                    continue
+                row = sp.loc[key]
+                if row["status"] == "clear":  # a speedup: above 1 faster, below 1 slower
+                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)}")
+                elif row["status"] == "inconclusive" and row["why"].startswith("the CI includes"):
+                    said.append(f"{esc(prov)} inconclusive (CI includes 1)")
+                else:
+                    said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
+            lines.setdefault(f"{r['ranks']} ranks {esc(r['dtype'])}", []).append(
+                f"M={r['M']} " + (", ".join(said) or "no speedup"))
+        parts.append("Speedup over all_gather_into_tensor + matmul in the same run (median of per-round ratios, "
+                     "95% CI): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in lines.items()) + ".")
+        if summ["met"].notna().any():
+            missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
+            parts.append("Best provider's targets: " + ("all met." if missed.empty else f"{len(missed)} missed."))
+        own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
+        if len(own):
+            met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
+                            for r in own.to_dict("records"))
+            parts.append(f"HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): {met}.")
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        parts.append(kernelbench.verdict(kb))
+    ex = tbls.get("kernel_experiments")
+    if ex is not None and len(ex) and summ is None:  # a multi-GPU run's experiments: in its claims and tables
+        parts.append(escape_headline(d, ("barrier", "layout", "failures")))
+    v = tbls.get("variants")
+    if v is not None and len(v):
+        bad = v[~v["correct"].astype(bool)]
+        if len(bad):
+            parts.append(f"{len(bad)} variant(s) FAILED their check (times not counted): "
+                         + ", ".join(esc(x) for x in bad["variant"].head(6)) + ("" if len(bad) <= 6 else ", ...") + ".")
+    if not parts:
+        return "No shape has both the NCCL baseline and another provider measured."
+    return " ".join(parts)
+
+
+def escape_headline(d: pd.DataFrame, names: tuple[str, ...], limit: int = 4) -> str:
+    """The clear results of some derived tables (``derived.headline``, the ``limit`` largest
+    effects first), escaped."""
+    sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
+    if len(sub) and "point" in sub:  # largest departure from "no change" first
+        sub = sub.assign(_effect=(sub["point"] - sub["null"]).abs()).sort_values("_effect", ascending=False)
+    return esc(derived.headline(sub.drop(columns="_effect", errors="ignore"), limit=limit)) or "No derived result."
+
+
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
+    out = []
+    st = tbls.get("seed_table")
+    if st is not None and len(st):
+        out.append("### All-gather + GEMM in the seed's shape (measured in this run)\n"
+                   "Baseline: NCCL all_gather_into_tensor, then torch.matmul. HBM Buffer: the seed's kernel "
+                   "(`hbm-buffer`). Best: the fastest checked provider of the run. Medians per call, maximum over "
+                   "ranks, 95% CIs; speedups are medians of per-round ratios.\n\n" + render(st))
+    rk = tbls.get("ranks")
+    if rk is not None and len(rk):
+        cols = ["variant", "rank_medians_us", "slowest_rank", "slowest_rank_us", "max_over_ranks_us", "skew_us",
+                "skew_lo_us", "skew_hi_us"]
+        out.append("### Per rank: the slowest rank and the skew\nEach rank's median (us, rank order), the slowest "
+                   "rank, the median of the per-call maximum over ranks, and the skew (slowest minus fastest rank, "
+                   "median over rounds, 95% CI).\n\n" + render(rk[cols]))
+    chk = tbls.get("checks")
+    if chk is not None and len(chk) and ((chk["shard"] == "k").any() or chk["where"].str.contains("interp").any()):
+        out.append("### Correctness checks, both formulations\n`shard=k` is the seed's formulation (A sharded "
+                   "along K): its `nccl` baseline (all_gather_into_tensor into an (M, K) buffer) does not "
+                   "concatenate along K and fails; `all-gather-cat` (all_gather + cat(dim=1)) passes. A failed "
+                   "check's time is never counted.\n\n" + render(chk))
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"
+                   + kernelbench.__doc__.split("\n\n", 1)[1].split("\n\nClock:")[0].strip() + "\n\n"
+                   + kernelbench.format_breakdown(kb))
+    ex = tbls.get("kernel_experiments")
+    if ex is not None and len(ex):
+        out.append("### The seed review's experiments\nOn one GPU with emulated peers (kernel mode) or across the "
+                   "ranks of a multi-GPU run (the `where` column). Barrier: the CTA barrier "
+                   "between a fetch row's stores and its flag release, on and off; each checked launch starts "
+                   "from a staging buffer filled with NaN. Layout: tile-contiguous against row-major staging. "
+                   "Time ratios are medians of per-round ratios.\n\n" + kernelbench.format_experiments(ex))
+    return out

@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.traces.model import from_records
+
 SOURCE = "ag-gemm-programs"
 ATTACH_KIND = "trace/ag-gemm-programs-json"
 
@@ -47,7 +49,6 @@ def _task(doc: dict[str, Any], lay, index: int, rec: list[int], fetch: bool) -> 
 def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
     """Decode an attachment into the workbench span table (``workbench.traces.model``)."""
     from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmLayout
-    from workbench.traces.model import from_records
 
     lay = HbmLayout(**doc["layout"])
     rank = int(doc["rank"])

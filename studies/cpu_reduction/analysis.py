@@ -28,6 +28,7 @@ from workbench.record import RunRecord
 from . import profiles
 from .plan import GRAIN_SIZE, IREE_PROVIDERS, SINGLE_THREAD, fork_join_c, fork_join_n
 from .seed import SEED_DISPATCH_MODEL, SEED_KEY_TIMES, SEED_OVERVIEW, SEED_PHASES
+from workbench.traces.phases import PHASES
 
 SEED_MACHINE = "seed, 7975WX"
 #: the tables in derived form (one row per derived quantity); together they are ``derived``
@@ -406,8 +407,6 @@ def _phase_chart(iters: pd.DataFrame) -> pd.DataFrame:
     """Chart data: per capture, the phases of its median steady-state iteration (the one whose
     total is nearest the median total: the iteration the key timestamps and the timeline show),
     which sum to that iteration's total; and the seed's one traced iteration per c."""
-    from workbench.traces.phases import PHASES
-
     rows = []
     for cap, g in iters[~iters["warmup"]].groupby("capture", sort=False):
         it = g.loc[(g["total_us"] - g["total_us"].median()).abs().idxmin()]
@@ -450,8 +449,6 @@ def _phase_differences(iters: pd.DataFrame) -> pd.DataFrame:
 def _phase_compare(ph: pd.DataFrame) -> pd.DataFrame:
     """The seed's side-by-side c=2 | c=8 table, per (workers, profiler): live medians with
     their CI and share of the median total, and the seed's figures beside them."""
-    from workbench.traces.phases import PHASES
-
     ph = ph[ph["phase"] != "unavailable"]
     out = []
     for (w, source, via), g in ph.groupby(["w", "source", "via"], sort=True):

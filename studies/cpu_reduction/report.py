@@ -6,8 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from workbench import derived
+from workbench.tables import md_table
+from workbench.traces.phases import PHASES
 from workbench.untrusted import escape as esc
 
+from . import profiles
 from .analysis import column_name, key_programs
 from .plan import GRAIN_SIZE
 from .seed import SEED_MACHINE, SEED_SCALING_MS
@@ -88,8 +91,6 @@ def phases_chart(pc: pd.DataFrame):
     """Stacked phases of each capture's median steady-state iteration (they sum to its total,
     printed at the bar's end) and the seed's one traced iteration per c, fainter."""
     import altair as alt
-
-    from workbench.traces.phases import PHASES
 
     order = list(dict.fromkeys(pc.sort_values(["source", "c", "w"], ascending=[False, True, True])["capture"]))
     y = alt.Y("capture:N", sort=order, title=None, axis=alt.Axis(labelLimit=560))
@@ -231,7 +232,7 @@ def winner(tbls) -> str:
     return f"At {where}, IREE is faster: {who}; IREE takes {text} torch's time{caveat}."
 
 
-def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     """The key table's comparison, then the clear derived results that answer the seed's
     questions (fastest against fastest, IREE's compute share, the allocation, fork/join); the
     inconclusive ones are counted, never stated."""
@@ -283,9 +284,7 @@ def _derived_display(df: pd.DataFrame, context: list[str]) -> pd.DataFrame:
     return shown
 
 
-def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.tables import md_table
-
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     run = tbls["_run"].iloc[0]
     machine = esc(run["machine"])
     parts = []
@@ -329,8 +328,6 @@ def _rounded(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _scaling_sections(tbls) -> list[str]:
-    from workbench.tables import md_table
-
     sc, sp, run = tbls.get("scaling"), tbls.get("speedup"), tbls["_run"].iloc[0]
     if sc is None or not len(sc):
         return []
@@ -352,10 +349,6 @@ def _scaling_sections(tbls) -> list[str]:
 
 
 def _phase_sections(tbls) -> list[str]:
-    from workbench.tables import md_table
-
-    from . import profiles
-
     parts = []
     pc = tbls.get("phase_compare")
     if pc is not None and len(pc):

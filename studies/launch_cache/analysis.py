@@ -23,6 +23,8 @@ from workbench import derived, tables
 from workbench.derived import fmt_derived
 from workbench.record import RunRecord
 
+from .seed import SEED_FIGURES
+
 CLOCKS = ("real", "user", "sys")
 #: the mode each target's policies are compared within: glibc's mmap threshold (CPU), a stream
 #: synchronisation after every launch (GPU)
@@ -59,9 +61,9 @@ def fmt_seconds(s: float) -> str:
     return f"{s:.4f}" if s < 0.1 else f"{s:.3f}" if s < 10 else f"{s:.1f}"
 
 
-def seed_tables(seed_runs: list[dict]) -> dict[str, pd.DataFrame]:
+def seed_tables() -> dict[str, pd.DataFrame]:
     """The seed's runs in seconds, and per (launches, build) medians with patch/baseline ratios."""
-    runs = pd.DataFrame(seed_runs)
+    runs = pd.DataFrame(SEED_FIGURES["tables"]["time_runs"])
     for col in CLOCKS:
         runs[f"{col}_s"] = runs[col].map(parse_time)
     summary = runs.groupby(["launches", "threads", "build", "policy"], as_index=False, sort=False)[
@@ -240,7 +242,7 @@ def run_table(rec: RunRecord) -> pd.DataFrame:
         "machine": (rec.outputs or {}).get("gpu") or "this host's CPU", "failed": ", ".join(failed)}])
 
 
-def analyze(rec: RunRecord, seed_runs: list[dict]) -> dict[str, pd.DataFrame]:
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     """``key`` (the seed's comparison, live), ``policies`` (one row per variant), ``phases``
     (one row per phase), ``derived`` (every ratio with its CI), ``segments``, the seed's
     figures (``seed_summary``, ``_seed_runs``), ``_latency_quantiles`` and ``_run``."""
@@ -249,4 +251,4 @@ def analyze(rec: RunRecord, seed_runs: list[dict]) -> dict[str, pd.DataFrame]:
     dv = derived_table(rec, pol, reps)
     return {"key": key_table(rec, pol, dv), "policies": pol, "phases": reps, "derived": dv,
             "segments": segments_table(rec), "_latency_quantiles": quantiles_table(rec), "_run": run_table(rec),
-            **seed_tables(seed_runs)}
+            **seed_tables()}

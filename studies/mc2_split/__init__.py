@@ -34,18 +34,20 @@ three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/READM
 
 from __future__ import annotations
 
-import pandas as pd
-
-from studies.mc2_split import plan as planmod
-from studies.mc2_split import seed as seedmod
-from studies.mc2_split.analysis import analyze, trace_tables  # noqa: F401 (the study's analyze; trace_tables for tests)
-from studies.mc2_split.charts import charts  # noqa: F401 (the study's charts)
-from studies.mc2_split.claims import SEED_CLAIMS  # noqa: F401 (the seed's claims)
-from studies.mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
-from studies.mc2_split.report import report_sections, verdict  # noqa: F401 (the study's hooks)
-from studies.mc2_split.search import best_split, unsearchable
-from studies.mc2_split.simulate import simulate
+from workbench import launcher
+from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
+
+from . import plan as planmod
+from .plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
+from .search import best_split, unsearchable
+# (the function under another name: ``simulate`` names the submodule)
+from .simulate import inflation_cases, simulate as simulate_split
+# the hooks and the seed's data (workbench.study lists them)
+from .analysis import analyze  # noqa: F401
+from .claims import SEED_CLAIMS  # noqa: F401
+from .report import charts, report_sections, verdict  # noqa: F401
+from .seed import SEED_FIGURES
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
@@ -134,46 +136,6 @@ SPACE = ParamSpace(
     },
 )
 
-SEED_FIGURES = {
-    "source": f"seed {SEED}: the MatmulAllReduce worked example (验证优化方案性能收益)",
-    "machine": "Ascend NPU, CANN MC² MatmulAllReduce sample (tiling rankDim = 8), profiled with msProf",
-    "tables": {
-        "example": [
-            {"quantity": "shape", "seed": "M=4096, K=3072, N=8192, half"},
-            {"quantity": "matmul alone", "seed": "803 us"},
-            {"quantity": "all-reduce alone", "seed": "1071 us"},
-            {"quantity": "serial", "seed": "1874 us (communication-bound)"},
-            {"quantity": "short block m0", "seed": "384 rows (6 MB)"},
-            {"quantity": "CostComm(6 MB)", "seed": "143 us; × 1.15 = 164 us"},
-            {"quantity": "long block from CostMM(m1) = 164 us", "seed": "768 rows"},
-            {"quantity": "count", "seed": "(4096 − 384) / 768 = 4.83 → 4"},
-            {"quantity": "long block adjusted", "seed": "(4096 − 384) / 4 = 928 → 896"},
-            {"quantity": "short block adjusted", "seed": "4096 − 896 × 4 = 512"},
-            {"quantity": "chunks", "seed": "[512, 896, 896, 896, 896]"},
-            {"quantity": "fused MC² op", "seed": "1262 us"},
-            {"quantity": "gain", "seed": "(1874 − 1262) / 1874 = 32.7%"},
-        ],
-        "inflation examples (执行时间膨胀)": [
-            {"case": "no inflation", "seed": "a 200 us matmul split in two halves of 100 us: gain 100 us"},
-            {"case": "moderate", "seed": "halves of 150 us: gain 50 us"},
-            {"case": "severe", "seed": "halves of 200 us: gain −50 us (slower)"},
-        ],
-    },
-    "notes": [
-        "The seed's fits are not printed; mm_fit = 16.5 us + 0.192 us/row and comm_fit = 47 us + 16 us/MiB "
-        "reproduce every number of its example (803, 1071, 143, 768) and are the 'seed-example' preset.",
-        "The seed text says m0 = min(a, b, c), but its example uses 384 = c while a = 171 and b = 192: "
-        "rule=example takes max(a, b, c); rule=text takes the minimum.",
-        "The seed's tiling code sets rankK = 4096 although its text says K = 3072.",
-        "The inflation examples' pictures are missing too: the only all-reduce that gives the seed's three gains "
-        "is 300 us (150 us per half), which the 'seed-inflation' preset simulates.",
-        "Figures 1 and 2 (the two balance pictures) are missing from the seed's text: communication-bound is "
-        "read as 'short block first, CostMM(m1) = CostComm(m0) × f', compute-bound as the mirror image "
-        "'short block last, CostComm(m1) = CostMM(m0) × f'.",
-    ],
-}
-
-
 # --- parameters ------------------------------------------------------------------------
 
 #: largest fixed time or slope a given fit may have (17 minutes): beyond it the simulated
@@ -222,8 +184,6 @@ def _cuda_count() -> int:
 def _backend(params) -> str:
     if params["backend"] != "auto":
         return params["backend"]
-    from workbench.launcher import local_share
-
     # the ranks of this node: all of them, unless the run spans nodes (a topology error: requires() names it)
     local = local_share(params["world_size"], "nccl")[0] or params["world_size"]
     return "nccl" if _cuda_count() >= local else "gloo"
@@ -273,8 +233,6 @@ def requires(params) -> str | None:
         import torch.distributed as dist
     except ImportError:
         return "torch is not installed: pip install torch"
-    from workbench.launcher import local_share
-
     ws = params["world_size"]
     local, reason = local_share(ws, _backend(params))  # the ranks of this node (several nodes: WORKBENCH_NNODES)
     if reason:
@@ -308,7 +266,7 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
     sims = []
 
     def add(label, chunks):
-        s = simulate(chunks, model, contention, comm_first)
+        s = simulate_split(chunks, model, contention, comm_first)
         sims.append({"split": label, "chunks": chunks, "n_chunks": len(chunks), "makespan_us": s.makespan_us,
                      "serial_us": s.serial_us, "gain": s.gain})
 
@@ -344,7 +302,7 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
 def run(params, ctx: RunContext) -> dict:
     if params["scenario"] == "inflation":
         ctx.progress(1.0, "done")
-        return {"inflation": seedmod.inflation_cases()}
+        return {"inflation": inflation_cases()}
     mm, comm = _fits(params)
     out: dict = {"notes": SEED_FIGURES["notes"][1:]}
     if mm is not None:
@@ -369,8 +327,6 @@ def run(params, ctx: RunContext) -> dict:
 
 
 def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict:
-    from workbench import launcher
-
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "seed")}

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -38,9 +39,15 @@ import pandas as pd
 from workbench import derived, tables
 from workbench.derived import Derived
 from workbench.record import RunRecord
+from workbench.traces import chrome
+from workbench.traces.model import from_columns
+from workbench.traces.analysis import busy_intervals
+from workbench.traces.ranks import RankError, merge
+from workbench.untrusted import attachment_file
 
 from . import seed
-from .plan import DTYPE_BYTES, CostModel, Fit
+from .plan import DTYPE_BYTES, CostModel, Fit, heuristic
+from .search import best_split, unsearchable
 from .simulate import simulate
 
 #: contention factors searched when a measured time is mapped back onto the model
@@ -92,7 +99,7 @@ def contention_factor(chunks: list[int], model: CostModel, median_us: float, lo_
     if makespan(hi_f) - makespan(lo_f) < 1e-6 * makespan(1.0):
         return derived.not_meaningful(name, "one chunk or no overlap in the model: the factor does not change its "
                                             "time", "x", 1.0)
-    point, lo, hi = (seed.solve(makespan, t, lo_f, hi_f) for t in (median_us, lo_us, hi_us))
+    point, lo, hi = (solve(makespan, t, lo_f, hi_f) for t in (median_us, lo_us, hi_us))
     if point is None:
         return derived.not_meaningful(name, f"the measured {median_us:.1f} us lies outside what factors "
                                             f"{lo_f:g}-{hi_f:g} give ({makespan(lo_f):.1f}-{makespan(hi_f):.1f} us)",
@@ -288,8 +295,6 @@ def _engine_spans(df: pd.DataFrame) -> pd.DataFrame:
 
 def _busy_ns(*spans: pd.DataFrame) -> int:
     """Time covered by the union of the spans' [start, end) intervals."""
-    from workbench.traces.analysis import busy_intervals
-
     starts, ends = busy_intervals(pd.concat([d["start_ns"] for d in spans]).to_numpy(),
                                   pd.concat([d["end_ns"] for d in spans]).to_numpy())
     return int((ends - starts).sum())
@@ -298,9 +303,6 @@ def _busy_ns(*spans: pd.DataFrame) -> int:
 def _loaded_traces(rec: RunRecord) -> dict[str, dict[int, tuple]]:
     """label -> rank -> (span table, meta) of every attached torch.profiler trace. Attachments
     are ``<op>.rank<r>.json.gz``; older runs attached rank 0's only, as ``<op>.json.gz``."""
-    from workbench.traces import chrome
-    from workbench.untrusted import attachment_file
-
     out: dict[str, dict[int, tuple]] = {}
     for name, kind, data in rec.attachments:
         m = _TRACE_NAME.match(name)
@@ -314,8 +316,6 @@ def _loaded_traces(rec: RunRecord) -> dict[str, dict[int, tuple]]:
 
 def _offsets(per_rank: dict[int, tuple]) -> tuple[dict[int, int], str]:
     """Clock shift per rank (ns to add) and how the ranks were aligned (one rank: none)."""
-    from workbench.traces.ranks import RankError, merge
-
     if len(per_rank) < 2:
         return {r: 0 for r in per_rank}, "one rank's trace"
     ranks = sorted(per_rank)
@@ -334,8 +334,6 @@ def trace_tables(rec: RunRecord, shown: set[str] = frozenset()) -> dict[str, pd.
     aligned on the call's first collective, else their wall clocks; times from the call's first
     span), per call and rank each engine's busy time and their overlap, how the ranks were
     aligned, and the spans of the calls in ``shown`` as a span table for the timeline."""
-    from workbench.traces import model
-
     spans, summary, align = [], [], []
     for label, per_rank in _loaded_traces(rec).items():
         offsets, how = _offsets(per_rank)
@@ -365,7 +363,7 @@ def trace_tables(rec: RunRecord, shown: set[str] = frozenset()) -> dict[str, pd.
     keys = sorted(set(zip(sel["trace"], sel["rank"], sel["engine"])),
                   key=lambda k: (_trace_order(k[0]), k[1], k[2] != "compute"))
     order = [f"{t} · rank {r} · {e}" for t, r, e in keys]
-    spans_df = model.from_columns({"track": lane.tolist(), "name": sel["name"].tolist(), "category": sel["engine"].tolist(),
+    spans_df = from_columns({"track": lane.tolist(), "name": sel["name"].tolist(), "category": sel["engine"].tolist(),
                                    "rank": sel["rank"].tolist(),
                                    "start_ns": (sel["start_ns"] - sel["t0"]).astype("int64").tolist(),
                                    "dur_ns": (sel["end_ns"] - sel["start_ns"]).astype("int64").tolist()},
@@ -461,8 +459,6 @@ def key_table_model(rec: RunRecord, floor: dict | None) -> pd.DataFrame:
 def model_floor(rec: RunRecord, fits: dict | None) -> dict | None:
     """The least makespan any split reaches under ``fits`` with no contention at all (factor
     1): the model's floor, which no measured overlapped op should beat."""
-    from .search import best_split, unsearchable
-
     if not fits:
         return None
     mod = model_of(rec, fits)
@@ -561,12 +557,99 @@ def is_inflation(tbls: dict[str, pd.DataFrame]) -> bool:
     return "half_us" in tbls.get("key", pd.DataFrame())
 
 
+# --- the seed's worked example under its own fits -------------------------------------------------
+
+def seed_model(mm: Fit = seed.MM_FIT, comm: Fit = seed.COMM_FIT) -> CostModel:
+    return CostModel(mm, comm, seed.N, seed.DTYPE_BYTES)
+
+
+def mm_fit_for(m1_raw: float) -> Fit:
+    """The matmul line through (4096 rows, 803 us) and (m1_raw, 164 us): the seed's two matmul
+    figures, with its long block before rounding."""
+    # CostComm(384 rows = 6 MiB) x 1.15 = 164 us
+    t1 = seed.COMM_FIT(384 * seed.N * seed.DTYPE_BYTES / 2**20) * seed.CONTENTION
+    slope = (seed.MATMUL_US - t1) / (seed.M - m1_raw)
+    return Fit(seed.MATMUL_US - slope * seed.M, slope, "row")
+
+
+def solve(f: Callable[[float], float], target: float, lo: float, hi: float, tol: float = 1e-4) -> float | None:
+    """x in [lo, hi] with f(x) = target for an increasing f, or None when target lies outside
+    [f(lo), f(hi)]."""
+    f_lo, f_hi = f(lo), f(hi)
+    if not f_lo <= target <= f_hi:
+        return None
+    while hi - lo > tol * max(1.0, abs(hi)):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def floor_rows() -> list[dict]:
+    """The seed's measured figures beside what its fits allow: whether 1262 us is reachable
+    under those fits with the study's own pipeline model (the least makespan of any 128-row
+    split with no contention at all, factor 1), and what would have to change for 1262 us (a
+    smaller fixed cost per chunk's all-reduce, more bandwidth, or engines that speed each other
+    up)."""
+    mod = seed_model()
+    seed_split = [simulate(seed.CHUNKS, mod, f).makespan_us for f in (seed.CONTENTION, 1.0)]
+    best_seed_f = best_split(seed.M, mod, seed.CONTENTION)
+    floor = best_split(seed.M, mod, 1.0)
+    floors_over_rounding = [best_split(seed.M, seed_model(mm_fit_for(m1)), 1.0)["makespan_us"]
+                            for m1 in seed.M1_RAW_RANGE]
+
+    def with_comm_fixed(fixed: float, f: float) -> float:
+        return simulate(seed.CHUNKS, seed_model(comm=Fit(fixed, seed.COMM_FIT.slope, "MiB")), f).makespan_us
+
+    def with_comm_slope(slope: float) -> float:
+        comm = Fit(seed.COMM_FIT.fixed_us, slope, "MiB")
+        return simulate(seed.CHUNKS, seed_model(comm=comm), seed.CONTENTION).makespan_us
+
+    fixed_at = {f: solve(lambda c, f=f: with_comm_fixed(c, f), seed.FUSED_US, 0.0, seed.COMM_FIT.fixed_us) for f in
+                (seed.CONTENTION, 1.0)}
+    slope = solve(with_comm_slope, seed.FUSED_US, 0.0, seed.COMM_FIT.slope)
+    factor = solve(lambda f: simulate(seed.CHUNKS, mod, f).makespan_us, seed.FUSED_US, 0.25, 1.0)
+    plan = heuristic(seed.M, seed.K, mod)
+    rows = [
+        ("serial (seed, measured)", seed.SERIAL_US, "matmul 803 us + all-reduce 1071 us"),
+        ("fused MC² op (seed, measured)", seed.FUSED_US, f"the seed's gain {seed.GAIN:.1%}"),
+        ("seed's split under the seed's fits, contention 1.15", seed_split[0],
+         f"{plan.chunks}; the gain this model predicts: {1 - seed_split[0] / seed.SERIAL_US:.1%}"),
+        ("seed's split, no contention (factor 1)", seed_split[1], "the least this split can take under the fits"),
+        ("best split under the seed's fits, contention 1.15", best_seed_f["makespan_us"], str(best_seed_f["chunks"])),
+        (seed.FLOOR_ROW, floor["makespan_us"],
+         f"{floor['chunks']}: no 128-row split of at most 16 chunks is faster under the seed's fits"),
+        ("model floor over the fits the seed's rounding allows", min(floors_over_rounding),
+         f"to {max(floors_over_rounding):.0f} us: raw m1 from {seed.M1_RAW_RANGE[0]:.0f} to "
+         f"{seed.M1_RAW_RANGE[1]:.0f} rows"),
+    ]
+    for f, fixed in fixed_at.items():
+        rows.append((f"all-reduce fixed cost per chunk for 1262 us (seed's split, contention {f:g})",
+                     float("nan") if fixed is None else fixed,
+                     f"the fit has {seed.COMM_FIT.fixed_us:g} us" if fixed is not None
+                     else "not reachable with any fixed cost >= 0"))
+    rows.append(("all-reduce us/MiB for 1262 us (seed's split, contention 1.15, 47 us per chunk)",
+                 float("nan") if slope is None else slope,
+                 f"the fit has {seed.COMM_FIT.slope:g} us/MiB"
+                 + (f": {seed.COMM_FIT.slope / slope:.2f}x the bandwidth" if slope else "")))
+    rows.append(("contention factor for 1262 us (seed's split)", float("nan") if factor is None else factor,
+                 "below 1: the engines would have to speed each other up" if factor is not None
+                 else "not reachable with any factor >= 0.25"))
+    return [{"quantity": q, "value": v, "note": note} for q, v, note in rows]
+
+
+def rule_row(rule: str) -> dict:
+    """The seed's split rule on the seed's shape and fits, read as ``rule`` (see :mod:`.plan`)."""
+    plan = heuristic(seed.M, seed.K, seed_model(), seed.CONTENTION, rule)
+    return {"chunks": ",".join(map(str, plan.chunks)) if plan.ok else "", "m0": plan.steps[1].get("m0"),
+            "ok": plan.ok, "reason": plan.reason or ""}
+
+
 # --- analyze ---------------------------------------------------------------------------------
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     out = rec.outputs
-    seed_rows = pd.DataFrame(seed.floor_rows())
-    seed_rule = pd.DataFrame([{"rule": rule, **seed.rule_row(rule)} for rule in ("example", "text")])
+    seed_rows = pd.DataFrame(floor_rows())
+    seed_rule = pd.DataFrame([{"rule": rule, **rule_row(rule)} for rule in ("example", "text")])
     if out.get("inflation"):
         cases, gantt = inflation_tables(rec)
         return {"key": cases, "seed_floor": seed_rows, "seed_rule": seed_rule, "_gantt": gantt}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from workbench import derived
+from workbench.tables import md_table
 from workbench.untrusted import escape as esc
 
 from .analysis import BASELINES, BUCKETS, CALLBACK, HEADS, excess_text, group_name
@@ -195,7 +196,7 @@ def _where(run) -> str:
     return f"{run['platform']} / {run['device']}"
 
 
-def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     """Per worker count (dependency) or for the run: each head provider's extra time per run
     over the baseline at the smallest size range, and the callback's at the largest, where its
     CI excludes 0 (the ratio beside it); the inconclusive ones are counted, never stated."""
@@ -237,9 +238,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
     return text + tail
 
 
-def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.tables import md_table
-
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     run = tbls["_run"].iloc[0]
     exp = str(run["experiment"])
     reps = (f"Runs per measurement chosen per point for about {run['target_ms']:g} ms (a pilot of the baseline; "
