@@ -150,8 +150,8 @@ def test_kernel_matches_reference_with_emulated_peers(emulated, name):
 
 def test_review_experiment_variants_build_check_and_count_poisoned_launches(emulated):
     rows = {r["variant"].split("/")[0]: r for r in emulated["kernelbench"]}
-    assert list(rows) == ["cublas", "kernel", "gemm-path-ws2", "emulated-ws2", "emulated-ws2-nobarrier",
-                          "emulated-ws2-tiles"]
+    assert list(rows) == ["cublas", "kernel", "gemm-path-ws2", "emulated-ws2", "emulated-ce-ws2", "ce-copy-ws2",
+                          "emulated-ws2-nobarrier", "emulated-ws2-tiles"]
     assert all(r["ok"] for r in rows.values()), rows
     assert rows["emulated-ws2-nobarrier"]["flag_barrier"] is False and rows["emulated-ws2-tiles"]["stage_layout"] == "tiles"
     # the interpreter runs programs one after another: no race to see, every poisoned launch correct
@@ -644,7 +644,7 @@ def test_kernel_mode_correct_on_one_gpu(store):
         rec = runner.execute(study, values, store)
         bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct]
         assert rec.status == "complete" and not bad, bad
-        assert len(rec.variants) == 2 * len(m.split(",")) * 6
+        assert len(rec.variants) == 2 * len(m.split(",")) * 10  # cuBLAS, kernel, 4 per emulated world size
         assert not study.analyze(rec)["kernel_breakdown"].empty and study.program_traces(rec)
 
 

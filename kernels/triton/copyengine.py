@@ -92,37 +92,35 @@ def round_robin(per_peer: list[list[Chunk]]) -> list[Chunk]:
 
 @lru_cache(maxsize=1)
 def _memcpy2d():
-    """A ``cudaMemcpy2DAsync`` (dst, dpitch, src, spitch, width, height, stream) from
-    cuda-python or CuPy, or None (ROCm, or neither installed)."""
+    """(``cudaMemcpy2DAsync`` taking dst, dpitch, src, spitch, width, height, stream as ints,
+    the library's name) from CuPy or cuda-python, or (None, "") on ROCm or with neither."""
     if is_rocm():
-        return None
+        return None, ""
     try:
-        from cuda.bindings import runtime as rt
-
-        kind = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        from cupy.cuda import runtime as cp
 
         def copy(dst, dpitch, src, spitch, width, height, stream):
-            err, = rt.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream)
-            if err != rt.cudaError_t.cudaSuccess:
-                raise RuntimeError(f"cudaMemcpy2DAsync failed: {err}")
-        return copy
+            cp.memcpy2DAsync(dst, dpitch, src, spitch, width, height, cp.memcpyDefault, stream)
+        return copy, "CuPy"
     except ImportError:
         pass
     try:
-        import cupy
-
-        def copy(dst, dpitch, src, spitch, width, height, stream):
-            cupy.cuda.runtime.memcpy2DAsync(dst, dpitch, src, spitch, width, height,
-                                            cupy.cuda.runtime.memcpyDeviceToDevice, stream)
-        return copy
+        from cuda.bindings import runtime as rt
     except ImportError:
-        return None
+        return None, ""
+    kind = rt.cudaMemcpyKind.cudaMemcpyDefault  # the direction from the addresses (a peer's, or pinned host memory)
+
+    def copy(dst, dpitch, src, spitch, width, height, stream):
+        err, = rt.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, rt.cudaStream_t(stream))
+        if err != rt.cudaError_t.cudaSuccess:
+            raise RuntimeError(f"cudaMemcpy2DAsync failed: {err}")
+    return copy, "cuda-python"
 
 
 def can_copy_2d(t) -> bool:
     """Strided (2-D) copies by a copy engine are available for tensors like ``t``: CUDA with
     cuda-python or CuPy, or any CPU tensor (the interpreter copies with torch)."""
-    return not t.is_cuda or _memcpy2d() is not None
+    return not t.is_cuda or _memcpy2d()[0] is not None
 
 
 @triton.jit
@@ -141,11 +139,15 @@ class FlagWriter:
             return
         if not is_rocm():
             try:
+                import torch
+                import torch.distributed._symmetric_memory  # noqa: F401  (registers the symm_mem ops)
                 from torch._C._distributed_c10d import _SymmetricMemory
 
+                probe = torch.zeros(1, dtype=torch.uint32, device="cuda")
+                _SymmetricMemory.stream_write_value32(probe, 0, 1)  # raises where the op is missing
                 self.fn = _SymmetricMemory.stream_write_value32
                 self.how = "cuStreamWriteValue32 (stream front end, no kernel)"
-            except (ImportError, AttributeError):
+            except (ImportError, AttributeError, RuntimeError):
                 pass
         if self.fn is None:
             self.how = "one-thread flag kernel (release, system scope)"
@@ -164,7 +166,9 @@ class FlagWriter:
 class CopyEngineFetch:
     """The copy-engine fetch of one :class:`~kernels.triton.ag_gemm.HbmBuffer`: its chunks,
     streams and flag writer. ``peers``: every rank's shard as a tensor on this device (a peer's
-    symmetric-memory buffer; the local shard is never copied)."""
+    symmetric-memory buffer; the local shard is never copied), or in pinned host memory where
+    one GPU emulates its peers (a copy within one GPU may run as a kernel on the SMs, which the
+    persistent GEMM holds; a copy from host memory is always a copy engine's)."""
 
     def __init__(self, buf, peers):
         import torch
@@ -187,7 +191,8 @@ class CopyEngineFetch:
 
     @property
     def mechanism(self) -> str:
-        copy = "cudaMemcpy2DAsync" if any(c.c0 or c.c1 != self.buf.layout.k for c in self.order) else "cudaMemcpyAsync"
+        two_d = any(c.c0 or c.c1 != self.buf.layout.k for c in self.order)
+        copy = f"cudaMemcpy2DAsync via {_memcpy2d()[1] or 'torch'}" if two_d else "cudaMemcpyAsync"
         if is_rocm():
             copy = "hipMemcpyAsync"
         return f"copy engine ({copy}, {len(self.order)} chunks), flags: {self.flag.how}"
@@ -217,10 +222,10 @@ class CopyEngineFetch:
                 continue
             with torch.cuda.stream(self.streams[self.stream_of[c.src]]):
                 if c.c0 == 0 and c.c1 == self.buf.layout.k:
-                    dst.copy_(src)  # whole rows: one contiguous block, cudaMemcpyAsync (hipMemcpyAsync)
+                    dst.copy_(src, non_blocking=True)  # whole rows: one contiguous block, cudaMemcpyAsync
                 else:
                     es = dst.element_size()
-                    _memcpy2d()(dst.data_ptr(), dst.stride(0) * es, src.data_ptr(), src.stride(0) * es,
+                    _memcpy2d()[0](dst.data_ptr(), dst.stride(0) * es, src.data_ptr(), src.stride(0) * es,
                                 (c.c1 - c.c0) * es, c.r1 - c.r0, torch.cuda.current_stream().cuda_stream)
                 self.flag(self.buf.flags, c.flag, epoch)
 

@@ -11,7 +11,11 @@ fp32 reference before its time counts and again after the timed calls:
   shards from local buffers that stand in for the peers' symmetric memory, flags set as the
   blocks land. Against ``gemm-path`` it gives the fetch path's cost without NVLink;
 - ``emulated-ce`` (world size W): the same with the copy-engine fetch (``fetch="ce"``: copies
-  on side streams, a flag per chunk written by the stream), no fetch rows;
+  on side streams, a flag per chunk written by the stream), no fetch rows. The emulated peers'
+  shards sit in pinned host memory here: a copy within one GPU may run as a kernel on the SMs
+  the persistent GEMM holds (seen on an H100: at M=4096 the kernel's waits ran out), while a
+  copy from host memory is always a copy engine's, as a pull from a peer over NVLink is. Same
+  engines, streams and flags; PCIe's bandwidth instead of NVLink's;
 - ``ce-copy`` (world size W): those copies and flag writes alone, no GEMM: the all-gather half
   of the perfect-overlap bound max(copies, cuBLAS) on one GPU (each round's own maximum).
 
@@ -126,7 +130,9 @@ def build(method: str, prob: Problem, world_size: int, knobs, trace: bool = Fals
     shards = [prob.a] if world_size == 1 else [prob.a[r * ms:(r + 1) * ms].clone() for r in range(world_size)]
     ptrs = torch.tensor([s.data_ptr() for s in shards], dtype=torch.int64, device=dev)
     extra = {"fetch": False} if method == "gemm-path" else {}
-    hb = kmod.HbmBuffer(shards[0], ptrs, prob.b, 0, world_size, knobs, trace=trace, peers=shards, **extra)
+    if method in CE_METHODS:  # the peers in pinned host memory: see the module doc
+        extra["peers"] = [shards[0]] + [s.cpu().pin_memory() if s.is_cuda else s for s in shards[1:]]
+    hb = kmod.HbmBuffer(shards[0], ptrs, prob.b, 0, world_size, knobs, trace=trace, **extra)
     if method == "gemm-path":
         for src in range(1, world_size):
             hb.stage_rows(src).copy_(shards[src])
