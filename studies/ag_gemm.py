@@ -23,6 +23,9 @@ every rank):
 - ``hbm-buffer``: one Triton kernel whose fetch rows pull remote A blocks into a local
   staging buffer and publish per-block flags while GEMM rows compute (the seed's design,
   ``kernels/triton/ag_gemm.py``), with per-program tracing;
+- ``hbm-buffer-ce``: the same kernel and flags, its staging filled by copy engines instead
+  (copies on one side stream per peer, a flag per chunk written by the stream behind its
+  copy, ``kernels/triton/copyengine.py``): no SM takes part in communication;
 - ``auto``: times the candidates of ``studies/_ag_gemm/autoconfig.py`` briefly, keeps the
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
@@ -55,7 +58,7 @@ from typing import Any
 
 import pandas as pd
 
-from studies._ag_gemm import analysis, kernelbench, spans
+from studies._ag_gemm import analysis, kernelbench, mechanisms, spans
 from studies._ag_gemm import claims as _claims
 from studies._ag_gemm import methods as _methods
 from studies._ag_gemm.charts import charts  # noqa: F401  (the study's charts hook)
@@ -139,6 +142,8 @@ SPACE = ParamSpace(
         Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
         Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
               "L2 policy"),
+        Param("ce_chunks", "int", 0, "hbm-buffer-ce: k-groups per M-tile when the tiles fit one wave, else "
+              "chunks per peer shard (0: by shape)", min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
@@ -255,7 +260,7 @@ def requires(params: dict[str, Any]) -> str | None:
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
-                                  "tma", "fetch_evict", "wait_per_group")}
+                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
                                    "timeout_s", "seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
@@ -387,6 +392,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     multi = analysis.analyze(rec)
     items = multi.pop("_derived_multi").to_dict("records")
     out |= multi
+    mech = mechanisms.table(rec)
+    if len(mech):
+        out["mechanisms"] = mech
     kb, kitems = kernelbench.breakdown(rec)
     ex, eitems = kernelbench.experiments(rec)
     if len(kb):
@@ -468,8 +476,18 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     if st is not None and len(st):
         out.append("### All-gather + GEMM in the seed's shape (measured in this run)\n"
                    "Baseline: NCCL all_gather_into_tensor, then torch.matmul. HBM Buffer: the seed's kernel "
-                   "(`hbm-buffer`). Best: the fastest checked provider of the run. Medians per call, maximum over "
-                   "ranks, 95% CIs; speedups are medians of per-round ratios.\n\n" + render(st))
+                   "(`hbm-buffer`, SM fetch); HBM CE: the same kernel fed by copy engines (`hbm-buffer-ce`). Best: "
+                   "the fastest checked provider of the run, with its mechanism. Bound: the perfect-overlap bound "
+                   "max(all-gather alone, matmul alone), each round's own, timed in the same rounds; `/ bound` is "
+                   "a provider's fraction of it (bound / provider time: 1 is perfect overlap). Medians per call, "
+                   "maximum over ranks, 95% CIs; speedups and fractions are medians of per-round ratios.\n\n"
+                   + render(st))
+    mech = tbls.get("mechanisms")
+    if mech is not None and len(mech):
+        out.append("### How each provider moves A and computes\nWho moves the peers' rows (SM loads, copy engine, "
+                   "NCCL's kernels), what computes C, and which SMs communication takes; the fused kernel's as "
+                   "recorded by the run (TMA or pointer loads, the copy call, how the flags were written).\n\n"
+                   + render(mech))
     rk = tbls.get("ranks")
     if rk is not None and len(rk):
         cols = ["variant", "rank_medians_us", "slowest_rank", "slowest_rank_us", "max_over_ranks_us", "skew_us",

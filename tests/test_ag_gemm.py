@@ -621,11 +621,11 @@ def test_all_methods_correct_on_gpus(ws, store):
     if _gpu_count() < ws:
         pytest.skip(f"needs {ws} GPUs")
     values = {"world_size": ws, "m": "264,2056", "n": 3000, "k": 4000, "dtype": "fp16,bf16", "repeat": 3,
-              "providers": "nccl,torch-fused,ce-chunked,hbm-buffer,auto", "chunks": 2, "trace": "programs",
+              "providers": "nccl,torch-fused,ce-chunked,hbm-buffer,hbm-buffer-ce,auto", "chunks": 2, "trace": "programs",
               "experiments": "barrier,layout", "trials": 5}
     rec = runner.execute(study, values, store)
     assert rec.status == "complete"
-    assert len(rec.variants) == 2 * 2 * (5 + 2)  # the providers and the review's two experiment variants
+    assert len(rec.variants) == 2 * 2 * (6 + 2)  # the providers and the review's two experiment variants
     # without the barrier before the flag release a check may fail: that is the experiment's finding
     bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct and "-nobarrier/" not in v.variant]
     assert not bad, bad

@@ -2,8 +2,10 @@
 nodes have none).
 
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
-  one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
-  the seed's; kernel-mode runs: each variant's time over cuBLAS's vs M;
+  one panel per world size, the perfect-overlap bound's speedup (max(all-gather, matmul) alone,
+  measured in the same run) drawn dashed as the ceiling of them all, the seed's MI325X figures
+  as hollow reference marks labelled as the seed's; kernel-mode runs: each variant's time over
+  cuBLAS's vs M;
 - ``experiments``: the seed review's experiments (one GPU with emulated peers, or across
   ranks): barrier and staging-layout time ratios vs M;
 - ``methods``: median per call with its CI per provider, one panel per shape in numeric order,
@@ -29,6 +31,7 @@ SEED_SPEEDUPS = [
     {"ranks": 8, "M": 16384, "speedup": 2.300 / 3.257, "figure": "HBM buffer, seed review (randn)"},
 ]
 SEED_MACHINE = "8x MI325X"
+BOUND = "perfect-overlap bound"
 CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}
 WIDTH = 900
 
@@ -41,7 +44,7 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
     import altair as alt
 
     xs = sorted({int(v) for v in d["M"]} | ({int(v) for v in seed["M"]} if seed is not None else set()))
-    data = d.assign(_src="live")
+    data = d.assign(_src="live", _bound=d["provider"].str.startswith(BOUND) if "provider" in d else False)
     if seed is not None and len(seed):
         data = pd.concat([data, seed.rename(columns={"speedup": "point"}).assign(_src="seed")], ignore_index=True)
     x = alt.X("M:Q", scale=alt.Scale(type="log", nice=False, padding=14), title="M (rows of A and C, all ranks)",
@@ -52,7 +55,9 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
            alt.Tooltip("lo:Q", format=".3f", title="95% CI lo"), alt.Tooltip("hi:Q", format=".3f", title="95% CI hi"),
            "status"]
     live = alt.Chart().transform_filter("datum._src == 'live'").encode(x=x, color=color)
-    layers = [live.mark_line(opacity=0.6).encode(y=y),
+    # the perfect-overlap bound (a provider named BOUND) dashed: a ceiling, not a contestant
+    dash = alt.StrokeDash("_bound:N", legend=None, scale=alt.Scale(domain=[False, True], range=[[1, 0], [6, 3]]))
+    layers = [live.mark_line(opacity=0.6).encode(y=y, strokeDash=dash),
               live.mark_errorbar(thickness=2).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
               live.mark_point(filled=True, size=60).encode(y=y, tooltip=tip),
               alt.Chart().mark_rule(color="black", strokeDash=[2, 2]).encode(y=alt.datum(1))]
@@ -81,13 +86,18 @@ def speedup_chart(tbls: dict[str, pd.DataFrame]):
     if len(sp):
         dtypes = sorted(sp["dtype"].unique(), key=lambda d: d != "fp16")  # the seed's dtype first
         live = sp[sp["dtype"] == dtypes[0]]
+        bnd = d[(d["table"] == "bound_speedup") & (d["status"] != "not meaningful") & (d["dtype"] == dtypes[0])]
+        if "shard" in bnd:
+            bnd = bnd[bnd["shard"] == "rows"]
+        live = pd.concat([live, bnd.assign(provider=BOUND + " max(AG, mm)")], ignore_index=True)
         seed = pd.DataFrame(SEED_SPEEDUPS)
         seed = seed[seed["ranks"].isin(live["ranks"].unique())]
         dtype = live["dtype"].iloc[0]
         return _ratio_panels(live[["provider", "ranks", "M", "point", "lo", "hi", "status"]],
                              "speedup over NCCL all-gather + matmul (x)",
-                             f"Speedup over all-gather then matmul vs M ({dtype}; >1 faster; 95% CI), seed's as "
-                             "hollow marks", seed if len(seed) else None)
+                             [f"Speedup over all-gather then matmul vs M ({dtype}; >1 faster; 95% CI); dashed: the "
+                              "perfect-overlap bound,", "measured in the same run; the seed's as hollow marks"],
+                             seed if len(seed) else None)
     kr = d[(d["table"] == "kernel") & d["name"].str.startswith("time over")]
     if len(kr):
         k = kr.assign(provider=kr["method"] + " ws" + kr["world_size"].astype(int).astype(str) + " " + kr["dtype"])

@@ -384,10 +384,13 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
                 items.append(time_r.row(table="kernel", **tag))
                 if method in ("kernel", "gemm-path"):
                     items.append(thr_r.row(table="kernel", **tag))
-            frac = bound_fraction(base, default.get(("ce-copy", ws)), v, f"fraction of the perfect-overlap bound "
-                                  f"max(copies, cuBLAS) / time: {method} ws{ws}, {dtype} M={m}")
+            # the bound of the copy-engine kernel: max(its copies alone, cuBLAS), per round. (The
+            # SM-fetch kernel copies inside itself; its bound is cuBLAS's time: cuBLAS / time.)
+            frac = (bound_fraction(base, default.get(("ce-copy", ws)), v, f"fraction of the perfect-overlap bound "
+                                   f"max(copies, cuBLAS) / time: {method} ws{ws}, {dtype} M={m}")
+                    if method == "emulated-ce" else derived.not_meaningful("bound", "not a copy-engine kernel", "x", 1))
             row |= _ratio_cols("bound_fraction", frac)
-            if method in ("emulated", "emulated-ce") and frac.status != "not meaningful":
+            if frac.status != "not meaningful":
                 items.append(frac.row(table="bound", **tag))
             gemm = default.get(("gemm-path", ws))
             if method in ("emulated", "emulated-ce") and gemm is not None and gemm.correct and v.correct:
