@@ -694,11 +694,15 @@ class HbmBuffer:
         self.part = torch.empty(max(1, sched.sk_tiles * sched.max_pieces) * lay.block_m * lay.block_n,
                                 dtype=torch.float32, device=dev)
         self.counts = torch.zeros(max(1, sched.sk_tiles), dtype=torch.int32, device=dev)
+        # ROCm: no TMA descriptors and no global timer / SM id reads (NVIDIA-only), so pointer
+        # loads and no per-program trace; the flag protocol is the same
+        rocm = copyengine.is_rocm()
+        trace = trace and not rocm
         self.trace_buf = torch.zeros((len(sched.rows), TRACE_FIELDS) if trace else (1, TRACE_FIELDS),
                                      dtype=torch.int64, device=dev)
         self.trace = trace
         self.epoch = 0
-        self.use_tma = knobs.tma and _tma_ok(a_local, b) and (world_size == 1 or _tma_ok(self.stage))
+        self.use_tma = knobs.tma and not rocm and _tma_ok(a_local, b) and (world_size == 1 or _tma_ok(self.stage))
         if self.use_tma:
             from triton.tools.tensor_descriptor import TensorDescriptor
 

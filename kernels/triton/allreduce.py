@@ -247,7 +247,7 @@ def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts,
     if phases not in ("both", "push", "reduce"):
         raise ValueError(f"phases must be both, push or reduce, got {phases!r}")
     stage_dsts, srcs = zip(*pushes)
-    _two_shot_kernel[(ctas,)](
+    launch(_two_shot_kernel, (ctas,),
         tuple(srcs), tuple(stage_dsts), tuple(s.numel() for s in srcs), tuple(arrive), my_counter, target,
         block, tuple(partials), tuple(out_dsts), block.numel(),
         NPEERS=npeers, PUSH=phases != "reduce", REDUCE=phases != "push", MAX_SPINS=MAX_SPINS,
@@ -270,7 +270,7 @@ def two_shot_pull(arrive, my_counter, target: int, block, peer_blocks, out_dsts,
     _check_like(block, list(peer_blocks) + list(out_dsts))
     if phases not in ("both", "signal", "reduce"):
         raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
-    _two_shot_pull_kernel[(ctas,)](
+    launch(_two_shot_pull_kernel, (ctas,),
         tuple(arrive), my_counter, target, block, tuple(peer_blocks), tuple(out_dsts), block.numel(),
         NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal", MAX_SPINS=MAX_SPINS,
         BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
@@ -307,12 +307,18 @@ def pull_persistent(out, peer_outs, arrive, my_counter, ready, epoch: int, base:
                          f"{tuple(progress.shape)}")
     if phases not in ("both", "signal", "reduce"):
         raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
-    _pull_persistent_kernel[(ctas,)](
+    launch(_pull_persistent_kernel, (ctas,),
         out, tuple(peer_outs), tuple(arrive), my_counter, ready, epoch, base, table, first, count, out.shape[-1],
         progress, chunk_base,
         NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal",
         SPINS=MAX_SPINS if fallback else YIELD_SPINS, FALLBACK=int(fallback),
         BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
+
+
+def launch(kernel, grid, *args, **kwargs) -> None:
+    """Every launch of this module goes through here (kernels/triton/aot.py swaps it for a
+    recorder to compile the launches ahead of time for another GPU)."""
+    kernel[grid](*args, **kwargs)
 
 
 def _check_like(ref, tensors) -> None:

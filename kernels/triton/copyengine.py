@@ -123,6 +123,11 @@ def can_copy_2d(t) -> bool:
     return not t.is_cuda or _memcpy2d()[0] is not None
 
 
+def launch(kernel, grid, *args, **kwargs) -> None:
+    """The flag kernel's launches go through here (kernels/triton/aot.py records them)."""
+    kernel[grid](*args, **kwargs)
+
+
 @triton.jit
 def _set_flag_kernel(flags, index, value):
     # the copy before it on this stream is complete (stream order): publish it at system scope
@@ -160,7 +165,12 @@ class FlagWriter:
         elif self.fn is not None:
             self.fn(flags.view(torch.uint32), index, value)
         else:
-            _set_flag_kernel[(1,)](flags, index, value, num_warps=1)
+            write_by_kernel(flags, index, value)
+
+
+def write_by_kernel(flags, index: int, value: int) -> None:
+    """``flags[index] = value`` by a one-thread kernel on the current stream (ROCm's way)."""
+    launch(_set_flag_kernel, (1,), flags, index, value, num_warps=1)
 
 
 class CopyEngineFetch:

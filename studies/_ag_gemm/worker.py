@@ -119,7 +119,7 @@ class Worker:
                 if not ok:
                     self.emit.record(VariantResult(variant, params, [], False, msg))
                     continue
-                if trace:
+                if trace and extra["hbm"].trace:  # ROCm's kernel records no trace (NVIDIA-only clock reads)
                     fn()  # the trace kept is a warm launch's, not the first one's
                     self.save_program_trace(extra["hbm"], base, method)
                 contestants.append((variant, params, fn, out, extra, msg))
