@@ -1,4 +1,5 @@
-"""Fused all-gather + GEMM on NVIDIA GPUs: the iris HBM-buffer idea against strong baselines.
+"""Fused all-gather + GEMM on NVIDIA GPUs (and AMD's, compiled for; see below): the iris HBM-buffer idea
+against strong baselines.
 
 Question: with A sharded over W GPUs and B replicated, how much faster than "all-gather, then
 matmul" can every rank get the full C = A @ B, and how close to the perfect-overlap bound
@@ -45,6 +46,13 @@ that need no GPU on CPU processes (both formulations), and ``interpret=true`` ch
 kernel under Triton's interpreter with the peers emulated in one process: a check of the
 launcher, the references and the analysis on any machine, not a GPU result. Findings on the
 committed runs: ``traces/ag-gemm/README.md``.
+
+ROCm: the launcher and providers take no NVIDIA-only path (torch's ``nccl`` backend is RCCL
+there, ``copy_`` from a peer's buffer is ``hipMemcpyAsync``); the fused kernel drops TMA
+descriptors and its trace, and the copy-engine fetch writes its flags with a one-thread kernel
+(PyTorch binds no ``hipStreamWriteValue32``). Every Triton kernel of this study and of
+mc2-split is compiled for gfx942 and gfx950 on the CPU in the tests (``kernels/triton/aot.py``);
+none has run on an AMD GPU here (``docs/gpu.md``).
 """
 
 from __future__ import annotations
@@ -117,7 +125,8 @@ SPACE = ParamSpace(
         Param("shard", "str", ["rows"], "how A is sharded: rows (M/ws x K each) or k (the seed's: M x K/ws each, "
               "gathered along K; only nccl, all-gather-cat and the parts run)", choices=_methods.SHARDS, multi=True),
         Param("world_size", "int", 2, "GPUs (ranks), one process each; all nodes together", min=1, max=64),
-        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs; gloo: CPU processes, the providers that need no GPU "
+        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs (RCCL on AMD GPUs under ROCm); gloo: CPU processes, the "
+              "providers that need no GPU "
               "(checks the launcher and the analysis, not a GPU result)", choices=("nccl", "gloo")),
         Param("providers", "str", list(PROVIDERS), "providers to time (the compared dimension; older runs call it "
               "method)", choices=PROVIDERS, multi=True),
@@ -230,7 +239,8 @@ def requires(params: dict[str, Any]) -> str | None:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
     if params["mode"] == "kernel":  # one process on the current GPU: no launcher, no peers
         return None if torch.cuda.is_available() else (
-            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton); the committed "
+            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton; an AMD GPU under "
+            "ROCm takes the kernel's path without TMA); the committed "
             "results from GPU machines under traces/ag-gemm/ are shown instead")
     from workbench.launcher import local_share
 
@@ -244,8 +254,9 @@ def requires(params: dict[str, Any]) -> str | None:
     if reason or params["backend"] == "gloo":
         return reason
     if not torch.cuda.is_available():
-        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
-                "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
+        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink, or AMD GPUs under ROCm "
+                "(torch with CUDA or ROCm, triton); the committed results from GPU machines under traces/ag-gemm/ are "
+                "shown instead")
     probe = gpu_probe()
     if local > probe["count"]:
         return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"

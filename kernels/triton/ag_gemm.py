@@ -65,7 +65,12 @@ ROLE_GEMM = 2
 #: (fetch), first and end k-tile, stream-K slot (-1: the row stores its tile), pieces of its tile
 ITEM_FIELDS = ("kind", "src", "m_tile", "n_tile_or_k_group", "k_begin", "k_end", "sk_slot", "sk_pieces")
 STAGE_LAYOUTS = ("rows", "tiles")  # staged A row-major like the gathered A, or tile-contiguous
-MAX_SPINS = 1 << 26  # about 1-2 s of polling on an H200 before a wait reports a timeout
+# Polls before a wait reports a timeout. Every legitimate wait ends within milliseconds (a fetch
+# row sits in an earlier ticket; a copy-engine chunk lands within ~100 us of its copy); with
+# every program polling at once a poll takes microseconds: two checks that deadlocked with
+# 2^26 polls (copies within one GPU that needed the SMs the kernel held; H100, 2026-11-27) took
+# most of a 300 s call. 2^22 polls is seconds at most.
+MAX_SPINS = 1 << 22
 FLAG_PRESET = 2**31 - 1  # flags of a buffer built with fetch=False: every wait is already satisfied
 
 
