@@ -43,9 +43,10 @@ whose CTAs must all be resident at once (cuBLAS picks persistent and stream-K ke
 to the SMs it believes free, in clusters of 2 that need two free SMs in one GPC) can then wait
 for the SMs these programs hold, while they wait for its flag: a deadlock that only the
 wait's poll limit (``MAX_SPINS``, about a minute) broke, after which the sum was made of rows
-not yet written. That is what the committed runs show: the heuristic split without a carve-out
-(its 640- and 896-row chunks, partial waves) failed its check in 3 of 5 runs, and 2 runs at
-world size 2 stalled past their 120 s limit (traces/mc2-split/README.md). So the op now takes
+not yet written. That is what the committed runs show: at world size 2 the heuristic split
+without a carve-out (its 640- and 896-row chunks, partial waves) failed its check in 3 of 5
+runs, 2 of which then stalled past their 120 s limit (traces/mc2-split/README.md); none of the
+3 runs at world size 4 failed. So the op now takes
 two launches on the collective's stream: the *optimistic* one, queued before the first matmul,
 whose every wait gives up after ``YIELD_SPINS`` polls (a few ms) and then *stops* the program
 (its SMs go back to the matmul), and the *fallback* one, queued behind an event after the last
