@@ -16,6 +16,12 @@ was measured and dropped gave a program several rows):
   Tiles of the local shard read A in place; tiles of a peer's shard read the staging buffer
   once the flags of the k-groups they need are set.
 
+With ``HbmKnobs(fetch="ce")`` there are no fetch rows: copy engines on side streams copy the
+peers' rows into the staging buffer chunk by chunk and each chunk's flag is written by its
+stream behind the copy (kernels/triton/copyengine.py); a flag may then cover several M-tiles
+(``m_tiles_per_flag``), and the GEMM tiles are queued in the order the chunks land
+(:meth:`HbmLayout.arrival_tiles`). The GEMM side is the same code either way.
+
 Queue order: the first ``fetchers`` fetch rows, then the local shard's tiles with the other
 fetch rows spread among them (a fetching SM is memory-bound while GEMM SMs are compute-bound,
 so few fetchers at a time cost less SM time than all at once), then the peers' tiles in fetch

@@ -38,16 +38,17 @@ program waits for all W arrivals and pulls the chunk as above. A chunk then cost
 ramp-up or tail.
 
 Why it could hang, and what keeps it from hanging: the launch's programs sit on SMs while they
-wait for matmuls queued *after* them on another stream, an order CUDA cannot see. A matmul
-whose CTAs must all be resident at once (cuBLAS picks persistent and stream-K kernels sized
-to the SMs it believes free, in clusters of 2 that need two free SMs in one GPC) can then wait
-for the SMs these programs hold, while they wait for its flag: a deadlock that only the
+wait for matmuls queued *after* them on another stream, an order CUDA cannot see. A matmul that
+needs the SMs these programs hold (cuBLAS can pick persistent and stream-K kernels sized to the
+SMs it believes free, in clusters of 2 that need two free SMs in one GPC; without a carve-out it
+believes all are) then waits for them while they wait for its flag: a deadlock that only the
 wait's poll limit (``MAX_SPINS``, about a minute) broke, after which the sum was made of rows
 not yet written. That is what the committed runs show: at world size 2 the heuristic split
 without a carve-out (its 640- and 896-row chunks, partial waves) failed its check in 3 of 5
 runs, 2 of which then stalled past their 120 s limit (traces/mc2-split/README.md); none of the
-3 runs at world size 4 failed. So the op now takes
-two launches on the collective's stream: the *optimistic* one, queued before the first matmul,
+3 runs at world size 4 failed. A one-GPU test forces the cycle (every SM holds the launch's
+programs; studies/_mc2_split/emulate.py's ``starved_persistent``). So the op now takes two
+launches on the collective's stream: the *optimistic* one, queued before the first matmul,
 whose every wait gives up after ``YIELD_SPINS`` polls (a few ms) and then *stops* the program
 (its SMs go back to the matmul), and the *fallback* one, queued behind an event after the last
 matmul (an order CUDA sees: it starts only when every local matmul is done), which resumes every
