@@ -109,3 +109,17 @@ def test_mechanism_tags_name_the_mover_the_gemm_and_the_sms():
                               "gemm": "persistent Triton GEMM, local shard first, TMA descriptors", "sms_for_comm": "0"}}
     assert mechanisms.short(mechanisms.tags("hbm-buffer-ce", recorded)) == "copy engine; Triton, TMA; comm SMs: 0"
     assert copyengine.FlagWriter(device_is_cuda=False).how.startswith("host store")
+
+
+def test_trace_summary_says_when_the_first_remote_tile_started():
+    import pandas as pd
+
+    from studies._ag_gemm import spans
+
+    rows = [{"category": "gemm", "start_ns": 0, "dur_ns": 50_000, "args": {"local": True}},
+            {"category": "wait", "start_ns": 0, "dur_ns": 3_000, "args": {"local": False}},
+            {"category": "gemm", "start_ns": 3_000, "dur_ns": 40_000, "args": {"local": False}},
+            {"category": "gemm", "start_ns": 9_000, "dur_ns": 40_000, "args": {"local": False}}]
+    got = spans.summary(pd.DataFrame(rows))
+    assert got["first_remote_gemm_us"] == 3.0 and got["wait_total_us"] == 3.0
+    assert "first_remote_gemm_us" not in spans.summary(pd.DataFrame(rows[:1]))
