@@ -1,4 +1,5 @@
-"""Fused all-gather + GEMM on NVIDIA GPUs: the iris HBM-buffer idea against strong baselines.
+"""Fused all-gather + GEMM on NVIDIA GPUs (and AMD's, compiled for; see below): the iris HBM-buffer idea
+against strong baselines.
 
 Question: with A sharded over W GPUs and B replicated, how much faster than "all-gather, then
 matmul" can every rank get the full C = A @ B, and how close to the perfect-overlap bound
@@ -23,6 +24,9 @@ every rank):
 - ``hbm-buffer``: one Triton kernel whose fetch rows pull remote A blocks into a local
   staging buffer and publish per-block flags while GEMM rows compute (the seed's design,
   ``kernels/triton/ag_gemm.py``), with per-program tracing;
+- ``hbm-buffer-ce``: the same kernel and flags, its staging filled by copy engines instead
+  (copies on one side stream per peer, a flag per chunk written by the stream behind its
+  copy, ``kernels/triton/copyengine.py``): no SM takes part in communication;
 - ``auto``: times the candidates of ``studies/ag_gemm/autoconfig.py`` briefly, keeps the
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
@@ -42,6 +46,13 @@ that need no GPU on CPU processes (both formulations), and ``interpret=true`` ch
 kernel under Triton's interpreter with the peers emulated in one process: a check of the
 launcher, the references and the analysis on any machine, not a GPU result. Findings on the
 committed runs: ``traces/ag-gemm/README.md``.
+
+ROCm: the launcher and providers take no NVIDIA-only path (torch's ``nccl`` backend is RCCL
+there, ``copy_`` from a peer's buffer is ``hipMemcpyAsync``); the fused kernel drops TMA
+descriptors and its trace, and the copy-engine fetch writes its flags with a one-thread kernel
+(PyTorch binds no ``hipStreamWriteValue32``). Every Triton kernel of this study and of
+mc2-split is compiled for gfx942 and gfx950 on the CPU in the tests (``kernels/triton/aot.py``);
+none has run on an AMD GPU here (``docs/gpu.md``).
 """
 
 from __future__ import annotations
@@ -92,7 +103,8 @@ SPACE = ParamSpace(
         Param("shard", "str", ["rows"], "how A is sharded: rows (M/ws x K each) or k (the seed's: M x K/ws each, "
               "gathered along K; only nccl, all-gather-cat and the parts run)", choices=_methods.SHARDS, multi=True),
         Param("world_size", "int", 2, "GPUs (ranks), one process each; all nodes together", min=1, max=64),
-        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs; gloo: CPU processes, the providers that need no GPU "
+        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs (RCCL on AMD GPUs under ROCm); gloo: CPU processes, the "
+              "providers that need no GPU "
               "(checks the launcher and the analysis, not a GPU result)", choices=("nccl", "gloo")),
         Param("providers", "str", list(PROVIDERS), "providers to time (the compared dimension; older runs call it "
               "method)", choices=PROVIDERS, multi=True),
@@ -117,6 +129,8 @@ SPACE = ParamSpace(
         Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
         Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
               "L2 policy"),
+        Param("ce_chunks", "int", 0, "hbm-buffer-ce: k-groups per M-tile when the tiles fit one wave, else "
+              "chunks per peer shard (0: by shape)", min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
@@ -203,7 +217,8 @@ def requires(params: dict[str, Any]) -> str | None:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
     if params["mode"] == "kernel":  # one process on the current GPU: no launcher, no peers
         return None if torch.cuda.is_available() else (
-            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton); the committed "
+            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton; an AMD GPU under "
+            "ROCm takes the kernel's path without TMA); the committed "
             "results from GPU machines under traces/ag-gemm/ are shown instead")
     if params["interpret"]:
         if importlib.util.find_spec("triton") is None:
@@ -213,8 +228,9 @@ def requires(params: dict[str, Any]) -> str | None:
     if reason or params["backend"] == "gloo":
         return reason
     if not torch.cuda.is_available():
-        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
-                "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
+        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink, or AMD GPUs under ROCm "
+                "(torch with CUDA or ROCm, triton); the committed results from GPU machines under traces/ag-gemm/ are "
+                "shown instead")
     probe = gpu_probe()
     if local > probe["count"]:
         return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"
@@ -229,7 +245,7 @@ def requires(params: dict[str, Any]) -> str | None:
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
-                                  "tma", "fetch_evict", "wait_per_group")}
+                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
                                    "timeout_s", "seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 

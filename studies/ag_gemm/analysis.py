@@ -6,16 +6,19 @@ attached traces' (``program_trace_summary``, ``rank_traces``, ``_program_spans``
 ``_rank_spans``). The multi-GPU tables:
 
 - ``summary``: per (ranks, dtype, M) of the row-sharded formulation, the baseline (NCCL
-  all-gather, then matmul), the HBM-buffer kernel and the best provider of the run, each
-  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound, the
-  issue's targets (of the best provider; of the HBM-buffer kernel itself), and the HBM-buffer
+  all-gather, then matmul), the HBM-buffer kernel (SM fetch and copy-engine fetch) and the best
+  provider of the run, each with its median, speedup over the baseline, TFLOP/s and fraction
+  of the perfect-overlap bound (``studies/ag_gemm/bound.py``), the bound's time and speedup,
+  the issue's targets (of the best provider; of the HBM-buffer kernel itself), and the HBM-buffer
   kernel's slowest rank and skew between ranks;
   ``seed_table``: the same in the seed's shape, numbers with their CIs;
 - ``derived`` rows (``workbench.derived``, extra columns ``table, shard, ranks, dtype, M,
   provider``): each provider's speedup over the baseline (``table="speedup"``: the median of
   per-round ratios, since the providers of a shape are timed round-robin, with a bootstrap CI),
   how the speedup changes from the smallest to the largest M (``"gain"``), the M at which a
-  provider crosses the baseline (``"crossover"``), the skew between ranks (``"skew"``);
+  provider crosses the baseline (``"crossover"``), the skew between ranks (``"skew"``), each
+  provider's fraction of the bound (``"bound_fraction"``: median over rounds of
+  max(all-gather, matmul) / provider) and the bound's own speedup (``"bound_speedup"``);
 - ``ranks``: per variant, every rank's median, the slowest rank and the skew;
 - ``checks``: every variant's correctness check, both formulations, and the fused kernel
   under Triton's interpreter where the run did that (``outputs["interpreter_check"]``).
@@ -41,11 +44,11 @@ from workbench.traces import load
 from workbench.traces.ranks import merge
 from workbench.untrusted import attachment_file
 
-from . import kernelbench, spans
+from . import bound, kernelbench, mechanisms, spans
 
 BASELINE = "nccl"
 #: the providers compared with the baseline in the seed-shaped table (the HBM-buffer kernel first)
-FUSED = ("hbm-buffer", "ce-chunked", "torch-fused", "auto")
+FUSED = ("hbm-buffer", "hbm-buffer-ce", "ce-chunked", "torch-fused", "auto")
 #: the issue's targets on H200, fp16, N=3584, K=8192: (world size, M) -> min speedup over nccl
 TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30, (4, 4096): 1.15}
 #: issue #24's targets for the HBM-buffer kernel itself at N=3584, K=8192 (any dtype, any world
@@ -145,31 +148,50 @@ def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
         any_v = next(iter(grp.values()))
         n, k = int(any_v.params["N"]), int(any_v.params["K"])
         base = grp.get(BASELINE)
-        sp = {}
-        for prov in list(FUSED) + ["all-gather-cat"]:
-            if prov in grp:
+        sp, frac = {}, {}
+        for prov in list(FUSED) + ["all-gather-cat", BASELINE]:
+            if prov not in grp:
+                continue
+            if prov != BASELINE:
                 sp[prov] = speedup(base, grp[prov], f"speedup over nccl: {prov}, {ws} ranks {dtype} M={m}")
                 items.append(sp[prov].row(table="speedup", **_tag(shard, ws, dtype, m, prov)))
+            frac[prov] = bound.fraction(grp, grp[prov], f"fraction of the {bound.NAME} (max(AG, mm) / time): "
+                                                          f"{prov}, {ws} ranks {dtype} M={m}")
+            if frac[prov].status != "not meaningful":
+                items.append(frac[prov].row(table="bound_fraction", **_tag(shard, ws, dtype, m, prov)))
+        bsp = bound.speedup(grp, base, f"speedup of the {bound.NAME} over nccl: {ws} ranks {dtype} M={m}")
+        if bsp.status != "not meaningful":
+            items.append(bsp.row(table="bound_speedup", **_tag(shard, ws, dtype, m, bound.NAME)))
         best = _best(grp)
         nan_d = derived.not_meaningful("speedup", "not measured", "x", 1.0)
         hbm_ms, best_ms, base_ms = _ms(grp.get("hbm-buffer")), _ms(grp.get(best)), _ms(base)
-        parts = [_ms(grp.get(p))[0] for p in ("all-gather", "matmul")]
         picked = str(grp["auto"].params.get("picked", "")) if "auto" in grp else ""
         target = TARGETS.get((ws, m)) if dtype == "fp16" and (n, k) == (3584, 8192) else None
         best_sp = sp.get(best, nan_d)
         row = {"ranks": ws, "dtype": dtype, "M": m, "N": n, "K": k, "MxNxK": f"{m}x{n}x{k}",
                "baseline_ms": base_ms[0], "baseline_lo_ms": base_ms[1], "baseline_hi_ms": base_ms[2]}
-        for label, ms, s in (("hbm", hbm_ms, sp.get("hbm-buffer", nan_d)), ("best", best_ms, best_sp)):
+        for label, prov, ms in (("hbm", "hbm-buffer", hbm_ms), ("hbmce", "hbm-buffer-ce", _ms(grp.get("hbm-buffer-ce"))),
+                                ("best", best, best_ms)):
             tf = _tflops(m, n, k, ms)
+            s, f = sp.get(prov, nan_d), frac.get(prov, nan_d)
             row |= {f"{label}_ms": ms[0], f"{label}_lo_ms": ms[1], f"{label}_hi_ms": ms[2],
                     f"{label}_speedup": s.point, f"{label}_speedup_lo": s.lo, f"{label}_speedup_hi": s.hi,
                     f"{label}_speedup_status": s.status, f"{label}_tflops": tf[0], f"{label}_tflops_lo": tf[1],
-                    f"{label}_tflops_hi": tf[2]}
+                    f"{label}_tflops_hi": tf[2], f"{label}_frac": f.point, f"{label}_frac_lo": f.lo,
+                    f"{label}_frac_hi": f.hi}
+        for label, prov in (("hbm", "hbm-buffer"), ("hbmce", "hbm-buffer-ce"), ("best", best)):
+            v = grp.get(prov)
+            picked_prov = picked.split("[")[0] if prov == "auto" and picked else prov
+            row[f"{label}_mech"] = mechanisms.short(mechanisms.tags(
+                picked_prov, v.extra if v is not None and isinstance(v.extra, dict) else None,
+                mechanisms.vendor(rec.env))) if v is not None else ""
+        b_ms = bound.time_ms(grp)
+        row |= {"bound_ms": b_ms[0], "bound_lo_ms": b_ms[1], "bound_hi_ms": b_ms[2], "bound_speedup": bsp.point,
+                "bound_speedup_lo": bsp.lo, "bound_speedup_hi": bsp.hi}
         hbm_bound = HBM_TARGETS.get(m) if (n, k) == (3584, 8192) else None
         row |= {"hbm_target": hbm_bound, "hbm_met": hbm_target(hbm_bound, sp.get("hbm-buffer", nan_d)),
                 "best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
-                "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0],
-                "bound_ms": max(parts) if all(p == p for p in parts) else math.nan, "target": target,
+                "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0], "target": target,
                 "met": _met(target, best_sp, best_ms[0], _ms(grp.get("torch-fused"))[0], ws, m)}
         rows.append(row)
     return pd.DataFrame(rows), items
@@ -419,6 +441,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     multi = multi_gpu_tables(rec)
     items = multi.pop("_derived_multi").to_dict("records")
     out |= multi
+    mech = mechanisms.table(rec)
+    if len(mech):
+        out["mechanisms"] = mech
     kb, kitems = kernelbench.breakdown(rec)
     ex, eitems = kernelbench.experiments(rec)
     if len(kb):
@@ -451,8 +476,11 @@ def _slowest(rank, us) -> str:
 
 
 def seed_table(s: pd.DataFrame) -> pd.DataFrame:
-    """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with this
-    study's best provider beside it; every time and speedup with its 95% CI."""
+    """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with the same
+    kernel fed by copy engines and this study's best provider beside it, the perfect-overlap
+    bound (its time and speedup) and every provider's fraction of it, and the mechanism of each
+    (how A moves; the GEMM; SMs taken by communication); every time, speedup and fraction with
+    its 95% CI."""
     rows = []
     for r in s.to_dict("records"):
         best = r["best"] + (f" ({r['auto_pick']})" if r["best"] == "auto" and r["auto_pick"] else "")
@@ -464,15 +492,21 @@ def seed_table(s: pd.DataFrame) -> pd.DataFrame:
             "HBM Buffer (ms)": _ci(r["hbm_ms"], r["hbm_lo_ms"], r["hbm_hi_ms"]),
             "Speedup": _ci(r["hbm_speedup"], r["hbm_speedup_lo"], r["hbm_speedup_hi"], 2, "x"),
             "TFLOPS": _ci(r["hbm_tflops"], r["hbm_tflops_lo"], r["hbm_tflops_hi"], 0),
+            "HBM / bound": _ci(r["hbm_frac"], r["hbm_frac_lo"], r["hbm_frac_hi"], 2),
+            "HBM CE speedup": _ci(r["hbmce_speedup"], r["hbmce_speedup_lo"], r["hbmce_speedup_hi"], 2, "x"),
+            "HBM CE / bound": _ci(r["hbmce_frac"], r["hbmce_frac_lo"], r["hbmce_frac_hi"], 2),
             "Best": best or "n/a", "Best (ms)": _ci(r["best_ms"], r["best_lo_ms"], r["best_hi_ms"]),
             "Best speedup": _ci(r["best_speedup"], r["best_speedup_lo"], r["best_speedup_hi"], 2, "x"),
             "Best TFLOPS": _ci(r["best_tflops"], r["best_tflops_lo"], r["best_tflops_hi"], 0),
+            "Best / bound": _ci(r["best_frac"], r["best_frac_lo"], r["best_frac_hi"], 2),
+            "Best mechanism": r.get("best_mech", ""),
             "target (HBM Buffer)": "" if r.get("hbm_target") is None or r["hbm_target"] != r["hbm_target"] else (
                 f">= {r['hbm_target']:.2f}x: {r['hbm_met']}"),
             "HBM slowest rank (us)": _slowest(r.get("hbm_slowest_rank"), r.get("hbm_slowest_rank_us")),
             "HBM skew (us)": _ci(_num(r.get("hbm_skew_us")), _num(r.get("hbm_skew_lo_us")), _num(r.get("hbm_skew_hi_us")),
                                  1),
-            "bound max(AG, mm) (ms)": "n/a" if r["bound_ms"] != r["bound_ms"] else f"{r['bound_ms']:.3f}",
+            "bound max(AG, mm) (ms)": _ci(r["bound_ms"], r["bound_lo_ms"], r["bound_hi_ms"]),
+            "bound speedup": _ci(r["bound_speedup"], r["bound_speedup_lo"], r["bound_speedup_hi"], 2, "x"),
             "target (best)": target,
         })
     return pd.DataFrame(rows)

@@ -4,8 +4,10 @@ sections out (altair imported inside the chart functions: the GPU nodes have non
 Charts:
 
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
-  one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
-  the seed's; kernel-mode runs: each variant's time over cuBLAS's vs M;
+  one panel per world size, the perfect-overlap bound's speedup (max(all-gather, matmul) alone,
+  measured in the same run) drawn dashed as the ceiling of them all, the seed's MI325X figures
+  as hollow reference marks labelled as the seed's; kernel-mode runs: each variant's time over
+  cuBLAS's vs M;
 - ``experiments``: the seed review's experiments (one GPU with emulated peers, or across
   ranks): barrier and staging-layout time ratios vs M;
 - ``methods``: median per call with its CI per provider, one panel per shape in numeric order,
@@ -28,6 +30,7 @@ from . import kernelbench
 from .seed import SEED_SPEEDUPS
 
 SEED_MACHINE = "8x MI325X"
+BOUND = "perfect-overlap bound"
 CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}
 WIDTH = 900
 
@@ -40,7 +43,7 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
     import altair as alt
 
     xs = sorted({int(v) for v in d["M"]} | ({int(v) for v in seed["M"]} if seed is not None else set()))
-    data = d.assign(_src="live")
+    data = d.assign(_src="live", _bound=d["provider"].str.startswith(BOUND) if "provider" in d else False)
     if seed is not None and len(seed):
         data = pd.concat([data, seed.rename(columns={"speedup": "point"}).assign(_src="seed")], ignore_index=True)
     x = alt.X("M:Q", scale=alt.Scale(type="log", nice=False, padding=14), title="M (rows of A and C, all ranks)",
@@ -51,7 +54,9 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
            alt.Tooltip("lo:Q", format=".3f", title="95% CI lo"), alt.Tooltip("hi:Q", format=".3f", title="95% CI hi"),
            "status"]
     live = alt.Chart().transform_filter("datum._src == 'live'").encode(x=x, color=color)
-    layers = [live.mark_line(opacity=0.6).encode(y=y),
+    # the perfect-overlap bound (a provider named BOUND) dashed: a ceiling, not a contestant
+    dash = alt.StrokeDash("_bound:N", legend=None, scale=alt.Scale(domain=[False, True], range=[[1, 0], [6, 3]]))
+    layers = [live.mark_line(opacity=0.6).encode(y=y, strokeDash=dash),
               live.mark_errorbar(thickness=2).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
               live.mark_point(filled=True, size=60).encode(y=y, tooltip=tip),
               alt.Chart().mark_rule(color="black", strokeDash=[2, 2]).encode(y=alt.datum(1))]
@@ -80,13 +85,18 @@ def speedup_chart(tbls: dict[str, pd.DataFrame]):
     if len(sp):
         dtypes = sorted(sp["dtype"].unique(), key=lambda d: d != "fp16")  # the seed's dtype first
         live = sp[sp["dtype"] == dtypes[0]]
+        bnd = d[(d["table"] == "bound_speedup") & (d["status"] != "not meaningful") & (d["dtype"] == dtypes[0])]
+        if "shard" in bnd:
+            bnd = bnd[bnd["shard"] == "rows"]
+        live = pd.concat([live, bnd.assign(provider=BOUND + " max(AG, mm)")], ignore_index=True)
         seed = pd.DataFrame(SEED_SPEEDUPS)
         seed = seed[seed["ranks"].isin(live["ranks"].unique())]
         dtype = live["dtype"].iloc[0]
         return _ratio_panels(live[["provider", "ranks", "M", "point", "lo", "hi", "status"]],
                              "speedup over NCCL all-gather + matmul (x)",
-                             f"Speedup over all-gather then matmul vs M ({dtype}; >1 faster; 95% CI), seed's as "
-                             "hollow marks", seed if len(seed) else None)
+                             [f"Speedup over all-gather then matmul vs M ({dtype}; >1 faster; 95% CI); dashed: the "
+                              "perfect-overlap bound,", "measured in the same run; the seed's as hollow marks"],
+                             seed if len(seed) else None)
     kr = d[(d["table"] == "kernel") & d["name"].str.startswith("time over")]
     if len(kr):
         k = kr.assign(provider=kr["method"] + " ws" + kr["world_size"].astype(int).astype(str) + " " + kr["dtype"])
@@ -237,8 +247,18 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     if st is not None and len(st):
         out.append("### All-gather + GEMM in the seed's shape (measured in this run)\n"
                    "Baseline: NCCL all_gather_into_tensor, then torch.matmul. HBM Buffer: the seed's kernel "
-                   "(`hbm-buffer`). Best: the fastest checked provider of the run. Medians per call, maximum over "
-                   "ranks, 95% CIs; speedups are medians of per-round ratios.\n\n" + render(st))
+                   "(`hbm-buffer`, SM fetch); HBM CE: the same kernel fed by copy engines (`hbm-buffer-ce`). Best: "
+                   "the fastest checked provider of the run, with its mechanism. Bound: the perfect-overlap bound "
+                   "max(all-gather alone, matmul alone), each round's own, timed in the same rounds; `/ bound` is "
+                   "a provider's fraction of it (bound / provider time: 1 is perfect overlap). Medians per call, "
+                   "maximum over ranks, 95% CIs; speedups and fractions are medians of per-round ratios.\n\n"
+                   + render(st))
+    mech = tbls.get("mechanisms")
+    if mech is not None and len(mech):
+        out.append("### How each provider moves A and computes\nWho moves the peers' rows (SM loads, copy engine, "
+                   "NCCL's kernels), what computes C, and which SMs communication takes; the fused kernel's as "
+                   "recorded by the run (TMA or pointer loads, the copy call, how the flags were written).\n\n"
+                   + render(mech))
     rk = tbls.get("ranks")
     if rk is not None and len(rk):
         cols = ["variant", "rank_medians_us", "slowest_rank", "slowest_rank_us", "max_over_ranks_us", "skew_us",

@@ -80,7 +80,9 @@ def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
 
 
 def summary(spans: pd.DataFrame) -> dict[str, float]:
-    """Kernel span, when the last fetch landed, and how long GEMM programs waited in total."""
+    """Kernel span, when the last fetch landed, how long GEMM programs waited in total, and
+    when the first GEMM row on a peer's rows started computing (its first k-group's flag seen:
+    how soon the fetch, by SMs or copy engines, feeds the GEMM)."""
     if spans.empty:
         return {}
     end = spans["start_ns"] + spans["dur_ns"]
@@ -94,4 +96,7 @@ def summary(spans: pd.DataFrame) -> dict[str, float]:
         out["wait_total_us"] = float(spans.loc[spans["category"] == "wait", "dur_ns"].sum()) / 1e3
     g = spans[spans["category"] == "gemm"]
     out["gemm_busy_us"] = float(g["dur_ns"].sum()) / 1e3
+    remote = g[[isinstance(a, dict) and a.get("local") is False for a in g["args"]]] if "args" in g else g.iloc[:0]
+    if len(remote):
+        out["first_remote_gemm_us"] = float(remote["start_ns"].min()) / 1e3
     return out

@@ -29,6 +29,8 @@ from workbench.events import Emitter
 from workbench.record import VariantResult
 from workbench.study import expand
 
+#: the fused kernel's providers (knobs from the run's hbm parameters; per-program traces)
+HBM_PROVIDERS = ("hbm-buffer", "hbm-buffer-ce")
 #: the declared grid of a multi-GPU run (crossed in this order); the compared dimension is
 #: ``providers`` (studies/ag_gemm/__init__.py)
 GRID = ("shard", "dtype", "m")
@@ -112,15 +114,15 @@ class Worker:
                 else:
                     method, knobs = name, self.knobs_for(name)
                     params |= knobs
-                trace = method == "hbm-buffer" and cfg["trace"] != "off" and name != "auto"
+                trace = method in HBM_PROVIDERS and cfg["trace"] != "off" and name != "auto"
                 fn, out, extra = methods.build(method, inp, knobs, trace=trace)
                 ok, msg = self.checked(fn, out, ref, dtype, extra)
                 if not ok:
                     self.emit.record(VariantResult(variant, params, [], False, msg))
                     continue
-                if trace:
+                if trace and extra["hbm"].trace:  # ROCm's kernel records no trace (NVIDIA-only clock reads)
                     fn()  # the trace kept is a warm launch's, not the first one's
-                    self.save_program_trace(extra["hbm"], base)
+                    self.save_program_trace(extra["hbm"], base, method)
                 contestants.append((variant, params, fn, out, extra, msg))
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
                 print(traceback.format_exc(), file=sys.stderr, flush=True)
@@ -136,9 +138,10 @@ class Worker:
                 ok, msg2 = self.checked(fn, out, ref, dtype, extra)
                 msg = msg if ok else f"after timing: {msg2}"
             trials = extra.get("trials", {})  # the barrier experiment's checked launches, kept either way
+            mech = {"mechanism": extra["hbm"].mechanism} if "hbm" in extra else {}
             self.emit.record(VariantResult(variant, params, t.samples_ns if ok else [], ok, msg,
                                            ({"rank_median_ns": t.rank_medians_ns(), "rank_samples_ns": t.rank_samples_ns,
-                                             "loops": t.loops} if ok else {}) | trials))
+                                             "loops": t.loops} if ok else {}) | trials | mech))
         if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
             for variant, params, fn, out, _, _ in contestants:
                 if out is not None and params["provider"] != "auto" and "experiment" not in params:
@@ -210,7 +213,7 @@ class Worker:
     def knobs_for(self, name: str) -> dict[str, Any]:
         if name == "ce-chunked":
             return {"chunks": self.cfg["chunks"]}
-        if name == "hbm-buffer":
+        if name in HBM_PROVIDERS:
             return dict(self.cfg["hbm"])
         return {}
 
@@ -240,11 +243,13 @@ class Worker:
         for r, data in enumerate(parts):
             self.emit.attach(f"{stem}_rank{r}{dot}{ext}", kind, data)
 
-    def save_program_trace(self, hb, base) -> None:
+    def save_program_trace(self, hb, base, provider: str = "hbm-buffer") -> None:
         self.sync()
         rec = hb.trace_records()
-        meta = {**base, "knobs": dataclasses.asdict(hb.knobs), "clock": "globaltimer ns"}
-        self.gather_to_reporter(f"programs_{base['dtype']}_m{base['M']}_ws{self.ws}.json", spans.ATTACH_KIND,
+        meta = {**base, "provider": provider, "knobs": dataclasses.asdict(hb.knobs), "clock": "globaltimer ns",
+                "mechanism": hb.mechanism}
+        fetch = "" if provider == "hbm-buffer" else "ce_"
+        self.gather_to_reporter(f"programs_{fetch}{base['dtype']}_m{base['M']}_ws{self.ws}.json", spans.ATTACH_KIND,
                                 spans.encode(rec, dataclasses.asdict(hb.layout), self.rank, meta))
         hb.trace = False  # timed calls run without the trace stores
 

@@ -243,16 +243,23 @@ class TritonPushComm(SymmPushComm):
 
 class TritonPersistentComm(TritonPushComm):
     """The pull all-reduce of all of an op's chunks in one launch (``triton-persistent``,
-    ``kernels/triton/allreduce.py``). ``plan`` queues the launch on the collective's stream before
-    the first matmul; each ``start`` sets the chunk's ready flag on the compute stream, behind its
-    matmul. A ``start`` without a plan (the cost points, the serial op) plans one chunk."""
+    ``kernels/triton/allreduce.py``). ``plan`` queues the optimistic launch on the collective's
+    stream before the first matmul; each ``start`` sets the chunk's ready flag on the compute
+    stream, behind its matmul, and the last one queues the fallback launch behind an event after
+    that flag (it resumes whatever the optimistic launch gave up; see the kernel's module doc
+    for the deadlock this avoids). A ``start`` without a plan (the cost points, the serial op)
+    plans one chunk."""
 
     def __init__(self, m, n, dtype, device, group, ctas: int, warps: int):
-        from torch._C._distributed_c10d import _SymmetricMemory
+        from kernels.triton.copyengine import FlagWriter
 
         super().__init__(m, n, dtype, device, group, ctas, warps, pull=True)
-        self.write_flag = _SymmetricMemory.stream_write_value32  # cuStreamWriteValue32: no kernel, no SM
-        self.ready = torch.zeros(m, dtype=torch.uint32, device=device)  # per chunk; at most m chunks
+        # cuStreamWriteValue32 (no kernel, no SM) on CUDA; a one-thread kernel on ROCm
+        self.write_flag = FlagWriter(device_is_cuda=True)
+        self.ready = torch.zeros(m, dtype=torch.int32, device=device)  # per chunk; at most m chunks
+        # per program the last chunk reduced, program 0's last signalled, then early stops and
+        # fallback time-outs: absolute chunk numbers that only grow, like the counter
+        self.progress = torch.zeros(ctas + 3, dtype=torch.int64, device=device)
         self.epoch = 0  # ops planned: a flag is set when it equals the op's epoch, so none is ever reset
         self.tables: dict[tuple, torch.Tensor] = {}
         self.rows: list[tuple[int, int]] = []  # the planned op's chunks
@@ -269,12 +276,25 @@ class TritonPersistentComm(TritonPushComm):
                                             device=self.out.device)
         self.epoch += 1
         self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream):
-            self.kernels.pull_persistent(self.out, [self.peer_out[p] for p in self.peers], self.peer_counter,
-                                         self.counter, self.ready.view(torch.int32), self.epoch,
-                                         self.chunks * self.world, self.tables[key], self.ctas, num_warps=self.warps)
+        self.op_key, self.op_base = key, self.chunks
+        self._launch(fallback=False)
         self.chunks += len(rows)
         self.rows, self.next = rows, 0
+
+    def _launch(self, fallback: bool) -> None:
+        """One launch for the planned op on the collective's stream; its counter base: the
+        arrivals of every chunk before the op, ``world`` each."""
+        with torch.cuda.stream(self.stream):
+            self.kernels.pull_persistent(self.out, [self.peer_out[p] for p in self.peers], self.peer_counter,
+                                         self.counter, self.ready, self.epoch, self.op_base * self.world,
+                                         self.tables[self.op_key], self.ctas, self.progress, self.op_base,
+                                         fallback=fallback, num_warps=self.warps)
+
+    def stats(self) -> dict[str, int]:
+        """Programs that gave their SM back early (ops that ran partly serialised) and fallback
+        waits that gave up, over this collective's life (synchronises)."""
+        tail = self.progress[self.ctas + 1:].tolist()
+        return {"persistent_early_stops": int(tail[0]), "persistent_wait_timeouts": int(tail[1])}
 
     def start(self, r0: int, r1: int) -> None:
         """Mark rows r0:r1 ready behind the current stream's work (the chunk's matmul)."""
@@ -284,6 +304,12 @@ class TritonPersistentComm(TritonPushComm):
             raise ValueError(f"rows {r0}:{r1} started where the plan has {self.rows[self.next]}")
         self.write_flag(self.ready, self.next, self.epoch)
         self.next += 1
+        if self.next == len(self.rows):
+            # every local matmul of the op is queued: the fallback launch waits for all of them
+            done = torch.cuda.Event()
+            done.record()
+            self.stream.wait_event(done)
+            self._launch(fallback=True)
 
 
 def instance_of(cfg: dict, name: str, cv: int) -> str:
@@ -418,9 +444,10 @@ class Mc2Worker:
         return self._verdict((out[:rows].float() - self.ref[:rows]).abs().max(),
                              f"max|out-ref|/rms(ref) over {rows} rows")
 
-    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str) -> list[float]:
+    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str,
+               stats: dict | None = None) -> list[float]:
         samples = timing.samples_ns if timing else []
-        extra = {"backend": self.cfg["backend"], "world_size": self.world}
+        extra = {"backend": self.cfg["backend"], "world_size": self.world} | (stats or {})
         if timing:
             extra["rank_median_ns"] = timing.rank_medians_ns()
         self.emit.record(VariantResult(name, params, samples, ok, msg, extra))
@@ -435,10 +462,14 @@ class Mc2Worker:
     def variant(self, name: str, params: dict, fn, comm, rows: int, inner: int = 1) -> list[float]:
         """Run ``fn`` once, check ``comm``'s output rows against the reference, time it if correct."""
         self.timer.barrier()
+        before = _stats(comm)
         fn()
         self.timer.sync()
         ok, msg = self.check(comm.result(), rows)
-        return self.record(name, params, self.time_op(fn, inner) if ok else None, ok, msg)
+        timing = self.time_op(fn, inner) if ok else None
+        # the persistent all-reduce's early stops and time-outs during this variant's calls
+        stats = {k: v - before[k] for k, v in _stats(comm).items()}
+        return self.record(name, params, timing, ok, msg, stats)
 
     def profile_op(self, name: str, fn) -> None:
         """One call of ``fn`` under torch.profiler on every rank; every rank's trace (gzipped)
@@ -608,6 +639,10 @@ def main(cfg: dict, emit: Emitter) -> None:
 def _params(base: dict, split: str, chunks) -> dict:
     return {"kind": "overlap", **base, "split": split, "chunks": ",".join(map(str, chunks)),
             "n_chunks": len(chunks)}
+
+
+def _stats(comm) -> dict[str, int]:
+    return comm.stats() if hasattr(comm, "stats") else {}
 
 
 def _median(samples) -> float:

@@ -152,8 +152,8 @@ def test_kernel_matches_reference_with_emulated_peers(emulated, name):
 
 def test_review_experiment_variants_build_check_and_count_poisoned_launches(emulated):
     rows = {r["variant"].split("/")[0]: r for r in emulated["kernelbench"]}
-    assert list(rows) == ["cublas", "kernel", "gemm-path-ws2", "emulated-ws2", "emulated-ws2-nobarrier",
-                          "emulated-ws2-tiles"]
+    assert list(rows) == ["cublas", "kernel", "gemm-path-ws2", "emulated-ws2", "emulated-ce-ws2", "ce-copy-ws2",
+                          "emulated-ws2-nobarrier", "emulated-ws2-tiles"]
     assert all(r["ok"] for r in rows.values()), rows
     assert rows["emulated-ws2-nobarrier"]["flag_barrier"] is False and rows["emulated-ws2-tiles"]["stage_layout"] == "tiles"
     # the interpreter runs programs one after another: no race to see, every poisoned launch correct
@@ -623,11 +623,11 @@ def test_all_methods_correct_on_gpus(ws, store):
     if _gpu_count() < ws:
         pytest.skip(f"needs {ws} GPUs")
     values = {"world_size": ws, "m": "264,2056", "n": 3000, "k": 4000, "dtype": "fp16,bf16", "repeat": 3,
-              "providers": "nccl,torch-fused,ce-chunked,hbm-buffer,auto", "chunks": 2, "trace": "programs",
+              "providers": "nccl,torch-fused,ce-chunked,hbm-buffer,hbm-buffer-ce,auto", "chunks": 2, "trace": "programs",
               "experiments": "barrier,layout", "trials": 5}
     rec = runner.execute(study, values, store)
     assert rec.status == "complete"
-    assert len(rec.variants) == 2 * 2 * (5 + 2)  # the providers and the review's two experiment variants
+    assert len(rec.variants) == 2 * 2 * (6 + 2)  # the providers and the review's two experiment variants
     # without the barrier before the flag release a check may fail: that is the experiment's finding
     bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct and "-nobarrier/" not in v.variant]
     assert not bad, bad
@@ -646,7 +646,7 @@ def test_kernel_mode_correct_on_one_gpu(store):
         rec = runner.execute(study, values, store)
         bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct]
         assert rec.status == "complete" and not bad, bad
-        assert len(rec.variants) == 2 * len(m.split(",")) * 6
+        assert len(rec.variants) == 2 * len(m.split(",")) * 10  # cuBLAS, kernel, 4 per emulated world size
         assert not study.analyze(rec)["kernel_breakdown"].empty and analysis.program_traces(rec)
 
 
