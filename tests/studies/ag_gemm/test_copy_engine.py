@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import run_interpreted
+from tests.support.interpreted import run_interpreted
 from kernels.triton import copyengine
 from kernels.triton.ag_gemm import CE_CHUNK_BYTES, HbmBuffer, HbmKnobs, ce_granularity
 from studies.ag_gemm import mechanisms

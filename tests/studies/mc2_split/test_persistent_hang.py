@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import run_interpreted
+from tests.support.interpreted import run_interpreted
 
 SCENARIOS = {
     # chunks of several sizes, every launch finishing its work: the fallback finds nothing to do
