@@ -10,8 +10,7 @@ import pytest
 from workbench import claims, derived, report, tables
 from workbench.analysis import analyse, charts_of, json_fields, sections_of
 from workbench.schema import check_record
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 from tests.support.mdlint import lint_markdown
 
 
