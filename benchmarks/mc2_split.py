@@ -1,7 +1,7 @@
 """MC² split benchmark: serial vs overlapped chunked matmul + all-reduce, measured vs predicted.
 
     python benchmarks/mc2_split.py                            # GPUs here: ws=2, the seed shape, fp16
-    python benchmarks/mc2_split.py --world-size 4 --set comms=default,ce
+    python benchmarks/mc2_split.py --world-size 4 --set providers=default,ce
     python benchmarks/mc2_split.py --from traces/mc2-split/*.bundle.json     # print committed runs
     python benchmarks/mc2_split.py --spread traces/mc2-split/*.bundle.json   # the spread over runs
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return spread(args.spread)
     if args.bundles:
         return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
+    values = {"backend": "nccl", "live": "on", "providers": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
     return run_benchmark(study, values, show, bundle_dir=args.bundle_dir,

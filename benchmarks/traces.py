@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TRACY = ROOT / "tests" / "data" / "traces" / "iree_tracy_sum_c8" / "sum_c8_6it.tracy"
-WARM_CHROME = ROOT / "tests" / "data" / "traces" / "torch_cpu" / "torch_cpu.json.gz"
+TRACY = ROOT / "tests" / "data" / "iree_sum_c8" / "sum_c8_6it.tracy"
+WARM_CHROME = ROOT / "tests" / "data" / "torch_cpu_small_model" / "torch_cpu.json.gz"
 TRACY_BIG = ROOT / "traces" / "examples" / "iree_sum_c8_50it.tracy"
 
 _CHILD = r"""

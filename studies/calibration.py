@@ -26,8 +26,7 @@ import time
 import pandas as pd
 
 from workbench import derived, harness, stats, tables
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 from workbench.study import Param, ParamError, ParamSpace, RunContext, expand
 from workbench.untrusted import escape
 

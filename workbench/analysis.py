@@ -5,18 +5,12 @@ tables: the per-variant results table, the verdict, the claims table (the seed's
 checked on this run) and the "run disturbed" lines (load and CPU clock during the run). The
 page (cached per run state), the CLI (``run``, ``report``), the Markdown report, the notebook
 and the ``--json`` record all start from it, so they cannot disagree, and a study bug in any
-hook lands in ``errors`` instead of killing a page or a report.
-
-Migration: a study whose ``verdict`` or ``report_sections`` still takes the record first
-(``verdict(rec)``, ``report_sections(rec, tables)``: the first parameter is named ``rec`` or
-``record``, or there are two) is called that way until its engineer moves it to
-``verdict(tables)`` / ``report_sections(tables)``; a study without ``SEED_CLAIMS`` gets an
-empty claims table.
+hook lands in ``errors`` instead of killing a page or a report. A study without
+``SEED_CLAIMS`` gets an empty claims table.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -52,15 +46,6 @@ def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) 
         return default
 
 
-def takes_record(fn: Callable) -> bool:
-    """True for an old-style hook, ``verdict(rec)`` or ``report_sections(rec, tables)``."""
-    try:
-        names = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return False
-    return len(names) >= 2 or (bool(names) and names[0] in ("rec", "record"))
-
-
 def _has_data(rec: RunRecord) -> bool:
     return bool(rec.variants) or any(k != "load" for k in (rec.outputs or {}))
 
@@ -81,7 +66,7 @@ def analyse(rec: RunRecord, study: ModuleType | None = None) -> Analysis:
     if hook is None:
         verdict = generic_verdict(results, tbls)
     else:
-        verdict = _attempt(errors, "The verdict", lambda: hook(rec) if takes_record(hook) else hook(tbls), None)
+        verdict = _attempt(errors, "The verdict", lambda: hook(tbls), None)
         if verdict is None:
             verdict = f"none ({escape(errors[-1])})"
     return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=verdict,
@@ -125,12 +110,11 @@ def charts_of(a: Analysis) -> dict:
 
 
 def sections_of(a: Analysis) -> list[str]:
-    """The study's extra Markdown (``report_sections``), old or new signature; [] on failure."""
+    """The study's extra Markdown (``report_sections(tables)``); [] on failure."""
     hook = getattr(a.study, "report_sections", None)
     if hook is None or not a.tables:
         return []
-    return _attempt(a.errors, "The report sections",
-                    lambda: hook(a.rec, a.tables) if takes_record(hook) else hook(a.tables), []) or []
+    return _attempt(a.errors, "The report sections", lambda: hook(a.tables), []) or []
 
 
 def variant_json(v: VariantResult) -> dict[str, Any]:

@@ -110,7 +110,7 @@ def label_params(study: ModuleType | None, params: list[dict[str, Any]]) -> list
 
 
 def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL_CHARS) -> str:
-    """``world_size=4 comms=default,triton`` for the named parameters, cut at ``max_chars``."""
+    """``world_size=4 providers=default,triton`` for the named parameters, cut at ``max_chars``."""
     text = " ".join(f"{n}={_value_text(params[n])}" for n in names if n in params)
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 

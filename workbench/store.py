@@ -43,9 +43,9 @@ from typing import Any, Iterable
 from . import outfile
 from .env import REPO_ROOT
 from .procs import start_ticks
-from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
 from .record import RunRecord, VariantResult, machine_label, now_utc
 from .registry import registry
+from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
 from .untrusted import UntrustedError, check_run_id, safe_stem
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours

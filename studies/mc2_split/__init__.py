@@ -58,7 +58,7 @@ SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short
 KEY_TABLE = "key"
 KEY_CHART = "key"
 
-COMMS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent")
+PROVIDERS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
 
 SPACE = ParamSpace(
@@ -84,13 +84,13 @@ SPACE = ParamSpace(
         Param("backend", "str", "auto", "auto: nccl when there are world_size GPUs, else gloo on CPUs",
               choices=("auto", "gloo", "nccl")),
         Param("world_size", "int", 2, "processes (ranks), all nodes together; one GPU each with nccl", min=2, max=64),
-        Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
-              "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
+        Param("providers", "str", ["default"], "all-reduce implementations (the compared dimension): the backend's "
+              "own; NCCL limited to nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
               "Triton launch per chunk, one CTA per SM of the carve-out; or that launch loading the peers' partials "
               "over NVLink instead of staging them (triton-pull); or that pull for all chunks in one launch per op "
               "(triton-persistent)",
-              choices=COMMS, multi=True),
+              choices=PROVIDERS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),
         Param("triton_ctas", "int", 16, "CTAs of the Triton collectives' kernels without a carve-out (with one, "
@@ -129,7 +129,7 @@ SPACE = ParamSpace(
                 "mm_fit": "20,0.4", "comm_fit": "200,900", "uniform": [2, 4, 8], "reps": 10},
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
         "seed-inflation": {"scenario": "inflation", "live": "off"},
-        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot", "triton", "triton-pull",
+        "h200": {"backend": "nccl", "live": "on", "providers": ["default", "limited", "ce", "ce-oneshot", "triton", "triton-pull",
                           "triton-persistent"],
                  "carveout": [0, 16, 24],
                  "reps": 20},
@@ -221,9 +221,9 @@ def validate(params) -> None:
                                   "matmul is slow or missing; use dtype=float32, or backend=nccl on GPUs")
     if backend == "gloo" and any(params["carveout"]):
         raise ParamError("carveout", "an SM carve-out needs GPUs (nccl); with gloo use carveout=0")
-    if backend == "gloo" and set(params["comms"]) - {"default"}:
-        raise ParamError("comms", "'limited', the copy-engine and the Triton collectives need NCCL on GPUs; with gloo use "
-                                  "comms=default")
+    if backend == "gloo" and set(params["providers"]) - {"default"}:
+        raise ParamError("providers", "'limited', the copy-engine and the Triton collectives need NCCL on GPUs; with gloo "
+                                      "use providers=default")
 
 
 def requires(params) -> str | None:
@@ -312,7 +312,7 @@ def run(params, ctx: RunContext) -> dict:
         live = _run_live(params, ctx, mm, comm)
         out["live"] = live
     # the headline plan: given fits, else the fits measured for the first collective
-    head = out.get("given") or next((v["planned"] for v in live.get("by_comm", {}).values() if "planned" in v), None)
+    head = out.get("given") or next((v["planned"] for v in live.get("by_provider", {}).values() if "planned" in v), None)
     if head:
         out |= {k: head[k] for k in ("plan", "chunks", "best", "best_skipped", "predicted", "simulated", "fits",
                                      "candidates", "contention")}
@@ -330,16 +330,16 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "seed")}
-    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None,
+    cfg |= {"backend": backend, "dtype": _dtype(params), "providers": params["providers"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
     got = launcher.launch("studies.mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
-    by_comm: dict[str, dict] = got.outputs.get("by_comm", {})
-    for info in by_comm.values():
+    by_provider: dict[str, dict] = got.outputs.get("by_provider", {})
+    for info in by_provider.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
         model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
         info["planned"] = plan_outputs(params, model, params["contention"], info.get("full"))
-    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_comm": by_comm,
+    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_provider": by_provider,
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
 
 

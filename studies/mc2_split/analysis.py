@@ -55,6 +55,26 @@ FACTOR_RANGE = (0.25, 16.0)
 _TRACE_NAME = re.compile(r"^(?P<label>.+?)(?:\.rank(?P<rank>\d+))?\.json\.gz$")
 
 
+def current_names(rec: RunRecord) -> RunRecord:
+    """The record with its compared dimension named ``provider``, as every study names it.
+    Runs stored before 2026-11-27 call it ``comm``: each variant's ``comm`` parameter, the
+    study's ``comms`` list and the outputs' ``live.by_comm``; they are read under the new names
+    (a copy; the stored run is unchanged)."""
+    live = (rec.outputs or {}).get("live") or {}
+    if "comms" not in rec.params and "by_comm" not in live and not any("comm" in v.params for v in rec.variants):
+        return rec
+
+    def renamed(d: dict, old: str, new: str) -> dict:
+        return {new if k == old else k: v for k, v in d.items()}
+
+    outputs = dict(rec.outputs)
+    if "by_comm" in live:
+        outputs["live"] = renamed(live, "by_comm", "by_provider")
+    return dataclasses.replace(rec, params=renamed(rec.params, "comms", "providers"), outputs=outputs,
+                               variants=[dataclasses.replace(v, params=renamed(v.params, "comm", "provider"))
+                                         for v in rec.variants])
+
+
 def model_of(rec: RunRecord, fits: dict) -> CostModel:
     """The cost model of a record's fits (``{"mm": Fit json, "comm": Fit json}``)."""
     dtype = rec.outputs.get("live", {}).get("dtype") or rec.params.get("dtype")
@@ -120,24 +140,24 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> tuple[pd.DataF
     """Serial and overlapped runs: measured (median, CI) vs predicted with the given and the
     fitted contention, and the gain over serial with the backend's own collective
     (``default``) with its CI; and those derived rows."""
-    by_comm = rec.outputs.get("live", {}).get("by_comm", {})
+    by_provider = rec.outputs.get("live", {}).get("by_provider", {})
     vt = tables.variants_table(rec) if vt is None else vt
     if not len(vt) or "kind" not in vt:
         return pd.DataFrame(), []
     vt = vt[vt["kind"].isin(["serial", "overlap"])]
     samples = _samples(rec)
-    serial = {r["comm"]: r["variant"] for _, r in vt[(vt["kind"] == "serial") & vt["correct"].astype(bool)].iterrows()}
+    serial = {r["provider"]: r["variant"] for _, r in vt[(vt["kind"] == "serial") & vt["correct"].astype(bool)].iterrows()}
     backend = rec.outputs.get("live", {}).get("backend", "default")
     rows, items = [], []
     for _, r in vt.iterrows():
-        info = by_comm.get(r["comm"], {})
+        info = by_provider.get(r["provider"], {})
         fits = info.get("fits") or (rec.outputs.get("given") or {}).get("fits")
         chunks = [int(c) for c in str(r["chunks"]).split(",")]
         best = (info.get("best") or {}).get("chunks")
         ok = bool(r["correct"])
         # the search's split, also where it equals a split already run under another name (the
         # worker then does not run it twice: uniform-4 can be the best split)
-        row = {"variant": r["variant"], "comm": r["comm"], "split": r["split"], "chunks": r["chunks"],
+        row = {"variant": r["variant"], "provider": r["provider"], "split": r["split"], "chunks": r["chunks"],
                "is_best": r["kind"] == "overlap" and (r["split"] == "best" or chunks == best),
                "n_chunks": len(chunks), "measured_us": r["median_ns"] / 1e3, "ci_lo_us": r["ci_lo_ns"] / 1e3,
                "ci_hi_us": r["ci_hi_ns"] / 1e3, "noise": r["noise"], "correct": ok, "check": r["check"]}
@@ -176,19 +196,19 @@ def headline(live: pd.DataFrame) -> pd.Series | None:
 
 def contention_table(rec: RunRecord, live: pd.DataFrame) -> tuple[pd.DataFrame, list[Derived]]:
     """Per correct overlapped split with fits: the contention factor the measurement implies."""
-    by_comm = rec.outputs.get("live", {}).get("by_comm", {})
+    by_provider = rec.outputs.get("live", {}).get("by_provider", {})
     samples = _samples(rec)
     rows, items = [], []
     if not len(live):
         return pd.DataFrame(), []
     for r in live[live["variant"].str.startswith("overlap/") & live["correct"].astype(bool)].itertuples():
-        fits = by_comm.get(r.comm, {}).get("fits") or (rec.outputs.get("given") or {}).get("fits")
+        fits = by_provider.get(r.provider, {}).get("fits") or (rec.outputs.get("given") or {}).get("fits")
         if not fits:
             continue
         d = contention_factor([int(c) for c in r.chunks.split(",")], model_of(rec, fits), r.measured_us, r.ci_lo_us,
                               r.ci_hi_us, len(samples[r.variant]), f"contention factor of {r.variant}")
         items.append(d)
-        rows.append({"variant": r.variant, "comm": r.comm, "split": r.split, "chunks": r.chunks, "factor": d.point,
+        rows.append({"variant": r.variant, "provider": r.provider, "split": r.split, "chunks": r.chunks, "factor": d.point,
                      "lo": d.lo, "hi": d.hi, "status": d.status, "why": d.why})
     return pd.DataFrame(rows), items
 
@@ -197,7 +217,7 @@ def contention_table(rec: RunRecord, live: pd.DataFrame) -> tuple[pd.DataFrame, 
 
 def fit_points_table(rec: RunRecord, vt: pd.DataFrame) -> pd.DataFrame:
     """Measured cost points beside their fits (CostMM per row, CostComm per MiB)."""
-    live = rec.outputs.get("live", {}).get("by_comm", {})
+    live = rec.outputs.get("live", {}).get("by_provider", {})
     summary = vt.set_index("variant")
     rows = []
     for v in rec.valid_variants():
@@ -205,7 +225,7 @@ def fit_points_table(rec: RunRecord, vt: pd.DataFrame) -> pd.DataFrame:
         if kind not in ("cost-mm", "cost-comm"):
             continue
         s = summary.loc[v.variant]
-        comm, cv = v.params["comm"], v.params.get("carveout", 0)
+        comm, cv = v.params["provider"], v.params.get("carveout", 0)
         if kind == "cost-comm":  # the fit of any config using this collective instance
             fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and c.get("instance", lbl) == comm), None)
         else:  # the matmul fit of any config with this carve-out
@@ -419,13 +439,13 @@ def key_table_live(rec: RunRecord, live: pd.DataFrame, floor: dict | None, seed_
     add(f"serial, {backend} as shipped", "serial/default", f"{seed.SERIAL_US:.0f} us (serial)")
     add("the seed's split, same collective", "overlap/default/heuristic",
         f"{seed.FUSED_US:.0f} us, {100 * seed.GAIN:.1f}% (its split [512, 896 x 4], fused MC² op)")
-    if top is not None and top["comm"] != "default":
-        add(f"the seed's split on {top['comm']}", f"overlap/{top['comm']}/heuristic", "")
+    if top is not None and top["provider"] != "default":
+        add(f"the seed's split on {top['provider']}", f"overlap/{top['provider']}/heuristic", "")
     if top is not None:
-        add(f"best split ({'the search' if top['is_best'] else 'fastest measured'}) on {top['comm']}",
+        add(f"best split ({'the search' if top['is_best'] else 'fastest measured'}) on {top['provider']}",
             top["variant"], "")
     if floor and top is not None:
-        rows.append({"row": f"model floor: {top['comm']}'s fits, no contention",
+        rows.append({"row": f"model floor: {top['provider']}'s fits, no contention",
                      "chunks": ",".join(map(str, floor["chunks"])), "measured (us, 95% CI)": "",
                      "predicted (us)": floor["makespan_us"], "seed (" + seed.MACHINE.split(",")[0] + ")":
                      f"under the seed's fits: {seed_floor_us:.0f} us (above its {seed.FUSED_US:.0f} us)", "variant": ""})
@@ -519,19 +539,19 @@ def key_chart_data(live: pd.DataFrame, sims: pd.DataFrame, floor: dict | None) -
     rows = []
     if len(live):
         top = headline(live)
-        configs = list(dict.fromkeys(["default"] + ([top["comm"]] if top is not None else [])))
-        for r in live[live["comm"].isin(configs) & live["correct"].astype(bool)].to_dict("records"):
+        configs = list(dict.fromkeys(["default"] + ([top["provider"]] if top is not None else [])))
+        for r in live[live["provider"].isin(configs) & live["correct"].astype(bool)].to_dict("records"):
             x = SPLIT_LABELS.get(r["split"], r["split"])
             if r["is_best"] and r["split"] != "best":
                 rows.append({"x": "best split", "us": r["measured_us"], "lo": r["ci_lo_us"], "hi": r["ci_hi_us"],
-                             "source": "measured (median, 95% CI)", "config": r["comm"], "chunks": r["chunks"]})
+                             "source": "measured (median, 95% CI)", "config": r["provider"], "chunks": r["chunks"]})
             rows.append({"x": x, "us": r["measured_us"], "lo": r["ci_lo_us"], "hi": r["ci_hi_us"],
-                         "source": "measured (median, 95% CI)", "config": r["comm"], "chunks": r["chunks"]})
+                         "source": "measured (median, 95% CI)", "config": r["provider"], "chunks": r["chunks"]})
             pred = r.get("predicted_fit_us", r.get("predicted_us"))
             if pred is not None and pd.notna(pred):
                 for label in {x, "best split" if r["is_best"] else x}:
                     rows.append({"x": label, "us": pred, "lo": pred, "hi": pred, "source": "predicted (fitted contention)",
-                                 "config": r["comm"], "chunks": r["chunks"]})
+                                 "config": r["provider"], "chunks": r["chunks"]})
     elif len(sims):
         shown = {"unsplit", "heuristic", "best", "uniform-2", "uniform-4", "uniform-8"}
         for r in sims[sims["split"].isin(shown)].to_dict("records"):
@@ -647,6 +667,7 @@ def rule_row(rule: str) -> dict:
 # --- analyze ---------------------------------------------------------------------------------
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    rec = current_names(rec)
     out = rec.outputs
     seed_rows = pd.DataFrame(floor_rows())
     seed_rule = pd.DataFrame([{"rule": rule, **rule_row(rule)} for rule in ("example", "text")])
@@ -657,7 +678,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     live, items = live_table(rec, vt)
     contention, factors = contention_table(rec, live)
     top = headline(live)
-    head_fits = (out.get("live", {}).get("by_comm", {}).get(top["comm"], {}).get("fits") if top is not None
+    head_fits = (out.get("live", {}).get("by_provider", {}).get(top["provider"], {}).get("fits") if top is not None
                  else None) or out.get("fits")
     floor = model_floor(rec, head_fits)
     seed_floor_us = float(seed_rows.loc[seed_rows["quantity"] == seed.FLOOR_ROW, "value"].iloc[0])
@@ -666,7 +687,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     result = {
         "key": key_table_live(rec, live, floor, seed_floor_us) if len(live) else key_table_model(rec, floor),
         "_plan": plan_table(rec).assign(headline=top["variant"] if top is not None else "",
-                                       headline_comm=top["comm"] if top is not None else ""),
+                                       headline_provider=top["provider"] if top is not None else ""),
         "live": live,
         "derived": derived.derived_table(items + factors + [derived.item(r) for r in bound.to_dict("records")]),
         "contention": contention,
@@ -683,7 +704,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         "_key_chart": key_chart_data(live, sims, floor),
     }
     shown = {f"{kind} {comm}" for kind in ("serial", "best") for comm in
-             ({"default"} | ({top["comm"]} if top is not None else set()))}
+             ({"default"} | ({top["provider"]} if top is not None else set()))}
     result.update(trace_tables(rec, shown))
     result["trace_overlap"] = flag_stalls(result["trace_overlap"], live)
     return result
@@ -700,7 +721,7 @@ def flag_stalls(overlap: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     if not len(overlap) or not len(live):
         return overlap
     ok = live[live["correct"].astype(bool)]
-    timed = {f"serial {r.comm}": r.measured_us for r in ok[ok["split"] == "unsplit"].itertuples()}
-    timed |= {f"best {r.comm}": r.measured_us for r in ok[ok["is_best"].astype(bool)].itertuples()}
+    timed = {f"serial {r.provider}": r.measured_us for r in ok[ok["split"] == "unsplit"].itertuples()}
+    timed |= {f"best {r.provider}": r.measured_us for r in ok[ok["is_best"].astype(bool)].itertuples()}
     med = overlap["trace"].map(timed)
     return overlap.assign(timed_median_us=med, stalled=(overlap["span_us"] > STALL_FACTOR * med).fillna(False))

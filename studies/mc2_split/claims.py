@@ -128,7 +128,7 @@ def reachable(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
 def _factor_text(cont: pd.DataFrame, tbls: dict[str, pd.DataFrame], config: str) -> tuple[dict | None, str]:
     """The factor of ``config``'s seed split (else its best split) and its splits' range."""
     plan = _plan(tbls)
-    mine = cont[cont["comm"] == config]
+    mine = cont[cont["provider"] == config]
     pick = mine[mine["split"] == "heuristic"]
     pick = pick if len(pick) else mine[mine["variant"] == plan.get("headline")]
     if not len(pick):
@@ -151,7 +151,7 @@ def inflation(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
     d, live = _factor_text(cont, tbls, "default")
     if d is None:
         return not_testable("the seed's split was not measured with the backend's own collective in this run")
-    head = _plan(tbls).get("headline_comm")
+    head = _plan(tbls).get("headline_provider")
     if head and head != "default":
         d_head, text = _factor_text(cont, tbls, head)
         if d_head is not None:

@@ -78,8 +78,8 @@ def configs_chart(live: pd.DataFrame):
     d = live[live["correct"].astype(bool)].assign(
         kind=lambda t: t["split"].map({"unsplit": "serial", "heuristic": "seed's split", "best": "best split"})
         .fillna(t["split"]))
-    configs = list(dict.fromkeys(d["comm"]))
-    y = alt.Y("comm:N", sort=configs, title="configuration (collective + SM carve-out)",
+    configs = list(dict.fromkeys(d["provider"]))
+    y = alt.Y("provider:N", sort=configs, title="configuration (collective + SM carve-out)",
               axis=alt.Axis(labelLimit=260))
     x_title = "measured time per op (us, median and 95% CI)"
     x = alt.X("measured_us:Q", title=x_title, scale=alt.Scale(zero=False))
@@ -156,7 +156,7 @@ def prediction_chart(live: pd.DataFrame):
     import altair as alt
 
     preds = [c for c in ("predicted_us", "predicted_fit_us") if c in live]
-    long = live.melt(id_vars=["variant", "comm", "split", "measured_us"], value_vars=preds, var_name="model",
+    long = live.melt(id_vars=["variant", "provider", "split", "measured_us"], value_vars=preds, var_name="model",
                      value_name="predicted")
     long["model"] = long["model"].map({"predicted_us": "given contention", "predicted_fit_us": "fitted contention"})
     lo, hi = float(live["measured_us"].min()) * 0.85, float(live["measured_us"].max()) * 1.1
@@ -167,7 +167,7 @@ def prediction_chart(live: pd.DataFrame):
         y=alt.Y("lo:Q", scale=alt.Scale(domain=[lo, hi]), title="predicted (us)"), y2="hi:Q")
     line = alt.Chart(diag).mark_line(color="gray").encode(x="measured_us:Q", y="predicted:Q")
     dots = alt.Chart(long).mark_point(size=60, filled=True).encode(
-        x="measured_us:Q", y="predicted:Q", color=alt.Color("comm:N", scale=alt.Scale(scheme="tableau20"),
+        x="measured_us:Q", y="predicted:Q", color=alt.Color("provider:N", scale=alt.Scale(scheme="tableau20"),
                                                       legend=alt.Legend(labelLimit=260)),
         shape=alt.Shape("model:N"),
         tooltip=["variant", "model", alt.Tooltip("measured_us:Q", format=".1f"), alt.Tooltip("predicted:Q", format=".1f")])
@@ -318,7 +318,7 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     what = "the search's best split" if row["is_best"] else "the fastest split measured"
     if row["n_chunks"] == 1:
         what += ", left unsplit"
-    text = (f"Best split {esc(head)} ({what} of {esc(row['comm'])}, the fastest configuration) "
+    text = (f"Best split {esc(head)} ({what} of {esc(row['provider'])}, the fastest configuration) "
             f"[{esc(row['chunks'])}]: {row['measured_us']:,.1f} us [{row['ci_lo_us']:,.1f}, {row['ci_hi_us']:,.1f}]"
             + _gain_text(_derived(tbls, f"gain of {head} over serial {plan.get('backend')}"), backend))
     if pd.notna(row.get("err_fit")):

@@ -16,7 +16,7 @@ import pandas as pd
 
 from workbench.record import RunRecord
 
-from .analysis import gain
+from .analysis import current_names, gain
 
 #: the target: the best split at least this much faster than serial NCCL (issue #24)
 TARGET_PCT = 20.0
@@ -25,19 +25,20 @@ COLUMNS = ["shape", "world_size", "config", "runs", "median_pct", "min_pct", "ma
            "per_run"]
 
 
-def _is_best(params: dict, by_comm: dict) -> bool:
+def _is_best(params: dict, by_provider: dict) -> bool:
     """The search's best split of its configuration (also where it equals a uniform split)."""
     if params.get("kind") != "overlap":
         return False
-    best = (by_comm.get(params.get("comm"), {}).get("best") or {}).get("chunks")
+    best = (by_provider.get(params.get("provider"), {}).get("best") or {}).get("chunks")
     return params.get("split") == "best" or str(params.get("chunks")) == ",".join(map(str, best or []))
 
 
 def run_gains(rec: RunRecord) -> pd.DataFrame:
     """One row per configuration of one run: its best split's gain over serial ``default`` (%,
     95% CI), and whether it is the run's headline (the fastest correct best split)."""
+    rec = current_names(rec)
     live = rec.outputs.get("live") or {}
-    by_comm = live.get("by_comm") or {}
+    by_provider = live.get("by_provider") or {}
     ok = {v.variant: v for v in rec.variants if v.correct and v.samples_ns}
     serial = ok.get("serial/default")
     if serial is None:
@@ -45,12 +46,12 @@ def run_gains(rec: RunRecord) -> pd.DataFrame:
     p = rec.params
     rows = []
     for v in ok.values():
-        if not _is_best(v.params, by_comm):
+        if not _is_best(v.params, by_provider):
             continue
         d = gain(serial.samples_ns, v.samples_ns, f"gain of {v.variant}")
         rows.append({"run_id": rec.run_id, "shape": f"M={p['m']} K={p['k']} N={p['n']} {live.get('dtype', p['dtype'])}",
                      "world_size": live.get("world_size", p["world_size"]), "backend": live.get("backend", ""),
-                     "config": v.params["comm"], "chunks": v.params["chunks"],
+                     "config": v.params["provider"], "chunks": v.params["chunks"],
                      "median_us": float(pd.Series(v.samples_ns).median()) / 1e3, "gain_pct": d.point, "lo": d.lo,
                      "hi": d.hi, "status": d.status})
     df = pd.DataFrame(rows)

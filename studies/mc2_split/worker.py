@@ -9,13 +9,13 @@ sum_r A_r @ B_r on every rank (matmul, then all-reduce of the output). Variants:
 
 - ``mm/m<m>``: the matmul of the first m rows (CostMM points; m = M too: the full-size time
   that decides the bound, as in the seed);
-- ``comm/<comm>/m<m>``: the all-reduce of m output rows (CostComm points, m = M too);
-- ``serial/<comm>``: the unsplit matmul, then the unsplit all-reduce;
-- ``overlap/<comm>/<split>``: per chunk, the matmul on the compute stream and the
+- ``comm/<provider>/m<m>``: the all-reduce of m output rows (CostComm points, m = M too);
+- ``serial/<provider>``: the unsplit matmul, then the unsplit all-reduce;
+- ``overlap/<provider>/<split>``: per chunk, the matmul on the compute stream and the
   chunk's all-reduce started asynchronously behind it; the op ends when the last
   all-reduce is done.
 
-Collective implementations (``comm``):
+Collective implementations (``providers``, the compared dimension):
 
 - ``default``: the backend's all-reduce (NCCL on GPUs, gloo on CPUs), ``async_op=True``
   (NCCL runs it on its own stream; gloo on its own thread);
@@ -51,7 +51,7 @@ Each collective can run with an SM carve-out (``carveouts``): matmuls go through
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
 kernels (NCCL's CTAs, the Triton kernels, the copy-engine path's barrier and add kernels) find SMs at once
 instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
-labelled ``<comm>`` or ``<comm>+c<SMs>``; the matmul cost points are measured per carve-out.
+labelled ``<provider>`` or ``<provider>+c<SMs>``; the matmul cost points are measured per carve-out.
 
 Timing: ``workbench.harness.DistTimer``: per sample, all ranks meet (barrier + device sync);
 on GPUs a ~2 ms sleep kernel is queued first so the host enqueues the whole op before the GPU
@@ -354,7 +354,7 @@ class Mc2Worker:
         dist.all_reduce(self.ref)
         self.ref_rms = float(self.ref.pow(2).mean().sqrt())
         self.comms = self._build_comms()
-        self.configs = [(c, cv) for c in cfg["comms"] for cv in self.carveouts if instance_of(cfg, c, cv) in self.comms]
+        self.configs = [(c, cv) for c in cfg["providers"] for cv in self.carveouts if instance_of(cfg, c, cv) in self.comms]
         per_config = len(cfg["uniform"]) + 3
         self.steps = emit.steps(len(self.configs) * per_config +
                                 (0 if cfg["fits_given"] else len(self.points) * (len(self.carveouts) + len(self.comms))))
@@ -398,7 +398,7 @@ class Mc2Worker:
 
     def _build_comms(self) -> dict:
         comms = {}
-        for name in self.cfg["comms"]:
+        for name in self.cfg["providers"]:
             for cv in self.carveouts:
                 inst = instance_of(self.cfg, name, cv)
                 if inst not in comms:
@@ -516,7 +516,7 @@ class Mc2Worker:
                                     "max|out-local ref|/rms(ref)")
             fn = lambda p=p: self.matmul(out, 0, p)  # noqa: E731
             samples = self.record(f"mm/m{p}" if cv == 0 else f"mm/c{cv}/m{p}",
-                                  {"kind": "cost-mm", "comm": "-", "carveout": cv, "m": p},
+                                  {"kind": "cost-mm", "provider": "-", "carveout": cv, "m": p},
                                   self.time_op(fn, self.cfg["inner"]) if ok else None, ok, msg)
             pts.append((p, _median(samples) / 1e3))
             self.steps.tick(f"CostMM point m={p} carve-out {cv}")
@@ -533,7 +533,7 @@ class Mc2Worker:
             # repetitions then reduce in place again (values grow; the speed does not depend on them)
             self.matmul(comm.out, 0, self.m)
             mib = p * self.n * self.dbytes / 2**20
-            samples = self.variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "comm": cname, "m": p, "mib": mib},
+            samples = self.variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "provider": cname, "m": p, "mib": mib},
                                    op, comm, p, self.cfg["inner"])
             pts.append((mib, _median(samples) / 1e3))
             self.steps.tick(f"CostComm point {cname} m={p}")
@@ -558,7 +558,7 @@ class Mc2Worker:
             lbl, inst = label(cname, cv), instance_of(self.cfg, cname, cv)
             models[lbl] = CostModel(mm_fits[cv], comm_fits[inst], self.n, self.dbytes)
             full[lbl] = (full_mm[cv], full_comm[inst])
-            self.emit.outputs(by_comm={lbl: {"fits": {"mm": models[lbl].mm.to_json(), "comm": comm_fits[inst].to_json()},
+            self.emit.outputs(by_provider={lbl: {"fits": {"mm": models[lbl].mm.to_json(), "comm": comm_fits[inst].to_json()},
                                              "instance": inst,
                                              "full": {"full_mm_us": full_mm[cv], "full_comm_us": full_comm[inst]}}})
         return models, full
@@ -569,7 +569,7 @@ class Mc2Worker:
         inst, lbl = instance_of(cfg, cname, cv), label(cname, cv)
         comm = self.comms[inst]
         self.set_carveout(cv)
-        base = {"comm": lbl, "collective": cname, "instance": inst, "carveout": cv,
+        base = {"provider": lbl, "collective": cname, "instance": inst, "carveout": cv,
                 "blas": "cublaslt" if cv and self.cuda else "default"}
         self.variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
                      lambda: self.serial(comm), comm, m)
@@ -578,7 +578,7 @@ class Mc2Worker:
         mm_full, comm_full = full or (None, None)
         plan = heuristic(m, self.k, model, cfg["contention"], cfg["rule"], cfg["align"], full_mm_us=mm_full,
                          full_comm_us=comm_full)
-        self.emit.outputs(by_comm={lbl: {"plan": plan.to_json()}})
+        self.emit.outputs(by_provider={lbl: {"plan": plan.to_json()}})
         splits = [("heuristic", plan.chunks)] if plan.ok else []
         splits += [(f"uniform-{u}", uniform_chunks(m, u, cfg["align"])) for u in cfg["uniform"]
                    if uniform_chunks(m, u, cfg["align"])]
@@ -597,7 +597,7 @@ class Mc2Worker:
         cfg = self.cfg
         if measured:
             cont = fit_contention(measured, model)
-            self.emit.outputs(by_comm={lbl: {"contention": cont}})
+            self.emit.outputs(by_provider={lbl: {"contention": cont}})
             factors = tuple(cont["pair"])
         else:
             factors = (cfg["contention"], cfg["contention"])
@@ -606,7 +606,7 @@ class Mc2Worker:
             self.emit.note(f"{lbl}: best split not searched: {skipped}")
             return
         best = best_split(self.m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
-        self.emit.outputs(by_comm={lbl: {"best": {"contention": list(factors), **best}}})
+        self.emit.outputs(by_provider={lbl: {"best": {"contention": list(factors), **best}}})
         self.profile_op(f"best_{lbl}", lambda: self.overlap(comm, best["chunks"]))
         same = [sp for sp, c in splits if c == best["chunks"]]
         if same:

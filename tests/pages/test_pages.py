@@ -7,9 +7,8 @@ import pytest
 from tests.support.pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import Store
-from workbench.record import VariantResult
 from tests.support.paths import ROOT
 
 

@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 
 from workbench import cli, compare, report
 from workbench.cli import main
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import Store, StoreError, parse_bundle, read_bundle
-from workbench.record import VariantResult
 from tests.support.paths import ROOT
 
 

@@ -17,9 +17,8 @@ import pytest
 
 from workbench import procs, runner
 from workbench.cli import main
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import APPLICATION_ID, Store, StoreError, to_bundle
-from workbench.record import VariantResult
 from workbench.study import Param, ParamSpace
 from tests.support.paths import ROOT
 

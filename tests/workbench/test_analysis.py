@@ -8,10 +8,9 @@ import pandas as pd
 import pytest
 
 from workbench import claims, derived, report, tables
-from workbench.analysis import analyse, charts_of, json_fields, sections_of, takes_record
+from workbench.analysis import analyse, charts_of, json_fields, sections_of
 from workbench.schema import check_record
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 from tests.support.mdlint import lint_markdown
 
 
@@ -71,32 +70,20 @@ def test_inconclusive_derived_never_reaches_the_verdict_and_impossible_is_flagge
     assert "negative cost (physically impossible" in a.verdict
 
 
-def test_old_and_new_hook_signatures_are_both_called_right():
+def test_the_hooks_are_called_with_the_tables():
     seen = {}
 
-    def verdict_old(rec):
-        seen["old verdict"] = type(rec).__name__
-        return "old"
+    def verdict(tables):
+        seen["verdict"] = sorted(tables)
+        return "from the tables"
 
-    def sections_old(rec, tbls):
-        seen["old sections"] = (type(rec).__name__, sorted(tbls))
-        return ["## old"]
+    def report_sections(tables):
+        seen["sections"] = sorted(tables)
+        return ["## section"]
 
-    def verdict_new(tables):
-        seen["new verdict"] = sorted(tables)
-        return "new"
-
-    def sections_new(tables):
-        return ["## new"]
-
-    assert takes_record(verdict_old) and takes_record(sections_old)
-    assert not takes_record(verdict_new) and not takes_record(sections_new)
-    rec = _rec(_variants())
-    old = analyse(rec, _study(verdict=verdict_old, report_sections=sections_old))
-    assert old.verdict == "old" and sections_of(old) == ["## old"]
-    assert seen["old verdict"] == "RunRecord" and seen["old sections"] == ("RunRecord", ["summary"])
-    new = analyse(rec, _study(verdict=verdict_new, report_sections=sections_new))
-    assert new.verdict == "new" and sections_of(new) == ["## new"] and seen["new verdict"] == ["summary"]
+    a = analyse(_rec(_variants()), _study(verdict=verdict, report_sections=report_sections))
+    assert a.verdict == "from the tables" and sections_of(a) == ["## section"]
+    assert seen == {"verdict": ["summary"], "sections": ["summary"]}
 
 
 def test_a_failing_hook_lands_in_errors_not_in_an_exception():

@@ -12,9 +12,8 @@ import pytest
 
 from workbench.catalog import Catalog, label_params, origin_kind, param_label, titles
 from workbench.cli import main
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import Store, StoreError, committed_runs, to_bundle
-from workbench.record import VariantResult
 from workbench.registry import get, registry
 
 

@@ -14,9 +14,8 @@ from workbench import compare, stats
 from workbench.ab import execute_ab, round_order
 from workbench.catalog import Header
 from workbench.cli import main
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import committed_runs
-from workbench.record import VariantResult
 from workbench.study import Param, ParamSpace
 from tests.support.paths import ROOT
 

@@ -245,7 +245,7 @@ def test_mc2_split_live_check_on_two_local_nodes(store, monkeypatch):
     rec, runs = _two_nodes(store, monkeypatch, mc2_split, values, "smoke", None)
     launch = _assert_all_ranks(rec, runs)
     assert launch["rendezvous"] == "c10d"
-    assert rec.outputs["live"]["by_comm"]["default"]["best"]["chunks"]
+    assert rec.outputs["live"]["by_provider"]["default"]["best"]["chunks"]
     assert any(name.startswith("best_") for name, _, _ in rec.attachments), "a trace came back through the events"
 
 

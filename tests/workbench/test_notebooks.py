@@ -11,8 +11,7 @@ from nbclient import NotebookClient
 
 from workbench.env import REPO_ROOT
 from workbench.report import write_notebook, write_study_notebooks
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 from workbench.registry import registry
 
 

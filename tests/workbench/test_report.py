@@ -11,9 +11,8 @@ import pytest
 from tests.support.mdlint import ISSUE_LIMIT, lint_issue, lint_markdown, outside_fences
 from workbench import report, runner
 from workbench.analysis import analyse
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import committed_runs
-from workbench.record import VariantResult
 from workbench.registry import registry
 from tests.support.paths import ROOT
 

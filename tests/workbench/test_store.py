@@ -6,9 +6,8 @@ import sqlite3
 import pytest
 
 from workbench import runner
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
-from workbench.record import VariantResult
 from workbench.study import Param, ParamSpace, RunContext
 
 

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ..units import PER_NS, time_unit
 from .model import end_ns
 from .ranks import merge
 
@@ -40,14 +41,6 @@ PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b
            "#79706e"]
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
 INSTANTS_MAX = 2_000
-
-
-def _unit(span_ns: float) -> tuple[str, float]:
-    """A readable time unit for a window length."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if span_ns >= 5 * scale:
-            return unit, scale
-    return "ns", 1.0
 
 
 def self_time(lane: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -161,7 +154,8 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     t0 = origin if start_ns is None else int(start_ns)
     t1 = (int(end_ns(df).max()) if len(df) else origin) if end is None else int(end)
     t1 = max(t1, t0 + 1)
-    unit, scale = _unit(t1 - t0)
+    unit = time_unit(t1 - t0, min_reading=5)
+    scale = PER_NS[unit]
     sp = df[(df["kind"] == "span") & df["track"].notna()]
     sp = sp[(sp["start_ns"] < t1) & (end_ns(sp) > t0)]
     lane_names = [str(c) for c in df["track"].cat.categories]

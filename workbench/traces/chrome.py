@@ -311,18 +311,11 @@ def _collect(events) -> _Collected:
     """The per-event loop: raw values of every usable event into buffers, one row each.
 
     ``X`` events, the bulk of any trace, are taken a piece at a time, column by column
-    (:func:`_take_x`); the other phases go through a per-event loop. Only raw values are
-    collected; conversion to ns happens once, vectorised, in :func:`_table`.
+    (:func:`_take_x`); the other phases go through a per-event loop (:func:`_take_rest`). Only
+    raw values are collected; conversion to ns happens once, vectorised, in :func:`_table`.
     """
     pieces = [events] if isinstance(events, list) else events
     buf = _Collected()
-    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
-    bad = 0
-    # bound methods: this loop runs once per event, so attribute lookups add up
-    add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
-        buf.code_.append, buf.name_.append, buf.cat_.append, buf.ts_.append, buf.dur_.append, buf.args_.append,
-        buf.inst_.append)
-    codes_get = codes.get
     for piece in pieces:
         if type(piece) is not list:
             raise _Unchunkable
@@ -334,87 +327,102 @@ def _collect(events) -> _Collected:
         xs = list(compress(piece, is_x))
         rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
         rest = _take_x(buf, xs) + rest
-        for ev in rest:
-            if type(ev) is not dict:
-                bad += 1
-                continue
-            ph = ev.get("ph")
-            if ph == "X":
-                key = (ev.get("pid"), ev.get("tid"))
-                ts = ev.get("ts")
-                dur = ev.get("dur", 0)
-                args = ev.get("args")
-                kind = False
-            elif ph is None:
-                continue  # rocprof v1 opens with an empty {} event
-            else:
-                try:
-                    if ph in ("i", "I", "R"):
-                        key = (ev.get("pid"), ev.get("tid"))
-                        ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
-                    elif ph == "B":
-                        open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
-                        continue
-                    elif ph == "E":
-                        stack = open_b.get((ev.get("pid"), ev.get("tid")))
-                        if not stack:
-                            bad += 1
-                            continue
-                        b = stack.pop()
-                        key = (b.get("pid"), b.get("tid"))
-                        args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
-                        ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                        ev = b
-                    elif ph == "b":
-                        open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
-                        continue
-                    elif ph == "e":
-                        b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
-                        if b is None:
-                            bad += 1
-                            continue
-                        key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
-                        args = b.get("args")
-                        ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                        ev = b
-                    elif ph == "M":
-                        _metadata(ev, buf)
-                        continue
-                    else:
-                        skipped[str(ph)] = skipped.get(str(ph), 0) + 1
-                        continue
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    bad += 1
-                    continue
-            try:
-                c = codes_get(key)
-            except TypeError:  # unhashable pid/tid (a list): malformed
-                bad += 1
-                continue
-            if c is None:
-                c = codes[key] = len(codes)
-            add_code(c)
-            # one shared str per distinct name/category (the parser makes a new one per event)
-            nm = ev.get("name")
-            add_name(shared(nm, nm) if type(nm) is str else nm)
-            ct = ev.get("cat")
-            add_cat(shared(ct, ct) if type(ct) is str else ct)
-            try:
-                add_ts(ts)
-            except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
-                add_ts(_float_or_nan(ts))
-            try:
-                add_dur(dur)
-            except (TypeError, OverflowError):
-                add_dur(_float_or_nan(dur))
-            add_args(args)
-            add_inst(kind)
+        if rest:
+            buf.bad += _take_rest(buf, rest)
         if len(buf.args_) >= _ARGS_BATCH:
             _flush(buf)
         piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
     _flush(buf)
-    buf.bad = bad
     return buf
+
+
+def _take_rest(buf: _Collected, rest: list) -> int:
+    """The events :func:`_take_x` left (other phases, and X events it could not take as
+    columns) into ``buf``, one at a time: B/E and b/e pairs matched, metadata read, instants
+    kept; returns how many were malformed."""
+    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
+    bad = 0
+    # bound methods: this loop runs once per event, so attribute lookups add up
+    add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
+        buf.code_.append, buf.name_.append, buf.cat_.append, buf.ts_.append, buf.dur_.append, buf.args_.append,
+        buf.inst_.append)
+    codes_get = codes.get
+    for ev in rest:
+        if type(ev) is not dict:
+            bad += 1
+            continue
+        ph = ev.get("ph")
+        if ph == "X":
+            key = (ev.get("pid"), ev.get("tid"))
+            ts = ev.get("ts")
+            dur = ev.get("dur", 0)
+            args = ev.get("args")
+            kind = False
+        elif ph is None:
+            continue  # rocprof v1 opens with an empty {} event
+        else:
+            try:
+                if ph in ("i", "I", "R"):
+                    key = (ev.get("pid"), ev.get("tid"))
+                    ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
+                elif ph == "B":
+                    open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+                    continue
+                elif ph == "E":
+                    stack = open_b.get((ev.get("pid"), ev.get("tid")))
+                    if not stack:
+                        bad += 1
+                        continue
+                    b = stack.pop()
+                    key = (b.get("pid"), b.get("tid"))
+                    args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
+                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                    ev = b
+                elif ph == "b":
+                    open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
+                    continue
+                elif ph == "e":
+                    b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
+                    if b is None:
+                        bad += 1
+                        continue
+                    key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
+                    args = b.get("args")
+                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                    ev = b
+                elif ph == "M":
+                    _metadata(ev, buf)
+                    continue
+                else:
+                    skipped[str(ph)] = skipped.get(str(ph), 0) + 1
+                    continue
+            except (KeyError, TypeError, ValueError, AttributeError):
+                bad += 1
+                continue
+        try:
+            c = codes_get(key)
+        except TypeError:  # unhashable pid/tid (a list): malformed
+            bad += 1
+            continue
+        if c is None:
+            c = codes[key] = len(codes)
+        add_code(c)
+        # one shared str per distinct name/category (the parser makes a new one per event)
+        nm = ev.get("name")
+        add_name(shared(nm, nm) if type(nm) is str else nm)
+        ct = ev.get("cat")
+        add_cat(shared(ct, ct) if type(ct) is str else ct)
+        try:
+            add_ts(ts)
+        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+            add_ts(_float_or_nan(ts))
+        try:
+            add_dur(dur)
+        except (TypeError, OverflowError):
+            add_dur(_float_or_nan(dur))
+        add_args(args)
+        add_inst(kind)
+    return bad
 
 
 #: |ns| at or beyond this does not fit int64 (with room for adding a duration)

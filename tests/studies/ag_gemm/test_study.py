@@ -21,9 +21,8 @@ from studies.ag_gemm import analysis, autoconfig, kernelbench, methods, spans
 from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmKnobs, HbmLayout, stream_k_plan
 from workbench import harness, runner
 from workbench import study as wbstudy
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import committed_runs
-from workbench.record import VariantResult
 from workbench.study import ParamError, StudyUnavailable
 from tests.support.paths import ROOT
 

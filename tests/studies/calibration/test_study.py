@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import studies.calibration as study
 from workbench.analysis import analyse, charts_of
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 
 
 def _rec() -> RunRecord:

@@ -15,9 +15,8 @@ import studies.cpu_reduction as study
 from studies.cpu_reduction import profiles
 from studies.cpu_reduction.plan import GRAIN_SIZE
 from workbench.analysis import analyse, charts_of
-from workbench.record import RunRecord
+from workbench.record import RunRecord, VariantResult
 from workbench.store import committed_runs
-from workbench.record import VariantResult
 from tests.support.paths import DATA
 
 TRACE = DATA / "iree_sum_c8" / "sum_c8.ireeperf.jsonl"

@@ -12,8 +12,7 @@ from kernels.iree.sum_programs import Program, aligned_tile, program
 from studies.cpu_reduction import analysis, data, iree_tools, measure, plan, profiles
 from workbench import runner
 from workbench.harness import ExternalCommandError
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 from workbench.study import ParamError, validate
 from tests.support.paths import DATA, ROOT
 

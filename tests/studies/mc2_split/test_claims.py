@@ -13,7 +13,8 @@ import pytest
 
 import studies.mc2_split as study
 from studies.mc2_split import seed
-from studies.mc2_split.analysis import contention_factor, floor_rows, gain, prediction_error, seed_model
+from studies.mc2_split.analysis import (contention_factor, current_names, floor_rows, gain, prediction_error,
+                                         seed_model)
 from studies.mc2_split.plan import CostModel, Fit, heuristic, parse_fit
 from studies.mc2_split.simulate import simulate
 from studies.mc2_split.spread import BEST_OF_RUN, across_runs
@@ -132,8 +133,8 @@ def test_committed_verdict_names_the_key_tables_best_row(committed):
         # a failed check (one, in run 9f0d6f) is shown, with no time and no gain
         failed = live[~live["correct"].astype(bool)]
         assert failed["measured_us"].isna().all() and failed.get("gain", failed["measured_us"]).isna().all()
-        searched = {c for c, v in a.rec.outputs["live"]["by_comm"].items() if v.get("best")}
-        assert set(live[live["is_best"]]["comm"]) == searched
+        searched = {c for c, v in current_names(a.rec).outputs["live"]["by_provider"].items() if v.get("best")}
+        assert set(live[live["is_best"]]["provider"]) == searched
 
 
 def test_spread_over_runs_is_the_honest_headline(committed):

@@ -196,7 +196,7 @@ def test_search_refuses_a_falling_fit():
     ({"live": "off"}, "live", "must be measured"),
     ({"op": "allgather", "backend": "gloo", "dtype": "float32"}, "op", "all-reduce only"),
     ({"backend": "gloo", "dtype": "float16"}, "dtype", "use dtype=float32"),
-    ({"backend": "gloo", "comms": "ce"}, "comms", "need NCCL"),
+    ({"backend": "gloo", "providers": "ce"}, "providers", "need NCCL"),
     ({"backend": "gloo", "m": "100", "points": "128"}, "points", "exceed M"),
 ])
 def test_validation_names_the_parameter(values, param, fragment):
@@ -270,7 +270,7 @@ def test_two_shot_refuses_mismatched_lists():
 @pytest.mark.multigpu
 def test_nccl_variants_are_correct_on_two_gpus(store):
     rec = runner.execute(study, {"backend": "nccl", "world_size": "2", "m": "1000", "k": "512", "n": "1024",
-                                 "comms": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,8", "points": "256,512",
+                                 "providers": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,8", "points": "256,512",
                                  "uniform": "3", "reps": "3", "warmup": "1"}, store)
     assert rec.status == "complete" and rec.variants
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]

@@ -10,8 +10,7 @@ import pytest
 import studies.opencl_events as study
 from tests.support.committed_claims import analyses, check_statuses
 from workbench.analysis import analyse, charts_of
-from workbench.record import RunRecord
-from workbench.record import VariantResult
+from workbench.record import RunRecord, VariantResult
 
 NT, HOLDS, INC = "not testable here", "holds", "inconclusive"
 #: the statuses the committed data supports (traces/opencl-events/README.md says why)
