@@ -39,8 +39,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import compare, events, outfile, report, runner
-from .ab import DEFAULT_ROUNDS, execute_ab
+from . import comparison as compare
+from . import events, outfile, report, runner
+from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .analysis import analyse, json_fields
 from .catalog import Catalog
 from .env import REPO_ROOT

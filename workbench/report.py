@@ -1,5 +1,5 @@
 """Reports: a run in the forms people share (A/B comparisons of two runs:
-:mod:`workbench.compare`), and a Jupyter notebook that reloads the run from its bundle and
+:mod:`workbench.comparison`), and a Jupyter notebook that reloads the run from its bundle and
 redraws its tables and charts.
 
 Every form starts the same way (:func:`head_markdown`, from :mod:`workbench.analysis`): the

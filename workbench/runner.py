@@ -26,7 +26,8 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness, load, procs
+from . import harness, procs
+from . import machine_load as load
 from .events import Emitter
 from .launcher import LaunchError, Topology
 from .record import RunRecord, new_run_id, now_utc
@@ -295,7 +296,7 @@ def execute(
         rec.env = envmod.capture()
         store.begin(rec)
         emit.emit("start", run_id=rec.run_id, study=study.ID)
-        # Load over the whole run (workbench.load): before it, after each variant, after it.
+        # Load over the whole run (workbench.machine_load): before it, after each variant, after it.
         before = load.sample()
 
         def run_load() -> dict[str, Any]:
