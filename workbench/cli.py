@@ -44,7 +44,7 @@ from . import events, outfile, report, runner
 from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .analysis import analyse, json_fields
 from .catalog import Catalog
-from .env import REPO_ROOT
+from .env import STATE_DIR
 from .launcher import LaunchError, Topology
 from .outfile import OutputError
 from .registry import get, registry
@@ -55,7 +55,7 @@ from .traces import cli as trace_cli
 from .untrusted import plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
+REPORTS_DIR = STATE_DIR / "reports"
 
 
 def _err(msg: str) -> None:
