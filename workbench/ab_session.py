@@ -74,6 +74,14 @@ def _merge(acc: dict[str, VariantResult], got: list[VariantResult], side: str, r
     return changed
 
 
+def interrupted_text(exc: BaseException) -> str:
+    """What an interrupt of :func:`execute_ab` kept (its ``run_ids``, when the session had started)."""
+    ids = getattr(exc, "run_ids", None)
+    if ids is None:
+        return "interrupted before the session started; nothing was stored"
+    return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
+
+
 def execute_ab(
     study: ModuleType,
     values_a: dict[str, Any],
