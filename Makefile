@@ -34,7 +34,7 @@ notebooks: $(STAMP)
 
 # Refresh the screenshots of the README and docs/ from the browser tests.
 screenshots: $(STAMP)
-	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/test_e2e_browser.py
+	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/test_e2e_browser.py tests/e2e/test_jupyter.py
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -122,7 +122,7 @@ def run_head_html(a: Analysis, charts: Charts, key_chart: bool = True) -> str:
     rec, study = a.rec, a.study
     title = study.TITLE if study else escape(rec.study)
     parts = [report.md_to_html("\n\n".join([f"#### {title}: run {escape(rec.run_id, 'code')}",
-                                            *report.head_markdown(a, LEAD_CLAIMS)]))]
+                                            *report.head_markdown(a, LEAD_CLAIMS, level=5)]))]
     if len(a.claims):
         parts.append(_details("Why each claim has its status, and the seed's own words",
                               report.md_to_html(md_table(claimsmod.display(a.claims)[WHY_CLAIMS]))))

@@ -69,13 +69,13 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
     return notes
 
 
-def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None) -> str:
-    """The claims table, as Markdown, with the seed's machine said once above it; ``columns``:
-    those of :func:`workbench.claims.display` to show (default all)."""
+def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None, level: int = 2) -> str:
+    """The claims table, as Markdown under a heading of ``level``, with the seed's machine said
+    once above it; ``columns``: those of :func:`workbench.claims.display` to show (default all)."""
     if claims is None or not len(claims):
         return ""
     shown = claimsmod.display(claims)
-    return (f"## The seed's claims on this machine\n\n{seed_machine_line(claims)}\n\n"
+    return (f"{'#' * level} The seed's claims on this machine\n\n{seed_machine_line(claims)}\n\n"
             + md_table(shown[columns] if columns else shown))
 
 
@@ -84,12 +84,12 @@ def seed_machine_line(claims: pd.DataFrame) -> str:
     return f"The seed's figures: measured on {escape(claimsmod.seed_machine(claims))} unless a row names another source."
 
 
-def head_markdown(a: Analysis, claims_columns: list[str] | None = None) -> list[str]:
+def head_markdown(a: Analysis, claims_columns: list[str] | None = None, level: int = 2) -> list[str]:
     """What every report starts with: the disturbance warnings, the verdict, the claims table
-    (``claims_columns``: see :func:`claims_markdown`)."""
+    (``claims_columns``, ``level``: see :func:`claims_markdown`)."""
     parts = [f"> **Warning:** {escape(line)}" for line in a.disturbance]
     parts.append(f"**Verdict:** {a.verdict}")
-    claims = claims_markdown(a.claims, claims_columns)
+    claims = claims_markdown(a.claims, claims_columns, level)
     if claims:
         parts.append(claims)
     return parts
