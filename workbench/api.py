@@ -32,7 +32,7 @@ registry, :func:`workbench.study.validate` (the same checks and messages as ``ru
 same machine lock: a run waits while another times), :func:`workbench.analysis.analyse`,
 :mod:`workbench.report`, :mod:`workbench.comparison`, :mod:`workbench.ab_session` and
 :mod:`workbench.traces`. What the CLI says in one line, these raise in one line: a notebook
-shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..64)``, not a
+shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..65536)``, not a
 traceback (:class:`Error`, with the CLI's exit code in its docstring).
 
 A run in a notebook shows a progress bar in its cell (``progress=False``: none; a callable

@@ -1,5 +1,6 @@
-"""Notebooks as their readers meet them: executed with nbclient, rendered to HTML with nbconvert
-and opened in headless Chromium with every network request blocked.
+"""Notebooks as their readers meet them: executed with nbclient (a kernel, as Jupyter runs one),
+rendered to HTML with nbconvert and opened in headless Chromium with every network request
+blocked.
 
 - The tour of docs/python.md (its code blocks, one cell each) runs from the checkout as after
   ``pip install -e .``: the calibration and cpu-reduction smoke presets, their claims and
@@ -10,6 +11,8 @@ and opened in headless Chromium with every network request blocked.
   alone on the kernel's path (no checkout on ``sys.path``, no ``WORKBENCH_ROOT``, no store).
   What this does not prove: a fresh virtual environment (the third-party packages come from
   this one; docs/python.md and the report of issue 32 give the by-hand check of one).
+- A run interrupted from the notebook (the kernel's interrupt, as the stop button sends it)
+  stops, keeps its finished points and says so in one line.
 
 Every chart output must carry a PNG beside its Vega-Lite spec, and in the browser, offline,
 every chart must be drawn. Screenshots land in ``$WORKBENCH_SCREENSHOTS`` (default
@@ -24,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -209,3 +213,54 @@ def test_an_exported_notebook_runs_outside_the_checkout_with_the_package_alone(t
 def test_an_exported_notebook_renders_offline(travelled):
     nb, elsewhere, _ = travelled
     assert_drawn(render_offline(nb, elsewhere, "notebook-exported"), len(chart_outputs(nb)))
+
+
+# --- a run interrupted from the notebook ----------------------------------------------------------
+
+#: a study run that records one point, then works until it is stopped (set up in the kernel)
+_SLOW_STUDY = """
+import time
+import workbench as wb
+from workbench.record import VariantResult
+from workbench.registry import get
+
+def slow(params, ctx):
+    ctx.record(VariantResult("first", {}, [10.0, 11.0, 12.0], True, "ok"))
+    while True:
+        time.sleep(0.05)
+        ctx.progress(0.5, "still working")
+
+get("calibration").run = slow
+"""
+
+
+def test_interrupting_the_kernel_stops_the_run_and_keeps_its_finished_points(tmp_path):
+    from jupyter_client.manager import start_new_kernel
+
+    from workbench.store import Store
+
+    store_path = tmp_path / "results.sqlite"
+    env = kernel_env() | {"WORKBENCH_STORE": str(store_path), "WORKBENCH_LOCK": str(tmp_path / "machine.lock")}
+    km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
+    try:
+        assert kc.execute_interactive(_SLOW_STUDY, timeout=120)["content"]["status"] == "ok"
+        msg_id = kc.execute("run = wb.run('calibration', preset='smoke')")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the first point is stored: the run is under way
+            if store_path.exists() and (runs := Store(store_path, create=False).runs()) and runs[0]["variants"]:
+                break
+            time.sleep(0.2)
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=60)
+        content = reply["content"]
+        assert content["status"] == "error" and content["ename"] == "Interrupted", content
+        run_id = Store(store_path, create=False).runs()[0]["run_id"]
+        assert content["evalue"] == f"interrupted; 1 finished point kept in run {run_id}"
+        assert content["traceback"] == [f"Interrupted: {content['evalue']}"]  # one line, no traceback
+        kept = Store(store_path, create=False).load(run_id)
+        assert kept.status == "interrupted" and [v.variant for v in kept.variants] == ["first"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
