@@ -10,7 +10,7 @@ blocked.
   built from), and the notebook runs from a folder outside the checkout with that install
   alone on the kernel's path (no checkout on ``sys.path``, no ``WORKBENCH_ROOT``, no store).
   What this does not prove: a fresh virtual environment (the third-party packages come from
-  this one; docs/python.md and the report of issue 32 give the by-hand check of one).
+  this one; docs/python.md, installing, gives the commands of the by-hand check of one).
 - A run interrupted from the notebook (the kernel's interrupt, as the stop button sends it)
   stops, keeps its finished points and says so in one line.
 
