@@ -202,3 +202,15 @@ def test_a_bad_trace_is_one_line(tmp_path):
     with pytest.raises(wb.BadInput) as info:
         wb.trace(bad)
     assert "\n" not in str(info.value) and "x.json" in str(info.value)
+
+
+def test_a_bundles_text_reaches_the_notebook_escaped():
+    from workbench.record import RunRecord
+
+    rec = RunRecord(run_id="20260101-000000-calibration-aaaaaa", study="calibration",
+                    params={"repeat": 5, "threads": 1, "torch": False}, env={"cpu_model": "<img src=x onerror=alert(1)>"},
+                    status="failed", error="<script>alert(1)</script>", created_utc="2026-01-01T00:00:00Z",
+                    variants=[VariantResult("empty-call", {}, [30.0, 31.0, 32.0, 33.0, 34.0], False, "<b>bad</b>")])
+    page = wb.Run(rec)._repr_html_()
+    assert "This run is failed." in page and "FAILED" in page
+    assert "<script" not in page and "<img src=x" not in page and "<b>bad" not in page
