@@ -36,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench import harness, runner  # noqa: E402
-from workbench.ab import execute_ab  # noqa: E402
-from workbench.compare import UNCONFIRMED, compare_runs  # noqa: E402
+from workbench.ab_session import execute_ab  # noqa: E402
+from workbench.comparison import UNCONFIRMED, compare_runs  # noqa: E402
 from workbench.env import capture, summary_line  # noqa: E402
 from workbench.store import Store  # noqa: E402
 from workbench.registry import get  # noqa: E402

@@ -18,7 +18,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import claims as claimsmod
-from . import derived, load, stats, tables
+from . import derived, stats, tables
+from . import machine_load as load
 from .record import RunRecord, VariantResult
 from .registry import registry
 from .untrusted import escape
@@ -32,7 +33,7 @@ class Analysis:
     results: pd.DataFrame  # the per-variant results table (workbench.tables.variants_table)
     verdict: str  # Markdown-safe text: states only clear results
     claims: pd.DataFrame  # workbench.claims.COLUMNS; empty for a study without SEED_CLAIMS
-    disturbance: list[str]  # "run disturbed" lines with figures (workbench.load)
+    disturbance: list[str]  # "run disturbed" lines with figures (workbench.machine_load)
     errors: list[str] = field(default_factory=list)  # a hook that failed, with why
 
 

@@ -39,29 +39,31 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import compare, events, outfile, report, runner
-from .ab import DEFAULT_ROUNDS, execute_ab
+from . import comparison as compare
+from . import events, outfile, report, runner
+from .ab_session import DEFAULT_ROUNDS, execute_ab
+from .ab_session import interrupted_text as ab_interrupted_text
 from .analysis import analyse, json_fields
-from .catalog import Catalog
-from .env import REPO_ROOT
+from .catalog import Catalog, find_run
+from .env import STATE_DIR
 from .launcher import LaunchError, Topology
 from .outfile import OutputError
 from .registry import get, registry
-from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
+from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
 from .untrusted import plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
+REPORTS_DIR = STATE_DIR / "reports"
 
 
 def _err(msg: str) -> None:
     print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
 
 
-class _ProgressBar:
+class ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
     def __init__(self, stream=sys.stderr):
@@ -91,39 +93,27 @@ def _open_store(path: str | None, create: bool = True) -> Store:
 
 
 def _catalog(args) -> tuple[Catalog, str]:
-    """The runs this command can address: the store's (when it exists) and the committed
-    bundles'; with the reason the store is missing (''), for a run that is not found. A store
-    file that exists but is not usable raises :class:`StoreError`."""
-    path = Path(args.store) if args.store else default_path()
-    try:
-        return Catalog(_open_store(args.store, create=False)), ""
-    except StoreError as exc:
-        if path.exists():
-            raise
-        return Catalog(None), str(exc)
+    """The runs this command can address (:meth:`Catalog.open` of ``--store``)."""
+    return Catalog.open(args.store)
 
 
 def _load_runs(args, *refs: str, catalog: tuple[Catalog, str] | None = None):
     """Runs by id (unique prefix or ``latest``) from the store or the committed bundles under
     ``traces/`` (``catalog``: :func:`_catalog`'s answer, when the caller has it), or by path to
-    a result bundle. Prints the reason and returns None when one cannot be loaded."""
-    out = []
+    a result bundle (:func:`find_run`). Prints the reason and returns None when one cannot be
+    loaded."""
+    opened = [catalog]
+
+    def open_once() -> tuple[Catalog, str]:
+        if opened[0] is None:
+            opened[0] = _catalog(args)
+        return opened[0]
+
     try:
-        catalog, missing = catalog or (None, "")
-        for ref in refs:
-            if ref.endswith(".json") and Path(ref).is_file():
-                out.append(read_bundle(ref))
-                continue
-            if catalog is None:
-                catalog, missing = _catalog(args)
-            try:
-                out.append(catalog.load(ref))
-            except KeyError as exc:
-                raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None
+        return [find_run(ref, open_once) for ref in refs]
     except (StoreError, KeyError) as exc:
         _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
         return None
-    return out
 
 
 def _load_one(args):
@@ -206,12 +196,11 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     except (ParamError, StoreError, runner.LockError) as exc:
         code, msg = EXIT_BAD_INPUT, str(exc)
     except StudyUnavailable as exc:
-        code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
+        code, msg = EXIT_UNAVAILABLE, runner.failure_text(study, exc, kept)
     except (KeyboardInterrupt, Cancelled) as exc:
         code, msg = EXIT_INTERRUPTED, interrupted(exc)
     except Exception as exc:  # the study failed: stored as failed with its error
-        code, msg = EXIT_FAILED, (f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; "
-                                  f"finished {kept} kept)")
+        code, msg = EXIT_FAILED, runner.failure_text(study, exc, kept)
     else:
         close()
         return result, EXIT_OK
@@ -238,7 +227,7 @@ def _run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
-        precision = _parse_precision(args.precision)
+        precision = runner.parse_precision(args.precision)
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
@@ -247,9 +236,9 @@ def _run(args) -> int:
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
-    bar = _ProgressBar() if emitter is None else None
+    bar = ProgressBar() if emitter is None else None
     rec, code = _measuring(study, bar.close if bar else (lambda: None), "points",
-                           lambda exc: _interrupted_text(store, getattr(exc, "run_id", None)),
+                           lambda exc: runner.interrupted_text(store, getattr(exc, "run_id", None)),
                            lambda: runner.execute(study, values, store, preset=preset, progress=bar, events=emitter,
                                                   precision=precision, precision_cap_s=args.precision_cap))
     if rec is None:
@@ -264,20 +253,6 @@ def _run(args) -> int:
             print(f"warning: {plain(warning)}")
         print(f"reproduce: {rec.reproduce}")
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
-
-
-def _interrupted_text(store: Store, run_id: str | None) -> str:
-    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
-    run was stored)."""
-    if run_id is None:
-        return "interrupted before the run started; nothing was stored"
-    try:
-        kept = len(store.load(run_id, attachments=False).variants)
-    except (StoreError, KeyError):
-        kept = None
-    if kept == 0:
-        return f"interrupted before any point finished; run {run_id} is stored without points"
-    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
 
 
 def cmd_runs(args) -> int:
@@ -348,21 +323,6 @@ def cmd_tag(args) -> int:
     return EXIT_OK
 
 
-def _parse_precision(text: str | None) -> float | None:
-    """``2%`` or ``0.02`` -> 0.02; raises ParamError."""
-    if text is None:
-        return None
-    t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {text!r}") \
-            from None
-    if not 0 < value <= 0.5:
-        raise ParamError("precision", f"{text} is outside (0%, 50%]")
-    return value
-
-
 def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
     if as_json:
         print(compare.to_json({**cmp, **(extra or {})}))
@@ -395,13 +355,6 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
-def _ab_interrupted_text(exc: BaseException) -> str:
-    ids = getattr(exc, "run_ids", None)
-    if ids is None:
-        return "interrupted before the session started; nothing was stored"
-    return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
-
-
 def cmd_ab(args) -> int:
     study = _study(args.study)
     if study is None:
@@ -412,14 +365,14 @@ def cmd_ab(args) -> int:
         values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
-        precision = _parse_precision(args.precision)
+        precision = runner.parse_precision(args.precision)
         store = _open_store(args.store)
         store.check_writable()
     except (ParamError, StoreError) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    bar = _ProgressBar()
-    pair, code = _measuring(study, bar.close, "rounds", _ab_interrupted_text, lambda: execute_ab(
+    bar = ProgressBar()
+    pair, code = _measuring(study, bar.close, "rounds", ab_interrupted_text, lambda: execute_ab(
         study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar, precision=precision,
         precision_cap_s=args.precision_cap))
     if pair is None:

@@ -1,7 +1,7 @@
 """Results store: one SQLite file of runs, their variants' raw samples and attachments.
 
 Location: ``--store PATH`` on the CLI, else ``$WORKBENCH_STORE``, else
-``.workbench/results.sqlite`` in the repository. Variants are written as they finish, so an
+``.workbench/results.sqlite`` in the checkout (:data:`workbench.env.STATE_DIR`). Variants are written as they finish, so an
 interrupted sweep keeps its points (the run is left with status ``interrupted``).
 
 Bundles (one JSON file per run) carry a run between machines, e.g. from a GPU node into a
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import outfile
-from .env import REPO_ROOT
+from .env import REPO_ROOT, STATE_DIR
 from .procs import start_ticks
 from .record import RunRecord, VariantResult, machine_label, now_utc
 from .registry import registry
@@ -69,7 +69,7 @@ class StoreError(RuntimeError):
 
 def default_path() -> Path:
     env = os.environ.get("WORKBENCH_STORE")
-    return Path(env) if env else REPO_ROOT / ".workbench" / "results.sqlite"
+    return Path(env) if env else STATE_DIR / "results.sqlite"
 
 
 _SCHEMA = """

@@ -130,10 +130,10 @@ else
   # REPEATS separate runs (the spread between runs is the finding), the collectives that decided
   # the best split at 4 ranks before (triton-pull, triton-persistent) beside NCCL
   stage mc2-ws4 "$BOX_mc2" 120 env OUT="$PARTS" WORLD_SIZES=4 REPEATS="$REPEATS" REPS="${REPS:-15}" \
-      COMMS="${COMMS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
+      PROVIDERS="${PROVIDERS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
       RUN_TIMEOUT="${RUN_TIMEOUT:-90}" RUN_PYTEST=0 PACK=mc2_split bash scripts/gpu/mc2_split.sh
   stage pytest-gpu "$BOX_pytest" 90 "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" \
-      tests/test_ag_gemm.py tests/test_mc2_split.py tests/studies
+      tests/studies tests/workbench/test_harness_gpu.py
   cp "$dir/pytest-gpu.log" "$dir/pytest_gpu_x4.txt" 2>/dev/null
 fi
 echo "== call $CALL: $((SECONDS - t0)) s of $BUDGET_S" | tee -a "$dir/timing.txt"

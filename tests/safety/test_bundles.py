@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench import cli, compare, report
+from workbench import cli, report
+from workbench import comparison as compare
 from workbench.cli import main
 from workbench.record import RunRecord, VariantResult
 from workbench.store import Store, StoreError, parse_bundle, read_bundle

@@ -104,26 +104,26 @@ def test_runs_compare_report_export_import(tmp_path, store, capsys, calib_run):
     assert json.loads(gb.read_text())["benchmarks"]
 
 
-def test_notebook_report_executes(tmp_path, store, calib_run, monkeypatch):
+def test_notebook_report_executes(tmp_path, store, calib_run):
     import nbformat
     from nbclient import NotebookClient
 
-    from workbench.env import REPO_ROOT
+    from workbench.report import kernel_env
 
     nb_path = tmp_path / "nb" / "run.ipynb"
     assert main(["--store", str(store.path), "report", calib_run["run_id"], "--format", "ipynb", "-o", str(nb_path)]) == 0
     assert (nb_path.parent / "run.bundle.json").exists()
-    # Execute away from the store: the notebook must need only its bundle (and a checkout,
-    # which a notebook outside one finds through WORKBENCH_ROOT).
-    monkeypatch.setenv("WORKBENCH_ROOT", str(REPO_ROOT))
+    # Execute away from the store: the notebook must need only its bundle (and the workbench
+    # importable: kernel_env puts this one on the kernel's path).
     store.close()
     store.path.unlink()
     nb = nbformat.read(str(nb_path), as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(nb_path.parent)}}).execute()
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(nb_path.parent)}}).execute(env=kernel_env())
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
-    assert "**Verdict:** Per call: harness floor" in shown  # the analysis leads the notebook
+    shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/html", "")) for o in outputs)
+    assert "<strong>Verdict:</strong> Per call: harness floor" in shown  # the analysis leads the notebook
 
 
 def test_module_entry_point_runs():

@@ -1,4 +1,4 @@
-"""A/B comparisons (workbench/compare.py, workbench/ab.py): diffs first, refusals, Holm-adjusted
+"""A/B comparisons (workbench/comparison.py, workbench/ab_session.py): diffs first, refusals, Holm-adjusted
 verdicts, run-to-run noise from A/A runs, interleaved sessions, the Runs page's default pair."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from workbench import compare, stats
-from workbench.ab import execute_ab, round_order
+from workbench import comparison as compare
+from workbench import stats
+from workbench.ab_session import execute_ab, round_order
 from workbench.catalog import Header
 from workbench.cli import main
 from workbench.record import RunRecord, VariantResult

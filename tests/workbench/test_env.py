@@ -23,7 +23,7 @@ def test_turbo_and_smt_state_are_read_where_the_kernel_exposes_them(monkeypatch)
 def test_load_sample_reads_the_load_average_and_a_clock_where_readable():
     import math
 
-    from workbench import load
+    from workbench import machine_load as load
 
     s = load.sample()
     assert math.isfinite(s["loadavg_1m"]) and s["loadavg_1m"] >= 0

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from workbench import jobs, runner
-from workbench.cli import _interrupted_text
+from workbench.runner import interrupted_text
 from workbench.events import Collected, Emitter, EventTail, apply
 from workbench.record import VariantResult
 from workbench.study import Param, ParamSpace, RunContext
@@ -70,7 +70,7 @@ def test_an_interrupt_says_how_many_points_it_kept(store, tmp_path):
     with pytest.raises(KeyboardInterrupt) as info:
         runner.execute(_Sweep, {}, store, events=Emitter(events))
     run_id = info.value.run_id
-    assert _interrupted_text(store, run_id) == f"interrupted; 2 finished points kept in run {run_id}"
+    assert interrupted_text(store, run_id) == f"interrupted; 2 finished points kept in run {run_id}"
     got = Collected()
     for event in EventTail(events).poll():
         apply(event, None, got, tmp_path)
@@ -86,8 +86,8 @@ def test_an_interrupt_before_any_point_says_so(store):
 
     with pytest.raises(KeyboardInterrupt) as info:
         runner.execute(Early, {}, store)
-    assert "before any point finished" in _interrupted_text(store, info.value.run_id)
-    assert "before the run started" in _interrupted_text(store, None)
+    assert "before any point finished" in interrupted_text(store, info.value.run_id)
+    assert "before the run started" in interrupted_text(store, None)
 
 
 def test_steps_count_points_into_the_progress():

@@ -11,8 +11,8 @@ Stored as **two linked runs**, not one: each side is an ordinary run of the stud
 own parameters (its page, report, claims and notebook work unchanged), whose variants hold
 every round's samples in order, with ``extra["side"]``, ``extra["ab_round_sizes"]``
 (samples per round, 0 where the variant was absent) and ``extra["load"]`` (the most loaded
-of its rounds' load samples, :mod:`workbench.load`), and whose ``outputs["ab"]`` names the
-other side (``pair``), its ``side``, ``rounds`` and the ``order``. :mod:`workbench.compare`
+of its rounds' load samples, :mod:`workbench.machine_load`), and whose ``outputs["ab"]`` names the
+other side (``pair``), its ``side``, ``rounds`` and the ``order``. :mod:`workbench.comparison`
 recognises the link and compares round by round. A variant that failed its check in any
 round is stored as failed, with no samples. Finished rounds are stored as they land, so an
 interrupted session keeps them. The same parameters on both sides make an A/A session: its
@@ -26,7 +26,8 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import env as envmod
-from . import harness, load
+from . import harness
+from . import machine_load as load
 from .runner import (DEFAULT_PRECISION_CAP_S, _watchdog, check_precision, machine_lock, note_precision,
                      precision_args, precision_run, set_args, stall_limit_s)
 from .record import RunRecord, VariantResult, new_run_id, now_utc
@@ -71,6 +72,14 @@ def _merge(acc: dict[str, VariantResult], got: list[VariantResult], side: str, r
             old.samples_ns = old.samples_ns + list(v.samples_ns)
         changed.append(old)
     return changed
+
+
+def interrupted_text(exc: BaseException) -> str:
+    """What an interrupt of :func:`execute_ab` kept (its ``run_ids``, when the session had started)."""
+    ids = getattr(exc, "run_ids", None)
+    if ids is None:
+        return "interrupted before the session started; nothing was stored"
+    return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
 
 
 def execute_ab(

@@ -33,7 +33,7 @@ What a comparison refuses, flags and concludes:
   ("unconfirmed faster"/"unconfirmed slower"), never stated as faster or slower, since
   within-run tests alone call a large share of A/A comparisons (the false-call benchmark,
   ``benchmarks/ab_false_calls.py``), and the summary states no overall direction.
-- **Interleaved sessions** (``python -m workbench ab``, :mod:`workbench.ab`): A and B are two
+- **Interleaved sessions** (``python -m workbench ab``, :mod:`workbench.ab_session`): A and B are two
   linked runs whose variants keep their per-round sample counts. Each round is a whole run
   of the study, so the rounds carry run-to-run variation and are the units: the ratio is the
   geometric mean over rounds of each round's ratio of medians, with the t interval and the
@@ -54,7 +54,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from . import load, stats
+from . import machine_load as load
+from . import stats
 from .env import summary_line
 from .catalog import Header
 from .record import RunRecord
