@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 #: modules the package imports without declaring them, and why
 UNDECLARED_OK = {"cupy": "NVIDIA GPUs only: the node's own CuPy build for its CUDA",
+                 "cuda": "NVIDIA GPUs only: cuda-python, where the node has it (the copy-engine fetch's 2-D copies)",
                  "orjson": "optional: the Chrome-trace importer's faster parser (the test extra installs it)"}
 
 
