@@ -9,6 +9,10 @@ import pandas as pd
 
 from .model import end_ns, spans, tracks
 
+#: host ranges that mark a training/inference step: ``ProfilerStep#N`` (torch.profiler's
+#: schedule), or a range named ``step`` or ``iteration`` (``record_function``, NVTX, roctx)
+STEP_NAMES = r"^(ProfilerStep#\d+|step|iteration)$"
+
 
 def window(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None) -> pd.DataFrame:
     """Rows overlapping [start_ns, end) (instants inside it)."""
