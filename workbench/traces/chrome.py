@@ -480,7 +480,10 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
            base_ns: int) -> pd.DataFrame:
     """The span table from the kept rows; args are rebuilt last (see :func:`_trim_heap`)."""
     n = len(start_us)
-    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
+    # whole us and the fraction apart: ts in us since the epoch (~1.7e15, older Kineto) times
+    # 1000 is past 2**53, where a double's step is 256 ns; the whole part is exact in int64
+    whole_us = np.floor(start_us)
+    start_ns = whole_us.astype(np.int64) * 1000 + np.rint((start_us - whole_us) * 1000.0).astype(np.int64) + base_ns
     dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
     inst = np.array(c.inst_, dtype=bool)
     dur_ns[inst] = 0
