@@ -80,6 +80,10 @@ FIGURES = ("total_us", "busy_us", "idle_us", "computation_us", "communication_us
            "comm_hidden_us", "comm_exposed_us", "overlap_pct", "comp_overlapped_pct", "idle_pct")
 
 
+#: steps needed for a CI over steps (with fewer, the bootstrap only restates the values)
+MIN_STEPS_FOR_CI = 3
+
+
 class OverlapError(ValueError):
     """A breakdown that cannot be computed as asked (a bad pattern); one line."""
 
@@ -133,14 +137,16 @@ def _name_type(name: str, user: re.Pattern | None) -> str | None:
     return None
 
 
-def _work(df: pd.DataFrame, comm: str | None, roles: Mapping[str, str] | None) -> pd.DataFrame:
-    """The GPU work rows with ``type`` and the group columns (rank and device, NA as -1)."""
+def _work(df: pd.DataFrame, comm: str | None, roles: Mapping[str, str] | None, per_device: bool = True
+          ) -> pd.DataFrame:
+    """The GPU work rows with ``type`` and the group columns (rank and device, NA as -1;
+    every device as -1 when not ``per_device``)."""
     types = classify(df, comm, roles)
     keep = ~pd.isna(types)
     w = df.loc[keep, ["rank", "device", "name", "start_ns", "dur_ns", "correlation"]].copy()
     w["type"] = types[keep]
     w["rank"] = w["rank"].fillna(-1).astype(np.int64)
-    w["device"] = w["device"].fillna(-1).astype(np.int64)
+    w["device"] = w["device"].fillna(-1).astype(np.int64) if per_device else np.int64(-1)
     return w
 
 
@@ -238,14 +244,17 @@ def has_gpu_work(df: pd.DataFrame, roles: Mapping[str, str] | None = None) -> bo
     return bool((df["category"].isin(list(cats)) & (df["kind"] == "span")).any())
 
 
-def breakdown(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.DataFrame:
+def breakdown(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None,
+              per_device: bool = True) -> pd.DataFrame:
     """The GPU-time breakdown per rank and device (see the module docstring).
 
-    Columns: ``rank, device`` (NA where the trace has none), ``spans`` (GPU work spans), then
-    :data:`FIGURES` (times in us; ``overlap_pct`` NaN without communication,
-    ``comp_overlapped_pct`` NaN without computation). One row per (rank, device) with GPU work.
+    Columns: ``rank, device`` (NA where the trace has none, and every device's when not
+    ``per_device``: the union over a rank's devices, as HTA computes it), ``spans`` (GPU
+    work spans), then :data:`FIGURES` (times in us; ``overlap_pct`` NaN without
+    communication, ``comp_overlapped_pct`` NaN without computation). One row per group
+    with GPU work.
     """
-    w = _work(df, comm, roles)
+    w = _work(df, comm, roles, per_device)
     if w.empty:
         return pd.DataFrame(columns=["rank", "device", "spans", *FIGURES])
     return _labels(_table(w, ["rank", "device"]))
@@ -362,14 +371,16 @@ def steps(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | 
 def step_summary(per_step: pd.DataFrame, figures: tuple[str, ...] = FIGURES) -> pd.DataFrame:
     """Each figure's distribution over steps per rank and device: columns ``rank, device,
     figure, steps, median, ci_lo, ci_hi, min, max`` (the CI: 95% bootstrap of the median
-    over steps; step-to-step variation of one run, not run-to-run)."""
+    over steps, NaN below :data:`MIN_STEPS_FOR_CI` steps; step-to-step variation of one
+    run, not run-to-run)."""
     rows = []
     if per_step.empty:
         return pd.DataFrame(columns=["rank", "device", "figure", "steps", "median", "ci_lo", "ci_hi", "min", "max"])
     for (rank, device), g in per_step.groupby(["rank", "device"], dropna=False, sort=True):
         for f in figures:
             x = g[f].dropna().to_numpy(dtype=float)
-            lo, hi = stats.median_ci(x) if len(x) else (np.nan, np.nan)
+            # fewer than MIN_STEPS_FOR_CI steps: the "interval" would only restate them
+            lo, hi = stats.median_ci(x) if len(x) >= MIN_STEPS_FOR_CI else (np.nan, np.nan)
             rows.append({"rank": rank, "device": device, "figure": f, "steps": len(x),
                          "median": float(np.median(x)) if len(x) else np.nan, "ci_lo": lo, "ci_hi": hi,
                          "min": float(x.min()) if len(x) else np.nan, "max": float(x.max()) if len(x) else np.nan})
@@ -401,3 +412,115 @@ def state_spans(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, s
                          "start_ns": s, "dur_ns": e - s,
                          "rank": pd.arrays.IntegerArray(np.maximum(rk, 0).astype(np.int32), rk < 0)},
                         n=len(g), source="overlap", track_order=list(lanes))
+
+
+def summary(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None, top: int = 5,
+            step: str = STEP_NAMES) -> dict[str, pd.DataFrame]:
+    """Every table of the breakdown, for the CLI, the page and reports: ``breakdown``,
+    ``states``, ``top_kernels``, ``steps`` (per step) and ``step_summary`` (over steps)."""
+    per_step = steps(df, comm, roles, step)
+    return {"breakdown": breakdown(df, comm, roles), "states": states(df, comm, roles),
+            "top_kernels": top_kernels(df, comm, roles, top), "steps": per_step, "step_summary": step_summary(per_step)}
+
+
+def where(rank, device) -> str:
+    """"rank 0 GPU 1" (parts that are missing left out; "GPU work" when both are)."""
+    parts = ([] if pd.isna(rank) else [f"rank {int(rank)}"]) + ([] if pd.isna(device) else [f"GPU {int(device)}"])
+    return " ".join(parts) or "GPU work"
+
+
+def headlines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
+    """One line per rank and device: the overlap, and its median and CI over steps."""
+    out = []
+    summ = tables["step_summary"]
+    for r in tables["breakdown"].to_dict("records"):
+        head = f"{where(r['rank'], r['device'])}: "
+        if r["communication_us"] > 0:
+            head += (f"{r['overlap_pct']:.1f}% of communication ({r['communication_us']:,.1f} us) hidden under "
+                     f"computation")
+            s = summ[(summ["figure"] == "overlap_pct") & _same(summ, r)] if len(summ) else summ
+            if len(s) and s["steps"].iloc[0] > 0:
+                s = s.iloc[0]
+                ci = (f" [95% CI {s['ci_lo']:.1f}, {s['ci_hi']:.1f}]" if s["ci_lo"] == s["ci_lo"] else "")
+                few = "" if ci else f", too few for a CI over steps"
+                head += f" (per step: median {s['median']:.1f}%{ci} over {int(s['steps'])} steps{few})"
+        else:
+            head += "no communication found (add the kernels' names with --comm REGEX)"
+        head += (f"; computation {r['computation_us']:,.1f} us; idle {r['idle_pct']:.1f}% of "
+                 f"{r['total_us']:,.1f} us")
+        if r["fused_us"] > 0:
+            head += f"; fused comm+compute kernels {r['fused_us']:,.1f} us (their inner overlap is not in a kernel trace)"
+        out.append(head)
+    return out
+
+
+def _same(t: pd.DataFrame, r: Mapping) -> pd.Series:
+    """Rows of ``t`` of the rank and device of ``r`` (missing equals missing)."""
+    m = pd.Series(True, index=t.index)
+    for c in ("rank", "device"):
+        m &= (t[c].isna() & pd.isna(r[c])) | (t[c] == r[c]).fillna(False)
+    return m
+
+
+def display(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables as a person reads them (text and Markdown): where, times in us, shares."""
+    b = tables["breakdown"]
+    out = {"breakdown": pd.DataFrame({
+        "where": [where(r, d) for r, d in zip(b["rank"], b["device"])], "total (us)": b["total_us"],
+        "busy (us)": b["busy_us"], "idle %": b["idle_pct"], "computation (us)": b["computation_us"],
+        "communication (us)": b["communication_us"], "memory (us)": b["memory_us"], "fused (us)": b["fused_us"],
+        "comm hidden (us)": b["comm_hidden_us"], "comm hidden %": b["overlap_pct"],
+        "comp under comm %": b["comp_overlapped_pct"]})}
+    if not (b["fused_us"] > 0).any():
+        out["breakdown"] = out["breakdown"].drop(columns="fused (us)")
+    st = tables["states"]
+    out["states"] = pd.DataFrame({"where": [where(r, d) for r, d in zip(st["rank"], st["device"])],
+                                  "state": st["state"], "time (us)": st["time_us"], "share %": st["share_pct"]})
+    tk = tables["top_kernels"]
+    names = tk["name"].astype(str)
+    out["top_kernels"] = pd.DataFrame({
+        "where": [where(r, d) for r, d in zip(tk["rank"], tk["device"])], "type": tk["type"],
+        "name": names.where(names.str.len() <= 70, names.str.slice(0, 69) + "…"), "count": tk["count"],
+        "total (us)": tk["total_us"], "mean (us)": tk["mean_us"], "share of type %": tk["share_pct"]})
+    ss = tables["step_summary"]
+    ss = ss[ss["figure"].isin(("overlap_pct", "comp_overlapped_pct", "idle_pct", "computation_us",
+                               "communication_us", "comm_exposed_us", "total_us"))]
+    out["step_summary"] = pd.DataFrame({
+        "where": [where(r, d) for r, d in zip(ss["rank"], ss["device"])], "figure": ss["figure"],
+        "steps": ss["steps"], "median": ss["median"],
+        "95% CI over steps": [f"[{lo:,.2f}, {hi:,.2f}]" if lo == lo else "-" for lo, hi in zip(ss["ci_lo"], ss["ci_hi"])],
+        "min": ss["min"], "max": ss["max"]})
+    return out
+
+
+#: the definitions in a few lines (the CLI's text, reports and the page show them)
+DEFINITIONS = ("Each figure is the length of a union of intervals of one rank's GPU (never a sum of kernel times): "
+               "total = first GPU op start to last end; busy = any kernel, copy or memset; idle = total - busy; "
+               "computation, communication and memory = the union of kernels of that type (NCCL/RCCL/MSCCL, "
+               "symmetric-memory and peer-to-peer copies are communication, plus --comm); comm hidden = "
+               "communication ∩ computation; comm hidden % = hidden / communication (HTA's overlap); comp under "
+               "comm % = hidden / computation. Annotation ranges are never GPU work.")
+
+
+def to_json(tables: Mapping[str, pd.DataFrame]) -> dict:
+    """The tables as JSON-ready records (missing values as null)."""
+    import json
+
+    return {k: json.loads(t.to_json(orient="records")) for k, t in tables.items()}
+
+
+def markdown(tables: Mapping[str, pd.DataFrame], title: str = "GPU-time breakdown and overlap") -> str:
+    """The breakdown as GitHub Markdown (an issue or a report section): headlines, the
+    definitions, the breakdown and per-step tables, the states and the top kernels."""
+    from ..tables import render
+    from ..untrusted import escape
+
+    shown = display(tables)
+    parts = [f"### {escape(title, 'text')}", "", *[f"- {escape(h, 'text')}" for h in headlines(tables)], "",
+             DEFINITIONS, "", render(shown["breakdown"], "markdown")]
+    if len(shown["step_summary"]):
+        parts += ["", "Per step (median over steps, 95% bootstrap CI over steps: the variation between steps of "
+                      "this run, not between runs):", "", render(shown["step_summary"], "markdown")]
+    parts += ["", "Exclusive states (they tile the total):", "", render(shown["states"], "markdown"),
+              "", "Top kernels per type:", "", render(shown["top_kernels"], "markdown")]
+    return "\n".join(parts)
