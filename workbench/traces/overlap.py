@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .analysis import STEP_NAMES
+from .analysis import STEP_NAMES, merged_intervals
 from .model import KERNEL, from_columns
 
 #: the types of GPU work, in the order of their bits in the sweep's state masks
@@ -150,37 +150,20 @@ def _work(df: pd.DataFrame, comm: str | None, roles: Mapping[str, str] | None, p
     return w
 
 
-def _merged(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The union of the intervals of each key: ``(key, start, end)`` of the merged
-    intervals, sorted by key then start (one vectorised pass for all keys)."""
-    if len(start) == 0:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e, e
-    order = np.lexsort((start, key))
-    k, s, e = key[order], start[order], end[order]
-    first = np.ones(len(k), dtype=bool)
-    first[1:] = k[1:] != k[:-1]
-    run_end = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()
-    new = first.copy()
-    new[1:] |= s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    return k[idx], s[idx], np.maximum.reduceat(e, idx)
-
-
-def _sweep(group: np.ndarray, type_bit: np.ndarray, start: np.ndarray, end: np.ndarray
+def _sweep(group: np.ndarray, type_code: np.ndarray, start: np.ndarray, end: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """State segments of every group: ``(group, start, end, state)``, where ``state`` is the
-    bitmask of the types running (0: idle) over [start, end), tiling each group from its
-    first start to its last end.
+    bitmask of the types running (bit i: ``TYPES[i]``; 0: idle) over [start, end), tiling each
+    group from its first start to its last end.
 
     The intervals of each (group, type) are merged first, so each type's bit is set at most
     once at any time; a running sum of +bit at each merged start and -bit at each end, in
     time order per group, is then the state. Each group's sum returns to 0 at its last end,
     so one cumulative sum over all groups (sorted by group, then time) serves every group.
     """
-    bits = np.int64(len(TYPES))
-    k, s, e = _merged(group * bits + np.log2(type_bit).astype(np.int64), start, end)
-    g, bit = k // bits, np.left_shift(1, k % bits)
+    n_types = np.int64(len(TYPES))
+    k, s, e = merged_intervals(group * n_types + type_code, start, end)
+    g, bit = k // n_types, np.left_shift(1, k % n_types)
     t = np.r_[s, e]
     delta = np.r_[bit, -bit]
     gg = np.r_[g, g]
@@ -191,8 +174,9 @@ def _sweep(group: np.ndarray, type_bit: np.ndarray, start: np.ndarray, end: np.n
     return gg[:-1][same], t[:-1][same], t[1:][same], state[:-1][same]
 
 
-def _bit(types: pd.Series) -> np.ndarray:
-    return np.left_shift(1, pd.Categorical(types, categories=list(TYPES)).codes.astype(np.int64))
+def _type_code(types: pd.Series) -> np.ndarray:
+    """Index of each row's type in :data:`TYPES` (its bit in the state masks)."""
+    return pd.Categorical(types, categories=list(TYPES)).codes.astype(np.int64)
 
 
 def _figures(seg_group: np.ndarray, seg_len: np.ndarray, seg_state: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:
@@ -224,7 +208,7 @@ def _grouped(w: pd.DataFrame, by: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
 def _table(w: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     keys, code = _grouped(w, by)
     st = w["start_ns"].to_numpy()
-    g, s, e, state = _sweep(code, _bit(w["type"]), st, st + w["dur_ns"].to_numpy())
+    g, s, e, state = _sweep(code, _type_code(w["type"]), st, st + w["dur_ns"].to_numpy())
     fig = _figures(g, (e - s).astype(np.float64), state, len(keys))
     spans_per = np.bincount(code, minlength=len(keys))
     return keys.assign(spans=spans_per, **fig)
@@ -270,7 +254,7 @@ def states(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] |
         return pd.DataFrame(columns=["rank", "device", "state", "time_us", "share_pct"])
     keys, code = _grouped(w, ["rank", "device"])
     st = w["start_ns"].to_numpy()
-    g, s, e, state = _sweep(code, _bit(w["type"]), st, st + w["dur_ns"].to_numpy())
+    g, s, e, state = _sweep(code, _type_code(w["type"]), st, st + w["dur_ns"].to_numpy())
     t = pd.DataFrame({"g": g, "state": state, "ns": e - s}).groupby(["g", "state"], as_index=False)["ns"].sum()
     t = t[t["ns"] > 0]
     total = t.groupby("g")["ns"].transform("sum")
@@ -397,7 +381,7 @@ def state_spans(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, s
                             source="overlap")
     keys, code = _grouped(w, ["rank", "device"])
     st = w["start_ns"].to_numpy()
-    g, s, e, state = _sweep(code, _bit(w["type"]), st, st + w["dur_ns"].to_numpy())
+    g, s, e, state = _sweep(code, _type_code(w["type"]), st, st + w["dur_ns"].to_numpy())
     # consecutive segments in the same state are one span
     new = np.ones(len(g), dtype=bool)
     new[1:] = (g[1:] != g[:-1]) | (state[1:] != state[:-1])
