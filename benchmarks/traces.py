@@ -115,6 +115,16 @@ print(json.dumps({"breakdown_s": time.perf_counter() - t}))
 """
 
 
+def _kernel_launch(i: int, corr: int, t: float) -> list[dict]:
+    """A cpu_op at ``t`` (us), its cudaLaunchKernel and the kernel on stream 7 (Kineto-shaped)."""
+    return [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 40}", "pid": 1, "tid": 1, "ts": t, "dur": 12.345,
+             "args": {"External id": corr, "Sequence number": corr}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2.5,
+             "dur": 4.125, "args": {"correlation": corr, "External id": corr}},
+            {"ph": "X", "cat": "kernel", "name": f"kernel_{i % 25}", "pid": 0, "tid": 7, "ts": t + 9.75, "dur": 7.5,
+             "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [128, 1, 1]}}]
+
+
 def synthetic_nccl_job(target_mb: float, path: Path) -> int:
     """A Kineto-shaped trace of one rank of about ``target_mb`` MB (uncompressed): per step a
     ProfilerStep range, cpu_ops launching GEMM-like kernels on stream 7 and an NCCL all-reduce
@@ -127,12 +137,7 @@ def synthetic_nccl_job(target_mb: float, path: Path) -> int:
         start = t
         for i in range(per_step):
             corr += 1
-            ev.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 40}", "pid": 1, "tid": 1, "ts": t,
-                       "dur": 12.345, "args": {"External id": corr, "Sequence number": corr}})
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                       "ts": t + 2.5, "dur": 4.125, "args": {"correlation": corr, "External id": corr}})
-            ev.append({"ph": "X", "cat": "kernel", "name": f"kernel_{i % 25}", "pid": 0, "tid": 7, "ts": t + 9.75,
-                       "dur": 7.5, "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [128, 1, 1]}})
+            ev += _kernel_launch(i, corr, t)
             if i % 20 == 0:  # an all-reduce every 20 kernels, overlapping the next ones
                 corr += 1
                 ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
@@ -185,12 +190,7 @@ def synthetic_chrome(n_spans: int, path: Path) -> int:
           {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
     t = 1.0e6
     for i in range(n_spans // 3):
-        ev.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 40}", "pid": 1, "tid": 1, "ts": t,
-                   "dur": 12.345, "args": {"External id": i, "Sequence number": i}})
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                   "ts": t + 2.5, "dur": 4.125, "args": {"correlation": i, "External id": i}})
-        ev.append({"ph": "X", "cat": "kernel", "name": f"kernel_{i % 25}", "pid": 0, "tid": 7, "ts": t + 9.75,
-                   "dur": 7.5, "args": {"device": 0, "stream": 7, "correlation": i, "grid": [128, 1, 1]}})
+        ev += _kernel_launch(i, i, t)
         t += 20.0
     text = json.dumps({"traceEvents": ev, "baseTimeNanoseconds": 1_700_000_000_000_000_000})
     path.write_text(text)
