@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -100,9 +102,6 @@ def _detect_module(path: str | os.PathLike) -> ModuleType | None:
 
 def looks_like(head: bytes) -> str:
     """What a file no importer recognises looks like, in a few words (for the refusal)."""
-    import json
-    import re
-
     s = head.lstrip()
     if s[:1] in (b"{", b"["):
         keys = list(dict.fromkeys(k.decode("utf-8", "replace") for k in re.findall(rb'"([^"\\]{1,40})"\s*:', s[:4096])))

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .model import end_ns
+from .overlap import where
 
 #: rows sent to the browser at most (Vega draws a few tens of thousands of rects smoothly)
 MAX_MARKS = 50_000
@@ -397,8 +398,6 @@ def breakdown_bars(states: pd.DataFrame, title: str = "GPU time per rank: exclus
     share of its total each state took (states with memory or fused work beside others are
     grey, "other overlaps")."""
     import altair as alt
-
-    from .overlap import where
 
     d = states.copy()
     d["where"] = [where(r, dv) for r, dv in zip(d["rank"], d["device"])]

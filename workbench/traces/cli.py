@@ -33,7 +33,7 @@ import sys
 from typing import Any
 
 from ..tables import render
-from . import TraceError, load
+from . import TraceError, load, overlap
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -117,8 +117,6 @@ def _load(args) -> tuple[Any, dict]:
 
 def _gpu_time(df, args) -> dict | None:
     """The GPU-time tables (None without GPU work); a bad --comm is bad input."""
-    from . import overlap
-
     if not overlap.has_gpu_work(df):
         return None
     try:
@@ -128,7 +126,7 @@ def _gpu_time(df, args) -> dict | None:
 
 
 def _summary(args) -> int:
-    from . import analysis, overlap, ranks
+    from . import analysis, ranks
 
     df, meta = _load(args)
     doc = analysis.summary(df, meta)
@@ -219,8 +217,6 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
 
 
 def _print_gpu_time(gpu: dict) -> None:
-    from . import overlap
-
     shown = overlap.display(gpu)
     print("\nGPU time per rank and device:")
     for line in overlap.headlines(gpu):
@@ -274,7 +270,7 @@ def _load_side(paths: list[str], args) -> tuple[Any, dict]:
 
 
 def _diff(args) -> int:
-    from . import analysis, diff, overlap
+    from . import analysis, diff
 
     pa, pb = _sides(args.files[1:])
     (a, meta_a), (b, meta_b) = _load_side(pa, args), _load_side(pb, args)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from .. import stats
 from .model import spans
+from .overlap import breakdown, steps, where
 
 #: spans of a name (per side) up to which the bootstrap resamples values directly
 EXACT_N = 256
@@ -217,8 +218,6 @@ def gpu_time_diff(a: pd.DataFrame, b: pd.DataFrame, comm: str | None = None, res
     even when their ranks or devices differ (``attrs["paired"]`` says so). Columns:
     :data:`GPU_COLUMNS`. Raises :class:`DiffError` when a side has no GPU work.
     """
-    from .overlap import breakdown, steps
-
     whole = {side: _groups(breakdown(t, comm)) for side, t in (("a", a), ("b", b))}
     for side in ("a", "b"):
         if not whole[side]:
@@ -262,8 +261,6 @@ def gpu_time_diff(a: pd.DataFrame, b: pd.DataFrame, comm: str | None = None, res
 
 def gpu_time_display(table: pd.DataFrame, labels: tuple[str, str] = ("a", "b")) -> pd.DataFrame:
     """:func:`gpu_time_diff` for a person: where, the figure, both sides, Δ with its CI."""
-    from .overlap import where
-
     la, lb = labels
     return pd.DataFrame({
         "where": [where(r, d) for r, d in zip(table["rank"], table["device"])], "figure": table["figure"],

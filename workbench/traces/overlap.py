@@ -36,6 +36,7 @@ its own start falls in; :func:`step_summary` gives each figure's median over ste
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Mapping
 
@@ -43,6 +44,8 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..tables import render
+from ..untrusted import escape
 from .analysis import STEP_NAMES, merged_intervals
 from .model import KERNEL, from_columns
 
@@ -488,17 +491,12 @@ DEFINITIONS = ("Each figure is the length of a union of intervals of one rank's 
 
 def to_json(tables: Mapping[str, pd.DataFrame]) -> dict:
     """The tables as JSON-ready records (missing values as null)."""
-    import json
-
     return {k: json.loads(t.to_json(orient="records")) for k, t in tables.items()}
 
 
 def markdown(tables: Mapping[str, pd.DataFrame], title: str = "GPU-time breakdown and overlap") -> str:
     """The breakdown as GitHub Markdown (an issue or a report section): headlines, the
     definitions, the breakdown and per-step tables, the states and the top kernels."""
-    from ..tables import render
-    from ..untrusted import escape
-
     shown = display(tables)
     parts = [f"### {escape(title, 'text')}", "", *[f"- {escape(h, 'text')}" for h in headlines(tables)], "",
              DEFINITIONS, "", render(shown["breakdown"], "markdown")]

@@ -33,6 +33,7 @@ import pandas as pd
 from .. import stats
 from .analysis import DROP_REASONS, STEP_NAMES, dropped_events
 from .model import concat, end_ns, spans
+from .overlap import breakdown
 
 #: GPU kernels of collective libraries (NCCL, RCCL, and the names torch and rocprof give them)
 COLLECTIVE = r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|sendrecv"
@@ -187,8 +188,6 @@ def rank_summary(df: pd.DataFrame, comm: str | None = None) -> pd.DataFrame:
     Columns: ``rank, spans, wall_us, gpu_busy_us, computation_us, communication_us,
     overlap_pct, idle_pct, steps, step_median_us, step_ci_lo_us, step_ci_hi_us``.
     """
-    from .overlap import breakdown
-
     cols = ["rank", "spans", "wall_us", "gpu_busy_us", "computation_us", "communication_us", "overlap_pct",
             "idle_pct", "steps", "step_median_us", "step_ci_lo_us", "step_ci_hi_us"]
     gpu = breakdown(df, comm, per_device=False)
