@@ -429,8 +429,9 @@ def headlines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
             if len(s) and s["steps"].iloc[0] > 0:
                 s = s.iloc[0]
                 ci = (f" [95% CI {s['ci_lo']:.1f}, {s['ci_hi']:.1f}]" if s["ci_lo"] == s["ci_lo"] else "")
-                few = "" if ci else f", too few for a CI over steps"
-                head += f" (per step: median {s['median']:.1f}%{ci} over {int(s['steps'])} steps{few})"
+                few = "" if ci else ", too few for a CI over steps"
+                n = int(s["steps"])
+                head += f" (per step: median {s['median']:.1f}%{ci} over {n} step{'s' if n != 1 else ''}{few})"
         else:
             head += "no communication found (add the kernels' names with --comm REGEX)"
         head += (f"; computation {r['computation_us']:,.1f} us; idle {r['idle_pct']:.1f}% of "
