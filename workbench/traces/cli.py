@@ -104,13 +104,14 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT
 
 
-def _load(args) -> tuple[Any, dict]:
+def _load(paths: list[str], args) -> tuple[Any, dict]:
+    """One file, or several as the ranks of one run."""
     from .ranks import RankError, load_ranks
 
-    if len(args.files) == 1:
-        return load(args.files[0])
+    if len(paths) == 1:
+        return load(paths[0])
     try:
-        return load_ranks(args.files, align=args.align, marker=args.marker)
+        return load_ranks(paths, align=args.align, marker=args.marker)
     except RankError as exc:
         raise _Bad(f"ranks: {exc}") from None
 
@@ -128,7 +129,7 @@ def _gpu_time(df, args) -> dict | None:
 def _summary(args) -> int:
     from . import analysis, ranks
 
-    df, meta = _load(args)
+    df, meta = _load(args.files, args)
     doc = analysis.summary(df, meta)
     gpu = _gpu_time(df, args)
     if args.markdown:
@@ -147,7 +148,7 @@ def _summary(args) -> int:
     multi = ranks.is_multi_rank(df)
     if args.json:
         if multi:
-            doc["rank_summary"] = ranks.rank_summary(df).to_dict(orient="records")
+            doc["rank_summary"] = ranks.rank_summary(df, comm=args.comm).to_dict(orient="records")
             doc["slowest"] = ranks.slowest(df)
         doc["gpu_time"] = None if gpu is None else {"comm": args.comm, **overlap.to_json(gpu)}
         if args.phases and phase_error is not None:
@@ -162,7 +163,7 @@ def _summary(args) -> int:
     else:
         _print_text(df, doc, args.top, args.lanes)
         if multi:
-            _print_ranks(df)
+            _print_ranks(df, args.comm)
         if gpu is not None:
             _print_gpu_time(gpu)
         for key, table in phase_tables.items():
@@ -232,11 +233,11 @@ def _print_gpu_time(gpu: dict) -> None:
     print(render(shown["top_kernels"], "plain", max_rows=None))
 
 
-def _print_ranks(df) -> None:
+def _print_ranks(df, comm: str | None = None) -> None:
     from . import ranks
 
     print("\nRanks:")
-    print(render(ranks.rank_summary(df), "plain", max_rows=None))
+    print(render(ranks.rank_summary(df, comm), "plain", max_rows=None))
     print(ranks.slowest(df)["text"])
     per_name = ranks.rank_name_stats(df, top=10)
     per_name["name"] = per_name["name"].str.slice(0, 50)
@@ -258,22 +259,11 @@ def _sides(files: list[str]) -> tuple[list[str], list[str]]:
     return files[:1], files[1:]
 
 
-def _load_side(paths: list[str], args) -> tuple[Any, dict]:
-    from .ranks import RankError, load_ranks
-
-    if len(paths) == 1:
-        return load(paths[0])
-    try:
-        return load_ranks(paths, align=args.align, marker=args.marker)
-    except RankError as exc:
-        raise _Bad(f"ranks: {exc}") from None
-
-
 def _diff(args) -> int:
     from . import analysis, diff
 
     pa, pb = _sides(args.files[1:])
-    (a, meta_a), (b, meta_b) = _load_side(pa, args), _load_side(pb, args)
+    (a, meta_a), (b, meta_b) = _load(pa, args), _load(pb, args)
     name_a, name_b = " ".join(pa), " ".join(pb)
     try:
         table = diff.diff(a, b, alpha=args.alpha, correction=args.correction)
