@@ -11,7 +11,10 @@ Events used: ``X`` (complete), ``B``/``E`` (paired per thread), ``i``/``I``/``R`
 set lane names and order). Flows and counters are counted in ``meta`` only.
 
 Kineto GPU events have ``pid`` = device and ``tid`` = stream; their category is kept as
-Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Older Kineto spelled the
+Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Annotation ranges Kineto
+puts on a stream (``gpu_user_annotation``) get a lane of their own beside it ("GPU 0 stream 7
+annotations"), so that lane statistics of the stream count its kernels only; a trace without
+metadata events names its GPU lanes from the events' device and stream. Older Kineto spelled the
 categories ``Kernel``/``Memcpy``/``Memset``/``Runtime``/``Operator``; rocprof v1 has no
 categories, so they come from the process name (``GPU0`` -> ``kernel``, ``COPY`` ->
 ``gpu_memcpy``, ``HIP``/``HSA`` -> ``hip_api``/``hsa_api``).
