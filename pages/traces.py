@@ -212,7 +212,8 @@ def _gpu_time(df, name: str, tkey: str) -> str:
     if not overlap.has_gpu_work(df):
         return ""
     st.subheader("GPU time: breakdown and overlap")
-    comm = st.text_input("Also communication: kernels whose names match (regular expression, before the built-in "
+    c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+    comm = c1.text_input("Also communication: kernels whose names match (regular expression, before the built-in "
                          "NCCL/RCCL/MSCCL, symmetric-memory and peer-copy rules)", key=f"comm{tkey}",
                          placeholder="e.g. deep_ep::|dispatch|combine", help="the CLI's --comm")
     try:
@@ -220,21 +221,23 @@ def _gpu_time(df, name: str, tkey: str) -> str:
     except overlap.OverlapError as exc:
         st.error(_md(exc))
         return ""
+    c2.download_button("Markdown (for an issue)", partial(overlap.markdown, tables), file_name="gpu-time.md",
+                       mime="text/markdown", key=f"gpumd{tkey}")
     for line in overlap.headlines(tables):
         st.markdown(f"- {_md(line)}")
-    st.caption(_md(overlap.DEFINITIONS))
-    st.altair_chart(charts.breakdown_bars(tables["states"]), width="stretch")
-    st.altair_chart(charts.overlap_band(band), width="stretch")
+    # tabs: the page's default view stays short; the figures are one click away
+    per_rank, over_time, details = st.tabs(["Per rank", "Over time", "Definitions and tables"])
+    per_rank.altair_chart(charts.breakdown_bars(tables["states"]), width="stretch")
+    over_time.altair_chart(charts.overlap_band(band), width="stretch")
     shown = overlap.display(tables)
-    st.dataframe(shown["breakdown"], hide_index=True, width="stretch")
-    if len(shown["step_summary"]):
-        st.markdown("Per step: median over steps, 95% bootstrap CI over the steps of this run (not between runs)")
-        st.dataframe(shown["step_summary"], hide_index=True, width="stretch")
-    with st.expander("Exclusive states and the top kernels per type"):
+    with details:
+        st.caption(_md(overlap.DEFINITIONS))
+        st.dataframe(shown["breakdown"], hide_index=True, width="stretch")
+        if len(shown["step_summary"]):
+            st.markdown("Per step: median over steps, 95% bootstrap CI over the steps of this run (not between runs)")
+            st.dataframe(shown["step_summary"], hide_index=True, width="stretch")
         st.dataframe(shown["states"], hide_index=True, width="stretch")
         st.dataframe(shown["top_kernels"], hide_index=True, width="stretch")
-    st.download_button("Download the breakdown as Markdown (GitHub issue)", partial(overlap.markdown, tables),
-                       file_name="gpu-time.md", mime="text/markdown", key=f"gpumd{tkey}")
     return comm
 
 
@@ -373,9 +376,13 @@ def main() -> None:
         return
     comm = _section("The GPU-time breakdown", _gpu_time, df, name, tkey) or ""
     shown = _section("The timeline", _timeline, df, name, title, tkey)
-    _section("The phase breakdown", _phases, df, meta)
+    # below the timeline, one part at a time (the default view stays about three screens)
+    stats_tab, phases_tab = st.tabs(["Statistics (window)", "Phases"])
+    with phases_tab:
+        _section("The phase breakdown", _phases, df, meta)
     if shown is not None:
-        _section("The statistics", _statistics, title, tkey, *shown)
+        with stats_tab:
+            _section("The statistics", _statistics, title, tkey, *shown)
     _section("The comparison", _compare, df, name, comm)
 
 
