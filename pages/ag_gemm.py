@@ -29,6 +29,14 @@ def page_extras(record, tables) -> None:
     traces = {name: (kind, data) for name, kind, data in record.attachments if kind in TRACE_KINDS}
     if not traces:
         return
+    overlap = tables.get("program_overlap") if tables else None
+    if overlap is not None and len(overlap):
+        st.subheader("The fused kernel's own overlap")
+        st.caption("From the hbm-buffer kernel's per-program records: fetch rows are communication, GEMM rows "
+                   "computation, unions over SMs. Hidden: the share of the fetch time during which some SM computed.")
+        best = overlap.loc[overlap["kernel_us"].idxmax()]
+        st.metric(f"fetch time hidden under GEMM ({escape(best['trace'])})", f"{best['fetch_hidden_pct']:.1f}%")
+        st.dataframe(overlap, hide_index=True, width="stretch")
     groups = rank_groups(record)
     st.subheader("Traces attached to this run")
     name = st.selectbox("Trace", ["(none)"] + [g + ALL_RANKS for g in groups] + list(traces),

@@ -420,6 +420,7 @@ def _trace_tables(rec: RunRecord) -> dict[str, pd.DataFrame]:
     traces = program_traces(rec)
     if traces:
         out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
+        out["program_overlap"] = pd.DataFrame([{"trace": name, **spans.overlap(df)} for name, df in traces.items()])
         name = max(traces, key=lambda t: len(traces[t]))
         out["_program_spans"] = traces[name].assign(trace=name)
     groups = rank_groups(rec)

@@ -272,6 +272,13 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
                    "along K): its `nccl` baseline (all_gather_into_tensor into an (M, K) buffer) does not "
                    "concatenate along K and fails; `all-gather-cat` (all_gather + cat(dim=1)) passes. A failed "
                    "check's time is never counted.\n\n" + render(chk))
+    po = tbls.get("program_overlap")
+    if po is not None and len(po):
+        out.append("### The fused kernel's own overlap (per-program records)\nFrom each traced launch of the "
+                   "hbm-buffer kernel, one record per program: fetch rows are communication, GEMM rows computation "
+                   "(`workbench.traces.overlap`, unions over SMs). `fetch_hidden_pct`: the share of the fetch time "
+                   "during which some SM computed; `neither_pct`: the share of the kernel's span with no fetch or "
+                   "GEMM running (programs waiting on flags or not started).\n\n" + render(po))
     kb = tbls.get("kernel_breakdown")
     if kb is not None and len(kb):
         out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"

@@ -20,6 +20,9 @@ from workbench.traces.model import from_records
 
 SOURCE = "ag-gemm-programs"
 ATTACH_KIND = "trace/ag-gemm-programs-json"
+#: what each program role is for the GPU-time breakdown (workbench.traces.overlap): a fetch
+#: moves a peer's tile (communication), a GEMM row computes; waits on flags are neither
+ROLES = {"fetch": "communication", "gemm": "computation"}
 
 
 TIMES = ["role", "ticket", "smid", "start_ns", "ready_ns", "end_ns"]
@@ -100,3 +103,17 @@ def summary(spans: pd.DataFrame) -> dict[str, float]:
     if len(remote):
         out["first_remote_gemm_us"] = float(remote["start_ns"].min()) / 1e3
     return out
+
+
+def overlap(spans: pd.DataFrame) -> dict[str, float]:
+    """The fused kernel's own overlap from its per-program records: how much of the fetch
+    time (union over SMs) ran while some SM computed a GEMM tile, and the converse."""
+    from workbench.traces.overlap import breakdown
+
+    b = breakdown(spans, roles=ROLES)
+    if b.empty:
+        return {}
+    r = b.iloc[0]
+    return {"kernel_us": r["total_us"], "fetch_us": r["communication_us"], "gemm_us": r["computation_us"],
+            "fetch_hidden_us": r["comm_hidden_us"], "fetch_hidden_pct": r["overlap_pct"],
+            "gemm_under_fetch_pct": r["comp_overlapped_pct"], "neither_pct": r["idle_pct"]}

@@ -52,9 +52,7 @@ MIN_CHART_W, MIN_CHART_H = 150, 100
 #: the app's root once the script run (or a fragment's) ended
 NOT_RUNNING = "[data-testid='stApp'][data-test-script-state='notRunning']"
 #: page id -> why its charts do not draw yet (each study's engineer removes their own mark)
-KNOWN_BROKEN: dict[str, str] = {
-    "traces:iree_sum_c8_50it.tracy": "Traces page (its engineer): the default view of the Tracy example is 3.8 screens",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 
 
 def _free_port() -> int:

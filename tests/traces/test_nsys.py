@@ -54,8 +54,8 @@ def test_nsys_suffixed_tables_resolve_to_the_newest(tmp_path):
 
 def test_nsys_unknown_schema_major_is_refused(tmp_path):
     p = _changed(tmp_path, "UPDATE META_DATA_EXPORT SET value = '4.0.2' WHERE name = 'EXPORT_SCHEMA_VERSION'")
-    with pytest.raises(TraceError, match=r"^nsys-sqlite: report.sqlite: export schema version 4.0.2 is not supported "
-                                         r"\(read: 3.x"):
+    with pytest.raises(TraceError, match=r"^nsys-sqlite: report.sqlite: an Nsight Systems export of schema version "
+                                         r"4.0.2 .*which this reader does not know \(it reads 2.x, 3.x"):
         load(p)
 
 

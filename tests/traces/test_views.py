@@ -56,8 +56,8 @@ def test_ranks_aligned_by_base_times_keep_the_clock_error_and_say_so():
 def test_rank_summary_and_per_name_spread():
     df, _ = ranks.load_ranks([str(p) for p in RANK_FILES])
     summ = ranks.rank_summary(df).set_index("rank")
-    assert summ.loc[1, "compute_us"] > summ.loc[0, "compute_us"]  # the straggler computes longer
-    assert summ.loc[0, "collective_us"] > summ.loc[1, "collective_us"]  # rank 0 waits in the collectives
+    assert summ.loc[1, "computation_us"] > summ.loc[0, "computation_us"]  # the straggler computes longer
+    assert summ.loc[0, "communication_us"] > summ.loc[1, "communication_us"]  # rank 0 waits in the collectives
     assert (summ["steps"] == make_fixture.STEPS).all()
     assert (summ["step_ci_lo_us"] <= summ["step_median_us"]).all() and (summ["step_median_us"] <= summ["step_ci_hi_us"]).all()
     per = ranks.rank_name_stats(df).set_index("name")
