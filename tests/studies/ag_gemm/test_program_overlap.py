@@ -3,15 +3,15 @@ the analysis table, the report section and the page's figure."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 import studies.ag_gemm as study
-from studies._ag_gemm import spans
+from studies.ag_gemm.analysis import attachment_spans
+from studies.ag_gemm import spans
 from workbench.store import read_bundle
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.paths import ROOT
 RUN = ROOT / "traces" / "ag-gemm" / "bench-ws2-20261124-070656-ag-gemm-a1c4d2.bundle.json"
 
 
@@ -24,7 +24,7 @@ def test_program_overlap_of_a_committed_run():
     assert ((po["fetch_hidden_pct"] >= 0) & (po["fetch_hidden_pct"] <= 100)).all()
     # the figure is the union arithmetic of the records themselves
     name, _, data = next(a for a in rec.attachments if a[0] == "programs_fp16_m16384_ws2_rank0.json")
-    df = study.attachment_spans(name, spans.ATTACH_KIND, data)
+    df = attachment_spans(name, spans.ATTACH_KIND, data)
     st = df["start_ns"].to_numpy()
     en = st + df["dur_ns"].to_numpy()
     fetch, gemm = (df["category"] == "fetch").to_numpy(), (df["category"] == "gemm").to_numpy()
