@@ -2,22 +2,18 @@
 
     python trim_public.py kineto SRC.json.gz DST.json.gz [STEPS]
     python trim_public.py rocprofv3 SRC.json.gz DST.json.gz START_MS WINDOW_MS
-    python trim_public.py nsys SRC.sqlite DST.sqlite
 
 kineto: keep the first STEPS ProfilerSteps (host step ranges and the runtime calls inside them
 that launched GPU work, and that GPU work), drop CPU ops, Python functions and flows, keep
 only the args the importers read. rocprofv3: the kernel dispatches of one time window, the
-symbols they use, the agents' identifying fields and the record-kind strings. nsys: scheduler
-and process tables emptied, the first 24 copies kept, host and path fields of the export
-metadata blanked. The tests pin figures that Holistic Trace Analysis computed on the trimmed
-files themselves (tests/traces/test_overlap.py).
+symbols they use, the agents' identifying fields and the record-kind strings. The tests pin
+figures that Holistic Trace Analysis computed on the trimmed files themselves
+(tests/traces/test_overlap.py).
 """
 import gzip
 import json
 import os
 import re
-import shutil
-import sqlite3
 import sys
 
 KEEP_ARGS = ("device", "stream", "correlation", "External id", "labels", "name", "sort_index")
@@ -77,26 +73,10 @@ def rocprofv3(src, dst, start_ms, window_ms):
     _write({"rocprofiler-sdk-tool": [out]}, dst)
 
 
-def nsys(src, dst):
-    shutil.copy(src, dst)
-    con = sqlite3.connect(dst)
-    for t in ("SCHED_EVENTS", "PROCESSES", "TARGET_INFO_SYSTEM_ENV"):
-        con.execute(f"DELETE FROM {t}")
-    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE rowid NOT IN "
-                "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start LIMIT 24)")
-    con.execute("UPDATE EXPORT_META_DATA SET value = '' WHERE name IN ('EXPORT_HOST', 'EXPORT_USER', "
-                "'EXPORT_INPUT_PATH', 'EXPORT_OUTUPT_PATH', 'EXPORT_INPUT_PATH_ABS', 'EXPORT_OUTUPT_PATH_ABS')")
-    con.commit()
-    con.execute("VACUUM")
-    con.close()
-
-
 if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
     if cmd == "kineto":
         kineto(rest[0], rest[1], int(rest[2]) if len(rest) > 2 else None)
-    elif cmd == "rocprofv3":
-        rocprofv3(rest[0], rest[1], float(rest[2]), float(rest[3]))
     else:
-        nsys(rest[0], rest[1])
+        rocprofv3(rest[0], rest[1], float(rest[2]), float(rest[3]))
     print(rest[1], os.path.getsize(rest[1]))

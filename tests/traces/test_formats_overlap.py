@@ -17,7 +17,7 @@ from workbench.traces.model import validate
 
 from tests.support.paths import DATA
 ROCPROF_JSON = DATA / "rocprofv3_json" / "908_results_20ms.json.gz"
-NSYS2 = DATA / "nsys_2x" / "nsys_2022.2_vecadd.sqlite"
+NSYS2 = DATA / "nsys_2x" / "nsys_schema2_synthetic.sqlite"
 
 
 def _doc() -> dict:
@@ -116,15 +116,41 @@ def test_rocprofv3_json_one_entry_object_and_two_processes(tmp_path):
 # --- Nsight Systems export schema 2.x ---------------------------------------------------------------
 
 def test_nsys_export_schema_2_is_read():
+    """Layout of a 2.9.1 export (EXPORT_META_DATA, no ENUM_* tables, VM id in the global ids'
+    high bits); the rows are the generator's (tests/data/nsys_2x/make_fixture.py)."""
     df, meta = load(NSYS2)
     validate(df)
     assert meta["export_schema_version"] == "2.9.1" and meta["export"]["EXPORT_PRODUCT_VERSION"] == "2022.2.1.31"
+    assert meta["gpus"] == ["NVIDIA A100-SXM4-80GB"]
     cats = df["category"].astype(str).value_counts().to_dict()
-    assert cats == {"gpu_memcpy": 24, "cuda_runtime": 7, "kernel": 1, "cuda_sync": 1}
-    k = df[df["category"] == "kernel"].iloc[0]
-    assert str(k["name"]) == "add(int, float *, float *)" and str(k["track"]) == "GPU 0 stream 7"
+    assert cats == {"cuda_runtime": 9, "kernel": 3, "gpu_memcpy": 3, "gpu_memset": 1, "cuda_sync": 1, "nvtx": 3,
+                    "osrt": 2}
+    # host lanes from ThreadNames, pid and tid taken from below the VM id; GPU lanes per stream
+    assert list(df["track"].cat.categories) == ["cuda-EvtHandlr (7316)", "saxpy_pipeline (7311)",
+                                                "NVTX saxpy_pipeline (7311)", "GPU 0 stream 13", "GPU 0 stream 14"]
+    assert set(df["process"].astype(str)) == {"process 7311", "GPU 0"}
+    kernels = df[df["category"] == "kernel"].sort_values("start_ns")
+    assert [str(n) for n in kernels["name"]] == ["saxpy(int, float, const float *, float *)",
+                                                 "scale_rows(float *, int)",
+                                                 "saxpy(int, float, const float *, float *)"]
+    assert [str(t) for t in kernels["track"]] == ["GPU 0 stream 13", "GPU 0 stream 14", "GPU 0 stream 14"]
+    copies = df[df["category"] == "gpu_memcpy"].sort_values("start_ns")
+    assert [str(n) for n in copies["name"]] == ["Memcpy HtoD", "Memcpy HtoD", "Memcpy DtoH"]
     runtime = df[df["category"] == "cuda_runtime"]
-    assert k["correlation"] in set(runtime["correlation"])  # the launch links to its kernel
+    gpu_work = df[df["category"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
+    assert set(gpu_work["correlation"]) <= set(runtime["correlation"])  # every launch links to its GPU work
+    # without ENUM_CUPTI_SYNC_TYPE the sync kind comes from CUPTI's code; it sits inside the call that waited
+    sync, call = df[df["category"] == "cuda_sync"].iloc[0], df[df["name"] == "cudaDeviceSynchronize"].iloc[0]
+    assert str(sync["name"]) == "Context synchronize" and sync["track"] == call["track"]
+    assert sync["depth"] == call["depth"] + 1
+    # without ENUM_NSYS_EVENT_TYPE, push/pop ranges and marks come from the event-type codes
+    nvtx = df[df["category"] == "nvtx"].sort_values("start_ns")
+    assert [(str(n), k) for n, k in zip(nvtx["name"], nvtx["kind"])] == [
+        ("setup", "span"), ("iteration 0", "span"), ("results copied", "instant")]
+    assert meta["unclosed_spans"] == 0  # a mark's missing end is not an open range
+    b = overlap.breakdown(df).iloc[0]
+    # kernels 630-910, 815-960, 965-1245 us; copies 3 x 180 us and a 4 us memset
+    assert b["computation_us"] == pytest.approx(610) and b["memory_us"] == pytest.approx(544)
 
 
 def test_nsys_unknown_major_names_the_release(tmp_path):
@@ -144,8 +170,10 @@ def test_nsys_export_with_nothing_traced(tmp_path):
     p = tmp_path / "empty.sqlite"
     shutil.copy(NSYS2, p)
     con = sqlite3.connect(p)
-    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-              "CUPTI_ACTIVITY_KIND_MEMCPY"):
+    traced = con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                         "(name LIKE 'CUPTI_ACTIVITY_KIND_%' OR name IN ('NVTX_EVENTS', 'OSRT_API'))").fetchall()
+    assert len(traced) == 7
+    for (t,) in traced:
         con.execute(f"DROP TABLE {t}")
     con.commit()
     con.close()
