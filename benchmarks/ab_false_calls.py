@@ -54,12 +54,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from workbench import harness, runner  # noqa: E402
-from workbench.ab import execute_ab  # noqa: E402
-from workbench.compare import UNCONFIRMED, compare_runs  # noqa: E402
+from workbench.ab_session import execute_ab  # noqa: E402
+from workbench.comparison import UNCONFIRMED, compare_runs  # noqa: E402
 from workbench.env import capture, summary_line  # noqa: E402
+from workbench.record import RunRecord, VariantResult  # noqa: E402
+from workbench.registry import get  # noqa: E402
 from workbench.stats import clopper_pearson  # noqa: E402
-from workbench.store import RunRecord, Store  # noqa: E402
-from workbench.study import VariantResult, get  # noqa: E402
+from workbench.store import Store  # noqa: E402
 
 TARGET_FALSE_CALL_RATE = 0.05
 CONFIGS = {

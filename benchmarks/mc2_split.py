@@ -1,7 +1,7 @@
 """MC² split benchmark: serial vs overlapped chunked matmul + all-reduce, measured vs predicted.
 
     python benchmarks/mc2_split.py                            # GPUs here: ws=2, the seed shape, fp16
-    python benchmarks/mc2_split.py --world-size 4 --set comms=default,ce
+    python benchmarks/mc2_split.py --world-size 4 --set providers=default,ce
     python benchmarks/mc2_split.py --from traces/mc2-split/*.bundle.json     # print committed runs
     python benchmarks/mc2_split.py --spread traces/mc2-split/*.bundle.json   # the spread over runs
 
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
-from studies._mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
+from studies.mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
-from workbench.report import md_table  # noqa: E402
+from workbench.tables import md_table  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 
 TARGET_ERR = 0.10
@@ -67,7 +67,7 @@ def show(rec) -> bool:
 
 
 def spread(paths: list[Path]) -> int:
-    """The spread over runs (:func:`studies._mc2_split.spread.across_runs`)."""
+    """The spread over runs (:func:`studies.mc2_split.spread.across_runs`)."""
     table, _ = across_runs([read_bundle(p) for p in paths])
     print(f"Best split's gain over serial NCCL across runs and per run (%), over {len(paths)} bundles; target >= "
           f"{TARGET_PCT:.0f}% judged on the across-run CI\n")
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return spread(args.spread)
     if args.bundles:
         return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    values = {"backend": "nccl", "live": "on", "comms": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
+    values = {"backend": "nccl", "live": "on", "providers": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
               "world_size": args.world_size}
     values |= study.SPACE.parse_sets(args.set)
     return run_benchmark(study, values, show, bundle_dir=args.bundle_dir,

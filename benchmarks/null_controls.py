@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workbench import runner  # noqa: E402
 from workbench.analysis import analyse  # noqa: E402
 from workbench.env import capture, summary_line  # noqa: E402
+from workbench.registry import get  # noqa: E402
 from workbench.stats import clopper_pearson  # noqa: E402
 from workbench.store import Store  # noqa: E402
-from workbench.study import get  # noqa: E402
 
 TARGET = 0.05
 #: per study: (preset, values): a configuration small enough to repeat, with its null controls

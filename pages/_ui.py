@@ -36,9 +36,10 @@ from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
 from workbench.catalog import Catalog, Header, default_run, titles
 from workbench.env import REPO_ROOT, summary_line
-from workbench.store import RunRecord, Store, StoreError, to_bundle
+from workbench.record import RunRecord
+from workbench.store import Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
-from workbench.tables import MISSING, key_columns, number_formats, results_display, variants_table
+from workbench.tables import MISSING, key_columns, md_table, number_formats, results_display, variants_table
 from workbench.untrusted import escape, safe_stem
 
 #: rows a table shows before it scrolls (the page stays a few screens tall)
@@ -342,10 +343,10 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
         shown = wbclaims.display(a.claims)
-        lead = report.md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
+        lead = md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
         st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
-            st.markdown(report.md_table(shown[["claim", "why", "seed's claim"]]))
+            st.markdown(md_table(shown[["claim", "why", "seed's claim"]]))
     group = rec.outputs.get("run_group") if isinstance(rec.outputs, dict) else None
     if isinstance(group, dict) and isinstance(group.get("id"), str):
         _show_group(study, rec, group["id"])

@@ -3,7 +3,7 @@ import streamlit as st
 
 import studies.mc2_split as study
 from pages._ui import committed, study_page
-from studies._mc2_split.spread import TARGET_PCT, across_runs, display
+from studies.mc2_split.spread import TARGET_PCT, across_runs, display
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

@@ -28,8 +28,8 @@ import time
 import pandas as pd
 
 from workbench import derived, harness, stats, tables
-from workbench.store import RunRecord
-from workbench.study import Param, ParamSpace, RunContext, VariantResult, expand
+from workbench.record import RunRecord, VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext, expand
 from workbench.untrusted import escape
 
 ID = "calibration"
@@ -61,8 +61,6 @@ def requires(params) -> str | None:
 
 
 def validate(params) -> None:
-    from workbench.study import ParamError
-
     if params["threads"] > 4 * (os.cpu_count() or 1):
         raise ParamError("threads", f"{params['threads']} is more than 4x the {os.cpu_count()} CPUs here")
 

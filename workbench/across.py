@@ -19,30 +19,28 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from . import derived, stats
-from .store import machine_label
-
-if TYPE_CHECKING:
-    from .analysis import Analysis
-    from .store import RunRecord
+from . import claims, derived, stats
+from .analysis import Analysis
+from .record import RunRecord, machine_label
+from .tables import md_table
 
 #: the columns a table must have for its rows to be derived quantities (and replaced across runs)
 DERIVED_FORM = ("name", "point", "lo", "hi", "status")
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% CI spans +-_Z standard errors
 
 
-def group_key(rec: "RunRecord") -> tuple:
+def group_key(rec: RunRecord) -> tuple:
     """What makes runs one configuration here: the study, its parameters and the machine kind
     (a run group of ``--repeat-runs``, or committed bundles of one machine, share it)."""
     return (rec.study, json.dumps(rec.params, sort_keys=True, default=str), machine_label(rec.env or {}))
 
 
-def groups(records: Sequence["RunRecord"], min_runs: int = 2) -> list[list["RunRecord"]]:
+def groups(records: Sequence[RunRecord], min_runs: int = 2) -> list[list[RunRecord]]:
     """The records grouped by :func:`group_key`, oldest first, groups of ``min_runs`` or more."""
     by: dict[tuple, list] = {}
     for r in records:
@@ -79,7 +77,7 @@ def across(items: Sequence[derived.Derived], name: str | None = None, seed: int 
     return derived.classify(name, mean, lo, hi, first.unit, first.null, k, k, False, covers=derived.RUNS), per_run
 
 
-def _derived_rows(a: "Analysis") -> dict[str, dict]:
+def _derived_rows(a: Analysis) -> dict[str, dict]:
     """Every derived-form row of an analysis' tables, by name (the first table that has it)."""
     out: dict[str, dict] = {}
     for table, df in a.tables.items():
@@ -90,7 +88,7 @@ def _derived_rows(a: "Analysis") -> dict[str, dict]:
     return out
 
 
-def derived_across(analyses: Sequence["Analysis"]) -> pd.DataFrame:
+def derived_across(analyses: Sequence[Analysis]) -> pd.DataFrame:
     """Every derived number that all the runs have: each run's figure and the interval across
     runs (derived form, ``covers`` = runs, ``runs`` and ``per_run`` columns)."""
     rows_by_run = [_derived_rows(a) for a in analyses]
@@ -102,7 +100,7 @@ def derived_across(analyses: Sequence["Analysis"]) -> pd.DataFrame:
     return derived.derived_table(out)
 
 
-def tables_across(analyses: Sequence["Analysis"]) -> dict[str, pd.DataFrame]:
+def tables_across(analyses: Sequence[Analysis]) -> dict[str, pd.DataFrame]:
     """The first run's tables with every derived-form row replaced by its across-run figure
     (rows the other runs lack are dropped): what the claims are evaluated on across runs."""
     acr = derived_across(analyses).set_index("name") if analyses else pd.DataFrame()
@@ -119,15 +117,13 @@ def tables_across(analyses: Sequence["Analysis"]) -> dict[str, pd.DataFrame]:
     return out
 
 
-def claims_across(analyses: Sequence["Analysis"]) -> pd.DataFrame:
+def claims_across(analyses: Sequence[Analysis]) -> pd.DataFrame:
     """The study's claims evaluated on the across-run figures (:func:`tables_across`)."""
-    from . import claims
-
     first = analyses[0]
     return claims.evaluate(first.study, tables_across(analyses), first.rec)
 
 
-def summary(analyses: Sequence["Analysis"]) -> dict[str, Any]:
+def summary(analyses: Sequence[Analysis]) -> dict[str, Any]:
     """The run-to-run view of a group: its runs, the derived numbers across runs, the claims
     evaluated across runs (plain data; :func:`markdown` prints it)."""
     return {"runs": [a.rec.run_id for a in analyses], "derived": derived_across(analyses),
@@ -136,16 +132,13 @@ def summary(analyses: Sequence["Analysis"]) -> dict[str, Any]:
 
 def markdown(s: dict[str, Any]) -> str:
     """The run-to-run view as Markdown: claims across runs, then the derived numbers."""
-    from .claims import display
-    from .report import md_table
-
     runs = s["runs"]
     parts = [f"## Across {len(runs)} runs of one configuration\n\nRuns: " + ", ".join(f"`{r}`" for r in runs)
              + ". Each figure is the mean over runs with its 95% CI across runs (two-level bootstrap: runs, then "
                "each run's own CI; t interval with runs - 1 degrees of freedom). Fewer than "
              + f"{derived.MIN_SAMPLES} runs: nothing is clear."]
     if len(s["claims"]):
-        parts.append("### The seed's claims across runs\n\n" + md_table(display(s["claims"])[
+        parts.append("### The seed's claims across runs\n\n" + md_table(claims.display(s["claims"])[
             ["claim", "here", "live figure (95% CI)", "why"]]))
     d = s["derived"]
     if len(d):

@@ -23,14 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import pandas as pd
 
 from .derived import MIN_SAMPLES, Derived, fmt_derived, item
-
-if TYPE_CHECKING:
-    from .store import RunRecord
+from .record import RunRecord
 
 STATUSES = ("holds", "contradicted", "inconclusive", "not testable here")
 COLUMNS = ["id", "seed_text", "seed_value", "seed_machine", "status", "live", "why"]

@@ -70,7 +70,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import machine_load, stats
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -233,7 +233,7 @@ def _blocks_of(v) -> np.ndarray | None:
 
 
 def by_round(a, b, positional: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-    """The samples of two variants (:class:`workbench.study.VariantResult`) paired by the
+    """The samples of two variants (:class:`workbench.record.VariantResult`) paired by the
     round they were taken in: for each block both have, each side's median in it (one sample
     a round, as interleaving takes them). None when they share fewer than 2 blocks (timed in
     different blocks: compare them unpaired, with the drift). A run recorded before blocks
@@ -353,12 +353,10 @@ class RunSamples:
     comparison pairs by round where the two variants share rounds (:func:`by_round`; by
     position for a run recorded before blocks where the study says they were interleaved),
     else compares two blocks with the run's ``drift``; a side measured under load
-    (:func:`workbench.load.variant_notes`) keeps the result from being clear."""
+    (:func:`workbench.machine_load.variant_notes`) keeps the result from being clear."""
 
     def __init__(self, rec, drift: Drift = NO_DRIFT):
-        from . import load
-
-        notes = dict(zip((v.variant for v in rec.variants), load.variant_notes(rec)))
+        notes = dict(zip((v.variant for v in rec.variants), machine_load.variant_notes(rec)))
         self.variants = {v.variant: v for v in rec.variants if v.correct and v.samples_ns}
         self.loaded = {name: notes.get(name, "") for name in self.variants}
         self.drift = drift

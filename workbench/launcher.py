@@ -2,7 +2,7 @@
 event stream back, and no process left behind.
 
 :func:`launch` starts ``torchrun`` in its own session with a worker module of a study
-(``studies/_<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
+(``studies/<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
 event stream (:mod:`workbench.events`) into the ``RunContext``, and kills torchrun's whole
 process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt``; the CLI turns SIGTERM
 into the same) or any error, and Linux ends torchrun if the process that started it dies
@@ -33,6 +33,7 @@ worker file is refused). Only the storing node's CLI stores the run: once.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import hashlib
 import importlib
@@ -58,7 +59,7 @@ from .study import Cancelled
 #: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 #: worker modules a spec may name (a spec from torchrun's store is data, never a free module path)
-WORKER_MODULE = re.compile(r"studies\._[a-z0-9_]+\.worker")
+WORKER_MODULE = re.compile(r"studies\.[a-z][a-z0-9_]*\.worker")
 KILL_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to its ranks), SIGKILL after this
 
 
@@ -218,8 +219,6 @@ def _parent_death_signal():
     ranks even when the CLI had no chance to (the process-group kill covers every other way
     out). None where there is no prctl. Resolved here, in the parent: only the call runs
     between fork and exec."""
-    import ctypes
-
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -246,7 +245,7 @@ def launch(worker: str, config: dict[str, Any], world_size: int, ctx, *, timeout
     outputs and notes. Raises :class:`LaunchError` when a rank fails or ``timeout_s`` passes,
     ``Cancelled`` when ``ctx`` is cancelled; the process group is killed on every way out."""
     if not WORKER_MODULE.fullmatch(worker):
-        raise LaunchError(f"{worker!r} is not a study worker module (studies._<study>.worker)")
+        raise LaunchError(f"{worker!r} is not a study worker module (studies.<study>.worker)")
     topology = topology or Topology.from_env()
     nproc = topology.local_processes(world_size)
     collected = Collected()

@@ -33,15 +33,16 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import pandas as pd
 
 from . import derived
+from .analysis import Analysis, analyse, sections_of
+from .registry import get
+from .store import read_bundle
+from .tables import md_table
 from .untrusted import escape
-
-if TYPE_CHECKING:
-    from .analysis import Analysis
 
 BLOCK_RE = re.compile(r"(<!-- generated:(?P<kind>[a-z-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /generated -->)",
                       re.S)
@@ -61,12 +62,12 @@ def _args(text: str) -> dict[str, str]:
 class Bundles:
     """The bundles of one README folder, each analysed once (``analyse`` may be a shared cache)."""
 
-    def __init__(self, folder: Path, analyse: Callable[[Path], "Analysis"] | None = None):
+    def __init__(self, folder: Path, analyse: Callable[[Path], Analysis] | None = None):
         self.folder = folder
         self._analyse = analyse or _analyse_file
-        self._done: dict[str, "Analysis"] = {}
+        self._done: dict[str, Analysis] = {}
 
-    def get(self, name: str) -> "Analysis":
+    def get(self, name: str) -> Analysis:
         if not _NAME_RE.match(name) or not (self.folder / name).is_file():
             raise BlockError(f"{self.folder}/{name}: no such bundle beside the README")
         if name not in self._done:
@@ -74,17 +75,8 @@ class Bundles:
         return self._done[name]
 
 
-def _analyse_file(path: Path) -> "Analysis":
-    from .analysis import analyse
-    from .store import read_bundle
-
+def _analyse_file(path: Path) -> Analysis:
     return analyse(read_bundle(path))
-
-
-def _md(df: pd.DataFrame) -> str:
-    from .report import md_table
-
-    return md_table(df)
 
 
 def _derived_cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +112,7 @@ def block_claims(bundles: Bundles, args: dict[str, str]) -> str:
             rows.append({"claim": cid, "seed's figure": seed_value, "here": r["status"],
                          "live figure (95% CI)": r["live"], "why": r["why"],
                          "bundle": name.removesuffix(".bundle.json")})
-    return _md(pd.DataFrame(rows))
+    return md_table(pd.DataFrame(rows))
 
 
 def block_drift(bundles: Bundles, args: dict[str, str]) -> str:
@@ -129,7 +121,7 @@ def block_drift(bundles: Bundles, args: dict[str, str]) -> str:
     parts = [f"{escape(line[:1].upper() + line[1:])}."]
     nulls = a.tables.get("nulls")
     if nulls is not None and len(nulls):
-        parts.append(_md(_derived_cells(nulls)[["quantity", "figure (95% CI)", "status", "CI covers"]]))
+        parts.append(md_table(_derived_cells(nulls)[["quantity", "figure (95% CI)", "status", "CI covers"]]))
     return "\n\n".join(parts)
 
 
@@ -148,7 +140,7 @@ def block_table(bundles: Bundles, args: dict[str, str]) -> str:
         if missing:
             raise BlockError(f"{args['bundle']}: table {args['table']!r} has no column(s) {missing}")
         df = df[args["columns"].split("|")]
-    return _md(df.reset_index(drop=True))
+    return md_table(df.reset_index(drop=True))
 
 
 def block_derived(bundles: Bundles, args: dict[str, str]) -> str:
@@ -160,12 +152,10 @@ def block_derived(bundles: Bundles, args: dict[str, str]) -> str:
     hit = d[d["name"].str.contains(match, regex=False)] if len(d) else d
     if not len(hit):
         raise BlockError(f"{args['bundle']}: no derived number whose name contains {match!r}")
-    return _md(_derived_cells(hit)[["quantity", "figure (95% CI)", "status", "CI covers"]])
+    return md_table(_derived_cells(hit)[["quantity", "figure (95% CI)", "status", "CI covers"]])
 
 
 def block_section(bundles: Bundles, args: dict[str, str]) -> str:
-    from .analysis import sections_of
-
     a = bundles.get(args["bundle"])
     want = args["heading"]
     for sec in sections_of(a):
@@ -176,8 +166,6 @@ def block_section(bundles: Bundles, args: dict[str, str]) -> str:
 
 
 def block_study(bundles: Bundles, args: dict[str, str]) -> str:
-    from .study import get
-
     study = get(args["id"])
     fn = getattr(study, "README_BLOCKS", {}).get(args["name"])
     if fn is None:

@@ -26,9 +26,14 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness, load, procs
+from . import harness, procs
+from . import machine_load as load
 from .events import Emitter
-from .store import RunRecord, Store, new_run_id, now_utc
+from .launcher import LaunchError, Topology
+from .record import RunRecord, new_run_id, now_utc
+from .registry import registry
+from .stats import median_ci_half_width_rel
+from .store import Store, StoreError
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
 #: the default lock file: a fixed path, not the temp folder ($TMPDIR differs between shells)
@@ -191,8 +196,6 @@ def reproduce_command(study_id: str, params: dict[str, Any], topology=None, opti
 def _topology():
     """The nodes a run was asked to span (``WORKBENCH_NNODES`` ..., or the CLI's flags); None
     when they are not valid (a study that launches ranks says why)."""
-    from .launcher import LaunchError, Topology
-
     try:
         return Topology.from_env()
     except LaunchError:
@@ -211,11 +214,24 @@ def check_precision(study: ModuleType, precision: float | None) -> None:
     if not 0 < precision <= 0.5:
         raise ParamError("precision", f"{precision:.4g} is not a fraction of the median in (0, 0.5] (e.g. 2%)")
     if not getattr(study, "HONOURS_PRECISION", False):
-        from .study import registry
-
         able = ", ".join(sid for sid, mod in registry().items() if getattr(mod, "HONOURS_PRECISION", False))
         raise ParamError("precision", f"study {study.ID} does not repeat to a precision target (its samples are not "
                                       f"taken by the workbench harness's repeat loop); studies that do: {able}")
+
+
+def parse_precision(value: str | float | None) -> float | None:
+    """``2%``, ``"0.02"`` or ``0.02`` -> 0.02 (None stays None); raises :class:`ParamError`."""
+    if value is None:
+        return None
+    t = str(value).strip()
+    try:
+        fraction = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {value!r}") \
+            from None
+    if not 0 < fraction <= 0.5:
+        raise ParamError("precision", f"{value} is outside (0%, 50%]")
+    return fraction
 
 
 def precision_args(precision: float | None, cap_s: float) -> str:
@@ -236,8 +252,6 @@ def note_precision(v, precision: float | None) -> None:
     """Record in the variant whether its samples met the precision target."""
     if precision is None or not v.samples_ns:
         return
-    from .stats import median_ci_half_width_rel
-
     half = median_ci_half_width_rel(v.samples_ns)
     v.extra["precision"] = {"target_rel": precision, "half_width_rel": half, "met": bool(half <= precision),
                             "samples": len(v.samples_ns)}
@@ -299,7 +313,7 @@ def execute(
         rec.env = envmod.capture()
         store.begin(rec)
         emit.emit("start", run_id=rec.run_id, study=study.ID)
-        # Load over the whole run (workbench.load): before it, after each variant, after it.
+        # Load over the whole run (workbench.machine_load): before it, after each variant, after it.
         before = load.sample()
 
         def run_load() -> dict[str, Any]:
@@ -349,6 +363,28 @@ def execute(
         store.finish(rec.run_id, "complete", outputs=outputs | run_load())
         emit.done()
     return store.load(rec.run_id)
+
+
+def failure_text(study: ModuleType, exc: BaseException, kept: str = "points") -> str:
+    """The one line for a run that stopped with ``exc``: the study cannot run here, or it failed
+    (stored as a failed run that keeps its finished ``kept``)."""
+    if isinstance(exc, StudyUnavailable):
+        return f"study {study.ID} cannot run here: {exc}"
+    return f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished {kept} kept)"
+
+
+def interrupted_text(store: Store, run_id: str | None) -> str:
+    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
+    run was stored)."""
+    if run_id is None:
+        return "interrupted before the run started; nothing was stored"
+    try:
+        kept = len(store.load(run_id, attachments=False).variants)
+    except (StoreError, KeyError):
+        kept = None
+    if kept == 0:
+        return f"interrupted before any point finished; run {run_id} is stored without points"
+    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
 
 
 def execute_keep_partial(study: ModuleType, values: dict[str, Any], store: Store, **kw) -> tuple[RunRecord, str | None]:

@@ -42,7 +42,7 @@ VARIANT_SCHEMA: dict[str, Any] = {
         "correct": {"type": "boolean"},
         "check": {"type": "string"},
         "extra": {"type": "object"},
-        # the block (round) each sample was taken in (workbench.study.VariantResult.blocks)
+        # the block (round) each sample was taken in (workbench.record.VariantResult.blocks)
         "blocks": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "integer", "minimum": 0}}]},
         # derived from samples_ns when the record was written; recomputed, never read back
         "median_ns": {}, "ci_ns": {}, "iqr_ns": {}, "noisy": {},
@@ -108,7 +108,7 @@ class SchemaError(ValueError):
 
 
 def _validator(schema: dict[str, Any]):
-    import jsonschema
+    import jsonschema  # start-up: ~0.2 s, paid only when a bundle or record is checked
 
     def finite(validator, wanted, instance, schema):
         if wanted and isinstance(instance, float) and not math.isfinite(instance):

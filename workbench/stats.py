@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .units import PER_NS, time_unit
+
 NOISE_WARN = 0.10  # IQR/median above this is flagged as noisy
 MIN_SAMPLES_FOR_VERDICT = 5  # fewer samples than this per side: no statistical verdict
 ALPHA = 0.05
@@ -251,14 +253,11 @@ def fmt_ns(ns: float) -> str:
     """Human time with a unit chosen for the magnitude: 812 ns, 15.2 us, 1.87 ms, 3.4 s."""
     if ns != ns:  # NaN
         return "n/a"
-    a = abs(ns)
-    if a < 1e3:
+    unit = time_unit(ns)
+    if unit == "ns":
         return f"{ns:.0f} ns"
-    if a < 1e6:
-        return f"{ns / 1e3:.3g} us" if a < 1e5 else f"{ns / 1e3:.0f} us"
-    if a < 1e9:
-        return f"{ns / 1e6:.3g} ms"
-    return f"{ns / 1e9:.3g} s"
+    value = ns / PER_NS[unit]
+    return f"{value:.0f} {unit}" if unit == "us" and abs(ns) >= 1e5 else f"{value:.3g} {unit}"
 
 
 def adjust_pvalues(p, method: str = "holm") -> np.ndarray:

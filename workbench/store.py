@@ -1,14 +1,16 @@
 """Results store: one SQLite file of runs, their variants' raw samples and attachments.
 
 Location: ``--store PATH`` on the CLI, else ``$WORKBENCH_STORE``, else
-``.workbench/results.sqlite`` in the repository. Variants are written as they finish, so an
+``.workbench/results.sqlite`` in the checkout (:data:`workbench.env.STATE_DIR`). Variants are written as they finish, so an
 interrupted sweep keeps its points (the run is left with status ``interrupted``).
 
 Bundles (one JSON file per run) carry a run between machines, e.g. from a GPU node into a
 laptop's store. They are untrusted: read with a size cap, checked against the schema in
 :mod:`workbench.schema` before any field is used, and imported in one transaction per run.
 Format history:
-  version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}.
+  version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}. Since
+  2026-11-27 a bundle's variants carry their raw samples only: the summaries written before
+  (``median_ns``, ``ci_ns``, ``iqr_ns``, ``noisy``) were never read back, and still load.
 
 Store schema history (``meta.schema_version``; an older store is migrated when first opened
 for writing, and a read-only one is read as it is):
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime as _dt
 import json
 import os
 import re
@@ -38,14 +39,15 @@ import socket
 import statistics
 import sqlite3
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .env import REPO_ROOT
+from . import outfile
+from .env import REPO_ROOT, STATE_DIR
 from .procs import start_ticks
-from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, RECORD_FORMAT, RECORD_VERSION, SchemaError, check_bundle
-from .study import VariantResult
+from .record import RunRecord, VariantResult, machine_label, now_utc
+from .registry import registry
+from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
 from .untrusted import UntrustedError, check_run_id, safe_stem
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
@@ -71,79 +73,7 @@ class StoreError(RuntimeError):
 
 def default_path() -> Path:
     env = os.environ.get("WORKBENCH_STORE")
-    return Path(env) if env else REPO_ROOT / ".workbench" / "results.sqlite"
-
-
-def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def new_run_id(study: str) -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{study}-{secrets.token_hex(3)}"
-
-
-@dataclass
-class RunRecord:
-    """A run as stored and exported. ``to_json`` is the CLI's ``--json`` contract."""
-
-    run_id: str
-    study: str
-    params: dict[str, Any]
-    env: dict[str, Any]
-    status: str = "running"  # running | complete | interrupted | failed
-    created_utc: str = ""
-    finished_utc: str | None = None
-    reproduce: str = ""
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    floor_ns: float | None = None
-    origin: str = "local"
-    variants: list[VariantResult] = field(default_factory=list)
-    attachments: list[tuple[str, str, bytes]] = field(default_factory=list)
-
-    def variant_json(self, v: VariantResult) -> dict[str, Any]:
-        from . import stats  # scipy: only when a record is summarised
-
-        s = stats.summarize(v.samples_ns)
-        out = {
-            "variant": v.variant, "params": v.params, "samples_ns": v.samples_ns,
-            "median_ns": s.median, "ci_ns": [s.ci_lo, s.ci_hi], "iqr_ns": s.iqr,
-            "noisy": s.noisy, "correct": v.correct, "check": v.check, "extra": v.extra,
-        }
-        return out | ({"blocks": v.blocks} if v.blocks is not None else {})
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": RECORD_FORMAT, "version": RECORD_VERSION, "run_id": self.run_id, "study": self.study, "params": self.params, "env": self.env,
-            "status": self.status, "created_utc": self.created_utc, "finished_utc": self.finished_utc,
-            "reproduce": self.reproduce, "floor_ns": self.floor_ns, "error": self.error,
-            "origin": self.origin,
-            "variants": [self.variant_json(v) for v in self.variants],
-            "outputs": self.outputs,
-        }
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "RunRecord":
-        """A record from a document that passed :func:`workbench.schema.check_record` (or
-        the bundle check): the types are known to be right here."""
-        variants = [
-            VariantResult(variant=v["variant"], params=v.get("params", {}),
-                          samples_ns=[float(x) for x in v["samples_ns"]], correct=v["correct"],
-                          check=v.get("check", ""), extra=v.get("extra", {}),
-                          blocks=[int(b) for b in v["blocks"]] if v.get("blocks") is not None else None)
-            for v in doc["variants"]
-        ]
-        return cls(
-            run_id=doc["run_id"], study=doc["study"], params=doc["params"], env=doc["env"],
-            status=doc.get("status", "complete"), created_utc=doc.get("created_utc", ""),
-            finished_utc=doc.get("finished_utc"), reproduce=doc.get("reproduce", ""),
-            outputs=doc.get("outputs", {}), error=doc.get("error"), floor_ns=doc.get("floor_ns"),
-            origin=doc.get("origin", "local"), variants=variants,
-        )
-
-    def valid_variants(self) -> list[VariantResult]:
-        return [v for v in self.variants if v.correct and v.samples_ns]
+    return Path(env) if env else STATE_DIR / "results.sqlite"
 
 
 _SCHEMA = """
@@ -476,8 +406,6 @@ class Store:
     def import_run(self, rec: RunRecord) -> bool:
         """Store a run from a bundle; False when a run with its id is already here. Refuses
         a run of a study this checkout does not have (nothing could read it)."""
-        from .study import registry
-
         if rec.study not in registry():
             raise StoreError(f"run {rec.run_id} is of study {rec.study!r}, which this checkout does not have "
                              f"(known: {', '.join(sorted(registry()))}); update the workbench to import it")
@@ -671,13 +599,6 @@ def _dead_text(owner: dict) -> str:
             "it (killed?); the points it had finished were kept")
 
 
-def machine_label(env: dict[str, Any]) -> str:
-    """The machine in a few words: its GPUs, else its CPU model."""
-    if env.get("gpu_names"):
-        return f"{env.get('gpu_count', len(env['gpu_names']))}x {env['gpu_names'][0]}"
-    return env.get("cpu_model", "unknown")
-
-
 # --- bundles ---------------------------------------------------------------------------------
 
 def to_bundle(rec: RunRecord) -> dict[str, Any]:
@@ -689,8 +610,6 @@ def to_bundle(rec: RunRecord) -> dict[str, Any]:
 
 def write_bundle(rec: RunRecord, path: str | os.PathLike) -> Path:
     """Write the bundle (whole or not at all); raises ``outfile.OutputError``."""
-    from . import outfile
-
     return outfile.write(path, json.dumps(to_bundle(rec), indent=1, default=str))
 
 

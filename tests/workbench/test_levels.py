@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from workbench import derived
+from workbench.record import RunRecord, VariantResult
 from workbench.schema import SchemaError, check_bundle
-from workbench.store import RunRecord, Store, parse_bundle, to_bundle
-from workbench.study import RunContext, VariantResult
+from workbench.store import Store, parse_bundle, to_bundle
+from workbench.study import RunContext
 
 
 def _block_run(rng, drift_sd: float, nulls: int, base: float = 100e3, noise: float = 0.01, n: int = 30):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.committed_claims import analyses  # the committed bundles, analysed once per session
+from tests.support.committed_claims import analyses  # the committed bundles, analysed once per session
 from workbench import readme
 from workbench.env import REPO_ROOT
 
