@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from workbench.study import registry
+from workbench.registry import registry
 
 st.set_page_config(page_title="Perf Study Workbench", layout="wide")
 

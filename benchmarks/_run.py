@@ -8,7 +8,8 @@ from types import ModuleType
 from typing import Any, Callable
 
 from workbench.runner import execute_keep_partial
-from workbench.store import RunRecord, Store, committed_runs, write_run_bundle
+from workbench.record import RunRecord
+from workbench.store import Store, committed_runs, write_run_bundle
 from workbench.study import ParamError, StudyUnavailable
 
 

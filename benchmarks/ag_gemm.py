@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.ag_gemm as study  # noqa: E402
-from studies._ag_gemm import kernelbench  # noqa: E402
+from studies.ag_gemm import kernelbench  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402

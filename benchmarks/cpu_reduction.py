@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.cpu_reduction as study  # noqa: E402
-from studies._cpu_reduction import iree_tools  # noqa: E402
+from studies.cpu_reduction import iree_tools  # noqa: E402
 from workbench import runner  # noqa: E402
-from workbench.report import md_table  # noqa: E402
+from workbench.tables import md_table  # noqa: E402
 from workbench.store import Store  # noqa: E402
 
 TARGET_S = 60.0

@@ -36,9 +36,10 @@ from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
 from workbench.catalog import Catalog, Header, default_run, titles
 from workbench.env import REPO_ROOT, summary_line
-from workbench.store import RunRecord, Store, StoreError, to_bundle
+from workbench.record import RunRecord
+from workbench.store import Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
-from workbench.tables import MISSING, key_columns, number_formats, results_display, variants_table
+from workbench.tables import MISSING, key_columns, md_table, number_formats, results_display, variants_table
 from workbench.untrusted import escape, safe_stem
 
 #: rows a table shows before it scrolls (the page stays a few screens tall)
@@ -356,6 +357,7 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         st.warning(f"This run is {escape(rec.status)}." + (f" {escape(rec.error.splitlines()[0])}"
                                                            if rec.error and rec.error.strip() else ""))
     st.markdown(f"**Verdict:** {a.verdict}")
+    st.caption(escape(a.levels))
     failed = [v for v in rec.variants if not v.correct]
     if failed:
         st.error("Correctness check FAILED (times not counted): " +
@@ -367,10 +369,13 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
         shown = wbclaims.display(a.claims)
-        lead = report.md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
+        lead = md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
         st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
-            st.markdown(report.md_table(shown[["claim", "why", "seed's claim"]]))
+            st.markdown(md_table(shown[["claim", "why", "seed's claim"]]))
+    group = rec.outputs.get("run_group") if isinstance(rec.outputs, dict) else None
+    if isinstance(group, dict) and isinstance(group.get("id"), str):
+        _show_group(study, rec, group["id"])
     key_table, key_chart = report.key_names(a, charts)
     if key_table:
         st.markdown(f"**{escape(key_table)}**")
@@ -418,6 +423,29 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         show_table(report.samples_summary(rec), key=f"{key}:raw", max_columns=8)
     with tabs["Share"]:
         downloads(rec, key=f"{key}:{rec.run_id}", a=a)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _group_markdown(run_ids: tuple[str, ...], _records: tuple, _study: ModuleType) -> str:
+    from workbench import across
+
+    return across.markdown(across.summary([analyse(r, _study) for r in _records]))
+
+
+def _show_group(study: ModuleType, rec: RunRecord, group_id: str) -> None:
+    """A run of a ``--repeat-runs`` group: each derived number per run and across the group's
+    runs, the claims judged across them (:mod:`workbench.across`), in an expander."""
+    store = get_store()
+    if store is None:
+        return
+    same = [h["run_id"] for h in store.runs(study=study.ID, limit=200) if h["params"] == rec.params]
+    runs = [r for r in (store.load(i, attachments=False) for i in same)
+            if isinstance(r.outputs.get("run_group"), dict) and r.outputs["run_group"].get("id") == group_id]
+    if len(runs) < 2:
+        return
+    runs.sort(key=lambda r: r.created_utc)
+    with st.expander(f"Across the {len(runs)} runs of this run group (the run-to-run level)"):
+        st.markdown(_group_markdown(tuple(r.run_id for r in runs), tuple(runs), study))
 
 
 def seed_figures(study: ModuleType) -> None:

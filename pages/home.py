@@ -6,7 +6,7 @@ import streamlit as st
 from pages._ui import catalog, get_store, show_table
 from workbench import env
 from workbench.analysis import analyse
-from workbench.study import registry
+from workbench.registry import registry
 from workbench.untrusted import escape
 
 st.title("Perf Study Workbench")

@@ -5,11 +5,11 @@ import pandas as pd
 import streamlit as st
 
 from pages._ui import catalog, downloads, get_store, manage_run, run_key, show_table, shown_defensively
-from workbench import compare
+from workbench import comparison as compare
 from workbench.catalog import titles
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
-from workbench.study import registry
+from workbench.registry import registry
 from workbench.untrusted import escape, safe_stem
 
 

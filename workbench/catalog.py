@@ -16,13 +16,17 @@ the study declares them.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
 from . import store as wbstore
-from .store import RunRecord, Store, machine_label
+from .record import RunRecord, machine_label
+from .registry import registry
+from .store import Store, StoreError, read_bundle
 
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
@@ -108,7 +112,7 @@ def label_params(study: ModuleType | None, params: list[dict[str, Any]]) -> list
 
 
 def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL_CHARS) -> str:
-    """``world_size=4 comms=default,triton`` for the named parameters, cut at ``max_chars``."""
+    """``world_size=4 providers=default,triton`` for the named parameters, cut at ``max_chars``."""
     text = " ".join(f"{n}={_value_text(params[n])}" for n in names if n in params)
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
@@ -143,6 +147,20 @@ class Catalog:
         self._read_committed = committed
         self._committed: dict[str, tuple[list[RunRecord], list[str]]] = {}
 
+    @classmethod
+    def open(cls, store_path: str | os.PathLike | None = None) -> tuple[Catalog, str]:
+        """The runs a command can address: the store's (when it exists; ``store_path`` or the
+        default store) and the committed bundles'; with the reason the store is missing ('')
+        for a run that is not found. A store file that exists but is not usable raises
+        :class:`StoreError`."""
+        path = Path(store_path) if store_path else wbstore.default_path()
+        try:
+            return cls(Store(path, create=False)), ""
+        except StoreError as exc:
+            if path.exists():
+                raise
+            return cls(None), str(exc)
+
     def committed(self, study: str) -> list[RunRecord]:
         if study not in self._committed:
             self._committed[study] = self._read_committed(study)
@@ -154,15 +172,11 @@ class Catalog:
         return self._committed[study][1]
 
     def _studies(self, study: str | None) -> list[str]:
-        from .study import registry
-
         return [study] if study else list(registry())
 
     def headers(self, study: str | None = None, committed: bool = True, limit: int | None = None) -> list[Header]:
         """Run headers (store, then committed unless ``committed=False``), newest first, each
         with its label; a committed run that was also imported is listed once (the store's)."""
-        from .study import registry
-
         out: list[Header] = []
         if self.store is not None:
             for r in self.store.runs(study=study, limit=limit):
@@ -195,8 +209,6 @@ class Catalog:
     def resolve(self, ref: str) -> tuple[str, RunRecord | None]:
         """(run id, the committed record or None for a stored run) for an id, a unique prefix
         of one (stored and committed ids together) or ``latest`` (the store's newest run)."""
-        from .study import registry
-
         if ref == "latest":
             if self.store is None:
                 raise KeyError("'latest' names the newest run of the results store, and there is none here")
@@ -232,3 +244,17 @@ class Catalog:
         run_id, _ = self.resolve(ref)
         rec = self.load(run_id, attachments=False)
         return next(h for h in self.headers(study=rec.study) if h.run_id == run_id)
+
+
+def find_run(ref: str, opened: Callable[[], tuple[Catalog, str]]) -> RunRecord:
+    """The run ``ref`` names: the path of a result bundle (``*.json``), else an id, a unique
+    prefix or ``latest`` among the runs of the catalog ``opened()`` gives (called only then: a
+    bundle needs no store; see :meth:`Catalog.open`). Raises :class:`StoreError`, or KeyError
+    with one line that says why the store is missing when it is."""
+    if ref.endswith(".json") and Path(ref).is_file():
+        return read_bundle(ref)
+    catalog, missing = opened()
+    try:
+        return catalog.load(ref)
+    except KeyError as exc:
+        raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Sequence
 
 from . import procs
-from .env import REPO_ROOT
+from .env import STATE_DIR
 
-CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "c"
+CACHE_DIR = STATE_DIR / "cache" / "c"
 #: seconds a compile of one small source may take (a loaded 2-core machine takes a few)
 COMPILE_TIMEOUT_S = 300
 

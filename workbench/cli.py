@@ -30,30 +30,42 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
+import secrets
+import signal
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .env import REPO_ROOT
-from . import events, interrupt, outfile
+import pandas as pd
+
+from . import across, events, interrupt, outfile, procs, readme, report, runner
+from . import comparison as compare
+from .ab_session import DEFAULT_ROUNDS, execute_ab
+from .ab_session import interrupted_text as ab_interrupted_text
+from .analysis import analyse, json_fields
+from .catalog import Catalog, find_run
+from .env import REPO_ROOT, STATE_DIR
+from .launcher import LaunchError, Topology
 from .outfile import OutputError
-from .catalog import Catalog
-from .tables import render
-from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
-from .study import Cancelled, ParamError, StudyUnavailable
+from .registry import get, registry
+from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
+from .study import Cancelled, ParamError, StudyUnavailable, validate
+from .tables import render, results_display
+from .traces import cli as trace_cli
 from .untrusted import OutputStreamError, TerminalStream, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
+REPORTS_DIR = STATE_DIR / "reports"
 
 
 def _err(msg: str) -> None:
     print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
 
 
-class _ProgressBar:
+class ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
     def __init__(self, stream=None):
@@ -83,39 +95,27 @@ def _open_store(path: str | None, create: bool = True) -> Store:
 
 
 def _catalog(args) -> tuple[Catalog, str]:
-    """The runs this command can address: the store's (when it exists) and the committed
-    bundles'; with the reason the store is missing (''), for a run that is not found. A store
-    file that exists but is not usable raises :class:`StoreError`."""
-    path = Path(args.store) if args.store else default_path()
-    try:
-        return Catalog(_open_store(args.store, create=False)), ""
-    except StoreError as exc:
-        if path.exists():
-            raise
-        return Catalog(None), str(exc)
+    """The runs this command can address (:meth:`Catalog.open` of ``--store``)."""
+    return Catalog.open(args.store)
 
 
 def _load_runs(args, *refs: str, catalog: tuple[Catalog, str] | None = None):
     """Runs by id (unique prefix or ``latest``) from the store or the committed bundles under
     ``traces/`` (``catalog``: :func:`_catalog`'s answer, when the caller has it), or by path to
-    a result bundle. Prints the reason and returns None when one cannot be loaded."""
-    out = []
+    a result bundle (:func:`find_run`). Prints the reason and returns None when one cannot be
+    loaded."""
+    opened = [catalog]
+
+    def open_once() -> tuple[Catalog, str]:
+        if opened[0] is None:
+            opened[0] = _catalog(args)
+        return opened[0]
+
     try:
-        catalog, missing = catalog or (None, "")
-        for ref in refs:
-            if ref.endswith(".json") and Path(ref).is_file():
-                out.append(read_bundle(ref))
-                continue
-            if catalog is None:
-                catalog, missing = _catalog(args)
-            try:
-                out.append(catalog.load(ref))
-            except KeyError as exc:
-                raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None
+        return [find_run(ref, open_once) for ref in refs]
     except (StoreError, KeyError) as exc:
         _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
         return None
-    return out
 
 
 def _load_one(args):
@@ -126,17 +126,14 @@ def _load_one(args):
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
-    import pandas as pd
-
     return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
 def summary_text(a) -> str:
     """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
-    from .tables import results_display
-
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
+    lines.append(f"levels: {a.levels}")
     if len(a.claims):
         claims = a.claims[["id", "status", "live", "why"]].rename(
             columns={"id": "claim", "status": "here", "live": "live figure (95% CI)"})
@@ -149,8 +146,6 @@ def summary_text(a) -> str:
 # --- commands -------------------------------------------------------------------------------
 
 def cmd_list(args) -> int:
-    from .study import registry
-
     reg = registry()
     rows = [[m.ID, m.TITLE, m.SEED] for m in reg.values()]
     if args.json:
@@ -165,8 +160,6 @@ def cmd_list(args) -> int:
 def _topology_flags(args):
     """The node flags of ``run`` as the ``WORKBENCH_*`` variables the launcher reads, for this
     run only; a topology that cannot work raises :class:`ParamError`."""
-    from .launcher import LaunchError, Topology
-
     flags = {"WORKBENCH_NNODES": args.nnodes, "WORKBENCH_RDZV_ENDPOINT": args.rdzv_endpoint,
              "WORKBENCH_NODE_RANK": args.node_rank, "WORKBENCH_RDZV_ID": args.rdzv_id}
     given = {k: str(v) for k, v in flags.items() if v is not None}
@@ -189,8 +182,6 @@ def _topology_flags(args):
 
 def _study(study_id: str):
     """The study module, or None with the reason (unknown study, the known ones) on stderr."""
-    from .study import get
-
     try:
         return get(study_id)
     except KeyError as exc:
@@ -203,25 +194,18 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
     ``close()`` ends the progress bar). ``kept`` names what a failed run keeps (its finished
     points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
-    from .runner import LockError
-
     try:
         result = measure()
-    except (ParamError, LockError) as exc:
+    except (ParamError, runner.LockError) as exc:
         code, msg = EXIT_BAD_INPUT, str(exc)
     except StudyUnavailable as exc:
-        code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
+        code, msg = EXIT_UNAVAILABLE, runner.failure_text(study, exc, kept)
     except (KeyboardInterrupt, Cancelled) as exc:
-        code, msg = EXIT_INTERRUPTED, "; ".join(filter(None, [interrupted(exc), _unfinished(exc, kept)]))
+        code, msg = EXIT_INTERRUPTED, "; ".join(filter(None, [interrupted(exc), runner.unfinished_text(exc, kept)]))
     except StoreError as exc:  # the store cannot take the run (a full disk): before it started, or mid-way
-        ids = " and ".join(getattr(exc, "run_ids", ()))
-        code, msg = EXIT_BAD_INPUT, "; ".join(filter(None, [str(exc), _unfinished(exc, kept) or (
-            f"stored as failed run {ids} with the {kept} finished before" if ids else "")]))
+        code, msg = EXIT_BAD_INPUT, runner.failure_text(study, exc, kept)
     except Exception as exc:  # the study failed: stored as failed with its error, once a run was stored
-        ids = " and ".join(getattr(exc, "run_ids", ()))
-        code, msg = EXIT_FAILED, f"study {study.ID} failed: {type(exc).__name__}: {exc} (" + (
-            _unfinished(exc, kept) or (f"stored as failed run {ids}; finished {kept} kept" if ids else
-                                       "nothing was stored")) + ")"
+        code, msg = EXIT_FAILED, runner.failure_text(study, exc, kept)
     else:
         close()
         return result, EXIT_OK
@@ -230,18 +214,9 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     return None, code
 
 
-def _unfinished(exc: BaseException, kept: str) -> str:
-    """What became of runs whose end the store could not take (``store_error``, a full disk);
-    '' when it took it."""
-    why = getattr(exc, "store_error", None)
-    ids = " and ".join(getattr(exc, "run_ids", ()))
-    if not why or not ids:
-        return ""
-    why = "" if isinstance(exc, StoreError) else f" ({why})"  # the same store, the same reason
-    return f"run {ids} keeps the {kept} stored before it, and reads as interrupted (its end could not be stored{why})"
-
-
 def cmd_run(args) -> int:
+    if args.repeat_runs != 1:
+        return _repeat_runs(args)
     try:
         with _topology_flags(args):
             return _run(args)
@@ -250,10 +225,40 @@ def cmd_run(args) -> int:
         return EXIT_BAD_INPUT
 
 
-def _run(args) -> int:
-    from . import runner
-    from .study import validate
+#: the most runs one --repeat-runs group may have
+MAX_REPEAT_RUNS = 50
 
+
+def _repeat_runs(args) -> int:
+    """``run --repeat-runs N``: the same command N times, each in a fresh process (its own
+    interpreter, thread pools, allocator state and placement: pyperf's worker processes), as
+    one run group; then each derived number's figure per run, the interval across runs and the
+    claims judged across runs (:mod:`workbench.across`)."""
+    if not 2 <= args.repeat_runs <= MAX_REPEAT_RUNS:
+        _err(f"--repeat-runs: {args.repeat_runs} is outside 2..{MAX_REPEAT_RUNS} (1 is a plain run)")
+        return EXIT_BAD_INPUT
+    if args.json or args.progress_file:
+        _err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
+        return EXIT_BAD_INPUT
+    group = secrets.token_hex(4)
+    base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")
+            and not (i and args.argv[i - 1] == "--repeat-runs")]
+    ids = []
+    for i in range(args.repeat_runs):
+        print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
+        code, out = _child_run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
+                                f"{group}:{i + 1}/{args.repeat_runs}"])
+        if code not in (EXIT_OK, EXIT_FAILED):
+            _err(f"run {i + 1} of the group ended with exit status {code}; the runs before it are kept")
+            return code
+        ids.append(json.loads(out)["run_id"])
+    store = _open_store(args.store, create=False)
+    analyses = [analyse(store.load(run_id)) for run_id in ids]
+    print(plain_block(across.markdown(across.summary(analyses))))
+    return EXIT_OK
+
+
+def _run(args) -> int:
     study = _study(args.study)
     if study is None:
         return EXIT_BAD_INPUT
@@ -262,7 +267,7 @@ def _run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
-        precision = _parse_precision(args.precision, args.precision_cap)
+        precision = runner.parse_precision(args.precision, args.precision_cap)
         runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
@@ -272,15 +277,14 @@ def _run(args) -> int:
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
-    bar = _ProgressBar() if emitter is None else None
+    bar = ProgressBar() if emitter is None else None
     rec, code = _measuring(study, bar.close if bar else (lambda: None), "points",
-                           lambda exc: _interrupted_text(store, getattr(exc, "run_id", None)),
+                           lambda exc: runner.interrupted_text(store, getattr(exc, "run_id", None)),
                            lambda: runner.execute(study, values, store, preset=preset, progress=bar, events=emitter,
-                                                  precision=precision, precision_cap_s=args.precision_cap))
+                                                  precision=precision, precision_cap_s=args.precision_cap,
+                                                  run_group=_run_group(args.run_group)))
     if rec is None:
         return code
-    from .analysis import analyse, json_fields
-
     a = analyse(rec, study)
     if args.json:
         print(json.dumps(rec.to_json() | json_fields(a), default=str))
@@ -293,21 +297,69 @@ def _run(args) -> int:
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
 
 
-def _interrupted_text(store: Store, run_id: str | None) -> str:
-    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
-    run was stored)."""
-    if run_id is None:
-        return "interrupted before the run started; nothing was stored"
-    try:
-        rec = store.load(run_id, attachments=False)
-        kept, status = len(rec.variants), rec.status
-    except (StoreError, KeyError):
-        kept, status = None, None
-    if status == "complete":  # the signal came after the run's last checkpoint
-        return f"interrupted as run {run_id} finished; it is stored complete"
-    if kept == 0:
-        return f"interrupted before any point finished; run {run_id} is stored without points"
-    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
+#: seconds an interrupted child run may take to store what it kept (seconds; more under load)
+CHILD_STOP_S = 30.0
+
+
+def _child_run(cmd: list[str]) -> tuple[int, str]:
+    """(exit status, stdout) of a CLI run in a child process. The child has a session of its
+    own, so an interrupt reaches it once, from here: a Ctrl-C or SIGTERM recorded while it runs
+    is passed on as one SIGINT (the child stores its run as interrupted), the child waited for,
+    and the interrupt raised. It gets SIGTERM should this process die first."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(procs.bound(cmd, signal.SIGTERM), stdout=out, text=True, start_new_session=True)
+        try:
+            code = procs.wait(proc)
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(CHILD_STOP_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            raise
+        out.seek(0)
+        return code, out.read()
+
+
+def _run_group(text: str | None) -> dict | None:
+    """``--run-group ID:i/N`` as the record's ``outputs["run_group"]``."""
+    if not text:
+        return None
+    gid, _, pos = text.partition(":")
+    index, _, runs = pos.partition("/")
+    return {"id": gid, "index": int(index), "runs": int(runs)}
+
+
+def cmd_readme(args) -> int:
+    """``readme``: every committed result README's generated blocks against what the tool prints
+    today (exit 1 and the blocks that differ), or ``--refresh`` them (:mod:`workbench.readme`)."""
+    paths = readme.readmes(REPO_ROOT)
+    if args.study:
+        paths = [p for p in paths if p.parent.name == safe_stem(args.study)]
+        if not paths:
+            _err(f"no generated blocks in traces/{safe_stem(args.study)}/README.md")
+            return EXIT_BAD_INPUT
+    stale = 0
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        try:
+            bundles = readme.Bundles(path.parent)
+            if args.refresh:
+                new = readme.refresh(text, bundles)
+                if new != text:
+                    path.write_text(new, encoding="utf-8")
+                    print(f"{path.relative_to(REPO_ROOT)}: refreshed")
+                continue
+            for marker in readme.differences(text, bundles):
+                stale += 1
+                print(f"{path.relative_to(REPO_ROOT)}: differs from the tool: {marker}")
+        except readme.BlockError as exc:
+            _err(f"{path.relative_to(REPO_ROOT)}: {exc}")
+            return EXIT_BAD_INPUT
+    if not args.refresh and not stale:
+        print(f"{len(paths)} README(s): every generated block is what the tool prints today")
+    return EXIT_FAILED if stale else EXIT_OK
 
 
 def cmd_runs(args) -> int:
@@ -378,32 +430,11 @@ def cmd_tag(args) -> int:
     return EXIT_OK
 
 
-def _parse_precision(text: str | None, cap_s: float) -> float | None:
-    """``2%`` or ``0.02`` -> 0.02, after checking ``--precision-cap``; raises ParamError."""
-    from .study import ParamError
-
-    if not (math.isfinite(cap_s) and cap_s > 0):
-        raise ParamError("precision-cap", f"{cap_s} is not a number of seconds > 0")
-    if text is None:
-        return None
-    t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {text!r}") \
-            from None
-    if not 0 < value <= 0.5:
-        raise ParamError("precision", f"{text} is outside (0%, 50%]")
-    return value
-
-
 def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
-    from .compare import markdown, to_json
-
     if as_json:
-        print(to_json({**cmp, **(extra or {})}))
+        print(compare.to_json({**cmp, **(extra or {})}))
     else:
-        print(plain_block(markdown(cmp)))
+        print(plain_block(compare.markdown(cmp)))
 
 
 def plain_block(text: str) -> str:
@@ -412,8 +443,6 @@ def plain_block(text: str) -> str:
 
 
 def cmd_compare(args) -> int:
-    from .compare import CompareError, compare_runs, history
-
     try:
         catalog, missing = _catalog(args)
     except StoreError as exc:
@@ -425,27 +454,15 @@ def cmd_compare(args) -> int:
     a, b = runs
     try:
         # A/A candidates: the store's runs and the committed bundles with A's or B's configuration
-        cmp = compare_runs(a, b, history(a, b, catalog.store, catalog.committed(a.study)))
-    except CompareError as exc:
+        cmp = compare.compare_runs(a, b, compare.history(a, b, catalog.store, catalog.committed(a.study)))
+    except compare.CompareError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     _print_comparison(cmp, args.json)
     return EXIT_OK
 
 
-def _ab_interrupted_text(exc: BaseException) -> str:
-    ids = getattr(exc, "run_ids", None)
-    if ids is None:
-        return "interrupted before the session started; nothing was stored"
-    return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
-
-
 def cmd_ab(args) -> int:
-    from . import runner
-    from .ab import execute_ab
-    from .compare import compare_runs, history
-    from .study import validate
-
     study = _study(args.study)
     if study is None:
         return EXIT_BAD_INPUT
@@ -455,15 +472,15 @@ def cmd_ab(args) -> int:
         values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
-        precision = _parse_precision(args.precision, args.precision_cap)
+        precision = runner.parse_precision(args.precision, args.precision_cap)
         runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()
     except (ParamError, StoreError) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    bar = _ProgressBar()
-    pair, code = _measuring(study, bar.close, "rounds", _ab_interrupted_text, lambda: execute_ab(
+    bar = ProgressBar()
+    pair, code = _measuring(study, bar.close, "rounds", ab_interrupted_text, lambda: execute_ab(
         study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar, precision=precision,
         precision_cap_s=args.precision_cap))
     if pair is None:
@@ -471,13 +488,12 @@ def cmd_ab(args) -> int:
     a, b = pair
     if not args.json:
         print(f"runs {a.run_id} (A) and {b.run_id} (B) stored in {store.path}")
-    _print_comparison(compare_runs(a, b, history(a, b, store)), args.json, {"runs": [a.run_id, b.run_id]})
+    _print_comparison(compare.compare_runs(a, b, compare.history(a, b, store)), args.json,
+                      {"runs": [a.run_id, b.run_id]})
     return EXIT_OK if all(v.correct for v in a.variants + b.variants) else EXIT_FAILED
 
 
 def cmd_report(args) -> int:
-    from . import report
-
     rec = _load_one(args)
     if rec is None:
         return EXIT_BAD_INPUT
@@ -533,10 +549,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_notebooks(args) -> int:
-    from .report import write_study_notebooks
-
     try:
-        paths = write_study_notebooks(args.output)
+        paths = report.write_study_notebooks(args.output)
     except OSError as exc:
         _err(f"cannot write notebooks into {args.output}: {exc.strerror or exc}")
         return EXIT_BAD_INPUT
@@ -546,17 +560,13 @@ def cmd_notebooks(args) -> int:
 
 
 def cmd_trace(args) -> int:
-    from .traces.cli import run
-
-    return run(args)
+    return trace_cli.run(args)
 
 
 def _precision_arguments(s: argparse.ArgumentParser) -> None:
-    from .runner import DEFAULT_PRECISION_CAP_S
-
     s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
                                                       "within PCT of the median (e.g. 2%%), or until --precision-cap")
-    s.add_argument("--precision-cap", type=float, default=DEFAULT_PRECISION_CAP_S, metavar="S",
+    s.add_argument("--precision-cap", type=float, default=runner.DEFAULT_PRECISION_CAP_S, metavar="S",
                    help="seconds the whole run may spend on --precision (default %(default)g)")
 
 
@@ -585,7 +595,11 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
-    nodes = s.add_argument_group("several nodes (studies that start torchrun; README: Runs that span nodes)",
+    s.add_argument("--repeat-runs", type=int, default=1, metavar="N",
+                   help="run it N times, each in a fresh process (one run group), then judge its derived numbers and "
+                        "claims across the runs (the run-to-run level: docs/reading-a-run.md)")
+    s.add_argument("--run-group", help=argparse.SUPPRESS)  # set by --repeat-runs on each of its runs
+    nodes = s.add_argument_group("several nodes (studies that start torchrun; docs/cli.md: runs that span nodes)",
                                  "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
                                  "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
                                  "agent`")
@@ -617,7 +631,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
 
-    from .ab import DEFAULT_ROUNDS
+    s = command("readme", cmd_readme, "check (or --refresh) the generated tables of the committed result READMEs "
+                                      "(traces/<study>/README.md) against the bundles", store=False)
+    s.add_argument("--refresh", action="store_true", help="rewrite every generated block from the bundles")
+    s.add_argument("--study", help="only traces/<study>/README.md")
 
     s = command("ab", cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, "
                               "stored as two linked runs, then compared")
@@ -651,10 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = command("notebooks", cmd_notebooks, "generate one study notebook per study", store=False)
     s.add_argument("-o", "--output", default="notebooks")
 
-    from .traces.cli import add_arguments
-
-    add_arguments(command("trace", cmd_trace, "summarise traces (several files: ranks of one run) or 'trace diff A B'",
-                          store=False))
+    trace_cli.add_arguments(command("trace", cmd_trace, "summarise traces (several files: ranks of one run) or "
+                                    "'trace diff A B'", store=False))
     return p
 
 
@@ -715,6 +730,7 @@ def _main(argv: list[str] | None) -> int:
         if bad:
             _err(f"argument {bad}: not valid UTF-8 text (undecodable bytes); nothing was done")
             return EXIT_BAD_INPUT
+        args.argv = argv  # --repeat-runs starts the same command again in fresh processes
         interrupt.check()  # one that came while the CLI started
         code = args.fn(args)
         interrupt.check()  # one that came after the command's last checkpoint

@@ -13,7 +13,7 @@ and ``rank`` (the writer's rank, 0 outside torchrun):
     {"v": 1, "event": "record",   ..., "variant": {VariantResult as JSON}}
     {"v": 1, "event": "attach",   ..., "name": "best.json.gz", "kind": "trace/chrome-json", "file": "a3.bin"}
     {"v": 1, "event": "note",     ..., "text": "ce: symmetric memory unavailable here"}
-    {"v": 1, "event": "outputs",  ..., "data": {"by_comm": {"default": {"plan": {...}}}}}
+    {"v": 1, "event": "outputs",  ..., "data": {"by_provider": {"default": {"plan": {...}}}}}
     {"v": 1, "event": "error",    ..., "text": "ValueError: ...", "trace": "Traceback ..."}
     {"v": 1, "event": "done",     ...}
 
@@ -36,6 +36,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .record import VariantResult
+from .study import Steps
 
 VERSION = 1
 VERBS = ("start", "progress", "record", "attach", "note", "outputs", "error", "done")
@@ -101,8 +104,6 @@ class Emitter:
     def steps(self, total: int, start: float = 0.05, end: float = 0.95, unit: str = "points") -> "Steps":
         """A progress ticker over ``total`` steps, mapped onto ``start..end`` (a worker's
         counterpart of :meth:`workbench.study.RunContext.steps`)."""
-        from .study import Steps
-
         return Steps(self.progress, total, start, end, unit)
 
 
@@ -173,8 +174,6 @@ def apply(event: dict, ctx, collected: Collected, folder: str | os.PathLike) -> 
     """Hand one event to the ``RunContext`` verb it names (``progress`` may raise
     ``Cancelled``), or only collect it when ``ctx`` is None; ``folder`` holds the files that
     ``attach`` events name."""
-    from .study import VariantResult
-
     kind = event["event"]
     if kind == "start":
         collected.run_id = str(event["run_id"])

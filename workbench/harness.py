@@ -21,12 +21,15 @@ import json
 import math
 import os
 import shlex
+import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from . import interrupt, procs
+from .stats import median_ci_half_width_rel
+from .units import PER_NS
 
 Timer = Callable[[int], float]  # loops -> elapsed seconds
 
@@ -188,8 +191,6 @@ def more_samples(series: Sequence[Sequence[float]]) -> int:
     target = precision_target()
     if target is None or not series or time.time() >= target.deadline_unix:
         return 0
-    from .stats import median_ci_half_width_rel  # numpy and scipy only when a target is set
-
     shortest = min(len(s) for s in series)
     if shortest >= MAX_PRECISION_SAMPLES:
         return 0
@@ -218,8 +219,6 @@ def harness_floor(repeat: int = 15) -> Measurement:
 
 
 def floor_ns() -> float:
-    import statistics
-
     return statistics.median(harness_floor().samples_ns)
 
 
@@ -257,13 +256,9 @@ class Timing:
 
     @property
     def median_ns(self) -> float:
-        import statistics
-
         return statistics.median(self.samples_ns)
 
     def rank_medians_ns(self) -> list[float]:
-        import statistics
-
         return [statistics.median(s) for s in self.rank_samples_ns]
 
 
@@ -414,9 +409,6 @@ class DistTimer:
 
 # --- external commands: google-benchmark JSON ------------------------------------------
 
-_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-
-
 class ExternalCommandError(RuntimeError):
     """An external benchmark command failed; carries the command and its own error text."""
 
@@ -440,7 +432,7 @@ def parse_gbench(text: str) -> dict[str, list[float]]:
         if row.get("run_type", "iteration") != "iteration" or row.get("error_occurred"):
             continue
         name = row.get("run_name") or row["name"]
-        unit = _UNIT_NS[row.get("time_unit", "ns")]
+        unit = PER_NS[row.get("time_unit", "ns")]
         out.setdefault(name, []).append(float(row["real_time"]) * unit)
     return out
 

@@ -1,5 +1,5 @@
 """Reports: a run in the forms people share (A/B comparisons of two runs:
-:mod:`workbench.compare`), and a Jupyter notebook that reloads the run from its bundle and
+:mod:`workbench.comparison`), and a Jupyter notebook that reloads the run from its bundle and
 redraws its tables and charts.
 
 Every form starts the same way (:func:`head_markdown`, from :mod:`workbench.analysis`): the
@@ -28,19 +28,24 @@ from __future__ import annotations
 import base64
 import html as htmlmod
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import nbformat
 import numpy as np
 import pandas as pd
+from markdown_it import MarkdownIt
 
 from . import claims as claimsmod
 from . import mermaid, outfile, stats
 from .analysis import Analysis, analyse, charts_of, sections_of
-from .env import summary_line
-from .store import RunRecord, write_bundle
-from .tables import key_columns, render, results_display
+from .env import REPO_ROOT, summary_line
+from .record import RunRecord
+from .registry import registry
+from .store import write_bundle
+from .tables import key_columns, md_table, results_display
 from .untrusted import details, escape
 
 #: the longest issue report: GitHub refuses an issue body over 65,536 characters
@@ -50,11 +55,6 @@ ISSUE_ROWS = 30
 FORMATS = ("md", "issue", "html", "ipynb")
 
 # --- formatting helpers ------------------------------------------------------------------------
-
-
-def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
-    """A GitHub table (:func:`workbench.tables.render`): cells escaped, one number format per column."""
-    return render(df, "markdown", max_rows)
 
 
 def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int = 10) -> str:
@@ -70,11 +70,14 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
     return notes
 
 
-def claims_markdown(claims: pd.DataFrame) -> str:
-    """The claims table, as Markdown, with the seed's machine said once above it."""
+def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None, level: int = 2) -> str:
+    """The claims table, as Markdown under a heading of ``level``, with the seed's machine said
+    once above it; ``columns``: those of :func:`workbench.claims.display` to show (default all)."""
     if claims is None or not len(claims):
         return ""
-    return f"## The seed's claims on this machine\n\n{seed_machine_line(claims)}\n\n" + md_table(claimsmod.display(claims))
+    shown = claimsmod.display(claims)
+    return (f"{'#' * level} The seed's claims on this machine\n\n{seed_machine_line(claims)}\n\n"
+            + md_table(shown[columns] if columns else shown))
 
 
 def seed_machine_line(claims: pd.DataFrame) -> str:
@@ -82,11 +85,13 @@ def seed_machine_line(claims: pd.DataFrame) -> str:
     return f"The seed's figures: measured on {escape(claimsmod.seed_machine(claims))} unless a row names another source."
 
 
-def head_markdown(a: Analysis) -> list[str]:
-    """What every report starts with: the disturbance warnings, the verdict, the claims table."""
+def head_markdown(a: Analysis, claims_columns: list[str] | None = None, level: int = 2) -> list[str]:
+    """What every report starts with: the disturbance warnings, the verdict, the claims table
+    (``claims_columns``, ``level``: see :func:`claims_markdown`)."""
     parts = [f"> **Warning:** {escape(line)}" for line in a.disturbance]
     parts.append(f"**Verdict:** {a.verdict}")
-    claims = claims_markdown(a.claims)
+    parts.append(f"**What the CIs cover:** {escape(a.levels)}")
+    claims = claims_markdown(a.claims, claims_columns, level)
     if claims:
         parts.append(claims)
     return parts
@@ -143,7 +148,7 @@ def samples_summary(rec: RunRecord) -> pd.DataFrame:
 def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
     """Each chart as PNG bytes (written to ``out_dir`` too when given); a chart that fails to
     render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers)."""
-    import vl_convert as vlc
+    import vl_convert as vlc  # start-up: a native renderer, only for PNG charts
 
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -241,11 +246,9 @@ overflow-x:auto}blockquote{border-left:4px solid #d0d7de;margin:0;padding:0 1em;
 details{margin:1em 0}summary{cursor:pointer;font-weight:600}img{max-width:100%}"""
 
 
-def _md_to_html(text: str) -> str:
+def md_to_html(text: str) -> str:
     """Markdown (tables, strike-through) to HTML with raw HTML, links and images off: what
     the report's Markdown holds from a run is text, and an image could load from the network."""
-    from markdown_it import MarkdownIt
-
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable(["link", "image",
                                                                                                  "autolink"])
     return md.render(text)
@@ -264,9 +267,9 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
                 body.append(f'<figure><img alt="{htmlmod.escape(b.chart)}" src="data:image/png;base64,'
                             f'{base64.b64encode(pngs[b.chart]).decode()}"></figure>')
         elif b.summary:
-            body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{_md_to_html(b.md)}</details>")
+            body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{md_to_html(b.md)}</details>")
         else:
-            body.append(_md_to_html(b.md))
+            body.append(md_to_html(b.md))
     title = escape(f"{rec.study}: run {rec.run_id}", "html")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f"<style>{_HTML_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
@@ -368,74 +371,39 @@ def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis 
 
 # --- notebook ----------------------------------------------------------------------------------
 
-# The workbench must be importable: installed, or a checkout found from the notebook's folder
-# upwards (or at $WORKBENCH_ROOT). No absolute path of the exporting machine is written.
-_IMPORT_WORKBENCH = (
-    "import os, sys, pathlib, tempfile\n"
-    "for p in [pathlib.Path(os.environ.get('WORKBENCH_ROOT', '.')).resolve(), pathlib.Path.cwd(),\n"
-    "          *pathlib.Path.cwd().parents]:\n"
-    "    if (p / 'workbench' / '__init__.py').exists():\n"
-    "        sys.path.insert(0, str(p)); break\n"
-    "try:\n"
-    "    import workbench\n"
-    "except ImportError:\n"
-    "    raise ImportError('the Perf Study Workbench is not importable here: open this notebook inside a checkout, '\n"
-    "                      'or set WORKBENCH_ROOT to one') from None\n")
-
+# Notebooks use the public API (import workbench as wb; docs/python.md) and nothing else: the
+# cells run wherever the workbench is installed, from the folder the notebook is in; no path of
+# the exporting machine is written. Every chart leaves as its Vega-Lite spec and a PNG
+# (workbench.jupyter.ChartView), so the notebook renders offline and on GitHub.
 
 def _notebook(cells: list):
-    import nbformat
-
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = cells
     return nb
 
 
-def _analysis_cells() -> list:
-    """The cells that show an analysis ``a`` (None: no run): disturbance, verdict and claims
-    first, then the results table, the study's tables and its charts."""
-    import nbformat
-
+def _run_cells() -> list:
+    """The cells that show ``run`` after the head: its other charts, results, tables, reproduce
+    command."""
     return [
-        nbformat.v4.new_code_cell(
-            "from IPython.display import Markdown\n"
-            "Markdown('\\n\\n'.join(report.head_markdown(a)) if a else 'No run to show.')"),
-        nbformat.v4.new_code_cell("results_display(a.results) if a else None"),
-        nbformat.v4.new_code_cell(
-            "for name, df in (a.tables if a else {}).items():\n"
-            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
-            "        print(name); display(df)"),
-        nbformat.v4.new_code_cell(
-            "for name, chart in (charts_of(a) if a else {}).items():\n"
-            "    display(chart)"),
+        nbformat.v4.new_code_cell("run.charts(key=False)  # every chart but the key chart (in the head above)"),
+        nbformat.v4.new_code_cell("run.results  # per variant: median with its 95% CI, spread, check, notes"),
+        nbformat.v4.new_code_cell("for name, table in run.tables.items():\n    print(name)\n    display(table)"),
+        nbformat.v4.new_code_cell("print(run.reproduce)"),
     ]
 
 
 def notebook(rec: RunRecord, bundle_name: str):
-    """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
-    import nbformat
-
+    """A notebook that reloads the run from ``bundle_name`` (beside it) and shows it."""
     return _notebook([
         nbformat.v4.new_markdown_cell(
             f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
-            f"{escape(bundle_name, 'code')} (no results store needed) and redraws its tables and charts.\n\n"
+            f"{escape(bundle_name, 'code')} beside this notebook: all it needs is the Perf Study Workbench "
+            "installed (`pip install -e .` in its checkout), no results store.\n\n"
             f"Reproduce on your machine:\n\n{escape(rec.reproduce, 'block', 'sh')}"),
-        nbformat.v4.new_code_cell(
-            _IMPORT_WORKBENCH +
-            "from workbench.store import read_bundle\n"
-            "from workbench.study import get\n"
-            "from workbench import report\n"
-            "from workbench.analysis import analyse, charts_of\n"
-            "from workbench.tables import results_display\n"
-            f"rec = read_bundle({bundle_name!r})\n"
-            "a = analyse(rec, get(rec.study))"),
-        *_analysis_cells(),
-        nbformat.v4.new_code_cell(
-            "from workbench.env import summary_line\n"
-            "from workbench.untrusted import plain\n"
-            "print(summary_line(rec.env))\n"
-            "print(plain(rec.reproduce))"),
+        nbformat.v4.new_code_cell(f"import workbench as wb\n\nrun = wb.load({bundle_name!r})\nrun"),
+        *_run_cells(),
     ])
 
 
@@ -443,8 +411,6 @@ def write_notebook(rec: RunRecord, path: str | Path, execute: bool = True) -> Pa
     """Write the notebook and its bundle (``<stem>.bundle.json``) side by side, executed in
     that folder so it opens with its outputs (``execute=False``, or a kernel that cannot
     start: without them); raises ``outfile.OutputError`` (one line) when it cannot write."""
-    import nbformat
-
     path = outfile.check_target(path)
     bundle = write_bundle(rec, path.parent / f"{path.stem}.bundle.json")
     nb = notebook(rec, bundle.name)
@@ -453,78 +419,56 @@ def write_notebook(rec: RunRecord, path: str | Path, execute: bool = True) -> Pa
     return outfile.write(path, nbformat.writes(nb))
 
 
-def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
-    """Run ``nb`` in ``folder`` (as Jupyter would, from the folder it is saved in), with this
-    checkout importable through $WORKBENCH_ROOT; returns '' or why it did not run. A cell
-    that raises leaves its error in the outputs, as Jupyter does."""
-    import os
+def kernel_env() -> dict[str, str]:
+    """The environment of a notebook's kernel: this process's, with the folder that holds this
+    workbench first on ``PYTHONPATH``, so the kernel imports the workbench that wrote the
+    notebook (a checkout's, where nothing is installed)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
 
-    from nbclient import NotebookClient
+
+def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
+    """Run ``nb`` in ``folder`` (as Jupyter would, from the folder it is saved in) with
+    :func:`kernel_env`; returns '' or why it did not run. A cell that raises leaves its error
+    in the outputs, as Jupyter does."""
+    from nbclient import NotebookClient  # start-up: the Jupyter client, only to execute
     from nbclient.exceptions import CellExecutionError
 
-    from .env import REPO_ROOT
-
-    old = os.environ.get("WORKBENCH_ROOT")
-    os.environ["WORKBENCH_ROOT"] = str(REPO_ROOT)  # the kernel inherits it; nothing is written into the cells
     try:
         NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
-                       resources={"metadata": {"path": str(folder)}}).execute()
+                       resources={"metadata": {"path": str(folder)}}).execute(env=kernel_env())
     except CellExecutionError as exc:
         return f"a cell failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     except Exception as exc:  # no kernel here: the notebook is still written, without outputs
         return f"not executed ({type(exc).__name__}: {exc})"
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_ROOT", None)
-        else:
-            os.environ["WORKBENCH_ROOT"] = old
     return ""
 
 
 def study_notebook(study: ModuleType):
     """A study's own notebook, generated from the library (never hand-maintained).
 
-    It runs the study's smoke preset live when this machine can (``requires`` is None), else
-    it loads the result bundles committed under ``traces/<study>/``, then draws every table,
-    chart and the seed's figures.
+    It runs the study's smoke preset live when this machine can, else it loads the newest
+    result bundle committed under ``traces/<study>/``, then shows the run, its charts and
+    tables and the seed's figures.
     """
-    import nbformat
-
+    sid = study.ID
     return _notebook([
         nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
-            _IMPORT_WORKBENCH +
-            "from workbench import report, runner\n"
-            "from workbench.analysis import analyse, charts_of\n"
-            "from workbench.tables import results_display\n"
-            "from workbench.store import Store, committed_runs\n"
-            "from workbench.study import get\n"
-            f"study = get({study.ID!r})\n"
-            "params = study.SPACE.defaults('smoke')  # edit, or use 'quick' / {} for the full defaults\n"
-            "reason = study.requires(params)\n"
-            "if reason is None:\n"
-            "    store = Store(pathlib.Path(tempfile.mkdtemp()) / 'results.sqlite')\n"
-            "    rec = runner.execute(study, params, store)\n"
-            "else:\n"
-            "    print('Cannot run here:', reason)\n"
-            "    runs = committed_runs(study.ID)\n"
-            "    rec = runs[0] if runs else None\n"
-            "    print('Showing the committed run', rec.run_id if rec else None)\n"
-            "a = analyse(rec, study) if rec else None"),
-        *_analysis_cells(),
-        nbformat.v4.new_code_cell(
-            "from IPython.display import Markdown\n"
-            "Markdown(report.seed_section(study) or 'This study has no seed figures.')"),
+            "import workbench as wb\n\n"
+            "try:  # the knobs: wb.explore(...), or docs/studies/ in the repository\n"
+            f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords\n"
+            "except wb.Unavailable as exc:  # this machine cannot run it: the newest run committed from one that can\n"
+            "    print(exc)\n"
+            f"    run = wb.load(wb.runs({sid!r}, origin='committed').run_id.iloc[0])\n"
+            "run"),
+        *_run_cells(),
+        nbformat.v4.new_code_cell("run.seed()  # the seed's published figures, measured on the seed's machine"),
     ])
 
 
 def write_study_notebooks(out_dir: str | Path) -> list[Path]:
     """``notebooks/<study>.ipynb`` for every registered study."""
-    import nbformat
-
-    from .study import registry
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []

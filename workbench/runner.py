@@ -27,9 +27,14 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness, interrupt, load, procs
+from . import harness, interrupt, procs
+from . import machine_load as load
 from .events import Emitter
-from .store import RunRecord, Store, StoreError, new_run_id, now_utc
+from .launcher import LaunchError, Topology
+from .record import RunRecord, new_run_id, now_utc
+from .registry import registry
+from .stats import median_ci_half_width_rel
+from .store import Store, StoreError
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
 #: the default lock file: a fixed path, not the temp folder ($TMPDIR differs between shells)
@@ -222,8 +227,6 @@ def reproduce_command(study_id: str, params: dict[str, Any], topology=None, opti
 def _topology():
     """The nodes a run was asked to span (``WORKBENCH_NNODES`` ..., or the CLI's flags); None
     when they are not valid (a study that launches ranks says why)."""
-    from .launcher import LaunchError, Topology
-
     try:
         return Topology.from_env()
     except LaunchError:
@@ -242,11 +245,28 @@ def check_precision(study: ModuleType, precision: float | None) -> None:
     if not 0 < precision <= 0.5:
         raise ParamError("precision", f"{precision:.4g} is not a fraction of the median in (0, 0.5] (e.g. 2%)")
     if not getattr(study, "HONOURS_PRECISION", False):
-        from .study import registry
-
         able = ", ".join(sid for sid, mod in registry().items() if getattr(mod, "HONOURS_PRECISION", False))
         raise ParamError("precision", f"study {study.ID} does not repeat to a precision target (its samples are not "
                                       f"taken by the workbench harness's repeat loop); studies that do: {able}")
+
+
+def parse_precision(value: str | float | None, cap_s: float = DEFAULT_PRECISION_CAP_S) -> float | None:
+    """``2%``, ``"0.02"`` or ``0.02`` -> 0.02 (None stays None), after checking ``cap_s``
+    (``--precision-cap``: ``nan`` would be accepted by every comparison); raises
+    :class:`ParamError`."""
+    if not (math.isfinite(cap_s) and cap_s > 0):
+        raise ParamError("precision-cap", f"{cap_s} is not a number of seconds > 0")
+    if value is None:
+        return None
+    t = str(value).strip()
+    try:
+        fraction = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {value!r}") \
+            from None
+    if not 0 < fraction <= 0.5:
+        raise ParamError("precision", f"{value} is outside (0%, 50%]")
+    return fraction
 
 
 def precision_args(precision: float | None, cap_s: float) -> str:
@@ -267,8 +287,6 @@ def note_precision(v, precision: float | None) -> None:
     """Record in the variant whether its samples met the precision target."""
     if precision is None or not v.samples_ns:
         return
-    from .stats import median_ci_half_width_rel
-
     half = median_ci_half_width_rel(v.samples_ns)
     v.extra["precision"] = {"target_rel": precision, "half_width_rel": half, "met": bool(half <= precision),
                             "samples": len(v.samples_ns)}
@@ -294,6 +312,7 @@ def execute(
     precision: float | None = None,
     precision_cap_s: float = DEFAULT_PRECISION_CAP_S,
     events: Emitter | None = None,
+    run_group: dict | None = None,
 ) -> RunRecord:
     """Validate, wait for the machine, run, store each point as it lands, return the record.
 
@@ -307,6 +326,7 @@ def execute(
     the run's next checkpoint (:mod:`workbench.interrupt`), one that came after the last
     checkpoint is raised once the run is stored. An exception raised after the run was
     stored carries its id as ``run_id``. ``precision`` (e.g. 0.02): see :func:`precision_run`.
+    ``run_group`` (``{"id", "index", "runs"}``, from ``--repeat-runs``) goes into the outputs.
     """
     params = validate(study, values, preset=preset)
     check_precision(study, precision)
@@ -332,11 +352,12 @@ def execute(
         rec.env = envmod.capture()
         store.begin(rec)
         emit.emit("start", run_id=rec.run_id, study=study.ID)
-        # Load over the whole run (workbench.load): before it, after each variant, after it.
+        # Load over the whole run (workbench.machine_load): before it, after each variant, after it.
         before = load.sample()
 
         def run_load() -> dict[str, Any]:
-            return {"load": {"before": before, "after": load.sample()}}
+            group = {"run_group": run_group} if run_group else {}
+            return {"load": {"before": before, "after": load.sample()}} | group
 
         try:
             with _watchdog(stall_s) as touch:
@@ -406,6 +427,51 @@ def tagged(store: Store, *run_ids: str) -> Iterator[None]:
         if getattr(exc, "run_id", None) is None and store.has(run_ids[0]):
             exc.run_id, exc.run_ids = run_ids[0], run_ids
         raise
+
+
+def unfinished_text(exc: BaseException, kept: str) -> str:
+    """What became of runs whose end the store could not take (``store_error`` on ``exc``, a
+    full disk); '' when it took it."""
+    why = getattr(exc, "store_error", None)
+    ids = " and ".join(getattr(exc, "run_ids", ()))
+    if not why or not ids:
+        return ""
+    why = "" if isinstance(exc, StoreError) else f" ({why})"  # the same store, the same reason
+    return f"run {ids} keeps the {kept} stored before it, and reads as interrupted (its end could not be stored{why})"
+
+
+def failure_text(study: ModuleType, exc: BaseException, kept: str = "points") -> str:
+    """The one line for a run that stopped with ``exc``: the study cannot run here; the store
+    could not take it (a full disk: before it started, or mid-way); or it failed, stored as a
+    failed run that keeps its finished ``kept`` once a run was stored (``run_ids`` on ``exc``,
+    :func:`end`), else nothing stored."""
+    if isinstance(exc, StudyUnavailable):
+        return f"study {study.ID} cannot run here: {exc}"
+    ids = " and ".join(getattr(exc, "run_ids", ()))
+    unfinished = unfinished_text(exc, kept)
+    if isinstance(exc, StoreError):
+        stored = f"stored as failed run {ids} with the {kept} finished before" if ids else ""
+        return "; ".join(filter(None, [str(exc), unfinished or stored]))
+    stored = f"stored as failed run {ids}; finished {kept} kept" if ids else "nothing was stored"
+    return f"study {study.ID} failed: {type(exc).__name__}: {exc} ({unfinished or stored})"
+
+
+def interrupted_text(store: Store, run_id: str | None) -> str:
+    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
+    run was stored, or a run that was stored complete: the signal came after its last
+    checkpoint)."""
+    if run_id is None:
+        return "interrupted before the run started; nothing was stored"
+    try:
+        rec = store.load(run_id, attachments=False)
+        kept, status = len(rec.variants), rec.status
+    except (StoreError, KeyError):
+        kept, status = None, None
+    if status == "complete":
+        return f"interrupted as run {run_id} finished; it is stored complete"
+    if kept == 0:
+        return f"interrupted before any point finished; run {run_id} is stored without points"
+    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
 
 
 def execute_keep_partial(study: ModuleType, values: dict[str, Any], store: Store, **kw) -> tuple[RunRecord, str | None]:

@@ -5,7 +5,7 @@ A bundle comes from another machine: :func:`check_bundle` validates it against
 wrong in one line (``run.variants[3].correct: 'false' is not of type 'boolean'``). The
 schema types every field something reads: the environment's keys (:data:`ENV_SCHEMA`), the
 outputs and variant extras the workbench itself reads (load samples, warnings, the A/B
-link, precision), parameter values (a scalar or a list of scalars); a study's own outputs
+link, the run group, precision, sample blocks), parameter values (a scalar or a list of scalars); a study's own outputs
 are read by its ``analyze`` alone, whose failure is shown as the run's error. Patterns
 match whole strings (``$`` does not let a trailing newline through: :func:`_validator`).
 Beyond JSON Schema it refuses, in one pass without recursion before anything else
@@ -17,6 +17,9 @@ it, two attachments with one name.
 Format history of the record (``"format": "perf-workbench-run"``):
   version 1 (2026-12): the record as printed by ``run --json`` since 2026-11, plus
   ``format`` and ``version``. Records inside older bundles have neither; they read as 1.
+  Still version 1 (2026-11-27): a variant may carry ``blocks`` (one block or round number per
+  sample); records without it read as before (each variant its own block). A record whose
+  ``blocks`` length differs from its samples is refused (:func:`check_blocks`).
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ OUTPUTS_SCHEMA: dict[str, Any] = {
         "load": {"type": "object", "properties": {"before": _LOAD_SAMPLE, "after": _LOAD_SAMPLE}},
         "ab": {"type": "object", "required": ["side", "pair"],
                "properties": {"side": {"enum": ["A", "B"]}, "pair": _TEXT, "rounds": _COUNT, "order": _TEXT}},
+        "run_group": {"type": "object", "required": ["id"],
+                      "properties": {"id": _TEXT, "index": _COUNT, "runs": _COUNT}},
     },
 }
 _EXTRA = {
@@ -98,6 +103,8 @@ VARIANT_SCHEMA: dict[str, Any] = {
         "correct": {"type": "boolean"},
         "check": {"type": "string"},
         "extra": _EXTRA,
+        # the block (round) each sample was taken in (workbench.record.VariantResult.blocks)
+        "blocks": {"anyOf": [{"type": "null"}, {"type": "array", "items": _COUNT}]},
         # derived from samples_ns when the record was written; recomputed, never read back
         "median_ns": {}, "ci_ns": {}, "iqr_ns": {}, "noisy": {},
     },
@@ -129,6 +136,7 @@ RECORD_SCHEMA: dict[str, Any] = {
             "type": "object", "required": ["id", "seed_text", "seed_value", "status", "live", "why"],
             "properties": {"status": {"enum": ["holds", "contradicted", "inconclusive", "not testable here"]}}}},
         "disturbance": {"type": "array", "items": {"type": "string"}},
+        "levels": {"type": "string"},
     },
 }
 
@@ -164,7 +172,7 @@ def _validator(schema: dict[str, Any]):
     """A Draft 2020-12 validator whose ``pattern`` matches as ECMA-262 does without the
     multiline flag, which the schema's readers assume: ``$`` only at the very end. Python's
     ``re.search`` lets ``$`` match before a trailing newline, so ``"run-1\n"`` passed ``^...$``."""
-    import jsonschema
+    import jsonschema  # start-up: ~0.2 s, paid only when a bundle or record is checked
 
     def pattern(validator, patrn, instance, schema):
         if isinstance(instance, str) and not re.search(_ecma_end(patrn), instance):
@@ -252,9 +260,20 @@ def _check(doc: Any, schema: dict[str, Any], what: str, run: Any) -> None:
         raise SchemaError(f"{what} field {_where(e.absolute_path)}: {message}")
 
 
+def check_blocks(run: dict, what: str) -> None:
+    """A variant's ``blocks`` names one block per sample: refuse any other length (a schema
+    cannot say it, and pairing by a misaligned list would pair the wrong samples)."""
+    for i, v in enumerate(run.get("variants", [])):
+        blocks = v.get("blocks")
+        if blocks is not None and len(blocks) != len(v["samples_ns"]):
+            raise SchemaError(f"{what} field variants[{i}].blocks: {len(blocks)} block numbers for "
+                              f"{len(v['samples_ns'])} samples")
+
+
 def check_record(doc: Any) -> None:
     """Raise :class:`SchemaError` unless ``doc`` is a valid run record."""
     _check(doc, RECORD_SCHEMA, "run record", doc)
+    check_blocks(doc, "run record")
 
 
 def check_bundle(doc: Any) -> None:
@@ -266,6 +285,7 @@ def check_bundle(doc: Any) -> None:
         raise SchemaError(f"bundle version {version} is newer than this workbench's {BUNDLE_VERSION}; "
                           "update the workbench")
     _check(doc, BUNDLE_SCHEMA, "bundle", doc.get("run"))
+    check_blocks(doc["run"], "bundle run")
     seen: set[str] = set()
     for i, a in enumerate(doc.get("attachments", [])):
         if a["name"] in seen:

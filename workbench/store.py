@@ -1,20 +1,24 @@
 """Results store: one SQLite file of runs, their variants' raw samples and attachments.
 
 Location: ``--store PATH`` on the CLI, else ``$WORKBENCH_STORE``, else
-``.workbench/results.sqlite`` in the repository. Variants are written as they finish, so an
+``.workbench/results.sqlite`` in the checkout (:data:`workbench.env.STATE_DIR`). Variants are written as they finish, so an
 interrupted sweep keeps its points (the run is left with status ``interrupted``).
 
 Bundles (one JSON file per run) carry a run between machines, e.g. from a GPU node into a
 laptop's store. They are untrusted: read with a size cap, checked against the schema in
 :mod:`workbench.schema` before any field is used, and imported in one transaction per run.
 Format history:
-  version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}.
+  version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}. Since
+  2026-11-27 a bundle's variants carry their raw samples only: the summaries written before
+  (``median_ns``, ``ci_ns``, ``iqr_ns``, ``noisy``) were never read back, and still load.
 
 Store schema history (``meta.schema_version``; an older store is migrated when first opened
 for writing, and a read-only one is read as it is):
   1 (2026-11): meta, runs, variants, attachments.
   2 (2026-12): + annotations (tags and a note per run id; a committed bundle's run too, so
      it is keyed by run id, not a reference to ``runs``).
+  3 (2026-11-27): + variants.blocks (the block or round of each sample, JSON; NULL in runs
+     stored before, which read as one block per variant).
 
 Several processes (CLI runs, app sessions) use one store at once: every :class:`Store`
 owns its own connection (never shared between threads), the file is in WAL mode and
@@ -28,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import datetime as _dt
 import json
 import os
 import re
@@ -37,24 +40,27 @@ import socket
 import statistics
 import sqlite3
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .env import REPO_ROOT
+from . import outfile
+from .env import REPO_ROOT, STATE_DIR
 from .procs import start_ticks
-from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, RECORD_FORMAT, RECORD_VERSION, SchemaError, check_bundle
-from .study import VariantResult
+from .record import RunRecord, VariantResult, machine_label, now_utc
+from .registry import registry
+from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
 from .untrusted import UntrustedError, check_run_id, safe_stem, visible
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30
 #: largest bundle file read (a JSON document takes several times its size in memory)
 MAX_BUNDLE_BYTES = 256 << 20
 _TABLES = ("meta", "runs", "variants", "attachments", "annotations")
 #: tables a store of each older schema version lacks (added by :meth:`Store._migrate`)
 _ADDED_IN = {2: ("annotations",)}
+#: columns a store of each older schema version lacks: (table, column, SQL type)
+_COLUMNS_ADDED_IN = {3: (("variants", "blocks", "TEXT"),)}
 #: a tag: a short plain word (it is shown in tables and used as a filter)
 TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:=-]{0,39}")
 MAX_NOTE_CHARS = 2000
@@ -68,78 +74,7 @@ class StoreError(RuntimeError):
 
 def default_path() -> Path:
     env = os.environ.get("WORKBENCH_STORE")
-    return Path(env) if env else REPO_ROOT / ".workbench" / "results.sqlite"
-
-
-def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def new_run_id(study: str) -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{study}-{secrets.token_hex(3)}"
-
-
-@dataclass
-class RunRecord:
-    """A run as stored and exported. ``to_json`` is the CLI's ``--json`` contract."""
-
-    run_id: str
-    study: str
-    params: dict[str, Any]
-    env: dict[str, Any]
-    status: str = "running"  # running | complete | interrupted | failed
-    created_utc: str = ""
-    finished_utc: str | None = None
-    reproduce: str = ""
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    floor_ns: float | None = None
-    origin: str = "local"
-    variants: list[VariantResult] = field(default_factory=list)
-    attachments: list[tuple[str, str, bytes]] = field(default_factory=list)
-
-    def variant_json(self, v: VariantResult) -> dict[str, Any]:
-        from . import stats  # scipy: only when a record is summarised
-
-        s = stats.summarize(v.samples_ns)
-        return {
-            "variant": v.variant, "params": v.params, "samples_ns": v.samples_ns,
-            "median_ns": s.median, "ci_ns": [s.ci_lo, s.ci_hi], "iqr_ns": s.iqr,
-            "noisy": s.noisy, "correct": v.correct, "check": v.check, "extra": v.extra,
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": RECORD_FORMAT, "version": RECORD_VERSION, "run_id": self.run_id, "study": self.study, "params": self.params, "env": self.env,
-            "status": self.status, "created_utc": self.created_utc, "finished_utc": self.finished_utc,
-            "reproduce": self.reproduce, "floor_ns": self.floor_ns, "error": self.error,
-            "origin": self.origin,
-            "variants": [self.variant_json(v) for v in self.variants],
-            "outputs": self.outputs,
-        }
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "RunRecord":
-        """A record from a document that passed :func:`workbench.schema.check_record` (or
-        the bundle check): the types are known to be right here."""
-        variants = [
-            VariantResult(variant=v["variant"], params=v.get("params", {}),
-                          samples_ns=[float(x) for x in v["samples_ns"]], correct=v["correct"],
-                          check=v.get("check", ""), extra=v.get("extra", {}))
-            for v in doc["variants"]
-        ]
-        return cls(
-            run_id=doc["run_id"], study=doc["study"], params=doc["params"], env=doc["env"],
-            status=doc.get("status", "complete"), created_utc=doc.get("created_utc", ""),
-            finished_utc=doc.get("finished_utc"), reproduce=doc.get("reproduce", ""),
-            outputs=doc.get("outputs", {}), error=doc.get("error"),
-            floor_ns=None if doc.get("floor_ns") is None else float(doc["floor_ns"]),
-            origin=doc.get("origin", "local"), variants=variants,
-        )
-
-    def valid_variants(self) -> list[VariantResult]:
-        return [v for v in self.variants if v.correct and v.samples_ns]
+    return Path(env) if env else STATE_DIR / "results.sqlite"
 
 
 _SCHEMA = """
@@ -151,7 +86,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS variants (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, seq INTEGER NOT NULL,
     variant TEXT NOT NULL, params TEXT NOT NULL, samples_ns TEXT NOT NULL, correct INTEGER NOT NULL,
-    check_msg TEXT, extra TEXT, PRIMARY KEY (run_id, seq));
+    check_msg TEXT, extra TEXT, blocks TEXT, PRIMARY KEY (run_id, seq));
 CREATE TABLE IF NOT EXISTS attachments (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, name TEXT NOT NULL,
     kind TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (run_id, name));
@@ -300,9 +235,10 @@ class Store:
                              f"{SCHEMA_VERSION}; update the workbench")
 
     def _migrate(self) -> None:
-        """Bring an older store to :data:`SCHEMA_VERSION`: new tables only, so what was
-        stored stays as it was. One transaction, which sees another process's migration; a
-        store that cannot be written keeps its version and is read as it is."""
+        """Bring an older store to :data:`SCHEMA_VERSION`: new tables and new nullable
+        columns only, so what was stored stays as it was. One transaction, which sees another
+        process's migration; a store that cannot be written keeps its version and is read as
+        it is."""
         if self.schema_version >= SCHEMA_VERSION:
             return
         try:
@@ -311,6 +247,11 @@ class Store:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self._conn.execute(statement)  # CREATE TABLE IF NOT EXISTS
+                for version, columns in _COLUMNS_ADDED_IN.items():
+                    for table, column, kind in columns:
+                        have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                        if version > self.schema_version and column not in have:
+                            self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self._conn.commit()
             except BaseException:
@@ -354,7 +295,7 @@ class Store:
     @staticmethod
     def _variant_row(run_id: str, seq: int, v: VariantResult) -> tuple:
         return (run_id, seq, v.variant, json.dumps(v.params), json.dumps(v.samples_ns), int(v.correct), v.check,
-                json.dumps(v.extra, default=str))
+                json.dumps(v.extra, default=str), None if v.blocks is None else json.dumps(v.blocks))
 
     def begin(self, rec: RunRecord) -> None:
         """Store a run that this process starts now (status ``running``, owned by this pid)."""
@@ -368,7 +309,7 @@ class Store:
             # MAX over the (run_id, seq) key is an index lookup; COUNT(*) would scan the run's rows.
             seq = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
                                      (run_id,)).fetchone()[0]
-            self._conn.execute("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)", self._variant_row(run_id, seq, v))
+            self._conn.execute("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?,?)", self._variant_row(run_id, seq, v))
 
     def replace_variant(self, run_id: str, v: VariantResult) -> None:
         """Replace the variant of the same name (one that gained repeats), or add it."""
@@ -378,7 +319,7 @@ class Store:
             if row is None:
                 row = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
                                          (run_id,)).fetchone()
-            self._conn.execute("INSERT OR REPLACE INTO variants VALUES (?,?,?,?,?,?,?,?)",
+            self._conn.execute("INSERT OR REPLACE INTO variants VALUES (?,?,?,?,?,?,?,?,?)",
                                self._variant_row(run_id, row[0], v))
 
     def add_attachment(self, run_id: str, name: str, kind: str, data: bytes) -> None:
@@ -403,7 +344,7 @@ class Store:
         try:
             with self._conn:
                 self._insert_run(rec)
-                self._conn.executemany("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)",
+                self._conn.executemany("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?,?)",
                                        (self._variant_row(rec.run_id, i, v) for i, v in enumerate(rec.variants)))
                 self._conn.executemany("INSERT INTO attachments VALUES (?,?,?,?)",
                                        ((rec.run_id, n, k, d) for n, k, d in rec.attachments))
@@ -475,8 +416,6 @@ class Store:
     def import_run(self, rec: RunRecord) -> bool:
         """Store a run from a bundle; False when a run with its id is already here. Refuses
         a run of a study this checkout does not have (nothing could read it)."""
-        from .study import registry
-
         if rec.study not in registry():
             raise StoreError(f"run {rec.run_id} is of study {rec.study!r}, which this checkout does not have "
                              f"(known: {', '.join(sorted(registry()))}); update the workbench to import it")
@@ -583,12 +522,15 @@ class Store:
                         env=_json_field(row[4], run_id, "env"), created_utc=row[5], finished_utc=row[6],
                         reproduce=row[7] or "", outputs=_json_field(row[8] or "{}", run_id, "outputs"),
                         error=dead or row[9], floor_ns=row[10], origin=row[11] or "local")
+        # a store of schema < 3 opened read-only has no blocks column: its variants have none
+        blocks = "blocks" if self.schema_version >= 3 else "NULL"
         for vrow in self._conn.execute(
-                "SELECT variant, params, samples_ns, correct, check_msg, extra FROM variants WHERE run_id=? ORDER BY seq",
-                (run_id,)):
+                f"SELECT variant, params, samples_ns, correct, check_msg, extra, {blocks} FROM variants WHERE run_id=? "
+                "ORDER BY seq", (run_id,)):
             rec.variants.append(VariantResult(variant=vrow[0], params=_json_field(vrow[1], run_id, "variant params"),
                                               samples_ns=_json_field(vrow[2], run_id, "samples"), correct=bool(vrow[3]),
-                                              check=vrow[4] or "", extra=_json_field(vrow[5] or "{}", run_id, "extra")))
+                                              check=vrow[4] or "", extra=_json_field(vrow[5] or "{}", run_id, "extra"),
+                                              blocks=_blocks(vrow[6], run_id)))
         if attachments:
             rec.attachments = [(n, k, bytes(d)) for n, k, d in self._conn.execute(
                 "SELECT name, kind, data FROM attachments WHERE run_id=? ORDER BY name", (run_id,))]
@@ -645,6 +587,17 @@ def _tables_after(version: str) -> set[str]:
     return {t for v, tables in _ADDED_IN.items() if v > int(version) for t in tables}
 
 
+def _blocks(text: Any, run_id: str) -> list[int] | None:
+    """A variant's stored block numbers (NULL: a run stored before they were recorded)."""
+    if text is None:
+        return None
+    value = _json_field(text, run_id, "blocks")
+    if not isinstance(value, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in value):
+        raise StoreError(f"run {run_id} has a corrupt blocks field in the store (not a list of integers); the store "
+                         "was left untouched")
+    return value
+
+
 def _json_field(text: Any, run_id: str, what: str) -> Any:
     try:
         return json.loads(text)
@@ -691,17 +644,6 @@ def _dead_text(owner: dict) -> str:
             "it (killed?); the points it had finished were kept")
 
 
-def machine_label(env: Any) -> str:
-    """The machine in a few words: its GPUs, else its CPU model. Any ``env`` gives a label (a
-    run imported before bundles were typed may hold anything there)."""
-    env = env if isinstance(env, dict) else {}
-    gpus = env.get("gpu_names")
-    if isinstance(gpus, list) and gpus:
-        count = env.get("gpu_count")
-        return f"{count if isinstance(count, int) else len(gpus)}x {gpus[0]}"
-    return str(env.get("cpu_model") or "unknown")
-
-
 # --- bundles ---------------------------------------------------------------------------------
 
 def to_bundle(rec: RunRecord) -> dict[str, Any]:
@@ -713,8 +655,6 @@ def to_bundle(rec: RunRecord) -> dict[str, Any]:
 
 def write_bundle(rec: RunRecord, path: str | os.PathLike) -> Path:
     """Write the bundle (whole or not at all); raises ``outfile.OutputError``."""
-    from . import outfile
-
     return outfile.write(path, json.dumps(to_bundle(rec), indent=1, default=str))
 
 

@@ -1,6 +1,7 @@
-"""The study seam: parameter spaces, run context, variant results and the study registry.
+"""The study seam: parameter spaces, the run context and the hooks a study defines.
 
-A study is one module in ``studies/`` that defines:
+A study is one package ``studies/<id>/`` (``studies/README.md`` is where a new one starts)
+whose ``__init__.py`` defines:
 
 - ``ID``, ``TITLE``, ``SEED`` (file name of the seed report it reproduces), ``SEED_SUMMARY``
   (one line), a module docstring stating its question, what it measures and with which clock;
@@ -37,26 +38,27 @@ Optionally:
   test on the tables (the claims table leads the page, the reports and the notebook);
 - ``KEY_TABLE``, ``KEY_CHART``: names of the seed-shaped table and the chart a page leads with;
 - ``SEED_FIGURES``: the seed's published numbers as data, shown as the seed's;
+- ``README_BLOCKS``: ``{name: fn(analyses, args) -> Markdown}``, blocks the study writes in its
+  committed result README from the analyses of every bundle beside it (:mod:`workbench.readme`);
 - ``HONOURS_PRECISION = True``: every timed sample comes from the harness's repeat loop
   (:func:`workbench.harness.measure`, or a series the study extends with
   :func:`workbench.harness.more_samples`), so ``--precision`` holds; other studies refuse it.
 
-Until every study is migrated, ``verdict(rec)`` and ``report_sections(rec, tables)`` (the old
-signatures) still work: :func:`workbench.analysis.analyse` recognises them.
+:mod:`workbench.registry` finds the studies and checks these hooks; the record types are in
+:mod:`workbench.record`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
+import itertools
 import math
-import pkgutil
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable, Sequence
 
 from . import interrupt
+from .record import VariantResult
 from .untrusted import check_attachment_name, check_variant_name
 
 
@@ -245,26 +247,6 @@ class ParamSpace:
         return out
 
 
-@dataclass
-class VariantResult:
-    """Raw samples of one measured configuration, after its correctness check.
-
-    ``samples_ns`` are per-call times in nanoseconds (one entry per repetition). A variant
-    whose check failed is recorded with ``correct=False`` and the reason in ``check``; the
-    report shows it as failed and never ranks its time.
-    """
-
-    variant: str
-    params: dict[str, Any]
-    samples_ns: list[float]
-    correct: bool
-    check: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
 ProgressFn = Callable[[float, str], None]
 
 
@@ -325,6 +307,13 @@ class RunContext:
         self.attachments: list[tuple[str, str, bytes]] = []
         #: (steps done, total, unit) of the run's :class:`Steps`, None when it counts none
         self.step: tuple[int, int, str] | None = None
+        self._next_block = 0
+
+    def block(self) -> int:
+        """A new block number of this run (:attr:`VariantResult.blocks`): take one per stretch
+        of timing, i.e. per variant timed alone or per round of interleaved variants."""
+        self._next_block += 1
+        return self._next_block - 1
 
     def progress(self, fraction: float, message: str = "") -> None:
         interrupt.check()
@@ -374,60 +363,6 @@ class RunContext:
         interrupt.check()
 
 
-# --- registry -------------------------------------------------------------------------
-
-REQUIRED_ATTRS = ("ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "requires", "run", "analyze", "charts")
-
-
-def _check_module(mod: ModuleType) -> None:
-    missing = [a for a in REQUIRED_ATTRS if not hasattr(mod, a)]
-    if missing:
-        raise ImportError(f"study module {mod.__name__} lacks {', '.join(missing)}")
-    if "smoke" not in mod.SPACE.presets or "quick" not in mod.SPACE.presets:
-        raise ImportError(f"study {mod.ID} must declare 'smoke' and 'quick' presets")
-    if not (mod.__doc__ or "").strip():
-        raise ImportError(f"study module {mod.__name__} needs a docstring stating its question")
-    from .claims import check_claims
-
-    check_claims(mod)
-    for name in ("KEY_TABLE", "KEY_CHART"):
-        if not isinstance(getattr(mod, name, ""), str):
-            raise ImportError(f"study {mod.ID}: {name} must be the name of a table or chart")
-
-
-_REGISTRY: dict[str, ModuleType] | None = None
-
-
-def registry() -> dict[str, ModuleType]:
-    """All study modules in ``studies/`` by ID. A broken study fails loudly, never silently."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        import studies
-
-        found: dict[str, ModuleType] = {}
-        for info in sorted(pkgutil.iter_modules(studies.__path__), key=lambda i: i.name):
-            if info.name.startswith("_"):
-                continue
-            mod = importlib.import_module(f"studies.{info.name}")
-            if not hasattr(mod, "ID"):
-                # A typo (Id, id) must not make a study vanish; helpers live in _private modules.
-                raise ImportError(f"studies/{info.name} has no ID: every public module in studies/ is a study "
-                                  "(helper modules' names start with '_')")
-            _check_module(mod)
-            if mod.ID in found:
-                raise ImportError(f"two studies share the id {mod.ID!r}")
-            found[mod.ID] = mod
-        _REGISTRY = found
-    return _REGISTRY
-
-
-def get(study_id: str) -> ModuleType:
-    reg = registry()
-    if study_id not in reg:
-        raise KeyError(f"unknown study {study_id!r}; known: {', '.join(sorted(reg))}")
-    return reg[study_id]
-
-
 def validate(study: ModuleType, values: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
     """Resolve and validate parameters, including the study's cross-parameter checks and the
     size of the sweep (:data:`MAX_SWEEP_POINTS`)."""
@@ -453,7 +388,5 @@ def sweep_size(study: ModuleType, params: dict[str, Any]) -> int:
 
 def expand(params: dict[str, Any], names: Sequence[str]) -> list[dict[str, Any]]:
     """Cartesian product over the listed multi-valued parameters (the sweep grid)."""
-    import itertools
-
     lists = [params[n] for n in names]
     return [dict(zip(names, combo)) for combo in itertools.product(*lists)]

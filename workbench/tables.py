@@ -19,9 +19,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from tabulate import tabulate
 
-from . import load, stats
-from .store import RunRecord
+from . import machine_load as load
+from . import stats
+from .record import RunRecord
+from .untrusted import escape, plain
 
 #: a median below this many times the run's measured harness floor is dominated by the harness
 FLOOR_FACTOR = 5
@@ -46,7 +49,7 @@ def variants_table(rec: RunRecord) -> pd.DataFrame:
 
     The sample count is ``samples`` (not ``n``, which studies use for a problem size); ``load``
     is the 1-minute load average sampled after the variant (NaN where not sampled) and
-    ``load_note`` says when it was measured under load (:mod:`workbench.load`).
+    ``load_note`` says when it was measured under load (:mod:`workbench.machine_load`).
 
     Kept on the record while its variants stay the same objects (the analysis, then each
     study's ``analyze``, ask for it: a bootstrap CI per variant, three times over, made a report
@@ -195,14 +198,15 @@ def cell_text(x: Any, fmt: NumberFormat | None = None) -> str:
     return str(x)
 
 
+def md_table(df: pd.DataFrame, max_rows: int = 200) -> str:
+    """A GitHub table (:func:`render`): cells escaped, one number format per column."""
+    return render(df, "markdown", max_rows)
+
+
 def render(df: pd.DataFrame, style: str = "markdown", max_rows: int | None = 200) -> str:
     """``df`` as a table: ``markdown`` (a GitHub table, every cell escaped; whitespace padding
     dropped, so reports stay small) or ``plain`` (aligned text for a terminal, control
     characters replaced). One number format per column (:func:`number_formats`)."""
-    from tabulate import tabulate
-
-    from .untrusted import escape, plain
-
     if df is None or len(df.columns) == 0:
         return "_(no rows)_" if style == "markdown" else "(no rows)"
     shown = df.head(max_rows) if max_rows else df

@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     import torch
 
     import kernels.triton.ag_gemm as new
-    from studies._ag_gemm import kernelbench as kb
+    from studies.ag_gemm import kernelbench as kb
 
     mods = {"new": new, "old": load_module(args.old, "old_ag_gemm") if args.old else None}
     variants = [v for p in args.plan.split(",") for v in PLANS[p] if args.only in v[0]]

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from studies._mc2_split.worker import TritonPushComm  # noqa: E402
+from studies.mc2_split.worker import TritonPushComm  # noqa: E402
 from workbench import harness, launcher  # noqa: E402
 
 

@@ -19,7 +19,7 @@ source "$(dirname "$0")/common.sh" launch-cache
 STAGE="${STAGE:-all}"
 KERNEL_MS="${KERNEL_MS:-8}"
 RUN_CAP_S="${RUN_CAP_S:-300}"
-gpu="$("$PY" -c 'from studies._launch_cache.gpu import device_text; print(device_text()["gpu"].replace(" ", "-"))')"
+gpu="$("$PY" -c 'from studies.launch_cache.gpu import device_text; print(device_text()["gpu"].replace(" ", "-"))')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
 run() {  # run NAME ARGS...: one study run, exported as NAME.bundle.json; a failure is reported, not fatal
@@ -49,7 +49,7 @@ G=(--set target=gpu --set threads=8)
 if [ "$STAGE" != 2 ]; then
   # Kernels that fill the GPU (8 blocks of 256 threads per multiprocessor) for about KERNEL_MS each,
   # so 256 launches take seconds (the seed's took 4 minutes: the claim is about the shape).
-  passes="$("$PY" -c "from studies._launch_cache.gpu import passes_for_ms, kernel_ms
+  passes="$("$PY" -c "from studies.launch_cache.gpu import passes_for_ms, kernel_ms
 p = passes_for_ms($KERNEL_MS)
 import sys; print(f'{p} passes: {kernel_ms(p):.2f} ms per kernel', file=sys.stderr); print(p)")"
   run "gpu-256-launches-long-kernels-$gpu" "${G[@]}" --set launches=256 --set blocks=0 --set "passes=$passes" \

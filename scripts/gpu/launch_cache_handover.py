@@ -13,7 +13,7 @@ import sys
 import cupy
 import numpy as np
 
-from studies._launch_cache import gpu
+from studies.launch_cache import gpu
 
 PASSES = int(sys.argv[1]) if len(sys.argv) > 1 else 212  # the committed run's calibration on an H100
 

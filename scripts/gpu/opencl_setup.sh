@@ -26,7 +26,7 @@ else
 fi
 $PY - <<'PYEOF'
 try:
-    from studies._opencl_events import clrt
+    from studies.opencl_events import clrt
     for p in clrt.platforms():
         print("OpenCL platform:", p)
 except Exception as exc:

@@ -12,7 +12,7 @@ from tests.safety.hostile import cli, refused, stored_runs
 from workbench import cli as wbcli
 from workbench import env as envmod
 from workbench import store as wbstore
-from workbench.store import Store, StoreError
+from workbench.store import Store
 
 
 def _errors(stderr: str) -> list[str]:

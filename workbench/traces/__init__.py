@@ -8,7 +8,7 @@ line naming the detected format and what is wrong; importers never let another e
 Importers are one module each, with ``FORMAT`` (the id), ``INFO`` (a :class:`Format`: label,
 suffixes, versions read, what is read), ``detect(head, name)`` and ``load(path)``; they are
 listed once, in :data:`IMPORTERS`, whose order is the detection order. :func:`formats` gives
-their :class:`Format` records; the upload label, the suffix filter and the README's table
+their :class:`Format` records; the upload label, the suffix filter and the table of docs/traces.md
 (:func:`formats_markdown`) derive from it. Files are parsed, never executed or unpickled;
 decompression is bounded (:mod:`.inflate`) and SQLite files are read through :mod:`.sqlite`.
 
@@ -24,39 +24,25 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import os
-from dataclasses import dataclass
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
-
-class TraceError(Exception):
-    """A trace that cannot be read; ``str()`` is one line: '<format>: <what is wrong>'."""
-
-    def __init__(self, fmt: str, message: str):
-        self.format = fmt
-        self.message = " ".join(str(message).split())  # one line, always
-        super().__init__(f"{fmt}: {self.message}")
-
-
-@dataclass(frozen=True)
-class Format:
-    """What one importer reads: the README's trace table and the upload widget derive from it."""
-
-    id: str                     # meta["format"], also the first word of every TraceError
-    label: str                  # human name, e.g. "Tracy capture"
-    suffixes: tuple[str, ...]   # file name endings users have (detection is by content)
-    versions: str               # versions read, e.g. "0.11.0 - 0.14.0"
-    reads: str                  # what becomes spans/instants
+from .base import Format, TraceError
+from .inflate import gunzip_head
+from .model import SpanTableError, validate
 
 
 #: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
 #: recognised by its table names, nsys takes any other SQLite and explains what it lacks);
-#: chrome last, because it accepts any JSON array or object with events.
-IMPORTERS = ("ireeperf", "tracy", "rocpd", "nsys", "perfetto", "rocprof", "chrome")
+#: rocprofv3's JSON before chrome, which comes last because it accepts any JSON array or
+#: object with events.
+IMPORTERS = ("ireeperf", "tracy", "rocpd", "nsys", "perfetto", "rocprof", "rocprofjson", "chrome")
 
 #: bytes read for content detection
 HEAD_BYTES = 1 << 16
@@ -69,8 +55,6 @@ def _importers() -> list[ModuleType]:
 
 def read_head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:
     """First ``n`` bytes of a file, gunzipped when it is gzip (so detectors see the content)."""
-    from .inflate import gunzip_head
-
     with open(path, "rb") as fh:
         head = fh.read(n)
     if head[:2] == b"\x1f\x8b":
@@ -97,6 +81,32 @@ def _detect_module(path: str | os.PathLike) -> ModuleType | None:
     return None
 
 
+def looks_like(head: bytes) -> str:
+    """What a file no importer recognises looks like, in a few words (for the refusal)."""
+    s = head.lstrip()
+    if s[:1] in (b"{", b"["):
+        keys = list(dict.fromkeys(k.decode("utf-8", "replace") for k in re.findall(rb'"([^"\\]{1,40})"\s*:', s[:4096])))
+        if {"context", "benchmarks"} <= set(keys):
+            return "a google-benchmark JSON result (timings, no spans)"
+        if s[:1] == b"[":
+            return "a JSON array without trace events"
+        shown = ", ".join(json.dumps(k) for k in keys[:6]) or "none found"
+        return f"a JSON object (keys: {shown}) without trace events"
+    if s[:1] == b"<":
+        return "an XML or HTML document"
+    text = head[:512]
+    try:
+        first = text.decode("utf-8").splitlines()[0] if text else ""
+    except UnicodeDecodeError:
+        first = None
+    if first is None or re.search(r"[\x00-\x08\x0e-\x1f]", text.decode("latin-1")):
+        return f"a binary file starting {head[:8].hex(' ')}"
+    if first.count(",") >= 2:
+        cols = [c.strip().strip('"')[:30] for c in first.split(",")][:6]
+        return f"a CSV file with columns {', '.join(cols)}{', ...' if first.count(',') >= 6 else ''}"
+    return f"a text file starting {json.dumps(first[:60])}"
+
+
 def formats() -> list[Format]:
     """Every importer's :class:`Format`, in detection order."""
     return [m.INFO for m in _importers()]
@@ -108,7 +118,7 @@ def suffixes() -> list[str]:
 
 
 def formats_markdown() -> str:
-    """The README's table of formats: format id, what it is, versions read, what is read."""
+    """The table of formats in docs/traces.md: format id, what it is, versions read, what is read."""
     rows = ["| format | file | versions read | what is read |", "|---|---|---|---|"]
     for f in formats():
         rows.append(f"| `{f.id}` | {f.label} (`{'`, `'.join(f.suffixes)}`) | {f.versions} | {f.reads} |")
@@ -160,8 +170,6 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
 
     ``meta`` always has ``format``, ``path`` and ``clock`` (what ``start_ns`` counts from).
     """
-    from .model import SpanTableError, validate
-
     p = Path(path)
     if not p.is_file():
         raise TraceError("unknown", f"{p}: no such file")
@@ -174,7 +182,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     except OSError as exc:
         raise TraceError("unknown", f"{p.name}: cannot read ({exc.strerror or exc})") from None
     if mod is None:
-        raise TraceError("unknown", f"{p.name}: not a supported trace format "
+        raise TraceError("unknown", f"{p.name}: not a supported trace format: {looks_like(read_head(p))} "
                                     f"(supported: {', '.join(f.id for f in formats())})")
     try:
         with _gc_paused():

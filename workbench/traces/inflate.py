@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import zlib
 
-from . import TraceError
+from .base import TraceError
 
 DEFAULT_RATIO = 100
 DEFAULT_MAX_MB = 2048

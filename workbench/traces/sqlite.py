@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import TraceError
+from .base import TraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DEFAULT_SECONDS = 120.0

@@ -20,7 +20,7 @@ between releases are Tracy's development versions):
 Other versions are refused with the version found (or read through ``tracy-csvexport`` when it
 is on PATH, Tracy's reader of its own version). Checked against captures of Tracy 0.11.1,
 0.12.2, 0.13.1 and 0.14.0 and their ``tracy-csvexport -u``/``-g``/``-m``/``-p`` output
-(tests/data/traces/tracy_versions), and the IREE 3.13 wheel's 0.11.2 captures.
+(tests/data/tracy_versions), and the IREE 3.13 wheel's 0.11.2 captures.
 
 Read: strings, thread names, source locations, zone extras (dynamic names and texts: IREE puts
 dispatch names there), every thread's zone tree (category ``zone``), messages (instants on
@@ -46,7 +46,7 @@ import pandas as pd
 
 from . import Format, TraceError
 from .inflate import Budget
-from .model import concat, from_columns
+from .model import concat, from_columns, with_depth
 
 FORMAT = "tracy"
 MAGIC = b"tr\xfdP"
@@ -108,12 +108,12 @@ def decompress(data: bytes, name: str = "") -> bytes:
         raise TraceError(FORMAT, f"{name}: unknown compression {comp} / {n_streams} streams in the header")
     budget = Budget(FORMAT, name, len(data))
     if comp == 1:
-        import zstandard
+        import zstandard  # optional: only zstd-compressed captures need it
 
         sinks = [_BlockSink() for _ in range(n_streams)]
         writers = [zstandard.ZstdDecompressor().stream_writer(s, write_size=_BLOCK_MAX) for s in sinks]
     else:
-        import lz4.block
+        import lz4.block  # optional: only LZ4-compressed captures need it
 
         dicts = [b""] * n_streams
     out: list[bytes] = []
@@ -668,8 +668,6 @@ def load_csvexport(path: str | os.PathLike, tool: str | None = None) -> tuple[pd
     the thread as an index, without dynamic zone names, nesting or zero-length zones, so depth
     is recomputed from the intervals.
     """
-    from .model import with_depth
-
     exe = tool or shutil.which("tracy-csvexport")
     if exe is None:
         raise TraceError(FORMAT, "tracy-csvexport is not on PATH")

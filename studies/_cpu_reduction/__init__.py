@@ -1,1 +1,0 @@
-"""Helpers of the cpu-reduction study (programs are in kernels/iree/)."""

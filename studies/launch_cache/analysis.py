@@ -1,0 +1,279 @@
+"""The launch-cache analysis: every number read off a run, derived ratios with their CIs.
+
+``analyze`` (re-exported by :mod:`studies.launch_cache`) is the only place that computes on a
+record. A variant's phases are its replicates for the `time` figures (real, user, sys: one
+value per phase, as the seed's five `time` runs per build); the variants' phases run in
+interleaved rounds (phase i of every variant in round i), so a ratio of two variants' phase
+times is paired by round. With fewer than :data:`workbench.derived.MIN_SAMPLES` phases a side
+the ratio is shown but inconclusive (the committed runs have 3; the seed ran 5). Per-launch
+latencies (thousands per variant) give the per-launch figures.
+
+The compared dimension is ``provider`` (the caching policy); runs stored before it was named so
+call it ``policy``; both are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+
+from workbench import derived, tables
+from workbench.derived import fmt_derived
+from workbench.record import RunRecord
+
+from .seed import SEED_FIGURES
+
+CLOCKS = ("real", "user", "sys")
+#: the mode each target's policies are compared within: glibc's mmap threshold (CPU), a stream
+#: synchronisation after every launch (GPU)
+MODE = {"cpu": "malloc", "gpu": "sync"}
+_TIME_RE = re.compile(r"^(\d+)m([\d.]+)s$")
+QUANTILES = np.array([0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999])
+
+
+def provider_of(params: dict) -> str:
+    """The compared dimension of a variant (``policy`` in runs stored before the rename)."""
+    return str(params.get("provider", params.get("policy", "")))
+
+
+def parse_time(text: str) -> float:
+    """`time`'s '12m10.456s' -> seconds."""
+    m = _TIME_RE.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"not a `time` figure: {text!r}")
+    return int(m.group(1)) * 60 + float(m.group(2))
+
+
+def fmt_time(seconds: float) -> str:
+    """Seconds -> `time`'s '0m1.234s' shape."""
+    if seconds != seconds:
+        return "n/a"
+    m, s = divmod(seconds, 60)
+    return f"{int(m)}m{s:.3f}s"
+
+
+def fmt_seconds(s: float) -> str:
+    """A phase time with enough digits (0.0040 s, 0.386 s, 29.6 s)."""
+    if s != s:
+        return "n/a"
+    return f"{s:.4f}" if s < 0.1 else f"{s:.3f}" if s < 10 else f"{s:.1f}"
+
+
+def seed_tables() -> dict[str, pd.DataFrame]:
+    """The seed's runs in seconds, and per (launches, build) medians with patch/baseline ratios."""
+    runs = pd.DataFrame(SEED_FIGURES["tables"]["time_runs"])
+    for col in CLOCKS:
+        runs[f"{col}_s"] = runs[col].map(parse_time)
+    summary = runs.groupby(["launches", "threads", "build", "policy"], as_index=False, sort=False)[
+        ["real_s", "user_s", "sys_s"]].median()
+    for col in CLOCKS:
+        base = summary[summary["build"] == "baseline"].set_index("launches")[f"{col}_s"]
+        summary[f"{col}_vs_baseline"] = summary[f"{col}_s"] / summary["launches"].map(base)
+    return {"_seed_runs": runs, "seed_summary": summary}
+
+
+def phases_table(rec: RunRecord) -> pd.DataFrame:
+    """One row per variant and phase: the phase's counters (real/user/sys s, faults, context
+    switches, peak scratch, the policy's own counts)."""
+    rows = []
+    for v in rec.variants:
+        for i, r in enumerate(v.extra.get("repeats", [])):
+            rows.append({"variant": v.variant, "provider": provider_of(v.params), "phase": i + 1, **r})
+    return pd.DataFrame(rows)
+
+
+def _mode_of(rec: RunRecord) -> str:
+    return MODE.get(str(rec.params.get("target", "cpu")), "malloc")
+
+
+def policies_table(rec: RunRecord, reps: pd.DataFrame) -> pd.DataFrame:
+    """One row per variant: the per-launch results (median latency with CI) and, per phase
+    counter, its median over phases (``*_lo``/``*_hi``: the range over phases)."""
+    df = tables.with_us(tables.variants_table(rec))
+    if not len(df):
+        return df
+    if "provider" not in df.columns:
+        df["provider"] = df.pop("policy") if "policy" in df.columns else ""
+    elif "policy" in df.columns:
+        df["provider"] = df["provider"].fillna(df.pop("policy"))
+    df = df.set_index("variant")
+    df["phases"] = reps.groupby("variant").size() if len(reps) else 0
+    df["phases"] = df["phases"].fillna(0).astype(int)
+    if len(reps):
+        num = reps.drop(columns=["provider", "phase"]).select_dtypes("number").assign(variant=reps["variant"])
+        g = num.groupby("variant", sort=False)
+        med, lo, hi = g.median(), g.min(), g.max()
+        for col in med.columns:
+            df[col] = med[col]
+        for col in ("real_s", "user_s", "sys_s"):
+            if col in med:
+                df[col.replace("_s", "_lo_s")], df[col.replace("_s", "_hi_s")] = lo[col], hi[col]
+        if "real_s" in df:
+            df["launches_per_s"] = df["launches"] / df["real_s"]
+            df["minflt_per_launch"] = df["minflt"] / df["launches"]
+            df["peak_mib"] = df["peak_bytes"] / 2**20
+    pct = {v.variant: v.extra.get("lat_pct_ns", {}) for v in rec.variants}
+    for q in ("p50", "p99", "p999", "max"):
+        df[f"{q}_us"] = [pct.get(v, {}).get(q, float("nan")) / 1e3 for v in df.index]
+    return df.reset_index()
+
+
+def _phase_values(reps: pd.DataFrame, variant: str, col: str) -> np.ndarray:
+    return reps.loc[reps["variant"] == variant].sort_values("phase")[col].to_numpy(dtype=float)
+
+
+def _ratio_rows(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame, drift: derived.Drift) -> list[dict]:
+    """Each variant over per_call with the same mode (real, user, sys: paired by phase; the
+    per-launch latency: medians of the launches), and over locked_cache (real) for the pool
+    and size_limit (the review's and the ChangeLog's comparisons)."""
+    mode = _mode_of(rec)
+    ok = pol[pol["correct"] & (pol["samples"] > 0)]
+    samples = {v.variant: np.asarray(v.samples_ns, dtype=float) for v in rec.variants}
+    rows = []
+    for m, g in ok.groupby(mode, sort=False) if mode in ok else []:
+        by = {r["provider"]: r["variant"] for r in g.to_dict("records")}
+        for base, against, clocks in (("per_call", None, CLOCKS), ("locked_cache", ("pool", "size_limit"), ("real",))):
+            if base not in by:
+                continue
+            b = by[base]
+            for r in g.to_dict("records"):
+                v = r["variant"]
+                if v == b or (against and r["provider"] not in against):
+                    continue
+                for clock in clocks:
+                    xa, xb = _phase_values(reps, b, f"{clock}_s"), _phase_values(reps, v, f"{clock}_s")
+                    d = derived.ratio(xa, xb, f"{v} / {b}: {clock}", paired=xa.size == xb.size)
+                    rows.append(d.row(quantity=f"vs {base}", clock=clock, variant=v, provider=r["provider"],
+                                      baseline=b, mode=str(m)))
+                if base == "per_call":  # pooled launches of different processes: with the drift
+                    d = derived.ratio(samples[b], samples[v], f"{v} / {b}: per-launch latency", drift=drift)
+                    rows.append(d.row(quantity="latency vs per_call", clock="per-launch latency", variant=v,
+                                      provider=r["provider"], baseline=b, mode=str(m)))
+    return rows
+
+
+def derived_table(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame,
+                  drift: derived.Drift = derived.NO_DRIFT) -> pd.DataFrame:
+    """Every ratio of the run with its 95% CI and status (one row each); ``quantity`` says
+    which: ``vs per_call`` (real/user/sys, paired by phase), ``latency vs per_call`` (median
+    per-launch latency) and ``vs locked_cache`` (real time of the pool and size_limit)."""
+    df = derived.derived_table(_ratio_rows(rec, pol, reps, drift) if len(pol) and len(reps) else [])
+    for col in ("quantity", "clock", "variant", "provider", "baseline", "mode"):
+        if col not in df.columns:
+            df[col] = pd.Series(dtype=object)
+    return df
+
+
+def _range_text(r: dict, clock: str) -> str:
+    med, lo, hi = r.get(f"{clock}_s"), r.get(f"{clock}_lo_s"), r.get(f"{clock}_hi_s")
+    if med is None or med != med:
+        return "n/a"
+    return fmt_seconds(med) + (f" [{fmt_seconds(lo)}, {fmt_seconds(hi)}]" if r.get("phases", 0) > 1 else "")
+
+
+def _ratio_cell(d: pd.Series, phases: int) -> str:
+    """A ratio with its CI and status; ``n/a (1 phase)`` where no ratio of phases exists."""
+    if d["status"] == "not meaningful" and phases < 2:
+        return f"n/a ({phases} phase)"
+    return fmt_derived(d)
+
+
+def key_table(rec: RunRecord, pol: pd.DataFrame, dv: pd.DataFrame) -> pd.DataFrame:
+    """The seed's `time` comparison, live: per variant (fastest real time first within each
+    mode) real/user/sys (median of phases [range]), each over per_call with its CI, the peak
+    scratch held and the page faults per launch."""
+    if not len(pol) or "real_s" not in pol:
+        return pd.DataFrame()
+    mode = _mode_of(rec)
+    vs = dv[dv["quantity"] == "vs per_call"].set_index(["variant", "clock"]) if len(dv) else None
+    rows = []
+    order = pol.assign(_bad=~pol["correct"]).sort_values([mode, "_bad", "real_s"], kind="stable") if mode in pol \
+        else pol
+    for r in order.to_dict("records"):
+        row = {"variant": r["variant"], "phases": int(r["phases"])}
+        for clock in CLOCKS:
+            row[f"{clock} (s)"] = _range_text(r, clock)
+        for clock in CLOCKS:
+            hit = vs.loc[(r["variant"], clock)] if vs is not None and (r["variant"], clock) in vs.index else None
+            row[f"{clock} / per_call"] = (_ratio_cell(hit, int(r["phases"])) if hit is not None
+                                          else "1 (the baseline)" if r["provider"] == "per_call" else "n/a")
+        row["peak scratch (MiB)"] = r.get("peak_mib", float("nan"))
+        row["minor faults / launch"] = r.get("minflt_per_launch", float("nan"))
+        row["check"] = "ok" if r["correct"] else "FAILED"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def segments_table(rec: RunRecord) -> pd.DataFrame:
+    """Where a launch's host time goes: mean/median/p99 of each part, and its share of the mean."""
+    rows = []
+    for v in rec.variants:
+        segs = v.extra.get("segments_ns", {})
+        total = sum(s["mean"] for s in segs.values())
+        for name, s in segs.items():
+            rows.append({"variant": v.variant, "provider": provider_of(v.params), "segment": name,
+                         "mean_us": s["mean"] / 1e3, "p50_us": s["p50"] / 1e3, "p99_us": s["p99"] / 1e3,
+                         "share": s["mean"] / total if total > 0 else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def quantiles_table(rec: RunRecord) -> pd.DataFrame:
+    rows = []
+    for v in rec.variants:
+        if not v.samples_ns:
+            continue
+        vals = np.quantile(np.asarray(v.samples_ns), QUANTILES)
+        rows += [{"variant": v.variant, "provider": provider_of(v.params), "quantile": float(q), "lat_us": x / 1e3}
+                 for q, x in zip(QUANTILES, vals)]
+    return pd.DataFrame(rows)
+
+
+def run_table(rec: RunRecord) -> pd.DataFrame:
+    """The run's shape in one row: target, threads, launches, scratch, kernel length, phases
+    asked for, the mode column, the variants that failed."""
+    p = rec.params
+    failed = [v.variant for v in rec.variants if not v.correct]
+    return pd.DataFrame([{
+        "target": p.get("target", "cpu"), "mode": _mode_of(rec), "threads": p.get("threads"),
+        "launches": p.get("launches"), "scratch_bytes": p.get("scratch_bytes"), "passes": p.get("passes", 1),
+        "blocks": (rec.outputs or {}).get("blocks", p.get("blocks")), "k": p.get("k"),
+        "data_bytes": p.get("data_bytes", 0), "touch_pages": p.get("touch_pages"), "repeat": p.get("repeat"),
+        "machine": (rec.outputs or {}).get("gpu") or "this host's CPU", "failed": ", ".join(failed)}])
+
+
+NULL_SOURCE = "per_call timed twice in every round, each phase a process of its own (aa: variants)"
+
+
+def null_pairs(rec: RunRecord, twins: list) -> list[tuple[str, list, list]]:
+    """The A/A null controls: each twin's phase real times against its original's (a phase is
+    one process: the phases are the blocks)."""
+    by = {v.variant: v for v in rec.variants if v.correct}
+    loaded = derived.RunSamples(rec)
+    out = []
+    for t in twins:
+        orig = by.get(t.params["twin_of"])
+        if orig is None or not t.correct:
+            continue
+        xa, xb = ([r.get("real_s") for r in v.extra.get("repeats", [])] for v in (orig, t))
+        note = loaded.load_note(orig.variant, t.variant) if orig.variant in loaded and t.variant in loaded else ""
+        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb, note))
+    return out
+
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """``key`` (the seed's comparison, live), ``policies`` (one row per variant), ``phases``
+    (one row per phase), ``derived`` (every ratio with its CI), ``segments``, the seed's
+    figures (``seed_summary``, ``_seed_runs``), ``_latency_quantiles`` and ``_run``."""
+    twins = [v for v in rec.variants if v.params.get("twin_of")]
+    drift, nulls = derived.null_controls(null_pairs(rec, twins), NULL_SOURCE)
+    rec = dataclasses.replace(rec, variants=[v for v in rec.variants if not v.params.get("twin_of")])
+    reps = phases_table(rec)
+    pol = policies_table(rec, reps)
+    dv = derived_table(rec, pol, reps, drift)
+    return {"key": key_table(rec, pol, dv), "policies": pol, "phases": reps, "derived": dv,
+            **derived.level_tables(drift, nulls),
+            "segments": segments_table(rec), "_latency_quantiles": quantiles_table(rec), "_run": run_table(rec),
+            **seed_tables()}

@@ -1,0 +1,293 @@
+"""What people read about a launch-cache run: charts, the verdict and the report's sections, built
+from the analysis tables only (:mod:`.analysis` did the arithmetic).
+
+The key chart puts each policy's real, user and sys time over per_call's (paired by phase, 95%
+CI) on a log scale, beside the seed's patch/baseline ratios at 256 and 1,048,576 launches.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from workbench import derived
+from workbench.tables import md_table
+from workbench.untrusted import escape as esc
+
+from .analysis import CLOCKS, fmt_seconds, fmt_time
+
+WIDTH, HEIGHT = 520, 280
+#: the floor (s) of a log axis of `time` figures that are all 0 (a 0 has no bar on a log axis)
+SECONDS_FLOOR = 1e-3
+SEED_LABEL = "seed: patch / baseline, {n:,} launches (NVIDIA GPU, libgomp nvptx, 8 threads)"
+
+
+def _mode_text(run, mode) -> str:
+    return f"sync={mode}" if run["mode"] == "sync" else f"malloc={mode}"
+
+
+# --- charts -------------------------------------------------------------------------------------
+
+def _vs_per_call(tbls) -> object | None:
+    """Each variant's real/user/sys over per_call's (CI bars, log) with the seed's ratios."""
+    import altair as alt
+
+    from workbench import charts as wb
+
+    dv = tbls["derived"]
+    d = dv[(dv["quantity"] == "vs per_call") & dv["point"].notna()] if len(dv) else dv
+    if not len(d):
+        return None
+    d = d.assign(ci=[derived.fmt_derived(r) for r in d.to_dict("records")], source="live (95% CI bars)")
+    seed = tbls["seed_summary"]
+    seed = seed[seed["build"] == "patch"]
+    refs = pd.DataFrame([{"clock": c, "point": float(r[f"{c}_vs_baseline"]),
+                          "source": SEED_LABEL.format(n=int(r["launches"]))} for r in seed.to_dict("records")
+                         for c in CLOCKS])
+    vals = [v for v in d["lo"].tolist() + d["hi"].tolist() + d["point"].tolist() + refs["point"].tolist() if v > 0]
+    lo = max(min(vals), 1e-4) / 1.5
+    y_scale = alt.Scale(type="log", domain=[lo, max(vals + [1.0]) * 1.5], clamp=True)
+    y_title = "time / per_call's (x, log scale)"
+    x = alt.X("clock:N", sort=list(CLOCKS), title=None, axis=alt.Axis(labelAngle=0, labelFontSize=12))
+    variants = list(dict.fromkeys(d["variant"]))
+    color = alt.Color("variant:N", sort=variants, title="variant", scale=alt.Scale(scheme="tableau10"),
+                      legend=alt.Legend(labelLimit=240))
+    tip = ["variant", "clock", alt.Tooltip("ci:N", title="ratio (95% CI)"), alt.Tooltip("n_a:Q", title="phases")]
+    base = alt.Chart(d).encode(x=x, xOffset=alt.XOffset("variant:N", sort=variants), color=color)
+    layers = [
+        alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="#999").encode(y=alt.Y("y:Q", scale=y_scale,
+                                                                                       title=y_title)),
+        base.mark_rule(strokeWidth=3, opacity=0.6).encode(y=alt.Y("lo:Q", scale=y_scale, title=y_title), y2="hi:Q",
+                                                          tooltip=tip),
+        base.mark_point(filled=True, size=60).encode(y=alt.Y("point:Q", scale=y_scale, title=y_title), tooltip=tip),
+    ]
+    if len(refs):
+        shapes = alt.Shape("source:N", title="reference", scale=alt.Scale(range=["diamond", "triangle-up"]),
+                           legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=560))
+        layers.append(alt.Chart(refs).mark_point(color="#444", filled=False, size=140, strokeWidth=2).encode(
+            x=x, y=alt.Y("point:Q", scale=y_scale, title=y_title), shape=shapes,
+            tooltip=[alt.Tooltip("source:N", title="figure"), "clock", alt.Tooltip("point:Q", format=".3f")]))
+    return wb._pad(alt.layer(*layers).properties(
+        title="real / user / sys over per_call's (same mode; paired by phase, 95% CI), beside the seed's",
+        width=WIDTH, height=HEIGHT))
+
+
+def _bar_height(n: int) -> int:
+    """A plot tall enough for ``n`` bars and never a strip (one variant still gets a real plot)."""
+    return max(90, 22 * n)
+
+
+def _clock_panels(pol: pd.DataFrame) -> object:
+    """real, user, sys per variant (median of phases, the range over phases as a rule), one
+    facet each with its own log axis: per_call and the caches differ by 10-1000x."""
+    import altair as alt
+
+    from workbench import charts as wb
+
+    rows = []
+    for clock in CLOCKS:
+        med = pol[f"{clock}_s"]
+        lo, hi = pol.get(f"{clock}_lo_s", med), pol.get(f"{clock}_hi_s", med)
+        positive = [v for v in list(lo) + list(med) if v > 0]
+        floor = min(positive) / 1.5 if positive else SECONDS_FLOOR
+        for v, c, m, a, b in zip(pol["variant"], pol["correct"], med, lo, hi):
+            rows.append({"variant": v, "correct": bool(c), "clock": clock, "text": fmt_seconds(m), "floor": floor,
+                         "med": max(m, floor), "lo": max(a, floor), "hi": max(b, floor)})
+    d = pd.DataFrame(rows)
+    order = list(pol["variant"])
+    scale = alt.Scale(type="log")
+    base = alt.Chart().encode(y=alt.Y("variant:N", sort=order, title=None, axis=alt.Axis(labelLimit=200)))
+    bars = base.mark_bar(height=12).encode(
+        x=alt.X("med:Q", scale=scale, title="seconds (log scale)"), x2="floor:Q",
+        color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
+        tooltip=["variant", "clock", alt.Tooltip("text:N", title="median of phases (s)"),
+                 alt.Tooltip("lo:Q", format=".4f", title="min"), alt.Tooltip("hi:Q", format=".4f", title="max")])
+    rng = base.mark_rule(color="black").encode(x=alt.X("lo:Q", scale=scale, title="seconds (log scale)"), x2="hi:Q")
+    chart = alt.layer(bars, rng, data=d).properties(width=240, height=_bar_height(len(order)))
+    return wb._pad(wb.facet(chart, "clock", list(CLOCKS), title=None, columns=3, independent=("x",)).properties(
+        title="real / user / sys of the launch phase per variant (s: median of phases, rule: range; 0 s: no bar)"))
+
+
+def _per_variant_bars(pol: pd.DataFrame, field: str, title: str, axis_title: str, fmt: str) -> object:
+    """One horizontal bar per variant, log when the values span decades (0 drawn at the floor)."""
+    import altair as alt
+
+    from workbench import charts as wb
+
+    vals = [v for v in pol[field].tolist() if v == v]
+    positive = [v for v in vals if v > 0]
+    log = bool(positive) and wb.spans_decades(positive, 1.5)
+    floor = min(positive) / 3 if log else 0.0
+    d = pol.assign(v=pol[field].clip(lower=floor) if log else pol[field])
+    scale = alt.Scale(type="log", domain=[floor, max(positive) * 1.5]) if log else alt.Scale(zero=True)
+    chart = alt.Chart(d).mark_bar(height=12).encode(
+        y=alt.Y("variant:N", sort=list(pol["variant"]), title=None, axis=alt.Axis(labelLimit=200)),
+        x=alt.X("v:Q", scale=scale, title=axis_title + (", log scale" if log else "")),
+        **({"x2": alt.X2(datum=floor)} if log else {}),
+        color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
+        tooltip=["variant", alt.Tooltip(f"{field}:Q", format=fmt, title=axis_title)])
+    return wb._pad(chart.properties(title=title, width=WIDTH, height=_bar_height(len(pol))))
+
+
+def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+    """``vs_per_call`` (the key chart), ``time`` (real/user/sys per variant), ``latency``
+    (median per-launch latency, CI), ``tail`` (p50 and p99), ``memory`` (peak scratch),
+    ``faults`` (minor page faults per launch), ``segments`` (where a launch's host time goes),
+    ``latency_cdf`` and ``seed`` (the seed's `time` figures)."""
+    import altair as alt
+
+    from workbench import charts as wb  # altair is not installed on the GPU nodes
+
+    pol = tbls["policies"]
+    out = {}
+    key = _vs_per_call(tbls)
+    if key is not None:
+        out["vs_per_call"] = key
+    if len(pol) and "real_s" in pol:
+        out["time"] = _clock_panels(pol)
+        out["latency"] = wb.median_ci_bars(pol, title="Per-launch latency (median, 95% CI)")
+        tail = pol.melt(id_vars=["variant"], value_vars=["p50_us", "p99_us"], var_name="quantile", value_name="us")
+        tail = tail.assign(quantile=tail["quantile"].str.replace("_us", ""))
+        vals = [v for v in tail["us"] if v > 0]
+        floor = min(vals) / 2
+        scale = alt.Scale(type="log", domain=[floor, max(vals) * 1.5])
+        out["tail"] = wb._pad(alt.Chart(tail).mark_bar(height=8).encode(
+            y=alt.Y("variant:N", sort=list(pol["variant"]), title=None, axis=alt.Axis(labelLimit=200)),
+            yOffset=alt.YOffset("quantile:N", sort=["p50", "p99"]),
+            x=alt.X("us:Q", scale=scale, title="per-launch latency (us, log scale)"), x2=alt.X2(datum=floor),
+            color=alt.Color("quantile:N", sort=["p50", "p99"], title="quantile"),
+            tooltip=["variant", "quantile", alt.Tooltip("us:Q", format=",.2f")],
+        ).properties(title="Per-launch latency: median (p50) and p99 (us)", width=WIDTH,
+                     height=_bar_height(2 * len(pol))))
+        out["memory"] = _per_variant_bars(pol, "peak_mib", "Peak scratch memory held per variant (MiB, the "
+                                          "policy's count)", "peak scratch (MiB)", ",.1f")
+        out["faults"] = _per_variant_bars(pol, "minflt_per_launch", "Minor page faults per launch (getrusage, "
+                                          "whole process)", "minor faults per launch", ",.2f")
+    seg = tbls.get("segments")
+    if seg is not None and len(seg):
+        out["segments"] = wb._pad(alt.Chart(seg).mark_bar(height=14).encode(
+            y=alt.Y("variant:N", sort=list(dict.fromkeys(seg["variant"])), title=None, axis=alt.Axis(labelLimit=200)),
+            x=alt.X("mean_us:Q", stack="normalize", title="share of the mean launch", axis=alt.Axis(format="%")),
+            color=alt.Color("segment:N", sort=list(dict.fromkeys(seg["segment"]))),
+            order=alt.Order("segment_order:Q"),
+            tooltip=["variant", "segment", alt.Tooltip("mean_us:Q", format=",.2f", title="mean (us)"),
+                     alt.Tooltip("p99_us:Q", format=",.2f", title="p99 (us)"), alt.Tooltip("share:Q", format=".0%")],
+        ).transform_calculate(segment_order="indexof(['acquire','kernel','launch','sync','release'], datum.segment)")
+            .properties(title="Where a launch's host time goes (share of the mean launch; tooltips in us)",
+                        width=WIDTH, height=_bar_height(seg["variant"].nunique())))
+    q = tbls.get("_latency_quantiles")
+    if q is not None and len(q):
+        out["latency_cdf"] = wb._pad(alt.Chart(q).mark_line(point=True).encode(
+            x=alt.X("lat_us:Q", scale=alt.Scale(type="log"), title="per-launch latency (us, log scale)"),
+            y=alt.Y("quantile:Q", title="fraction of launches"), color=alt.Color("variant:N", sort=list(pol["variant"])),
+            tooltip=["variant", "quantile", alt.Tooltip("lat_us:Q", format=",.2f")],
+        ).properties(title="Per-launch latency distribution (quantiles of the kept samples)", width=WIDTH,
+                     height=HEIGHT))
+    s = tbls["seed_summary"].melt(id_vars=["launches", "build"], value_vars=["real_s", "user_s", "sys_s"],
+                                  var_name="clock", value_name="seconds")
+    s = s.assign(clock=s["clock"].str.replace("_s", ""), count=[f"{n:,}" for n in s["launches"]])
+    out["seed"] = wb._pad(alt.Chart(s).mark_bar().encode(
+        x=alt.X("build:N", sort=["baseline", "patch"], title=None),
+        xOffset=alt.XOffset("clock:N", sort=list(CLOCKS)), y=alt.Y("seconds:Q", title="seconds (median of 5 runs)"),
+        color=alt.Color("clock:N", sort=list(CLOCKS)),
+        column=alt.Column("count:N", title="launches (8 threads)", sort=["256", "1,048,576"]),
+        tooltip=["launches", "build", "clock", alt.Tooltip("seconds:Q", format=",.1f")],
+    ).resolve_scale(y="independent").properties(
+        title="The seed's `time` figures (median of 5 runs; the seed's machine)", width=200, height=220))
+    return out
+
+
+# --- verdict and report -------------------------------------------------------------------------
+
+def _fastest(key: pd.DataFrame, pol: pd.DataFrame, mode_col: str) -> dict[str, str]:
+    """Per mode, the first checked row of the key table (sorted by median real time)."""
+    ok = pol[pol["correct"] & (pol["samples"] > 0)]
+    modes = ok.set_index("variant")[mode_col].astype(str).to_dict() if mode_col in ok else {}
+    out = {}
+    for r in key.to_dict("records"):
+        m = modes.get(r["variant"])
+        if m is not None and m not in out and r["check"] == "ok":
+            out[m] = r["variant"]
+    return out
+
+
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    """Per mode: the variant with the lowest real time (the key table's first row) and whether
+    its paired ratio to the next sets it apart; then the clear ratios to per_call (real, user,
+    sys), or why the phase ratios are inconclusive; then the failed variants."""
+    run = tbls["_run"].iloc[0]
+    key, pol, dv = tbls["key"], tbls["policies"], tbls["derived"]
+    fails = f" FAILED: {esc(run['failed'])}." if run["failed"] else ""
+    if not len(key):
+        return "No phase finished." + fails
+    mode_col = run["mode"]
+    parts = []
+    for mode, best in _fastest(key, pol, mode_col).items():
+        r = pol.set_index("variant").loc[best]
+        text = (f"{_mode_text(run, mode)}: lowest real time {esc(best)} ({fmt_seconds(r['real_s'])} s, median of "
+                f"{int(r['phases'])} phase{'s' if r['phases'] != 1 else ''})")
+        vs = dv[(dv["quantity"] == "vs per_call") & (dv["variant"] == best) & (dv["mode"] == mode)] if len(dv) \
+            else dv
+        clear = [f"{c} {derived.fmt_derived(x, status=False)}" for c in CLOCKS
+                 for x in vs[(vs["clock"] == c) & (vs["status"] == "clear")].to_dict("records")]
+        if clear:
+            text += "; over per_call's: " + ", ".join(clear)
+        elif len(vs) and r["phases"] < 2:
+            text += " (one phase: no ratio of phases to state)"
+        elif len(vs):
+            text += f" (its ratios to per_call are inconclusive: {esc(vs.iloc[0]['why'])})"
+        parts.append(text)
+    text = "; ".join(parts) + "."
+    lat = dv[(dv["quantity"] == "latency vs per_call") & (dv["status"] == "clear")] if len(dv) else dv
+    if len(lat):
+        lo = lat.sort_values("point").iloc[0]
+        text += (f" Median per-launch latency: {esc(lo['variant'])} {derived.fmt_derived(lo, status=False)} of "
+                 f"{esc(lo['baseline'])}'s.")
+    vague = int((dv["status"] == "inconclusive").sum()) if len(dv) else 0
+    if vague:
+        text += f" {vague} of {len(dv)} ratios inconclusive (not stated; the derived table has them)."
+    return text + fails
+
+
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
+    run = tbls["_run"].iloc[0]
+    seed = tbls["seed_summary"]
+    rows = [{"launches / threads": f"{r['launches']:,} / {r['threads']}", "build": f"{r['build']} ({r['policy']})",
+             "real": fmt_time(r["real_s"]), "user": fmt_time(r["user_s"]), "sys": fmt_time(r["sys_s"]),
+             "real vs baseline": f"{r['real_vs_baseline']:.3g}", "user vs baseline": f"{r['user_vs_baseline']:.3g}",
+             "sys vs baseline": f"{r['sys_vs_baseline']:.3g}"} for r in seed.to_dict("records")]
+    out = ["## The seed's `time` figures (seed's machine, median of its 5 runs)\n\n" + md_table(pd.DataFrame(rows))]
+    pol = tbls["policies"]
+    if not len(pol) or "real_s" not in pol:
+        return out
+    kernel = (f"{int(run['passes'])} pass{'es' if run['passes'] != 1 else ''} per kernel"
+              + (f", {int(run['blocks'])} thread blocks" if run["target"] == "gpu" and run["blocks"] == run["blocks"]
+                 else ""))
+    out.append(f"## How it was measured\n\n{int(run['launches']):,} launches over {int(run['threads'])} host threads on "
+               f"{esc(run['machine'])} ({esc(run['target'])}), scratch {int(run['scratch_bytes']):,} B, {kernel}, "
+               f"{int(run['data_bytes'] or 0):,} B of application data per launch; {int(run['repeat'])} phases per "
+               "variant, interleaved (phase i of every variant in round i, so the ratios pair phases). Real time: "
+               "the monotonic clock around the phase; user and sys: getrusage of the whole process; a ratio is the "
+               "median of the per-phase ratios with a 95% bootstrap CI (fewer than 5 phases: shown, inconclusive).")
+    segs = tbls.get("segments")
+    if segs is not None and len(segs):
+        cells = segs.assign(cell=[f"{m:,.1f} us ({sh:.0%})" if math.isfinite(sh) else f"{m:,.1f} us"
+                                  for m, sh in zip(segs["mean_us"], segs["share"])])
+        table = cells.pivot(index="variant", columns="segment", values="cell")
+        table = table.reindex(index=list(dict.fromkeys(segs["variant"])),
+                              columns=list(dict.fromkeys(segs["segment"]))).fillna("").reset_index()
+        table.columns.name = None
+        out.append("## Where a launch's time goes (host clock, mean per launch; share of the mean launch)\n\n"
+                   + md_table(table))
+    if run["target"] == "cpu":
+        out.append("glibc raises its mmap threshold to the size of each freed mmapped block, up to 32 MiB on 64-bit; "
+                   "blocks at or under that are then served from the heap and stop faulting, blocks above it (the "
+                   "seed's 50 MB) are mmapped and unmapped every time. `pinned` switches that off with "
+                   "mallopt(M_MMAP_THRESHOLD, 128 KiB).")
+    else:
+        out.append("cudaFree synchronises the whole device, so per_call waits for the GPU with or without the sync "
+                   "after the launch; cached policies only wait when asked to. A CUDA synchronisation spins by "
+                   "default while the host has cores to spare, so time spent waiting for the GPU shows up as user "
+                   "time (user can exceed real with several threads).")
+    return out

@@ -1,0 +1,137 @@
+"""The Traces page in headless Chromium: every example trace draws charts with real marks.
+
+Shares the app server, browser and page helper of ``test_browser.py`` (a real
+Streamlit server, Debian's chromium through Playwright). Screenshots land in
+``$WORKBENCH_SCREENSHOTS`` as ``traces-<example>.png``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import ROOT, Page, app, browser  # noqa: F401  (the shared fixtures)
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = sorted(p.name for p in (ROOT / "traces" / "examples").iterdir() if p.suffix != ".md")
+
+#: per visible chart: its size and how many data marks it drew (Vega's SVG: a ``g.role-mark``
+#: holds one element per mark; axes, legends and titles have their own roles)
+_CHARTS_JS = """() => Array.from(document.querySelectorAll('.vega-embed')).filter(e => e.offsetParent !== null)
+  .map(e => { const r = e.getBoundingClientRect();
+    const marks = Array.from(e.querySelectorAll('g.role-mark > *')).filter(m => {
+      const b = m.getBBox ? m.getBBox() : {width: 1, height: 1}; return b.width > 0 || b.height > 0; });
+    return {width: r.width, height: r.height, marks: marks.length,
+            kinds: Array.from(new Set(Array.from(e.querySelectorAll('g.role-mark')).map(g => g.getAttribute('class'))))}; })"""
+
+
+def _charts(page: Page) -> list[dict]:
+    page.page.wait_for_timeout(1000)  # Vega draws after the script run settles
+    return page.page.evaluate(_CHARTS_JS)
+
+
+def _pick(page: Page, label: str, option: str) -> None:
+    """Choose ``option`` in a selectbox, typing it (long option lists are virtualised)."""
+    page.page.get_by_label(label, exact=True).first.click()
+    page.page.keyboard.type(option)
+    page.page.get_by_role("option", name=option, exact=True).first.click()
+    page.settle()
+
+
+def _assert_drawn(charts: list[dict], what: str) -> None:
+    assert charts, f"{what}: no chart on the page"
+    for i, c in enumerate(charts):
+        assert c["width"] > 200 and c["height"] > 50, f"{what}: chart {i} is {c['width']}x{c['height']} px"
+        assert c["marks"] > 0, f"{what}: chart {i} drew axes only ({c['kinds']})"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_traces_page_draws_every_example(app, browser, example):  # noqa: F811
+    page = Page(browser, app["url"] + "/traces")
+    try:
+        _pick(page, "Trace", f"examples/{example}")
+        page.assert_healthy()
+        charts = _charts(page)
+        _assert_drawn(charts, example)
+        # the timeline is the first chart: it has a lane row per lane with spans
+        assert charts[0]["height"] > 80
+        page.shot(f"traces-{example.split('.')[0]}")
+    finally:
+        page.close()
+
+
+def test_traces_page_zooms_in_the_browser(app, browser):  # noqa: F811
+    """Wheel zoom changes the time axis without a script run (no status widget appears)."""
+    page = Page(browser, app["url"] + "/traces")
+    try:
+        _pick(page, "Trace", "examples/iree_sum_c8_50it.tracy")
+        p = page.page
+        axis = "document.querySelector('.vega-embed g.role-axis-label').textContent"
+        before = p.evaluate(axis)
+        chart = p.locator(".vega-embed").first
+        chart.scroll_into_view_if_needed()  # the wheel goes to what is under the pointer
+        box = chart.bounding_box()
+        p.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.3)
+        for _ in range(5):  # a loaded machine may drop a burst of wheel events while the chart draws
+            for _ in range(8):
+                p.mouse.wheel(0, -300)
+                p.wait_for_timeout(100)
+            p.wait_for_timeout(1000)
+            if p.evaluate(axis) != before:
+                break
+        assert p.query_selector("[data-testid='stStatusWidget']") is None  # no rerun on the server
+        assert p.evaluate(axis) != before
+        assert _charts(page)[0]["marks"] > 0
+        page.assert_healthy()
+    finally:
+        page.close()
+
+
+def test_traces_page_aligns_two_ranks_and_diffs_traces(app, browser):  # noqa: F811
+    page = Page(browser, app["url"] + "/traces")
+    try:
+        p = page.page
+        _pick(page, "Trace", "examples/kineto_2ranks_rank0_synthetic.json.gz")
+        p.get_by_label("Other ranks of the same run (optional)").first.click()
+        p.keyboard.type("kineto_2ranks_rank1")
+        p.get_by_role("option", name="examples/kineto_2ranks_rank1_synthetic.json.gz").first.click()
+        p.keyboard.press("Escape")
+        page.settle()
+        page.assert_healthy()
+        p.get_by_text("slowest rank: 1", exact=False).first.wait_for(state="visible", timeout=30_000)
+        _assert_drawn(_charts(page), "two ranks")
+        page.shot("traces-two-ranks")
+        p.get_by_text("Compare with another trace (trace diff)").click()
+        page.settle()
+        _pick(page, "Trace b", "examples/iree_sum_c8_50it.tracy")
+        p.get_by_text("Nothing to compare", exact=False).first.wait_for(state="visible", timeout=30_000)  # no names in common
+        page.assert_healthy()
+    finally:
+        page.close()
+
+
+def test_traces_page_upload_name_is_not_a_path(app, browser, tmp_path):  # noqa: F811
+    """An upload named like a path is parsed under a generated name; its name is shown as text."""
+    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "ts": i * 10.0, "dur": 5.0, "pid": 1, "tid": 1}
+              for i in range(20)]
+    name = "../../*evil* $x$ <b>trace</b>.json"
+    page = Page(browser, app["url"] + "/traces")
+    try:
+        page.page.get_by_text("upload", exact=True).click()
+        page.settle()
+        page.page.set_input_files("input[type='file']", files=[
+            {"name": name, "mimeType": "application/json", "buffer": json.dumps({"traceEvents": events}).encode()}])
+        page.settle()
+        page.assert_healthy()
+        _assert_drawn(_charts(page), "upload")
+        assert not (Path(app["tmp"]).parent / "evil.json").exists()
+        assert page.page.query_selector("b:has-text('trace')") is None  # markup in the name is not rendered
+        page.page.set_input_files("input[type='file']", files=[
+            {"name": "broken.json", "mimeType": "application/json", "buffer": b'{"traceEvents": [{"ph": "X", "na'}])
+        page.settle()
+        page.page.get_by_text("broken.json: truncated", exact=False).first.wait_for(state="visible", timeout=30_000)
+        page.assert_healthy()
+    finally:
+        page.close()

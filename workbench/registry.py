@@ -1,0 +1,79 @@
+"""The study registry: the one door from the workbench to ``studies/``.
+
+Every study is a package (or, for a one-file study, a module) directly under ``studies/``
+whose name does not start with ``_``; :func:`registry` imports each, checks its hooks
+(:data:`REQUIRED_ATTRS`, the ``smoke`` and ``quick`` presets, a docstring, the seed's claims)
+and fails loudly on a broken one, never skipping it. No other module of ``workbench/``
+imports ``studies``.
+
+``$WORKBENCH_STUDY_PACKAGES`` names further packages (comma-separated import names) whose
+public modules are studies too, registered beside the built-in ones: a study kept outside
+this repository, or the one a test writes (``tests/studies/test_new_study.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from types import ModuleType
+
+import studies
+
+from .claims import check_claims
+
+REQUIRED_ATTRS = ("ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "requires", "run", "analyze", "charts")
+#: extra packages of studies (comma-separated import names)
+PACKAGES_ENV = "WORKBENCH_STUDY_PACKAGES"
+
+
+def check_module(mod: ModuleType) -> None:
+    """Raise ImportError naming what a study module lacks or gets wrong."""
+    missing = [a for a in REQUIRED_ATTRS if not hasattr(mod, a)]
+    if missing:
+        raise ImportError(f"study module {mod.__name__} lacks {', '.join(missing)}")
+    if "smoke" not in mod.SPACE.presets or "quick" not in mod.SPACE.presets:
+        raise ImportError(f"study {mod.ID} must declare 'smoke' and 'quick' presets")
+    if not (mod.__doc__ or "").strip():
+        raise ImportError(f"study module {mod.__name__} needs a docstring stating its question")
+    check_claims(mod)
+    for name in ("KEY_TABLE", "KEY_CHART"):
+        if not isinstance(getattr(mod, name, ""), str):
+            raise ImportError(f"study {mod.ID}: {name} must be the name of a table or chart")
+
+
+#: the registry per value of $WORKBENCH_STUDY_PACKAGES (a test that sets it gets its own)
+_CACHE: dict[str, dict[str, ModuleType]] = {}
+
+
+def _packages(extra: str) -> list[ModuleType]:
+    return [studies] + [importlib.import_module(name.strip()) for name in extra.split(",") if name.strip()]
+
+
+def registry() -> dict[str, ModuleType]:
+    """All study modules by ID. A broken study fails loudly, never silently."""
+    extra = os.environ.get(PACKAGES_ENV, "")
+    if extra not in _CACHE:
+        found: dict[str, ModuleType] = {}
+        for package in _packages(extra):
+            for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+                if info.name.startswith("_"):
+                    continue
+                mod = importlib.import_module(f"{package.__name__}.{info.name}")
+                if not hasattr(mod, "ID"):
+                    # A typo (Id, id) must not make a study vanish; helpers live in _private modules.
+                    raise ImportError(f"{package.__name__}/{info.name} has no ID: every public module there is a "
+                                      "study (helper modules' names start with '_')")
+                check_module(mod)
+                if mod.ID in found:
+                    raise ImportError(f"two studies share the id {mod.ID!r}")
+                found[mod.ID] = mod
+        _CACHE[extra] = found
+    return _CACHE[extra]
+
+
+def get(study_id: str) -> ModuleType:
+    reg = registry()
+    if study_id not in reg:
+        raise KeyError(f"unknown study {study_id!r}; known: {', '.join(sorted(reg))}")
+    return reg[study_id]
