@@ -67,7 +67,7 @@ ENV_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": {"anyOf": [_SCALAR, {"type": "array", "items": _SCALAR}]},
 }
-#: one load sample (workbench.load.sample)
+#: one load sample (workbench.machine_load.sample)
 _LOAD_SAMPLE = {"type": "object", "properties": {"loadavg_1m": _NUMBER, "cpu_mhz": {"type": ["number", "null"]}}}
 _PARAMS = {"type": "object", "propertyNames": _IDENT,
            "additionalProperties": {"anyOf": [_SCALAR, {"type": "array", "items": _SCALAR}]}}

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.safety.hostile import ROOT, cli, refused, stored_runs, valid_doc, write
-from workbench.store import RunRecord, Store
-from workbench.study import VariantResult
+from workbench.record import RunRecord, VariantResult
+from workbench.store import Store
 
 
 def _set(path: str, value):
@@ -134,7 +134,7 @@ def test_the_runs_page_shows_a_bad_stored_run_as_bad_and_the_rest_works(mixed_st
 
 
 def test_a_study_page_shows_a_bad_stored_run_as_bad_and_the_rest_works(mixed_store):
-    from pagetest import study_app
+    from tests.support.pagetest import study_app
 
     at = study_app("calibration").run()
     assert not at.exception, at.exception
