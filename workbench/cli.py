@@ -297,7 +297,7 @@ def _run(args) -> int:
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
 
 
-#: seconds an interrupted child run may take to store what it kept (seconds; more under load)
+#: seconds an interrupted child run may take to store what it kept (a few; more under load)
 CHILD_STOP_S = 30.0
 
 
@@ -699,7 +699,8 @@ def main(argv: list[str] | None = None) -> int:
         # CLI dying with the run left running. SIGINT is set too: a process started in the
         # background inherits it ignored, and the app cancels with it. The signal is recorded
         # and acted on at the next checkpoint (workbench.interrupt); a second one at once. Set
-        # first: parsing imports modules, and one that catches everything would eat a raise.
+        # before parsing, so one that comes meanwhile is not lost either (python -m workbench
+        # sets them before the CLI's imports: workbench.__main__).
         with interrupt.handled():
             code = _main(argv)
         sys.stdout.flush()
@@ -721,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()  # imports modules: a second signal here raises at once
+        parser = build_parser()
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:

@@ -233,3 +233,36 @@ def test_an_interrupt_before_the_run_starts_stores_nothing(tmp_path):
         assert stored_runs(store) == 0
     finally:
         os.close(held)
+
+
+def test_an_interrupted_run_group_stops_its_child_run_which_keeps_its_points(tmp_path):
+    """``run --repeat-runs``: SIGTERM to the CLI (which the child run, in a session of its own,
+    does not get) reaches the running child as one SIGINT; both stop, the child's run is stored
+    interrupted with its points, and no process is left."""
+    import os
+
+    from workbench.store import Store
+
+    store = tmp_path / "results.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "--store", str(store), "run", "calibration",
+                             "--preset", "smoke", "--set", "repeat=3000", "--set", "torch=false", "--repeat-runs", "3"],
+                            cwd=ROOT, env=os.environ | {"WORKBENCH_LOCK": str(tmp_path / "machine.lock")},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not stored_points(store):
+            time.sleep(0.1)
+        assert proc.poll() is None, "the group ended before the signal"
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-1500:]
+    runs = Store(store).runs()
+    assert [r["status"] for r in runs] == ["interrupted"] and stored_points(store) > 0, runs
+    leftover = subprocess.run(["pgrep", "-f", str(store)], capture_output=True, text=True).stdout.split()
+    assert not leftover, leftover
