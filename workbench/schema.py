@@ -105,8 +105,6 @@ VARIANT_SCHEMA: dict[str, Any] = {
         "extra": _EXTRA,
         # the block (round) each sample was taken in (workbench.record.VariantResult.blocks)
         "blocks": {"anyOf": [{"type": "null"}, {"type": "array", "items": _COUNT}]},
-        # derived from samples_ns when the record was written; recomputed, never read back
-        "median_ns": {}, "ci_ns": {}, "iqr_ns": {}, "noisy": {},
     },
 }
 
@@ -242,14 +240,24 @@ def _shown(text: str) -> str:
     return ascii(text[:40] + ("..." if len(text) > 40 else ""))
 
 
+#: a variant's figures that the writer derived from its samples: recomputed, never read back,
+#: so dropped unread (a variant without samples wrote NaN there, which the scan would refuse)
+DERIVED_FIELDS = ("median_ns", "ci_ns", "iqr_ns", "noisy")
+
+
 def _check(doc: Any, schema: dict[str, Any], what: str, run: Any) -> None:
     """``doc`` against ``schema``; ``run`` is its run record (the document itself, or its
-    ``run``), whose count of variants is checked first (before any is looked at)."""
+    ``run``), whose count of variants is checked first (before any is looked at), and whose
+    variants lose their :data:`DERIVED_FIELDS`."""
     variants = run.get("variants") if isinstance(run, dict) else None
     if isinstance(variants, list) and len(variants) > MAX_VARIANTS:
         where = "variants" if run is doc else "run.variants"
         raise SchemaError(f"{what} field {where}: {len(variants):,} variants, more than the {MAX_VARIANTS:,} a run "
                           "may have")
+    for v in variants if isinstance(variants, list) else ():
+        if isinstance(v, dict):
+            for name in DERIVED_FIELDS:
+                v.pop(name, None)
     problem = scan(doc)
     if problem:
         where, why = problem

@@ -27,6 +27,10 @@ def test_a_hundred_interrupts_under_load_lose_none():
         pytest.skip(proc.stderr.strip())
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     total = next(r for r in doc["rows"] if r["study"] == "all")
-    assert not doc["failures"], (f"WB_STRESS_SEED={seed}", doc["failures"][:10], proc.stderr[-3000:])
+    # one line per failure, first: pytest cuts a long message short
+    said = "\n".join(f"{f['study']} {f['signal']} at {f['delay_s']:.3f} s{' from its start' if f['from_start'] else ''}: "
+                     f"{'LOST' if f['lost'] else ''} {'; '.join(f['wrong'])} (last line then: {f['at_signal']})"
+                     for f in doc["failures"][:10])
+    assert not doc["failures"], f"WB_STRESS_SEED={seed}\n{said}"
     assert total["tries"] == 100 and total["lost"] == 0 and total["wrong"] == 0
     assert total["tries"] - total["before_run"] >= 50, "most signals must land while a run measures"

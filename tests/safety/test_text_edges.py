@@ -179,3 +179,13 @@ def test_a_reader_that_stops_early_is_not_an_error():
     with os.fdopen(write_end, "wb") as closed:
         result = cli("list", stdout=closed)
     assert result.code == 0 and not result.err_lines, result.err
+
+
+def test_the_figures_a_writer_derived_are_not_read_back_so_a_nan_there_imports(tmp_path):
+    """A variant without samples is written with NaN spread (the committed ag-gemm and mc2-split
+    bundles have such): those figures are recomputed on reading, so they are not checked."""
+    doc = _spoiled("run.variants.0.iqr_ns", float("nan"))
+    doc["run"]["variants"][0]["median_ns"] = float("inf")
+    store = tmp_path / "results.sqlite"
+    result = cli("import", str(write(tmp_path, doc)), store=store)
+    assert result.code == 0, result.err

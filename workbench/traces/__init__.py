@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from .base import Format, TraceError
-from .inflate import gunzip_head
+from .inflate import gunzip_head, max_read_bytes
 from .model import SpanTableError, validate
 
 
@@ -154,8 +154,6 @@ def _check_size(p: Path, size: int) -> None:
     """Refuse, before reading it, a file larger than a trace may be read at once (the inflate
     ceiling, :func:`.inflate.max_inflated_bytes`: the importers that read a file whole peak at
     ~3x its size). SQLite files are queried with their own row and time limits instead."""
-    from .inflate import max_read_bytes
-
     limit = max_read_bytes()
     if size > limit:
         with open(p, "rb") as fh:

@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from ..tables import render
-from ..untrusted import OutputStreamError, plain
+from ..untrusted import OutputStreamError, TerminalStream, plain
 from . import TraceError, analysis, diff, load, overlap, phases, ranks
 from .export import write_chrome_json
 from .ranks import RankError, load_ranks
@@ -294,7 +294,6 @@ def _diff(args) -> int:
     return EXIT_OK
 
 
-if __name__ == "__main__":  # the CLI's main: its terminal stream and output errors
-    from ..cli import main
-
-    sys.exit(main(["trace", *sys.argv[1:]]))
+if __name__ == "__main__":  # no control or bidi character from a trace reaches the terminal
+    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
+    sys.exit(trace_main(sys.argv[1:]))
