@@ -643,7 +643,9 @@ def test_all_methods_correct_on_gpus(ws, store):
               "experiments": "barrier,layout", "trials": 5}
     rec = runner.execute(study, values, store)
     assert rec.status == "complete"
-    assert len(rec.variants) == 2 * 2 * (6 + 2)  # the providers and the review's two experiment variants
+    # the providers, the review's two experiment variants, and one A/A twin of the baseline per shape
+    assert len(rec.variants) == 2 * 2 * (6 + 2 + 1)
+    assert sum(bool(v.params.get("twin_of")) for v in rec.variants) == 2 * 2
     # without the barrier before the flag release a check may fail: that is the experiment's finding
     bad = [f"{v.variant}: {v.check}" for v in rec.variants if not v.correct and "-nobarrier/" not in v.variant]
     assert not bad, bad
