@@ -517,6 +517,9 @@ COMMITTED_CLAIMS = {
     "bench-ws2-20261124": {"004-fused-beats-baseline": "inconclusive", "004-gain-grows-with-m": "holds",
                            "004-correct-random-inputs": "holds", "004-barrier-costs-little": "inconclusive",
                            "004-barrier-needed": "inconclusive", "004-k-shard-baseline-wrong": "not testable here"},
+    # issue 35's run on another 2x H200 host: the SM-fetch kernel clearly slower at fp16 M=1024
+    "bench-ws2-20261127": {"004-fused-beats-baseline": "contradicted", "004-gain-grows-with-m": "holds",
+                           "004-correct-random-inputs": "holds", "004-barrier-costs-little": "not testable here"},
     "k-shard-ws2": {"004-k-shard-baseline-wrong": "holds", "004-fused-beats-baseline": "not testable here"},
     "correctness": {"004-fused-beats-baseline": "not testable here", "004-gain-grows-with-m": "not testable here",
                     "004-correct-random-inputs": "holds"},
