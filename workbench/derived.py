@@ -517,11 +517,6 @@ def fmt_number(x: float, decimals: int) -> str:
     return f"{x:,.{decimals}f}"
 
 
-def _shown(x: float, decimals: int) -> float:
-    """``x`` as :func:`fmt_number` prints it."""
-    return round(x, decimals)
-
-
 def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     """``1.2 us [0.9, 2.8] (clear)``, ``77% [74, 80]``, ``0.0040x [0.0038, 0.0043] (1/250)``;
     never a bare point, never ``0.00x``; a not-meaningful value shows its reason instead."""
@@ -530,7 +525,7 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
         return f"n/a ({d.why or d.status})"
     dec = _decimals(d.point, d.lo, d.hi)
     # a clear CI never prints reaching its null: 0.9978 shows as 0.998, not as 1.00
-    while d.status == "clear" and dec < 6 and _shown(d.lo, dec) <= d.null <= _shown(d.hi, dec):
+    while d.status == "clear" and dec < 6 and round(d.lo, dec) <= d.null <= round(d.hi, dec):
         dec += 1
     # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
     p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
