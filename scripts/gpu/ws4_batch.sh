@@ -79,7 +79,7 @@ _env() {
   uptime
   "$PY" -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl",
 torch.cuda.nccl.version(), "triton", triton.__version__, "gpus", torch.cuda.device_count())'
-  "$PY" -c 'from kernels.triton import copyengine as c; print("2-D copies:", c._memcpy2d()[1] or "none",
+  "$PY" -c 'from kernels.triton import copyengine as c; print("copy and flag calls:", "cuda-python driver" if c._driver() else "PyTorch",
 "| flags:", c.FlagWriter(True).how)'
   env | grep -E '^(NCCL_|TORCH_SYMM|NVSHMEM_|CUDA_)' | sort
 }

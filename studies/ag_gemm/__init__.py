@@ -129,8 +129,9 @@ SPACE = ParamSpace(
         Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
         Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
               "L2 policy"),
-        Param("ce_chunks", "int", 0, "hbm-buffer-ce: k-groups per M-tile when the tiles fit one wave, else "
-              "chunks per peer shard (0: by shape)", min=0, max=256),
+        Param("ce_chunks", "int", 0, "hbm-buffer-ce: chunks per peer shard, row blocks of whole M-tiles, one "
+              "copy and one flag each (0: by shape: one per M-tile when the tiles fit one wave, else 4)",
+              min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
