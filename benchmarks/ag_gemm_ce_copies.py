@@ -1,16 +1,16 @@
 """The copy-engine fetch's copies on one GPU (kernels/triton/copyengine.py): what one chunk costs
 the copy engine as a 1-D copy (whole rows, one contiguous block) and as a 2-D copy (a k-group:
 strided rows), from pinned host memory and from device memory, and what issuing a call's
-copies and flag writes costs the host.
+copies and flag writes costs the host, per operation.
 
     python benchmarks/ag_gemm_ce_copies.py            # K=8192 fp16 rows (16 KiB), 128-row M-tiles
-    python benchmarks/ag_gemm_ce_copies.py --k 4096 --repeat 50
+    python benchmarks/ag_gemm_ce_copies.py --k 4096 --repeat 96
 
 Device time: CUDA events around ``--batch`` copies queued back to back on one stream (so the
 host's issue time is not in it: a GPU-side spin runs first), median over ``--repeat`` batches,
 with the range; every copy's destination is compared with its source once before timing.
-Host time: ``time.perf_counter`` around issuing one call's chunks (``--repeat`` calls), the
-GPU synchronised between calls.
+Host time: ``time.perf_counter`` around each operation (``--repeat`` calls in blocks of 8, the
+GPU synchronised between blocks), and around a whole call of the fetch as built.
 """
 
 from __future__ import annotations
@@ -89,41 +89,74 @@ def time_copies(rt, src, dst, rows: int, cols: int, batch: int, repeat: int) -> 
     return out
 
 
-def issue_cost(m: int, k: int, world_size: int, repeat: int) -> list[tuple[str, int, list[float]]]:
-    """Host us to queue one call's copies and flags: the fetch as built (cuda-python driver
-    calls where present), and the same chunks through PyTorch (``copy_`` and its stream-write
-    op under a stream switch), for the kernel-mode shapes (peers in pinned host memory)."""
+def host_ops(k: int, block_m: int, repeat: int) -> list[tuple[str, list[float]]]:
+    """Host us per operation of issuing one chunk (2 MiB of pinned host rows into device
+    memory, one flag), each op ``repeat`` times in blocks of 8 (the GPU synchronised between
+    blocks, outside the timer): the PyTorch calls the fetch made per chunk before and the
+    driver calls it makes now; then a whole call of the fetch as built (kernel mode, M=1024,
+    world size 2: 4 chunks)."""
     import torch
+    import torch.distributed._symmetric_memory  # noqa: F401  (registers the stream-write op)
+    from torch._C._distributed_c10d import _SymmetricMemory
 
     from kernels.triton import copyengine
     from kernels.triton.ag_gemm import HbmBuffer, HbmKnobs
 
-    ms = m // world_size
-    shards = [torch.randn(ms, k, device="cuda").half() for _ in range(world_size)]
-    peers = [shards[0]] + [s.cpu().pin_memory() for s in shards[1:]]
-    ptrs = torch.tensor([s.data_ptr() for s in shards], dtype=torch.int64, device="cuda")
-    buf = HbmBuffer(shards[0], ptrs, torch.randn(k, 3584, device="cuda").half(), 0, world_size,
-                    HbmKnobs(fetch="ce"), peers=peers)
-    fetch = buf.ce
-    rows = []
-    for label, driver in (("as built: " + ("cuda-python driver calls" if fetch.driver else "PyTorch"), fetch.driver),
-                          ("PyTorch copy_ + stream-write op", None)):
-        fetch.driver = driver
+    rt = _runtime()
+    src = torch.randn(4 * block_m, k, device="cuda").half().cpu().pin_memory()
+    dst = torch.empty(4 * block_m, k, device="cuda", dtype=torch.half)
+    flags = torch.zeros(64, dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    h = side.cuda_stream
+    nbytes = block_m * k * 2
+    ev = torch.cuda.Event()
+    ops = [("view slicing (2 row slices, as the old per-chunk views)", lambda: (dst[0:block_m], src[0:block_m])),
+           ("torch.cuda.stream(side) enter + exit", lambda: _enter_exit(side)),
+           ("torch copy_(non_blocking) of the chunk", lambda: dst[:block_m].copy_(src[:block_m], non_blocking=True)),
+           ("torch symm-mem stream_write_value32", lambda: _SymmetricMemory.stream_write_value32(
+               flags.view(torch.uint32), 1, 1)),
+           ("cudaMemcpy2DAsync (cuda-python) of a k-group, 128 rows x K/4",
+            lambda: copy_2d(rt, dst.data_ptr(), k * 2, src.data_ptr(), k * 2, k // 2, block_m, h)),
+           ("event record + side stream wait", lambda: (ev.record(), side.wait_event(ev)))]
+    drv = copyengine._driver()
+    if drv:
+        ops += [("cuMemcpyAsync (cuda-python driver) of the chunk", lambda: drv[0](dst.data_ptr(), src.data_ptr(),
+                                                                                   nbytes, h)),
+                ("cuStreamWriteValue32 (cuda-python driver)", lambda: drv[1](h, flags.data_ptr() + 4, 1))]
+    ms = 512
+    shards = [torch.randn(ms, k, device="cuda").half() for _ in range(2)]
+    peers = [shards[0], shards[1].cpu().pin_memory()]
+    ptrs = torch.tensor([t.data_ptr() for t in shards], dtype=torch.int64, device="cuda")
+    buf = HbmBuffer(shards[0], ptrs, torch.randn(k, 3584, device="cuda").half(), 0, 2, HbmKnobs(fetch="ce"),
+                    peers=peers)
+
+    def call():
+        buf.ce.mark_start()
+        buf.ce.issue(buf._next_epoch())
+        buf.ce.join()
+    ops.append((f"a whole call as built, M=1024 world size 2 ({len(buf.ce.order)} chunks)", call))
+    out = []
+    for label, fn in ops:
+        fn()
         samples = []
-        for r in range(repeat + 2):
+        for _ in range(max(1, repeat // 8)):
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fetch.mark_start()
-            fetch.issue(r + 1)
-            fetch.join()
-            samples.append((time.perf_counter() - t0) * 1e6)
+            for _ in range(8):
+                t0 = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize()
-        ok = all(torch.equal(buf.stage_rows(s).cpu(), peers[s].cpu()) for s in range(1, world_size))
-        if not ok:
-            raise RuntimeError(f"{label}: staged rows differ from the peers' shards")
-        rows.append((label, len(fetch.order), samples[2:]))
-    fetch.driver = copyengine._driver()
-    return rows
+        out.append((label, samples))
+    if not torch.equal(buf.stage_rows(1).cpu(), peers[1]):
+        raise RuntimeError("the fetch's staged rows differ from the peer's shard")
+    return out
+
+
+def _enter_exit(stream) -> None:
+    import torch
+
+    with torch.cuda.stream(stream):
+        pass
 
 
 def fmt(xs: list[float]) -> str:
@@ -135,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=8192)
     ap.add_argument("--block-m", type=int, default=128)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--m", default="1024,4096,16384", help="problem sizes for the host issue cost")
+    ap.add_argument("--repeat", type=int, default=48)
     args = ap.parse_args(argv)
     try:
         import torch
@@ -174,13 +206,12 @@ def main(argv: list[str] | None = None) -> int:
             med = statistics.median(us)
             print(f"| {name} | {label} | {nbytes / 2**20:.2f} | {fmt(us)} | {nbytes / med / 1e3:,.1f} | "
                   f"{med / rows:.3f} |")
-    print(f"\n## host us to issue one call's copies and flag writes (kernel mode, N=3584, K={k}, fp16, "
-          f"world size 2, peers in pinned host memory; median [min, max] of {args.repeat} calls)\n")
-    print("| M | path | chunks | host us per call |")
-    print("|---|---|---|---|")
-    for m in [int(x) for x in args.m.split(",")]:
-        for label, chunks, us in issue_cost(m, k, 2, args.repeat):
-            print(f"| {m} | {label} | {chunks} | {fmt(us)} |")
+    print(f"\n## host us per operation of issuing a chunk (median [min, max] of {args.repeat // 8 * 8} calls, "
+          f"the GPU synchronised every 8)\n")
+    print("| operation | host us |")
+    print("|---|---|")
+    for label, us in host_ops(k, bm, args.repeat):
+        print(f"| {label} | {fmt(us)} |")
     return 0
 
 

@@ -605,11 +605,11 @@ CE_CHUNKS_PER_PEER = 4
 
 def ce_granularity(tiles_per_shard: int, one_wave: bool, chunks: int = 0) -> int:
     """M-tiles per flag (and per copy) of the copy-engine fetch: every chunk is whole rows,
-    one contiguous block (a chunk cut along K would be a 2-D copy, which a copy engine moves
-    row by row, about 0.6 us a row: see kernels/triton/copyengine.py). ``chunks`` row blocks
-    per peer shard; by default one per M-tile when the tiles fit one wave (remote tiles wait
-    from the start, each for its own rows only), else ``CE_CHUNKS_PER_PEER`` (the local
-    shard's tiles run first, so the first block has that long to land)."""
+    one contiguous block (each chunk costs the host a copy and a flag write; a chunk cut along
+    K would also be a 2-D copy: see kernels/triton/copyengine.py). ``chunks`` row blocks per
+    peer shard; by default one per M-tile when the tiles fit one wave (remote tiles wait from
+    the start, each for its own rows only), else ``CE_CHUNKS_PER_PEER`` (the local shard's
+    tiles run first, so the first block has that long to land)."""
     chunks = chunks or (tiles_per_shard if one_wave else CE_CHUNKS_PER_PEER)
     return _cdiv(tiles_per_shard, min(chunks, tiles_per_shard))
 
@@ -782,17 +782,14 @@ class HbmBuffer:
 
     def __call__(self, out):
         """Launch once into ``out`` (M x N). The caller makes peers' shards ready first.
-        Copy-engine fetch: the copy streams start where the call starts; the kernel is
-        launched, then the copies queued (its local tiles run meanwhile); under the
-        interpreter the copies are done first."""
+        Copy-engine fetch: the copies are queued first, from where the call starts, and run
+        while the host launches the kernel (see kernels/triton/copyengine.py)."""
         args, kwargs = self.launch_args(out)
         if self.ce is not None:
             self.ce.mark_start()
-            if not self.ce.cuda:
-                self.ce.issue(self.epoch)
-        ag_gemm_hbm_kernel[(self.programs,)](*args, **kwargs)
-        if self.ce is not None and self.ce.cuda:
             self.ce.issue(self.epoch)
+        ag_gemm_hbm_kernel[(self.programs,)](*args, **kwargs)
+        if self.ce is not None:
             self.ce.join()
         return out
 

@@ -10,36 +10,40 @@ rows, so no SM is taken by communication:
   at once, on their own links and copy engines;
 - per chunk (:class:`Chunk`: whole rows of one or more M-tiles, one contiguous block), one
   1-D copy from the peer's symmetric-memory buffer into the staging buffer, then the chunk's
-  flag set to the launch's epoch *by the stream*, behind the copy. Never a 2-D (strided) copy:
-  ``cudaMemcpy2DAsync`` of a k-group (128 rows of 4 KiB) ran at about 7 GB/s from pinned host
-  memory on an H100 and about 6 GB/s over NVLink on an H200 (some 0.6 us per row, whatever the
-  row's width), which made the copy-engine kernel 10x slower than NCCL at M=1024
-  (traces/ag-gemm/README.md, "copy-engine fetch: the cause of its slowness at small M");
+  flag set to the launch's epoch *by the stream*, behind the copy. Chunks are never cut along
+  K: that made 4x the chunks at M=1024, and every chunk costs the host its calls (below); a
+  k-group is also a 2-D (strided) copy, which moved about half the bytes per second of a 1-D
+  one on an H100 (``benchmarks/ag_gemm_ce_copies.py``);
 - the chunks of all peers issued round-robin (every peer's first chunk, then every peer's
   second, ...), the order in which the GEMM's queue takes the remote tiles
   (``HbmLayout.arrival_tiles``);
 - everything a call issues is worked out once per buffer (addresses, sizes, streams): a call
   costs the host one driver call per copy and one per flag (cuda-python's ``cuMemcpyAsync``
-  and ``cuStreamWriteValue32``, about a microsecond each) where cuda-python exists, else
-  PyTorch's ``copy_`` on views made once, and its stream-write op, under a stream switch.
+  and ``cuStreamWriteValue32``, 3-4 us each on the H100 hosts here) where cuda-python exists,
+  else PyTorch's ``copy_`` on views made once and its stream-write op under a stream switch.
+  The PyTorch calls made per chunk before (views, stream switch, copy, flag: about 40 us a
+  chunk on those hosts, 16 chunks at M=1024) were the copy-engine kernel's slowness at small
+  M: the host, not the copy engines (traces/ag-gemm/README.md, "The copy-engine fetch at
+  small M").
 
-Flags: ``cuStreamWriteValue32`` through PyTorch's symmetric-memory op (the stream front end
-writes the value after a system-scope fence: no kernel, no SM; what torch's own fused
-all-gather matmul uses) where it exists, which is CUDA; elsewhere (ROCm: PyTorch has no
+Flags: ``cuStreamWriteValue32`` (the stream front end writes the value after a system-scope
+fence: no kernel, no SM; what torch's own fused all-gather matmul uses), through cuda-python
+or else PyTorch's symmetric-memory op, on CUDA; elsewhere (ROCm: PyTorch has no
 ``hipStreamWriteValue32`` binding) a one-thread Triton kernel on that stream stores the flag
 with a release at system scope (an SM slot for a microsecond per chunk). ``FlagWriter.how``
 says which ran; the study reports it beside the provider.
 
-Launch order (the one subtle part): the kernel is launched *before* the copies are issued, so
-its local-shard tiles start while the host is still queueing copies (a few us each); the
-copy streams wait on an event recorded before the launch, never on the kernel. The kernel's
-waits depend on work that CUDA cannot see (the CUDA driver's manual warns that an ordering
-expressed only through stream memory operations may deadlock if the scheduler serialises the
-streams): the producers here need no SM, and every wait gives up after ``MAX_SPINS`` polls and
-raises the kernel's error word, so such a case shows as a failed check, never as a hang.
+Launch order (the one subtle part): the copies are queued *before* the kernel's launch (a
+Triton launch costs the host some 60-100 us, four chunks' copies and flags about 30 us), so
+they run while the host launches the kernel; the copy streams wait on an event recorded at the
+start of the call, never on the kernel. The kernel's waits depend on work that CUDA cannot see
+(the CUDA driver's manual warns that an ordering expressed only through stream memory
+operations may deadlock if the scheduler serialises the streams): the producers here need no
+SM, and every wait gives up after ``MAX_SPINS`` polls and raises the kernel's error word, so
+such a case shows as a failed check, never as a hang.
 
-Under Triton's interpreter (CPU tensors) the copies and flag writes run at once, before the
-launch (the interpreter runs programs one after another: a wait could never end).
+Under Triton's interpreter (CPU tensors) the copies and flag writes are done at once, before
+the launch (the interpreter runs programs one after another: a wait could never end).
 """
 
 from __future__ import annotations
@@ -214,8 +218,8 @@ class CopyEngineFetch:
         return f"copy engine ({copy}, {len(self.order)} chunks of whole rows), flags: {flags}"
 
     def mark_start(self) -> None:
-        """Record where the call starts on the caller's stream (before the kernel's launch): the
-        copy streams wait for that point, never for the kernel."""
+        """Record where the call starts on the caller's stream (before the copies and the kernel's
+        launch): the copy streams wait for that point, never for the kernel."""
         if self.cuda:
             self._start.record()
             for s in self.streams:
