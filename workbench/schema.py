@@ -254,10 +254,12 @@ def _check(doc: Any, schema: dict[str, Any], what: str, run: Any) -> None:
         where = "variants" if run is doc else "run.variants"
         raise SchemaError(f"{what} field {where}: {len(variants):,} variants, more than the {MAX_VARIANTS:,} a run "
                           "may have")
-    for v in variants if isinstance(variants, list) else ():
-        if isinstance(v, dict):
-            for name in DERIVED_FIELDS:
-                v.pop(name, None)
+    if isinstance(variants, list):
+        # checked without them, on shallow copies: the caller's document keeps its fields (the
+        # CLI checks the --json record it is about to print)
+        run = {**run, "variants": [{k: x for k, x in v.items() if k not in DERIVED_FIELDS} if isinstance(v, dict)
+                                   else v for v in variants]}
+        doc = run if doc.get("variants") is variants else {**doc, "run": run}
     problem = scan(doc)
     if problem:
         where, why = problem
