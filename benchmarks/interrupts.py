@@ -115,11 +115,18 @@ def _start_fork(t: Try) -> None:
     """A child of this (single-threaded) process that runs the CLI's main on the try."""
     from workbench import cli
 
+    # The signals stay blocked across the fork: a child's at-fork hooks (logging's, random's)
+    # run before it gets back here, and a KeyboardInterrupt raised inside one is "Exception
+    # ignored" (a signal 5-25 ms after the fork was lost so: an artefact of this driver, whose
+    # forks the CLI never makes). Unblocked below, it is raised where the child catches it.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     t.pid = os.fork()
     if t.pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return
     code = 70
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.setpgid(0, 0)
         for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
             out = os.open(t.folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
