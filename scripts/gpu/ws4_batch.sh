@@ -116,6 +116,23 @@ export PY WS4_DIR="$dir" PARTS="$(mktemp -d)" TRIALS BOX_review="${BOX_review:-1
 t0=$SECONDS
 status=0
 stage env 40 30 bash "$0" _env
+# the stages that more than one call runs: bench_ws2; mc2 WS RUNS TIMEOUT MIN; gpu_tests NAME MIN
+bench_ws2() {
+  stage bench-ws2 "$BOX_bench2" 100 env OUT="$PARTS" WORLD_SIZES=2 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench2 - 15)) PACK=ag_gemm_ws2 bash scripts/gpu/ag_gemm.sh
+}
+# REPEATS separate runs (the spread between runs is the finding), the collectives that decided
+# the best split at 4 ranks before (triton-pull, triton-persistent) beside NCCL
+mc2() {
+  stage "mc2-ws$1" "$BOX_mc2" "$4" env OUT="$PARTS" WORLD_SIZES="$1" REPEATS="$2" REPS="${REPS:-15}" \
+      PROVIDERS="${PROVIDERS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
+      RUN_TIMEOUT="${RUN_TIMEOUT:-$3}" RUN_PYTEST=0 PACK=mc2_split bash scripts/gpu/mc2_split.sh
+}
+gpu_tests() {
+  stage pytest-gpu "$BOX_pytest" "$2" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" \
+      tests/studies tests/workbench/test_harness_gpu.py
+  cp "$dir/pytest-gpu.log" "$dir/$1" 2>/dev/null
+}
 if [ "$CALL" = 1 ]; then
   BOX_bench4="${BOX_bench4:-200}" BOX_bench2="${BOX_bench2:-150}" BOX_kshard="${BOX_kshard:-60}"
   BOX_cpu="${BOX_cpu:-100}"
@@ -123,33 +140,21 @@ if [ "$CALL" = 1 ]; then
   # fused kernels' programs at every shape); the review's experiments are the second call's
   stage bench-ws4 "$BOX_bench4" 120 env OUT="$PARTS" WORLD_SIZES=4 STAGES=bench REPEAT="${REPEAT:-15}" \
       EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench4 - 15)) PACK=ag_gemm_ws4 bash scripts/gpu/ag_gemm.sh
-  stage bench-ws2 "$BOX_bench2" 100 env OUT="$PARTS" WORLD_SIZES=2 STAGES=bench REPEAT="${REPEAT:-15}" \
-      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench2 - 15)) PACK=ag_gemm_ws2 bash scripts/gpu/ag_gemm.sh
+  bench_ws2
   stage k-shard-ws4 "$BOX_kshard" 40 env OUT="$PARTS" WORLD_SIZES=4 STAGES=k-shard REPEAT="${REPEAT:-15}" \
       PACK=ag_gemm_kshard bash scripts/gpu/ag_gemm.sh
   stage cpu-reduction "$BOX_cpu" 60 bash "$0" _cpu
 elif [ "$CALL" = x2 ]; then
   BOX_bench2="${BOX_bench2:-150}" BOX_cpu="${BOX_cpu:-100}" BOX_mc2="${BOX_mc2:-120}" BOX_pytest="${BOX_pytest:-90}"
-  stage bench-ws2 "$BOX_bench2" 100 env OUT="$PARTS" WORLD_SIZES=2 STAGES=bench REPEAT="${REPEAT:-15}" \
-      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench2 - 15)) PACK=ag_gemm_ws2 bash scripts/gpu/ag_gemm.sh
+  bench_ws2
   stage cpu-reduction "$BOX_cpu" 60 bash "$0" _cpu
-  stage mc2-ws2 "$BOX_mc2" 80 env OUT="$PARTS" WORLD_SIZES=2 REPEATS="${REPEATS:-3}" REPS="${REPS:-15}" \
-      PROVIDERS="${PROVIDERS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
-      RUN_TIMEOUT="${RUN_TIMEOUT:-35}" RUN_PYTEST=0 PACK=mc2_split bash scripts/gpu/mc2_split.sh
-  stage pytest-gpu "$BOX_pytest" 60 "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" \
-      tests/studies tests/workbench/test_harness_gpu.py
-  cp "$dir/pytest-gpu.log" "$dir/pytest_gpu_x2.txt" 2>/dev/null
+  mc2 2 "${REPEATS_X2:-3}" 35 80
+  gpu_tests pytest_gpu_x2.txt 60
 else
   BOX_mc2="${BOX_mc2:-240}" BOX_pytest="${BOX_pytest:-150}"
   stage review-ws4 "$BOX_review" 100 bash "$0" _review
-  # REPEATS separate runs (the spread between runs is the finding), the collectives that decided
-  # the best split at 4 ranks before (triton-pull, triton-persistent) beside NCCL
-  stage mc2-ws4 "$BOX_mc2" 120 env OUT="$PARTS" WORLD_SIZES=4 REPEATS="$REPEATS" REPS="${REPS:-15}" \
-      PROVIDERS="${PROVIDERS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
-      RUN_TIMEOUT="${RUN_TIMEOUT:-90}" RUN_PYTEST=0 PACK=mc2_split bash scripts/gpu/mc2_split.sh
-  stage pytest-gpu "$BOX_pytest" 90 "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" \
-      tests/studies tests/workbench/test_harness_gpu.py
-  cp "$dir/pytest-gpu.log" "$dir/pytest_gpu_x4.txt" 2>/dev/null
+  mc2 4 "$REPEATS" 90 120
+  gpu_tests pytest_gpu_x4.txt 90
 fi
 echo "== call $CALL: $((SECONDS - t0)) s of $BUDGET_S" | tee -a "$dir/timing.txt"
 repack
