@@ -25,6 +25,10 @@ whose ``__init__.py`` defines:
 Optionally:
 
 - ``validate(params)`` for cross-parameter checks (raise :class:`ParamError`);
+- ``answers_seed(params) -> bool``: whether a run with these parameters can answer the seed's
+  questions (default: it is not a smoke run); a page never opens on one that cannot while
+  another exists (:func:`workbench.catalog.default_run`); ``HEADLINE_RUN``: the committed
+  bundle (by name, ``bench-ws2``) a page without a run of this machine opens on;
 - ``verdict(tables) -> str``: one paragraph from the tables only, Markdown-safe (untrusted
   strings through :func:`workbench.untrusted.escape`); it states only ``clear`` derived
   results and names the same winner as the table beside it. Without it, the generic verdict

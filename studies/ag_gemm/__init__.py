@@ -218,6 +218,12 @@ def gpu_probe() -> dict[str, Any]:
         return {"count": 0, "names": [], "peer": [], "error": str(exc)}
 
 
+def answers_seed(params: dict[str, Any]) -> bool:
+    """Only GPUs answer the seed: a gloo run on CPUs checks the code path (its baseline fails
+    its check, as the seed's did), it times nothing the seed asks about."""
+    return params.get("backend") != "gloo"
+
+
 def requires(params: dict[str, Any]) -> str | None:
     try:
         import torch

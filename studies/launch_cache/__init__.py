@@ -73,6 +73,8 @@ SWEEP_AXIS = {"cpu": "malloc", "gpu": "sync"}
 #: (those ratios with their CIs beside the seed's patch/baseline ratios) a page leads with
 KEY_TABLE = "key"
 KEY_CHART = "vs_per_call"
+#: the committed run a page without a run of its own opens on: every policy, sync and async
+HEADLINE_RUN = "gpu-16384-launches"
 
 SPACE = ParamSpace(
     params=(
