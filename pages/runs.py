@@ -87,7 +87,8 @@ with tab_runs:
         st.caption(f"Run {escape(one, 'code')} · {escape(by_id[one].origin)} ({escape(by_id[one].source)}) · "
                    f"{escape(summary_line(rec.env))}")
         st.markdown(f"**Verdict:** {verdict}")
-        manage_run(store, by_id[one], key=f"runs:manage:{one}")
+        with st.columns([2, 5])[0]:
+            manage_run(store, by_id[one], key=f"runs:manage:{one}")
         with st.expander("Share this run"):
             downloads(rec, key=f"runs:{one}", a=a)
 

@@ -49,6 +49,9 @@ SPACE = ParamSpace(
         Param("torch", "bool", True, "include the torch dispatch floor"),
     ),
     presets={"smoke": {"repeat": 5, "threads": 2, "torch": False}, "quick": {"repeat": 10}},
+    headline=("repeat", "threads", "torch"),
+    purposes={"smoke": "the tests' run: 5 samples, 2 threads, no torch; seconds",
+              "quick": "10 samples of every floor: well under a minute"},
 )
 
 

@@ -144,7 +144,7 @@ def test_a_cancelled_run_is_a_cancel_that_counts_its_kept_points(store, monkeypa
     kept = _canned(store, "20260101-000000-calibration-aaaaaa")
     at = _run_with(store, monkeypatch, FakeJob(returncode=130, run_id=kept.run_id, variants=2, record=False))
     assert not at.exception and not at.error  # a cancel is not an error
-    assert any("cancelled" in i.value and "2 finished points kept" in i.value for i in at.info)
+    assert any("cancelled" in i.value and "2 finished variants kept" in i.value for i in at.info)
     assert next(sb for sb in at.selectbox if sb.label.startswith("Run (")).value == kept.run_id
 
 
@@ -154,7 +154,7 @@ def test_a_run_cancelled_before_any_point_says_nothing_was_kept(store, monkeypat
                                                variants=0, record=False))
     assert not at.exception and not at.error
     text = " ".join(i.value for i in at.info)
-    assert "before any point finished" in text and "kept" not in text
+    assert "before any variant finished" in text and "kept" not in text
 
 
 def test_a_running_job_shows_elapsed_time_points_done_and_each_point(store, monkeypatch):

@@ -73,6 +73,7 @@ class Header:
     #: the study's committed headline run (:func:`headline_run`): a page without a run of its
     #: own opens on it, and its picker says so
     headline: bool = False
+    finished_utc: str = ""
 
     def when(self) -> str:
         """``2026-11-21 08:04 UTC`` from the stored ISO time."""
@@ -132,11 +133,18 @@ def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
 
+def upgraded(study_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A run's parameters with renamed ones under their new names (``ParamSpace.renamed``), so
+    an old run compares and labels like a new one."""
+    study = registry().get(study_id)
+    return study.SPACE.upgrade(params) if study is not None and isinstance(params, dict) else params
+
+
 def header_of(rec: RunRecord, source: str = "") -> Header:
     return Header(run_id=rec.run_id, study=rec.study, status=rec.status, created_utc=rec.created_utc,
                   machine=machine_label(rec.env), origin=origin_kind(rec.origin), source=source or rec.origin,
                   params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants),
-                  fingerprint=str(rec.env.get("fingerprint") or ""))
+                  fingerprint=str(rec.env.get("fingerprint") or ""), finished_utc=rec.finished_utc or "")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -267,6 +275,51 @@ def default_run(headers: list[Header], study: ModuleType | None = None, fingerpr
     return max(checked or headers, key=lambda h: h.created_utc or "")
 
 
+#: this machine's newest complete runs of a study that an estimate of a run's duration reads
+ESTIMATE_RUNS = 5
+
+
+def _elapsed_s(start: str, end: str) -> float | None:
+    """Seconds between two stored UTC times (``2026-11-24T04:15:15Z``), or None."""
+    import datetime as dt
+
+    try:
+        return (dt.datetime.fromisoformat(end.replace("Z", "+00:00"))
+                - dt.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    except (ValueError, AttributeError):
+        return None
+
+
+def duration_text(seconds: float) -> str:
+    """``40 s``, ``3 min``, ``1.5 h``: a rough duration as people say it."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_s(study: ModuleType, params: dict[str, Any], headers: list[Header],
+               fingerprint: str) -> tuple[float | None, str]:
+    """(seconds or None, one line): how long a run of ``study`` with ``params`` will take here,
+    roughly: the pace (seconds per point of the declared sweep, :meth:`ParamSpace.points`) of
+    this machine's newest complete runs of the study, times this run's points. None with no
+    such run: the line then says the sweep's size only."""
+    n = study.SPACE.points(params)
+    rates = []
+    for h in [h for h in headers if h.study == study.ID and h.origin != "committed" and h.status == "complete"
+              and h.fingerprint == fingerprint and h.finished_utc][:ESTIMATE_RUNS]:
+        took = _elapsed_s(h.created_utc, h.finished_utc)
+        if took is not None and took > 0:
+            rates.append(took / max(study.SPACE.points(h.params), 1))
+    points = f"{n} point{'' if n == 1 else 's'} in the sweep"
+    if not rates:
+        return None, f"{points}; no earlier run of this study on this machine to time them by"
+    seconds = sorted(rates)[len(rates) // 2] * n
+    return seconds, (f"about {duration_text(seconds)} ({points}, at the pace of the last {len(rates)} "
+                     f"run{'' if len(rates) == 1 else 's'} of this study here)")
+
+
 class Catalog:
     """The store's runs (``store`` may be None: no store, or none wanted) and the committed
     bundles (read by ``committed``, by default :func:`workbench.store.committed`; the app
@@ -301,7 +354,7 @@ class Catalog:
                                   created_utc=r["created_utc"], machine=r["machine"], origin=origin_kind(r["origin"] or ""),
                                   source=r["origin"] or "local", params=r["params"], variants=r["variants"],
                                   failed_checks=r["failed_checks"], tags=r["tags"], note=r["note"],
-                                  fingerprint=r["fingerprint"] or ""))
+                                  fingerprint=r["fingerprint"] or "", finished_utc=r["finished_utc"] or ""))
         seen = {h.run_id for h in out}
         if committed:
             notes = self.store.annotations() if self.store is not None else {}
@@ -318,6 +371,8 @@ class Catalog:
             by_study.setdefault(h.study, []).append(h)
         reg = registry()
         for sid, hs in by_study.items():
+            for h in hs:
+                h.params = upgraded(sid, h.params)
             labels = short_labels(reg.get(sid), hs)
             head = headline_run(hs, reg.get(sid))
             for h in hs:

@@ -264,3 +264,32 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
                        tooltip=[alt.Tooltip("source:N", title="figure"), provider, x,
                                 alt.Tooltip("median:Q", format=".4g", title=titled("median", unit))])]
     return _pad(alt.layer(*layers).properties(title=title, width=width, height=height))
+
+
+def forest(rows: pd.DataFrame, title: str = "B / A per variant (95% CI)") -> alt.Chart:
+    """An A/B forest plot: per variant (one row each, in the table's order) the ratio B/A as a
+    point with its 95% CI as a bar, on a log axis fitted to the CIs, a rule at 1 (no change),
+    the point coloured by the comparison's verdict. ``rows`` has ``variant``, ``ratio``,
+    ``lo``, ``hi`` and ``verdict``; rows without a ratio are left out."""
+    d = rows[rows["ratio"].map(lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v > 0)].copy()
+    d["lo"] = d["lo"].where(d["lo"] > 0, d["ratio"])
+    d["hi"] = d["hi"].where(d["hi"] > 0, d["ratio"])
+    values = d["lo"].tolist() + d["hi"].tolist() + [1.0]
+    lo, hi = min(values), max(values)
+    pad = (hi / lo) ** 0.06 if hi > lo else 1.1
+    x_scale = alt.Scale(type="log", domain=[lo / pad, hi * pad], nice=False)
+    y = alt.Y("variant:N", sort=None, title=None, axis=alt.Axis(labelLimit=360))
+    x_title = "B / A (log scale; < 1: B faster)"
+    base = alt.Chart(d).encode(y=y)
+    tip = ["variant", alt.Tooltip("ratio:Q", format=".3g", title="B/A"), alt.Tooltip("lo:Q", format=".3g", title="95% CI lo"),
+           alt.Tooltip("hi:Q", format=".3g", title="95% CI hi"), "verdict"]
+    bars = base.mark_rule(strokeWidth=2, color="#555").encode(x=alt.X("lo:Q", scale=x_scale, title=x_title), x2="hi:Q",
+                                                              tooltip=tip)
+    points = base.mark_point(filled=True, size=70).encode(
+        x=alt.X("ratio:Q", scale=x_scale, title=x_title),
+        color=alt.Color("verdict:N", title="verdict", legend=alt.Legend(labelLimit=320),
+                        scale=alt.Scale(scheme="tableau10")), tooltip=tip)
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 3], color="#888").encode(
+        x=alt.X("x:Q", scale=x_scale, title=x_title))
+    height = max(120, 22 * len(d))
+    return _pad(alt.layer(one, bars, points).properties(title=title, width=WIDTH, height=height))

@@ -50,6 +50,9 @@ class Claim:
     seed_value: str  # the seed's figure, e.g. "compute 18% of 56 us"
     seed_machine: str
     test: Callable[[dict[str, pd.DataFrame], "RunRecord"], ClaimResult]
+    #: what the claim needs of a run's parameters: why a run with ``params`` cannot test it,
+    #: or None (the form warns before such a run starts: :func:`untestable`)
+    needs: Callable[[dict], str | None] | None = None
 
 
 def not_testable(why: str, live: str = "") -> ClaimResult:
@@ -93,6 +96,20 @@ def evaluate(study: ModuleType | None, tables: dict[str, pd.DataFrame], rec: "Ru
         rows.append({"id": claim.id, "seed_text": claim.seed_text, "seed_value": claim.seed_value,
                      "seed_machine": claim.seed_machine, "status": res.status, "live": res.live, "why": res.why})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def untestable(study: ModuleType | None, params: dict) -> list[tuple[str, str]]:
+    """(claim id, why) for each of the study's claims that a run with ``params`` cannot test,
+    by the claims' declared ``needs``."""
+    out = []
+    for claim in getattr(study, "SEED_CLAIMS", None) or []:
+        try:
+            why = claim.needs(params) if claim.needs is not None else None
+        except (KeyError, TypeError, ValueError):
+            why = None  # parameters of another shape: the run itself will say
+        if why:
+            out.append((claim.id, why))
+    return out
 
 
 def seed_machine(claims: pd.DataFrame) -> str:

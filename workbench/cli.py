@@ -220,6 +220,13 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     return None, code
 
 
+def _deprecations(study, values: dict) -> None:
+    """One line on stderr per parameter named the old way (``--set seed=`` of an old reproduce
+    command still runs)."""
+    for line in study.SPACE.deprecated(values):
+        print(f"deprecated: {line}", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     try:
         with _topology_flags(args):
@@ -235,6 +242,7 @@ def _run(args) -> int:
         return EXIT_BAD_INPUT
     try:
         values = study.SPACE.parse_sets(args.set or [])
+        _deprecations(study, values)
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
@@ -410,6 +418,7 @@ def cmd_ab(args) -> int:
     try:
         common = study.SPACE.parse_sets(args.set or [])
         values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
+        _deprecations(study, {k: v for side in values.values() for k, v in side.items()})
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
         precision = _parse_precision(args.precision)

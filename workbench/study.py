@@ -77,6 +77,8 @@ class Cancelled(RuntimeError):
 
 
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+#: most knobs a form shows before "Advanced" (:attr:`ParamSpace.headline`)
+MAX_HEADLINE = 8
 
 
 @dataclass(frozen=True)
@@ -184,10 +186,22 @@ def _parse_int(text: str) -> int:
 
 @dataclass(frozen=True)
 class ParamSpace:
-    """A study's declared parameters plus named presets (``smoke`` and ``quick`` at least)."""
+    """A study's declared parameters plus named presets (``smoke`` and ``quick`` at least).
+
+    ``headline`` names the knobs a form shows first, in order (about five, at most
+    :data:`MAX_HEADLINE`); the others are "Advanced" (:attr:`advanced`). ``gpu_only`` names the
+    knobs that apply only on a GPU (a form on a machine without one hides them, with one line
+    saying why, and keeps their values). ``purposes`` gives each preset its one line (the form's
+    preset picker and the manual show it). ``renamed`` maps a parameter's old name to its new
+    one: a stored run's parameters and ``--set old=`` still read (:meth:`upgrade`), with a
+    deprecation line (:meth:`deprecated`)."""
 
     params: tuple[Param, ...]
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()
+    gpu_only: tuple[str, ...] = ()
+    purposes: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         names = [p.name for p in self.params]
@@ -197,6 +211,39 @@ class ParamSpace:
             unknown = set(values) - set(names)
             if unknown:
                 raise ValueError(f"preset {preset!r} sets unknown parameters {sorted(unknown)}")
+        unknown = (set(self.headline) | set(self.gpu_only) | set(self.renamed.values())) - set(names)
+        if unknown:
+            raise ValueError(f"headline, gpu_only or renamed name unknown parameters {sorted(unknown)}")
+        if len(self.headline) > MAX_HEADLINE:
+            raise ValueError(f"{len(self.headline)} headline knobs; a form shows at most {MAX_HEADLINE} first")
+        if set(self.purposes) - set(self.presets):
+            raise ValueError(f"purposes of unknown presets {sorted(set(self.purposes) - set(self.presets))}")
+
+    @property
+    def advanced(self) -> list[str]:
+        """The knobs a form keeps under "Advanced": every one not in :attr:`headline`."""
+        return [p.name for p in self.params if p.name not in self.headline]
+
+    def upgrade(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with renamed parameters under their new names (an old run's, ``--set``'s);
+        a value given under both names keeps the new name's."""
+        out = dict(values)
+        for old, new in self.renamed.items():
+            if old in out:
+                value = out.pop(old)
+                out.setdefault(new, value)
+        return out
+
+    def deprecated(self, values: dict[str, Any]) -> list[str]:
+        """One line per renamed parameter that ``values`` still names the old way."""
+        return [f"parameter '{old}' is now '{new}' (--set {new}=...); the old name still works for now"
+                for old, new in self.renamed.items() if old in values]
+
+    def points(self, values: dict[str, Any]) -> int:
+        """The size of the sweep ``values`` declare: the product of the lengths of the
+        multi-valued parameters (a measure of a run's work for :func:`estimate_s`, not a
+        count of its variants)."""
+        return math.prod(len(values[p.name]) for p in self.params if p.multi and isinstance(values.get(p.name), list))
 
     def __getitem__(self, name: str) -> Param:
         for p in self.params:
@@ -219,6 +266,7 @@ class ParamSpace:
             if preset not in self.presets:
                 raise ParamError("preset", f"unknown preset {preset!r}; have {sorted(self.presets)}")
             base.update(self.presets[preset])
+        values = self.upgrade(values)
         for name in values:
             if name not in base:
                 raise ParamError(name, f"unknown parameter; this study takes: {', '.join(self.names)}")

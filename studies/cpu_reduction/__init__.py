@@ -129,7 +129,7 @@ SPACE = ParamSpace(
               "their first 3 + k iterations as gzip'd Chrome JSON (small committed bundles)", min=0, max=1000),
         Param("target_cpu", "str", "host", "LLVM CPU the programs are compiled for (the seed: host; e.g. "
               "x86-64-v4 for a machine that only has the runtime)"),
-        Param("seed", "int", 0, "input generator seed", min=0, max=2**31 - 1),
+        Param("rng_seed", "int", 0, "input generator seed", min=0, max=2**31 - 1),
     ),
     presets={
         "smoke": {"n": 16_384, "chunks": [1, 3], "split": ["aligned", "even"], "workers": [1], "repeat": 5,
@@ -147,6 +147,14 @@ SPACE = ParamSpace(
                              "experiments": ["phases"], "providers": ["iree-bench"], "trace_iterations": 12,
                              "capture_iterations": 30, "profile_via": ["bench"]},
     },
+    headline=("n", "chunks", "workers", "providers", "experiments", "repeat"),
+    purposes={
+        "smoke": "the tests' run: N=16K, one worker, two chunkings; seconds, and nothing of the seed's N=1M",
+        "quick": "the seed's N=1M at 1 and every worker, c=1, 2, 8, fewer samples: a few minutes on 2 cores",
+        "many-core": "the committed many-core run: c=1-16 at 1-16 workers, every experiment but the profiles",
+        "many-core-phases": "the committed profiles: c=2 and the aligned c=8 at 8 and 16 workers (IREE's tools)",
+    },
+    renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
 )
 
 
@@ -276,7 +284,7 @@ def run(params, ctx: RunContext) -> dict:
     modules, broken = compile_programs(progs, params["target_cpu"], outputs, progress)
     ok_pts = record_broken(pts, broken, ctx, progress)
     with tempfile.TemporaryDirectory(prefix="cpu-reduction-") as tmp:
-        inputs = make_inputs(sorted({p.n for p in pts} | {k[0] for k in progs}), params["seed"], Path(tmp))
+        inputs = make_inputs(sorted({p.n for p in pts} | {k[0] for k in progs}), params["rng_seed"], Path(tmp))
         outputs["reference"] = {str(n): r for n, r in inputs.refs.items()}
         if "sizes" in params["experiments"]:
             progress.say("copy bandwidth")

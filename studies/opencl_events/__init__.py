@@ -87,6 +87,9 @@ SPACE = ParamSpace(
                   "combos": ["000", "001", "111"], "callback_impl": "ctypes"},
         "quick": {"sizes": [4096, 65536, 1048576], "reps": 64, "measurements": 5},
     },
+    headline=("experiment", "sizes", "reps", "measurements", "platform", "combos"),
+    purposes={"smoke": "the tests' run: 2 sizes, 3 callback combinations, a Python callback; seconds",
+              "quick": "3 sizes (4 KiB-1 MiB), every callback combination, fewer runs: about a minute on PoCL"},
 )
 
 SEED_FIGURES = {
