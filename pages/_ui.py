@@ -91,6 +91,20 @@ def _committed(study_id: str, stamp: tuple) -> tuple[list[RunRecord], list[str]]
     return wbstore.committed(study_id)
 
 
+#: study id -> its page in the app's navigation (app.py fills it on every run), for links
+APP_PAGES: dict[str, Any] = {}
+
+
+def study_link(study_id: str, label: str, run_id: str | None = None) -> None:
+    """A link to a study's page (opening on ``run_id``); plain text where the page is not in
+    the navigation (a page run on its own, as in the tests)."""
+    page = APP_PAGES.get(study_id)
+    if page is None:
+        st.markdown(escape(label))
+        return
+    st.page_link(page, label=escape(label), query_params={"run": run_id} if run_id else None)
+
+
 def catalog(store: Store | None) -> Catalog:
     """Stored and committed runs, by one id (:mod:`workbench.catalog`), committed ones cached."""
     return Catalog(store, committed=committed)
@@ -199,7 +213,8 @@ def _preset_choice(study: ModuleType) -> str | None:
     first = url if url in presets else "quick" if "quick" in presets else DEFAULTS
     options = [DEFAULTS] + presets
     purposes = study.SPACE.purposes
-    pick = st.selectbox("Start from a preset", options, index=options.index(first), key=f"{study.ID}:preset",
+    pick = st.columns([3, 2])[0].selectbox(
+        "Start from a preset", options, index=options.index(first), key=f"{study.ID}:preset",
                         format_func=lambda o: o if o == DEFAULTS else f"{o}: {purposes.get(o, '')}".rstrip(": "),
                         help="Each preset sets some knobs (the manual's page of this study lists them); "
                              "the form below starts from its values")
@@ -222,11 +237,9 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, str | None, di
     first = [space[n] for n in space.headline] if space.headline else list(space.params)
     rest = [q for q in space.params if q.name not in {p.name for p in first} and q.name not in hidden]
     raw = {n: defaults[n] for n in hidden}
-    cols = st.columns(4)
-    for i, q in enumerate(first):
-        if q.name in hidden:
-            continue
-        with cols[i % 4]:
+    cols = st.columns(3)
+    for i, q in enumerate(q for q in first if q.name not in hidden):
+        with cols[i % 3]:
             raw[q.name] = _widget(q, defaults[q.name], _widget_key(study, preset, q.name))
     if rest:
         with st.expander(f"Advanced ({len(rest)} more knob{'' if len(rest) == 1 else 's'})"):
@@ -243,15 +256,18 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, str | None, di
         return None, str(exc), raw
 
 
-def form_notes(study: ModuleType, values: dict[str, Any], headers: list[Header]) -> None:
-    """Under the form: the run's estimated duration, and which of the seed's claims these
-    values cannot test."""
-    _, line = estimate_s(study, values, headers, this_machine()["fingerprint"])
-    st.caption(f"Estimated duration: {escape(line)}")
+def untested_claims(study: ModuleType, values: dict[str, Any]) -> None:
+    """Under the form: which of the seed's claims these values cannot test, grouped by what
+    they would need."""
     lost = wbclaims.untestable(study, values)
-    if lost:
-        st.warning("With these values the run cannot test: " +
-                   "; ".join(f"{escape(cid, 'code')} ({escape(why)})" for cid, why in lost))
+    if not lost:
+        return
+    by_need: dict[str, list[str]] = {}
+    for cid, why in lost:
+        by_need.setdefault(why, []).append(cid)
+    n = len(getattr(study, "SEED_CLAIMS", []))
+    st.warning(f"With these values the run cannot test {len(lost)} of the seed's {n} claims: " + "; ".join(
+        f"{', '.join(escape(c, 'code') for c in ids)} ({escape(why)})" for why, ids in by_need.items()))
 
 
 # --- reports and run management -------------------------------------------------------------------
@@ -467,7 +483,7 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
 def seed_figures(study: ModuleType) -> None:
     """The seed's published figures, labelled as the seed's with its machine."""
     seed = getattr(study, "SEED_FIGURES", None)
-    st.markdown(f"Seed: {escape(study.SEED)} — {escape(study.SEED_SUMMARY)}")
+    st.markdown(f"Seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))} ({escape(study.SEED, 'code')}) — {escape(study.SEED_SUMMARY)}")
     if not seed:
         st.caption("This study has no seed figures.")
         return
@@ -612,8 +628,11 @@ def _form_and_run(study: ModuleType, store: Store | None, headers: list[Header])
     (its progress shows right under the button, the run shown below greys out)."""
     values, error, _ = param_form(study)
     if values is not None:
-        form_notes(study, values, headers)
-    if st.button("Run", type="primary", key=f"{study.ID}:run"):
+        untested_claims(study, values)
+    c1, c2 = st.columns([1, 9], vertical_alignment="center")
+    if values is not None:
+        c2.caption(f"Estimated duration: {escape(estimate_s(study, values, headers, this_machine()['fingerprint'])[1])}")
+    if c1.button("Run", type="primary", key=f"{study.ID}:run", width="stretch"):
         problem = error or (None if store is not None else "no results store to keep the run in")
         problem = problem or _start(study, values, store, headers)
         if problem:
@@ -682,7 +701,8 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
     """The whole page of a study: what it measures, parameters and run (progress right under
     Run), the run shown (its lead and tabs), every stored and committed run to pick from."""
     st.title(study.TITLE)
-    st.caption(f"Study `{study.ID}` · seed: {escape(study.SEED)} — {escape(study.SEED_SUMMARY)}")
+    st.caption(f"Study `{study.ID}` · seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))} — "
+               f"{escape(study.SEED_SUMMARY)}")
     store = get_store()
     runs = catalog(store)
     headers = runs.headers(study=study.ID)

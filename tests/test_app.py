@@ -38,7 +38,12 @@ def test_home_loads_and_lists_studies(store):
     at = _page("home.py").run()
     assert not at.exception
     assert "Perf Study Workbench" in at.title[0].value
-    assert any("calibration" in str(df.value) for df in at.dataframe)
+    from workbench.registry import registry
+
+    text = " ".join(m.value for m in at.markdown)
+    for study in registry().values():  # every study by its title, its seed by what it is
+        assert study.TITLE in text and getattr(study, "SEED_TITLE", study.SEED) in text
+    assert ".txt" not in text and "SMT: " not in text
 
 
 def test_runs_page_compares_two_runs(store):

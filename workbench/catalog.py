@@ -312,12 +312,12 @@ def estimate_s(study: ModuleType, params: dict[str, Any], headers: list[Header],
         took = _elapsed_s(h.created_utc, h.finished_utc)
         if took is not None and took > 0:
             rates.append(took / max(study.SPACE.points(h.params), 1))
-    points = f"{n} point{'' if n == 1 else 's'} in the sweep"
     if not rates:
-        return None, f"{points}; no earlier run of this study on this machine to time them by"
+        return None, "none yet: no earlier run of this study on this machine to time it by"
     seconds = sorted(rates)[len(rates) // 2] * n
-    return seconds, (f"about {duration_text(seconds)} ({points}, at the pace of the last {len(rates)} "
-                     f"run{'' if len(rates) == 1 else 's'} of this study here)")
+    return seconds, (f"about {duration_text(seconds)} of measuring, plus a few seconds to start (at the pace "
+                     f"of the last {len(rates)} run{'' if len(rates) == 1 else 's'} of this study here, scaled "
+                     "to this sweep)")
 
 
 class Catalog:

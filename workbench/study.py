@@ -3,8 +3,9 @@
 A study is one package ``studies/<id>/`` (``studies/README.md`` is where a new one starts)
 whose ``__init__.py`` defines:
 
-- ``ID``, ``TITLE``, ``SEED`` (file name of the seed report it reproduces), ``SEED_SUMMARY``
-  (one line), a module docstring stating its question, what it measures and with which clock;
+- ``ID``, ``TITLE``, ``SEED`` (file name of the seed report it reproduces), ``SEED_TITLE`` (the
+  seed by what it is: "IREE issue #24011, ..."), ``SEED_SUMMARY`` (one line), a module docstring
+  stating its question, what it measures and with which clock;
 - ``SPACE``: a :class:`ParamSpace` with at least a ``smoke`` preset (used by the tests) and
   a ``quick`` preset (``--quick`` on the CLI, "quick mode" in the app);
 - ``requires(params) -> str | None``: why the study cannot run here (no GPU, no OpenCL

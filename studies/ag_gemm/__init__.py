@@ -67,6 +67,8 @@ from workbench.untrusted import escape as esc
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
 SEED = "004_7d53943015c21e67.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "ROCm/iris PR #346, a fused all-gather + GEMM kernel"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
 SEED_CLAIMS = _claims.SEED_CLAIMS

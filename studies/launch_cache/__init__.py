@@ -60,6 +60,8 @@ from studies.launch_cache.claims import SEED_CLAIMS  # noqa: F401  (the seed's f
 ID = "launch-cache"
 TITLE = "Launch cache: per-launch scratch allocation vs a locked cache vs a pool"
 SEED = "003_dccaa0ad43ebb428.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "the GCC review of caching nvptx's OpenMP soft-stack block"
 SEED_SUMMARY = ("GCC review of caching libgomp's nvptx soft-stack block between OpenMP kernel launches: "
                 "8 host threads, `time` before/after, lock vs pool of 3.")
 

@@ -50,6 +50,8 @@ from workbench.study import Param, ParamError, ParamSpace, RunContext
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
 SEED = "002_f06ad4ccbb701e5b.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "Ascend CANN's MC² operator tuning case"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
 

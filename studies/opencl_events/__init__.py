@@ -47,6 +47,8 @@ from studies.opencl_events.measure import (DEP_CONDITIONS, TREES, DependencyRuns
 ID = "opencl-events"
 TITLE = "OpenCL event overhead: callbacks, waits and dependencies"
 SEED = "001_5ca36159b3daf8a4.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "Yichao Yu's wiki page OpenCL Event Overhead"
 SEED_SUMMARY = ("Event callbacks cost up to 3x per small kernel on an AMD GPU and ~10 us on Intel; waiting on "
                 "another thread removes most of it; with chains of work and a final map the overhead shrinks.")
 
