@@ -97,12 +97,13 @@ APP_PAGES: dict[str, Any] = {}
 
 def study_link(study_id: str, label: str, run_id: str | None = None) -> None:
     """A link to a study's page (opening on ``run_id``); plain text where the page is not in
-    the navigation (a page run on its own, as in the tests)."""
+    the navigation (a page run on its own, as in the tests). ``label`` is Markdown: untrusted
+    parts escaped by the caller."""
     page = APP_PAGES.get(study_id)
     if page is None:
-        st.markdown(escape(label))
+        st.markdown(label)
         return
-    st.page_link(page, label=escape(label), query_params={"run": run_id} if run_id else None)
+    st.page_link(page, label=label, query_params={"run": run_id} if run_id else None)
 
 
 def catalog(store: Store | None) -> Catalog:
@@ -145,8 +146,28 @@ def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[s
             "All rows: " + escape("; ".join(f"{k} = {v}" for k, v in said.items())) if said else "",
             f"{empty} empty column{'' if empty == 1 else 's'} not shown" if empty else ""])))
     shown, config = _gaps_as_text(shown)
+    config = {**_ci_widths(shown), **config}
     st.dataframe(_styled(shown), hide_index=True, width="stretch", column_config=config,
                  height=min(len(shown), rows) * 35 + 38 if len(shown) else "auto")
+
+
+#: pixels per character of the grid's font, and the widest column a CI may claim
+_CHAR_PX, _MAX_COLUMN_PX = 7.5, 640
+
+
+def _ci_widths(df: pd.DataFrame) -> dict:
+    """Text columns wide enough for their longest value (a figure with its CI, ``0.0066
+    [0.0051, 0.0083]``): the grid cuts a cell at its column's width, and a CI cut in half
+    reads as another number. Text columns with longer values (sentences) keep their size."""
+    out = {}
+    for c in df.columns:
+        if df[c].dtype != object or not len(df):
+            continue
+        longest = max((len(str(v)) for v in df[c] if v is not None), default=0)
+        need = int(max(longest, len(str(c))) * _CHAR_PX + 24)
+        if need > 120 and need <= _MAX_COLUMN_PX:
+            out[c] = st.column_config.Column(width=need)
+    return out
 
 
 def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:

@@ -1,6 +1,8 @@
 """Home: what the workbench is, this machine, its floor, every study and the recent runs, each a
 link to its page."""
 
+import re
+
 import streamlit as st
 
 from pages._ui import catalog, get_store, study_link, this_machine
@@ -55,17 +57,19 @@ for study in registry().values():
     with st.container(border=True):
         a, b = st.columns([2, 3], vertical_alignment="center")
         with a:
-            study_link(study.ID, study.TITLE)
+            study_link(study.ID, f"**{re.split(r'[:(]', study.TITLE)[0].strip()}**")
+            st.caption(escape(study.TITLE))
         b.markdown(f"Seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))}  \n"
-                   + ("Runs here" if not reason else "Cannot run with its defaults here; committed runs shown")
-                   + f" · {len(mine)} run{'' if len(mine) == 1 else 's'} to open")
+                   + ("Runs on this machine" if not reason else "Cannot run with its defaults here; committed runs "
+                      "to open") + f" · {len(mine)} run{'' if len(mine) == 1 else 's'} stored or committed")
 
 st.subheader("Recent runs")
 if store is not None:
     recent = runs.headers(committed=False, limit=10)
     if recent:
         for h in recent:
-            study_link(h.study, f"{h.study}: {h.label or 'defaults'} · {h.machine} · {h.when()} · {h.status}"
-                       + (f" · {h.failed_checks} failed checks" if h.failed_checks else ""), run_id=h.run_id)
+            study_link(h.study, escape(f"{h.study}: {h.label or 'defaults'} · {h.machine} · {h.when()} · {h.status}"
+                                       + (f" · {h.failed_checks} failed checks" if h.failed_checks else "")),
+                       run_id=h.run_id)
     else:
         st.info("No runs stored yet: run a study from its page (sidebar), or see the committed runs on Runs.")
