@@ -238,7 +238,8 @@ def answers_seed(study: ModuleType | None, params: dict[str, Any]) -> bool:
 
 
 def _checked(h: Header) -> bool:
-    return h.status == "complete" and h.variants > 0 and not h.failed_checks
+    """Complete, with every check passed (a plan-only run times nothing and has no variant)."""
+    return h.status == "complete" and not h.failed_checks
 
 
 def headline_run(headers: list[Header], study: ModuleType | None = None) -> Header | None:
