@@ -161,7 +161,7 @@ def _ci_widths(df: pd.DataFrame) -> dict:
     reads as another number. Text columns with longer values (sentences) keep their size."""
     out = {}
     for c in df.columns:
-        if df[c].dtype != object or not len(df):
+        if not (df[c].dtype == object or pd.api.types.is_string_dtype(df[c])) or not len(df):
             continue
         longest = max((len(str(v)) for v in df[c] if v is not None), default=0)
         need = int(max(longest, len(str(c))) * _CHAR_PX + 24)

@@ -451,7 +451,7 @@ def cmd_report(args) -> int:
     suffix = {"issue": "issue.md"}.get(args.format, args.format)
     out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{suffix}"
     try:
-        path = report.write_report(rec, args.format, out)
+        path = report.write_report(rec, args.format, out, full=args.full)
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -594,6 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "and its bundle, executed)")
     s.add_argument("run")
     s.add_argument("--format", choices=["md", "issue", "html", "ipynb"], default="md")
+    s.add_argument("--full", action="store_true",
+                   help="issue format: every table, chart and note that fits in one issue (default: about two screens)")
     s.add_argument("-o", "--output")
 
     s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")
