@@ -296,6 +296,7 @@ def untested_claims(study: ModuleType, values: dict[str, Any]) -> None:
 #: report formats offered on a page: label, file suffix, MIME type
 EXPORTS = {
     "issue": ("GitHub issue (one Markdown file, nothing attached)", "issue.md", "text/markdown"),
+    "issue-full": ("GitHub issue, full (every table, chart and note that fits)", "issue.md", "text/markdown"),
     "md": ("Markdown with PNG charts (.zip)", "zip", "application/zip"),
     "html": ("HTML (one self-contained file)", "html", "text/html"),
     "ipynb": ("Notebook with its bundle, executed (.zip)", "zip", "application/zip"),
@@ -315,8 +316,9 @@ def _export(rec: RunRecord, fmt: str, a: Analysis | None) -> bytes:
     """The report of ``rec`` in ``fmt`` as the bytes of one download."""
     stem = safe_stem(rec.run_id)
     with tempfile.TemporaryDirectory() as tmp:
-        path = report.write_report(rec, fmt, Path(tmp) / f"{stem}.{'issue.md' if fmt == 'issue' else fmt}",
-                                   analysis=a)
+        kind = fmt.removesuffix("-full")
+        path = report.write_report(rec, kind, Path(tmp) / f"{stem}.{EXPORTS[fmt][1] if kind == 'issue' else fmt}",
+                                   analysis=a, full=fmt.endswith("-full"))
         return _zip_dir(Path(tmp)) if EXPORTS[fmt][1] == "zip" else path.read_bytes()
 
 
@@ -333,7 +335,7 @@ def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
     data = st.session_state.get(f"{key}:{fmt}")
     if data is not None:
         st.download_button(f"Download {label}", data, file_name=f"{stem}.{suffix}", mime=mime, key=f"{key}:{fmt}:dl")
-        if fmt == "issue":
+        if fmt.startswith("issue"):
             st.caption(f"{len(data.decode()):,} characters (an issue takes up to {report.ISSUE_LIMIT:,})")
             if st.toggle("Preview (as the issue renders it)", key=f"{key}:preview"):
                 with st.container(border=True):
