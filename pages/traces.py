@@ -160,19 +160,20 @@ def _window(df, key: str) -> tuple[int, int]:
     span = max(t1 - t0, 1)
     unit, scale = ("ms", 1e6) if span >= 5e6 else ("us", 1e3)
     state = st.session_state.setdefault(f"win{key}", (0.0, span / scale))
-    keys = st.columns([1, 1, 1, 1, 3], vertical_alignment="center")
+    left, right = st.columns([2, 3], vertical_alignment="bottom")
+    keys = left.columns(4, vertical_alignment="bottom")
     for col, (label, shortcut, step) in zip(keys, (("Zoom in", "W", "in"), ("Zoom out", "S", "out"),
                                                    ("Earlier", "A", "left"), ("Later", "D", "right"))):
-        if col.button(label, shortcut=shortcut, key=f"{step}{key}", width="stretch"):
+        if col.button(label, shortcut=shortcut, key=f"{step}{key}", width="stretch",
+                      help="Keys W, S, A, D as in Perfetto; the statistics below follow the window. On the chart, "
+                           "Ctrl/Cmd + wheel zooms and a drag pans (a plain wheel scrolls the page)."):
             state = stepped(*state, span / scale, step)
             st.session_state[f"win{key}"] = state
-    keys[4].caption("Keys W, S, A, D as in Perfetto (the statistics follow); on the chart, Ctrl/Cmd + wheel zooms "
-                    "and a drag pans.")
-    with st.form(f"winform{key}", border=False):
+    with right.form(f"winform{key}", border=False):
         c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
         lo = c1.number_input(f"Window from ({unit} since trace start)", 0.0, span / scale, state[0], format="%.3f")
         hi = c2.number_input(f"to ({unit})", 0.0, span / scale, state[1], format="%.3f")
-        apply = c3.form_submit_button("Apply window")
+        apply = c3.form_submit_button("Apply", help="Set the window to these times")
         reset = c4.form_submit_button("Whole trace")
     if reset:
         lo, hi = 0.0, span / scale
