@@ -269,8 +269,8 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, str | None, di
                 with cols[i % 3]:
                     raw[q.name] = _widget(q, defaults[q.name], _widget_key(study, preset, q.name))
     if hidden:
-        st.caption(f"Hidden here, no GPU on this machine: {', '.join(hidden)} (they apply on GPUs only; a run keeps "
-                   "the preset's values).")
+        st.caption(f"{len(hidden)} GPU-only knob{'' if len(hidden) == 1 else 's'} hidden: no GPU on this machine (a "
+                   "run keeps the preset's values).", help=f"Hidden: {', '.join(hidden)}")
     try:
         return validate(study, raw), None, raw
     except ParamError as exc:
@@ -591,6 +591,17 @@ def _eta(job: jobs.Job, fraction: float, estimate: float | None) -> str:
     return f"about {duration_text(left)} left"
 
 
+#: scrolls the progress bar into view when Run left it below the screen (our own constant
+#: script; nothing from a run reaches it)
+_INTO_VIEW = """<script>(() => { let tries = 0; const t = setInterval(() => {
+  const bar = document.querySelector('[data-testid=stProgress]');
+  if (!bar && ++tries < 40) return;
+  clearInterval(t);
+  if (bar) { const r = bar.getBoundingClientRect();
+    if (r.top < 0 || r.bottom + 60 > window.innerHeight) bar.scrollIntoView({block: 'center'}); }
+}, 100); })();</script>"""
+
+
 def _poll_job(study: ModuleType) -> None:
     """The run in progress, right under the Run button: its bar in one unit (the study's
     steps, "3 of 12 points"), elapsed time and time left, Cancel, and each variant's row as
@@ -613,6 +624,9 @@ def _poll_job(study: ModuleType) -> None:
                  _eta(job, fraction, st.session_state.get(f"{study.ID}:estimate")),
                  f"run `{state.run_id}`" if state.run_id else "waiting for the machine"]
         st.progress(fraction, text=f"Running {escape(study.TITLE)}: {escape(message)}")
+        if not st.session_state.get(f"{key}:seen"):  # once per run: bring the bar into view
+            st.session_state[f"{key}:seen"] = True
+            st.html(_INTO_VIEW, unsafe_allow_javascript=True)
         st.caption(" · ".join(p for p in parts if p))
         if job.cancelled is None:
             if st.button("Cancel run (keeps the finished variants)", key=f"{key}:cancel"):
@@ -636,7 +650,7 @@ def _start(study: ModuleType, values: dict[str, Any], store: Store, headers: lis
     refused = study.requires(values)
     if refused:
         return f"Cannot run with these parameters here: {refused}"
-    for k in ("last_error", "notice", "live"):
+    for k in ("last_error", "notice", "live", "job:seen"):
         st.session_state.pop(f"{study.ID}:{k}", None)
     st.session_state[f"{study.ID}:estimate"] = estimate_s(study, values, headers, this_machine()["fingerprint"])[0]
     st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, store_path=store.path,
@@ -733,8 +747,8 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
     if reason:
         # The defaults cannot run here, but other parameters may (e.g. world_size=1 on a one-GPU
         # machine): the form stays reachable and every submission is checked again.
-        st.warning(f"With its default parameters this study cannot run on this machine: {escape(reason)}\n\n"
-                   "Stored and committed results are shown below.")
+        st.warning(f"With its default parameters this study cannot run on this machine: {escape(reason)}. Stored "
+                   "and committed results are shown below.")
     with st.expander("What this study measures"):
         st.markdown(study.__doc__ or "")
     running = st.session_state.get(f"{study.ID}:job") is not None

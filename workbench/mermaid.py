@@ -60,8 +60,8 @@ def _series_values(d: pd.DataFrame, x: str, y: str, series: str | None, xs: list
         if all(v in by_x for v in xs):
             rows.append((name, [float(by_x[v]) for v in xs]))
         else:
-            partial.append(f"{escape(name)}: " + ", ".join(f"{_num(float(by_x[v]))} at {escape(x)}={escape(_text(v))}"
-                                                          for v in xs if v in by_x))
+            partial.append(f"{escape(name)}: " + ", ".join(f"{_num(float(v))} at {escape(x)}={escape(_text(k))}"
+                                                          for k, v in by_x.items()))
     return rows, partial
 
 
@@ -116,6 +116,11 @@ def xychart(table: pd.DataFrame, x: str, y: str, series: str | None = None, titl
         xs = sorted(xs, key=float)
     except (TypeError, ValueError):
         pass
+    if series:  # the x axis of the fullest series: one with a point of its own (a model floor) is told in words
+        widest = d.groupby(series)[x].nunique().max()
+        full = d.groupby(series)[x].transform("nunique") == widest
+        keep = set(d.loc[full, x])
+        xs = [v for v in xs if v in keep]
     if len(xs) > MAX_POINTS or (series and d[series].nunique() > MAX_SERIES):
         return None
     rows, partial = _series_values(d, x, y, series, xs)
@@ -164,12 +169,16 @@ def _field(enc: dict, channel: str) -> str | None:
     return ch.get("field") if isinstance(ch, dict) else None
 
 
+#: the columns that say where a row's figure comes from, as :mod:`workbench.charts` and the
+#: studies label their reference layers ("seed (<machine>)", "seed")
+SOURCE_COLUMNS = ("source", "_src")
+
+
 def _is_seed(df: pd.DataFrame) -> pd.Series:
-    """Rows that are the seed's figures: a text column says so (``source`` = "seed (<machine>)",
-    ``_src`` = "seed"), as :mod:`workbench.charts` and the studies label their reference layers."""
+    """Rows that are the seed's figures: their source column says so."""
     mark = pd.Series(False, index=df.index)
-    for col in df.columns:
-        if df[col].dtype == object or pd.api.types.is_string_dtype(df[col]):
+    for col in SOURCE_COLUMNS:
+        if col in df.columns:
             mark |= df[col].map(lambda v: isinstance(v, str) and v.lower().startswith("seed")).astype(bool)
     return mark
 
@@ -209,8 +218,11 @@ def chart_data(chart) -> tuple[pd.DataFrame, str, str, str | None, str, str, str
             continue
         series = _field(enc, "color")
         series = series if series in df.columns else None
+        # other encodings that split the points into series (measured vs predicted as shapes)
         seed_rows = [df[_is_seed(df)]]
         df = df[~_is_seed(df)]
+        splits = [f for f in (_field(enc, c) for c in ("shape", "strokeDash", "detail")) if f in df.columns
+                  and f != series and df[f].nunique() > 1]
         for other in units:  # the seed's layers on the same axes, from their own data
             oname = (other.get("data") or {}).get("name")
             oenc = other.get("encoding", {})
@@ -220,13 +232,13 @@ def chart_data(chart) -> tuple[pd.DataFrame, str, str, str | None, str, str, str
         seeds = pd.concat([r for r in seed_rows if len(r)], ignore_index=True) if any(len(r) for r in seed_rows) \
             else pd.DataFrame(columns=df.columns)
         seeds = seeds.drop_duplicates(subset=[c for c in (x, y, series) if c and c in seeds.columns])
-        live_name = (df[facet_field].astype(str) + " " if facet_field and facet_field in df.columns else "") + \
-            (df[series].astype(str) if series else "")
-        df = df.assign(_series=live_name if (series or facet_field) else "live")
+        parts = ([facet_field] if facet_field and facet_field in df.columns else []) + ([series] if series else []) + splits
+        live_name = df[parts].astype(str).agg(" ".join, axis=1) if parts else "live"
+        df = df.assign(_series=live_name)
         if len(seeds):
             seeds = seeds.assign(_series=[_seed_name(r, series) for r in seeds.to_dict("records")])
             df = pd.concat([df, seeds[[x, y, "_series"]]], ignore_index=True)
-        has_series = bool(series or facet_field or len(seeds))
+        has_series = bool(parts or len(seeds))
         y_title = enc["y"].get("title") if isinstance(enc["y"].get("title"), str) else y
         return df, x, y, "_series" if has_series else None, mark, str(title or ""), y_title
     return None
