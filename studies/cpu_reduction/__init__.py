@@ -152,7 +152,7 @@ SPACE = ParamSpace(
     headline=("n", "chunks", "workers", "providers", "experiments", "repeat"),
     purposes={
         "smoke": "the tests' run: N=16K, one worker, two chunkings; seconds, and nothing of the seed's N=1M",
-        "quick": "the seed's N=1M at 1 and every worker, c=1, 2, 8, fewer samples: a few minutes on 2 cores",
+        "quick": "the seed's N=1M at 1 and every worker, c=1, 2, 8, fewer samples",
         "many-core": "the committed many-core run: c=1-16 at 1-16 workers, every experiment but the profiles",
         "many-core-phases": "the committed profiles: c=2 and the aligned c=8 at 8 and 16 workers (IREE's tools)",
     },

@@ -124,7 +124,7 @@ SPACE = ParamSpace(
     headline=("target", "policies", "threads", "launches", "scratch_bytes", "repeat"),
     gpu_only=("blocks", "sync"),
     purposes={"smoke": "the tests' run: 2 threads, 200 launches of a 4 MiB block; seconds",
-              "quick": "the seed's 8 threads and 50 MB blocks, 4,096 launches: about a minute on a CPU"},
+              "quick": "the seed's 8 threads and 50 MB blocks, 4,096 launches"},
     renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
 )
 

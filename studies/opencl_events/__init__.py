@@ -91,7 +91,7 @@ SPACE = ParamSpace(
     },
     headline=("experiment", "sizes", "reps", "measurements", "platform", "combos"),
     purposes={"smoke": "the tests' run: 2 sizes, 3 callback combinations, a Python callback; seconds",
-              "quick": "3 sizes (4 KiB-1 MiB), every callback combination, fewer runs: about a minute on PoCL"},
+              "quick": "3 sizes (4 KiB-1 MiB), every callback combination, fewer runs"},
 )
 
 SEED_FIGURES = {
