@@ -696,14 +696,20 @@ def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     return by_id[choice]
 
 
-@st.cache_resource(max_entries=8, show_spinner="comparing the runs...")
-def _comparison(key_a: tuple, key_b: tuple, _a: RunRecord, _b: RunRecord, _history: tuple) -> dict:
-    """The A/B comparison of two runs, once per pair of run states (it bootstraps every
-    common variant)."""
-    return compare.compare_runs(_a, _b, _history)
+@st.cache_resource(max_entries=16, show_spinner="comparing the runs...")
+def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a: RunRecord, _b: RunRecord, _runs: Catalog) -> dict:
+    """The A/B comparison, once per pair of run states and number of runs (A/A runs among
+    them change the verdicts); it bootstraps every common variant."""
+    return compare.compare_runs(_a, _b, compare.history(_a, _b, _runs.store, _runs.committed(_a.study)))
 
 
-def show_comparison(cmp: dict, key: str) -> None:
+def comparison(a: RunRecord, b: RunRecord, runs: Catalog, n_runs: int) -> dict:
+    """B against A (:func:`workbench.compare.compare_runs`), with the A/A runs of the store and
+    the committed bundles; ``n_runs``: how many runs there are (a new one may be an A/A pair)."""
+    return _comparison(run_key(a), run_key(b), n_runs, a, b, runs)
+
+
+def show_comparison(cmp: dict) -> None:
     """An A/B comparison: its forest plot of B/A per variant with CIs, then the verdict and
     the tables (:func:`workbench.compare.markdown`)."""
     forest = compare.forest_table(cmp)
@@ -714,8 +720,7 @@ def show_comparison(cmp: dict, key: str) -> None:
     st.markdown(compare.markdown(cmp, level=4, reproduce=False))
 
 
-def compare_with(study: ModuleType, runs: Catalog, store: Store | None, header: Header, headers: list[Header],
-                 slot) -> None:
+def compare_with(study: ModuleType, runs: Catalog, header: Header, headers: list[Header], slot) -> None:
     """"Compare with...": another run of this study against the one shown (A), as an A/B
     forest plot below the run's buttons (``slot``)."""
     others = [h.run_id for h in headers if h.run_id != header.run_id]
@@ -728,8 +733,7 @@ def compare_with(study: ModuleType, runs: Catalog, store: Store | None, header: 
     a, b = runs.load(header.run_id), runs.load(other)
     with slot.expander(f"A/B: {names[other]} (B) against the run shown (A)", expanded=True):
         try:
-            history = tuple(compare.history(a, b, store, runs.committed(study.ID)))
-            show_comparison(_comparison(run_key(a), run_key(b), a, b, history), key=f"{study.ID}:cmp")
+            show_comparison(comparison(a, b, runs, len(headers)))
         except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
             st.error(f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}")
 
@@ -782,5 +786,5 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
             manage_run(store, header, key=f"{study.ID}:manage:{header.run_id}")
         slot = st.container()
         with c2:
-            compare_with(study, runs, store, header, headers, slot)
+            compare_with(study, runs, header, headers, slot)
         show_run(study, rec, extras=extras, key=study.ID, extras_tab=extras_tab)

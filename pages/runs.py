@@ -4,20 +4,13 @@ import a bundle, A/B-compare two runs, tag, annotate, delete and export one."""
 import pandas as pd
 import streamlit as st
 
-from pages._ui import catalog, downloads, get_store, manage_run, run_key, show_comparison, show_table
+from pages._ui import catalog, comparison, downloads, get_store, manage_run, run_key, show_comparison, show_table
 from workbench import compare
 from workbench.catalog import titles
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
 from workbench.registry import registry
 from workbench.untrusted import escape, safe_stem
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a, _b) -> dict:
-    """The A/B comparison, once per pair of run states and number of runs (A/A runs among
-    them change the verdicts); it bootstraps every common variant."""
-    return compare.compare_runs(_a, _b, compare.history(_a, _b, store, runs.committed(_a.study)))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -117,11 +110,11 @@ with tab_ab:
         st.stop()
     a, b = load(a_id), load(b_id)
     try:
-        cmp = _comparison(run_key(a), run_key(b), len(headers), a, b)
+        cmp = comparison(a, b, runs, len(headers))
     except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
         st.error(f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}")
         st.stop()
-    show_comparison(cmp, key="runs:ab")
+    show_comparison(cmp)
     with st.expander("Reproduce A and B"):
         st.code(f"# A\n{cmp['reproduce_a']}\n# B\n{cmp['reproduce_b']}", language="sh")
     st.download_button("Download comparison (Markdown)", compare.markdown(cmp),

@@ -249,3 +249,16 @@ def test_home_states_this_machines_floor_with_its_ci(store):
     at = _page("home.py").run()
     floor = next(m.value for m in at.markdown if m.value.startswith("**Floor on this machine**"))
     assert "empty-call 32 ns (95% CI" in floor and "forkjoin/w1 42 us" in floor and "perf-counter" not in floor
+
+
+def test_compare_with_draws_the_forest_plot_of_another_run_of_the_study(store):
+    _canned(store, "20260101-000000-calibration-aaaaaa")
+    _canned(store, "20260101-000001-calibration-bbbbbb", samples=(20.0, 21.0, 22.0, 23.0, 24.0))
+    at = _study("calibration").run()
+    picker = next(s for s in at.selectbox if s.label == "Compare with...")
+    picker.select_index(0).run()
+    assert not at.exception and not at.error
+    assert any("A/B:" in m.value for m in at.markdown)
+    box = next(e for e in at.expander if e.label.startswith("A/B:"))
+    drawn = [c for c in box.children.values() if getattr(c, "type", "") == "vega_lite_chart"]
+    assert drawn and "B / A per variant" in drawn[0].proto.spec, "no forest plot"
