@@ -22,6 +22,7 @@ or failed-check run only when there is nothing else.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections import Counter
@@ -282,8 +283,6 @@ ESTIMATE_RUNS = 5
 
 def _elapsed_s(start: str, end: str) -> float | None:
     """Seconds between two stored UTC times (``2026-11-24T04:15:15Z``), or None."""
-    import datetime as dt
-
     try:
         return (dt.datetime.fromisoformat(end.replace("Z", "+00:00"))
                 - dt.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()

@@ -233,7 +233,7 @@ def chart_data(chart) -> tuple[pd.DataFrame, str, str, str | None, str, str, str
             else pd.DataFrame(columns=df.columns)
         seeds = seeds.drop_duplicates(subset=[c for c in (x, y, series) if c and c in seeds.columns])
         parts = ([facet_field] if facet_field and facet_field in df.columns else []) + ([series] if series else []) + splits
-        live_name = df[parts].astype(str).agg(" ".join, axis=1) if parts else "live"
+        live_name = [" ".join(str(v) for v in row) for row in df[parts].itertuples(index=False)] if parts else "live"
         df = df.assign(_series=live_name)
         if len(seeds):
             seeds = seeds.assign(_series=[_seed_name(r, series) for r in seeds.to_dict("records")])
