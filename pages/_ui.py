@@ -256,7 +256,7 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, str | None, di
     defaults = space.defaults(preset)
     hidden = [] if has_gpu() else [n for n in space.gpu_only]
     first = [space[n] for n in space.headline] if space.headline else list(space.params)
-    rest = [q for q in space.params if q.name not in {p.name for p in first} and q.name not in hidden]
+    rest = [space[n] for n in space.advanced if n not in hidden] if space.headline else []
     raw = {n: defaults[n] for n in hidden}
     cols = st.columns(3)
     for i, q in enumerate(q for q in first if q.name not in hidden):

@@ -7,7 +7,7 @@ whose ``__init__.py`` defines:
   seed by what it is: "IREE issue #24011, ..."), ``SEED_SUMMARY`` (one line), a module docstring
   stating its question, what it measures and with which clock;
 - ``SPACE``: a :class:`ParamSpace` with at least a ``smoke`` preset (used by the tests) and
-  a ``quick`` preset (``--quick`` on the CLI, "quick mode" in the app);
+  a ``quick`` preset (``--quick`` on the CLI, the preset a page's form starts from);
 - ``requires(params) -> str | None``: why the study cannot run here (no GPU, no OpenCL
   platform), with how to get it, or None;
 - ``run(params, ctx: RunContext) -> dict``: measures, checks every kernel's output against a
@@ -242,8 +242,8 @@ class ParamSpace:
 
     def points(self, values: dict[str, Any]) -> int:
         """The size of the sweep ``values`` declare: the product of the lengths of the
-        multi-valued parameters (a measure of a run's work for :func:`estimate_s`, not a
-        count of its variants)."""
+        multi-valued parameters (a measure of a run's work for
+        :func:`workbench.catalog.estimate_s`, not a count of its variants)."""
         return math.prod(len(values[p.name]) for p in self.params if p.multi and isinstance(values.get(p.name), list))
 
     def __getitem__(self, name: str) -> Param:
