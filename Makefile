@@ -4,14 +4,16 @@ VENV ?= .venv
 PORT ?= 8501
 HOST ?= 127.0.0.1
 # The CPU build of torch: pinning it first stops pip from pulling a CUDA build (several GB)
-# to satisfy requirements.txt's range. On a GPU node, set TORCH_SPEC= to keep the node's torch.
+# to satisfy pyproject.toml's range. On a GPU node, set TORCH_SPEC= to keep the node's torch.
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: run test install bench screenshots notebooks clean-venv
 
-$(STAMP): requirements.txt
+# requirements.txt is `-e .[test]`: the project from pyproject.toml (dependencies, the `workbench`
+# command), editable, so the app and the tests run from this checkout.
+$(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@if [ -n "$(TORCH_SPEC)" ] && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
 		$(BIN)/pip install -q "$(TORCH_SPEC)"; fi
@@ -32,7 +34,7 @@ notebooks: $(STAMP)
 
 # Refresh the screenshots of the README and docs/ from the browser tests.
 screenshots: $(STAMP)
-	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/test_e2e_browser.py
+	WORKBENCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q tests/e2e/test_browser.py tests/e2e/test_jupyter.py
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

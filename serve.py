@@ -23,7 +23,13 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from streamlit import config
 from streamlit.runtime.pages_manager import PagesManager
 
-# app.py always runs and declares the pages itself (st.navigation); see the docstring.
+# app.py always runs and declares the pages itself (st.navigation); see the docstring. No public
+# setting does this in Streamlit 1.67: PagesManager decides "pages/ beside the main script means
+# the old multipage mode" when its first instance is made, and only st.navigation() resets it,
+# which a cold server's first request to /traces never reaches (client.showSidebarNavigation
+# hides the sidebar but still runs pages/traces.py alone). The folder keeps its name (pages/ is
+# one of the product's fixed top-level folders), so the class attribute is set before any
+# session starts; tests/pages/test_serve.py fails when Streamlit renames or drops it.
 PagesManager.uses_pages_directory = False
 
 

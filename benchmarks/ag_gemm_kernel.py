@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.ag_gemm as study  # noqa: E402
 from studies.ag_gemm import kernelbench  # noqa: E402
+from studies.ag_gemm.report import escape_headline  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
@@ -44,7 +45,7 @@ def show(rec) -> bool:
         print(f"\n{kernelbench.verdict(table)}")
     if "kernel_experiments" in tbls:
         print("\n" + kernelbench.format_experiments(tbls["kernel_experiments"]))
-        print("\n" + study.escape_headline(tbls["derived"], ("barrier", "layout", "failures")))
+        print("\n" + escape_headline(tbls["derived"], ("barrier", "layout", "failures")))
     failed = [v for v in rec.variants if not v.correct]
     for v in failed:
         print(f"FAILED CHECK {v.variant}: {v.check}")

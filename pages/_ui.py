@@ -21,7 +21,6 @@ import io
 import json
 import re
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +31,8 @@ import streamlit as st
 
 from workbench import charts as wbcharts
 from workbench import claims as wbclaims
-from workbench import compare, jobs, report
+from workbench import comparison as compare
+from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
 from workbench import env as wbenv
@@ -429,6 +429,7 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         st.warning(f"This run is {escape(rec.status)}." + (f" {escape(rec.error.splitlines()[0])}"
                                                            if rec.error and rec.error.strip() else ""))
     st.markdown(f"**Verdict:** {a.verdict}")
+    st.caption(escape(a.levels))
     failed = [v for v in rec.variants if not v.correct]
     if failed:
         st.error("Correctness check FAILED (times not counted): " +
@@ -444,6 +445,9 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
             st.markdown(md_table(shown[["claim", "why", "seed's claim"]]))
+    group = rec.outputs.get("run_group") if isinstance(rec.outputs, dict) else None
+    if isinstance(group, dict) and isinstance(group.get("id"), str):
+        _show_group(study, rec, group["id"])
     key_table, key_chart = report.key_names(a, charts)
     if key_table:
         st.markdown(f"**{escape(key_table)}**")
@@ -501,6 +505,29 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     if tabs["Share"].open:
         with tabs["Share"]:
             downloads(rec, key=f"{key}:{rec.run_id}", a=a)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _group_markdown(run_ids: tuple[str, ...], _records: tuple, _study: ModuleType) -> str:
+    from workbench import across
+
+    return across.markdown(across.summary([analyse(r, _study) for r in _records]))
+
+
+def _show_group(study: ModuleType, rec: RunRecord, group_id: str) -> None:
+    """A run of a ``--repeat-runs`` group: each derived number per run and across the group's
+    runs, the claims judged across them (:mod:`workbench.across`), in an expander."""
+    store = get_store()
+    if store is None:
+        return
+    same = [h["run_id"] for h in store.runs(study=study.ID, limit=200) if h["params"] == rec.params]
+    runs = [r for r in (store.load(i, attachments=False) for i in same)
+            if isinstance(r.outputs.get("run_group"), dict) and r.outputs["run_group"].get("id") == group_id]
+    if len(runs) < 2:
+        return
+    runs.sort(key=lambda r: r.created_utc)
+    with st.expander(f"Across the {len(runs)} runs of this run group (the run-to-run level)"):
+        st.markdown(_group_markdown(tuple(r.run_id for r in runs), tuple(runs), study))
 
 
 def seed_figures(study: ModuleType) -> None:
@@ -704,14 +731,14 @@ def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a: RunRecord, _b: RunR
 
 
 def comparison(a: RunRecord, b: RunRecord, runs: Catalog, n_runs: int) -> dict:
-    """B against A (:func:`workbench.compare.compare_runs`), with the A/A runs of the store and
+    """B against A (:func:`workbench.comparison.compare_runs`), with the A/A runs of the store and
     the committed bundles; ``n_runs``: how many runs there are (a new one may be an A/A pair)."""
     return _comparison(run_key(a), run_key(b), n_runs, a, b, runs)
 
 
 def show_comparison(cmp: dict) -> None:
     """An A/B comparison: its forest plot of B/A per variant with CIs, then the verdict and
-    the tables (:func:`workbench.compare.markdown`)."""
+    the tables (:func:`workbench.comparison.markdown`)."""
     forest = compare.forest_table(cmp)
     if forest["ratio"].notna().any():
         show_chart(wbcharts.forest(forest))

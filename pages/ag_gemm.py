@@ -2,6 +2,7 @@
 import streamlit as st
 
 import studies.ag_gemm as study
+from studies.ag_gemm.analysis import TRACE_KINDS, attachment_spans, merged_ranks, rank_groups
 from pages._ui import study_page
 from workbench.traces import TraceError, charts
 from workbench.traces.ranks import RankError
@@ -13,22 +14,30 @@ ALL_RANKS = " (every rank, aligned)"
 @st.cache_data(max_entries=8, show_spinner="reading trace...")
 def _spans(run_id: str, name: str, kind: str, _data: bytes):
     # keyed by run and attachment name: hashing the bytes on every rerun would cost more than it saves
-    return study.attachment_spans(name, kind, _data)
+    return attachment_spans(name, kind, _data)
 
 
 @st.cache_data(max_entries=4, show_spinner="reading every rank's trace...")
 def _ranks(run_id: str, stem: str, _rec):
-    return study.merged_ranks(_rec, stem)
+    return merged_ranks(_rec, stem)
 
 
 def page_extras(record, tables) -> None:
     """Any attached trace of the run as a timeline, on demand: one rank's (per-program records
     of the fused kernel, one lane per SM; torch.profiler traces of each provider), or every
     rank's of one provider merged, clocks aligned, lanes grouped by rank."""
-    traces = {name: (kind, data) for name, kind, data in record.attachments if kind in study.TRACE_KINDS}
+    traces = {name: (kind, data) for name, kind, data in record.attachments if kind in TRACE_KINDS}
     if not traces:
         return
-    groups = study.rank_groups(record)
+    overlap = tables.get("program_overlap") if tables else None
+    if overlap is not None and len(overlap):
+        st.subheader("The fused kernel's own overlap")
+        st.caption("From the hbm-buffer kernel's per-program records: fetch rows are communication, GEMM rows "
+                   "computation, unions over SMs. Hidden: the share of the fetch time during which some SM computed.")
+        best = overlap.loc[overlap["kernel_us"].idxmax()]
+        st.metric(f"fetch time hidden under GEMM ({escape(best['trace'])})", f"{best['fetch_hidden_pct']:.1f}%")
+        st.dataframe(overlap, hide_index=True, width="stretch")
+    groups = rank_groups(record)
     st.subheader("Traces attached to this run")
     name = st.selectbox("Trace", ["(none)"] + [g + ALL_RANKS for g in groups] + list(traces),
                         key=f"{study.ID}:trace:{record.run_id}",

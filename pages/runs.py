@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._ui import catalog, comparison, downloads, get_store, manage_run, run_key, show_comparison, show_table
-from workbench import compare
+from workbench import comparison as compare
 from workbench.catalog import titles
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle

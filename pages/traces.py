@@ -1,5 +1,6 @@
-"""Traces page: open traces (upload or from traces/), see the timeline, phases, statistics,
-several ranks aligned, and the difference between two traces.
+"""Traces page: open traces (upload or from traces/), see the GPU-time breakdown and overlap
+per rank, the timeline, phases, statistics, several ranks aligned, and the difference between
+two traces.
 
 Thin on purpose: every number comes from ``workbench.traces`` (the same functions the
 ``python -m workbench trace`` CLI uses). Uploads are untrusted: each is written under a
@@ -22,7 +23,7 @@ import streamlit as st
 from workbench import traces
 from workbench.stats import fmt_ns
 from workbench.untrusted import escape
-from workbench.traces import TraceError, analysis, charts, diff, export, load, phases, ranks
+from workbench.traces import TraceError, analysis, charts, diff, export, load, overlap, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
 MAX_UPLOAD_MB = 200
@@ -240,6 +241,46 @@ def _ranks(df, meta) -> None:
         st.dataframe(ranks.rank_name_stats(df), hide_index=True, width="stretch")
 
 
+@st.cache_data(show_spinner="breaking GPU time down...", max_entries=6)
+def _gpu_tables(key: str, comm: str, _df):
+    return overlap.summary(_df, comm=comm or None), overlap.state_spans(_df, comm=comm or None)
+
+
+def _gpu_time(df, name: str, tkey: str) -> str:
+    """The GPU-time breakdown and overlap per rank; returns the communication pattern typed
+    (the comparison below uses it too)."""
+    if not overlap.has_gpu_work(df):
+        return ""
+    st.subheader("GPU time: breakdown and overlap")
+    c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+    comm = c1.text_input("Also communication: kernels whose names match (regular expression, before the built-in "
+                         "NCCL/RCCL/MSCCL, symmetric-memory and peer-copy rules)", key=f"comm{tkey}",
+                         placeholder="e.g. deep_ep::|dispatch|combine", help="the CLI's --comm")
+    try:
+        tables, band = _gpu_tables(name, comm, df)
+    except overlap.OverlapError as exc:
+        st.error(_md(exc))
+        return ""
+    c2.download_button("Markdown (for an issue)", partial(overlap.markdown, tables), file_name="gpu-time.md",
+                       mime="text/markdown", key=f"gpumd{tkey}")
+    for line in overlap.headlines(tables):
+        st.markdown(f"- {_md(line)}")
+    # tabs: the page's default view stays short; the figures are one click away
+    per_rank, over_time, details = st.tabs(["Per rank", "Over time", "Definitions and tables"])
+    per_rank.altair_chart(charts.breakdown_bars(tables["states"]), width="stretch")
+    over_time.altair_chart(charts.overlap_band(band), width="stretch")
+    shown = overlap.display(tables)
+    with details:
+        st.caption(_md(overlap.DEFINITIONS))
+        st.dataframe(shown["breakdown"], hide_index=True, width="stretch")
+        if len(shown["step_summary"]):
+            st.markdown("Per step: median over steps, 95% bootstrap CI over the steps of this run (not between runs)")
+            st.dataframe(shown["step_summary"], hide_index=True, width="stretch")
+        st.dataframe(shown["states"], hide_index=True, width="stretch")
+        st.dataframe(shown["top_kernels"], hide_index=True, width="stretch")
+    return comm
+
+
 def _lane_filter(df, tkey: str):
     """Lanes to show: a regular expression over lane names (and ranks for a multi-rank trace)."""
     c1, c2 = st.columns([3, 2])
@@ -257,7 +298,7 @@ def _lane_filter(df, tkey: str):
     return view, (pattern, tuple(sorted(view["rank"].dropna().unique().tolist())))
 
 
-def _compare(df, name: str) -> None:
+def _compare(df, name: str, comm: str = "") -> None:
     with st.expander("Compare with another trace (trace diff)"):
         src = st.radio("Other trace (b)", ["an example in traces/", "a file to upload"], horizontal=True, key="cmp_src")
         try:
@@ -280,6 +321,15 @@ def _compare(df, name: str) -> None:
         except diff.DiffError as exc:
             st.info(f"Nothing to compare: {_md(exc)}")
             return
+        if overlap.has_gpu_work(df) and overlap.has_gpu_work(df_b):
+            try:
+                gpu = _gpu_diff(name, other, comm, df, df_b)
+            except (diff.DiffError, overlap.OverlapError) as exc:
+                st.info(f"GPU time not compared: {_md(exc)}")
+            else:
+                st.markdown("GPU time per rank, b against a (Δ = b - a; medians over steps with 95% bootstrap CIs over "
+                            "steps where both traces have steps)")
+                st.dataframe(diff.gpu_time_display(gpu), hide_index=True, width="stretch")
         st.markdown(_md(diff.headline(table, labels=("a", "b"))))
         st.caption("a: the trace above; b: the one picked here. Δ = b - a. A verdict needs the adjusted p-value "
                    "below 5% and a CI of the median difference that excludes 0.")
@@ -289,6 +339,11 @@ def _compare(df, name: str) -> None:
 @st.cache_data(show_spinner="comparing...", max_entries=4)
 def _diff(name_a: str, name_b: str, _a, _b):
     return diff.diff(_a, _b)
+
+
+@st.cache_data(show_spinner="comparing GPU time...", max_entries=4)
+def _gpu_diff(name_a: str, name_b: str, comm: str, _a, _b):
+    return diff.gpu_time_diff(_a, _b, comm=comm or None)
 
 
 def _section(what: str, fn, *args):
@@ -335,7 +390,7 @@ def _statistics(title: str, tkey: str, key: tuple, view, s: int, e: int) -> None
 
 def main() -> None:
     st.title("Traces")
-    st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV, Nsight Systems "
+    st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV and JSON, Nsight Systems "
                "SQLite and Perfetto traces; several files are the ranks of one run, aligned. Lanes keep the "
                "source's order.")
     picked = _pick()
@@ -359,11 +414,16 @@ def main() -> None:
     if doc["span_count"] == 0:
         st.info("This trace has no spans (only instants): nothing to draw or summarise.")
         return
+    comm = _section("The GPU-time breakdown", _gpu_time, df, name, tkey) or ""
     shown = _section("The timeline", _timeline, df, name, title, tkey)
-    _section("The phase breakdown", _phases, df, meta)
+    # below the timeline, one part at a time (the default view stays about three screens)
+    stats_tab, phases_tab = st.tabs(["Statistics (window)", "Phases"])
+    with phases_tab:
+        _section("The phase breakdown", _phases, df, meta)
     if shown is not None:
-        _section("The statistics", _statistics, title, tkey, *shown)
-    _section("The comparison", _compare, df, name)
+        with stats_tab:
+            _section("The statistics", _statistics, title, tkey, *shown)
+    _section("The comparison", _compare, df, name, comm)
 
 
 main()

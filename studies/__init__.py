@@ -1,1 +1,2 @@
-"""Study modules: one module per study (see ``workbench.study`` for the seam)."""
+"""The studies: one package per study, laid out alike (``studies/README.md``); the workbench
+finds them through :mod:`workbench.registry`."""

@@ -18,6 +18,8 @@ measurement.
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib.util
 import os
 import threading
@@ -26,9 +28,8 @@ import time
 import pandas as pd
 
 from workbench import derived, harness, stats, tables
-from workbench.record import RunRecord
-from workbench.record import VariantResult
-from workbench.study import Param, ParamSpace, RunContext, expand
+from workbench.record import RunRecord, VariantResult
+from workbench.study import Param, ParamError, ParamSpace, RunContext, expand
 from workbench.untrusted import escape
 
 ID = "calibration"
@@ -65,8 +66,6 @@ def requires(params) -> str | None:
 
 
 def validate(params) -> None:
-    from workbench.study import ParamError
-
     if params["threads"] > 4 * (os.cpu_count() or 1):
         raise ParamError("threads", f"{params['threads']} is more than 4x the {os.cpu_count()} CPUs here")
 
@@ -117,17 +116,30 @@ def _grid(params) -> list[dict]:
 
 def run(params, ctx: RunContext) -> dict:
     grid = _grid(params)
-    steps = ctx.steps(len(grid))
+    steps = ctx.steps(2 * len(grid))
     res_ns = float("nan")
     for point in grid:
         what = point["provider"] + (f" with {point['threads']} threads" if "threads" in point else "")
         steps.say(what)
         if point["provider"] == "perf-counter":
             res_ns = harness.clock_resolution_ns()
-        ctx.record(_measure(point, params["repeat"], res_ns))
+        ctx.record(_in_block(_measure(point, params["repeat"], res_ns), ctx.block()))
         steps.tick(f"{what}: done")
+    # the A/A null controls: every probe again, in reverse order (ABBA over the run), each in a
+    # block of its own: their spread is the run's drift between blocks
+    for point in reversed(grid):
+        twin = _measure(point, params["repeat"], res_ns)
+        twin.variant, twin.params = f"aa:{twin.variant}", {**point, "twin_of": twin.variant}
+        ctx.record(_in_block(twin, ctx.block()))
+        steps.tick(f"{twin.variant}: done")
     ctx.progress(1.0, "done")
     return {"clock_resolution_ns": res_ns}
+
+
+def _in_block(v: VariantResult, block: int) -> VariantResult:
+    """A variant timed alone: all its samples in one block of the run."""
+    v.blocks = [block] * len(v.samples_ns)
+    return v
 
 
 def _measure(point: dict, repeat: int, res_ns: float) -> VariantResult:
@@ -168,6 +180,9 @@ _OLD_KINDS = {"harness": "empty-call", "clock": "perf-counter", "torch": "torch-
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    drift, nulls = derived.null_controls(derived.RunSamples(rec).twins("again (reverse order) / first"),
+                                         "every probe timed again in reverse order (aa: variants)")
+    rec = dataclasses.replace(rec, variants=[v for v in rec.variants if not v.params.get("twin_of")])
     df = tables.variants_table(rec)
     if "provider" not in df and "kind" in df:
         df = df.rename(columns={"kind": "provider"}).replace({"provider": _OLD_KINDS})
@@ -176,22 +191,25 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     # results table); the numbers stay for the charts and the verdict
     shown = tables.results_display(df)[["variant", "median", "95% CI", "IQR/median"]]
     shown.insert(1, "threads", df["threads"].astype("Int64") if "threads" in df else pd.NA)
-    return {"floors": shown, "_floors": df, "forkjoin": forkjoin, "derived": _derived(rec)}
+    return {"floors": shown, "_floors": df, "forkjoin": forkjoin, "derived": _derived(rec, drift),
+            **derived.level_tables(drift, nulls)}
 
 
-def _derived(rec: RunRecord) -> pd.DataFrame:
+def _derived(rec: RunRecord, drift: derived.Drift) -> pd.DataFrame:
     """What torch dispatch adds to an empty call, and what each thread count adds to a fork/join
-    round trip of one thread; unpaired (the variants ran one after the other)."""
+    round trip of one thread; unpaired (the variants ran one after the other: two blocks, with
+    the run's drift)."""
     samples = {v.variant: v.samples_ns for v in rec.valid_variants()}
     items = []
     if {"empty-call", "torch-dispatch"} <= set(samples):
         items.append(derived.difference(samples["empty-call"], samples["torch-dispatch"],
-                                        "torch dispatch minus an empty call", "us", scale=1e-3, physical_min=0.0))
+                                        "torch dispatch minus an empty call", "us", scale=1e-3, physical_min=0.0,
+                                        drift=drift))
     threads = sorted(int(name.split("/w")[1]) for name in samples if name.startswith("forkjoin/w"))
     if 1 in threads:
         for n in threads[1:]:
             items.append(derived.difference(samples["forkjoin/w1"], samples[f"forkjoin/w{n}"],
-                                            f"fork/join with {n} threads minus with 1", "us", scale=1e-3))
+                                            f"fork/join with {n} threads minus with 1", "us", scale=1e-3, drift=drift))
     return derived.derived_table(items)
 
 

@@ -1,12 +1,20 @@
-"""``python -m workbench``: the command-line interface (see workbench.cli)."""
+"""``python -m workbench`` and the ``workbench`` console script: the command-line interface
+(see workbench.cli)."""
 
 import os
 import sys
 
 from .cli import main
 
-try:
-    sys.exit(main())
-except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.exit(0)
+
+def console() -> int:
+    """The CLI's exit code; a reader that closed the pipe (``... | head``) is not an error of ours."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(console())

@@ -5,18 +5,12 @@ tables: the per-variant results table, the verdict, the claims table (the seed's
 checked on this run) and the "run disturbed" lines (load and CPU clock during the run). The
 page (cached per run state), the CLI (``run``, ``report``), the Markdown report, the notebook
 and the ``--json`` record all start from it, so they cannot disagree, and a study bug in any
-hook lands in ``errors`` instead of killing a page or a report.
-
-Migration: a study whose ``verdict`` or ``report_sections`` still takes the record first
-(``verdict(rec)``, ``report_sections(rec, tables)``: the first parameter is named ``rec`` or
-``record``, or there are two) is called that way until its engineer moves it to
-``verdict(tables)`` / ``report_sections(tables)``; a study without ``SEED_CLAIMS`` gets an
-empty claims table.
+hook lands in ``errors`` instead of killing a page or a report. A study without
+``SEED_CLAIMS`` gets an empty claims table.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -24,7 +18,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import claims as claimsmod
-from . import derived, load, stats, tables
+from . import derived, stats, tables
+from . import machine_load as load
 from .record import RunRecord, VariantResult
 from .registry import registry
 from .untrusted import escape
@@ -38,8 +33,36 @@ class Analysis:
     results: pd.DataFrame  # the per-variant results table (workbench.tables.variants_table)
     verdict: str  # Markdown-safe text: states only clear results
     claims: pd.DataFrame  # workbench.claims.COLUMNS; empty for a study without SEED_CLAIMS
-    disturbance: list[str]  # "run disturbed" lines with figures (workbench.load)
+    disturbance: list[str]  # "run disturbed" lines with figures (workbench.machine_load)
     errors: list[str] = field(default_factory=list)  # a hook that failed, with why
+
+    @property
+    def drift(self) -> derived.Drift:
+        """The run's drift between blocks (from its null controls), or not measured."""
+        return derived.drift_of(self.tables)
+
+    @property
+    def levels(self) -> str:
+        """What the run's CIs cover, in one line (pages, reports, the CLI summary)."""
+        return levels_line(self.drift)
+
+
+def levels_line(drift: derived.Drift) -> str:
+    return (f"CIs cover the samples of each block; {drift.text()}; compared variants timed in the same rounds pair "
+            "by round. Run-to-run variation: only across runs (--repeat-runs, committed runs of one machine).")
+
+
+def under_load(rec: RunRecord, disturbance: list[str], verdict: str) -> str:
+    """A disturbed run's verdict leads with that: what the disturbed variants show is
+    inconclusive under load (their derived figures say so too, where the study passes the
+    load notes to :mod:`workbench.derived`)."""
+    if not disturbance:
+        return verdict
+    notes = [v.variant for v, note in zip(rec.variants, load.variant_notes(rec)) if note]
+    which = (f"{len(notes)} of {len(rec.variants)} variant(s) ran under load ({escape(', '.join(notes[:4]))}"
+             + (f" and {len(notes) - 4} more" if len(notes) > 4 else "") + "): what they show is inconclusive under "
+             "load" if notes else "what it shows is inconclusive under load")
+    return f"Measured under load (see the warnings): {which}. {verdict}"
 
 
 def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
@@ -50,15 +73,6 @@ def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) 
     except Exception as exc:
         errors.append(f"{what} failed: {type(exc).__name__}: {exc}")
         return default
-
-
-def takes_record(fn: Callable) -> bool:
-    """True for an old-style hook, ``verdict(rec)`` or ``report_sections(rec, tables)``."""
-    try:
-        names = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return False
-    return len(names) >= 2 or (bool(names) and names[0] in ("rec", "record"))
 
 
 def _has_data(rec: RunRecord) -> bool:
@@ -81,13 +95,12 @@ def analyse(rec: RunRecord, study: ModuleType | None = None) -> Analysis:
     if hook is None:
         verdict = generic_verdict(results, tbls)
     else:
-        verdict = _attempt(errors, "The verdict", lambda: hook(rec) if takes_record(hook) else hook(tbls), None)
+        verdict = _attempt(errors, "The verdict", lambda: hook(tbls), None)
         if verdict is None:
             verdict = f"none ({escape(errors[-1])})"
-    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=verdict,
-                    claims=claimsmod.evaluate(study, tbls, rec),
-                    disturbance=_attempt(errors, "The load analysis", lambda: load.disturbance(rec), []),
-                    errors=errors)
+    disturbance = _attempt(errors, "The load analysis", lambda: load.disturbance(rec), [])
+    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=under_load(rec, disturbance, verdict),
+                    claims=claimsmod.evaluate(study, tbls, rec), disturbance=disturbance, errors=errors)
 
 
 def generic_verdict(results: pd.DataFrame, tbls: dict[str, pd.DataFrame] | None = None) -> str:
@@ -105,7 +118,9 @@ def generic_verdict(results: pd.DataFrame, tbls: dict[str, pd.DataFrame] | None 
             f"(95% CI {stats.fmt_ns(best['ci_lo_ns'])} to {stats.fmt_ns(best['ci_hi_ns'])})")
     if len(valid) > 1:
         second = valid.iloc[1]
-        if second["ci_lo_ns"] <= best["ci_hi_ns"]:
+        if best.get("load_note") or second.get("load_note"):
+            text += f", inconclusive under load against {escape(second['variant'])}"
+        elif second["ci_lo_ns"] <= best["ci_hi_ns"]:
             text += (f", not clearly ahead of {escape(second['variant'])} ({stats.fmt_ns(second['median_ns'])}: "
                      "their CIs overlap)")
     parts = [text + "."]
@@ -125,12 +140,11 @@ def charts_of(a: Analysis) -> dict:
 
 
 def sections_of(a: Analysis) -> list[str]:
-    """The study's extra Markdown (``report_sections``), old or new signature; [] on failure."""
+    """The study's extra Markdown (``report_sections(tables)``); [] on failure."""
     hook = getattr(a.study, "report_sections", None)
     if hook is None or not a.tables:
         return []
-    return _attempt(a.errors, "The report sections",
-                    lambda: hook(a.rec, a.tables) if takes_record(hook) else hook(a.tables), []) or []
+    return _attempt(a.errors, "The report sections", lambda: hook(a.tables), []) or []
 
 
 def variant_json(v: VariantResult) -> dict[str, Any]:
@@ -140,11 +154,12 @@ def variant_json(v: VariantResult) -> dict[str, Any]:
         "variant": v.variant, "params": v.params, "samples_ns": v.samples_ns,
         "median_ns": s.median, "ci_ns": [s.ci_lo, s.ci_hi], "iqr_ns": s.iqr,
         "noisy": s.noisy, "correct": v.correct, "check": v.check, "extra": v.extra,
-    }
+    } | ({"blocks": v.blocks} if v.blocks is not None else {})
 
 
 def json_fields(a: Analysis) -> dict[str, Any]:
     """What the ``--json`` record adds to the run's raw record (``rec.to_json() | json_fields(a)``):
-    ``variants`` with their summaries, ``verdict``, ``claims``, ``disturbance``."""
+    ``variants`` with their summaries, ``verdict``, ``claims``, ``disturbance`` and ``levels``
+    (what its CIs cover: the drift between blocks line)."""
     return {"variants": [variant_json(v) for v in a.rec.variants], "verdict": a.verdict,
-            "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance)}
+            "claims": claimsmod.to_json(a.claims), "disturbance": list(a.disturbance), "levels": a.levels}

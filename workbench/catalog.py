@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from types import ModuleType
 from typing import Any, Callable
 
 from . import store as wbstore
 from .record import RunRecord, machine_label
 from .registry import registry
-from .store import Store
+from .store import Store, StoreError, read_bundle
 
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
@@ -129,7 +130,7 @@ def label_params(study: ModuleType | None, params: list[dict[str, Any]]) -> list
 
 
 def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL_CHARS) -> str:
-    """``world_size=4 comms=default,triton`` for the named parameters, cut at ``max_chars``."""
+    """``world_size=4 providers=default,triton`` for the named parameters, cut at ``max_chars``."""
     text = " ".join(f"{n}={_value_text(params[n])}" for n in names if n in params)
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
@@ -331,6 +332,20 @@ class Catalog:
         self._read_committed = committed
         self._committed: dict[str, tuple[list[RunRecord], list[str]]] = {}
 
+    @classmethod
+    def open(cls, store_path: str | os.PathLike | None = None) -> tuple[Catalog, str]:
+        """The runs a command can address: the store's (when it exists; ``store_path`` or the
+        default store) and the committed bundles'; with the reason the store is missing ('')
+        for a run that is not found. A store file that exists but is not usable raises
+        :class:`StoreError`."""
+        path = Path(store_path) if store_path else wbstore.default_path()
+        try:
+            return cls(Store(path, create=False)), ""
+        except StoreError as exc:
+            if path.exists():
+                raise
+            return cls(None), str(exc)
+
     def committed(self, study: str) -> list[RunRecord]:
         if study not in self._committed:
             self._committed[study] = self._read_committed(study)
@@ -418,3 +433,17 @@ class Catalog:
         run_id, _ = self.resolve(ref)
         rec = self.load(run_id, attachments=False)
         return next(h for h in self.headers(study=rec.study) if h.run_id == run_id)
+
+
+def find_run(ref: str, opened: Callable[[], tuple[Catalog, str]]) -> RunRecord:
+    """The run ``ref`` names: the path of a result bundle (``*.json``), else an id, a unique
+    prefix or ``latest`` among the runs of the catalog ``opened()`` gives (called only then: a
+    bundle needs no store; see :meth:`Catalog.open`). Raises :class:`StoreError`, or KeyError
+    with one line that says why the store is missing when it is."""
+    if ref.endswith(".json") and Path(ref).is_file():
+        return read_bundle(ref)
+    catalog, missing = opened()
+    try:
+        return catalog.load(ref)
+    except KeyError as exc:
+        raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None

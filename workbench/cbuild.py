@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from .env import REPO_ROOT
+from .env import STATE_DIR
 
-CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "c"
+CACHE_DIR = STATE_DIR / "cache" / "c"
 
 
 class BuildError(OSError):

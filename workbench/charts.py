@@ -26,9 +26,10 @@ from typing import Any, Iterable
 import altair as alt
 import pandas as pd
 
+from . import units
+
 alt.data_transformers.disable_max_rows()
 
-_PER_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 WIDTH, HEIGHT = 460, 280
 #: a value axis spanning at least this many decades is drawn logarithmic
 LOG_DECADES = 2.0
@@ -48,8 +49,7 @@ def time_unit(values_ns: Iterable[float]) -> str:
     finite = sorted(v for v in values_ns if v is not None and math.isfinite(v) and v > 0)
     if not finite:
         return "us"
-    mid = finite[len(finite) // 2]
-    return next((u for u in ("ns", "us", "ms") if mid < 1000 * _PER_NS[u]), "s")
+    return units.time_unit(finite[len(finite) // 2])
 
 
 def spans_decades(values: Iterable[float], decades: float = LOG_DECADES) -> bool:
@@ -107,7 +107,7 @@ def facet(chart, data_field: str, values: Iterable[Any], title: str | None = Non
 def in_unit(df: pd.DataFrame, unit: str, median: str = "median_ns", lo: str = "ci_lo_ns",
             hi: str = "ci_hi_ns") -> pd.DataFrame:
     """``median``, ``lo`` and ``hi`` columns in ``unit`` from a table's nanosecond columns."""
-    scale = _PER_NS[unit]
+    scale = units.PER_NS[unit]
     return df.assign(median=df[median] / scale, lo=df[lo] / scale, hi=df[hi] / scale)
 
 
@@ -117,7 +117,7 @@ def seed_layer(seed: pd.DataFrame, x: str, machine: str, x_type: str = "Q", y_sc
     labelled ``seed (<machine>)`` in the legend and tooltips. ``seed`` has ``x`` and
     ``median_ns`` (the seed's figure, in ns) and optionally ``provider`` (one line each)."""
     label = f"seed ({machine})"
-    d = seed.assign(median=seed["median_ns"] / _PER_NS[unit], source=label)
+    d = seed.assign(median=seed["median_ns"] / units.PER_NS[unit], source=label)
     if provider not in d.columns:
         d = d.assign(**{provider: "seed"})
     y = alt.Y("median:Q", scale=y_scale or alt.Scale(zero=False), title=titled("median", unit))  # as the live layers
@@ -149,7 +149,7 @@ def sweep_chart(df: pd.DataFrame, x: str, provider: str = "provider", title: str
     x_numeric = pd.api.types.is_numeric_dtype(d[x])
     ys = d["median"].tolist() + d["lo"].tolist() + d["hi"].tolist()
     if seed is not None and len(seed):
-        ys += (seed["median_ns"] / _PER_NS[unit]).tolist()
+        ys += (seed["median_ns"] / units.PER_NS[unit]).tolist()
     y_scale = value_scale(ys, log=log_y)
     if x_numeric:
         x_enc = alt.X(f"{x}:Q", scale=value_scale(xs, log=log_x),
@@ -227,7 +227,7 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
     unit = unit or time_unit(df["median_ns"])
     d = in_unit(df, unit)
     d = d[d["median"].notna()]
-    s = seed.assign(median=seed["median_ns"] / _PER_NS[unit]) if seed is not None and len(seed) else None
+    s = seed.assign(median=seed["median_ns"] / units.PER_NS[unit]) if seed is not None and len(seed) else None
     # the x axis fits the live points: the seed's lines beyond them (its 32 workers beside a
     # 2-core run's 1 and 2) are clipped at the frame, not given four fifths of the axis
     xs = d[x].tolist()

@@ -59,19 +59,31 @@ def not_testable(why: str, live: str = "") -> ClaimResult:
     return ClaimResult("not testable here", live, why)
 
 
+def unsettled(d: Derived | dict, live: str, why: str = "") -> ClaimResult | None:
+    """The claim's result when the quantity cannot decide it whatever its CI says, else None:
+    not testable when it is not meaningful; inconclusive when it is inconclusive for a reason
+    other than where its CI lies (too few samples: a CI of 3 proves nothing; measured under
+    load). Every claim test that reads a derived quantity's CI asks this first."""
+    d = item(d)
+    if d.status == "not meaningful" or not math.isfinite(d.point):
+        return not_testable(d.why or "the live figure is not meaningful", live)
+    if d.status == "inconclusive" and (min(d.n_a, d.n_b) < MIN_SAMPLES or not d.why.startswith("the CI includes")):
+        return ClaimResult("inconclusive", live, why or d.why)
+    return None
+
+
 def bound(d: Derived | dict, *, above: float | None = None, below: float | None = None, live: str = "",
           why: str = "") -> ClaimResult:
     """A claim that a derived quantity lies above ``above`` (or below ``below``): holds when its
     whole CI does, contradicted when its whole CI lies on the other side, inconclusive when the
-    CI straddles the bound or the quantity has too few samples for a CI (whatever its bootstrap
-    says), not testable when the quantity is not meaningful. ``live`` defaults to the formatted
-    quantity."""
+    CI straddles the bound, or the quantity has too few samples for a CI or was measured under
+    load (whatever its bootstrap says), not testable when the quantity is not meaningful.
+    ``live`` defaults to the formatted quantity."""
     d = item(d)
     live = live or fmt_derived(d, status=False)
-    if d.status == "not meaningful" or not math.isfinite(d.point):
-        return not_testable(d.why or "the live figure is not meaningful", live)
-    if d.status == "inconclusive" and min(d.n_a, d.n_b) < MIN_SAMPLES:  # a CI of 3 samples proves nothing
-        return ClaimResult("inconclusive", live, why or d.why)
+    early = unsettled(d, live, why)
+    if early is not None:
+        return early
     if (above is None) == (below is None):
         raise ValueError("bound() takes exactly one of above= or below=")
     limit = above if above is not None else below

@@ -31,7 +31,9 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -39,29 +41,31 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import compare, events, outfile, report, runner
-from .ab import DEFAULT_ROUNDS, execute_ab
+from . import across, events, outfile, readme, report, runner
+from . import comparison as compare
+from .ab_session import DEFAULT_ROUNDS, execute_ab
+from .ab_session import interrupted_text as ab_interrupted_text
 from .analysis import analyse, json_fields
-from .catalog import Catalog
-from .env import REPO_ROOT
+from .catalog import Catalog, find_run
+from .env import REPO_ROOT, STATE_DIR
 from .launcher import LaunchError, Topology
 from .outfile import OutputError
 from .registry import get, registry
-from .store import Store, StoreError, default_path, read_bundle, to_gbench, write_bundle
+from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
 from .untrusted import plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-REPORTS_DIR = REPO_ROOT / ".workbench" / "reports"
+REPORTS_DIR = STATE_DIR / "reports"
 
 
 def _err(msg: str) -> None:
     print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
 
 
-class _ProgressBar:
+class ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
     def __init__(self, stream=sys.stderr):
@@ -91,39 +95,27 @@ def _open_store(path: str | None, create: bool = True) -> Store:
 
 
 def _catalog(args) -> tuple[Catalog, str]:
-    """The runs this command can address: the store's (when it exists) and the committed
-    bundles'; with the reason the store is missing (''), for a run that is not found. A store
-    file that exists but is not usable raises :class:`StoreError`."""
-    path = Path(args.store) if args.store else default_path()
-    try:
-        return Catalog(_open_store(args.store, create=False)), ""
-    except StoreError as exc:
-        if path.exists():
-            raise
-        return Catalog(None), str(exc)
+    """The runs this command can address (:meth:`Catalog.open` of ``--store``)."""
+    return Catalog.open(args.store)
 
 
 def _load_runs(args, *refs: str, catalog: tuple[Catalog, str] | None = None):
     """Runs by id (unique prefix or ``latest``) from the store or the committed bundles under
     ``traces/`` (``catalog``: :func:`_catalog`'s answer, when the caller has it), or by path to
-    a result bundle. Prints the reason and returns None when one cannot be loaded."""
-    out = []
+    a result bundle (:func:`find_run`). Prints the reason and returns None when one cannot be
+    loaded."""
+    opened = [catalog]
+
+    def open_once() -> tuple[Catalog, str]:
+        if opened[0] is None:
+            opened[0] = _catalog(args)
+        return opened[0]
+
     try:
-        catalog, missing = catalog or (None, "")
-        for ref in refs:
-            if ref.endswith(".json") and Path(ref).is_file():
-                out.append(read_bundle(ref))
-                continue
-            if catalog is None:
-                catalog, missing = _catalog(args)
-            try:
-                out.append(catalog.load(ref))
-            except KeyError as exc:
-                raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None
+        return [find_run(ref, open_once) for ref in refs]
     except (StoreError, KeyError) as exc:
         _err(str(exc.args[0] if isinstance(exc, KeyError) else exc))
         return None
-    return out
 
 
 def _load_one(args):
@@ -141,6 +133,7 @@ def summary_text(a) -> str:
     """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
+    lines.append(f"levels: {a.levels}")
     if len(a.claims):
         claims = a.claims[["id", "status", "live", "why"]].rename(
             columns={"id": "claim", "status": "here", "live": "live figure (95% CI)"})
@@ -206,12 +199,11 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     except (ParamError, StoreError, runner.LockError) as exc:
         code, msg = EXIT_BAD_INPUT, str(exc)
     except StudyUnavailable as exc:
-        code, msg = EXIT_UNAVAILABLE, f"study {study.ID} cannot run here: {exc}"
+        code, msg = EXIT_UNAVAILABLE, runner.failure_text(study, exc, kept)
     except (KeyboardInterrupt, Cancelled) as exc:
         code, msg = EXIT_INTERRUPTED, interrupted(exc)
     except Exception as exc:  # the study failed: stored as failed with its error
-        code, msg = EXIT_FAILED, (f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; "
-                                  f"finished {kept} kept)")
+        code, msg = EXIT_FAILED, runner.failure_text(study, exc, kept)
     else:
         close()
         return result, EXIT_OK
@@ -228,12 +220,47 @@ def _deprecations(study, values: dict) -> None:
 
 
 def cmd_run(args) -> int:
+    if args.repeat_runs != 1:
+        return _repeat_runs(args)
     try:
         with _topology_flags(args):
             return _run(args)
     except ParamError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+
+
+#: the most runs one --repeat-runs group may have
+MAX_REPEAT_RUNS = 50
+
+
+def _repeat_runs(args) -> int:
+    """``run --repeat-runs N``: the same command N times, each in a fresh process (its own
+    interpreter, thread pools, allocator state and placement: pyperf's worker processes), as
+    one run group; then each derived number's figure per run, the interval across runs and the
+    claims judged across runs (:mod:`workbench.across`)."""
+    if not 2 <= args.repeat_runs <= MAX_REPEAT_RUNS:
+        _err(f"--repeat-runs: {args.repeat_runs} is outside 2..{MAX_REPEAT_RUNS} (1 is a plain run)")
+        return EXIT_BAD_INPUT
+    if args.json or args.progress_file:
+        _err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
+        return EXIT_BAD_INPUT
+    group = secrets.token_hex(4)
+    base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")
+            and not (i and args.argv[i - 1] == "--repeat-runs")]
+    ids = []
+    for i in range(args.repeat_runs):
+        print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
+        proc = subprocess.run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
+                               f"{group}:{i + 1}/{args.repeat_runs}"], stdout=subprocess.PIPE, text=True)
+        if proc.returncode not in (EXIT_OK, EXIT_FAILED):
+            _err(f"run {i + 1} of the group ended with exit status {proc.returncode}; the runs before it are kept")
+            return proc.returncode
+        ids.append(json.loads(proc.stdout)["run_id"])
+    store = _open_store(args.store, create=False)
+    analyses = [analyse(store.load(run_id)) for run_id in ids]
+    print(plain_block(across.markdown(across.summary(analyses))))
+    return EXIT_OK
 
 
 def _run(args) -> int:
@@ -246,7 +273,7 @@ def _run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
-        precision = _parse_precision(args.precision)
+        precision = runner.parse_precision(args.precision)
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
@@ -255,11 +282,12 @@ def _run(args) -> int:
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
-    bar = _ProgressBar() if emitter is None else None
+    bar = ProgressBar() if emitter is None else None
     rec, code = _measuring(study, bar.close if bar else (lambda: None), "points",
-                           lambda exc: _interrupted_text(store, getattr(exc, "run_id", None)),
+                           lambda exc: runner.interrupted_text(store, getattr(exc, "run_id", None)),
                            lambda: runner.execute(study, values, store, preset=preset, progress=bar, events=emitter,
-                                                  precision=precision, precision_cap_s=args.precision_cap))
+                                                  precision=precision, precision_cap_s=args.precision_cap,
+                                                  run_group=_run_group(args.run_group)))
     if rec is None:
         return code
     a = analyse(rec, study)
@@ -274,18 +302,44 @@ def _run(args) -> int:
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
 
 
-def _interrupted_text(store: Store, run_id: str | None) -> str:
-    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
-    run was stored)."""
-    if run_id is None:
-        return "interrupted before the run started; nothing was stored"
-    try:
-        kept = len(store.load(run_id, attachments=False).variants)
-    except (StoreError, KeyError):
-        kept = None
-    if kept == 0:
-        return f"interrupted before any point finished; run {run_id} is stored without points"
-    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
+def _run_group(text: str | None) -> dict | None:
+    """``--run-group ID:i/N`` as the record's ``outputs["run_group"]``."""
+    if not text:
+        return None
+    gid, _, pos = text.partition(":")
+    index, _, runs = pos.partition("/")
+    return {"id": gid, "index": int(index), "runs": int(runs)}
+
+
+def cmd_readme(args) -> int:
+    """``readme``: every committed result README's generated blocks against what the tool prints
+    today (exit 1 and the blocks that differ), or ``--refresh`` them (:mod:`workbench.readme`)."""
+    paths = readme.readmes(REPO_ROOT)
+    if args.study:
+        paths = [p for p in paths if p.parent.name == safe_stem(args.study)]
+        if not paths:
+            _err(f"no generated blocks in traces/{safe_stem(args.study)}/README.md")
+            return EXIT_BAD_INPUT
+    stale = 0
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        try:
+            bundles = readme.Bundles(path.parent)
+            if args.refresh:
+                new = readme.refresh(text, bundles)
+                if new != text:
+                    path.write_text(new, encoding="utf-8")
+                    print(f"{path.relative_to(REPO_ROOT)}: refreshed")
+                continue
+            for marker in readme.differences(text, bundles):
+                stale += 1
+                print(f"{path.relative_to(REPO_ROOT)}: differs from the tool: {marker}")
+        except readme.BlockError as exc:
+            _err(f"{path.relative_to(REPO_ROOT)}: {exc}")
+            return EXIT_BAD_INPUT
+    if not args.refresh and not stale:
+        print(f"{len(paths)} README(s): every generated block is what the tool prints today")
+    return EXIT_FAILED if stale else EXIT_OK
 
 
 def cmd_runs(args) -> int:
@@ -356,21 +410,6 @@ def cmd_tag(args) -> int:
     return EXIT_OK
 
 
-def _parse_precision(text: str | None) -> float | None:
-    """``2%`` or ``0.02`` -> 0.02; raises ParamError."""
-    if text is None:
-        return None
-    t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {text!r}") \
-            from None
-    if not 0 < value <= 0.5:
-        raise ParamError("precision", f"{text} is outside (0%, 50%]")
-    return value
-
-
 def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
     if as_json:
         print(compare.to_json({**cmp, **(extra or {})}))
@@ -403,13 +442,6 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
-def _ab_interrupted_text(exc: BaseException) -> str:
-    ids = getattr(exc, "run_ids", None)
-    if ids is None:
-        return "interrupted before the session started; nothing was stored"
-    return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
-
-
 def cmd_ab(args) -> int:
     study = _study(args.study)
     if study is None:
@@ -421,14 +453,14 @@ def cmd_ab(args) -> int:
         _deprecations(study, {k: v for side in values.values() for k, v in side.items()})
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
-        precision = _parse_precision(args.precision)
+        precision = runner.parse_precision(args.precision)
         store = _open_store(args.store)
         store.check_writable()
     except (ParamError, StoreError) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    bar = _ProgressBar()
-    pair, code = _measuring(study, bar.close, "rounds", _ab_interrupted_text, lambda: execute_ab(
+    bar = ProgressBar()
+    pair, code = _measuring(study, bar.close, "rounds", ab_interrupted_text, lambda: execute_ab(
         study, values["A"], values["B"], store, rounds=args.rounds, preset=preset, progress=bar, precision=precision,
         precision_cap_s=args.precision_cap))
     if pair is None:
@@ -543,6 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
                                           "mc2-split's cpu); --set values override it")
     s.add_argument("--json", action="store_true", help="print only the run record (JSON) on stdout")
     s.add_argument("--progress-file", help=argparse.SUPPRESS)  # JSON-lines progress for the app
+    s.add_argument("--repeat-runs", type=int, default=1, metavar="N",
+                   help="run it N times, each in a fresh process (one run group), then judge its derived numbers and "
+                        "claims across the runs (the run-to-run level: docs/reading-a-run.md)")
+    s.add_argument("--run-group", help=argparse.SUPPRESS)  # set by --repeat-runs on each of its runs
     nodes = s.add_argument_group("several nodes (studies that start torchrun; docs/cli.md: runs that span nodes)",
                                  "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
                                  "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
@@ -574,6 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_a", help="baseline: run id, unique prefix, latest, a bundle file or a committed bundle's id")
     s.add_argument("run_b")
     s.add_argument("--json", action="store_true")
+
+    s = command("readme", cmd_readme, "check (or --refresh) the generated tables of the committed result READMEs "
+                                      "(traces/<study>/README.md) against the bundles", store=False)
+    s.add_argument("--refresh", action="store_true", help="rewrite every generated block from the bundles")
+    s.add_argument("--study", help="only traces/<study>/README.md")
 
     s = command("ab", cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, "
                               "stored as two linked runs, then compared")
@@ -642,6 +683,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_BAD_INPUT if exc.code else EXIT_OK
+    args.argv = argv  # --repeat-runs starts the same command again in fresh processes
     try:
         with _terminate_as_interrupt():
             return args.fn(args)

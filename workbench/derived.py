@@ -4,21 +4,60 @@ A study's ``analyze`` builds every number it derives from two or more measuremen
 the raw samples those measurements are made of, and returns them as a ``derived`` table
 (:func:`derived_table`). Verdicts, claims and reports only format these rows.
 
-CIs are percentile bootstraps of the statistic itself (2000 resamples, fixed seed, so the same
-record always gives the same table): unpaired statistics resample both sides independently;
-paired ones (``paired=True``: the same round of an interleaved sweep, the same profiled
-iteration) resample the pairs. Above :data:`workbench.stats.BOOTSTRAP_MAX_N` samples a side,
-medians are drawn from the exact bootstrap distribution of the median
-(:func:`workbench.stats.resampled_medians`), which costs O(n) instead of O(resamples x n).
+**What a CI covers** (the ``covers`` column; Kalibera and Jones, "Rigorous Benchmarking in
+Reasonable Time", 2013: uncertainty has levels, and a CI must say which it includes):
 
-Every quantity gets one status (docs/reading-a-run.md explains them to users):
+- ``rounds``: the two sides were timed in the same interleaved rounds (``paired=True``, or
+  :func:`by_round` on the variants' ``blocks``): the statistic is made of per-round values
+  and the bootstrap resamples whole rounds (a block bootstrap), so whatever drifts between
+  rounds falls on both sides alike and cancels, and what remains varies from round to round
+  and is in the CI;
+- ``samples + drift``: the sides were timed in different blocks of one run. Resampling their
+  samples covers only the noise inside each block; whatever moved between the two blocks
+  (frequency, another tenant, a thermal state) would pass for an effect. The run's **drift
+  between blocks** (:class:`Drift`, estimated from its null controls by
+  :func:`null_controls`) is added to every bootstrap replicate as a variance component;
+- ``samples (drift not measured)``: different blocks, but the run has no null controls: the
+  CI is within-block only, and says so;
+- ``samples``: one block (a share of one profiled iteration's total, a median of
+  per-iteration values): drift cannot enter;
+- ``runs``: several runs of one configuration (:mod:`workbench.stats`'s two-level bootstrap:
+  runs, then samples), which the run-to-run variation enters (:mod:`workbench.across`).
 
-- ``clear``: its 95% CI excludes ``null`` (0 for a difference or share, 1 for a ratio);
-- ``inconclusive``: the CI includes ``null``, or there are fewer than
-  :data:`MIN_SAMPLES` samples a side: shown as such, never stated as a finding;
+**The drift model.** The log of a variant's median measured in block j is its true value plus
+a block effect b_j plus the sampling error of the block. A ratio of two variants timed in
+blocks 1 and 2 is off by delta = b_2 - b_1, whose spread tau the run's null controls measure:
+pairs of blocks whose true ratio is 1 (the same configuration timed twice, a serial-path or
+zero-work control). With null log ratios l_i, ``tau = sqrt(mean(l_i^2))``: the root-mean-square
+null log ratio (a null's offset counts as drift, since its true value is 0, not its mean).
+The l_i carry the sampling noise of their blocks too, which the bootstrap already covers; it
+is not taken out, so it counts twice where the drift is added: conservative on purpose, since
+a percentile bootstrap of the median of 10-20 samples is itself a little narrow, and the
+nulls' own false-clear rate must stay at or below 5% (``benchmarks/null_controls.py``).
+Each bootstrap replicate then gets a draw of delta from
+``tau * t_k`` (Student's t with k = the number of nulls: the predictive distribution of a new
+zero-mean deviation when tau is estimated from k of them, so a run with few null controls
+gets the wide interval it has earned): a ratio's replicate is multiplied by exp(delta), a
+difference's sides by exp(+delta/2) and exp(-delta/2). A variance component rather than a
+block bootstrap over rounds, because two variants timed in different blocks share no rounds
+to resample; where they do share rounds (``rounds``), the block bootstrap is used instead.
+
+Every quantity gets one status (``docs/reading-a-run.md`` explains them to users):
+
+- ``clear``: its 95% CI, with the drift where its sides come from different blocks, excludes
+  ``null`` (0 for a difference or share, 1 for a ratio), from at least :data:`MIN_SAMPLES`
+  samples (or rounds, or runs) a side: **the one rule**, enforced by :class:`Derived` itself,
+  so no study can build a "clear" from fewer;
+- ``inconclusive``: the CI includes ``null``, there are fewer than :data:`MIN_SAMPLES`, or a
+  side was measured under load (``loaded``: "inconclusive under load");
 - ``not meaningful``: physically impossible (the whole CI below ``physical_min``: a negative
   cost; a share outside 0-100%), made of quantities from different instruments or runs
   (the study says so with :func:`not_meaningful`), or missing samples; ``why`` says which.
+
+CIs are percentile bootstraps of the statistic itself (2000 resamples, fixed seed, so the same
+record always gives the same table). Above :data:`workbench.stats.BOOTSTRAP_MAX_N` samples a
+side, medians are drawn from the exact bootstrap distribution of the median
+(:func:`workbench.stats.resampled_medians`), which costs O(n) instead of O(resamples x n).
 """
 
 from __future__ import annotations
@@ -26,19 +65,27 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import machine_load, stats
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
-#: fewer samples than this a side: the quantity is shown, but inconclusive whatever its CI
+#: fewer samples (rounds, runs) than this a side: the quantity is shown, but inconclusive
+#: whatever its CI. The one rule: :class:`Derived` enforces it on every quantity built.
 MIN_SAMPLES = stats.MIN_SAMPLES_FOR_VERDICT
 STATUSES = ("clear", "inconclusive", "not meaningful")
-COLUMNS = ["name", "point", "lo", "hi", "unit", "null", "status", "why", "n_a", "n_b", "paired"]
+#: what a CI covers (the module docstring says what each means)
+ROUNDS = "rounds"
+BLOCKS = "samples + drift"
+WITHIN_BLOCK = "samples (drift not measured)"
+SAMPLES = "samples"
+RUNS = "runs"
+COVERS = (ROUNDS, BLOCKS, WITHIN_BLOCK, SAMPLES, RUNS)
+COLUMNS = ["name", "point", "lo", "hi", "unit", "null", "status", "why", "n_a", "n_b", "paired", "covers"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +100,16 @@ class Derived:
     null: float  # 0 for a difference or share, 1 for a ratio
     status: str  # one of STATUSES
     why: str = ""  # the reason for "not meaningful" (and for "inconclusive")
-    n_a: int = 0  # samples (or pairs) it is made of
+    n_a: int = 0  # samples (or pairs, or runs) it is made of
     n_b: int = 0
     paired: bool = False
+    covers: str = ""  # the levels its CI covers: one of COVERS ("" for a not-meaningful one)
+
+    def __post_init__(self):
+        # the one rule: nothing is clear from fewer than MIN_SAMPLES samples, rounds or runs a side
+        if self.status == "clear" and min(self.n_a, self.n_b) < MIN_SAMPLES:
+            object.__setattr__(self, "status", "inconclusive")
+            object.__setattr__(self, "why", too_few(min(self.n_a, self.n_b)))
 
     @property
     def clear(self) -> bool:
@@ -66,6 +120,10 @@ class Derived:
         return dataclasses.asdict(self) | extra
 
 
+def too_few(n: int) -> str:
+    return f"only {n} samples: too few for a CI (at least {MIN_SAMPLES})"
+
+
 def not_meaningful(name: str, why: str, unit: str = "", null: float = 0.0) -> Derived:
     """A quantity that must not be stated, with the reason (different instruments or runs,
     missing samples): shown as ``n/a (why)``."""
@@ -73,8 +131,11 @@ def not_meaningful(name: str, why: str, unit: str = "", null: float = 0.0) -> De
     return Derived(name, nan, nan, nan, unit, null, "not meaningful", why)
 
 
-def _classify(name: str, point: float, lo: float, hi: float, unit: str, null: float, n_a: int, n_b: int,
-              paired: bool, physical_min: float | None = None, physical_max: float | None = None) -> Derived:
+def classify(name: str, point: float, lo: float, hi: float, unit: str, null: float, n_a: int, n_b: int,
+             paired: bool, physical_min: float | None = None, physical_max: float | None = None, *,
+             covers: str = SAMPLES, loaded: str = "") -> Derived:
+    """A quantity's status from its point and CI (the module docstring's rules); every
+    function here ends in it, and a study with a statistic of its own calls it too."""
     if not (math.isfinite(point) and math.isfinite(lo) and math.isfinite(hi)):
         return dataclasses.replace(not_meaningful(name, "missing or non-finite samples", unit, null),
                                    n_a=n_a, n_b=n_b, paired=paired)
@@ -86,12 +147,15 @@ def _classify(name: str, point: float, lo: float, hi: float, unit: str, null: fl
         status, why = "not meaningful", (f"physically impossible: the whole CI [{lo:.3g}, {hi:.3g}]{unit_text} is above "
                                          f"{physical_max:g}")
     elif min(n_a, n_b) < MIN_SAMPLES:
-        status, why = "inconclusive", f"only {min(n_a, n_b)} samples: too few for a CI (at least {MIN_SAMPLES})"
+        status, why = "inconclusive", too_few(min(n_a, n_b))
     elif lo <= null <= hi:
         status, why = "inconclusive", f"the CI includes {null:g}"
+    elif loaded:
+        status, why = "inconclusive", f"inconclusive under load ({loaded})"
     else:
         status, why = "clear", ""
-    return Derived(name, float(point), float(lo), float(hi), unit, float(null), status, why, n_a, n_b, paired)
+    return Derived(name, float(point), float(lo), float(hi), unit, float(null), status, why, n_a, n_b, paired,
+                   covers)
 
 
 def _ci(boot: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -115,11 +179,90 @@ def _paired_ok(xa: np.ndarray, xb: np.ndarray) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Drift:
+    """The run's drift between blocks (the module docstring's model): ``log_sd`` is tau, the
+    spread of a ratio's log between two blocks of one configuration, estimated from ``nulls``
+    null controls (``source`` says which); not measured when there are none."""
+
+    log_sd: float = math.nan
+    nulls: int = 0
+    source: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.nulls > 0 and math.isfinite(self.log_sd)
+
+    @property
+    def pct(self) -> float:
+        """tau as a percentage of a ratio (2.1 for exp(tau) = 1.021)."""
+        return 100.0 * math.expm1(self.log_sd) if self.measured else math.nan
+
+    def text(self) -> str:
+        """``drift between blocks: 2.1% (7 null controls: ...)``, or that it was not measured."""
+        if not self.measured:
+            return ("drift between blocks not measured (no null controls): CIs that compare blocks are "
+                    "within-block only")
+        return f"drift between blocks: {self.pct:.1f}% ({self.nulls} null control(s): {self.source})"
+
+    def draws(self, rng, size: int = RESAMPLES) -> np.ndarray:
+        """Draws of delta, the log offset between two blocks: tau times Student's t with as many
+        degrees of freedom as there are nulls (zeros when not measured)."""
+        if not self.measured:
+            return np.zeros(size)
+        # clipped where exp() would overflow: a t with 1-2 degrees of freedom has far tails, and
+        # a factor of e^50 between two blocks is already past any percentile that is read
+        return np.clip(self.log_sd * rng.standard_t(self.nulls, size), -50.0, 50.0)
+
+
+NO_DRIFT = Drift()
+
+
+def covers_of(paired: bool, drift: Drift | None) -> str:
+    """What a CI covers: rounds when paired, else samples plus the drift where it was measured."""
+    if paired:
+        return ROUNDS
+    return BLOCKS if drift is not None and drift.measured else WITHIN_BLOCK
+
+
+def _blocks_of(v) -> np.ndarray | None:
+    blocks = getattr(v, "blocks", None)
+    if blocks is None or len(blocks) != len(v.samples_ns):
+        return None
+    return np.asarray(blocks, dtype=np.int64)
+
+
+def by_round(a, b, positional: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """The samples of two variants (:class:`workbench.record.VariantResult`) paired by the
+    round they were taken in: for each block both have, each side's median in it (one sample
+    a round, as interleaving takes them). None when they share fewer than 2 blocks (timed in
+    different blocks: compare them unpaired, with the drift). A run recorded before blocks
+    existed pairs by position when its study says the variants were interleaved
+    (``positional``) and both have the same number of samples."""
+    xa, xb = np.asarray(a.samples_ns, dtype=float), np.asarray(b.samples_ns, dtype=float)
+    ba, bb = _blocks_of(a), _blocks_of(b)
+    if ba is None or bb is None:
+        return (xa, xb) if positional and ba is None and bb is None and xa.size == xb.size else None
+    common = np.intersect1d(ba, bb)
+    if common.size < 2:
+        return None
+    return (np.array([np.median(xa[ba == r]) for r in common]), np.array([np.median(xb[bb == r]) for r in common]))
+
+
+def _drift_sides(rng, drift: Drift | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per replicate, the factors of the two sides: exp(-delta/2) and exp(+delta/2)."""
+    delta = (drift or NO_DRIFT).draws(rng)
+    return np.exp(-delta / 2), np.exp(delta / 2)
+
+
 def difference(a, b, name: str, unit: str = "us", *, paired: bool = False, physical_min: float | None = None,
-               scale: float = 1.0, confidence: float = CONFIDENCE, seed: int = 0) -> Derived:
-    """``median(b) - median(a)`` (unpaired), or the median of ``b_i - a_i`` (``paired``: the
-    same round or iteration), times ``scale`` (e.g. 1e-3 for samples in ns and ``unit="us"``).
-    ``physical_min`` (e.g. 0 for a cost) flags a CI that lies wholly below it as impossible."""
+               scale: float = 1.0, drift: Drift | None = None, loaded: str = "", confidence: float = CONFIDENCE,
+               seed: int = 0) -> Derived:
+    """``median(b) - median(a)`` (unpaired: two blocks, with the run's ``drift`` between them),
+    or the median of ``b_i - a_i`` (``paired``: the same round or iteration), times ``scale``
+    (e.g. 1e-3 for samples in ns and ``unit="us"``). ``physical_min`` (e.g. 0 for a cost) flags
+    a CI that lies wholly below it as impossible; ``loaded`` (why a side was measured under
+    load) keeps it from being clear."""
     xa, xb = _arrays(a, b, paired)
     if xa.size < 2 or xb.size < 2:
         return not_meaningful(name, f"too few samples ({xa.size} and {xb.size})", unit)
@@ -132,32 +275,148 @@ def difference(a, b, name: str, unit: str = "us", *, paired: bool = False, physi
         point, boot = float(np.median(d)), stats.resampled_medians(d, RESAMPLES, rng)
     else:
         point = float(np.median(xb) - np.median(xa)) * scale
-        boot = (stats.resampled_medians(xb, RESAMPLES, rng) - stats.resampled_medians(xa, RESAMPLES, rng)) * scale
+        mb, ma = stats.resampled_medians(xb, RESAMPLES, rng), stats.resampled_medians(xa, RESAMPLES, rng)
+        fa, fb = _drift_sides(rng, drift)
+        boot = (mb * fb - ma * fa) * scale
     lo, hi = _ci(boot, confidence)
-    return _classify(name, point, lo, hi, unit, 0.0, xa.size, xb.size, paired, physical_min)
+    return classify(name, point, lo, hi, unit, 0.0, xa.size, xb.size, paired, physical_min,
+                    covers=covers_of(paired, drift), loaded=loaded)
 
 
-def ratio(a, b, name: str, *, paired: bool = False, confidence: float = CONFIDENCE, seed: int = 0) -> Derived:
-    """``median(b) / median(a)`` (unpaired), or the median of ``b_i / a_i`` (``paired``);
-    below 1 when b takes less time than a."""
+def ratio_boot(a, b, *, paired: bool = False, drift: Drift | None = None, seed: int = 0) -> tuple[float, np.ndarray]:
+    """The point and bootstrap replicates of :func:`ratio` (checked inputs), for statistics
+    built on a ratio (a gain in %, a ratio of ratios)."""
+    xa, xb = _arrays(a, b, paired)
+    rng = np.random.default_rng(seed)
+    if paired:
+        r = xb / xa
+        return float(np.median(r)), stats.resampled_medians(r, RESAMPLES, rng)
+    boot = stats.resampled_medians(xb, RESAMPLES, rng) / stats.resampled_medians(xa, RESAMPLES, rng)
+    return float(np.median(xb) / np.median(xa)), boot * np.exp((drift or NO_DRIFT).draws(rng))
+
+
+def ratio(a, b, name: str, *, paired: bool = False, drift: Drift | None = None, loaded: str = "",
+          confidence: float = CONFIDENCE, seed: int = 0) -> Derived:
+    """``median(b) / median(a)`` (unpaired: two blocks, with the run's ``drift``), or the median
+    of ``b_i / a_i`` (``paired``); below 1 when b takes less time than a."""
     xa, xb = _arrays(a, b, paired)
     if xa.size < 2 or xb.size < 2:
         return not_meaningful(name, f"too few samples ({xa.size} and {xb.size})", "x", 1.0)
     # a numerator of 0 is a time under the clock's resolution (sys time of a short phase): ratio 0
     if (xa <= 0).any() or (xb < 0).any():
         return not_meaningful(name, "a ratio of times needs positive denominators and no negative time", "x", 1.0)
-    rng = np.random.default_rng(seed)
     if paired:
         bad = _paired_ok(xa, xb)
         if bad:
             return not_meaningful(name, bad, "x", 1.0)
-        r = xb / xa
-        point, boot = float(np.median(r)), stats.resampled_medians(r, RESAMPLES, rng)
-    else:
-        point = float(np.median(xb) / np.median(xa))
-        boot = stats.resampled_medians(xb, RESAMPLES, rng) / stats.resampled_medians(xa, RESAMPLES, rng)
+    point, boot = ratio_boot(xa, xb, paired=paired, drift=drift, seed=seed)
     lo, hi = _ci(boot, confidence)
-    return _classify(name, point, lo, hi, "x", 1.0, xa.size, xb.size, paired)
+    return classify(name, point, lo, hi, "x", 1.0, xa.size, xb.size, paired, covers=covers_of(paired, drift),
+                    loaded=loaded)
+
+
+def null_controls(nulls: Sequence[tuple], source: str, seed: int = 0) -> tuple[Drift, list[Derived]]:
+    """The run's drift between blocks from its null controls, and each null's ratio judged
+    against the drift of the others.
+
+    ``nulls``: ``(name, a, b)`` or ``(name, a, b, loaded)`` with the samples of two blocks whose
+    true ratio is 1 (the same configuration timed twice; a serial-path or zero-work control)
+    and, where a side ran under load, why (such a null cannot be clear). The drift is the
+    module docstring's tau from all of them. Each null's own ratio gets the drift estimated
+    from the *other* nulls (leave one out), so it is a real check: a null that is clear
+    against the others' drift says this run's blocks moved more than the rest show. A run
+    with a single null has no other to judge it by: its ratio is shown, inconclusive."""
+    logs, kept = [], []
+    for name, a, b, *loaded in nulls:
+        xa, xb = _arrays(a, b, False)
+        if xa.size < 2 or xb.size < 2 or (xa <= 0).any() or (xb <= 0).any():
+            continue
+        logs.append(math.log(float(np.median(xb) / np.median(xa))))
+        kept.append((name, xa, xb, loaded[0] if loaded else ""))
+
+    def tau(idx) -> Drift:
+        if not idx:
+            return NO_DRIFT
+        return Drift(math.sqrt(float(np.mean([logs[i] ** 2 for i in idx]))), len(idx), source)
+
+    everyone = list(range(len(kept)))
+    rows = [ratio(xa, xb, name, drift=tau([j for j in everyone if j != i]), loaded=loaded, seed=seed)
+            for i, (name, xa, xb, loaded) in enumerate(kept)]
+    if len(rows) == 1 and rows[0].status == "clear":
+        rows = [dataclasses.replace(rows[0], status="inconclusive",
+                                    why="the run's only null control: no other to judge the drift by")]
+    return tau(everyone), rows
+
+
+class RunSamples:
+    """A run's checked variants, for the derived quantities of its ``analyze``: each
+    comparison pairs by round where the two variants share rounds (:func:`by_round`; by
+    position for a run recorded before blocks where the study says they were interleaved),
+    else compares two blocks with the run's ``drift``; a side measured under load
+    (:func:`workbench.machine_load.variant_notes`) keeps the result from being clear."""
+
+    def __init__(self, rec, drift: Drift = NO_DRIFT):
+        notes = dict(zip((v.variant for v in rec.variants), machine_load.variant_notes(rec)))
+        self.variants = {v.variant: v for v in rec.variants if v.correct and v.samples_ns}
+        self.loaded = {name: notes.get(name, "") for name in self.variants}
+        self.drift = drift
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.variants
+
+    def samples(self, name: str) -> list[float]:
+        return self.variants[name].samples_ns
+
+    def sides(self, a: str, b: str, interleaved: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(a's values, b's values, paired): per round where they share rounds, else all samples."""
+        pair = by_round(self.variants[a], self.variants[b], positional=interleaved)
+        if pair is not None:
+            return pair[0], pair[1], True
+        return np.asarray(self.samples(a), float), np.asarray(self.samples(b), float), False
+
+    def load_note(self, *names: str) -> str:
+        return "; ".join(f"{n}: {self.loaded[n]}" for n in names if self.loaded.get(n))
+
+    def twins(self, when: str) -> list[tuple[str, list[float], list[float], str]]:
+        """The run's A/A null controls for :func:`null_controls`: each variant that repeats
+        another in a later block (``params["twin_of"]``) against it; ``when`` says when the
+        twin was timed (``"again, last / first"``)."""
+        return [(f"A/A: {v.params['twin_of']}, {when}", self.samples(v.params["twin_of"]), v.samples_ns,
+                 self.load_note(v.params["twin_of"], v.variant))
+                for v in self.variants.values() if v.params.get("twin_of") in self.variants]
+
+    def ratio(self, a: str, b: str, name: str, interleaved: bool = False, **kw) -> Derived:
+        """``b / a`` (:func:`ratio`), paired by round or with the drift."""
+        xa, xb, paired = self.sides(a, b, interleaved)
+        return ratio(xa, xb, name, paired=paired, drift=self.drift, loaded=self.load_note(a, b), **kw)
+
+    def difference(self, a: str, b: str, name: str, unit: str = "us", interleaved: bool = False, **kw) -> Derived:
+        """``b - a`` (:func:`difference`), paired by round or with the drift."""
+        xa, xb, paired = self.sides(a, b, interleaved)
+        return difference(xa, xb, name, unit, paired=paired, drift=self.drift, loaded=self.load_note(a, b), **kw)
+
+
+def drift_table(drift: Drift, nulls: Sequence[Derived] = ()) -> pd.DataFrame:
+    """The run's drift in one row (``text`` is the line pages and reports print), for the
+    ``drift`` table every study's ``analyze`` returns."""
+    return pd.DataFrame([{"log_sd": drift.log_sd, "pct": drift.pct, "nulls": drift.nulls, "source": drift.source,
+                          "measured": drift.measured, "text": drift.text(),
+                          "nulls_clear": sum(d.status == "clear" for d in nulls)}])
+
+
+def level_tables(drift: Drift, nulls: Sequence[Derived]) -> dict[str, pd.DataFrame]:
+    """The ``drift`` table every study's ``analyze`` returns, and its ``nulls`` table (each
+    null control's ratio) where the run has null controls."""
+    return {"drift": drift_table(drift, nulls)} | ({"nulls": derived_table(nulls)} if nulls else {})
+
+
+def drift_of(tbls: Mapping[str, pd.DataFrame] | None) -> Drift:
+    """The run's :class:`Drift` from its ``drift`` table (not measured without one)."""
+    t = (tbls or {}).get("drift")
+    if t is None or not len(t):
+        return NO_DRIFT
+    r = t.iloc[0]
+    return Drift(float(r["log_sd"]), int(r["nulls"]), str(r["source"]))
 
 
 def share(part, total, name: str, *, confidence: float = CONFIDENCE, seed: int = 0) -> Derived:
@@ -179,7 +438,7 @@ def share(part, total, name: str, *, confidence: float = CONFIDENCE, seed: int =
                                  f"{xp.size} iterations", "%"), n_a=xp.size, n_b=xp.size, paired=True)
     s = 100.0 * xp / xt
     lo, hi = _ci(stats.resampled_medians(s, RESAMPLES, np.random.default_rng(seed)), confidence)
-    return _classify(name, float(np.median(s)), lo, hi, "%", 0.0, xp.size, xp.size, True, 0.0, 100.0)
+    return classify(name, float(np.median(s)), lo, hi, "%", 0.0, xp.size, xp.size, True, 0.0, 100.0, covers=SAMPLES)
 
 
 def boot_medians(values, seed: int = 0) -> np.ndarray:
@@ -191,27 +450,36 @@ def boot_medians(values, seed: int = 0) -> np.ndarray:
 
 
 def from_boot(name: str, point: float, boot: np.ndarray, unit: str, *, null: float = 0.0, n_a: int = 0,
-              n_b: int = 0, paired: bool = False, physical_min: float | None = None,
-              confidence: float = CONFIDENCE) -> Derived:
+              n_b: int = 0, paired: bool = False, physical_min: float | None = None, covers: str = WITHIN_BLOCK,
+              loaded: str = "", confidence: float = CONFIDENCE) -> Derived:
     """A derived quantity from its point estimate and its bootstrap distribution (e.g. a ratio
-    of two differences), classified as every other one."""
+    of two differences), classified as every other one; ``covers`` says what the caller put
+    into ``boot`` (:func:`drift_factors` adds the drift to a side made of two blocks)."""
     boot = np.asarray(boot, dtype=float)
     if boot.size == 0 or not np.isfinite(boot).all():
         return not_meaningful(name, "its bootstrap distribution is not finite", unit, null)
     lo, hi = _ci(boot, confidence)
-    return _classify(name, point, lo, hi, unit, null, n_a, n_b, paired, physical_min)
+    return classify(name, point, lo, hi, unit, null, n_a, n_b, paired, physical_min, covers=covers, loaded=loaded)
 
 
-def median_of(values, name: str, unit: str = "us", *, physical_min: float | None = None,
+def drift_factors(drift: Drift | None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per replicate, the factors exp(-delta/2) and exp(+delta/2) by which two sides timed in
+    different blocks are multiplied (a composite statistic's version of what :func:`ratio` and
+    :func:`difference` do)."""
+    return _drift_sides(np.random.default_rng(seed + 1), drift)
+
+
+def median_of(values, name: str, unit: str = "us", *, physical_min: float | None = None, covers: str = SAMPLES,
               confidence: float = CONFIDENCE, seed: int = 0) -> Derived:
-    """The median of per-iteration values that are already a derived quantity (e.g. total -
-    compute of each profiled iteration), with a bootstrap CI; ``null`` 0."""
+    """The median of per-iteration (or per-round: ``covers=ROUNDS``) values that are already a
+    derived quantity (e.g. total - compute of each profiled iteration), with a bootstrap CI;
+    ``null`` 0."""
     x = np.asarray(values, dtype=float).ravel()
     x = x[np.isfinite(x)]
     if x.size < 2:
         return not_meaningful(name, f"too few iterations ({x.size})", unit)
     lo, hi = _ci(stats.resampled_medians(x, RESAMPLES, np.random.default_rng(seed)), confidence)
-    return _classify(name, float(np.median(x)), lo, hi, unit, 0.0, x.size, x.size, True, physical_min)
+    return classify(name, float(np.median(x)), lo, hi, unit, 0.0, x.size, x.size, True, physical_min, covers=covers)
 
 
 # --- tables and text ----------------------------------------------------------------------------
@@ -234,7 +502,8 @@ def item(row: Derived | Mapping[str, Any]) -> Derived:
     return Derived(str(get("name", "")), float(get("point", math.nan)), float(get("lo", math.nan)),
                    float(get("hi", math.nan)), str(get("unit", "") or ""), float(get("null", 0.0)),
                    str(get("status", "not meaningful")), str(get("why", "") or ""),
-                   int(get("n_a", 0) or 0), int(get("n_b", 0) or 0), bool(get("paired", False)))
+                   int(get("n_a", 0) or 0), int(get("n_b", 0) or 0), bool(get("paired", False)),
+                   get("covers") if isinstance(get("covers"), str) else "")
 
 
 def _decimals(point: float, lo: float, hi: float) -> int:

@@ -20,6 +20,19 @@ from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+
+def _state_dir() -> Path:
+    """Where the results store, build caches and reports live: ``.workbench/`` of the checkout
+    the package runs from (``pip install -e .`` keeps it there), else, for a package installed
+    from a wheel, ``$XDG_DATA_HOME/perf-workbench`` (``~/.local/share/perf-workbench``), never
+    inside site-packages."""
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / ".workbench"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "perf-workbench"
+
+
+STATE_DIR = _state_dir()
+
 # Keys that identify the machine; software versions are excluded so an upgrade of numpy
 # does not make two runs on the same box look like two machines.
 FINGERPRINT_KEYS = ("cpu_model", "cpu_logical", "cpu_physical", "mem_total_gib", "gpu_names", "os")

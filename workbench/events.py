@@ -13,7 +13,7 @@ and ``rank`` (the writer's rank, 0 outside torchrun):
     {"v": 1, "event": "record",   ..., "variant": {VariantResult as JSON}}
     {"v": 1, "event": "attach",   ..., "name": "best.json.gz", "kind": "trace/chrome-json", "file": "a3.bin"}
     {"v": 1, "event": "note",     ..., "text": "ce: symmetric memory unavailable here"}
-    {"v": 1, "event": "outputs",  ..., "data": {"by_comm": {"default": {"plan": {...}}}}}
+    {"v": 1, "event": "outputs",  ..., "data": {"by_provider": {"default": {"plan": {...}}}}}
     {"v": 1, "event": "error",    ..., "text": "ValueError: ...", "trace": "Traceback ..."}
     {"v": 1, "event": "done",     ...}
 

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from .stats import median_ci_half_width_rel
+from .units import PER_NS
 
 Timer = Callable[[int], float]  # loops -> elapsed seconds
 
@@ -400,9 +401,6 @@ class DistTimer:
 
 # --- external commands: google-benchmark JSON ------------------------------------------
 
-_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-
-
 class ExternalCommandError(RuntimeError):
     """An external benchmark command failed; carries the command and its own error text."""
 
@@ -426,7 +424,7 @@ def parse_gbench(text: str) -> dict[str, list[float]]:
         if row.get("run_type", "iteration") != "iteration" or row.get("error_occurred"):
             continue
         name = row.get("run_name") or row["name"]
-        unit = _UNIT_NS[row.get("time_unit", "ns")]
+        unit = PER_NS[row.get("time_unit", "ns")]
         out.setdefault(name, []).append(float(row["real_time"]) * unit)
     return out
 

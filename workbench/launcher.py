@@ -59,7 +59,7 @@ from .study import Cancelled
 #: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 #: worker modules a spec may name (a spec from torchrun's store is data, never a free module path)
-WORKER_MODULE = re.compile(r"studies\._[a-z0-9_]+\.worker")
+WORKER_MODULE = re.compile(r"studies\.[a-z][a-z0-9_]*\.worker")
 KILL_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to its ranks), SIGKILL after this
 
 
@@ -245,7 +245,7 @@ def launch(worker: str, config: dict[str, Any], world_size: int, ctx, *, timeout
     outputs and notes. Raises :class:`LaunchError` when a rank fails or ``timeout_s`` passes,
     ``Cancelled`` when ``ctx`` is cancelled; the process group is killed on every way out."""
     if not WORKER_MODULE.fullmatch(worker):
-        raise LaunchError(f"{worker!r} is not a study worker module (studies._<study>.worker)")
+        raise LaunchError(f"{worker!r} is not a study worker module (studies.<study>.worker)")
     topology = topology or Topology.from_env()
     nproc = topology.local_processes(world_size)
     collected = Collected()

@@ -43,6 +43,14 @@ class VariantResult:
     ``samples_ns`` are per-call times in nanoseconds (one entry per repetition). A variant
     whose check failed is recorded with ``correct=False`` and the reason in ``check``; the
     report shows it as failed and never ranks its time.
+
+    ``blocks`` says when each sample was taken, one integer per sample, numbered over the
+    run: variants timed in interleaved rounds give sample ``i`` the round's number (the same
+    number in every variant of that round, so their samples pair by round), and a variant
+    timed alone in one stretch gives all its samples that stretch's number (its own block).
+    :mod:`workbench.derived` pairs by it and adds the run's drift between blocks where two
+    variants share no block. None in runs recorded before 2026-11-27: each variant then
+    counts as a block of its own, unless its study pairs it by position (same-length rounds).
     """
 
     variant: str
@@ -51,9 +59,15 @@ class VariantResult:
     correct: bool
     check: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    blocks: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The variant's raw part; ``blocks`` only where they were recorded (a run recorded
+        before them keeps the record it had)."""
+        out = dataclasses.asdict(self)
+        if self.blocks is None:
+            del out["blocks"]
+        return out
 
 
 @dataclass
@@ -93,7 +107,8 @@ class RunRecord:
         variants = [
             VariantResult(variant=v["variant"], params=v.get("params", {}),
                           samples_ns=[float(x) for x in v["samples_ns"]], correct=v["correct"],
-                          check=v.get("check", ""), extra=v.get("extra", {}))
+                          check=v.get("check", ""), extra=v.get("extra", {}),
+                          blocks=[int(b) for b in v["blocks"]] if v.get("blocks") is not None else None)
             for v in doc["variants"]
         ]
         return cls(

@@ -8,7 +8,7 @@ imports ``studies``.
 
 ``$WORKBENCH_STUDY_PACKAGES`` names further packages (comma-separated import names) whose
 public modules are studies too, registered beside the built-in ones: a study kept outside
-this repository, or one a test writes (``tests/studies/synthetic/``).
+this repository, or the one a test writes (``tests/studies/test_new_study.py``).
 """
 
 from __future__ import annotations

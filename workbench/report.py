@@ -1,5 +1,5 @@
 """Reports: a run in the forms people share (A/B comparisons of two runs:
-:mod:`workbench.compare`), and a Jupyter notebook that reloads the run from its bundle and
+:mod:`workbench.comparison`), and a Jupyter notebook that reloads the run from its bundle and
 redraws its tables and charts.
 
 Every form starts the same way (:func:`head_markdown`, from :mod:`workbench.analysis`): the
@@ -82,9 +82,9 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
 SHORT_CLAIM_COLUMNS = ["claim", "here", "live figure (95% CI)", "seed's figure"]
 
 
-def claims_markdown(claims: pd.DataFrame, level: int = 2, columns: list[str] | None = None) -> str:
-    """The claims table, as Markdown, with the seed's machine said once above it (``columns``:
-    a subset of the display's columns)."""
+def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None, level: int = 2) -> str:
+    """The claims table, as Markdown under a heading of ``level``, with the seed's machine said
+    once above it; ``columns``: those of :func:`workbench.claims.display` to show (default all)."""
     if claims is None or not len(claims):
         return ""
     shown = claimsmod.display(claims)
@@ -97,11 +97,13 @@ def seed_machine_line(claims: pd.DataFrame) -> str:
     return f"The seed's figures: measured on {escape(claimsmod.seed_machine(claims))} unless a row names another source."
 
 
-def head_markdown(a: Analysis) -> list[str]:
-    """What every report starts with: the disturbance warnings, the verdict, the claims table."""
+def head_markdown(a: Analysis, claims_columns: list[str] | None = None, level: int = 2) -> list[str]:
+    """What every report starts with: the disturbance warnings, the verdict, the claims table
+    (``claims_columns``, ``level``: see :func:`claims_markdown`)."""
     parts = [f"> **Warning:** {escape(line)}" for line in a.disturbance]
     parts.append(f"**Verdict:** {a.verdict}")
-    claims = claims_markdown(a.claims)
+    parts.append(f"**What the CIs cover:** {escape(a.levels)}")
+    claims = claims_markdown(a.claims, claims_columns, level)
     if claims:
         parts.append(claims)
     return parts
@@ -259,7 +261,7 @@ nav.toc{border:1px solid #d0d7de;padding:.5em 1em;margin:1em 0}nav.toc ul{margin
 nav.toc li.h3{margin-left:1.2em;font-size:14px}"""
 
 
-def _md_to_html(text: str) -> str:
+def md_to_html(text: str) -> str:
     """Markdown (tables, strike-through) to HTML with raw HTML, links and images off: what
     the report's Markdown holds from a run is text, and an image could load from the network."""
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable(["link", "image",
@@ -307,9 +309,9 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
                 body.append(f'<figure><img alt="{htmlmod.escape(b.chart)}" src="data:image/png;base64,'
                             f'{base64.b64encode(pngs[b.chart]).decode()}"></figure>')
         elif b.summary:
-            body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{_md_to_html(b.md)}</details>")
+            body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{md_to_html(b.md)}</details>")
         else:
-            body.append(_md_to_html(b.md))
+            body.append(md_to_html(b.md))
     title = escape(f"{rec.study}: run {rec.run_id}", "html")
     content = _contents("\n".join(body), {"The seed's claims on this machine", key_table or ""})
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
@@ -339,11 +341,7 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
     charts = charts_of(a)
     key_table, key_chart = key_names(a, charts)
     title = study.TITLE if study else escape(rec.study)
-    parts = [f"### {title}: run {escape(rec.run_id, 'code')}",
-             *[f"> **Warning:** {escape(line)}" for line in a.disturbance], f"**Verdict:** {a.verdict}"]
-    claims = claims_markdown(a.claims, level=4, columns=SHORT_CLAIM_COLUMNS)
-    if claims:
-        parts.append(claims)
+    parts = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a, SHORT_CLAIM_COLUMNS, level=4)]
     if key_table:
         df = a.tables[key_table]
         more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \
@@ -448,20 +446,10 @@ def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis 
 
 # --- notebook ----------------------------------------------------------------------------------
 
-# The workbench must be importable: installed, or a checkout found from the notebook's folder
-# upwards (or at $WORKBENCH_ROOT). No absolute path of the exporting machine is written.
-_IMPORT_WORKBENCH = (
-    "import os, sys, pathlib, tempfile\n"
-    "for p in [pathlib.Path(os.environ.get('WORKBENCH_ROOT', '.')).resolve(), pathlib.Path.cwd(),\n"
-    "          *pathlib.Path.cwd().parents]:\n"
-    "    if (p / 'workbench' / '__init__.py').exists():\n"
-    "        sys.path.insert(0, str(p)); break\n"
-    "try:\n"
-    "    import workbench\n"
-    "except ImportError:\n"
-    "    raise ImportError('the Perf Study Workbench is not importable here: open this notebook inside a checkout, '\n"
-    "                      'or set WORKBENCH_ROOT to one') from None\n")
-
+# Notebooks use the public API (import workbench as wb; docs/python.md) and nothing else: the
+# cells run wherever the workbench is installed, from the folder the notebook is in; no path of
+# the exporting machine is written. Every chart leaves as its Vega-Lite spec and a PNG
+# (workbench.jupyter.ChartView), so the notebook renders offline and on GitHub.
 
 def _notebook(cells: list):
     nb = nbformat.v4.new_notebook()
@@ -470,45 +458,27 @@ def _notebook(cells: list):
     return nb
 
 
-def _analysis_cells() -> list:
-    """The cells that show an analysis ``a`` (None: no run): disturbance, verdict and claims
-    first, then the results table, the study's tables and its charts."""
+def _run_cells() -> list:
+    """The cells that show ``run`` after the head: its other charts, results, tables, reproduce
+    command."""
     return [
-        nbformat.v4.new_code_cell(
-            "from IPython.display import Markdown\n"
-            "Markdown('\\n\\n'.join(report.head_markdown(a)) if a else 'No run to show.')"),
-        nbformat.v4.new_code_cell("results_display(a.results) if a else None"),
-        nbformat.v4.new_code_cell(
-            "for name, df in (a.tables if a else {}).items():\n"
-            "    if not name.startswith('_'):  # '_name' tables are chart data\n"
-            "        print(name); display(df)"),
-        nbformat.v4.new_code_cell(
-            "for name, chart in (charts_of(a) if a else {}).items():\n"
-            "    display(chart)"),
+        nbformat.v4.new_code_cell("run.charts(key=False)  # every chart but the key chart (in the head above)"),
+        nbformat.v4.new_code_cell("run.results  # per variant: median with its 95% CI, spread, check, notes"),
+        nbformat.v4.new_code_cell("for name, table in run.tables.items():\n    print(name)\n    display(table)"),
+        nbformat.v4.new_code_cell("print(run.reproduce)"),
     ]
 
 
 def notebook(rec: RunRecord, bundle_name: str):
-    """A notebook that reloads the run from ``bundle_name`` (beside it) and redraws it."""
+    """A notebook that reloads the run from ``bundle_name`` (beside it) and shows it."""
     return _notebook([
         nbformat.v4.new_markdown_cell(
             f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
-            f"{escape(bundle_name, 'code')} (no results store needed) and redraws its tables and charts.\n\n"
+            f"{escape(bundle_name, 'code')} beside this notebook: all it needs is the Perf Study Workbench "
+            "installed (`pip install -e .` in its checkout), no results store.\n\n"
             f"Reproduce on your machine:\n\n{escape(rec.reproduce, 'block', 'sh')}"),
-        nbformat.v4.new_code_cell(
-            _IMPORT_WORKBENCH +
-            "from workbench.store import read_bundle\n"
-            "from workbench.registry import get\n"
-            "from workbench import report\n"
-            "from workbench.analysis import analyse, charts_of\n"
-            "from workbench.tables import results_display\n"
-            f"rec = read_bundle({bundle_name!r})\n"
-            "a = analyse(rec, get(rec.study))"),
-        *_analysis_cells(),
-        nbformat.v4.new_code_cell(
-            "from workbench.env import summary_line\n"
-            "print(summary_line(rec.env))\n"
-            "print(rec.reproduce)"),
+        nbformat.v4.new_code_cell(f"import workbench as wb\n\nrun = wb.load({bundle_name!r})\nrun"),
+        *_run_cells(),
     ])
 
 
@@ -524,63 +494,51 @@ def write_notebook(rec: RunRecord, path: str | Path, execute: bool = True) -> Pa
     return outfile.write(path, nbformat.writes(nb))
 
 
+def kernel_env() -> dict[str, str]:
+    """The environment of a notebook's kernel: this process's, with the folder that holds this
+    workbench first on ``PYTHONPATH``, so the kernel imports the workbench that wrote the
+    notebook (a checkout's, where nothing is installed)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
 def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
-    """Run ``nb`` in ``folder`` (as Jupyter would, from the folder it is saved in), with this
-    checkout importable through $WORKBENCH_ROOT; returns '' or why it did not run. A cell
-    that raises leaves its error in the outputs, as Jupyter does."""
+    """Run ``nb`` in ``folder`` (as Jupyter would, from the folder it is saved in) with
+    :func:`kernel_env`; returns '' or why it did not run. A cell that raises leaves its error
+    in the outputs, as Jupyter does."""
     from nbclient import NotebookClient  # start-up: the Jupyter client, only to execute
     from nbclient.exceptions import CellExecutionError
 
-    old = os.environ.get("WORKBENCH_ROOT")
-    os.environ["WORKBENCH_ROOT"] = str(REPO_ROOT)  # the kernel inherits it; nothing is written into the cells
     try:
         NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
-                       resources={"metadata": {"path": str(folder)}}).execute()
+                       resources={"metadata": {"path": str(folder)}}).execute(env=kernel_env())
     except CellExecutionError as exc:
         return f"a cell failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     except Exception as exc:  # no kernel here: the notebook is still written, without outputs
         return f"not executed ({type(exc).__name__}: {exc})"
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_ROOT", None)
-        else:
-            os.environ["WORKBENCH_ROOT"] = old
     return ""
 
 
 def study_notebook(study: ModuleType):
     """A study's own notebook, generated from the library (never hand-maintained).
 
-    It runs the study's smoke preset live when this machine can (``requires`` is None), else
-    it loads the result bundles committed under ``traces/<study>/``, then draws every table,
-    chart and the seed's figures.
+    It runs the study's smoke preset live when this machine can, else it loads the newest
+    result bundle committed under ``traces/<study>/``, then shows the run, its charts and
+    tables and the seed's figures.
     """
+    sid = study.ID
     return _notebook([
         nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
-            _IMPORT_WORKBENCH +
-            "from workbench import report, runner\n"
-            "from workbench.analysis import analyse, charts_of\n"
-            "from workbench.tables import results_display\n"
-            "from workbench.store import Store, committed_runs\n"
-            "from workbench.registry import get\n"
-            f"study = get({study.ID!r})\n"
-            "params = study.SPACE.defaults('smoke')  # edit, or use 'quick' / {} for the full defaults\n"
-            "reason = study.requires(params)\n"
-            "if reason is None:\n"
-            "    store = Store(pathlib.Path(tempfile.mkdtemp()) / 'results.sqlite')\n"
-            "    rec = runner.execute(study, params, store)\n"
-            "else:\n"
-            "    print('Cannot run here:', reason)\n"
-            "    runs = committed_runs(study.ID)\n"
-            "    rec = runs[0] if runs else None\n"
-            "    print('Showing the committed run', rec.run_id if rec else None)\n"
-            "a = analyse(rec, study) if rec else None"),
-        *_analysis_cells(),
-        nbformat.v4.new_code_cell(
-            "from IPython.display import Markdown\n"
-            "Markdown(report.seed_section(study) or 'This study has no seed figures.')"),
+            "import workbench as wb\n\n"
+            "try:  # the knobs: wb.explore(...), or docs/studies/ in the repository\n"
+            f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords\n"
+            "except wb.Unavailable as exc:  # this machine cannot run it: the newest run committed from one that can\n"
+            "    print(exc)\n"
+            f"    run = wb.load(wb.runs({sid!r}, origin='committed').run_id.iloc[0])\n"
+            "run"),
+        *_run_cells(),
+        nbformat.v4.new_code_cell("run.seed()  # the seed's published figures, measured on the seed's machine"),
     ])
 
 

@@ -26,13 +26,14 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness, load, procs
+from . import harness, procs
+from . import machine_load as load
 from .events import Emitter
 from .launcher import LaunchError, Topology
 from .record import RunRecord, new_run_id, now_utc
 from .registry import registry
 from .stats import median_ci_half_width_rel
-from .store import Store
+from .store import Store, StoreError
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 
 #: the default lock file: a fixed path, not the temp folder ($TMPDIR differs between shells)
@@ -218,6 +219,21 @@ def check_precision(study: ModuleType, precision: float | None) -> None:
                                       f"taken by the workbench harness's repeat loop); studies that do: {able}")
 
 
+def parse_precision(value: str | float | None) -> float | None:
+    """``2%``, ``"0.02"`` or ``0.02`` -> 0.02 (None stays None); raises :class:`ParamError`."""
+    if value is None:
+        return None
+    t = str(value).strip()
+    try:
+        fraction = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ParamError("precision", f"expected a percentage such as 2% (or a fraction such as 0.02), got {value!r}") \
+            from None
+    if not 0 < fraction <= 0.5:
+        raise ParamError("precision", f"{value} is outside (0%, 50%]")
+    return fraction
+
+
 def precision_args(precision: float | None, cap_s: float) -> str:
     """The reproduce command's ``--precision`` options."""
     if precision is None:
@@ -261,6 +277,7 @@ def execute(
     precision: float | None = None,
     precision_cap_s: float = DEFAULT_PRECISION_CAP_S,
     events: Emitter | None = None,
+    run_group: dict | None = None,
 ) -> RunRecord:
     """Validate, wait for the machine, run, store each point as it lands, return the record.
 
@@ -272,6 +289,7 @@ def execute(
     text; points it finished stay. Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C)
     stores the run as ``interrupted`` and re-raises. An exception raised after the run was
     stored carries its id as ``run_id``. ``precision`` (e.g. 0.02): see :func:`precision_run`.
+    ``run_group`` (``{"id", "index", "runs"}``, from ``--repeat-runs``) goes into the outputs.
     """
     params = validate(study, values, preset=preset)
     check_precision(study, precision)
@@ -295,11 +313,12 @@ def execute(
         rec.env = envmod.capture()
         store.begin(rec)
         emit.emit("start", run_id=rec.run_id, study=study.ID)
-        # Load over the whole run (workbench.load): before it, after each variant, after it.
+        # Load over the whole run (workbench.machine_load): before it, after each variant, after it.
         before = load.sample()
 
         def run_load() -> dict[str, Any]:
-            return {"load": {"before": before, "after": load.sample()}}
+            group = {"run_group": run_group} if run_group else {}
+            return {"load": {"before": before, "after": load.sample()}} | group
 
         try:
             with _watchdog(stall_limit_s()) as touch:
@@ -344,6 +363,28 @@ def execute(
         store.finish(rec.run_id, "complete", outputs=outputs | run_load())
         emit.done()
     return store.load(rec.run_id)
+
+
+def failure_text(study: ModuleType, exc: BaseException, kept: str = "points") -> str:
+    """The one line for a run that stopped with ``exc``: the study cannot run here, or it failed
+    (stored as a failed run that keeps its finished ``kept``)."""
+    if isinstance(exc, StudyUnavailable):
+        return f"study {study.ID} cannot run here: {exc}"
+    return f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished {kept} kept)"
+
+
+def interrupted_text(store: Store, run_id: str | None) -> str:
+    """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
+    run was stored)."""
+    if run_id is None:
+        return "interrupted before the run started; nothing was stored"
+    try:
+        kept = len(store.load(run_id, attachments=False).variants)
+    except (StoreError, KeyError):
+        kept = None
+    if kept == 0:
+        return f"interrupted before any point finished; run {run_id} is stored without points"
+    return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"
 
 
 def execute_keep_partial(study: ModuleType, values: dict[str, Any], store: Store, **kw) -> tuple[RunRecord, str | None]:

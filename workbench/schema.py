@@ -9,6 +9,9 @@ JSON Schema it refuses what a schema cannot say: nesting deeper than :data:`MAX_
 Format history of the record (``"format": "perf-workbench-run"``):
   version 1 (2026-12): the record as printed by ``run --json`` since 2026-11, plus
   ``format`` and ``version``. Records inside older bundles have neither; they read as 1.
+  Still version 1 (2026-11-27): a variant may carry ``blocks`` (one block or round number per
+  sample); records without it read as before (each variant its own block). A record whose
+  ``blocks`` length differs from its samples is refused (:func:`check_blocks`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ VARIANT_SCHEMA: dict[str, Any] = {
         "correct": {"type": "boolean"},
         "check": {"type": "string"},
         "extra": {"type": "object"},
+        # the block (round) each sample was taken in (workbench.record.VariantResult.blocks)
+        "blocks": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "integer", "minimum": 0}}]},
         # derived from samples_ns when the record was written; recomputed, never read back
         "median_ns": {}, "ci_ns": {}, "iqr_ns": {}, "noisy": {},
     },
@@ -70,6 +75,7 @@ RECORD_SCHEMA: dict[str, Any] = {
             "type": "object", "required": ["id", "seed_text", "seed_value", "status", "live", "why"],
             "properties": {"status": {"enum": ["holds", "contradicted", "inconclusive", "not testable here"]}}}},
         "disturbance": {"type": "array", "items": {"type": "string"}},
+        "levels": {"type": "string"},
     },
 }
 
@@ -141,9 +147,20 @@ def _check(doc: Any, schema: dict[str, Any], what: str) -> None:
         raise SchemaError(f"{what} field {_where(e.absolute_path)}: {message}")
 
 
+def check_blocks(run: dict, what: str) -> None:
+    """A variant's ``blocks`` names one block per sample: refuse any other length (a schema
+    cannot say it, and pairing by a misaligned list would pair the wrong samples)."""
+    for i, v in enumerate(run.get("variants", [])):
+        blocks = v.get("blocks")
+        if blocks is not None and len(blocks) != len(v["samples_ns"]):
+            raise SchemaError(f"{what} field variants[{i}].blocks: {len(blocks)} block numbers for "
+                              f"{len(v['samples_ns'])} samples")
+
+
 def check_record(doc: Any) -> None:
     """Raise :class:`SchemaError` unless ``doc`` is a valid run record."""
     _check(doc, RECORD_SCHEMA, "run record")
+    check_blocks(doc, "run record")
 
 
 def check_bundle(doc: Any) -> None:
@@ -155,6 +172,7 @@ def check_bundle(doc: Any) -> None:
         raise SchemaError(f"bundle version {version} is newer than this workbench's {BUNDLE_VERSION}; "
                           "update the workbench")
     _check(doc, BUNDLE_SCHEMA, "bundle")
+    check_blocks(doc["run"], "bundle run")
     seen: set[str] = set()
     for i, a in enumerate(doc.get("attachments", [])):
         if a["name"] in seen:

@@ -1,7 +1,7 @@
 """Results store: one SQLite file of runs, their variants' raw samples and attachments.
 
 Location: ``--store PATH`` on the CLI, else ``$WORKBENCH_STORE``, else
-``.workbench/results.sqlite`` in the repository. Variants are written as they finish, so an
+``.workbench/results.sqlite`` in the checkout (:data:`workbench.env.STATE_DIR`). Variants are written as they finish, so an
 interrupted sweep keeps its points (the run is left with status ``interrupted``).
 
 Bundles (one JSON file per run) carry a run between machines, e.g. from a GPU node into a
@@ -17,6 +17,8 @@ for writing, and a read-only one is read as it is):
   1 (2026-11): meta, runs, variants, attachments.
   2 (2026-12): + annotations (tags and a note per run id; a committed bundle's run too, so
      it is keyed by run id, not a reference to ``runs``).
+  3 (2026-11-27): + variants.blocks (the block or round of each sample, JSON; NULL in runs
+     stored before, which read as one block per variant).
 
 Several processes (CLI runs, app sessions) use one store at once: every :class:`Store`
 owns its own connection (never shared between threads), the file is in WAL mode and
@@ -41,21 +43,23 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import outfile
-from .env import REPO_ROOT
+from .env import REPO_ROOT, STATE_DIR
 from .procs import start_ticks
-from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
 from .record import RunRecord, VariantResult, machine_label, now_utc
 from .registry import registry
+from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
 from .untrusted import UntrustedError, check_run_id, safe_stem
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30
 #: largest bundle file read (a JSON document takes several times its size in memory)
 MAX_BUNDLE_BYTES = 256 << 20
 _TABLES = ("meta", "runs", "variants", "attachments", "annotations")
 #: tables a store of each older schema version lacks (added by :meth:`Store._migrate`)
 _ADDED_IN = {2: ("annotations",)}
+#: columns a store of each older schema version lacks: (table, column, SQL type)
+_COLUMNS_ADDED_IN = {3: (("variants", "blocks", "TEXT"),)}
 #: a tag: a short plain word (it is shown in tables and used as a filter)
 TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:=-]{0,39}")
 MAX_NOTE_CHARS = 2000
@@ -69,7 +73,7 @@ class StoreError(RuntimeError):
 
 def default_path() -> Path:
     env = os.environ.get("WORKBENCH_STORE")
-    return Path(env) if env else REPO_ROOT / ".workbench" / "results.sqlite"
+    return Path(env) if env else STATE_DIR / "results.sqlite"
 
 
 _SCHEMA = """
@@ -81,7 +85,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS variants (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, seq INTEGER NOT NULL,
     variant TEXT NOT NULL, params TEXT NOT NULL, samples_ns TEXT NOT NULL, correct INTEGER NOT NULL,
-    check_msg TEXT, extra TEXT, PRIMARY KEY (run_id, seq));
+    check_msg TEXT, extra TEXT, blocks TEXT, PRIMARY KEY (run_id, seq));
 CREATE TABLE IF NOT EXISTS attachments (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, name TEXT NOT NULL,
     kind TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (run_id, name));
@@ -222,9 +226,10 @@ class Store:
                              f"{SCHEMA_VERSION}; update the workbench")
 
     def _migrate(self) -> None:
-        """Bring an older store to :data:`SCHEMA_VERSION`: new tables only, so what was
-        stored stays as it was. One transaction, which sees another process's migration; a
-        store that cannot be written keeps its version and is read as it is."""
+        """Bring an older store to :data:`SCHEMA_VERSION`: new tables and new nullable
+        columns only, so what was stored stays as it was. One transaction, which sees another
+        process's migration; a store that cannot be written keeps its version and is read as
+        it is."""
         if self.schema_version >= SCHEMA_VERSION:
             return
         try:
@@ -233,6 +238,11 @@ class Store:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self._conn.execute(statement)  # CREATE TABLE IF NOT EXISTS
+                for version, columns in _COLUMNS_ADDED_IN.items():
+                    for table, column, kind in columns:
+                        have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                        if version > self.schema_version and column not in have:
+                            self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self._conn.commit()
             except BaseException:
@@ -276,7 +286,7 @@ class Store:
     @staticmethod
     def _variant_row(run_id: str, seq: int, v: VariantResult) -> tuple:
         return (run_id, seq, v.variant, json.dumps(v.params), json.dumps(v.samples_ns), int(v.correct), v.check,
-                json.dumps(v.extra, default=str))
+                json.dumps(v.extra, default=str), None if v.blocks is None else json.dumps(v.blocks))
 
     def begin(self, rec: RunRecord) -> None:
         """Store a run that this process starts now (status ``running``, owned by this pid)."""
@@ -290,7 +300,7 @@ class Store:
             # MAX over the (run_id, seq) key is an index lookup; COUNT(*) would scan the run's rows.
             seq = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
                                      (run_id,)).fetchone()[0]
-            self._conn.execute("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)", self._variant_row(run_id, seq, v))
+            self._conn.execute("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?,?)", self._variant_row(run_id, seq, v))
 
     def replace_variant(self, run_id: str, v: VariantResult) -> None:
         """Replace the variant of the same name (one that gained repeats), or add it."""
@@ -300,7 +310,7 @@ class Store:
             if row is None:
                 row = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
                                          (run_id,)).fetchone()
-            self._conn.execute("INSERT OR REPLACE INTO variants VALUES (?,?,?,?,?,?,?,?)",
+            self._conn.execute("INSERT OR REPLACE INTO variants VALUES (?,?,?,?,?,?,?,?,?)",
                                self._variant_row(run_id, row[0], v))
 
     def add_attachment(self, run_id: str, name: str, kind: str, data: bytes) -> None:
@@ -325,7 +335,7 @@ class Store:
         try:
             with self._conn:
                 self._insert_run(rec)
-                self._conn.executemany("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?)",
+                self._conn.executemany("INSERT INTO variants VALUES (?,?,?,?,?,?,?,?,?)",
                                        (self._variant_row(rec.run_id, i, v) for i, v in enumerate(rec.variants)))
                 self._conn.executemany("INSERT INTO attachments VALUES (?,?,?,?)",
                                        ((rec.run_id, n, k, d) for n, k, d in rec.attachments))
@@ -503,12 +513,15 @@ class Store:
                         env=_json_field(row[4], run_id, "env"), created_utc=row[5], finished_utc=row[6],
                         reproduce=row[7] or "", outputs=_json_field(row[8] or "{}", run_id, "outputs"),
                         error=dead or row[9], floor_ns=row[10], origin=row[11] or "local")
+        # a store of schema < 3 opened read-only has no blocks column: its variants have none
+        blocks = "blocks" if self.schema_version >= 3 else "NULL"
         for vrow in self._conn.execute(
-                "SELECT variant, params, samples_ns, correct, check_msg, extra FROM variants WHERE run_id=? ORDER BY seq",
-                (run_id,)):
+                f"SELECT variant, params, samples_ns, correct, check_msg, extra, {blocks} FROM variants WHERE run_id=? "
+                "ORDER BY seq", (run_id,)):
             rec.variants.append(VariantResult(variant=vrow[0], params=_json_field(vrow[1], run_id, "variant params"),
                                               samples_ns=_json_field(vrow[2], run_id, "samples"), correct=bool(vrow[3]),
-                                              check=vrow[4] or "", extra=_json_field(vrow[5] or "{}", run_id, "extra")))
+                                              check=vrow[4] or "", extra=_json_field(vrow[5] or "{}", run_id, "extra"),
+                                              blocks=_blocks(vrow[6], run_id)))
         if attachments:
             rec.attachments = [(n, k, bytes(d)) for n, k, d in self._conn.execute(
                 "SELECT name, kind, data FROM attachments WHERE run_id=? ORDER BY name", (run_id,))]
@@ -528,6 +541,17 @@ def _tables_after(version: str) -> set[str]:
     if not str(version).isdigit():
         return set()
     return {t for v, tables in _ADDED_IN.items() if v > int(version) for t in tables}
+
+
+def _blocks(text: Any, run_id: str) -> list[int] | None:
+    """A variant's stored block numbers (NULL: a run stored before they were recorded)."""
+    if text is None:
+        return None
+    value = _json_field(text, run_id, "blocks")
+    if not isinstance(value, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in value):
+        raise StoreError(f"run {run_id} has a corrupt blocks field in the store (not a list of integers); the store "
+                         "was left untouched")
+    return value
 
 
 def _json_field(text: Any, run_id: str, what: str) -> Any:

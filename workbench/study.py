@@ -40,6 +40,8 @@ Optionally:
   test on the tables (the claims table leads the page, the reports and the notebook);
 - ``KEY_TABLE``, ``KEY_CHART``: names of the seed-shaped table and the chart a page leads with;
 - ``SEED_FIGURES``: the seed's published numbers as data, shown as the seed's;
+- ``README_BLOCKS``: ``{name: fn(analyses, args) -> Markdown}``, blocks the study writes in its
+  committed result README from the analyses of every bundle beside it (:mod:`workbench.readme`);
 - ``HONOURS_PRECISION = True``: every timed sample comes from the harness's repeat loop
   (:func:`workbench.harness.measure`, or a series the study extends with
   :func:`workbench.harness.more_samples`), so ``--precision`` holds; other studies refuse it.
@@ -344,6 +346,13 @@ class RunContext:
         self.attachments: list[tuple[str, str, bytes]] = []
         #: (steps done, total, unit) of the run's :class:`Steps`, None when it counts none
         self.step: tuple[int, int, str] | None = None
+        self._next_block = 0
+
+    def block(self) -> int:
+        """A new block number of this run (:attr:`VariantResult.blocks`): take one per stretch
+        of timing, i.e. per variant timed alone or per round of interleaved variants."""
+        self._next_block += 1
+        return self._next_block - 1
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.cancel_event.is_set():

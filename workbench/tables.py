@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
-from . import load, stats
+from . import machine_load as load
+from . import stats
 from .record import RunRecord
 from .untrusted import escape, plain
 
@@ -48,7 +49,7 @@ def variants_table(rec: RunRecord) -> pd.DataFrame:
 
     The sample count is ``samples`` (not ``n``, which studies use for a problem size); ``load``
     is the 1-minute load average sampled after the variant (NaN where not sampled) and
-    ``load_note`` says when it was measured under load (:mod:`workbench.load`)."""
+    ``load_note`` says when it was measured under load (:mod:`workbench.machine_load`)."""
     rows = []
     for v, load_note in zip(rec.variants, load.variant_notes(rec)):
         s = stats.summarize(v.samples_ns)

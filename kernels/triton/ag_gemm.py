@@ -16,6 +16,12 @@ was measured and dropped gave a program several rows):
   Tiles of the local shard read A in place; tiles of a peer's shard read the staging buffer
   once the flags of the k-groups they need are set.
 
+With ``HbmKnobs(fetch="ce")`` there are no fetch rows: copy engines on side streams copy the
+peers' rows into the staging buffer chunk by chunk and each chunk's flag is written by its
+stream behind the copy (kernels/triton/copyengine.py); a flag may then cover several M-tiles
+(``m_tiles_per_flag``), and the GEMM tiles are queued in the order the chunks land
+(:meth:`HbmLayout.arrival_tiles`). The GEMM side is the same code either way.
+
 Queue order: the first ``fetchers`` fetch rows, then the local shard's tiles with the other
 fetch rows spread among them (a fetching SM is memory-bound while GEMM SMs are compute-bound,
 so few fetchers at a time cost less SM time than all at once), then the peers' tiles in fetch
@@ -65,7 +71,12 @@ ROLE_GEMM = 2
 #: (fetch), first and end k-tile, stream-K slot (-1: the row stores its tile), pieces of its tile
 ITEM_FIELDS = ("kind", "src", "m_tile", "n_tile_or_k_group", "k_begin", "k_end", "sk_slot", "sk_pieces")
 STAGE_LAYOUTS = ("rows", "tiles")  # staged A row-major like the gathered A, or tile-contiguous
-MAX_SPINS = 1 << 26  # about 1-2 s of polling on an H200 before a wait reports a timeout
+# Polls before a wait reports a timeout. Every legitimate wait ends within milliseconds (a fetch
+# row sits in an earlier ticket; a copy-engine chunk lands within ~100 us of its copy); with
+# every program polling at once a poll takes microseconds: two checks that deadlocked with
+# 2^26 polls (copies within one GPU that needed the SMs the kernel held; H100, 2026-11-27) took
+# most of a 300 s call. 2^22 polls is seconds at most.
+MAX_SPINS = 1 << 22
 FLAG_PRESET = 2**31 - 1  # flags of a buffer built with fetch=False: every wait is already satisfied
 
 
@@ -107,6 +118,8 @@ class HbmLayout:
     block_k: int
     k_tiles_per_flag: int
     group_m: int = 8
+    #: M-tiles per flag: 1 for the SM fetch rows; a copy-engine chunk of several M-tiles sets one
+    m_tiles_per_flag: int = 1
 
     @property
     def tiles_per_shard(self) -> int:
@@ -125,8 +138,12 @@ class HbmLayout:
         return _cdiv(self.n, self.block_n)
 
     @property
+    def flags_per_shard_m(self) -> int:
+        return _cdiv(self.tiles_per_shard, self.m_tiles_per_flag)
+
+    @property
     def num_flags(self) -> int:
-        return self.world_size * self.tiles_per_shard * self.k_groups
+        return self.world_size * self.flags_per_shard_m * self.k_groups
 
     @property
     def num_fetch_tasks(self) -> int:
@@ -143,7 +160,7 @@ class HbmLayout:
         return self.world_size * self.tiles_per_shard * self.k_tiles * self.block_m * self.block_k
 
     def flag_index(self, src: int, m_tile: int, k_group: int) -> int:
-        return (src * self.tiles_per_shard + m_tile) * self.k_groups + k_group
+        return (src * self.flags_per_shard_m + m_tile // self.m_tiles_per_flag) * self.k_groups + k_group
 
     def fetch_task(self, f: int, rank: int) -> tuple[int, int, int]:
         """Fetch task -> (source rank, M-tile in its shard, k-group); nearest peer first."""
@@ -164,11 +181,27 @@ class HbmLayout:
         n_tile = (within % per_group) // size_m
         return (rank + step) % self.world_size, m_tile, n_tile
 
+    def arrival_tiles(self, rank: int) -> list[tuple[int, int, int]]:
+        """GEMM tiles in the order copy-engine chunks land (``fetch="ce"``): the local shard
+        first (as :meth:`gemm_tile`), then chunk row j of every peer (nearest first) before
+        chunk row j+1, since every peer's copies run at once on their own streams; inside a
+        chunk, M fastest (tiles side by side share a B tile in L2)."""
+        per_shard = self.tiles_per_shard * self.n_tiles
+        out = [self.gemm_tile(g, rank) for g in range(per_shard)]
+        mpf = self.m_tiles_per_flag
+        for j in range(self.flags_per_shard_m):
+            for step in range(1, self.world_size):
+                src = (rank + step) % self.world_size
+                rows = range(j * mpf, min((j + 1) * mpf, self.tiles_per_shard))
+                out += [(src, m, nt) for nt in range(self.n_tiles) for m in rows]
+        return out
+
     def schedule(self, rank: int, programs: int, fetch: bool = True, fetchers: int = 16, stream_k: int = 1,
-                 sk_split: int = 0) -> Schedule:
+                 sk_split: int = 0, tiles: list[tuple[int, int, int]] | None = None) -> Schedule:
         """The ticket queue of ``rank`` for ``programs`` persistent programs.
 
-        ``fetch=False`` leaves the fetch rows out (the staging buffer is filled by the caller).
+        ``fetch=False`` leaves the fetch rows out (the staging buffer is filled by the caller, or
+        by copy engines); ``tiles`` gives the GEMM tiles' order (default :meth:`gemm_tile`'s).
         ``stream_k=1`` cuts the tiles of the last, partial wave (and, if the cost model below
         says so, one full wave more) into ``sk_split`` equal k-ranges (0: chosen by
         :func:`stream_k_plan`); each piece is a ticket of its own. Pieces are listed piece
@@ -183,7 +216,8 @@ class HbmLayout:
             for f in range(self.num_fetch_tasks):
                 src, m_tile, kg = self.fetch_task(f, rank)
                 fetch_rows.append((ROLE_FETCH, src, m_tile, kg, kg * kpf, min((kg + 1) * kpf, kt), -1, 1))
-        tiles = [self.gemm_tile(g, rank) for g in range(self.num_gemm_tiles)]
+        if tiles is None:
+            tiles = [self.gemm_tile(g, rank) for g in range(self.num_gemm_tiles)]
         n_sk, split = stream_k_plan(len(tiles), programs, min(sk_split, kt)) if stream_k and kt > 1 else (0, 1)
         split = min(split, kt)
         whole = tiles[:len(tiles) - n_sk]
@@ -377,12 +411,12 @@ def _sk_finish(part_ptr, first_slot, pieces, c_ptr, out_row, m_row, off_n, M_SHA
 # Ints that differ between calls, ranks or shapes are not specialised (Triton compiles a variant
 # for ints equal to 1 or divisible by 16): one compile serves every launch.
 @triton.jit(do_not_specialize=["M_SHARD", "rank", "epoch", "ticket_base", "num_tickets", "max_pieces",
-                               "k_tiles_per_flag"])
+                               "k_tiles_per_flag", "m_tiles_per_flag"])
 def ag_gemm_hbm_kernel(
     b, c,
     a_local_ptr, peer_ptrs_ptr, stage_ptr, c_ptr, rows_ptr, offsets_ptr, flags_ptr, ticket_ptr, err_ptr, trace_ptr,
     part_ptr, count_ptr,
-    M_SHARD, N, K, rank, epoch, ticket_base, num_tickets, max_pieces, k_tiles_per_flag,
+    M_SHARD, N, K, rank, epoch, ticket_base, num_tickets, max_pieces, k_tiles_per_flag, m_tiles_per_flag,
     stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     FETCH_K: tl.constexpr, FETCH_EVICT: tl.constexpr, TILED_STAGE: tl.constexpr, USE_TMA: tl.constexpr,
@@ -395,6 +429,7 @@ def ag_gemm_hbm_kernel(
     tps = tl.cdiv(M_SHARD, BLOCK_M)
     k_tiles = tl.cdiv(K, BLOCK_K)
     k_groups = tl.cdiv(k_tiles, k_tiles_per_flag)
+    fpm = tl.cdiv(tps, m_tiles_per_flag)  # flags per shard along M
     dtype = stage_ptr.dtype.element_ty
     offs_m = tl.arange(0, BLOCK_M)
 
@@ -422,7 +457,8 @@ def ag_gemm_hbm_kernel(
                 # seed's review: validation failures without it). Off only for that experiment.
                 if FLAG_BARRIER:
                     tl.debug_barrier()
-                tl.atomic_xchg(flags_ptr + (src * tps + m_tile) * k_groups + nk, epoch, sem="release", scope="sys")
+                tl.atomic_xchg(flags_ptr + (src * fpm + m_tile // m_tiles_per_flag) * k_groups + nk, epoch,
+                               sem="release", scope="sys")
             else:  # ROLE_GEMM: nk is the N-tile
                 slot = tl.load(item + 6)
                 pieces = tl.load(item + 7)
@@ -452,14 +488,15 @@ def ag_gemm_hbm_kernel(
                     else:
                         a_base = stage_ptr + src * M_SHARD * K
                 g_first = kb // k_tiles_per_flag
+                tile_flags = flags_ptr + (src * fpm + m_tile // m_tiles_per_flag) * k_groups
                 segments = 1
                 if remote:
                     if WAIT_PER_GROUP:
                         # Compute each k-group as soon as it lands (a pipeline refill per group).
                         segments = tl.cdiv(ke, k_tiles_per_flag) - g_first
                     else:
-                        _wait_flags(flags_ptr + (src * tps + m_tile) * k_groups + g_first,
-                                    tl.cdiv(ke, k_tiles_per_flag) - g_first, epoch, err_ptr, MAX_FLAGS, MAX_SPINS)
+                        _wait_flags(tile_flags + g_first, tl.cdiv(ke, k_tiles_per_flag) - g_first, epoch, err_ptr,
+                                    MAX_FLAGS, MAX_SPINS)
                         _fence_async(kb, FENCE_ASYNC)
                         t_ready = _now_ns(TRACE)
                 if USE_TMA:
@@ -473,8 +510,7 @@ def ag_gemm_hbm_kernel(
                     if remote:
                         if WAIT_PER_GROUP:
                             g = g_first + s
-                            _wait_flags(flags_ptr + (src * tps + m_tile) * k_groups + g, 1, epoch, err_ptr, MAX_FLAGS,
-                                        MAX_SPINS)
+                            _wait_flags(tile_flags + g, 1, epoch, err_ptr, MAX_FLAGS, MAX_SPINS)
                             _fence_async(g, FENCE_ASYNC)
                             if s == 0:
                                 t_ready = _now_ns(TRACE)
@@ -532,25 +568,61 @@ class HbmKnobs:
     # The CTA barrier between a fetch row's stores and its flag release. False only for the
     # seed review's experiment (how often the check fails without it): never for results.
     flag_barrier: bool = True
+    # Who moves the peers' rows into staging: "sm", the kernel's own fetch rows (SM loads over
+    # NVLink, the seed's design); "ce", copy engines on side streams, a flag per chunk written
+    # by the stream behind its copy (kernels/triton/copyengine.py), no SM taken.
+    fetch: str = "sm"
+    ce_chunks: int = 0  # fetch="ce": k-groups per M-tile (one wave) or chunks per peer shard; 0: by shape
 
-    def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132) -> HbmLayout:
+    def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132,
+               two_d: bool = True) -> HbmLayout:
         """``k_tiles_per_flag=-1``: when every tile has its own program (one wave), the fetch
         is the critical path (remote tiles wait for it), so it is cut into many small rows
         (``SMALL_FETCH_K_TILES``, 128 KiB at 128 x 64 fp16 tiles) that idle programs take at
         once; otherwise one row per M-tile (whole 2 MiB rows at K=8192; each row's flag release
-        costs a system-scope fence, and there is time to spare before remote tiles run)."""
+        costs a system-scope fence, and there is time to spare before remote tiles run).
+        ``fetch="ce"``: see :func:`ce_granularity` (``two_d``: 2-D copies are available)."""
         k_tiles = _cdiv(k, self.block_k)
-        kpf = self.k_tiles_per_flag
-        if kpf < 0:
-            tiles = world_size * _cdiv(m_shard, self.block_m) * _cdiv(n, self.block_n)
-            kpf = SMALL_FETCH_K_TILES if tiles <= programs else 0
-        kpf = k_tiles if kpf == 0 else min(kpf, k_tiles)
-        return HbmLayout(m_shard, n, k, world_size, self.block_m, self.block_n, self.block_k, kpf, self.group_m)
+        one_wave = world_size * _cdiv(m_shard, self.block_m) * _cdiv(n, self.block_n) <= programs
+        mpf = 1
+        if self.fetch == "ce":
+            kpf, mpf = ce_granularity(_cdiv(m_shard, self.block_m), k_tiles, self.block_m * self.block_k, one_wave,
+                                      two_d, self.ce_chunks)
+        else:
+            kpf = self.k_tiles_per_flag
+            if kpf < 0:
+                kpf = SMALL_FETCH_K_TILES if one_wave else 0
+            kpf = k_tiles if kpf == 0 else min(kpf, k_tiles)
+        return HbmLayout(m_shard, n, k, world_size, self.block_m, self.block_n, self.block_k, kpf, self.group_m, mpf)
 
 
 #: k-tiles per fetch row when the fetch is on the critical path (see HbmKnobs.layout); on an
 #: H100 at M=1024, N=3584, K=8192, world size 2: 8 -> 1.20x cuBLAS's time, 16 -> 1.26x, 32 -> 1.36x
 SMALL_FETCH_K_TILES = 8
+FETCH_MODES = ("sm", "ce")
+#: copy-engine chunks: bytes of one chunk when the fetch is cut along K (one wave); the
+#: host issues one copy and one flag write per chunk (a few us each), so chunks far smaller
+#: would leave the copy engines waiting for the host
+CE_CHUNK_BYTES = 512 << 10
+#: copy-engine chunks per peer shard when the tiles take several waves (the local shard's
+#: tiles run first, so the first chunk has that long to land)
+CE_CHUNKS_PER_PEER = 4
+
+
+def ce_granularity(tiles_per_shard: int, k_tiles: int, tile_elems: int, one_wave: bool, two_d: bool,
+                   chunks: int = 0, elem_bytes: int = 2) -> tuple[int, int]:
+    """(k-tiles per flag, M-tiles per flag) of the copy-engine fetch. One wave (every tile has
+    its program, so remote tiles wait from the start): each M-tile's rows cut along K into
+    ``chunks`` k-groups (default: ``CE_CHUNK_BYTES`` each, 4 at K=8192 and 128-row fp16 tiles),
+    so a remote tile computes its first k-group a few us after the copies start; this needs
+    2-D copies (strided rows), else whole M-tiles. Several waves: ``chunks`` (default
+    ``CE_CHUNKS_PER_PEER``) row blocks of whole M-tiles per peer shard, plain 1-D copies."""
+    if one_wave and two_d:
+        groups = chunks or max(1, tile_elems * elem_bytes * k_tiles // CE_CHUNK_BYTES)
+        return _cdiv(k_tiles, min(groups, k_tiles)), 1
+    if one_wave:
+        return k_tiles, 1
+    return k_tiles, _cdiv(tiles_per_shard, min(chunks or CE_CHUNKS_PER_PEER, tiles_per_shard))
 
 
 def _num_sms(device) -> int:
@@ -589,14 +661,21 @@ class HbmBuffer:
     (``rendezvous(...).buffer_ptrs`` on GPUs; plain ``data_ptr()``s of local buffers when
     peers are emulated in one process). ``fetch=False`` builds the GEMM path alone: no fetch
     rows, every flag already set; the caller fills the staging buffer (:meth:`stage_rows`).
+    ``knobs.fetch="ce"``: copy engines fill the staging buffer (kernels/triton/copyengine.py)
+    from ``peers``, every rank's shard as a tensor on this device.
     """
 
     def __init__(self, a_local, peer_ptrs, b, rank: int, world_size: int, knobs: HbmKnobs, trace: bool = False,
-                 fetch: bool = True):
+                 fetch: bool = True, peers=None):
         import torch
+
+        from kernels.triton import copyengine
 
         if knobs.stage_layout not in STAGE_LAYOUTS:
             raise ValueError(f"stage_layout must be one of {STAGE_LAYOUTS}, got {knobs.stage_layout!r}")
+        if knobs.fetch not in FETCH_MODES:
+            raise ValueError(f"fetch must be one of {FETCH_MODES}, got {knobs.fetch!r}")
+        ce = fetch and knobs.fetch == "ce" and world_size > 1
         if not a_local.is_contiguous():
             raise ValueError("the A shard must be contiguous (row stride K)")
         m_shard, k = a_local.shape
@@ -608,9 +687,11 @@ class HbmBuffer:
         self.rank, self.world_size, self.knobs = rank, world_size, knobs
         dev = a_local.device
         self.programs = knobs.programs or _num_sms(dev)
-        self.layout = lay = knobs.layout(m_shard, b.shape[1], k, world_size, self.programs)
-        sched = lay.schedule(rank, self.programs, fetch=fetch, fetchers=knobs.fetchers, stream_k=knobs.stream_k,
-                             sk_split=knobs.sk_split)
+        self.layout = lay = knobs.layout(m_shard, b.shape[1], k, world_size, self.programs,
+                                         two_d=copyengine.can_copy_2d(a_local))
+        sched = lay.schedule(rank, self.programs, fetch=fetch and not ce, fetchers=knobs.fetchers,
+                             stream_k=knobs.stream_k, sk_split=knobs.sk_split,
+                             tiles=lay.arrival_tiles(rank) if ce else None)
         self.schedule = sched
         self.rows = torch.from_numpy(sched.rows.reshape(-1)).to(dev)
         self.offsets = torch.from_numpy(sched.offsets).to(dev)
@@ -624,11 +705,15 @@ class HbmBuffer:
         self.part = torch.empty(max(1, sched.sk_tiles * sched.max_pieces) * lay.block_m * lay.block_n,
                                 dtype=torch.float32, device=dev)
         self.counts = torch.zeros(max(1, sched.sk_tiles), dtype=torch.int32, device=dev)
+        # ROCm: no TMA descriptors and no global timer / SM id reads (NVIDIA-only), so pointer
+        # loads and no per-program trace; the flag protocol is the same
+        rocm = copyengine.is_rocm()
+        trace = trace and not rocm
         self.trace_buf = torch.zeros((len(sched.rows), TRACE_FIELDS) if trace else (1, TRACE_FIELDS),
                                      dtype=torch.int64, device=dev)
         self.trace = trace
         self.epoch = 0
-        self.use_tma = knobs.tma and _tma_ok(a_local, b) and (world_size == 1 or _tma_ok(self.stage))
+        self.use_tma = knobs.tma and not rocm and _tma_ok(a_local, b) and (world_size == 1 or _tma_ok(self.stage))
         if self.use_tma:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -637,6 +722,27 @@ class HbmBuffer:
         else:
             self._b_arg = b
         self._c_desc: tuple = (None, None)
+        # the copy-engine fetch: chunks land over tens of us, so a remote tile computes each
+        # k-group as its flag is set
+        self.ce = copyengine.CopyEngineFetch(self, peers if peers is not None else []) if ce else None
+        self.wait_per_group = knobs.wait_per_group or (ce and lay.k_groups > 1)
+
+    @property
+    def mechanism(self) -> dict[str, str]:
+        """How this kernel moves A and computes (the study's mechanism tags)."""
+        loads = "TMA descriptors" if self.use_tma else "pointer loads (no TMA)"
+        if self.world_size == 1 or self.flag_reset == FLAG_PRESET:
+            fetch = "none (staged beforehand)" if self.world_size > 1 else "none (one rank)"
+        elif self.ce is not None:
+            fetch = self.ce.mechanism
+        else:
+            rows = int((self.schedule.rows[:, 0] == ROLE_FETCH).sum())
+            fetch = (f"SM loads over NVLink: {rows} fetch rows of the same persistent kernel "
+                     f"({self.knobs.fetchers} at the head of its queue), flags by release atomics")
+        sms = "0 (copy engines)" if self.ce is not None else (
+            "shared: any of the kernel's programs takes fetch rows" if self.flag_reset != FLAG_PRESET else "0")
+        return {"fetch": fetch, "gemm": f"persistent Triton GEMM, local shard first, {loads}",
+                "sms_for_comm": sms}
 
     def stage_rows(self, src: int):
         """The staging buffer's rows for shard ``src`` (row-major layout only)."""
@@ -676,12 +782,12 @@ class HbmBuffer:
         args = (self._b_arg, c, self.a_local, self.peer_ptrs, self.stage, out, self.rows, self.offsets, self.flags, self.ticket,
                 self.err, self.trace_buf, self.part, self.counts,
                 lay.m_shard, lay.n, lay.k, self.rank, epoch, (epoch - 1) * self.tickets_per_launch,
-                self.schedule.num_tickets, self.schedule.max_pieces, lay.k_tiles_per_flag,
+                self.schedule.num_tickets, self.schedule.max_pieces, lay.k_tiles_per_flag, lay.m_tiles_per_flag,
                 self.b.stride(0), self.b.stride(1), out.stride(0), out.stride(1))
         kwargs = dict(BLOCK_M=kn.block_m, BLOCK_N=kn.block_n, BLOCK_K=kn.block_k,
                       FETCH_K=kn.fetch_k, FETCH_EVICT=kn.fetch_evict, TILED_STAGE=kn.stage_layout == "tiles",
                       USE_TMA=self.use_tma,
-                      TMA_STORE=tma_store, WAIT_PER_GROUP=kn.wait_per_group,
+                      TMA_STORE=tma_store, WAIT_PER_GROUP=self.wait_per_group,
                       FENCE_ASYNC=self.use_tma and os.environ.get("TRITON_INTERPRET") != "1",
                       EVEN_K=lay.k % kn.block_k == 0, TRACE=self.trace and len(self.trace_buf) == len(self.schedule.rows), MAX_FLAGS=triton.next_power_of_2(lay.k_groups),
                       MAX_SPINS=MAX_SPINS, FLAG_BARRIER=kn.flag_barrier,
@@ -689,9 +795,19 @@ class HbmBuffer:
         return args, kwargs
 
     def __call__(self, out):
-        """Launch once into ``out`` (M x N). The caller makes peers' shards ready first."""
+        """Launch once into ``out`` (M x N). The caller makes peers' shards ready first.
+        Copy-engine fetch: the copy streams start where the call starts; the kernel is
+        launched, then the copies queued (its local tiles run meanwhile); under the
+        interpreter the copies are done first."""
         args, kwargs = self.launch_args(out)
+        if self.ce is not None:
+            self.ce.mark_start()
+            if not self.ce.cuda:
+                self.ce.issue(self.epoch)
         ag_gemm_hbm_kernel[(self.programs,)](*args, **kwargs)
+        if self.ce is not None and self.ce.cuda:
+            self.ce.issue(self.epoch)
+            self.ce.join()
         return out
 
     def timed_out(self) -> bool:

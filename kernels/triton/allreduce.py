@@ -37,6 +37,29 @@ rank* (the launch runs beside the matmul, so this rank's own rows are ready only
 program waits for all W arrivals and pulls the chunk as above. A chunk then costs no launch,
 ramp-up or tail.
 
+Why it could hang, and what keeps it from hanging: the launch's programs sit on SMs while they
+wait for matmuls queued *after* them on another stream, an order CUDA cannot see. A matmul that
+needs the SMs these programs hold (cuBLAS can pick persistent and stream-K kernels sized to the
+SMs it believes free, in clusters of 2 that need two free SMs in one GPC; without a carve-out it
+believes all are) then waits for them while they wait for its flag: a deadlock that only the
+wait's poll limit (``MAX_SPINS``, about a minute) broke, after which the sum was made of rows
+not yet written. That is what the committed runs show: at world size 2 the heuristic split
+without a carve-out (its 640- and 896-row chunks, partial waves) failed its check in 3 of 5
+runs, 2 of which then stalled past their 120 s limit (traces/mc2-split/README.md); none of the
+3 runs at world size 4 failed. A one-GPU test forces the cycle (every SM holds the launch's
+programs; studies/mc2_split/emulate.py's ``starved_persistent``). So the op now takes two
+launches on the collective's stream: the *optimistic* one, queued before the first matmul,
+whose every wait gives up after ``YIELD_SPINS`` polls (a few ms) and then *stops* the program
+(its SMs go back to the matmul), and the *fallback* one, queued behind an event after the last
+matmul (an order CUDA sees: it starts only when every local matmul is done), which resumes every
+program where it stopped: ``progress`` holds, per program, the last chunk it reduced and, for
+program 0, the last one it signalled, as absolute chunk numbers (they only grow, like the
+counter), so nothing is signalled or reduced twice. When the optimistic launch finished the op,
+the fallback finds nothing to do and exits (a few us at the op's end). ``progress[grid]`` counts
+the programs that stopped early (the op then ran partly serialised: slower, still correct);
+``progress[grid + 2]`` the waits of the fallback that gave up after ``MAX_SPINS`` (a lost
+arrival: the check then fails).
+
 Counters only grow (int64): the host passes the cumulative target, ``chunks so far x peers x
 grid`` (pull: ``chunks so far x peers``; persistent: ``x W``), so nothing is reset between
 chunks or calls. One counter per rank (not one per peer) is enough because a peer's arrival
@@ -67,6 +90,9 @@ NUM_WARPS = 8
 # Polls before a wait gives up (seconds of polling): longer than a peer's host may take to reach
 # its launch, e.g. compiling a kernel for a new chunk shape while this rank already waits for it.
 MAX_SPINS = 1 << 26
+#: polls before a wait of the persistent all-reduce's optimistic launch stops its program (a
+#: few ms: longer than a matmul chunk and the ranks' skew, far shorter than a stall)
+YIELD_SPINS = 1 << 13
 # Arguments that change from call to call are not specialised on: a new value (divisible by 16
 # or not) would otherwise compile a new kernel on one rank while its peers wait for it
 # (``do_not_specialize`` below).
@@ -74,12 +100,14 @@ MAX_SPINS = 1 << 26
 
 @triton.jit
 def _wait_at_least(counter, target, MAX_SPINS: tl.constexpr):
-    """Poll ``counter`` (acquire, system scope) until it reaches ``target`` or MAX_SPINS polls pass."""
+    """Poll ``counter`` (acquire, system scope) until it reaches ``target`` or MAX_SPINS polls
+    pass; returns the last value seen."""
     seen = tl.atomic_add(counter, 0, sem="acquire", scope="sys")
     spins = 0
     while (seen < target) & (spins < MAX_SPINS):
         seen = tl.atomic_add(counter, 0, sem="acquire", scope="sys")
         spins += 1
+    return seen
 
 
 @triton.jit
@@ -155,31 +183,48 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
             _sum_and_push(block, peer_blocks, out_dsts, offs, mask, NPEERS, True, False)
 
 
-@triton.jit(do_not_specialize=["epoch", "base", "first", "count"])
+@triton.jit(do_not_specialize=["epoch", "base", "first", "count", "chunk_base"])
 def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, base, table, first, count, n_cols,
+                            progress, chunk_base,
                             NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
-                            MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
+                            SPINS: tl.constexpr, FALLBACK: tl.constexpr, BLOCK: tl.constexpr):
     pid, nprog = tl.program_id(0), tl.num_programs(0)
-    for c in range(first, first + count):
+    c = first
+    stop = 0
+    while (c < first + count) & (stop == 0):
         if SIGNAL:
             if pid == 0:
-                # this rank's matmul of chunk c is done once the compute stream has set its flag
-                _wait_at_least(ready + c, epoch, MAX_SPINS)
-                for j in tl.static_range(NPEERS):
-                    tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
-                # this rank's own arrival too: its programs must not sum rows its matmul still writes
-                tl.atomic_add(my_counter, 1, sem="release", scope="sys")
+                if chunk_base + c >= tl.load(progress + nprog):  # not signalled by an earlier launch
+                    # this rank's matmul of chunk c is done once the compute stream has set its flag
+                    if _wait_at_least(ready + c, epoch, SPINS) >= epoch:
+                        for j in tl.static_range(NPEERS):
+                            tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+                        # this rank's own arrival too: its programs must not sum rows its matmul still writes
+                        tl.atomic_add(my_counter, 1, sem="release", scope="sys")
+                        tl.store(progress + nprog, chunk_base + c + 1)
+                    else:
+                        stop = 1
         if REDUCE:
-            target = base + (c + 1) * (NPEERS + 1)
-            _wait_at_least(my_counter, target, MAX_SPINS)
-            tl.debug_barrier()
-            row0 = tl.load(table + 2 * c).to(tl.int64)
-            numel = tl.load(table + 2 * c + 1).to(tl.int64) * n_cols
-            for start in range(pid * BLOCK, numel, nprog * BLOCK):
-                rel = start + tl.arange(0, BLOCK)
-                mask = rel < numel
-                offs = row0 * n_cols + rel
-                _sum_and_push(out, peer_outs, peer_outs, offs, mask, NPEERS, True, True)
+            if (stop == 0) & (chunk_base + c >= tl.load(progress + pid)):  # not reduced by an earlier launch
+                target = base + (c + 1) * (NPEERS + 1)
+                if _wait_at_least(my_counter, target, SPINS) >= target:
+                    tl.debug_barrier()
+                    row0 = tl.load(table + 2 * c).to(tl.int64)
+                    numel = tl.load(table + 2 * c + 1).to(tl.int64) * n_cols
+                    for start in range(pid * BLOCK, numel, nprog * BLOCK):
+                        rel = start + tl.arange(0, BLOCK)
+                        mask = rel < numel
+                        offs = row0 * n_cols + rel
+                        _sum_and_push(out, peer_outs, peer_outs, offs, mask, NPEERS, True, True)
+                    tl.debug_barrier()  # every warp's loads of this chunk done before it counts as reduced
+                    tl.store(progress + pid, chunk_base + c + 1)
+                else:
+                    stop = 1
+        c += 1
+    if stop:
+        # optimistic launch: this program gave its SM back; the fallback launch resumes it.
+        # Fallback: a wait gave up after MAX_SPINS polls (a lost arrival; the check fails).
+        tl.atomic_add(progress + nprog + 1 + FALLBACK, 1, sem="relaxed", scope="gpu")
 
 
 def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts, ctas: int,
@@ -204,7 +249,7 @@ def two_shot(pushes, arrive, my_counter, target: int, block, partials, out_dsts,
     if phases not in ("both", "push", "reduce"):
         raise ValueError(f"phases must be both, push or reduce, got {phases!r}")
     stage_dsts, srcs = zip(*pushes)
-    _two_shot_kernel[(ctas,)](
+    launch(_two_shot_kernel, (ctas,),
         tuple(srcs), tuple(stage_dsts), tuple(s.numel() for s in srcs), tuple(arrive), my_counter, target,
         block, tuple(partials), tuple(out_dsts), block.numel(),
         NPEERS=npeers, PUSH=phases != "reduce", REDUCE=phases != "push", MAX_SPINS=MAX_SPINS,
@@ -227,21 +272,26 @@ def two_shot_pull(arrive, my_counter, target: int, block, peer_blocks, out_dsts,
     _check_like(block, list(peer_blocks) + list(out_dsts))
     if phases not in ("both", "signal", "reduce"):
         raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
-    _two_shot_pull_kernel[(ctas,)](
+    launch(_two_shot_pull_kernel, (ctas,),
         tuple(arrive), my_counter, target, block, tuple(peer_blocks), tuple(out_dsts), block.numel(),
         NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal", MAX_SPINS=MAX_SPINS,
         BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
 
 
 def pull_persistent(out, peer_outs, arrive, my_counter, ready, epoch: int, base: int, table, ctas: int,
-                    first: int = 0, count: int | None = None, num_warps: int = NUM_WARPS,
-                    phases: str = "both") -> None:
-    """The pull all-reduce of every chunk of one op in one launch (see the module doc).
+                    progress, chunk_base: int, first: int = 0, count: int | None = None, fallback: bool = False,
+                    num_warps: int = NUM_WARPS, phases: str = "both") -> None:
+    """One launch of the pull all-reduce of every chunk of one op (see the module doc): the
+    optimistic one (``fallback=False``: waits give up after ``YIELD_SPINS`` polls and stop the
+    program) or the fallback (waits up to ``MAX_SPINS`` polls; queue it where every local
+    matmul of the op is done, with the same ``ctas``).
 
     ``out``: this rank's whole output (matmul rows, reduced in place); ``peer_outs``: each
     peer's; ``table``: int32, per chunk (first row, rows) of this rank's block; ``ready``:
     int32 flags, chunk c's set to ``epoch`` by the compute stream once its matmul is done;
-    ``base``: this rank's counter before the op (it grows by peers + 1 per chunk).
+    ``base``: this rank's counter before the op (it grows by peers + 1 per chunk);
+    ``progress``: int64, ``ctas + 3`` values kept across ops (zeros at first; see the module
+    doc), ``chunk_base``: chunks of earlier ops (absolute number of this op's first chunk).
     ``first``/``count``: the chunks this launch handles (all by default); ``phases``: "both",
     or "signal" / "reduce" alone (for the interpreter)."""
     npeers = len(peer_outs)
@@ -254,12 +304,23 @@ def pull_persistent(out, peer_outs, arrive, my_counter, ready, epoch: int, base:
             or ready.numel() < chunks:
         raise ValueError(f"pull_persistent needs int32 table and flags covering chunks {first}..{first + count} "
                          f"of {chunks}, got {table.dtype} {tuple(table.shape)} and {ready.dtype} {tuple(ready.shape)}")
+    if progress.dtype.itemsize != 8 or progress.numel() < ctas + 3:
+        raise ValueError(f"pull_persistent needs int64 progress of ctas + 3 = {ctas + 3} values, got {progress.dtype} "
+                         f"{tuple(progress.shape)}")
     if phases not in ("both", "signal", "reduce"):
         raise ValueError(f"phases must be both, signal or reduce, got {phases!r}")
-    _pull_persistent_kernel[(ctas,)](
+    launch(_pull_persistent_kernel, (ctas,),
         out, tuple(peer_outs), tuple(arrive), my_counter, ready, epoch, base, table, first, count, out.shape[-1],
-        NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal", MAX_SPINS=MAX_SPINS,
+        progress, chunk_base,
+        NPEERS=npeers, SIGNAL=phases != "reduce", REDUCE=phases != "signal",
+        SPINS=MAX_SPINS if fallback else YIELD_SPINS, FALLBACK=int(fallback),
         BLOCK=32 * num_warps * ELEMS_PER_THREAD, num_warps=num_warps)
+
+
+def launch(kernel, grid, *args, **kwargs) -> None:
+    """Every launch of this module goes through here (kernels/triton/aot.py swaps it for a
+    recorder to compile the launches ahead of time for another GPU)."""
+    kernel[grid](*args, **kwargs)
 
 
 def _check_like(ref, tensors) -> None:

@@ -56,7 +56,7 @@ for ws in $(world_sizes); do
 done
 if has pytest; then
   echo "== pytest (gpu, multigpu)"
-  timeout "${PYTEST_TIMEOUT:-300}" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_ag_gemm.py \
+  timeout "${PYTEST_TIMEOUT:-300}" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/studies/ag_gemm/test_study.py \
       ${PYTEST_FILES:-} 2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
 fi
 pack "${PACK:-ag_gemm}"

@@ -13,7 +13,7 @@ timeout "${BENCH_TIMEOUT:-300}" "$PY" benchmarks/ag_gemm_kernel.py --m "${M:-102
     --bundle-dir "$dir" --tag "review-$gpu${TAG:-}" > "$dir/review_$gpu${TAG:-}.md" || status=1
 cat "$dir/review_$gpu${TAG:-}.md"
 if [ "${RUN_PYTEST:-1}" = 1 ]; then
-  timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_ag_gemm.py 2>&1 \
+  timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/studies/ag_gemm/test_study.py 2>&1 \
       | tee "$dir/pytest_gpu_review_$gpu.txt" | tail -5
 fi
 pack ag_gemm_review

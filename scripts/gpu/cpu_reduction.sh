@@ -18,10 +18,12 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh" cpu-reduction
 TARGET_CPUS="${TARGET_CPUS:-x86-64-v4 x86-64-v3}"
+# WORKERS / PHASE_WORKERS / SHAPE_WORKERS: the worker counts of the three runs (defaults: the
+# 16-core runs'; a 64-CPU host: WORKERS=1,2,4,8,16,32 PHASE_WORKERS=32 SHAPE_WORKERS=1,8,16,32)
 RUNS=(
-  "many-core|--preset many-core"
-  "many-core-phases|--preset many-core-phases"
-  "seed-c8-shapes|--set experiments=grid --set chunks=8 --set split=aligned,partial-tile,even --set providers=iree-bench --set workers=1,8,16"
+  "many-core|--preset many-core${WORKERS:+ --set workers=$WORKERS}"
+  "many-core-phases|--preset many-core-phases${PHASE_WORKERS:+ --set workers=$PHASE_WORKERS --set profile_workers=$PHASE_WORKERS}"
+  "seed-c8-shapes|--set experiments=grid --set chunks=8 --set split=aligned,partial-tile,even --set providers=iree-bench --set workers=${SHAPE_WORKERS:-1,8,16}"
 )
 
 if [ "${1:-}" = precompile ]; then
@@ -54,5 +56,5 @@ for r in "${RUNS[@]}"; do
   tail -n 25 "$dir/$name.txt"
   "$PY" -m workbench export latest -o "$dir/$name-${cores}cpu.bundle.json" || status=1
 done
-pack cpu_reduction
+pack "${PACK:-cpu_reduction}"
 exit $status

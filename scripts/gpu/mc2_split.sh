@@ -13,12 +13,12 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh" mc2-split
 REPS="${REPS:-20}"
 REPEATS="${REPEATS:-1}"
-COMMS="${COMMS:-default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent}"
+PROVIDERS="${PROVIDERS:-${COMMS:-default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent}}"
 CARVEOUT="${CARVEOUT:-0,16,24}"
 for ws in $(world_sizes); do
   for rep in $(seq 1 "$REPEATS"); do
     echo "== ws=$ws run $rep of $REPEATS"
-    "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set comms="$COMMS" --set carveout="$CARVEOUT" \
+    "$PY" benchmarks/mc2_split.py --world-size "$ws" --set reps="$REPS" --set providers="$PROVIDERS" --set carveout="$CARVEOUT" \
         --set timeout_s="${RUN_TIMEOUT:-500}" ${EXTRA_SETS:-} --bundle-dir "$dir" --tag seed-shape > "$dir/benchmark_ws${ws}_$rep.md" || status=1
     cat "$dir/benchmark_ws${ws}_$rep.md"
     pack "${PACK:-mc2_split}" > /dev/null
@@ -31,7 +31,7 @@ if [ "$REPEATS" -gt 0 ] && "$PY" -c "import jsonschema" 2>/dev/null; then
 fi
 if [ "${RUN_PYTEST:-1}" = 1 ]; then
   echo "== pytest (gpu, multigpu)"
-  timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_mc2_split.py \
+  timeout "${PYTEST_TIMEOUT:-200}" "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/studies/mc2_split/test_study.py \
       2>&1 | tee "$dir/pytest_gpu.txt" | tail -5
 fi
 pack "${PACK:-mc2_split}"

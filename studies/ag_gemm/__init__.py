@@ -1,4 +1,5 @@
-"""Fused all-gather + GEMM on NVIDIA GPUs: the iris HBM-buffer idea against strong baselines.
+"""Fused all-gather + GEMM on NVIDIA GPUs (and AMD's, compiled for; see below): the iris HBM-buffer idea
+against strong baselines.
 
 Question: with A sharded over W GPUs and B replicated, how much faster than "all-gather, then
 matmul" can every rank get the full C = A @ B, and how close to the perfect-overlap bound
@@ -23,6 +24,9 @@ every rank):
 - ``hbm-buffer``: one Triton kernel whose fetch rows pull remote A blocks into a local
   staging buffer and publish per-block flags while GEMM rows compute (the seed's design,
   ``kernels/triton/ag_gemm.py``), with per-program tracing;
+- ``hbm-buffer-ce``: the same kernel and flags, its staging filled by copy engines instead
+  (copies on one side stream per peer, a flag per chunk written by the stream behind its
+  copy, ``kernels/triton/copyengine.py``): no SM takes part in communication;
 - ``auto``: times the candidates of ``studies/ag_gemm/autoconfig.py`` briefly, keeps the
   fastest only if it beats ``nccl`` by 2%, and is measured again;
 - ``all-gather`` and ``matmul`` alone, for the bound.
@@ -42,10 +46,18 @@ that need no GPU on CPU processes (both formulations), and ``interpret=true`` ch
 kernel under Triton's interpreter with the peers emulated in one process: a check of the
 launcher, the references and the analysis on any machine, not a GPU result. Findings on the
 committed runs: ``traces/ag-gemm/README.md``.
+
+ROCm: the launcher and providers take no NVIDIA-only path (torch's ``nccl`` backend is RCCL
+there, ``copy_`` from a peer's buffer is ``hipMemcpyAsync``); the fused kernel drops TMA
+descriptors and its trace, and the copy-engine fetch writes its flags with a one-thread kernel
+(PyTorch binds no ``hipStreamWriteValue32``). Every Triton kernel of this study and of
+mc2-split is compiled for gfx942 and gfx950 on the CPU in the tests (``kernels/triton/aot.py``);
+none has run on an AMD GPU here (``docs/gpu.md``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -53,16 +65,18 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-import pandas as pd
-
-from studies.ag_gemm import analysis, kernelbench, spans
-from studies.ag_gemm import claims as _claims
-from studies.ag_gemm import methods as _methods
-from studies.ag_gemm.report import charts  # noqa: F401  (the study's charts hook)
-from workbench import derived
-from workbench.record import RunRecord
+from workbench import launcher
+from workbench.env import REPO_ROOT
+from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
-from workbench.untrusted import escape as esc
+
+from . import kernelbench
+from . import methods as _methods
+# the hooks and the seed's data (workbench.study lists them)
+from .analysis import analyze  # noqa: F401
+from .claims import SEED_CLAIMS  # noqa: F401
+from .report import charts, report_sections, verdict  # noqa: F401
+from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
@@ -71,33 +85,8 @@ SEED = "004_7d53943015c21e67.txt"
 SEED_TITLE = "ROCm/iris PR #346, a fused all-gather + GEMM kernel"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
-SEED_CLAIMS = _claims.SEED_CLAIMS
 KEY_TABLE = "seed_table"
 KEY_CHART = "speedup"
-
-SEED_FIGURES = {
-    "source": "seed 004_7d53943015c21e67.txt: iris PR #346 description, results table (float16, N=3584, K=8192)",
-    "machine": "8x AMD MI325X",
-    "tables": {
-        "seed results": [
-            {"ranks": 2, "MxNxK": "1024x3584x8192", "baseline_ms": 1.67, "hbm_buffer_ms": 0.78, "speedup": "2.1x", "tflops": 77},
-            {"ranks": 2, "MxNxK": "16384x3584x8192", "baseline_ms": 27.8, "hbm_buffer_ms": 8.2, "speedup": "3.4x", "tflops": 117},
-            {"ranks": 4, "MxNxK": "16384x3584x8192", "baseline_ms": 27.3, "hbm_buffer_ms": 8.6, "speedup": "3.2x", "tflops": 112},
-            {"ranks": 8, "MxNxK": "16384x3584x8192", "baseline_ms": 24.4, "hbm_buffer_ms": 8.9, "speedup": "2.7x", "tflops": 108},
-        ],
-        "seed review, ws=8 MI325X, randn inputs with the barrier fix": [
-            {"MxNxK": "1024x3584x8192", "rccl_ms": 0.262, "iris_ms": 0.516},
-            {"MxNxK": "4096x3584x8192", "rccl_ms": 0.677, "iris_ms": 1.425},
-            {"MxNxK": "16384x3584x8192", "rccl_ms": 2.300, "iris_ms": 3.257},
-        ],
-    },
-    "notes": [
-        "The review found the headline baseline unfair (torch.ones inputs, a baseline not matching the "
-        "reference); with randn inputs RCCL was faster than iris at ws=8 (second table).",
-        "The review also found a missing barrier before the flag store (validation failures): here a "
-        "debug_barrier precedes the release store, and every method is checked before timing.",
-    ],
-}
 
 PROVIDERS = _methods.METHODS + ("auto",) + _methods.PARTS
 #: the providers that run on any torch.distributed backend (gloo on CPUs too)
@@ -116,7 +105,8 @@ SPACE = ParamSpace(
         Param("shard", "str", ["rows"], "how A is sharded: rows (M/ws x K each) or k (the seed's: M x K/ws each, "
               "gathered along K; only nccl, all-gather-cat and the parts run)", choices=_methods.SHARDS, multi=True),
         Param("world_size", "int", 2, "GPUs (ranks), one process each; all nodes together", min=1, max=64),
-        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs; gloo: CPU processes, the providers that need no GPU "
+        Param("backend", "str", "nccl", "nccl: NVIDIA GPUs (RCCL on AMD GPUs under ROCm); gloo: CPU processes, the "
+              "providers that need no GPU "
               "(checks the launcher and the analysis, not a GPU result)", choices=("nccl", "gloo")),
         Param("providers", "str", list(PROVIDERS), "providers to time (the compared dimension; older runs call it "
               "method)", choices=PROVIDERS, multi=True),
@@ -141,6 +131,8 @@ SPACE = ParamSpace(
         Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
         Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
               "L2 policy"),
+        Param("ce_chunks", "int", 0, "hbm-buffer-ce: k-groups per M-tile when the tiles fit one wave, else "
+              "chunks per peer shard (0: by shape)", min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
@@ -175,8 +167,8 @@ SPACE = ParamSpace(
     },
     headline=("backend", "m", "dtype", "world_size", "providers", "repeat"),
     gpu_only=("interpret", "chunks", "block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag", "stage_layout",
-              "num_stages", "num_warps", "programs", "stream_k", "sk_split", "tma", "fetch_evict", "wait_per_group",
-              "mode", "emulate", "experiments", "trials"),
+              "num_stages", "num_warps", "programs", "stream_k", "sk_split", "tma", "fetch_evict", "ce_chunks",
+              "wait_per_group", "mode", "emulate", "experiments", "trials"),
     purposes={
         "smoke": "the tests' gloo run on CPUs: m=64, checks the launcher and the analysis, times nothing of the seed",
         "quick": "the seed's shapes at M=4096 and 16384, fewer samples (2+ GPUs)",
@@ -246,13 +238,10 @@ def requires(params: dict[str, Any]) -> str | None:
         return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
     if params["mode"] == "kernel":  # one process on the current GPU: no launcher, no peers
         return None if torch.cuda.is_available() else (
-            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton); the committed "
+            "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton; an AMD GPU under "
+            "ROCm takes the kernel's path without TMA); the committed "
             "results from GPU machines under traces/ag-gemm/ are shown instead")
-    from workbench.launcher import local_share
-
     if params["interpret"]:
-        import importlib.util
-
         if importlib.util.find_spec("triton") is None:
             return "interpret=true needs triton (pip install triton; its interpreter runs on any CPU)"
     ws = params["world_size"]
@@ -260,8 +249,9 @@ def requires(params: dict[str, Any]) -> str | None:
     if reason or params["backend"] == "gloo":
         return reason
     if not torch.cuda.is_available():
-        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink (torch with CUDA, "
-                "triton); the committed results from GPU machines under traces/ag-gemm/ are shown instead")
+        return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink, or AMD GPUs under ROCm "
+                "(torch with CUDA or ROCm, triton); the committed results from GPU machines under traces/ag-gemm/ are "
+                "shown instead")
     probe = gpu_probe()
     if local > probe["count"]:
         return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"
@@ -276,7 +266,7 @@ def requires(params: dict[str, Any]) -> str | None:
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
-                                  "tma", "fetch_evict", "wait_per_group")}
+                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
                                    "timeout_s", "rng_seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
@@ -292,7 +282,7 @@ def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
                 "knobs": INTERPRET_KNOBS, "launches": 2}
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, "-m", "studies.ag_gemm.emulate", json.dumps([scenario])], env=env,
-                          capture_output=True, text=True, timeout=params["timeout_s"], cwd=str(_repo_root()))
+                          capture_output=True, text=True, timeout=params["timeout_s"], cwd=str(REPO_ROOT))
     if proc.returncode:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return [{"world_size": ws, "M": m, "N": params["n"], "K": params["k"], "dtype": "fp16", "rank": "all",
@@ -302,15 +292,7 @@ def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
              "ok": bool(c["ok"]) and not c["timed_out"], "check": c["check"]} for r, c in enumerate(ranks)]
 
 
-def _repo_root():
-    from workbench.env import REPO_ROOT
-
-    return REPO_ROOT
-
-
 def run(params: dict[str, Any], ctx: RunContext) -> dict:
-    from workbench import launcher
-
     if params["mode"] == "kernel":
         return kernelbench.run(params, ctx)
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
@@ -323,197 +305,3 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     ctx.progress(1.0, "done")
     return out
 
-
-# --- analysis ----------------------------------------------------------------------------
-
-def program_traces(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    """Span tables of the fused kernel's per-program traces, by attachment name."""
-    out = {}
-    for name, kind, data in rec.attachments:
-        if kind == spans.ATTACH_KIND:
-            out[name] = spans.to_spans(json.loads(data))
-    return out
-
-
-#: attachment kinds that are traces: the fused kernel's per-program records, torch.profiler JSON
-TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
-
-
-def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
-    """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
-    return attachment_trace(name, kind, data)[0]
-
-
-def attachment_trace(name: str, kind: str, data: bytes) -> tuple[pd.DataFrame, dict]:
-    """One attached trace as ``(spans, meta)`` (meta: the importer's, e.g. Kineto's rank and
-    base time, for aligning ranks); raises ``workbench.traces.TraceError`` if unreadable."""
-    from workbench.traces import load
-    from workbench.untrusted import attachment_file
-
-    if kind == spans.ATTACH_KIND:
-        doc = json.loads(data)
-        return spans.to_spans(doc), {"rank": int(doc.get("rank", 0)), "clock": "globaltimer ns"}
-    # The importers read files (format detection looks at the name and the first bytes).
-    with attachment_file(name, data) as path:
-        return load(path)
-
-
-def rank_groups(rec: RunRecord) -> dict[str, list[tuple[int, str, str]]]:
-    """Per-rank trace attachments (``<stem>_rank<r>.<ext>``) grouped by stem: stem ->
-    [(rank, attachment name, kind)] in rank order, groups of 2+ ranks only."""
-    import re
-
-    groups: dict[str, list] = {}
-    for name, kind, _ in rec.attachments:
-        hit = re.fullmatch(r"(.+)_rank(\d+)(\..+)", name)
-        if kind in TRACE_KINDS and hit:
-            groups.setdefault(hit.group(1) + hit.group(3), []).append((int(hit.group(2)), name, kind))
-    # the fused kernel's first, then the baseline's: what a reader compares first
-    first = lambda stem: (not stem.startswith("programs_"), "hbm-buffer" not in stem, "_nccl_" not in stem, stem)  # noqa: E731
-    return {stem: sorted(groups[stem]) for stem in sorted(groups, key=first) if len(groups[stem]) > 1}
-
-
-def merged_ranks(rec: RunRecord, stem: str) -> tuple[pd.DataFrame, dict]:
-    """The per-rank traces of one group merged into one span table, clocks aligned
-    (``workbench.traces.ranks.merge``: the end of the first collective, else wall clocks)."""
-    from workbench.traces.ranks import merge
-
-    data = {name: (kind, blob) for name, kind, blob in rec.attachments}
-    loaded = [attachment_trace(name, kind, data[name][1]) for _, name, kind in rank_groups(rec)[stem]]
-    return merge(loaded, ranks=[r for r, _, _ in rank_groups(rec)[stem]],
-                 names=[name for _, name, _ in rank_groups(rec)[stem]])
-
-
-def _trace_tables(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    out: dict[str, pd.DataFrame] = {}
-    traces = program_traces(rec)
-    if traces:
-        out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
-        name = max(traces, key=lambda t: len(traces[t]))
-        out["_program_spans"] = traces[name].assign(trace=name)
-    groups = rank_groups(rec)
-    if groups:
-        out["rank_traces"] = pd.DataFrame([{"traces": stem, "ranks": ", ".join(str(r) for r, _, _ in v),
-                                            "kind": v[0][2]} for stem, v in groups.items()])
-        stem = next(iter(groups))
-        merged, meta = merged_ranks(rec, stem)
-        out["_rank_spans"] = merged.assign(group=stem, alignment=meta["alignment"])
-    return out
-
-
-def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    """Every table of a run (``studies/ag_gemm/analysis.py`` for the multi-GPU ones,
-    ``kernelbench`` for the one-GPU kernel mode); all derived numbers in ``derived``."""
-    out: dict[str, pd.DataFrame] = {"variants": analysis.variants_frame(rec)}
-    multi = analysis.analyze(rec)
-    items = multi.pop("_derived_multi").to_dict("records")
-    out |= multi
-    kb, kitems = kernelbench.breakdown(rec)
-    ex, eitems = kernelbench.experiments(rec)
-    if len(kb):
-        out["kernel_breakdown"] = kb
-    if len(ex):
-        out["kernel_experiments"] = ex
-    out["derived"] = derived.derived_table(items + kitems + eitems)
-    out |= _trace_tables(rec)
-    return out
-
-
-# --- verdict and report ----------------------------------------------------------------------
-
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """Per shape of the seed's table: the best provider and the HBM-buffer kernel against the
-    baseline (clear speedups only); failed checks; the kernel-mode targets and experiments."""
-    parts = []
-    summ = tbls.get("summary")
-    d = tbls.get("derived", pd.DataFrame())
-    if summ is not None and len(summ):
-        sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
-        lines: dict[str, list[str]] = {}  # per ranks and dtype: one entry per M
-        for r in summ.to_dict("records"):
-            said = []
-            for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
-                key = (r["ranks"], r["dtype"], r["M"], prov)
-                if not prov or sp is None or key not in sp.index:
-                    continue
-                row = sp.loc[key]
-                if row["status"] == "clear":  # a speedup: above 1 faster, below 1 slower
-                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)}")
-                elif row["status"] == "inconclusive" and row["why"].startswith("the CI includes"):
-                    said.append(f"{esc(prov)} inconclusive (CI includes 1)")
-                else:
-                    said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
-            lines.setdefault(f"{r['ranks']} ranks {esc(r['dtype'])}", []).append(
-                f"M={r['M']} " + (", ".join(said) or "no speedup"))
-        parts.append("Speedup over all_gather_into_tensor + matmul in the same run (median of per-round ratios, "
-                     "95% CI): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in lines.items()) + ".")
-        if summ["met"].notna().any():
-            missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
-            parts.append("Best provider's targets: " + ("all met." if missed.empty else f"{len(missed)} missed."))
-        own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
-        if len(own):
-            met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
-                            for r in own.to_dict("records"))
-            parts.append(f"HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): {met}.")
-    kb = tbls.get("kernel_breakdown")
-    if kb is not None and len(kb):
-        parts.append(kernelbench.verdict(kb))
-    ex = tbls.get("kernel_experiments")
-    if ex is not None and len(ex) and summ is None:  # a multi-GPU run's experiments: in its claims and tables
-        parts.append(escape_headline(d, ("barrier", "layout", "failures")))
-    v = tbls.get("variants")
-    if v is not None and len(v):
-        bad = v[~v["correct"].astype(bool)]
-        if len(bad):
-            parts.append(f"{len(bad)} variant(s) FAILED their check (times not counted): "
-                         + ", ".join(esc(x) for x in bad["variant"].head(6)) + ("" if len(bad) <= 6 else ", ...") + ".")
-    if not parts:
-        return "No shape has both the NCCL baseline and another provider measured."
-    return " ".join(parts)
-
-
-def escape_headline(d: pd.DataFrame, names: tuple[str, ...], limit: int = 4) -> str:
-    """The clear results of some derived tables (``derived.headline``, the ``limit`` largest
-    effects first), escaped."""
-    sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
-    if len(sub) and "point" in sub:  # largest departure from "no change" first
-        sub = sub.assign(_effect=(sub["point"] - sub["null"]).abs()).sort_values("_effect", ascending=False)
-    return esc(derived.headline(sub.drop(columns="_effect", errors="ignore"), limit=limit)) or "No derived result."
-
-
-def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.tables import render
-
-    out = []
-    st = tbls.get("seed_table")
-    if st is not None and len(st):
-        out.append("### All-gather + GEMM in the seed's shape (measured in this run)\n"
-                   "Baseline: NCCL all_gather_into_tensor, then torch.matmul. HBM Buffer: the seed's kernel "
-                   "(`hbm-buffer`). Best: the fastest checked provider of the run. Medians per call, maximum over "
-                   "ranks, 95% CIs; speedups are medians of per-round ratios.\n\n" + render(st))
-    rk = tbls.get("ranks")
-    if rk is not None and len(rk):
-        cols = ["variant", "rank_medians_us", "slowest_rank", "slowest_rank_us", "max_over_ranks_us", "skew_us",
-                "skew_lo_us", "skew_hi_us"]
-        out.append("### Per rank: the slowest rank and the skew\nEach rank's median (us, rank order), the slowest "
-                   "rank, the median of the per-call maximum over ranks, and the skew (slowest minus fastest rank, "
-                   "median over rounds, 95% CI).\n\n" + render(rk[cols]))
-    chk = tbls.get("checks")
-    if chk is not None and len(chk) and ((chk["shard"] == "k").any() or chk["where"].str.contains("interp").any()):
-        out.append("### Correctness checks, both formulations\n`shard=k` is the seed's formulation (A sharded "
-                   "along K): its `nccl` baseline (all_gather_into_tensor into an (M, K) buffer) does not "
-                   "concatenate along K and fails; `all-gather-cat` (all_gather + cat(dim=1)) passes. A failed "
-                   "check's time is never counted.\n\n" + render(chk))
-    kb = tbls.get("kernel_breakdown")
-    if kb is not None and len(kb):
-        out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"
-                   + kernelbench.__doc__.split("\n\n", 1)[1].split("\n\nClock:")[0].strip() + "\n\n"
-                   + kernelbench.format_breakdown(kb))
-    ex = tbls.get("kernel_experiments")
-    if ex is not None and len(ex):
-        out.append("### The seed review's experiments\nOn one GPU with emulated peers (kernel mode) or across the "
-                   "ranks of a multi-GPU run (the `where` column). Barrier: the CTA barrier "
-                   "between a fetch row's stores and its flag release, on and off; each checked launch starts "
-                   "from a staging buffer filled with NaN. Layout: tile-contiguous against row-major staging. "
-                   "Time ratios are medians of per-round ratios.\n\n" + kernelbench.format_experiments(ex))
-    return out

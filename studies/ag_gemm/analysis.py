@@ -1,18 +1,24 @@
-"""Analysis of multi-GPU ag-gemm runs: every number the page, the report and the claims read.
+"""Analysis of ag-gemm runs: every number the page, the report and the claims read.
 
-From a run record to tables (no other arithmetic happens anywhere else):
+From a run record to tables (no other arithmetic happens anywhere else): :func:`analyze`
+gathers the multi-GPU tables below, the one-GPU kernel mode's (:mod:`.kernelbench`) and the
+attached traces' (``program_trace_summary``, ``rank_traces``, ``_program_spans``,
+``_rank_spans``). The multi-GPU tables:
 
 - ``summary``: per (ranks, dtype, M) of the row-sharded formulation, the baseline (NCCL
-  all-gather, then matmul), the HBM-buffer kernel and the best provider of the run, each
-  with its median, speedup over the baseline and TFLOP/s, the perfect-overlap bound, the
-  issue's targets (of the best provider; of the HBM-buffer kernel itself), and the HBM-buffer
+  all-gather, then matmul), the HBM-buffer kernel (SM fetch and copy-engine fetch) and the best
+  provider of the run, each with its median, speedup over the baseline, TFLOP/s and fraction
+  of the perfect-overlap bound (``studies/ag_gemm/bound.py``), the bound's time and speedup,
+  the issue's targets (of the best provider; of the HBM-buffer kernel itself), and the HBM-buffer
   kernel's slowest rank and skew between ranks;
   ``seed_table``: the same in the seed's shape, numbers with their CIs;
 - ``derived`` rows (``workbench.derived``, extra columns ``table, shard, ranks, dtype, M,
   provider``): each provider's speedup over the baseline (``table="speedup"``: the median of
   per-round ratios, since the providers of a shape are timed round-robin, with a bootstrap CI),
   how the speedup changes from the smallest to the largest M (``"gain"``), the M at which a
-  provider crosses the baseline (``"crossover"``), the skew between ranks (``"skew"``);
+  provider crosses the baseline (``"crossover"``), the skew between ranks (``"skew"``), each
+  provider's fraction of the bound (``"bound_fraction"``: median over rounds of
+  max(all-gather, matmul) / provider) and the bound's own speedup (``"bound_speedup"``);
 - ``ranks``: per variant, every rank's median, the slowest rank and the skew;
 - ``checks``: every variant's correctness check, both formulations, and the fused kernel
   under Triton's interpreter where the run did that (``outputs["interpreter_check"]``).
@@ -23,7 +29,9 @@ before the seed's formulation was an option have no ``shard`` (they are row-shar
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -31,16 +39,21 @@ import pandas as pd
 
 from workbench import derived, stats, tables
 from workbench.derived import Derived
+from workbench.record import RunRecord
+from workbench.traces import load
+from workbench.traces.ranks import merge
+from workbench.untrusted import attachment_file
+
+from . import bound, kernelbench, mechanisms, spans
 
 BASELINE = "nccl"
 #: the providers compared with the baseline in the seed-shaped table (the HBM-buffer kernel first)
-FUSED = ("hbm-buffer", "ce-chunked", "torch-fused", "auto")
+FUSED = ("hbm-buffer", "hbm-buffer-ce", "ce-chunked", "torch-fused", "auto")
 #: the issue's targets on H200, fp16, N=3584, K=8192: (world size, M) -> min speedup over nccl
 TARGETS = {(2, 16384): 1.30, (2, 4096): 1.10, (2, 1024): 1.00, (4, 16384): 1.30, (4, 4096): 1.15}
 #: issue #24's targets for the HBM-buffer kernel itself at N=3584, K=8192 (any dtype, any world
 #: size): M -> min speedup over nccl (M=1024: never slower)
 HBM_TARGETS = {16384: 1.30, 1024: 1.00}
-RESAMPLES = derived.RESAMPLES
 
 
 def provider_of(params: dict[str, Any]) -> str:
@@ -48,7 +61,17 @@ def provider_of(params: dict[str, Any]) -> str:
 
 
 def multi_gpu_variants(rec) -> list:
-    return [v for v in rec.variants if v.params.get("mode") != "kernel"]
+    """The multi-GPU contestants (not the kernel mode's, not the A/A twins)."""
+    return [v for v in rec.variants if v.params.get("mode") != "kernel" and not v.params.get("twin_of")]
+
+
+NULL_SOURCE = "each shape's baseline timed again alone after its rounds (aa: variants)"
+
+
+def nulls(rec) -> tuple[derived.Drift, list[Derived]]:
+    """The run's drift between blocks from its A/A twins (the baseline again in a block of its
+    own) and the twins' ratios (:func:`workbench.derived.null_controls`)."""
+    return derived.null_controls(derived.RunSamples(rec).twins("again alone / in the rounds"), NULL_SOURCE)
 
 
 def variants_frame(rec) -> pd.DataFrame:
@@ -82,7 +105,10 @@ def speedup(base, v, name: str) -> Derived:
         why = "the baseline failed its check" if base is not None and not base.correct else (
             "no baseline in this run" if base is None else "this provider failed its check")
         return derived.not_meaningful(name, why, "x", 1.0)
-    return derived.ratio(v.samples_ns, base.samples_ns, name, paired=len(v.samples_ns) == len(base.samples_ns))
+    pair = derived.by_round(v, base, positional=True)
+    if pair is None:
+        return derived.ratio(v.samples_ns, base.samples_ns, name)
+    return derived.ratio(pair[0], pair[1], name, paired=True)
 
 
 def _ms(v) -> tuple[float, float, float]:
@@ -134,31 +160,50 @@ def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
         any_v = next(iter(grp.values()))
         n, k = int(any_v.params["N"]), int(any_v.params["K"])
         base = grp.get(BASELINE)
-        sp = {}
-        for prov in list(FUSED) + ["all-gather-cat"]:
-            if prov in grp:
+        sp, frac = {}, {}
+        for prov in list(FUSED) + ["all-gather-cat", BASELINE]:
+            if prov not in grp:
+                continue
+            if prov != BASELINE:
                 sp[prov] = speedup(base, grp[prov], f"speedup over nccl: {prov}, {ws} ranks {dtype} M={m}")
                 items.append(sp[prov].row(table="speedup", **_tag(shard, ws, dtype, m, prov)))
+            frac[prov] = bound.fraction(grp, grp[prov], f"fraction of the {bound.NAME} (max(AG, mm) / time): "
+                                                          f"{prov}, {ws} ranks {dtype} M={m}")
+            if frac[prov].status != "not meaningful":
+                items.append(frac[prov].row(table="bound_fraction", **_tag(shard, ws, dtype, m, prov)))
+        bsp = bound.speedup(grp, base, f"speedup of the {bound.NAME} over nccl: {ws} ranks {dtype} M={m}")
+        if bsp.status != "not meaningful":
+            items.append(bsp.row(table="bound_speedup", **_tag(shard, ws, dtype, m, bound.NAME)))
         best = _best(grp)
         nan_d = derived.not_meaningful("speedup", "not measured", "x", 1.0)
         hbm_ms, best_ms, base_ms = _ms(grp.get("hbm-buffer")), _ms(grp.get(best)), _ms(base)
-        parts = [_ms(grp.get(p))[0] for p in ("all-gather", "matmul")]
         picked = str(grp["auto"].params.get("picked", "")) if "auto" in grp else ""
         target = TARGETS.get((ws, m)) if dtype == "fp16" and (n, k) == (3584, 8192) else None
         best_sp = sp.get(best, nan_d)
         row = {"ranks": ws, "dtype": dtype, "M": m, "N": n, "K": k, "MxNxK": f"{m}x{n}x{k}",
                "baseline_ms": base_ms[0], "baseline_lo_ms": base_ms[1], "baseline_hi_ms": base_ms[2]}
-        for label, ms, s in (("hbm", hbm_ms, sp.get("hbm-buffer", nan_d)), ("best", best_ms, best_sp)):
+        for label, prov, ms in (("hbm", "hbm-buffer", hbm_ms), ("hbmce", "hbm-buffer-ce", _ms(grp.get("hbm-buffer-ce"))),
+                                ("best", best, best_ms)):
             tf = _tflops(m, n, k, ms)
+            s, f = sp.get(prov, nan_d), frac.get(prov, nan_d)
             row |= {f"{label}_ms": ms[0], f"{label}_lo_ms": ms[1], f"{label}_hi_ms": ms[2],
                     f"{label}_speedup": s.point, f"{label}_speedup_lo": s.lo, f"{label}_speedup_hi": s.hi,
                     f"{label}_speedup_status": s.status, f"{label}_tflops": tf[0], f"{label}_tflops_lo": tf[1],
-                    f"{label}_tflops_hi": tf[2]}
+                    f"{label}_tflops_hi": tf[2], f"{label}_frac": f.point, f"{label}_frac_lo": f.lo,
+                    f"{label}_frac_hi": f.hi}
+        for label, prov in (("hbm", "hbm-buffer"), ("hbmce", "hbm-buffer-ce"), ("best", best)):
+            v = grp.get(prov)
+            picked_prov = picked.split("[")[0] if prov == "auto" and picked else prov
+            row[f"{label}_mech"] = mechanisms.short(mechanisms.tags(
+                picked_prov, v.extra if v is not None and isinstance(v.extra, dict) else None,
+                mechanisms.vendor(rec.env))) if v is not None else ""
+        b_ms = bound.time_ms(grp)
+        row |= {"bound_ms": b_ms[0], "bound_lo_ms": b_ms[1], "bound_hi_ms": b_ms[2], "bound_speedup": bsp.point,
+                "bound_speedup_lo": bsp.lo, "bound_speedup_hi": bsp.hi}
         hbm_bound = HBM_TARGETS.get(m) if (n, k) == (3584, 8192) else None
         row |= {"hbm_target": hbm_bound, "hbm_met": hbm_target(hbm_bound, sp.get("hbm-buffer", nan_d)),
                 "best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
-                "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0],
-                "bound_ms": max(parts) if all(p == p for p in parts) else math.nan, "target": target,
+                "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0], "target": target,
                 "met": _met(target, best_sp, best_ms[0], _ms(grp.get("torch-fused"))[0], ws, m)}
         rows.append(row)
     return pd.DataFrame(rows), items
@@ -170,53 +215,45 @@ def _round_speedups(base, v) -> np.ndarray | None:
     """Per-round speedups (paired), or None when the pair is not usable."""
     if base is None or v is None or not base.correct or not v.correct or not v.samples_ns:
         return None
-    b, x = np.asarray(base.samples_ns, float), np.asarray(v.samples_ns, float)
-    if len(b) != len(x):
-        return None
-    return b / x
+    pair = derived.by_round(base, v, positional=True)
+    return None if pair is None else pair[0] / pair[1]
 
 
-def _crossing(ms: np.ndarray, s: np.ndarray) -> float:
-    """The M where the speedup curve (linear in log M) first crosses 1; -inf when every
-    point is above 1 (the crossing lies below the smallest M), +inf when every point is below."""
-    above = s > 1
-    if above.all():
-        return -math.inf
-    if not above.any():
-        return math.inf
-    j = int(np.flatnonzero(above[:-1] != above[1:])[0])
-    t = (1 - s[j]) / (s[j + 1] - s[j])
-    return float(np.exp(np.log(ms[j]) + t * (np.log(ms[j + 1]) - np.log(ms[j]))))
+def _speedup_at(r: np.ndarray, name: str, seed: int) -> Derived:
+    """The median of per-round speedups with its bootstrap CI over rounds (null 1)."""
+    boot = derived.boot_medians(r, seed=seed)
+    return derived.from_boot(name, float(np.median(r)), boot, "x", null=1.0, n_a=r.size, n_b=r.size, paired=True,
+                             covers=derived.ROUNDS)
 
 
 def crossover(ms: list[int], per_round: list[np.ndarray], name: str, seed: int = 0) -> Derived:
-    """The M at which a provider's speedup over the baseline crosses 1, interpolated in
-    log M between the measured M; its CI from bootstrap draws of every M's median speedup.
-    Clear when the CI lies inside the measured range; inconclusive (with the share of draws
-    outside) when the crossing may lie beyond it, or there is no crossing in the data."""
+    """Between which two measured M a provider's speedup over the baseline crosses 1: its CI
+    is the pair of measured M around the sign change, [M_j, M_j+1], and nothing narrower: a
+    speedup measured at 1024 and 4096 says nothing about where in between it reaches 1 (an
+    interpolation would assume a shape no measurement shows; issue 30). The point is that
+    pair's geometric midpoint, a label for the bracket, not an estimate. Clear when the
+    speedups at both ends are clearly on their side of 1 (their own CIs over rounds, each from
+    at least :data:`workbench.derived.MIN_SAMPLES` rounds); inconclusive when either end's CI
+    includes 1, or when no measured pair brackets a crossing."""
     m_arr = np.asarray(ms, dtype=float)
-    point = _crossing(m_arr, np.array([np.median(r) for r in per_round]))
-    rng = np.random.default_rng(seed)
-    boots = np.stack([np.median(r[rng.integers(0, r.size, (RESAMPLES, r.size))], axis=1) for r in per_round], axis=1)
-    draws = np.array([_crossing(m_arr, b) for b in boots])
-    below, above = float(np.mean(draws == -math.inf)), float(np.mean(draws == math.inf))
+    ends = [_speedup_at(r, f"{name} at M={m}", seed + i) for i, (m, r) in enumerate(zip(ms, per_round))]
+    above = np.array([d.point > 1 for d in ends])
     n = min(r.size for r in per_round)
     lo_m, hi_m = int(m_arr.min()), int(m_arr.max())
-    if not math.isfinite(point):
-        side = f"below M={lo_m}" if point < 0 else f"above M={hi_m}"
+    if above.all() or not above.any():
+        side = f"below M={lo_m}" if above.all() else f"above M={hi_m}"
         return Derived(name, math.nan, math.nan, math.nan, "rows", math.nan, "inconclusive",
-                       f"no crossing in the measured range: it lies {side} (in {100 * max(below, above):.0f}% of "
-                       "resamples)", n, n, True)
-    finite = draws[np.isfinite(draws)]
-    lo, hi = (np.quantile(finite, [0.025, 0.975]) if finite.size else (point, point))
-    lo = lo_m if below > 0.025 else float(lo)
-    hi = hi_m if above > 0.025 else float(hi)
-    status, why = "clear", ""
-    if below > 0.025 or above > 0.025:
-        status = "inconclusive"
-        why = (f"in {100 * below:.0f}% of resamples the crossing lies below M={lo_m}, in {100 * above:.0f}% above "
-               f"M={hi_m}: the CI is cut at the measured range")
-    return Derived(name, point, float(lo), float(hi), "rows", math.nan, status, why, n, n, True)
+                       f"no crossing in the measured range: it lies {side} (every measured speedup is "
+                       f"{'above' if above.all() else 'below'} 1)", n, n, True, derived.ROUNDS)
+    j = int(np.flatnonzero(above[:-1] != above[1:])[0])
+    a, b = ends[j], ends[j + 1]
+    lo, hi = int(m_arr[j]), int(m_arr[j + 1])
+    settled = all(d.status == "clear" for d in (a, b))
+    why = ("" if settled else f"between the measured M={lo} and M={hi}, but the speedup at "
+           + " and ".join(f"M={int(m_arr[k])} ({derived.fmt_derived(d, status=False)})"
+                          for k, d in ((j, a), (j + 1, b)) if d.status != "clear") + " is not clearly on its side of 1")
+    return Derived(name, math.sqrt(lo * hi), float(lo), float(hi), "rows", math.nan,
+                   "clear" if settled else "inconclusive", why, n, n, True, derived.ROUNDS)
 
 
 def trend(rec) -> list[dict]:
@@ -309,9 +346,10 @@ def checks(rec) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyze(rec) -> dict[str, pd.DataFrame]:
+def multi_gpu_tables(rec) -> dict[str, pd.DataFrame]:
     """The multi-GPU tables (see the module docstring); {} parts are left out."""
-    out: dict[str, pd.DataFrame] = {}
+    drift, twins = nulls(rec)
+    out: dict[str, pd.DataFrame] = derived.level_tables(drift, twins)
     summ, items = summary(rec)
     items += trend(rec)
     rk, skew = ranks(rec)
@@ -326,6 +364,100 @@ def analyze(rec) -> dict[str, pd.DataFrame]:
     if len(chk):
         out["checks"] = chk
     out["_derived_multi"] = derived.derived_table(items)
+    return out
+
+
+# --- the attached traces ------------------------------------------------------------------------
+
+def program_traces(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """Span tables of the fused kernel's per-program traces, by attachment name."""
+    out = {}
+    for name, kind, data in rec.attachments:
+        if kind == spans.ATTACH_KIND:
+            out[name] = spans.to_spans(json.loads(data))
+    return out
+
+
+#: attachment kinds that are traces: the fused kernel's per-program records, torch.profiler JSON
+TRACE_KINDS = (spans.ATTACH_KIND, "trace/chrome-json")
+
+
+def attachment_spans(name: str, kind: str, data: bytes) -> pd.DataFrame:
+    """One attached trace as a span table; raises ``workbench.traces.TraceError`` if unreadable."""
+    return attachment_trace(name, kind, data)[0]
+
+
+def attachment_trace(name: str, kind: str, data: bytes) -> tuple[pd.DataFrame, dict]:
+    """One attached trace as ``(spans, meta)`` (meta: the importer's, e.g. Kineto's rank and
+    base time, for aligning ranks); raises ``workbench.traces.TraceError`` if unreadable."""
+    if kind == spans.ATTACH_KIND:
+        doc = json.loads(data)
+        return spans.to_spans(doc), {"rank": int(doc.get("rank", 0)), "clock": "globaltimer ns"}
+    # The importers read files (format detection looks at the name and the first bytes).
+    with attachment_file(name, data) as path:
+        return load(path)
+
+
+def rank_groups(rec: RunRecord) -> dict[str, list[tuple[int, str, str]]]:
+    """Per-rank trace attachments (``<stem>_rank<r>.<ext>``) grouped by stem: stem ->
+    [(rank, attachment name, kind)] in rank order, groups of 2+ ranks only."""
+    groups: dict[str, list] = {}
+    for name, kind, _ in rec.attachments:
+        hit = re.fullmatch(r"(.+)_rank(\d+)(\..+)", name)
+        if kind in TRACE_KINDS and hit:
+            groups.setdefault(hit.group(1) + hit.group(3), []).append((int(hit.group(2)), name, kind))
+    # the fused kernel's first, then the baseline's: what a reader compares first
+    first = lambda stem: (not stem.startswith("programs_"), "hbm-buffer" not in stem, "_nccl_" not in stem, stem)  # noqa: E731
+    return {stem: sorted(groups[stem]) for stem in sorted(groups, key=first) if len(groups[stem]) > 1}
+
+
+def merged_ranks(rec: RunRecord, stem: str) -> tuple[pd.DataFrame, dict]:
+    """The per-rank traces of one group merged into one span table, clocks aligned
+    (``workbench.traces.ranks.merge``: the end of the first collective, else wall clocks)."""
+    data = {name: (kind, blob) for name, kind, blob in rec.attachments}
+    loaded = [attachment_trace(name, kind, data[name][1]) for _, name, kind in rank_groups(rec)[stem]]
+    return merge(loaded, ranks=[r for r, _, _ in rank_groups(rec)[stem]],
+                 names=[name for _, name, _ in rank_groups(rec)[stem]])
+
+
+def _trace_tables(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    out: dict[str, pd.DataFrame] = {}
+    traces = program_traces(rec)
+    if traces:
+        out["program_trace_summary"] = pd.DataFrame([{"trace": name, **spans.summary(df)} for name, df in traces.items()])
+        out["program_overlap"] = pd.DataFrame([{"trace": name, **spans.overlap(df)} for name, df in traces.items()])
+        name = max(traces, key=lambda t: len(traces[t]))
+        out["_program_spans"] = traces[name].assign(trace=name)
+    groups = rank_groups(rec)
+    if groups:
+        out["rank_traces"] = pd.DataFrame([{"traces": stem, "ranks": ", ".join(str(r) for r, _, _ in v),
+                                            "kind": v[0][2]} for stem, v in groups.items()])
+        stem = next(iter(groups))
+        merged, meta = merged_ranks(rec, stem)
+        out["_rank_spans"] = merged.assign(group=stem, alignment=meta["alignment"])
+    return out
+
+
+# --- analyze: every table of a run --------------------------------------------------------------
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    """Every table of a run (the multi-GPU ones above, ``kernelbench``'s for the one-GPU kernel
+    mode, the attached traces'); all derived numbers in ``derived``."""
+    out: dict[str, pd.DataFrame] = {"variants": variants_frame(rec)}
+    multi = multi_gpu_tables(rec)
+    items = multi.pop("_derived_multi").to_dict("records")
+    out |= multi
+    mech = mechanisms.table(rec)
+    if len(mech):
+        out["mechanisms"] = mech
+    kb, kitems = kernelbench.breakdown(rec)
+    ex, eitems = kernelbench.experiments(rec)
+    if len(kb):
+        out["kernel_breakdown"] = kb
+    if len(ex):
+        out["kernel_experiments"] = ex
+    out["derived"] = derived.derived_table(items + kitems + eitems)
+    out |= _trace_tables(rec)
     return out
 
 
@@ -350,8 +482,11 @@ def _slowest(rank, us) -> str:
 
 
 def seed_table(s: pd.DataFrame) -> pd.DataFrame:
-    """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with this
-    study's best provider beside it; every time and speedup with its 95% CI."""
+    """The seed's table (Ranks, MxNxK, Baseline ms, HBM Buffer ms, Speedup, TFLOPS) with the same
+    kernel fed by copy engines and this study's best provider beside it, the perfect-overlap
+    bound (its time and speedup) and every provider's fraction of it, and the mechanism of each
+    (how A moves; the GEMM; SMs taken by communication); every time, speedup and fraction with
+    its 95% CI."""
     rows = []
     for r in s.to_dict("records"):
         best = r["best"] + (f" ({r['auto_pick']})" if r["best"] == "auto" and r["auto_pick"] else "")
@@ -363,15 +498,21 @@ def seed_table(s: pd.DataFrame) -> pd.DataFrame:
             "HBM Buffer (ms)": _ci(r["hbm_ms"], r["hbm_lo_ms"], r["hbm_hi_ms"]),
             "Speedup": _ci(r["hbm_speedup"], r["hbm_speedup_lo"], r["hbm_speedup_hi"], 2, "x"),
             "TFLOPS": _ci(r["hbm_tflops"], r["hbm_tflops_lo"], r["hbm_tflops_hi"], 0),
+            "HBM / bound": _ci(r["hbm_frac"], r["hbm_frac_lo"], r["hbm_frac_hi"], 2),
+            "HBM CE speedup": _ci(r["hbmce_speedup"], r["hbmce_speedup_lo"], r["hbmce_speedup_hi"], 2, "x"),
+            "HBM CE / bound": _ci(r["hbmce_frac"], r["hbmce_frac_lo"], r["hbmce_frac_hi"], 2),
             "Best": best or "n/a", "Best (ms)": _ci(r["best_ms"], r["best_lo_ms"], r["best_hi_ms"]),
             "Best speedup": _ci(r["best_speedup"], r["best_speedup_lo"], r["best_speedup_hi"], 2, "x"),
             "Best TFLOPS": _ci(r["best_tflops"], r["best_tflops_lo"], r["best_tflops_hi"], 0),
+            "Best / bound": _ci(r["best_frac"], r["best_frac_lo"], r["best_frac_hi"], 2),
+            "Best mechanism": r.get("best_mech", ""),
             "target (HBM Buffer)": "" if r.get("hbm_target") is None or r["hbm_target"] != r["hbm_target"] else (
                 f">= {r['hbm_target']:.2f}x: {r['hbm_met']}"),
             "HBM slowest rank (us)": _slowest(r.get("hbm_slowest_rank"), r.get("hbm_slowest_rank_us")),
             "HBM skew (us)": _ci(_num(r.get("hbm_skew_us")), _num(r.get("hbm_skew_lo_us")), _num(r.get("hbm_skew_hi_us")),
                                  1),
-            "bound max(AG, mm) (ms)": "n/a" if r["bound_ms"] != r["bound_ms"] else f"{r['bound_ms']:.3f}",
+            "bound max(AG, mm) (ms)": _ci(r["bound_ms"], r["bound_lo_ms"], r["bound_hi_ms"]),
+            "bound speedup": _ci(r["bound_speedup"], r["bound_speedup_lo"], r["bound_speedup_hi"], 2, "x"),
             "target (best)": target,
         })
     return pd.DataFrame(rows)

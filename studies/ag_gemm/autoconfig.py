@@ -32,7 +32,8 @@ def candidates(m: int, n: int, k: int, world_size: int) -> list[tuple[str, dict[
     The fused Triton kernel is tried with its defaults (128x256x64 tiles, k-tiles per flag by
     shape) and, when its tiles fit one wave (the fetch is then on the critical path), with
     16 k-tiles per flag as well: over NVLink the best fetch-row size may differ from the one
-    measured on one GPU (8 k-tiles; 16 was next, traces/ag-gemm/README.md).
+    measured on one GPU (8 k-tiles; 16 was next, traces/ag-gemm/README.md). The same kernel
+    with its staging filled by copy engines (``hbm-buffer-ce``) is tried wherever there are peers.
     """
     m_shard = m // world_size
     out: list[tuple[str, dict[str, Any]]] = [(BASELINE, {})]
@@ -40,6 +41,8 @@ def candidates(m: int, n: int, k: int, world_size: int) -> list[tuple[str, dict[
     if m_shard >= 4096 and world_size > 1:
         out.append(("ce-chunked", {"chunks": 2}))
     out.append(("hbm-buffer", {}))
+    if world_size > 1:
+        out.append(("hbm-buffer-ce", {}))
     tiles = math.ceil(m_shard / 128) * math.ceil(n / 256) * world_size
     if tiles <= 132 and world_size > 1:
         out.append(("hbm-buffer", {"k_tiles_per_flag": 16}))

@@ -76,8 +76,22 @@ def _grouped(records: list[dict], fig, key=None) -> str:
     return "; ".join(f"{k}: {', '.join(f'M={m} {f}' for m, f in v)}" for k, v in groups.items())
 
 
+def _bound_fractions(tbls, provider: str) -> dict[tuple, dict]:
+    """(ranks, dtype, M) -> the provider's fraction of the perfect-overlap bound (derived row)."""
+    bf = _rows(tbls, "bound_fraction", provider)
+    return {(int(r["ranks"]), r["dtype"], int(r["M"])): r for r in bf.to_dict("records")} if len(bf) else {}
+
+
+def _with_bound(r, fracs: dict) -> str:
+    """A speedup, and where the run measured the bound, its fraction of it."""
+    f = fracs.get((int(r["ranks"]), r["dtype"], int(r["M"])))
+    text = fmt_derived(r, status=False)
+    return text if f is None else f"{text} = {f['point']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}] of the bound"
+
+
 def beats_baseline(tbls, rec) -> ClaimResult:
-    """The HBM-buffer kernel's speedup over NCCL all-gather + cuBLAS at every shape."""
+    """The HBM-buffer kernel's speedup over NCCL all-gather + cuBLAS at every shape, with its
+    fraction of the perfect-overlap bound max(all-gather, matmul) measured in the same run."""
     sp = _rows(tbls, "speedup", "hbm-buffer")
     if not len(sp):
         return _why_no_kernel(tbls, "speedup over the baseline")
@@ -87,13 +101,18 @@ def beats_baseline(tbls, rec) -> ClaimResult:
     sp = sp.sort_values(["ranks", "dtype", "M"])
     rows = [item(r) for r in sp.to_dict("records")]
     status = _status(rows, 1.0)
-    live = _grouped(sp.to_dict("records"), lambda r: fmt_derived(r, status=False))
+    fracs = _bound_fractions(tbls, "hbm-buffer")
+    live = _grouped(sp.to_dict("records"), lambda r: _with_bound(r, fracs))
     slower = [_at(r) for r in sp.to_dict("records") if r["hi"] < 1]
     why = f"slower than the baseline at {', '.join(slower)}" if slower else ""
     best = _rows(tbls, "speedup")
-    if len(best) and "ce-chunked" in set(best["provider"]):
-        ce = best[best["provider"] == "ce-chunked"]
-        why += ("; " if why else "") + f"copy-engine provider: {ce['point'].min():.2f}-{ce['point'].max():.2f}x"
+    for prov in ("hbm-buffer-ce", "ce-chunked"):
+        if len(best) and prov in set(best["provider"]):
+            ce = best[best["provider"] == prov]
+            why += ("; " if why else "") + f"{prov}: {ce['point'].min():.2f}-{ce['point'].max():.2f}x"
+            cf = _rows(tbls, "bound_fraction", prov)
+            if len(cf):
+                why += f" ({cf['point'].min():.2f}-{cf['point'].max():.2f} of the bound)"
     return ClaimResult(status, live, why)
 
 
@@ -118,8 +137,9 @@ def gain_grows(tbls, rec) -> ClaimResult:
         ctext = ""
         if len(c):
             cd = item(c.iloc[0].to_dict())
-            ctext = (f", crossover M {cd.point:,.0f} [{cd.lo:,.0f}, {cd.hi:,.0f}]" if cd.point == cd.point
-                     else ", crossover " + cd.why.split(": it lies ", 1)[-1].split(" (in ")[0])
+            ctext = (f", crossover between the measured M={cd.lo:,.0f} and {cd.hi:,.0f}"
+                     + ("" if cd.status == "clear" else " (an end's speedup is not clear)") if cd.point == cd.point
+                     else ", crossover " + cd.why.split(": it lies ", 1)[-1].split(" (every ")[0])
         parts.append(f"{int(r['ranks'])} ranks {r['dtype']}: x{fmt_derived(r, status=False).replace('x ', ' ', 1)} "
                      f"from M={int(r['m_small'])} to {int(r['m_large'])}{ctext}")
     return ClaimResult(_status(rows, 1.0), "; ".join(parts),

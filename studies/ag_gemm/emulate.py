@@ -21,11 +21,13 @@ from typing import Any
 
 def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any], dtype: str = "fp16",
                  launches: int = 2, swap_peers: bool = False, skip_fetchers: bool = False,
-                 gemm_path: bool = False, max_spins: int | None = None) -> list[dict[str, Any]]:
+                 gemm_path: bool = False, max_spins: int | None = None, drop_chunks: int = 0) -> list[dict[str, Any]]:
     """``swap_peers`` maps the peers' addresses in the wrong order (a broken rendezvous);
     ``skip_fetchers`` builds the queue without its fetch rows and clears the flags, so every
     remote wait must give up after ``max_spins`` polls; ``gemm_path`` builds it without fetch
-    rows and fills the staging buffer beforehand (the GEMM path alone, as the benchmark times it)."""
+    rows and fills the staging buffer beforehand (the GEMM path alone, as the benchmark times it);
+    ``drop_chunks``: with ``fetch="ce"``, the copy engines never copy the last chunks (their
+    flags stay unset, so the tiles that need them must give up after ``max_spins`` polls)."""
     import torch
 
     import kernels.triton.ag_gemm as kmod
@@ -43,9 +45,11 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
     out_ranks = []
     for rank in range(world_size):
         buf = kmod.HbmBuffer(shards[rank], ptrs, b, rank, world_size, kmod.HbmKnobs(**knobs),
-                             fetch=not (skip_fetchers or gemm_path))
+                             fetch=not (skip_fetchers or gemm_path), peers=[shards[i] for i in order])
         if skip_fetchers:
             buf.flags.zero_()
+        if drop_chunks:
+            buf.ce.order = buf.ce.order[:-drop_chunks]
         # NaN in the staging buffer: a GEMM that reads a tile no fetcher wrote shows as NaN
         # (a reused allocation could otherwise hold the right data by chance).
         buf.stage.fill_(float("nan"))
@@ -57,7 +61,10 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
         for _ in range(launches):
             buf(out)
         ok, msg = methods.check(out, ref, dtype)
-        out_ranks.append({"ok": ok, "check": msg, "timed_out": buf.timed_out(), "epoch": buf.epoch})
+        out_ranks.append({"ok": ok, "check": msg, "timed_out": buf.timed_out(), "epoch": buf.epoch,
+                          "flags": buf.layout.num_flags, "chunks": len(buf.ce.order) if buf.ce else 0,
+                          "k_groups": buf.layout.k_groups, "m_tiles_per_flag": buf.layout.m_tiles_per_flag,
+                          "mechanism": buf.mechanism})
     return out_ranks
 
 
@@ -79,7 +86,7 @@ def kernelbench_entries(m: int, n: int, k: int, knobs: dict[str, Any], experimen
         c = kb.build(e.method, prob, e.world_size, dataclasses.replace(kb.knobs_from(knobs), **dict(e.overrides)))
         ok, msg = kb.check(c, prob)
         row = {"variant": e.name(dtype, m), "ok": ok, "check": msg}
-        if c.hbm is not None and e.method == "emulated":
+        if c.hbm is not None and e.method == "emulated" and not c.copies_only:
             row |= kb.flag_trials(c, prob, trials) | {"stage_layout": c.hbm.knobs.stage_layout,
                                                        "flag_barrier": c.hbm.knobs.flag_barrier}
         out.append(row)

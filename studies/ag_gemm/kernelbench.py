@@ -9,7 +9,15 @@ fp32 reference before its time counts and again after the timed calls:
   flag already set, no fetch rows: the GEMM path alone, remote tiles read from staging;
 - ``emulated`` (world size W): the whole kernel as rank 0 of W, its fetch rows copying the other
   shards from local buffers that stand in for the peers' symmetric memory, flags set as the
-  blocks land. Against ``gemm-path`` it gives the fetch path's cost without NVLink.
+  blocks land. Against ``gemm-path`` it gives the fetch path's cost without NVLink;
+- ``emulated-ce`` (world size W): the same with the copy-engine fetch (``fetch="ce"``: copies
+  on side streams, a flag per chunk written by the stream), no fetch rows. The emulated peers'
+  shards sit in pinned host memory here: a copy within one GPU may run as a kernel on the SMs
+  the persistent GEMM holds (seen on an H100: at M=4096 the kernel's waits ran out), while a
+  copy from host memory is always a copy engine's, as a pull from a peer over NVLink is. Same
+  engines, streams and flags; PCIe's bandwidth instead of NVLink's;
+- ``ce-copy`` (world size W): those copies and flag writes alone, no GEMM: the all-gather half
+  of the perfect-overlap bound max(copies, cuBLAS) on one GPU (each round's own maximum).
 
 Clock: CUDA events around each call, the L2 written over (a 256 MiB buffer zeroed) before every
 call as ``triton.testing.do_bench`` does, then a GPU-side spin of about 0.2 ms so that the host
@@ -32,12 +40,15 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from studies.ag_gemm import methods, spans
-from workbench import derived
+from workbench import derived, stats
 from workbench.derived import Derived
+from workbench.record import VariantResult
 from workbench.untrusted import escape as esc
 
-METHODS = ("cublas", "kernel", "gemm-path", "emulated")
+from . import methods, spans
+
+METHODS = ("cublas", "kernel", "gemm-path", "emulated", "emulated-ce", "ce-copy")
+CE_METHODS = ("emulated-ce", "ce-copy")
 #: the issue's targets (N=3584, K=8192): (what, M at least) -> bound. Throughput ratio of the
 #: GEMM path (``gemm-path`` at W=2 and ``kernel`` at W=1) to cuBLAS at least the bound; time of
 #: the emulated world size 2 over cuBLAS's at most the bound.
@@ -91,6 +102,7 @@ class Contestant:
     out: Any
     hbm: Any = None  # the kernel's HbmBuffer (timeout word, trace)
     peers: Any = None  # the emulated peers' shards: alive as long as the kernel reads them
+    copies_only: bool = False  # ce-copy: checked on the staging buffer, not on C
 
 
 def build(method: str, prob: Problem, world_size: int, knobs, trace: bool = False,
@@ -110,6 +122,8 @@ def build(method: str, prob: Problem, world_size: int, knobs, trace: bool = Fals
         import kernels.triton.ag_gemm as kmod
     if method == "kernel":
         world_size = 1
+    if method in ("emulated-ce", "ce-copy"):
+        knobs = dataclasses.replace(knobs, fetch="ce")
     if m % world_size:
         raise ValueError(f"M={m} is not divisible by world size {world_size}")
     ms = m // world_size
@@ -118,10 +132,19 @@ def build(method: str, prob: Problem, world_size: int, knobs, trace: bool = Fals
     shards = [prob.a] if world_size == 1 else [prob.a[r * ms:(r + 1) * ms].clone() for r in range(world_size)]
     ptrs = torch.tensor([s.data_ptr() for s in shards], dtype=torch.int64, device=dev)
     extra = {"fetch": False} if method == "gemm-path" else {}
+    if method in CE_METHODS:  # the peers in pinned host memory: see the module doc
+        extra["peers"] = [shards[0]] + [s.cpu().pin_memory() if s.is_cuda else s for s in shards[1:]]
     hb = kmod.HbmBuffer(shards[0], ptrs, prob.b, 0, world_size, knobs, trace=trace, **extra)
     if method == "gemm-path":
         for src in range(1, world_size):
             hb.stage_rows(src).copy_(shards[src])
+    if method == "ce-copy":
+        def copies():
+            epoch = hb._next_epoch()
+            hb.ce.mark_start()
+            hb.ce.issue(epoch)
+            hb.ce.join()
+        return Contestant(copies, None, hb, shards, copies_only=True)
     return Contestant(lambda: hb(out), out, hb, shards)
 
 
@@ -130,6 +153,8 @@ def check(c: Contestant, prob: Problem) -> tuple[bool, str]:
     up fails the check too."""
     import torch
 
+    if c.copies_only:
+        return _check_staged(c)
     c.out.fill_(float("nan"))
     c.fn()
     if c.out.is_cuda:
@@ -138,6 +163,24 @@ def check(c: Contestant, prob: Problem) -> tuple[bool, str]:
     if c.hbm is not None and c.hbm.timed_out():
         ok, msg = False, f"a flag wait timed out; {msg}"
     return ok, msg
+
+
+def _check_staged(c: Contestant) -> tuple[bool, str]:
+    """The copies alone: staging poisoned, copied, every peer's rows equal to its shard and
+    every flag at the launch's epoch."""
+    import torch
+
+    c.hbm.stage.fill_(float("nan"))
+    c.fn()
+    if c.hbm.stage.is_cuda:
+        torch.cuda.synchronize()
+    bad = [src for src in range(1, c.hbm.world_size) if not torch.equal(c.hbm.stage_rows(src), c.peers[src])]
+    flags = int((c.hbm.flags[:c.hbm.layout.num_flags] < c.hbm.epoch).sum())
+    flags -= c.hbm.layout.flags_per_shard_m * c.hbm.layout.k_groups  # the local shard's flags are never set
+    if bad or flags:
+        return False, f"MISMATCH: staged rows of peers {bad} differ, {flags} flags not set"
+    return True, (f"ok: {c.hbm.world_size - 1} peers' rows staged bit-exact, {len(c.hbm.ce.order)} chunk flags set "
+                  f"({c.hbm.ce.flag.how})")
 
 
 def time_interleaved(fns: list[Callable[[], Any]], repeat: int, warmup: int = 3) -> list[list[float]]:
@@ -194,7 +237,7 @@ def entries(params: dict[str, Any]) -> list[Entry]:
     if "breakdown" in exps:
         out.append(Entry("kernel", 1))
         for ws in params["emulate"]:
-            out += [Entry("gemm-path", ws), Entry("emulated", ws)]
+            out += [Entry("gemm-path", ws), Entry("emulated", ws), Entry("emulated-ce", ws), Entry("ce-copy", ws)]
     elif params["emulate"]:
         out.append(Entry("emulated", params["emulate"][0]))
     for exp in ("barrier", "layout"):
@@ -224,7 +267,6 @@ def flag_trials(c: Contestant, prob: Problem, trials: int) -> dict[str, Any]:
 def run(params: dict[str, Any], ctx) -> dict[str, Any]:
     """Check and time every entry of every shape on GPU 0 (see the module docstring)."""
     import torch
-    from workbench.record import VariantResult
 
     knobs = knobs_from(params)
     n, k = params["n"], params["k"]
@@ -241,15 +283,17 @@ def run(params: dict[str, Any], ctx) -> dict[str, Any]:
             vparams = {"mode": "kernel", "method": e.method, "world_size": e.world_size, "dtype": dtype, "M": m,
                        "N": n, "K": k}
             if e.method != "cublas":
-                vparams |= dataclasses.asdict(ekn)
+                vparams |= dataclasses.asdict(ekn) | ({"fetch": "ce"} if e.method in CE_METHODS else {})
             extra: dict[str, Any] = {}
             try:
                 c = build(e.method, prob, e.world_size, ekn)
+                if c.hbm is not None:
+                    extra["mechanism"] = c.hbm.mechanism
                 ok, msg = check(c, prob)
                 if trial_entries and e.method == "emulated" and e.world_size == params["emulate"][0] and \
                         (e.suffix in ("", SUFFIX["barrier"])):
                     steps.say(f"{dtype} M={m}: {params['trials']} checked launches of {variant}")
-                    extra = flag_trials(c, prob, params["trials"])
+                    extra |= flag_trials(c, prob, params["trials"])
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
                 ok, msg = False, f"error: {type(exc).__name__}: {exc}"[:500]
             if ok:
@@ -317,8 +361,6 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
     sets one (met only when the whole CI clears it). Derived rows (``workbench.derived``,
     extra columns ``table, dtype, M, method, world_size``): those ratios, and the fetch
     path's overhead (whole kernel over its GEMM path alone, same emulated world size)."""
-    from workbench import stats
-
     rows, items = [], []
     for (dtype, m), vs in sorted(_kernel_variants(rec).items()):
         base = vs.get(("cublas", 1, ""))
@@ -329,7 +371,7 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
             flops = 2.0 * m * n * k
             row = {"dtype": dtype, "M": m, "method": method, "world_size": ws, "correct": v.correct,
                    "median_us": s.median / 1e3, "ci_lo_us": s.ci_lo / 1e3, "ci_hi_us": s.ci_hi / 1e3, "noise": s.noise,
-                   "tflops": flops / (s.median * 1e-9) / 1e12 if s.n else float("nan")}
+                   "tflops": flops / (s.median * 1e-9) / 1e12 if s.n and method != "ce-copy" else float("nan")}
             tag = dict(dtype=dtype, M=m, method=method, world_size=ws)
             ok = base is not None and base.correct and v.correct and method != "cublas"
             time_r = paired_ratio(base.samples_ns, v.samples_ns, f"time over cuBLAS's: {method} ws{ws}, {dtype} "
@@ -337,14 +379,22 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
             thr_r = paired_ratio(v.samples_ns, base.samples_ns, f"GEMM efficiency (cuBLAS time / time): {method} "
                                  f"ws{ws}, {dtype} M={m}") if ok else time_r
             row |= _ratio_cols("time_ratio", time_r) | _ratio_cols("throughput_ratio", thr_r)
-            if ok:
+            if ok and method != "ce-copy":  # the copies alone are a part of the bound, not a GEMM
                 items.append(time_r.row(table="kernel", **tag))
                 if method in ("kernel", "gemm-path"):
                     items.append(thr_r.row(table="kernel", **tag))
+            # the bound of the copy-engine kernel: max(its copies alone, cuBLAS), per round. (The
+            # SM-fetch kernel copies inside itself; its bound is cuBLAS's time: cuBLAS / time.)
+            frac = (bound_fraction(base, default.get(("ce-copy", ws)), v, f"fraction of the perfect-overlap bound "
+                                   f"max(copies, cuBLAS) / time: {method} ws{ws}, {dtype} M={m}")
+                    if method == "emulated-ce" else derived.not_meaningful("bound", "not a copy-engine kernel", "x", 1))
+            row |= _ratio_cols("bound_fraction", frac)
+            if frac.status != "not meaningful":
+                items.append(frac.row(table="bound", **tag))
             gemm = default.get(("gemm-path", ws))
-            if method == "emulated" and gemm is not None and gemm.correct and v.correct:
+            if method in ("emulated", "emulated-ce") and gemm is not None and gemm.correct and v.correct:
                 items.append(paired_ratio(gemm.samples_ns, v.samples_ns, f"fetch overhead (whole kernel / GEMM path "
-                                          f"alone): emulated ws{ws}, {dtype} M={m}").row(table="fetch", **tag))
+                                          f"alone): {method} ws{ws}, {dtype} M={m}").row(table="fetch", **tag))
             kind = ("gemm" if (method, ws) in (("kernel", 1), ("gemm-path", 2)) else
                     "emulated-ws2" if (method, ws) == ("emulated", 2) else None)
             bound = target(kind, m, n, k) if kind else None
@@ -355,6 +405,21 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
             row |= {"target": bound, "target_kind": kind, "met": met, "check": v.check}
             rows.append(row)
     return pd.DataFrame(rows), items
+
+
+def bound_fraction(cublas, copies, v, name: str) -> Derived:
+    """The emulated kernel's time against the perfect-overlap bound on one GPU: per round,
+    max(cuBLAS of the whole problem, the copies alone) over the kernel's time, median over
+    rounds with a bootstrap CI (1: the kernel hides every copy behind a GEMM as fast as
+    cuBLAS's). Not meaningful without the two halves timed in the same rounds."""
+    import numpy as np
+
+    parts = [cublas, copies]
+    if any(p is None or not p.correct or len(p.samples_ns) != len(v.samples_ns) for p in parts) or not v.correct:
+        return derived.not_meaningful(name, "needs cuBLAS, the copies alone and this variant checked and timed in the "
+                                            "same rounds", "x", 1.0)
+    bound = np.maximum(np.asarray(cublas.samples_ns, float), np.asarray(copies.samples_ns, float))
+    return paired_ratio(v.samples_ns, bound, name)
 
 
 def failure_rate(trials: int, failures: int, name: str) -> Derived:
@@ -434,31 +499,37 @@ def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
     return pd.DataFrame(rows), items
 
 
+LABELS = {"cublas": "cuBLAS (torch.matmul)", "kernel": "kernel, every tile local",
+          "gemm-path": "GEMM path alone (staged, flags set)", "emulated": "whole kernel, emulated peers, SM fetch",
+          "emulated-ce": "whole kernel, emulated peers, copy-engine fetch",
+          "ce-copy": "copy-engine copies alone (no GEMM)"}
+
+
 def format_breakdown(df: pd.DataFrame) -> str:
     """The benchmark's printed table (Markdown)."""
     if df.empty:
         return "(no kernel-mode variants)"
     f = lambda x, d=1: "n/a" if x is None or x != x else f"{x:.{d}f}"
     lines = ["| dtype | M | what | ws | median us [95% CI] | TFLOP/s | time / cuBLAS [95% CI] | cuBLAS / time [95% CI] | "
-             "target | |", "|---|---|---|---|---|---|---|---|---|---|"]
-    labels = {"cublas": "cuBLAS (torch.matmul)", "kernel": "kernel, every tile local",
-              "gemm-path": "GEMM path alone (staged, flags set)", "emulated": "whole kernel, emulated peers"}
+             "bound / time [95% CI] | target | |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in df.iterrows():
         if not r["correct"]:
-            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {labels[r['method']]} | "
-                         f"{esc(r['world_size'], 'cell')} | FAILED CHECK: {esc(r['check'][:80], 'cell')} | | | | | |")
+            lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {LABELS[r['method']]} | "
+                         f"{esc(r['world_size'], 'cell')} | FAILED CHECK: {esc(r['check'][:80], 'cell')} | | | | | | |")
             continue
         tr = "" if r["method"] == "cublas" else (f"{f(r['time_ratio'], 3)}x [{f(r['time_ratio_lo'], 3)}, "
                                                  f"{f(r['time_ratio_hi'], 3)}]")
         thr = "" if r["method"] == "cublas" else (f"{f(r['throughput_ratio'], 3)}x [{f(r['throughput_ratio_lo'], 3)}, "
                                                   f"{f(r['throughput_ratio_hi'], 3)}]")
+        fr = r.get("bound_fraction", float("nan"))
+        frac = "" if fr != fr else f"{f(fr, 3)} [{f(r['bound_fraction_lo'], 3)}, {f(r['bound_fraction_hi'], 3)}]"
         tgt, verdict = "", ""
         if r["target"] is not None and r["target"] == r["target"]:
             tgt = (f"throughput >= {r['target']:.2f}x" if r["target_kind"] == "gemm" else f"time <= {r['target']:.2f}x")
             verdict = "met" if r["met"] else "MISSED"
-        lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {labels[r['method']]} | "
+        lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {LABELS[r['method']]} | "
                      f"{esc(r['world_size'], 'cell')} | {f(r['median_us'])} "
-                     f"[{f(r['ci_lo_us'])}, {f(r['ci_hi_us'])}] | {f(r['tflops'], 0)} | {tr} | {thr} | {tgt} | "
+                     f"[{f(r['ci_lo_us'])}, {f(r['ci_hi_us'])}] | {f(r['tflops'], 0)} | {tr} | {thr} | {frac} | {tgt} | "
                      f"{verdict} |")
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ leaves the full C = A @ B (M x N) in the method's output. Two formulations (``sh
   of ``shard=k`` and fails its check; ``all-gather-cat`` (``all_gather`` into a list, then
   ``cat(dim=1)``, the seed's test reference) passes. Only the methods that run on any backend
   take ``shard=k`` (:data:`K_SHARD_PROVIDERS`); the fused kernels gather rows.
-Methods that read peers' memory (``ce-chunked``, ``hbm-buffer``) take the shard already in
+Methods that read peers' memory (``ce-chunked``, ``hbm-buffer``, ``hbm-buffer-ce``) take the shard already in
 a symmetric-memory buffer, as iris takes it on its heap: a producer writes it there; no
 copy-in is timed. Each of their calls starts with a symmetric-memory barrier, so a call
 never reads a peer's shard before the peer reached the same call. ``torch-fused`` copies
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-METHODS = ("nccl", "all-gather-cat", "torch-fused", "ce-chunked", "hbm-buffer")
+METHODS = ("nccl", "all-gather-cat", "torch-fused", "ce-chunked", "hbm-buffer", "hbm-buffer-ce")
 #: measured alone for the perfect-overlap bound max(all-gather, matmul)
 PARTS = ("all-gather", "matmul")
 #: the providers that run on any torch.distributed backend (gloo on CPUs too)
@@ -166,12 +166,16 @@ def build(name: str, inp: Inputs, knobs: dict[str, Any], trace: bool = False) ->
     ensure_symm(inp)
     if name == "ce-chunked":
         return _ce_chunked(inp, int(knobs.get("chunks", 1)))
-    if name == "hbm-buffer":
+    if name in ("hbm-buffer", "hbm-buffer-ce"):
         from kernels.triton.ag_gemm import HbmBuffer, HbmKnobs
 
         kn = HbmKnobs(**{k2: v for k2, v in knobs.items() if k2 in HbmKnobs.__dataclass_fields__})
+        if name == "hbm-buffer-ce":  # the same kernel, its staging filled by copy engines
+            kn.fetch = "ce"
         ptrs = torch.tensor(inp.handle.buffer_ptrs, dtype=torch.int64, device="cuda")
-        hb = HbmBuffer(inp.symm, ptrs, inp.b, inp.rank, inp.world_size, kn, trace=trace)
+        ms, k = inp.symm.shape
+        peers = [inp.handle.get_buffer(p, (ms, k), dt) for p in range(inp.world_size)]
+        hb = HbmBuffer(inp.symm, ptrs, inp.b, inp.rank, inp.world_size, kn, trace=trace, peers=peers)
         out = torch.empty(m, n, device="cuda", dtype=dt)
 
         def fn():

@@ -1,9 +1,14 @@
-"""Charts of the ag-gemm study (tables in, Altair charts out; altair imported inside, the GPU
-nodes have none).
+"""The ag-gemm study's report: the analysis tables in, charts, the verdict and the report
+sections out (altair imported inside the chart functions: the GPU nodes have none).
+
+Charts:
 
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
-  one panel per world size, the seed's MI325X figures as hollow reference marks labelled as
-  the seed's; kernel-mode runs: each variant's time over cuBLAS's vs M;
+  one panel per world size, hbm-buffer (the kernel under study, ``SUBJECT``) in the strongest
+  colour on top, the perfect-overlap bound's speedup (max(all-gather, matmul) alone,
+  measured in the same run) drawn dashed as the ceiling of them all, the seed's MI325X figures
+  as hollow reference marks labelled as the seed's; kernel-mode runs: each variant's time over
+  cuBLAS's vs M;
 - ``experiments``: the seed review's experiments (one GPU with emulated peers, or across
   ranks): barrier and staging-layout time ratios vs M;
 - ``methods``: median per call with its CI per provider, one panel per shape in numeric order,
@@ -17,20 +22,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-#: the seed's speedups of its HBM-buffer kernel over its all-gather baseline (PR table; the
-#: review's randn rerun at 8 ranks), as reference marks
-SEED_SPEEDUPS = [
-    {"ranks": 2, "M": 1024, "speedup": 1.67 / 0.78, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 2, "M": 16384, "speedup": 27.8 / 8.2, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 4, "M": 16384, "speedup": 27.3 / 8.6, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 8, "M": 16384, "speedup": 24.4 / 8.9, "figure": "HBM buffer, seed PR table"},
-    {"ranks": 8, "M": 1024, "speedup": 0.262 / 0.516, "figure": "HBM buffer, seed review (randn)"},
-    {"ranks": 8, "M": 4096, "speedup": 0.677 / 1.425, "figure": "HBM buffer, seed review (randn)"},
-    {"ranks": 8, "M": 16384, "speedup": 2.300 / 3.257, "figure": "HBM buffer, seed review (randn)"},
-]
+from workbench import derived
+from workbench.tables import render
+from workbench.traces import charts as tc
+from workbench.untrusted import escape as esc
+
+from . import kernelbench
+from .seed import SEED_SPEEDUPS
+
 SEED_MACHINE = "8x MI325X"
 #: the kernel under study: drawn in the strongest colour, over the others
 SUBJECT = "hbm-buffer"
+BOUND = "perfect-overlap bound"
 CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}
 WIDTH = 900
 
@@ -45,7 +48,7 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
     from workbench import charts as wb
 
     xs = sorted({int(v) for v in d["M"]} | ({int(v) for v in seed["M"]} if seed is not None else set()))
-    data = d.assign(_src="live")
+    data = d.assign(_src="live", _bound=d["provider"].str.startswith(BOUND) if "provider" in d else False)
     if seed is not None and len(seed):
         data = pd.concat([data, seed.rename(columns={"speedup": "point"}).assign(_src="seed")], ignore_index=True)
     x = alt.X("M:Q", scale=alt.Scale(type="log", nice=False, padding=14), title="M (rows of A and C, all ranks)",
@@ -62,7 +65,9 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
            "status"]
     live = alt.Chart().transform_filter("datum._src == 'live'").encode(x=x, color=color)
     subject = live.transform_filter(f"datum.provider == '{SUBJECT}'")  # drawn again, on top
-    layers = [live.mark_line(opacity=0.8).encode(y=y, strokeWidth=size),
+    # the perfect-overlap bound (a provider named BOUND) dashed: a ceiling, not a contestant
+    dash = alt.StrokeDash("_bound:N", legend=None, scale=alt.Scale(domain=[False, True], range=[[1, 0], [6, 3]]))
+    layers = [live.mark_line(opacity=0.8).encode(y=y, strokeWidth=size, strokeDash=dash),
               live.mark_errorbar(thickness=2).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
               live.mark_point(filled=True, size=60).encode(y=y, tooltip=tip),
               subject.mark_line(strokeWidth=3).encode(y=y), subject.mark_point(filled=True, size=80).encode(y=y, tooltip=tip),
@@ -92,13 +97,18 @@ def speedup_chart(tbls: dict[str, pd.DataFrame]):
     if len(sp):
         dtypes = sorted(sp["dtype"].unique(), key=lambda d: d != "fp16")  # the seed's dtype first
         live = sp[sp["dtype"] == dtypes[0]]
+        bnd = d[(d["table"] == "bound_speedup") & (d["status"] != "not meaningful") & (d["dtype"] == dtypes[0])]
+        if "shard" in bnd:
+            bnd = bnd[bnd["shard"] == "rows"]
+        live = pd.concat([live, bnd.assign(provider=BOUND + " max(AG, mm)")], ignore_index=True)
         seed = pd.DataFrame(SEED_SPEEDUPS)
         seed = seed[seed["ranks"].isin(live["ranks"].unique())]
         dtype = live["dtype"].iloc[0]
         return _ratio_panels(live[["provider", "ranks", "M", "point", "lo", "hi", "status"]],
                              "speedup over NCCL all-gather + matmul (x)",
-                             f"Speedup over all-gather then matmul vs M ({dtype}; >1 faster; 95% CI), seed's as "
-                             "hollow marks", seed if len(seed) else None)
+                             [f"Speedup over all-gather then matmul vs M ({dtype}; >1 faster; 95% CI); dashed: the "
+                              "perfect-overlap bound,", "measured in the same run; the seed's as hollow marks"],
+                             seed if len(seed) else None)
     kr = d[(d["table"] == "kernel") & d["name"].str.startswith("time over")]
     if len(kr):
         k = kr.assign(provider=kr["method"] + " ws" + kr["world_size"].astype(int).astype(str) + " " + kr["dtype"])
@@ -158,8 +168,6 @@ def methods_chart(tbls: dict[str, pd.DataFrame]):
 
 
 def timeline_chart(tbls: dict[str, pd.DataFrame]):
-    from workbench.traces import charts as tc
-
     sp = tbls.get("_program_spans")
     if sp is None or sp.empty:
         return None
@@ -169,8 +177,6 @@ def timeline_chart(tbls: dict[str, pd.DataFrame]):
 
 
 def ranks_chart(tbls: dict[str, pd.DataFrame]):
-    from workbench.traces import charts as tc
-
     rs = tbls.get("_rank_spans")
     if rs is None or rs.empty:
         return None
@@ -183,3 +189,118 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     made = {"speedup": speedup_chart(tbls), "experiments": experiments_chart(tbls), "methods": methods_chart(tbls),
             "timeline": timeline_chart(tbls), "ranks": ranks_chart(tbls)}
     return {k: v for k, v in made.items() if v is not None}
+
+
+# --- verdict and report ------------------------------------------------------------------------
+
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
+    """Per shape of the seed's table: the best provider and the HBM-buffer kernel against the
+    baseline (clear speedups only); failed checks; the kernel-mode targets and experiments."""
+    parts = []
+    summ = tbls.get("summary")
+    d = tbls.get("derived", pd.DataFrame())
+    if summ is not None and len(summ):
+        sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
+        lines: dict[str, list[str]] = {}  # per ranks and dtype: one entry per M
+        for r in summ.to_dict("records"):
+            said = []
+            for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
+                key = (r["ranks"], r["dtype"], r["M"], prov)
+                if not prov or sp is None or key not in sp.index:
+                    continue
+                row = sp.loc[key]
+                if row["status"] == "clear":  # a speedup: above 1 faster, below 1 slower
+                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)}")
+                elif row["status"] == "inconclusive" and row["why"].startswith("the CI includes"):
+                    said.append(f"{esc(prov)} inconclusive (CI includes 1)")
+                else:
+                    said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
+            lines.setdefault(f"{r['ranks']} ranks {esc(r['dtype'])}", []).append(
+                f"M={r['M']} " + (", ".join(said) or "no speedup"))
+        parts.append("Speedup over all_gather_into_tensor + matmul in the same run (median of per-round ratios, "
+                     "95% CI): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in lines.items()) + ".")
+        if summ["met"].notna().any():
+            missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
+            parts.append("Best provider's targets: " + ("all met." if missed.empty else f"{len(missed)} missed."))
+        own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
+        if len(own):
+            met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
+                            for r in own.to_dict("records"))
+            parts.append(f"HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): {met}.")
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        parts.append(kernelbench.verdict(kb))
+    ex = tbls.get("kernel_experiments")
+    if ex is not None and len(ex) and summ is None:  # a multi-GPU run's experiments: in its claims and tables
+        parts.append(escape_headline(d, ("barrier", "layout", "failures")))
+    v = tbls.get("variants")
+    if v is not None and len(v):
+        bad = v[~v["correct"].astype(bool)]
+        if len(bad):
+            parts.append(f"{len(bad)} variant(s) FAILED their check (times not counted): "
+                         + ", ".join(esc(x) for x in bad["variant"].head(6)) + ("" if len(bad) <= 6 else ", ...") + ".")
+    if not parts:
+        return "No shape has both the NCCL baseline and another provider measured."
+    return " ".join(parts)
+
+
+def escape_headline(d: pd.DataFrame, names: tuple[str, ...], limit: int = 4) -> str:
+    """The clear results of some derived tables (``derived.headline``, the ``limit`` largest
+    effects first), escaped."""
+    sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
+    if len(sub) and "point" in sub:  # largest departure from "no change" first
+        sub = sub.assign(_effect=(sub["point"] - sub["null"]).abs()).sort_values("_effect", ascending=False)
+    return esc(derived.headline(sub.drop(columns="_effect", errors="ignore"), limit=limit)) or "No derived result."
+
+
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
+    out = []
+    st = tbls.get("seed_table")
+    if st is not None and len(st):
+        out.append("### All-gather + GEMM in the seed's shape (measured in this run)\n"
+                   "Baseline: NCCL all_gather_into_tensor, then torch.matmul. HBM Buffer: the seed's kernel "
+                   "(`hbm-buffer`, SM fetch); HBM CE: the same kernel fed by copy engines (`hbm-buffer-ce`). Best: "
+                   "the fastest checked provider of the run, with its mechanism. Bound: the perfect-overlap bound "
+                   "max(all-gather alone, matmul alone), each round's own, timed in the same rounds; `/ bound` is "
+                   "a provider's fraction of it (bound / provider time: 1 is perfect overlap). Medians per call, "
+                   "maximum over ranks, 95% CIs; speedups and fractions are medians of per-round ratios.\n\n"
+                   + render(st))
+    mech = tbls.get("mechanisms")
+    if mech is not None and len(mech):
+        out.append("### How each provider moves A and computes\nWho moves the peers' rows (SM loads, copy engine, "
+                   "NCCL's kernels), what computes C, and which SMs communication takes; the fused kernel's as "
+                   "recorded by the run (TMA or pointer loads, the copy call, how the flags were written).\n\n"
+                   + render(mech))
+    rk = tbls.get("ranks")
+    if rk is not None and len(rk):
+        cols = ["variant", "rank_medians_us", "slowest_rank", "slowest_rank_us", "max_over_ranks_us", "skew_us",
+                "skew_lo_us", "skew_hi_us"]
+        out.append("### Per rank: the slowest rank and the skew\nEach rank's median (us, rank order), the slowest "
+                   "rank, the median of the per-call maximum over ranks, and the skew (slowest minus fastest rank, "
+                   "median over rounds, 95% CI).\n\n" + render(rk[cols]))
+    chk = tbls.get("checks")
+    if chk is not None and len(chk) and ((chk["shard"] == "k").any() or chk["where"].str.contains("interp").any()):
+        out.append("### Correctness checks, both formulations\n`shard=k` is the seed's formulation (A sharded "
+                   "along K): its `nccl` baseline (all_gather_into_tensor into an (M, K) buffer) does not "
+                   "concatenate along K and fails; `all-gather-cat` (all_gather + cat(dim=1)) passes. A failed "
+                   "check's time is never counted.\n\n" + render(chk))
+    po = tbls.get("program_overlap")
+    if po is not None and len(po):
+        out.append("### The fused kernel's own overlap (per-program records)\nFrom each traced launch of the "
+                   "hbm-buffer kernel, one record per program: fetch rows are communication, GEMM rows computation "
+                   "(`workbench.traces.overlap`, unions over SMs). `fetch_hidden_pct`: the share of the fetch time "
+                   "during which some SM computed; `neither_pct`: the share of the kernel's span with no fetch or "
+                   "GEMM running (programs waiting on flags or not started).\n\n" + render(po))
+    kb = tbls.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        out.append("### The fused kernel on one GPU: GEMM path and fetch path against cuBLAS\n"
+                   + kernelbench.__doc__.split("\n\n", 1)[1].split("\n\nClock:")[0].strip() + "\n\n"
+                   + kernelbench.format_breakdown(kb))
+    ex = tbls.get("kernel_experiments")
+    if ex is not None and len(ex):
+        out.append("### The seed review's experiments\nOn one GPU with emulated peers (kernel mode) or across the "
+                   "ranks of a multi-GPU run (the `where` column). Barrier: the CTA barrier "
+                   "between a fetch row's stores and its flag release, on and off; each checked launch starts "
+                   "from a staging buffer filled with NaN. Layout: tile-contiguous against row-major staging. "
+                   "Time ratios are medians of per-round ratios.\n\n" + kernelbench.format_experiments(ex))
+    return out

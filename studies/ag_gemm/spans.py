@@ -16,8 +16,13 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.traces.model import from_records
+
 SOURCE = "ag-gemm-programs"
 ATTACH_KIND = "trace/ag-gemm-programs-json"
+#: what each program role is for the GPU-time breakdown (workbench.traces.overlap): a fetch
+#: moves a peer's tile (communication), a GEMM row computes; waits on flags are neither
+ROLES = {"fetch": "communication", "gemm": "computation"}
 
 
 TIMES = ["role", "ticket", "smid", "start_ns", "ready_ns", "end_ns"]
@@ -47,7 +52,6 @@ def _task(doc: dict[str, Any], lay, index: int, rec: list[int], fetch: bool) -> 
 def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
     """Decode an attachment into the workbench span table (``workbench.traces.model``)."""
     from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmLayout
-    from workbench.traces.model import from_records
 
     lay = HbmLayout(**doc["layout"])
     rank = int(doc["rank"])
@@ -79,7 +83,9 @@ def to_spans(doc: dict[str, Any]) -> pd.DataFrame:
 
 
 def summary(spans: pd.DataFrame) -> dict[str, float]:
-    """Kernel span, when the last fetch landed, and how long GEMM programs waited in total."""
+    """Kernel span, when the last fetch landed, how long GEMM programs waited in total, and
+    when the first GEMM row on a peer's rows started computing (its first k-group's flag seen:
+    how soon the fetch, by SMs or copy engines, feeds the GEMM)."""
     if spans.empty:
         return {}
     end = spans["start_ns"] + spans["dur_ns"]
@@ -93,4 +99,21 @@ def summary(spans: pd.DataFrame) -> dict[str, float]:
         out["wait_total_us"] = float(spans.loc[spans["category"] == "wait", "dur_ns"].sum()) / 1e3
     g = spans[spans["category"] == "gemm"]
     out["gemm_busy_us"] = float(g["dur_ns"].sum()) / 1e3
+    remote = g[[isinstance(a, dict) and a.get("local") is False for a in g["args"]]] if "args" in g else g.iloc[:0]
+    if len(remote):
+        out["first_remote_gemm_us"] = float(remote["start_ns"].min()) / 1e3
     return out
+
+
+def overlap(spans: pd.DataFrame) -> dict[str, float]:
+    """The fused kernel's own overlap from its per-program records: how much of the fetch
+    time (union over SMs) ran while some SM computed a GEMM tile, and the converse."""
+    from workbench.traces.overlap import breakdown
+
+    b = breakdown(spans, roles=ROLES)
+    if b.empty:
+        return {}
+    r = b.iloc[0]
+    return {"kernel_us": r["total_us"], "fetch_us": r["communication_us"], "gemm_us": r["computation_us"],
+            "fetch_hidden_us": r["comm_hidden_us"], "fetch_hidden_pct": r["overlap_pct"],
+            "gemm_under_fetch_pct": r["comp_overlapped_pct"], "neither_pct": r["idle_pct"]}

@@ -23,12 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from studies.ag_gemm import autoconfig, methods, spans
+from studies.ag_gemm.autoconfig import BASELINE
 from studies.ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
 from workbench import harness, launcher
 from workbench.events import Emitter
 from workbench.record import VariantResult
 from workbench.study import expand
 
+#: the fused kernel's providers (knobs from the run's hbm parameters; per-program traces)
+HBM_PROVIDERS = ("hbm-buffer", "hbm-buffer-ce")
 #: the declared grid of a multi-GPU run (crossed in this order); the compared dimension is
 #: ``providers`` (studies/ag_gemm/__init__.py)
 GRID = ("shard", "dtype", "m")
@@ -51,6 +54,12 @@ class Worker:
         self.group = dist.group.WORLD
         self.timer = harness.DistTimer(self.device, group=self.group)
         self.steps = emit.steps(1)
+        self.next_block = 0  # the run's block numbers (VariantResult.blocks), the same on every rank
+
+    def new_blocks(self, k: int) -> list[int]:
+        """``k`` new block numbers of the run (one per round of an interleaved group)."""
+        self.next_block += k
+        return list(range(self.next_block - k, self.next_block))
 
     def progress(self, message: str) -> None:
         self.steps.say(message)
@@ -112,15 +121,15 @@ class Worker:
                 else:
                     method, knobs = name, self.knobs_for(name)
                     params |= knobs
-                trace = method == "hbm-buffer" and cfg["trace"] != "off" and name != "auto"
+                trace = method in HBM_PROVIDERS and cfg["trace"] != "off" and name != "auto"
                 fn, out, extra = methods.build(method, inp, knobs, trace=trace)
                 ok, msg = self.checked(fn, out, ref, dtype, extra)
                 if not ok:
                     self.emit.record(VariantResult(variant, params, [], False, msg))
                     continue
-                if trace:
+                if trace and extra["hbm"].trace:  # ROCm's kernel records no trace (NVIDIA-only clock reads)
                     fn()  # the trace kept is a warm launch's, not the first one's
-                    self.save_program_trace(extra["hbm"], base)
+                    self.save_program_trace(extra["hbm"], base, method)
                 contestants.append((variant, params, fn, out, extra, msg))
             except Exception as exc:  # recorded as a failed variant; the sweep goes on
                 print(traceback.format_exc(), file=sys.stderr, flush=True)
@@ -129,6 +138,7 @@ class Worker:
             contestants += self.experiment_contestants(inp, ref, base, contestants)
         self.progress(f"{shard} {dtype} M={m}: timing {len(contestants)} providers interleaved")
         timings = self.time_interleaved([c[2] for c in contestants], cfg["repeat"])
+        rounds = self.new_blocks(cfg["repeat"])  # the rounds are the blocks: the providers pair by round
         for (variant, params, fn, out, extra, msg), t in zip(contestants, timings):
             ok = True
             if out is not None:
@@ -136,9 +146,18 @@ class Worker:
                 ok, msg2 = self.checked(fn, out, ref, dtype, extra)
                 msg = msg if ok else f"after timing: {msg2}"
             trials = extra.get("trials", {})  # the barrier experiment's checked launches, kept either way
+            mech = {"mechanism": extra["hbm"].mechanism} if "hbm" in extra else {}
             self.emit.record(VariantResult(variant, params, t.samples_ns if ok else [], ok, msg,
                                            ({"rank_median_ns": t.rank_medians_ns(), "rank_samples_ns": t.rank_samples_ns,
-                                             "loops": t.loops} if ok else {}) | trials))
+                                             "loops": t.loops} if ok else {}) | trials | mech, rounds if ok else None))
+        # the A/A null control: the baseline again, alone, in a block of its own after the rounds
+        for (variant, params, fn, out, extra, msg), t in zip(contestants, timings):
+            if params.get("provider") == BASELINE and "experiment" not in params:
+                twin = self.timer.samples(fn, cfg["repeat"], loops=t.loops)
+                self.emit.record(VariantResult(f"aa:{variant}", {**params, "twin_of": variant}, twin.samples_ns, True,
+                                               msg, {"loops": t.loops, "rank_median_ns": twin.rank_medians_ns(),
+                                                     "rank_samples_ns": twin.rank_samples_ns},
+                                               self.new_blocks(1) * len(twin.samples_ns)))
         if cfg["trace"] == "all" and m == max(cfg["m"]) and dtype == cfg["dtype"][0]:
             for variant, params, fn, out, _, _ in contestants:
                 if out is not None and params["provider"] != "auto" and "experiment" not in params:
@@ -210,7 +229,7 @@ class Worker:
     def knobs_for(self, name: str) -> dict[str, Any]:
         if name == "ce-chunked":
             return {"chunks": self.cfg["chunks"]}
-        if name == "hbm-buffer":
+        if name in HBM_PROVIDERS:
             return dict(self.cfg["hbm"])
         return {}
 
@@ -240,11 +259,13 @@ class Worker:
         for r, data in enumerate(parts):
             self.emit.attach(f"{stem}_rank{r}{dot}{ext}", kind, data)
 
-    def save_program_trace(self, hb, base) -> None:
+    def save_program_trace(self, hb, base, provider: str = "hbm-buffer") -> None:
         self.sync()
         rec = hb.trace_records()
-        meta = {**base, "knobs": dataclasses.asdict(hb.knobs), "clock": "globaltimer ns"}
-        self.gather_to_reporter(f"programs_{base['dtype']}_m{base['M']}_ws{self.ws}.json", spans.ATTACH_KIND,
+        meta = {**base, "provider": provider, "knobs": dataclasses.asdict(hb.knobs), "clock": "globaltimer ns",
+                "mechanism": hb.mechanism}
+        fetch = "" if provider == "hbm-buffer" else "ce_"
+        self.gather_to_reporter(f"programs_{fetch}{base['dtype']}_m{base['M']}_ws{self.ws}.json", spans.ATTACH_KIND,
                                 spans.encode(rec, dataclasses.asdict(hb.layout), self.rank, meta))
         hb.trace = False  # timed calls run without the trace stores
 

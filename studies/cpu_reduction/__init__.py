@@ -26,7 +26,8 @@ Experiments: ``grid`` (every provider x c x w at n: overview, thread scaling), `
 (per-iteration phase breakdown, key timestamps, per-call allocation spans and per-thread
 timelines from IREE's profiler and Tracy, at ``profile_workers``), ``grain`` (torch at w=1
 and the largest w around PyTorch's GRAIN_SIZE 32,768), ``alloc`` (torch.sum vs
-torch.sum(out=) at w=1 in interleaved rounds: the per-call allocation with a CI),
+torch.sum(out=) in interleaved rounds at w=1, the serial path, and at the largest w, the
+two-pass path the seed measured: the per-call allocation with a CI),
 ``forkjoin`` (OpenMP's fork/join as torch.sum pays it at n = 32,768, interleaved over w, and
 IREE's task system on a dispatch of one 16-element tile per worker, at 1 vs w workers).
 
@@ -40,18 +41,22 @@ Committed 16-core results and findings: ``traces/cpu-reduction/README.md``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from kernels.iree.sum_programs import SPLITS, aligned_tile
-from studies.cpu_reduction.plan import GRAIN_SIZE, IREE_PROVIDERS, Sweep
-from studies.cpu_reduction.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
-from studies.cpu_reduction.seed import SEED_FIGURES  # noqa: F401  (the seed's figures, as data)
-from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps
+from workbench.study import Param, ParamError, ParamSpace, RunContext
+
+from . import data, iree_tools, measure, plan
+from .iree_tools import TARGET_CPU_RE
+from .plan import AA, GRAIN_SIZE, IREE_PROVIDERS, Sweep, profile_workers
+# the hooks and the seed's data (workbench.study lists them)
+from .analysis import analyze  # noqa: F401
+from .claims import SEED_CLAIMS  # noqa: F401
+from .report import charts, report_sections, verdict  # noqa: F401
+from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "cpu-reduction"
 TITLE = "CPU reduction: IREE vs PyTorch sum (runtime overhead)"
@@ -79,7 +84,8 @@ SWEEPS: dict[str, tuple[Sweep, ...]] = {
     "grid": (Sweep("providers", {"n": ("n",), "c": "chunks", "split": "split", "w": "workers"}),),
     "sizes": (Sweep("providers", {"n": "sizes", "c": "chunks", "split": "split", "w": ("max",)}),),
     "grain": (Sweep(("torch",), {"n": "grain_sizes", "w": (1, "max")}),),
-    "alloc": (Sweep(("torch", "torch-out"), {"n": "alloc_sizes", "w": (1,)}, interleaved=True),),
+    # w=1: the serial path (the output alone); the largest w: the two-pass path the seed measured
+    "alloc": (Sweep(("torch", "torch-out"), {"n": "alloc_sizes", "w": (1, "max")}, interleaved=True),),
     "forkjoin": (
         # OpenMP as torch.sum pays it: the smallest parallel sum (one grain of work on one
         # thread; the others are forked and joined), 1 thread vs w, in interleaved rounds
@@ -113,12 +119,14 @@ SPACE = ParamSpace(
         Param("grain_sizes", "int", [16_384, 24_576, 32_767, 32_768, 40_960, 49_152, 65_536],
               "N values of the GRAIN_SIZE experiment (torch at w=1 and the largest w)", unit="elements",
               min=1024, max=MAX_N, multi=True),
-        Param("alloc_sizes", "int", [4096, 1_000_000], "N values of the allocation experiment (w=1)",
+        Param("alloc_sizes", "int", [4096, 1_000_000], "N values of the allocation experiment (w=1 and the "
+              "largest w; the seed's 2 us is torch's two-pass path: n >= 32,768 at many threads)",
               unit="elements", min=1024, max=MAX_N, multi=True),
         Param("experiments", "str", ["grid", "sizes", "phases", "grain", "alloc", "forkjoin"],
               "grid: every provider x c x w at n; sizes: size sweep with the bandwidth floor; phases: profiles "
               "per c at profile_workers; grain: torch around GRAIN_SIZE; alloc: torch.sum - torch.sum(out=) at "
-              "w=1; forkjoin: OpenMP and IREE task-system fork/join at 1 vs w", choices=EXPERIMENTS, multi=True),
+              "w=1 and the largest w; forkjoin: OpenMP and IREE task-system fork/join at 1 vs w",
+              choices=EXPERIMENTS, multi=True),
         Param("profiler", "str", "both", "profiles taken by the phases experiment (Tracy adds ~1.5 s per "
               "capture and gives the per-thread timeline)", choices=("ireeperf", "tracy", "both")),
         Param("profile_workers", "int", [0], "worker counts of the phase profiles (0 = the largest of workers)",
@@ -170,13 +178,7 @@ def _mem_available_bytes() -> int | None:
     return None
 
 
-def profile_workers(params) -> list[int]:
-    return sorted({w or max(params["workers"]) for w in params["profile_workers"]})
-
-
 def validate(params) -> None:
-    from studies.cpu_reduction.iree_tools import TARGET_CPU_RE
-
     n, chunks = params["n"], params["chunks"]
     for c in chunks:
         if c > n:
@@ -214,10 +216,6 @@ def answers_seed(params) -> bool:
 
 
 def requires(params) -> str | None:
-    import importlib.util
-
-    from studies.cpu_reduction import iree_tools
-
     pts = points(params)
     need = []
     if any(p.provider.startswith("torch") for p in pts) or "sizes" in params["experiments"]:
@@ -243,33 +241,18 @@ def requires(params) -> str | None:
 
 def points(params) -> list:
     """The measured configurations of the requested experiments (:data:`SWEEPS`, deduplicated)."""
-    from studies.cpu_reduction import plan
-
     return plan.points(params, SWEEPS)
 
 
 def programs_needed(params, pts=None) -> list[tuple[int, int, str | None]]:
     """(n, c, split) of every IREE program the run compiles: its points' and its profiles'."""
-    from studies.cpu_reduction import plan
-
     progs = set(plan.programs(points(params) if pts is None else pts))
     if "phases" in params["experiments"] and set(params["providers"]) & set(IREE_PROVIDERS):
         progs |= {(params["n"], c, s if c > 1 else None) for c in params["chunks"] for s in params["split"]}
     return sorted(progs, key=lambda k: (k[0], k[1], k[2] or ""))
 
 
-@dataclass
-class _Inputs:
-    """The run's inputs: arrays, their .npy files (for the IREE tools) and float64 references."""
-
-    arrays: dict = field(default_factory=dict)
-    npy: dict = field(default_factory=dict)
-    refs: dict = field(default_factory=dict)
-
-
 def run(params, ctx: RunContext) -> dict:
-    from studies.cpu_reduction import data, iree_tools, measure
-
     pts = points(params)
     progs = programs_needed(params, pts)
     profiled = bool(set(progs)) and "phases" in params["experiments"]
@@ -283,223 +266,25 @@ def run(params, ctx: RunContext) -> dict:
                      "grain_size": GRAIN_SIZE, "loadavg_start": list(os.getloadavg())}
     if progs:
         outputs["iree_versions"] = iree_tools.versions()
-    modules, broken = compile_programs(progs, params["target_cpu"], outputs, progress)
-    ok_pts = record_broken(pts, broken, ctx, progress)
+    modules, broken = measure.compile_programs(progs, params["target_cpu"], outputs, progress)
+    ok_pts = measure.record_broken(pts, broken, ctx, progress)
     with tempfile.TemporaryDirectory(prefix="cpu-reduction-") as tmp:
-        inputs = make_inputs(sorted({p.n for p in pts} | {k[0] for k in progs}), params["rng_seed"], Path(tmp))
+        inputs = measure.make_inputs(sorted({p.n for p in pts} | {k[0] for k in progs}), params["rng_seed"], Path(tmp))
         outputs["reference"] = {str(n): r for n, r in inputs.refs.items()}
         if "sizes" in params["experiments"]:
             progress.say("copy bandwidth")
             for w in sorted(set(params["workers"])):
                 outputs["bandwidth"][str(w)] = measure.copy_bandwidth(w, repeat=max(5, params["repeat"] // 2))
             progress.tick("copy bandwidth")
-        measure_in_process(ok_pts, inputs, params, ctx, progress)
-        measure_interleaved(ok_pts, inputs, params, ctx, progress)
-        measure_iree_python(ok_pts, modules, inputs, params["repeat"], ctx, progress)
-        measure_iree_bench(ok_pts, modules, inputs, params["repeat"], ctx, progress)
+        measure.measure_in_process(ok_pts, inputs, params, ctx, progress)
+        measure.measure_interleaved(ok_pts, inputs, params, ctx, progress)
+        measure.measure_iree_python(ok_pts, modules, inputs, params["repeat"], ctx, progress)
+        measure.measure_iree_bench(ok_pts, modules, inputs, params["repeat"], ctx, progress)
+        # the A/A twins last, each in a block of its own: the run's null controls
+        measure.measure_in_process(ok_pts, inputs, params, ctx, progress, experiment=AA)
+        measure.measure_iree_bench(ok_pts, modules, inputs, params["repeat"], ctx, progress, experiment=AA)
         if profiled:
-            profile(params, modules, broken, inputs, Path(tmp), outputs, ctx, progress)
+            measure.profile(params, modules, broken, inputs, Path(tmp), outputs, ctx, progress)
     outputs["loadavg_end"] = list(os.getloadavg())
     return outputs
 
-
-def compile_programs(progs, target_cpu: str, outputs: dict, progress: Steps) -> tuple[dict, dict]:
-    """Compile (or take from the cache) every program; a failure fails only its points.
-    Returns ({(n, c, split): Compiled}, {(n, c, split): reason})."""
-    from kernels.iree.sum_programs import program
-    from studies.cpu_reduction import iree_tools
-    from workbench.harness import ExternalCommandError
-
-    modules, broken = {}, {}
-    for key in progs:
-        n, c, split = key
-        what = f"compile N={n} c={c}" + (f" {split}" if split else "")
-        progress.say(what)
-        prog = program(n, c, split or "aligned")
-        try:
-            mod = iree_tools.compile_program(prog, iree_tools.seed_flags(target_cpu))
-        except (ExternalCommandError, iree_tools.NotPrecompiled) as exc:
-            broken[key] = f"compile failed: {exc}"
-            progress.tick(what)
-            continue
-        progress.tick(what)
-        outputs["programs"][program_label(key)] = mod.info
-        if mod.info["dispatches"] != prog.dispatches:
-            broken[key] = (f"compiled module has {mod.info['dispatches']} dispatches, the program is written "
-                           f"for {prog.dispatches} ({mod.info['dispatch_names']})")
-        modules[key] = mod
-    return modules, broken
-
-
-def program_label(key) -> str:
-    n, c, split = key
-    return f"n={n}/c={c}" + (f"/{split}" if split else "")
-
-
-def record_broken(pts, broken: dict, ctx: RunContext, progress: Steps) -> list:
-    """Record the points whose program failed to build as failed; return the others."""
-    from studies.cpu_reduction import measure
-
-    ok = []
-    for p in pts:
-        if p.provider in IREE_PROVIDERS and p.program_key in broken:
-            ctx.record(measure.failed(p, broken[p.program_key]))
-            progress.tick(p.name)
-        else:
-            ok.append(p)
-    return ok
-
-
-def make_inputs(sizes, seed: int, tmpdir: Path) -> _Inputs:
-    from studies.cpu_reduction import data
-
-    inputs = _Inputs()
-    for n in sizes:
-        x = data.make_input(n, seed)
-        inputs.refs[n] = data.reference(x)
-        inputs.npy[n] = tmpdir / f"x_{n}.npy"
-        np.save(inputs.npy[n], x)
-        inputs.arrays[n] = x
-    return inputs
-
-
-def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
-    from studies.cpu_reduction import measure
-
-    for p in pts:
-        if p.provider in ("torch", "torch-out", "numpy") and not p.experiment:
-            progress.say(p.name)
-            fn = measure.numpy_point if p.provider == "numpy" else measure.torch_point
-            ctx.record(fn(p, inputs.arrays[p.n], inputs.refs[p.n], params["repeat"]))
-            progress.tick(p.name)
-
-
-def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
-    """The alloc and forkjoin torch points: per experiment, all its points in interleaved rounds."""
-    from studies.cpu_reduction import measure
-
-    for exp in ("alloc", "forkjoin"):
-        group = [p for p in pts if p.experiment == exp]
-        if group:
-            progress.say(f"{exp}: {len(group)} points in {params['rounds']} interleaved rounds")
-            for res in measure.interleaved_torch(group, inputs.arrays, inputs.refs, params["rounds"]):
-                ctx.record(res)
-                progress.tick(res.variant)
-
-
-def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
-    """IREE through the Python runtime: one child process per driver setup."""
-    from studies.cpu_reduction import measure
-
-    groups: dict = {}
-    for p in pts:
-        if p.provider in ("iree-task", "iree-sync"):
-            groups.setdefault((p.provider, p.w), []).append(p)
-    for (provider, w), group in sorted(groups.items()):
-        progress.say(f"{provider} w={w} ({len(group)} programs)")
-        driver = "local-task" if provider == "iree-task" else "local-sync"
-        for res in measure.iree_python(group, driver, w, modules, inputs.npy, inputs.refs, repeat):
-            ctx.record(res)
-            progress.tick(res.variant)
-
-
-def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
-    """IREE through iree-benchmark-module (C++)."""
-    from studies.cpu_reduction import measure
-
-    for p in pts:
-        if p.provider == "iree-bench":
-            progress.say(p.name)
-            ctx.record(measure.iree_bench(p, modules[p.program_key], inputs.npy[p.n], inputs.refs[p.n], repeat,
-                                          min_time_s=0.01))
-            progress.tick(p.name)
-
-
-def profile(params, modules, broken, inputs: _Inputs, tmpdir: Path, outputs: dict, ctx: RunContext,
-            progress: Steps) -> None:
-    """Profiles of each c (and split) at n and each profile worker count: IREE's profiler and
-    Tracy around iree-benchmark-module, and Tracy around the Python runtime path."""
-    n = params["n"]
-    captures = [("ireeperf", "bench")] + [("tracy", via) for via in params["profile_via"]]
-    captures = [cap for cap in captures if params["profiler"] in ("both", cap[0])]
-    for w in profile_workers(params):
-        for c in params["chunks"]:
-            for split in (params["split"] if c > 1 else [None]):
-                what = f"profile c={c}{' ' + split if split else ''} w={w}"
-                progress.say(what)
-                if (n, c, split) not in broken:
-                    for source, via in captures:
-                        _profile_one(params, modules[(n, c, split)], inputs.npy[n], (c, split, w), (source, via),
-                                     tmpdir, outputs, ctx)
-                progress.tick(what)
-
-
-def _profile_one(params, module, input_npy: Path, point: tuple, capture: tuple[str, str], tmpdir: Path,
-                 outputs: dict, ctx: RunContext) -> None:
-    """One capture of one program, attached (trimmed when ``trace_iterations`` asks), or its
-    failure in ``outputs["capture_errors"]``."""
-    from studies.cpu_reduction import profiles
-    from workbench.harness import ExternalCommandError
-    from workbench.traces import TraceError
-    from workbench.traces.phases import PhaseError
-
-    (c, split, w), (source, via), n = point, capture, params["n"]
-    capdir = tmpdir / f"cap_{c}_{split}_{w}_{source}_{via}"
-    capdir.mkdir()
-    try:
-        path, cmd = _capture(source, via, module.vmfb, input_npy, w, capdir, params["capture_iterations"])
-        trim = source == "tracy" and params["trace_iterations"] > 0
-        blob = profiles.trim_tracy(path, params["trace_iterations"]) if trim else path.read_bytes()
-    except (ExternalCommandError, FileNotFoundError, TraceError, PhaseError) as exc:
-        outputs["capture_errors"].append(f"{source} via {via} c={c} w={w}: {exc}")
-        return
-    name = profiles.attachment_name(n, c, w, source, via, split, trimmed=trim)
-    kind = "ireeperf-jsonl" if source == "ireeperf" else ("chrome-json" if trim else "tracy")
-    ctx.attach(name, f"trace/{kind}", blob)
-    outputs["captures"].append({"name": name, "source": source, "via": via, "c": c, "split": split, "w": w, "n": n,
-                                "bytes": len(blob), "command": cmd,
-                                "trimmed_to_iterations": params["trace_iterations"] if trim else None})
-
-
-def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, capdir: Path,
-             iterations: int) -> tuple[Path, str]:
-    """One profile of the module: IREE's profiler around iree-benchmark-module ("ireeperf"), or
-    a Tracy capture around iree-benchmark-module ("bench") or the iree.runtime call ("python").
-    Returns the capture file and the command that produced it."""
-    from studies.cpu_reduction import iree_tools, measure
-
-    if source == "ireeperf":
-        return iree_tools.capture_ireeperf(vmfb, input_npy, workers, capdir, iterations)
-    if via == "bench":
-        return iree_tools.capture_tracy(capdir, iree_tools.traced_benchmark(vmfb, input_npy, workers, iterations))
-    job = [{"key": "profile", "vmfb": str(vmfb), "input": str(input_npy)}]
-    return iree_tools.capture_tracy(capdir, lambda env: measure.run_iree_python(
-        job, "local-task", workers, repeat=3, env=env, exit_crash_ok=True)[1])
-
-
-# --- analysis, charts, report (studies/cpu_reduction/analysis.py, report.py) ---------------------
-
-def analyze(rec) -> dict:
-    from studies.cpu_reduction import analysis
-
-    return analysis.analyze(rec)
-
-
-def charts(tbls) -> dict:
-    from studies.cpu_reduction import report
-
-    return report.charts(tbls)
-
-
-def verdict(tbls) -> str:
-    """torch.sum against the fastest IREE program at n and the largest w (the key table's
-    comparison), then the clear derived results (:func:`studies.cpu_reduction.report.verdict_text`)."""
-    from studies.cpu_reduction import report
-
-    return report.verdict_text(tbls)
-
-
-def report_sections(tbls) -> list[str]:
-    from studies.cpu_reduction import report
-
-    return report.sections(tbls)

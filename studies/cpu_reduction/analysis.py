@@ -12,7 +12,16 @@ environment as lines) are read by the claims and the report, not shown as tables
 
 Nothing is derived across instruments or runs: overhead = total - compute of the same profiled
 iteration, never a profile's compute against a timing run's total; the allocation is torch.sum
-minus torch.sum(out=) paired by interleaved round at w=1 only.
+minus torch.sum(out=) paired by interleaved round.
+
+Null controls (``nulls``, and the run's ``drift`` between blocks from them,
+:func:`workbench.derived.null_controls`): torch.sum below GRAIN_SIZE at the largest w over 1
+thread (the serial path at any thread count), IREE's one-workgroup dispatch at w over 1
+worker (one workgroup runs on one worker whatever the count), and the run's declared A/A
+twins (``aa:`` variants: the same configuration timed again in a later block). Every
+comparison of two blocks (ratios to torch, speedups over workers, IREE's Python cost and
+fork/join, c=8 against c=2 per capture) carries that drift; comparisons timed in the same
+interleaved rounds (the allocation, OpenMP's fork/join) pair by round instead.
 """
 
 from __future__ import annotations
@@ -26,8 +35,9 @@ from workbench import derived, stats, tables
 from workbench.record import RunRecord
 
 from . import profiles
-from .plan import GRAIN_SIZE, IREE_PROVIDERS, SINGLE_THREAD, fork_join_c, fork_join_n
+from .plan import AA, GRAIN_SIZE, IREE_PROVIDERS, SINGLE_THREAD, fork_join_c, fork_join_n
 from .seed import SEED_DISPATCH_MODEL, SEED_KEY_TIMES, SEED_OVERVIEW, SEED_PHASES
+from workbench.traces.phases import PHASES
 
 SEED_MACHINE = "seed, 7975WX"
 #: the tables in derived form (one row per derived quantity); together they are ``derived``
@@ -71,13 +81,15 @@ def variants(rec: RunRecord) -> pd.DataFrame:
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     p = rec.params
     df = variants(rec)
-    samples = {v.variant: v.samples_ns for v in rec.variants if v.correct and v.samples_ns}
-    ok = df[df["correct"].astype(bool) & df["variant"].isin(samples)] if len(df) else df
+    samples = derived.RunSamples(rec)
+    ok = df[df["correct"].astype(bool) & df["variant"].isin(samples.variants)] if len(df) else df
     plain = ok[ok["experiment"] == ""] if len(ok) else ok
+    drift, nulls = derived.null_controls(null_pairs(ok, p, samples), NULL_SOURCE)
+    samples.drift = drift
     profs = profiles.load_profiles(rec) if rec.attachments else []
     iters = profiles.iteration_table(profs)
     over = profiles.overhead_table(iters)
-    out: dict[str, pd.DataFrame] = {"_run": run_table(rec)}
+    out: dict[str, pd.DataFrame] = {"_run": run_table(rec), **derived.level_tables(drift, nulls)}
     if len(plain):
         _timing_tables(plain, p, samples, profiles.compute_us(over), rec.outputs, out)
     if len(ok):
@@ -90,7 +102,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
                                           "bytes_per_copy": b["bytes_per_copy"], "samples": len(b["samples_ns"]),
                                           "correct": b["correct"]} for w, b in sorted(bw.items(), key=lambda kv: int(kv[0]))])
     if profs:
-        _phase_tables(profs, iters, over, out)
+        _phase_tables(profs, iters, over, out, drift)
     _put(out, "seed_overview", seed_overview(out))
     _put(out, "dispatch_model", _dispatch_model(out, p, plain))
     out["_environment"] = _environment(rec, out)
@@ -98,6 +110,34 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     if parts:
         out["derived"] = derived.derived_table(pd.concat(parts, ignore_index=True).to_dict("records"))
     return out
+
+
+NULL_SOURCE = "torch.sum below GRAIN_SIZE at w threads vs 1, IREE's one-workgroup dispatch at w vs 1, A/A twins"
+
+
+def null_pairs(ok: pd.DataFrame, p: dict, samples: derived.RunSamples) -> list[tuple[str, list, list, str]]:
+    """The run's null controls as (name, block a, block b): the serial path (torch.sum below
+    GRAIN_SIZE at the largest w vs 1 thread), IREE's one-workgroup dispatch (w vs 1 worker)
+    and the A/A twins (``aa:`` variants vs their originals, timed in a later block)."""
+    out = []
+    if not len(ok):
+        return out
+    w_max = max(p.get("workers", [1]))
+    torch = ok[(ok["provider"] == "torch") & (ok["experiment"] == "") & (ok["n"] < GRAIN_SIZE)]
+    for n, g in torch.groupby("n"):
+        by_w = {int(r.w): r.variant for r in g.itertuples()}
+        if 1 in by_w and w_max in by_w and w_max > 1:
+            out.append((f"serial path: torch.sum n={n:,} at {w_max} threads / 1 thread", by_w[1], by_w[w_max]))
+    if "workers" in p:
+        one = ok[(ok["provider"] == "iree-bench") & (ok["n"] == fork_join_n(p)) & (ok["c"] == 1)
+                 & (ok["experiment"] == "")]
+        for first, r, w in _versus_one_worker(one):
+            out.append((f"one workgroup: IREE n={int(r.n)} (c=1) at {w} workers / 1 worker", first.variant, r.variant))
+    for r in ok[ok["experiment"] == AA].itertuples():
+        original = r.variant[len(AA) + 1:]
+        if original in samples:
+            out.append((f"A/A: {original}, a later block / the first", original, r.variant))
+    return [(name, samples.samples(a), samples.samples(b), samples.load_note(a, b)) for name, a, b in out]
 
 
 def _put(out: dict, name: str, df: pd.DataFrame | None) -> None:
@@ -158,12 +198,13 @@ def _overview(plain, p, samples, comp) -> tuple[pd.DataFrame | None, list[dict]]
         ctx = {"series": r.series, "provider": r.provider, "c": r.c, "split": r.split, "w": int(r.w)}
         base = torch_at.get(int(r.w))
         if base is not None and r.provider != "torch":
-            d = derived.ratio(samples[base.variant], samples[r.variant],
+            d = samples.ratio(base.variant, r.variant,
                               f"{r.series} / torch.sum (time per call, n={p['n']:,}, w={r.w})")
             vs.append(d.row(**ctx, against="torch at the same w", torch_w=int(base.w)))
-            e.update(vs_torch=d.point, vs_torch_lo=d.lo, vs_torch_hi=d.hi, vs_torch_status=d.status)
+            e.update(vs_torch=d.point, vs_torch_lo=d.lo, vs_torch_hi=d.hi, vs_torch_status=d.status,
+                     vs_torch_n=min(d.n_a, d.n_b))
         if best is not None and r.provider in IREE_PROVIDERS:
-            d = derived.ratio(samples[best["variant"]], samples[r.variant],
+            d = samples.ratio(best["variant"], r.variant,
                               f"{r.series} / the fastest torch.sum (w={int(best['w'])}), n={p['n']:,}")
             vs.append(d.row(**ctx, against="the fastest torch", torch_w=int(best["w"])))
             e.update(vs_best_torch=d.point, vs_best_torch_lo=d.lo, vs_best_torch_hi=d.hi,
@@ -182,7 +223,8 @@ def _overview(plain, p, samples, comp) -> tuple[pd.DataFrame | None, list[dict]]
         extra.append(e)
     ov = pd.concat([ov.reset_index(drop=True), pd.DataFrame(extra, index=range(len(ov)))], axis=1)
     cols = ["series", "provider", "c", "split", "w", "median_us", "ci_lo_us", "ci_hi_us", "noise", "vs_torch",
-            "vs_torch_lo", "vs_torch_hi", "vs_torch_status", "vs_best_torch", "vs_best_torch_lo", "vs_best_torch_hi",
+            "vs_torch_lo", "vs_torch_hi", "vs_torch_status", "vs_torch_n",
+            "vs_best_torch", "vs_best_torch_lo", "vs_best_torch_hi",
             "best_torch_w", "best_torch_us", "profile", "profile_iterations", "profile_total_us",
             "profile_total_lo_us", "profile_total_hi_us", "compute_us", "compute_lo_us", "compute_hi_us",
             "overhead_us", "overhead_lo_us", "overhead_hi_us", "compute_share_pct", "compute_share_lo_pct",
@@ -201,7 +243,7 @@ def _fastest_vs_fastest(at_n, samples, n) -> list[dict]:
     if not len(t) or not len(i):
         return []
     bt, bi = t.loc[t["median_ns"].idxmin()], i.loc[i["median_ns"].idxmin()]
-    d = derived.ratio(samples[bt["variant"]], samples[bi["variant"]],
+    d = samples.ratio(bt["variant"], bi["variant"],
                       f"fastest IREE ({bi['series']}, w={int(bi['w'])}) / fastest torch.sum (w={int(bt['w'])}), "
                       f"n={n:,}")
     return [d.row(series=bi["series"], provider=bi["provider"], c=bi["c"], split=bi["split"], w=int(bi["w"]),
@@ -215,7 +257,7 @@ def _speedup(at_n, samples) -> pd.DataFrame:
     multi = at_n[~at_n["provider"].isin(SINGLE_THREAD)]
     for s, g in multi.groupby("series", sort=True):
         for one, r, w in _versus_one_worker(g):
-            d = derived.ratio(samples[r.variant], samples[one.variant],
+            d = samples.ratio(r.variant, one.variant,
                               f"{s}: speedup from 1 to {w} workers (time at 1 / time at {w})")
             rows.append(d.row(series=s, provider=r.provider, c=r.c, split=r.split, w=w, t1_us=one.median_us,
                               tw_us=r.median_us))
@@ -246,7 +288,7 @@ def _python_cost(at_n, samples) -> pd.DataFrame:
         b = bench.get(key)
         if b is None:
             continue
-        d = derived.difference(samples[b.variant], samples[r.variant],
+        d = samples.difference(b.variant, r.variant,
                                f"IREE Python cost, {series('iree', r.c, r.split)[5:]} w={r.w}: iree.runtime call - "
                                "iree-benchmark-module", "us", scale=1e-3, physical_min=0.0)
         rows.append(d.row(c=key[0], split=key[1], w=key[2], python_us=r.median_us, bench_us=b.median_us,
@@ -284,7 +326,7 @@ def _grain(plain, p, samples):
         by_w = {int(r.w): r for r in g.itertuples()}
         if 1 not in by_w or w_max not in by_w:
             continue
-        d = derived.ratio(samples[by_w[1].variant], samples[by_w[w_max].variant],
+        d = samples.ratio(by_w[1].variant, by_w[w_max].variant,
                           f"torch.sum n={n:,}: time at {w_max} threads / at 1 thread")
         wide.append(d.row(n=int(n), w_max=w_max, w1_us=by_w[1].median_us, wmax_us=by_w[w_max].median_us,
                           torch_path="serial (n < GRAIN_SIZE)" if n < GRAIN_SIZE else "parallel (two-pass, OpenMP)"))
@@ -297,11 +339,22 @@ def _grain(plain, p, samples):
 
 # --- alloc and fork/join ----------------------------------------------------------------------------
 
-def _alloc(ok, samples) -> pd.DataFrame:
+def alloc_path(n: int, w: int) -> str:
+    """Which of torch.sum's paths a point takes (TensorIteratorReduce.cpp, the seed's quote):
+    serial below GRAIN_SIZE or at one thread (only the output is allocated), else the
+    two-pass reduction (the output and a buffer of one partial sum per thread)."""
+    if n < GRAIN_SIZE or w == 1:
+        return "serial (output only)"
+    return "two-pass (output + per-thread buffer)"
+
+
+def _alloc(ok, samples: derived.RunSamples) -> pd.DataFrame:
     """torch.sum(a) - torch.sum(a, out=o), the median of per-round differences (interleaved
-    rounds) at w=1. Points of other worker counts (older runs) are listed as not meaningful:
-    at w > 1 the difference carries OpenMP's fork/join noise (and, under load, a stalled
-    barrier), which is not an allocation."""
+    rounds), per (n, w) and the path torch takes there: at w=1 the serial path (the output
+    alone: the seed's ~0.6 us), at the machine's thread count and n >= GRAIN_SIZE the two-pass
+    path the seed measured its 2.0 us on (the output and the 128-byte buffer at 32 threads).
+    Both sides pay the same fork/join in each round, so it cancels in the pairs (its noise
+    stays in the CI)."""
     a = ok[ok["experiment"] == "alloc"]
     out = []
     for (n, w), g in a.groupby(["n", "w"]):
@@ -309,82 +362,84 @@ def _alloc(ok, samples) -> pd.DataFrame:
         if not {"torch", "torch-out"} <= set(by):
             continue
         name = f"per-call allocation: torch.sum - torch.sum(out=), n={n:,}, w={w}"
-        if int(w) != 1:
-            d = derived.not_meaningful(name, f"measured at w={w}: the difference carries OpenMP's fork/join noise; "
-                                             "the allocation is measured at w=1", "us")
-        else:
-            d = derived.difference(samples[by["torch-out"].variant], samples[by["torch"].variant], name, "us",
-                                   paired=True, physical_min=0.0, scale=1e-3)
-        out.append(d.row(n=int(n), w=int(w), torch_us=by["torch"].median_us, torch_out_us=by["torch-out"].median_us,
-                         rounds=len(samples[by["torch"].variant]),
-                         pairing="median of per-round differences (interleaved rounds)"))
+        d = samples.difference(by["torch-out"].variant, by["torch"].variant, name, "us", interleaved=True,
+                               physical_min=0.0, scale=1e-3)
+        out.append(d.row(n=int(n), w=int(w), path=alloc_path(int(n), int(w)), torch_us=by["torch"].median_us,
+                         torch_out_us=by["torch-out"].median_us, rounds=d.n_a,
+                         pairing="median of per-round differences (interleaved rounds)" if d.paired
+                         else "unpaired (not timed in shared rounds)"))
     return pd.DataFrame(out)
 
 
 def _forkjoin_groups(ok, p) -> list[tuple[str, str, pd.DataFrame, bool]]:
-    """(key, what, points, paired): OpenMP as torch.sum pays it and IREE's task system."""
+    """(key, what, points, interleaved): OpenMP as torch.sum pays it and IREE's task system."""
     t = ok[(ok["experiment"] == "forkjoin") & (ok["provider"] == "torch")]
     groups = [("openmp", "OpenMP fork/join (torch.sum, n=32,768: one grain of work)", t, True)]
     if len(ok) and "workers" in p:
         fj_n, fj_c = fork_join_n(p), fork_join_c(p)
-        ib = ok[(ok["provider"] == "iree-bench") & (ok["n"] == fj_n)]
+        ib = ok[(ok["provider"] == "iree-bench") & (ok["n"] == fj_n) & (ok["experiment"] == "")]
         groups += [("iree-task", f"IREE task system ({fj_c} tiles of 16 elements, n={fj_n})", ib[ib["c"] == fj_c],
                     False),
                    ("iree-one", f"IREE, one workgroup (n={fj_n}, no split)", ib[ib["c"] == 1], False)]
     return groups
 
 
-def _forkjoin(ok, p, samples) -> pd.DataFrame:
+def _forkjoin(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
     """Fork/join: time at w minus time at 1 for the smallest parallel torch.sum (paired by
-    round) and for IREE's one-tile-per-worker dispatch (iree-benchmark-module repetitions)."""
+    round) and for IREE's one-tile-per-worker dispatch (iree-benchmark-module repetitions, two
+    blocks: with the run's drift)."""
     out = []
-    for key, what, g, paired in _forkjoin_groups(ok, p):
+    for key, what, g, interleaved in _forkjoin_groups(ok, p):
         for one, r, w in _versus_one_worker(g):
-            d = derived.difference(samples[one.variant], samples[r.variant],
-                                   f"{what}: time at {w} minus at 1 worker", "us", paired=paired, scale=1e-3)
+            d = samples.difference(one.variant, r.variant, f"{what}: time at {w} minus at 1 worker", "us",
+                                   interleaved=interleaved, scale=1e-3)
             out.append(d.row(mechanism=what, key=key, n=int(r.n), w=w, t1_us=one.median_us, tw_us=r.median_us,
-                             pairing="per interleaved round" if paired else "independent (bootstrap of both medians)"))
+                             pairing="per interleaved round" if d.paired else "two blocks (with the run's drift)"))
     return pd.DataFrame(out)
 
 
-def _forkjoin_compare(ok, p, samples) -> pd.DataFrame:
+def _forkjoin_compare(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
     """IREE's task-system fork/join over OpenMP's at each w both measured: a ratio of two
-    differences, its CI from the bootstrap distributions of both (the seed: ~15 vs ~13 us)."""
-    groups = {key: {int(r.w): r for r in g.itertuples()} for key, _what, g, _paired in _forkjoin_groups(ok, p)}
+    differences, its CI from the bootstrap distributions of both (OpenMP's paired by round,
+    IREE's two blocks with the run's drift; the seed: ~15 vs ~13 us)."""
+    groups = {key: {int(r.w): r for r in g.itertuples()} for key, _what, g, _i in _forkjoin_groups(ok, p)}
     omp, iree = groups.get("openmp", {}), groups.get("iree-task", {})
     if 1 not in omp or 1 not in iree:
         return pd.DataFrame()
     rows = []
     for w in sorted(set(omp) & set(iree) - {1}):
         name = f"fork/join 1 -> {w} workers: IREE task system / OpenMP"
-        t1, tw = (np.asarray(samples[omp[k].variant], float) for k in (1, w))
-        i1, iw = (np.asarray(samples[iree[k].variant], float) for k in (1, w))
+        t1, tw, paired = samples.sides(omp[1].variant, omp[w].variant, interleaved=True)
+        i1, iw = (np.asarray(samples.samples(iree[k].variant), float) for k in (1, w))
         iree_ns = float(np.median(iw) - np.median(i1))
-        omp_ns = float(np.median(tw - t1)) if t1.size == tw.size else float("nan")
-        if t1.size != tw.size:
+        omp_ns = float(np.median(tw - t1)) if paired else float("nan")
+        if not paired:
             d = derived.not_meaningful(name, "OpenMP's samples are not paired by round", "x", 1.0)
         else:
             omp_boot = derived.boot_medians(tw - t1)
             if omp_ns <= 0 or np.quantile(omp_boot, 0.025) <= 0:
                 d = derived.not_meaningful(name, "OpenMP's fork/join is not clearly above 0: no ratio", "x", 1.0)
             else:
-                d = derived.from_boot(name, iree_ns / omp_ns,
-                                      (derived.boot_medians(iw) - derived.boot_medians(i1)) / omp_boot, "x",
-                                      null=1.0, n_a=t1.size, n_b=min(i1.size, iw.size))
+                fa, fb = derived.drift_factors(samples.drift)
+                iree_boot = derived.boot_medians(iw) * fb - derived.boot_medians(i1) * fa
+                d = derived.from_boot(name, iree_ns / omp_ns, iree_boot / omp_boot, "x", null=1.0, n_a=t1.size,
+                                      n_b=min(i1.size, iw.size), covers=derived.covers_of(False, samples.drift),
+                                      loaded=samples.load_note(omp[1].variant, omp[w].variant, iree[1].variant,
+                                                               iree[w].variant))
         rows.append(d.row(w=w, openmp_us=omp_ns / 1e3, iree_us=iree_ns / 1e3))
     return pd.DataFrame(rows)
 
 
 # --- phases -----------------------------------------------------------------------------------------
 
-def _phase_tables(profs, iters, over, out) -> None:
+def _phase_tables(profs, iters, over, out, drift: derived.Drift) -> None:
     out["phases"] = profiles.phase_table(profs, iters)
     if len(iters):
         out["_phase_iterations"] = iters
         out["_phase_chart"] = _phase_chart(iters)
     _put(out, "overhead", over)
     _put(out, "phase_compare", _phase_compare(out["phases"]))
-    _put(out, "phase_diff", _phase_differences(iters))
+    _put(out, "phase_diff", _phase_differences(iters, drift))
     kt = profiles.key_times(profs)
     if len(kt):
         seed = {(c, ev): t for c, evs in SEED_KEY_TIMES.items() for ev, t in evs}
@@ -406,8 +461,6 @@ def _phase_chart(iters: pd.DataFrame) -> pd.DataFrame:
     """Chart data: per capture, the phases of its median steady-state iteration (the one whose
     total is nearest the median total: the iteration the key timestamps and the timeline show),
     which sum to that iteration's total; and the seed's one traced iteration per c."""
-    from workbench.traces.phases import PHASES
-
     rows = []
     for cap, g in iters[~iters["warmup"]].groupby("capture", sort=False):
         it = g.loc[(g["total_us"] - g["total_us"].median()).abs().idxmin()]
@@ -421,10 +474,11 @@ def _phase_chart(iters: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _phase_differences(iters: pd.DataFrame) -> pd.DataFrame:
+def _phase_differences(iters: pd.DataFrame, drift: derived.Drift) -> pd.DataFrame:
     """c=8 against c=2 per (workers, profiler), from the steady-state iterations of both
-    captures (unpaired): the seed's "more chunks lower compute but raise scheduling delay"
-    (differences) and its "net result roughly the same wall-clock" (the ratio of totals)."""
+    captures (unpaired: two captures are two blocks, so the run's drift enters): the seed's
+    "more chunks lower compute but raise scheduling delay" (differences) and its "net result
+    roughly the same wall-clock" (the ratio of totals)."""
     out = []
     if iters.empty:
         return pd.DataFrame()
@@ -436,10 +490,12 @@ def _phase_differences(iters: pd.DataFrame) -> pd.DataFrame:
         few = min(len(by_c[2]), len(by_c[8])) < profiles.MIN_FOR_MEDIAN
         ctx = {"w": int(w), "source": source, "via": via, "iterations": min(len(by_c[2]), len(by_c[8]))}
         items = [(phase, derived.difference(by_c[2][phase].to_numpy(), by_c[8][phase].to_numpy(),
-                                            f"{phase}: c=8 minus c=2, {source} ({via}), {w} workers", "us"))
+                                            f"{phase}: c=8 minus c=2, {source} ({via}), {w} workers", "us",
+                                            drift=drift))
                  for phase in ("scheduling delay", "dispatch compute")]
         items.append(("total", derived.ratio(by_c[2]["total_us"].to_numpy(), by_c[8]["total_us"].to_numpy(),
-                                             f"iteration total: c=8 / c=2, {source} ({via}), {w} workers")))
+                                             f"iteration total: c=8 / c=2, {source} ({via}), {w} workers",
+                                             drift=drift)))
         for phase, d in items:
             if few:
                 d = derived.not_meaningful(d.name, "fewer than 5 steady-state iterations in a capture", d.unit, d.null)
@@ -450,8 +506,6 @@ def _phase_differences(iters: pd.DataFrame) -> pd.DataFrame:
 def _phase_compare(ph: pd.DataFrame) -> pd.DataFrame:
     """The seed's side-by-side c=2 | c=8 table, per (workers, profiler): live medians with
     their CI and share of the median total, and the seed's figures beside them."""
-    from workbench.traces.phases import PHASES
-
     ph = ph[ph["phase"] != "unavailable"]
     out = []
     for (w, source, via), g in ph.groupby(["w", "source", "via"], sort=True):
@@ -550,8 +604,9 @@ def _us(x, lo=float("nan"), hi=float("nan")) -> str:
 def _vs(r: dict) -> str:
     if not isinstance(r.get("vs_torch"), float) or not math.isfinite(r["vs_torch"]):
         return ""
+    n = int(r["vs_torch_n"])
     return derived.fmt_derived(derived.Derived("", r["vs_torch"], r["vs_torch_lo"], r["vs_torch_hi"], "x", 1.0,
-                                               str(r["vs_torch_status"])))
+                                               str(r["vs_torch_status"]), n_a=n, n_b=n))
 
 
 def _dispatch_model(out, p, plain) -> pd.DataFrame:

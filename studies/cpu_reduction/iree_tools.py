@@ -22,13 +22,13 @@ from typing import Callable
 
 from kernels.iree.sum_programs import Program
 from workbench import procs
-from workbench.env import REPO_ROOT
+from workbench.env import STATE_DIR
 from workbench.harness import ExternalCommandError, parse_gbench, run_command
 
 #: the seed's compiler flags (``--iree-llvmcpu-target-cpu`` is set per run: ``host`` as the seed)
 SEED_FLAGS = ("--iree-opt-level=O2", "--iree-opt-data-tiling")
 TARGET_FLAGS = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu")
-CACHE_DIR = REPO_ROOT / ".workbench" / "cache" / "iree"
+CACHE_DIR = STATE_DIR / "cache" / "iree"
 PROFILE_MODES = "queue-events,host-execution,command-region-events"
 #: an LLVM CPU name (``host``, ``x86-64-v4``, ``znver4``, ``sapphirerapids``...)
 TARGET_CPU_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")

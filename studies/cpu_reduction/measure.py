@@ -3,7 +3,9 @@
 Each function returns :class:`workbench.record.VariantResult` objects whose correctness was
 checked against the float64 reference *before* the samples were accepted; a failed check or
 a failed tool keeps the variant with ``correct=False``, no samples and the reason (IREE's
-own error text and the command) in ``check``.
+own error text and the command) in ``check``. The run's steps (build the programs, make the
+inputs, measure each experiment's points, take the profiles) are at the end; ``run`` in the
+study's ``__init__`` calls them in order.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -21,48 +23,27 @@ from workbench import harness, procs
 from workbench.env import REPO_ROOT
 from workbench.harness import ExternalCommandError
 from workbench.record import VariantResult
+from workbench.study import RunContext, Steps
+from workbench.traces import TraceError
+from workbench.traces.phases import PhaseError
 
-from . import data
+from kernels.iree.sum_programs import program
+
+from . import data, iree_tools, profiles
 from .iree_tools import benchmark, run_module
-
-
-@dataclass(frozen=True)
-class Point:
-    """One measured configuration: provider (the compared dimension), elements, chunks and
-    split (IREE only), workers; ``experiment`` names the interleaved experiments whose
-    samples are paired by round (``alloc``, ``forkjoin``), empty for an ordinary point."""
-
-    provider: str
-    n: int
-    c: int | None
-    w: int
-    split: str | None = None
-    experiment: str = ""
-
-    @property
-    def name(self) -> str:
-        chunk = "" if self.c is None else f"/c={self.c}" + (f"/{self.split}" if self.c > 1 and self.split else "")
-        prefix = f"{self.experiment}:" if self.experiment else ""
-        return f"{prefix}{self.provider}/n={self.n}{chunk}/w={self.w}"
-
-    @property
-    def program_key(self) -> tuple[int, int, str | None]:
-        """(n, c, split) of the IREE program this point runs (split None without a split)."""
-        return (self.n, self.c or 1, self.split if (self.c or 1) > 1 else None)
-
-    @property
-    def params(self) -> dict:
-        out = {"provider": self.provider, "n": self.n, "c": self.c, "split": self.split, "w": self.w}
-        return out | ({"experiment": self.experiment} if self.experiment else {})
+from .plan import IREE_PROVIDERS, Point, profile_workers
 
 
 def failed(p: Point, reason: str, extra: dict | None = None) -> VariantResult:
     return VariantResult(p.name, p.params, [], False, reason, extra or {})
 
 
-def checked(p: Point, value: float, ref: float, samples_ns: list[float], extra: dict) -> VariantResult:
+def checked(p: Point, value: float, ref: float, samples_ns: list[float], extra: dict,
+            block: int | None = None) -> VariantResult:
+    """The point's result if its value passed the check (its samples timed in one ``block``)."""
     ok, text = data.check(value, ref)
-    return VariantResult(p.name, p.params, samples_ns if ok else [], ok, text, extra)
+    return VariantResult(p.name, p.params, samples_ns if ok else [], ok, text, extra,
+                         [block] * len(samples_ns) if ok and block is not None else None)
 
 
 def torch_fn(provider: str, x: np.ndarray) -> Callable[[], object]:
@@ -78,20 +59,22 @@ def torch_fn(provider: str, x: np.ndarray) -> Callable[[], object]:
     return (lambda: torch.sum(xt, 0, out=out)) if provider == "torch-out" else (lambda: torch.sum(xt))
 
 
-def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
+def torch_point(p: Point, x: np.ndarray, ref: float, repeat: int, block: int | None = None) -> VariantResult:
     import torch
 
     fn = torch_fn(p.provider, x)
     with harness.torch_threads(p.w):
         value = float(fn())
         m = harness.time_callable(fn, repeat=repeat)
-    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "torch": torch.__version__, "threads": p.w})
+    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "torch": torch.__version__, "threads": p.w}, block)
 
 
-def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int) -> list[VariantResult]:
+def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int,
+                      next_block: Callable[[], int] | None = None) -> list[VariantResult]:
     """Torch points timed in interleaved rounds: each round takes one sample of every point,
     in forward order on even rounds and reverse order on odd ones, so drift and order effects
-    fall on all points alike and sample ``i`` of every point comes from round ``i`` (paired).
+    fall on all points alike and sample ``i`` of every point comes from round ``i`` (paired;
+    each round is one block of the run, numbered by ``next_block``).
 
     Each point keeps its own calibrated loop count and its own thread count (set before
     each of its samples, then one untimed call so a resized OpenMP pool is warm)."""
@@ -108,9 +91,11 @@ def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int
                 loops[p.name] = harness.calibrate_loops(harness.perf_counter_timer(fn), 1e-3)
         fns[p.name], results[p.name] = fn, (ok, text)
     samples: dict[str, list[float]] = {p.name: [] for p in points}
+    blocks: list[int] = []
     live = [p for p in points if results[p.name][0]]
 
     def one_round(r: int) -> None:
+        blocks.append(next_block() if next_block else r)
         for p in (live if r % 2 == 0 else live[::-1]):
             timer = harness.perf_counter_timer(fns[p.name])
             with harness.torch_threads(p.w):
@@ -132,7 +117,8 @@ def interleaved_torch(points: list[Point], arrays: dict, refs: dict, rounds: int
         extra = {"loops": loops.get(p.name), "torch": torch.__version__, "threads": p.w, "rounds": rounds,
                  "paired_by": "round (interleaved; order reversed every other round)",
                  "interleaved_with": [q.name for q in points if q is not p]}
-        out.append(VariantResult(p.name, p.params, samples[p.name] if ok else [], ok, text, extra))
+        out.append(VariantResult(p.name, p.params, samples[p.name] if ok else [], ok, text, extra,
+                                 list(blocks) if ok else None))
     return out
 
 
@@ -155,11 +141,11 @@ def copy_bandwidth(workers: int, repeat: int, n_elems: int = 1 << 25) -> dict:
             "correct": ok}
 
 
-def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int) -> VariantResult:
+def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int, block: int | None = None) -> VariantResult:
     """``numpy.sum`` (pairwise summation, one thread): the single-thread reference."""
     value = float(np.sum(x))
     m = harness.time_callable(lambda: np.sum(x), repeat=repeat)
-    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "numpy": np.__version__})
+    return checked(p, value, ref, m.samples_ns, {"loops": m.loops, "numpy": np.__version__}, block)
 
 
 def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, env: dict | None = None,
@@ -191,8 +177,9 @@ def _module_extra(module) -> dict:
 
 
 def iree_python(points: list[Point], driver: str, workers: int, modules: dict, inputs: dict, refs: dict,
-                repeat: int) -> list[VariantResult]:
-    """All points of one driver setup through ``iree.runtime`` in one child process."""
+                repeat: int, next_block: Callable[[], int] | None = None) -> list[VariantResult]:
+    """All points of one driver setup through ``iree.runtime`` in one child process, which
+    times them one after the other: one block each, numbered by ``next_block``."""
     progs = [{"key": p.name, "vmfb": str(modules[p.program_key].vmfb), "input": str(inputs[p.n])} for p in points]
     try:
         results, _ = run_iree_python(progs, driver, workers, repeat)
@@ -206,12 +193,15 @@ def iree_python(points: list[Point], driver: str, workers: int, modules: dict, i
         if "error" in r:
             out.append(failed(p, f"iree.runtime ({driver}, {workers} workers): {r['error']}", extra))
         else:
-            out.append(checked(p, r["value"], refs[p.n], r["samples_ns"], extra | {"loops": r["loops"]}))
+            out.append(checked(p, r["value"], refs[p.n], r["samples_ns"], extra | {"loops": r["loops"]},
+                               next_block() if next_block else None))
     return out
 
 
-def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_time_s: float) -> VariantResult:
-    """``iree-benchmark-module`` (C++ harness): result checked with ``iree-run-module`` first."""
+def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_time_s: float,
+               block: int | None = None) -> VariantResult:
+    """``iree-benchmark-module`` (C++ harness): result checked with ``iree-run-module`` first;
+    its repetitions are one block of the run."""
     extra = _module_extra(module)
     try:
         value = run_module(module.vmfb, input_npy, "local-task", p.w)
@@ -223,4 +213,168 @@ def iree_bench(p: Point, module, input_npy: Path, ref: float, repeat: int, min_t
             samples = samples + benchmark(module.vmfb, input_npy, p.w, more, f"{min_time_s:g}s")[0]
     except ExternalCommandError as exc:
         return failed(p, str(exc), extra)
-    return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd, "min_time_s": min_time_s})
+    return VariantResult(p.name, p.params, samples, True, text, extra | {"command": cmd, "min_time_s": min_time_s},
+                         [block] * len(samples) if block is not None else None)
+
+
+# --- the run's steps: build, inputs, every experiment's points, the profiles -----------------------
+
+@dataclass
+class _Inputs:
+    """The run's inputs: arrays, their .npy files (for the IREE tools) and float64 references."""
+
+    arrays: dict = field(default_factory=dict)
+    npy: dict = field(default_factory=dict)
+    refs: dict = field(default_factory=dict)
+
+
+def compile_programs(progs, target_cpu: str, outputs: dict, progress: Steps) -> tuple[dict, dict]:
+    """Compile (or take from the cache) every program; a failure fails only its points.
+    Returns ({(n, c, split): Compiled}, {(n, c, split): reason})."""
+    modules, broken = {}, {}
+    for key in progs:
+        n, c, split = key
+        what = f"compile N={n} c={c}" + (f" {split}" if split else "")
+        progress.say(what)
+        prog = program(n, c, split or "aligned")
+        try:
+            mod = iree_tools.compile_program(prog, iree_tools.seed_flags(target_cpu))
+        except (ExternalCommandError, iree_tools.NotPrecompiled) as exc:
+            broken[key] = f"compile failed: {exc}"
+            progress.tick(what)
+            continue
+        progress.tick(what)
+        outputs["programs"][program_label(key)] = mod.info
+        if mod.info["dispatches"] != prog.dispatches:
+            broken[key] = (f"compiled module has {mod.info['dispatches']} dispatches, the program is written "
+                           f"for {prog.dispatches} ({mod.info['dispatch_names']})")
+        modules[key] = mod
+    return modules, broken
+
+
+def program_label(key) -> str:
+    n, c, split = key
+    return f"n={n}/c={c}" + (f"/{split}" if split else "")
+
+
+def record_broken(pts, broken: dict, ctx: RunContext, progress: Steps) -> list:
+    """Record the points whose program failed to build as failed; return the others."""
+    ok = []
+    for p in pts:
+        if p.provider in IREE_PROVIDERS and p.program_key in broken:
+            ctx.record(failed(p, broken[p.program_key]))
+            progress.tick(p.name)
+        else:
+            ok.append(p)
+    return ok
+
+
+def make_inputs(sizes, seed: int, tmpdir: Path) -> _Inputs:
+    inputs = _Inputs()
+    for n in sizes:
+        x = data.make_input(n, seed)
+        inputs.refs[n] = data.reference(x)
+        inputs.npy[n] = tmpdir / f"x_{n}.npy"
+        np.save(inputs.npy[n], x)
+        inputs.arrays[n] = x
+    return inputs
+
+
+def measure_in_process(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps, experiment: str = "") -> None:
+    for p in pts:
+        if p.provider in ("torch", "torch-out", "numpy") and p.experiment == experiment:
+            progress.say(p.name)
+            fn = numpy_point if p.provider == "numpy" else torch_point
+            ctx.record(fn(p, inputs.arrays[p.n], inputs.refs[p.n], params["repeat"], ctx.block()))
+            progress.tick(p.name)
+
+
+def measure_interleaved(pts, inputs: _Inputs, params, ctx: RunContext, progress: Steps) -> None:
+    """The alloc and forkjoin torch points: per experiment, all its points in interleaved rounds."""
+    for exp in ("alloc", "forkjoin"):
+        group = [p for p in pts if p.experiment == exp]
+        if group:
+            progress.say(f"{exp}: {len(group)} points in {params['rounds']} interleaved rounds")
+            for res in interleaved_torch(group, inputs.arrays, inputs.refs, params["rounds"], ctx.block):
+                ctx.record(res)
+                progress.tick(res.variant)
+
+
+def measure_iree_python(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps) -> None:
+    """IREE through the Python runtime: one child process per driver setup."""
+    groups: dict = {}
+    for p in pts:
+        if p.provider in ("iree-task", "iree-sync"):
+            groups.setdefault((p.provider, p.w), []).append(p)
+    for (provider, w), group in sorted(groups.items()):
+        progress.say(f"{provider} w={w} ({len(group)} programs)")
+        driver = "local-task" if provider == "iree-task" else "local-sync"
+        for res in iree_python(group, driver, w, modules, inputs.npy, inputs.refs, repeat, ctx.block):
+            ctx.record(res)
+            progress.tick(res.variant)
+
+
+def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunContext, progress: Steps,
+                       experiment: str = "") -> None:
+    """IREE through iree-benchmark-module (C++)."""
+    for p in pts:
+        if p.provider == "iree-bench" and p.experiment == experiment:
+            progress.say(p.name)
+            ctx.record(iree_bench(p, modules[p.program_key], inputs.npy[p.n], inputs.refs[p.n], repeat,
+                                  min_time_s=0.01, block=ctx.block()))
+            progress.tick(p.name)
+
+
+def profile(params, modules, broken, inputs: _Inputs, tmpdir: Path, outputs: dict, ctx: RunContext,
+            progress: Steps) -> None:
+    """Profiles of each c (and split) at n and each profile worker count: IREE's profiler and
+    Tracy around iree-benchmark-module, and Tracy around the Python runtime path."""
+    n = params["n"]
+    captures = [("ireeperf", "bench")] + [("tracy", via) for via in params["profile_via"]]
+    captures = [cap for cap in captures if params["profiler"] in ("both", cap[0])]
+    for w in profile_workers(params):
+        for c in params["chunks"]:
+            for split in (params["split"] if c > 1 else [None]):
+                what = f"profile c={c}{' ' + split if split else ''} w={w}"
+                progress.say(what)
+                if (n, c, split) not in broken:
+                    for source, via in captures:
+                        _profile_one(params, modules[(n, c, split)], inputs.npy[n], (c, split, w), (source, via),
+                                     tmpdir, outputs, ctx)
+                progress.tick(what)
+
+
+def _profile_one(params, module, input_npy: Path, point: tuple, capture: tuple[str, str], tmpdir: Path,
+                 outputs: dict, ctx: RunContext) -> None:
+    """One capture of one program, attached (trimmed when ``trace_iterations`` asks), or its
+    failure in ``outputs["capture_errors"]``."""
+    (c, split, w), (source, via), n = point, capture, params["n"]
+    capdir = tmpdir / f"cap_{c}_{split}_{w}_{source}_{via}"
+    capdir.mkdir()
+    try:
+        path, cmd = _capture(source, via, module.vmfb, input_npy, w, capdir, params["capture_iterations"])
+        trim = source == "tracy" and params["trace_iterations"] > 0
+        blob = profiles.trim_tracy(path, params["trace_iterations"]) if trim else path.read_bytes()
+    except (ExternalCommandError, FileNotFoundError, TraceError, PhaseError) as exc:
+        outputs["capture_errors"].append(f"{source} via {via} c={c} w={w}: {exc}")
+        return
+    name = profiles.attachment_name(n, c, w, source, via, split, trimmed=trim)
+    kind = "ireeperf-jsonl" if source == "ireeperf" else ("chrome-json" if trim else "tracy")
+    ctx.attach(name, f"trace/{kind}", blob)
+    outputs["captures"].append({"name": name, "source": source, "via": via, "c": c, "split": split, "w": w, "n": n,
+                                "bytes": len(blob), "command": cmd,
+                                "trimmed_to_iterations": params["trace_iterations"] if trim else None})
+
+
+def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, capdir: Path,
+             iterations: int) -> tuple[Path, str]:
+    """One profile of the module: IREE's profiler around iree-benchmark-module ("ireeperf"), or
+    a Tracy capture around iree-benchmark-module ("bench") or the iree.runtime call ("python").
+    Returns the capture file and the command that produced it."""
+    if source == "ireeperf":
+        return iree_tools.capture_ireeperf(vmfb, input_npy, workers, capdir, iterations)
+    if via == "bench":
+        return iree_tools.capture_tracy(capdir, iree_tools.traced_benchmark(vmfb, input_npy, workers, iterations))
+    job = [{"key": "profile", "vmfb": str(vmfb), "input": str(input_npy)}]
+    return iree_tools.capture_tracy(capdir, lambda env: run_iree_python(
+        job, "local-task", workers, repeat=3, env=env, exit_crash_ok=True)[1])

@@ -14,12 +14,49 @@ from typing import Any
 
 from workbench.study import expand
 
-from .measure import Point
-
 IREE_PROVIDERS = ("iree-task", "iree-sync", "iree-bench")
 SINGLE_THREAD = ("numpy", "iree-sync")  # measured at w = 1 only
 #: PyTorch's GRAIN_SIZE (aten/src/ATen/TensorIterator.h): below it a reduction runs serially
 GRAIN_SIZE = 32_768
+#: the experiment name of the A/A twins: a point of the grid timed again in a later block of
+#: the run (the run's declared null controls; their spread is its drift between blocks)
+AA = "aa"
+#: the grid points that get a twin: (provider, c) at n and one worker
+AA_POINTS = (("torch", None), ("iree-bench", 1))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured configuration: provider (the compared dimension), elements, chunks and
+    split (IREE only), workers; ``experiment`` names the interleaved experiments whose
+    samples are paired by round (``alloc``, ``forkjoin``), empty for an ordinary point."""
+
+    provider: str
+    n: int
+    c: int | None
+    w: int
+    split: str | None = None
+    experiment: str = ""
+
+    @property
+    def name(self) -> str:
+        chunk = "" if self.c is None else f"/c={self.c}" + (f"/{self.split}" if self.c > 1 and self.split else "")
+        prefix = f"{self.experiment}:" if self.experiment else ""
+        return f"{prefix}{self.provider}/n={self.n}{chunk}/w={self.w}"
+
+    @property
+    def program_key(self) -> tuple[int, int, str | None]:
+        """(n, c, split) of the IREE program this point runs (split None without a split)."""
+        return (self.n, self.c or 1, self.split if (self.c or 1) > 1 else None)
+
+    @property
+    def params(self) -> dict:
+        out = {"provider": self.provider, "n": self.n, "c": self.c, "split": self.split, "w": self.w}
+        return out | ({"experiment": self.experiment} if self.experiment else {})
+
+
+def profile_workers(params) -> list[int]:
+    return sorted({w or max(params["workers"]) for w in params["profile_workers"]})
 
 
 @dataclass(frozen=True)
@@ -56,11 +93,19 @@ def fork_join_n(params) -> int:
 
 
 def points(params: dict, sweeps: dict[str, tuple[Sweep, ...]]) -> list[Point]:
-    """Every measured configuration of the requested experiments, deduplicated by name."""
+    """Every measured configuration of the requested experiments, deduplicated by name, and
+    the A/A twins of the grid's :data:`AA_POINTS` (timed last, in blocks of their own)."""
     out: dict[str, Point] = {}
     for exp in params["experiments"]:
         for sweep in sweeps.get(exp, ()):
             _add(out, sweep, exp, params)
+    if "grid" in params["experiments"]:
+        for provider, c in AA_POINTS:
+            twin = [p for p in out.values() if p.provider == provider and p.n == params["n"] and p.w == 1
+                    and p.c == c and not p.experiment]
+            if twin:
+                p = twin[0]
+                out.setdefault(f"{AA}:{p.name}", Point(p.provider, p.n, p.c, p.w, p.split, AA))
     return list(out.values())
 
 

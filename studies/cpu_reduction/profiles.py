@@ -25,8 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench import derived
+from workbench import derived, traces
 from workbench.record import RunRecord
+from workbench.traces import export, phases
+from workbench.traces.phases import PHASES, zone_names
+from workbench.untrusted import attachment_file
 
 
 #: attachment name: profile_n<N>_c<C>[_<split>]_w<W>_<bench|python>.<ext>; ``bench`` profiles
@@ -82,10 +85,6 @@ def attachment_name(n: int, c: int, w: int, source: str, via: str, split: str | 
 def load_profiles(rec: RunRecord) -> list[dict]:
     """Each attached profile as ``{n, c, split, w, source, via, spans, meta, per_iter, error}``
     (``analyze`` calls this once per record)."""
-    from workbench import traces
-    from workbench.traces import phases
-    from workbench.untrusted import attachment_file
-
     out = []
     for name, _kind, blob in rec.attachments:
         m = NAME_RE.match(name)
@@ -110,9 +109,6 @@ def trim_tracy(path: Path, keep: int) -> bytes:
     """A Tracy capture cut to its first ``WARMUP_ITERATIONS + keep`` iterations (every zone
     of every thread that overlaps them), as gzip'd Chrome JSON: a committed bundle keeps a
     few tens of KB instead of megabytes, and the phase rules read it as they read the capture."""
-    from workbench import traces
-    from workbench.traces import export, phases
-
     spans, _ = traces.load(path)
     per_iter = phases.iterations(spans)
     last = per_iter.iloc[min(len(per_iter), WARMUP_ITERATIONS + keep) - 1]
@@ -140,8 +136,6 @@ def _key(p: dict) -> dict:
 def iteration_table(profiles: list[dict]) -> pd.DataFrame:
     """One row per profiled iteration: its phases, total, compute and overhead in us (the
     phases sum to the total), and whether it is warm-up."""
-    from workbench.traces import phases
-
     frames = []
     for p in profiles:
         if p["per_iter"] is None:
@@ -163,8 +157,6 @@ def iteration_table(profiles: list[dict]) -> pd.DataFrame:
 def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
     """One row per (capture, phase): median us over the steady-state iterations (or the
     iteration values when there are too few), share of the median total, p10/p90, count."""
-    from workbench.traces.phases import PHASES
-
     rows = []
     for p in profiles:
         key = _key(p)
@@ -287,8 +279,6 @@ def per_iter_row(p: dict, t0: int) -> pd.Series:
 
 
 def _zones(spans: pd.DataFrame) -> pd.Series:
-    from workbench.traces.phases import zone_names
-
     return zone_names(spans)
 
 
@@ -376,8 +366,6 @@ def timeline_table(profiles: list[dict], max_rows_per_capture: int = 400) -> pd.
 
 def steady_window(p: dict) -> tuple[int, int]:
     """(start_ns, end_ns) of the median steady-state iteration (warm-up dropped)."""
-    from workbench.traces import phases
-
     return phases.iteration_window(p["spans"], steady(p["per_iter"]))
 
 
@@ -408,11 +396,9 @@ def _key_spans(spans: pd.DataFrame, source: str) -> pd.DataFrame:
 
 def ascii_timeline(p: dict, width: int = 72) -> str:
     """The seed's per-thread picture of the median iteration of one capture (T1..Tn lanes)."""
-    from workbench.traces.export import ascii_timeline as draw
-
     t0, t1 = steady_window(p)
     spans = _key_spans(p["spans"], p["source"])
     dispatch_names = sorted({n for n in spans["name"].astype(str).unique() if "_dispatch_" in n})
     short = {n: "D" + n.split("_dispatch_")[1].split("_")[0] for n in dispatch_names}
     lanes = [f"T{i + 1}" for i in range(len(spans["track"].cat.categories))]
-    return draw(spans, start_ns=t0, end=t1, width=width, names=short, track_labels=lanes)
+    return export.ascii_timeline(spans, start_ns=t0, end=t1, width=width, names=short, track_labels=lanes)

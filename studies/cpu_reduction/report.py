@@ -6,8 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from workbench import derived
+from workbench.tables import md_table
+from workbench.traces.phases import PHASES
 from workbench.untrusted import escape as esc
 
+from . import profiles
 from .analysis import column_name, key_programs
 from .plan import GRAIN_SIZE
 from .seed import SEED_MACHINE, SEED_SCALING_MS
@@ -97,8 +100,6 @@ def phases_chart(pc: pd.DataFrame):
     """Stacked phases of each capture's median steady-state iteration (they sum to its total,
     printed at the bar's end) and the seed's one traced iteration per c, fainter."""
     import altair as alt
-
-    from workbench.traces.phases import PHASES
 
     order = list(dict.fromkeys(pc.sort_values(["source", "c", "w"], ascending=[False, True, True])["capture"]))
     y = alt.Y("capture:N", sort=order, title=None, axis=alt.Axis(labelLimit=560))
@@ -240,7 +241,7 @@ def winner(tbls) -> str:
     return f"At {where}, IREE is faster: {who}; IREE takes {text} torch's time{caveat}."
 
 
-def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     """The key table's comparison, then the clear derived results that answer the seed's
     questions (fastest against fastest, IREE's compute share, the allocation, fork/join); the
     inconclusive ones are counted, never stated."""
@@ -292,9 +293,7 @@ def _derived_display(df: pd.DataFrame, context: list[str]) -> pd.DataFrame:
     return shown
 
 
-def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.tables import md_table
-
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     run = tbls["_run"].iloc[0]
     machine = esc(run["machine"])
     parts = []
@@ -310,14 +309,16 @@ def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
         parts.append("## Dispatch model: PyTorch/OpenMP vs IREE (live, with the seed's figures)\n\n" + md_table(dm)
                      + "\n\nFork/join = time at w minus time at 1 worker of the same work (torch: the smallest "
                        "parallel sum, n = 32,768, paired by interleaved round; IREE: one 16-element tile per "
-                       "worker). Allocation: torch.sum(a) - torch.sum(a, out=o) at w=1, the median of per-round "
-                       "differences; IREE: Tracy zones of semaphores, fences, transient buffers, buffer views and "
-                       "command-buffer state per call (zone time includes Tracy's own cost).")
+                       "worker). Allocation: torch.sum(a) - torch.sum(a, out=o), the median of per-round "
+                       "differences, at w=1 (the serial path: the output alone) and the largest w (the two-pass "
+                       "path: output and per-thread buffer, the seed's 2 us); IREE: Tracy zones of semaphores, fences, "
+                       "transient buffers, buffer views and command-buffer state per call (zone time includes Tracy's "
+                       "own cost).")
     parts += _scaling_sections(tbls)
     for name, title, context in (
             ("grain", "GRAIN_SIZE: torch.sum at the largest w over 1 thread", ["n", "torch_path", "w1_us", "wmax_us"]),
-            ("alloc", "Per-call allocation of torch.sum (interleaved rounds)", ["n", "w", "rounds", "torch_us",
-                                                                                "torch_out_us"]),
+            ("alloc", "Per-call allocation of torch.sum (interleaved rounds)",
+             ["n", "w", "path", "rounds", "torch_us", "torch_out_us"]),
             ("forkjoin", "Fork/join: time at w minus time at 1 worker", ["mechanism", "w", "t1_us", "tw_us", "pairing"]),
             ("forkjoin_compare", "Fork/join: IREE's task system over OpenMP", ["w", "openmp_us", "iree_us"]),
             ("python_cost", "IREE's Python cost: iree.runtime call minus iree-benchmark-module",
@@ -338,8 +339,6 @@ def _rounded(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _scaling_sections(tbls) -> list[str]:
-    from workbench.tables import md_table
-
     sc, sp, run = tbls.get("scaling"), tbls.get("speedup"), tbls["_run"].iloc[0]
     if sc is None or not len(sc):
         return []
@@ -361,10 +360,6 @@ def _scaling_sections(tbls) -> list[str]:
 
 
 def _phase_sections(tbls) -> list[str]:
-    from workbench.tables import md_table
-
-    from . import profiles
-
     parts = []
     pc = tbls.get("phase_compare")
     if pc is not None and len(pc):

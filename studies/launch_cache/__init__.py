@@ -45,17 +45,18 @@ import os
 import sys
 
 import numpy as np
-import pandas as pd
 
 from workbench import cbuild
-from workbench.record import RunRecord
 from workbench.record import VariantResult
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 
-from studies.launch_cache import analysis
-from studies.launch_cache.measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory
-from studies.launch_cache.analysis import fmt_time, parse_time  # noqa: F401  (the seed's `time` figures)
-from studies.launch_cache.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
+from . import cpu, gpu
+from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, check_checksums, trace_events, variant_result
+# the hooks and the seed's data (workbench.study lists them)
+from .analysis import analyze  # noqa: F401
+from .claims import SEED_CLAIMS  # noqa: F401
+from .report import charts, report_sections, verdict  # noqa: F401
+from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "launch-cache"
 TITLE = "Launch cache: per-launch scratch allocation vs a locked cache vs a pool"
@@ -128,49 +129,8 @@ SPACE = ParamSpace(
     renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
 )
 
-# The seed's `time` output, as printed (5 runs per build; 8 host threads in both configurations).
-_SEED_RUNS = {
-    (256, "baseline"): [("3m55.375s", "7m14.192s", "0m30.148s"), ("3m54.487s", "7m6.775s", "0m34.678s"),
-                        ("3m54.633s", "7m20.381s", "0m30.620s"), ("3m54.992s", "7m12.464s", "0m29.610s"),
-                        ("3m55.471s", "7m14.342s", "0m29.815s")],
-    (256, "patch"): [("3m53.404s", "3m39.869s", "0m16.149s"), ("3m54.713s", "3m41.018s", "0m16.129s"),
-                     ("3m55.242s", "3m55.148s", "0m17.130s"), ("3m55.374s", "3m40.411s", "0m15.818s"),
-                     ("3m55.189s", "3m40.144s", "0m15.846s")],
-    (1048576, "baseline"): [("12m29.975s", "24m2.244s", "8m8.153s"), ("12m15.391s", "23m51.018s", "8m0.809s"),
-                            ("12m5.424s", "23m38.585s", "7m47.714s"), ("12m10.456s", "23m51.691s", "7m54.324s"),
-                            ("12m37.735s", "24m19.671s", "8m15.752s")],
-    (1048576, "patch"): [("4m42.600s", "16m14.593s", "0m40.444s"), ("4m43.579s", "15m33.805s", "0m38.537s"),
-                         ("4m42.211s", "16m32.926s", "0m40.271s"), ("4m44.256s", "15m49.290s", "0m39.116s"),
-                         ("4m42.013s", "15m39.447s", "0m38.517s")],
-}
-
-SEED_FIGURES = {
-    "source": f"seed {SEED}: Julian Brown's microbenchmark in the review thread (8 threads launching OpenMP "
-              "kernels, then joined and checked), `time` output before and after the stacks-caching patch",
-    "machine": "the patch author's machine, NVIDIA GPU via libgomp's nvptx plugin (model not stated)",
-    "tables": {
-        "time_runs": [
-            {"launches": n, "threads": 8, "build": build,
-             "policy": "per_call" if build == "baseline" else "locked_cache",
-             "run": i + 1, "real": r, "user": u, "sys": s}
-            for (n, build), runs in _SEED_RUNS.items() for i, (r, u, s) in enumerate(runs)
-        ],
-    },
-    "notes": [
-        "baseline: the stacks block is allocated and freed (cuMemAlloc/cuMemFree) at every launch and each "
-        "launch synchronises; patch: one cached block, reused if large enough, locked during the kernel.",
-        "The soft-stack block was about 50 MB on the author's hardware with default options.",
-        "256 launches: real time about the same (3m55s) but user 7m14s -> 3m40s and sys 30s -> 16s.",
-        "1,048,576 launches: real 12m10s -> 4m42s, user 23m51s -> 15m49s, sys 8m -> 40s.",
-        "Across a set of GPU benchmarks the author saw about 11-12% improvement; the sync removal was dropped.",
-    ],
-}
-
-
 def requires(params) -> str | None:
     if params["target"] == "gpu":
-        from studies.launch_cache import gpu
-
         return gpu.available()
     if not sys.platform.startswith("linux"):
         return "the CPU variant needs Linux (glibc malloc, getrusage, /proc/self); run it on a Linux machine"
@@ -220,69 +180,19 @@ def _variants(params) -> list[tuple[str, dict]]:
         for value in params[axis]:
             mode = value if axis == "malloc" else ("sync" if value else "async")
             out.append((f"{label}/{mode}", {**base, "provider": policy, axis: value, **extra}))
+    # the A/A null controls: per_call again in every round, a process of its own (its phases
+    # against per_call's are the run's drift between blocks)
+    out += [(f"aa:{name}", {**p, "twin_of": name}) for name, p in list(out) if p["provider"] == "per_call"]
     return out
 
 
-def _percentiles(lat_ns: np.ndarray) -> dict[str, float]:
-    q = np.percentile(lat_ns, [50, 90, 99, 99.9])
-    return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]), "p999": float(q[3]),
-            "max": float(lat_ns.max()), "mean": float(lat_ns.mean())}
-
-
-def _segment_stats(x: np.ndarray) -> dict[str, float]:
-    """Mean (the means of the segments add up to the mean launch), median and p99, in ns."""
-    q = np.percentile(x, [50, 99])
-    return {"mean": float(x.mean()), "p50": float(q[0]), "p99": float(q[1])}
-
-
-def _subsample(x: np.ndarray, keep: int) -> tuple[list[float], int]:
-    """At most ``keep`` values, evenly spaced in launch order (the stride is reported)."""
-    if len(x) <= keep:
-        return x.astype(float).tolist(), 1
-    idx = np.linspace(0, len(x) - 1, keep).round().astype(np.int64)
-    return x[idx].astype(float).tolist(), int(np.ceil(len(x) / keep))
-
-
-def _trace_events(variant: str, pid: int, phase, per_thread: int) -> list[dict]:
-    """Chrome-trace spans of the first launches of each thread (ts/dur in us)."""
-    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": variant}}]
-    for t in np.unique(phase.thread_of):
-        idx = np.flatnonzero(phase.thread_of == t)[:per_thread]
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": int(t), "args": {"name": f"host thread {t}"}})
-        lat = phase.lat_ns
-        for i in idx:
-            parts = {f"{name}_us": float(seg[i]) / 1e3 for name, seg in phase.segments_ns.items()}
-            events.append({"ph": "X", "cat": "launch", "name": "launch", "pid": pid, "tid": int(t),
-                           "ts": phase.start_ns[i] / 1e3, "dur": lat[i] / 1e3, "args": {"launch": int(i), **parts}})
-    return events
-
-
-def _variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
-    """One policy's result from its phases: latencies pooled over phases (subsampled for
-    storage, percentiles from all), per-segment statistics, each phase's counters, the checks."""
-    lat = np.concatenate(a["lat"])
-    samples, stride = _subsample(lat, params["max_samples"])
-    done = len(a["reps"])
-    phases = f"{done} phases" if done == params["repeat"] else f"{done} of {params['repeat']} phases"
-    check = "; ".join(a["fails"]) if a["fails"] else f"{phases}: {a['check']}"
-    segments = {seg: _segment_stats(np.concatenate([d[seg] for d in a["seg"]])) for seg in a["seg"][0]}
-    return VariantResult(name, vparams, samples, not a["fails"], check, {
-        "repeats": a["reps"], "lat_pct_ns": _percentiles(lat), "segments_ns": segments,
-        "launches_timed": int(lat.size), "samples_stride": stride, "touch_pages": params["touch_pages"],
-    })
-
-
 def run(params, ctx: RunContext) -> dict:
-    from studies.launch_cache.measure import check_checksums
-
     target = params["target"]
     variants = _variants(params)
     progress = ctx.steps(len(variants) * params["repeat"], unit="phases")
     rng = np.random.default_rng(params["rng_seed"])
     outputs: dict = {"target": target, "cpu_count": os.cpu_count()}
     if target == "cpu":
-        from studies.launch_cache import cpu
-
         progress.say("compiling kernels/c/launch_cache.c")
         exe = cpu.build()
         outputs["compiler"] = cbuild.compiler_version(cbuild.compiler())
@@ -293,8 +203,6 @@ def run(params, ctx: RunContext) -> dict:
                                  vparams["malloc"], salt, limit=params["cache_limit"],
                                  data_bytes=params["data_bytes"], oom_every=params["oom_every"])
     else:
-        from studies.launch_cache import gpu
-
         outputs.update(gpu.device_text())
         outputs["blocks"] = gpu.resolve_blocks(params["blocks"])
 
@@ -309,7 +217,7 @@ def run(params, ctx: RunContext) -> dict:
             progress.say(f"warm-up {name}")
             phase_of(vparams, 1, launches=2 * params["threads"], oom_every=0)
 
-    acc = {name: {"lat": [], "seg": [], "reps": [], "fails": []} for name, _ in variants}
+    acc = {name: {"lat": [], "seg": [], "reps": [], "fails": [], "blocks": []} for name, _ in variants}
     blocks = outputs.get("blocks", 1)
     trace: list[dict] = []
     out_of_memory: set[str] = set()
@@ -335,6 +243,7 @@ def run(params, ctx: RunContext) -> dict:
             if ok and phase.extra.get("seq_ok") is False:
                 ok, msg = False, "the kernels' launch counters do not match the launches made"
             a = acc[name]
+            a["blocks"].append(ctx.block())
             a["lat"].append(phase.lat_ns)
             a["seg"].append(phase.segments_ns)
             a["reps"].append(phase.counters())
@@ -342,10 +251,10 @@ def run(params, ctx: RunContext) -> dict:
                 a["fails"].append(f"phase {rep + 1}: {msg}")
             a["check"] = msg
             if rep == params["repeat"] - 1 and params["trace_launches"]:
-                trace += _trace_events(name, vi, phase, params["trace_launches"])
+                trace += trace_events(name, vi, phase, params["trace_launches"])
             # Stored after every phase (replacing the variant's earlier row): an interrupt keeps
             # each phase that finished, not only the variants whose last phase did.
-            ctx.update(_variant_result(name, vparams, a, params))
+            ctx.update(variant_result(name, vparams, a, params))
             progress.tick(f"{name}, phase {rep + 1}/{params['repeat']}")
     if trace:
         doc = {"traceEvents": trace, "displayTimeUnit": "ns",
@@ -354,31 +263,3 @@ def run(params, ctx: RunContext) -> dict:
         ctx.attach("timeline.json", "trace/chrome-json", json.dumps(doc).encode())
     return outputs
 
-
-# --- analysis, charts, report (studies/launch_cache/analysis.py, report.py) ---------------------
-
-def seed_tables() -> dict[str, pd.DataFrame]:
-    """The seed's `time` runs in seconds and their medians per build, with patch/baseline ratios."""
-    return analysis.seed_tables(SEED_FIGURES["tables"]["time_runs"])
-
-
-def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    return analysis.analyze(rec, SEED_FIGURES["tables"]["time_runs"])
-
-
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    from studies.launch_cache import report
-
-    return report.charts(tbls)
-
-
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    from studies.launch_cache import report
-
-    return report.verdict_text(tbls)
-
-
-def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from studies.launch_cache import report
-
-    return report.sections(tbls)

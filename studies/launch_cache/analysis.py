@@ -14,6 +14,7 @@ call it ``policy``; both are read.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -22,6 +23,8 @@ import pandas as pd
 from workbench import derived, tables
 from workbench.derived import fmt_derived
 from workbench.record import RunRecord
+
+from .seed import SEED_FIGURES
 
 CLOCKS = ("real", "user", "sys")
 #: the mode each target's policies are compared within: glibc's mmap threshold (CPU), a stream
@@ -59,9 +62,9 @@ def fmt_seconds(s: float) -> str:
     return f"{s:.4f}" if s < 0.1 else f"{s:.3f}" if s < 10 else f"{s:.1f}"
 
 
-def seed_tables(seed_runs: list[dict]) -> dict[str, pd.DataFrame]:
+def seed_tables() -> dict[str, pd.DataFrame]:
     """The seed's runs in seconds, and per (launches, build) medians with patch/baseline ratios."""
-    runs = pd.DataFrame(seed_runs)
+    runs = pd.DataFrame(SEED_FIGURES["tables"]["time_runs"])
     for col in CLOCKS:
         runs[f"{col}_s"] = runs[col].map(parse_time)
     summary = runs.groupby(["launches", "threads", "build", "policy"], as_index=False, sort=False)[
@@ -122,7 +125,7 @@ def _phase_values(reps: pd.DataFrame, variant: str, col: str) -> np.ndarray:
     return reps.loc[reps["variant"] == variant].sort_values("phase")[col].to_numpy(dtype=float)
 
 
-def _ratio_rows(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame) -> list[dict]:
+def _ratio_rows(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame, drift: derived.Drift) -> list[dict]:
     """Each variant over per_call with the same mode (real, user, sys: paired by phase; the
     per-launch latency: medians of the launches), and over locked_cache (real) for the pool
     and size_limit (the review's and the ChangeLog's comparisons)."""
@@ -145,18 +148,19 @@ def _ratio_rows(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame) -> list[d
                     d = derived.ratio(xa, xb, f"{v} / {b}: {clock}", paired=xa.size == xb.size)
                     rows.append(d.row(quantity=f"vs {base}", clock=clock, variant=v, provider=r["provider"],
                                       baseline=b, mode=str(m)))
-                if base == "per_call":
-                    d = derived.ratio(samples[b], samples[v], f"{v} / {b}: per-launch latency")
+                if base == "per_call":  # pooled launches of different processes: with the drift
+                    d = derived.ratio(samples[b], samples[v], f"{v} / {b}: per-launch latency", drift=drift)
                     rows.append(d.row(quantity="latency vs per_call", clock="per-launch latency", variant=v,
                                       provider=r["provider"], baseline=b, mode=str(m)))
     return rows
 
 
-def derived_table(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
+def derived_table(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame,
+                  drift: derived.Drift = derived.NO_DRIFT) -> pd.DataFrame:
     """Every ratio of the run with its 95% CI and status (one row each); ``quantity`` says
     which: ``vs per_call`` (real/user/sys, paired by phase), ``latency vs per_call`` (median
     per-launch latency) and ``vs locked_cache`` (real time of the pool and size_limit)."""
-    df = derived.derived_table(_ratio_rows(rec, pol, reps) if len(pol) and len(reps) else [])
+    df = derived.derived_table(_ratio_rows(rec, pol, reps, drift) if len(pol) and len(reps) else [])
     for col in ("quantity", "clock", "variant", "provider", "baseline", "mode"):
         if col not in df.columns:
             df[col] = pd.Series(dtype=object)
@@ -240,13 +244,36 @@ def run_table(rec: RunRecord) -> pd.DataFrame:
         "machine": (rec.outputs or {}).get("gpu") or "this host's CPU", "failed": ", ".join(failed)}])
 
 
-def analyze(rec: RunRecord, seed_runs: list[dict]) -> dict[str, pd.DataFrame]:
+NULL_SOURCE = "per_call timed twice in every round, each phase a process of its own (aa: variants)"
+
+
+def null_pairs(rec: RunRecord, twins: list) -> list[tuple[str, list, list]]:
+    """The A/A null controls: each twin's phase real times against its original's (a phase is
+    one process: the phases are the blocks)."""
+    by = {v.variant: v for v in rec.variants if v.correct}
+    loaded = derived.RunSamples(rec)
+    out = []
+    for t in twins:
+        orig = by.get(t.params["twin_of"])
+        if orig is None or not t.correct:
+            continue
+        xa, xb = ([r.get("real_s") for r in v.extra.get("repeats", [])] for v in (orig, t))
+        note = loaded.load_note(orig.variant, t.variant) if orig.variant in loaded and t.variant in loaded else ""
+        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb, note))
+    return out
+
+
+def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     """``key`` (the seed's comparison, live), ``policies`` (one row per variant), ``phases``
     (one row per phase), ``derived`` (every ratio with its CI), ``segments``, the seed's
     figures (``seed_summary``, ``_seed_runs``), ``_latency_quantiles`` and ``_run``."""
+    twins = [v for v in rec.variants if v.params.get("twin_of")]
+    drift, nulls = derived.null_controls(null_pairs(rec, twins), NULL_SOURCE)
+    rec = dataclasses.replace(rec, variants=[v for v in rec.variants if not v.params.get("twin_of")])
     reps = phases_table(rec)
     pol = policies_table(rec, reps)
-    dv = derived_table(rec, pol, reps)
+    dv = derived_table(rec, pol, reps, drift)
     return {"key": key_table(rec, pol, dv), "policies": pol, "phases": reps, "derived": dv,
+            **derived.level_tables(drift, nulls),
             "segments": segments_table(rec), "_latency_quantiles": quantiles_table(rec), "_run": run_table(rec),
-            **seed_tables(seed_runs)}
+            **seed_tables()}

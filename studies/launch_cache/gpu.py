@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, split, thread_index
+from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, check_checksums, split, thread_index
 
 KERNEL = r"""
 extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsigned long long step_words,
@@ -494,8 +494,6 @@ def kernel_ms(passes: int, blocks: int = 0, pages: int = 256, scratch_bytes: int
     """Median GPU time of one kernel (CUDA events, after a warm-up), to pick ``passes`` for a
     wanted kernel length. Checks the sums as a phase does."""
     import cupy
-
-    from . import check_checksums
 
     ph = _LaunchPhase(cupy, 1, launches + 1, scratch_bytes, pages, passes, 12345, blocks)
     ph.prepare("locked_cache", 1)

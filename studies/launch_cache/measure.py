@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbench.record import VariantResult
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier both kernels use
 SOFTSTACK_CACHE_LIMIT = 134217728  # libgomp's limit on the soft-stack block kept cached (128 MiB)
 
@@ -90,3 +92,57 @@ def check_checksums(got: np.ndarray, salt: int, pages: int, passes: int = 1, blo
     i = int(bad[0])
     return False, (f"{bad.size} of {len(got)} launch checksums wrong (first: launch {i}, got {int(got[i])}, "
                    f"want {int(want[i])}): a block was shared by two launches at once or the kernel is wrong")
+
+
+# --- a policy's result from its phases ------------------------------------------------------------
+
+def percentiles(lat_ns: np.ndarray) -> dict[str, float]:
+    q = np.percentile(lat_ns, [50, 90, 99, 99.9])
+    return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]), "p999": float(q[3]),
+            "max": float(lat_ns.max()), "mean": float(lat_ns.mean())}
+
+
+def segment_stats(x: np.ndarray) -> dict[str, float]:
+    """Mean (the means of the segments add up to the mean launch), median and p99, in ns."""
+    q = np.percentile(x, [50, 99])
+    return {"mean": float(x.mean()), "p50": float(q[0]), "p99": float(q[1])}
+
+
+def subsample(x: np.ndarray, keep: int) -> tuple[np.ndarray, int]:
+    """The indices of at most ``keep`` values, evenly spaced in launch order, and the stride
+    (reported with the samples)."""
+    if len(x) <= keep:
+        return np.arange(len(x)), 1
+    return np.linspace(0, len(x) - 1, keep).round().astype(np.int64), int(np.ceil(len(x) / keep))
+
+
+def trace_events(variant: str, pid: int, phase, per_thread: int) -> list[dict]:
+    """Chrome-trace spans of the first launches of each thread (ts/dur in us)."""
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": variant}}]
+    for t in np.unique(phase.thread_of):
+        idx = np.flatnonzero(phase.thread_of == t)[:per_thread]
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": int(t), "args": {"name": f"host thread {t}"}})
+        lat = phase.lat_ns
+        for i in idx:
+            parts = {f"{name}_us": float(seg[i]) / 1e3 for name, seg in phase.segments_ns.items()}
+            events.append({"ph": "X", "cat": "launch", "name": "launch", "pid": pid, "tid": int(t),
+                           "ts": phase.start_ns[i] / 1e3, "dur": lat[i] / 1e3, "args": {"launch": int(i), **parts}})
+    return events
+
+
+def variant_result(name: str, vparams: dict, a: dict, params) -> VariantResult:
+    """One policy's result from its phases: latencies pooled over phases (subsampled for
+    storage, percentiles from all), per-segment statistics, each phase's counters, the checks."""
+    lat = np.concatenate(a["lat"])
+    idx, stride = subsample(lat, params["max_samples"])
+    samples = lat[idx].astype(float).tolist()
+    # each phase is a process of its own: a block of the run (the variants' phases alternate)
+    blocks = np.concatenate([np.full(len(x), b) for x, b in zip(a["lat"], a["blocks"])])[idx].tolist()
+    done = len(a["reps"])
+    phases = f"{done} phases" if done == params["repeat"] else f"{done} of {params['repeat']} phases"
+    check = "; ".join(a["fails"]) if a["fails"] else f"{phases}: {a['check']}"
+    segments = {seg: segment_stats(np.concatenate([d[seg] for d in a["seg"]])) for seg in a["seg"][0]}
+    return VariantResult(name, vparams, samples, not a["fails"], check, {
+        "repeats": a["reps"], "lat_pct_ns": percentiles(lat), "segments_ns": segments,
+        "launches_timed": int(lat.size), "samples_stride": stride, "touch_pages": params["touch_pages"],
+    }, blocks)

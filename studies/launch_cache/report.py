@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from workbench import derived
+from workbench.tables import md_table
 from workbench.untrusted import escape as esc
 
 from .analysis import CLOCKS, fmt_seconds, fmt_time
@@ -211,7 +212,7 @@ def _fastest(key: pd.DataFrame, pol: pd.DataFrame, mode_col: str) -> dict[str, s
     return out
 
 
-def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     """Per mode: the variant with the lowest real time (the key table's first row) and whether
     its paired ratio to the next sets it apart; then the clear ratios to per_call (real, user,
     sys), or why the phase ratios are inconclusive; then the failed variants."""
@@ -249,9 +250,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
     return text + fails
 
 
-def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.tables import md_table
-
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     run = tbls["_run"].iloc[0]
     seed = tbls["seed_summary"]
     rows = [{"launches / threads": f"{r['launches']:,} / {r['threads']}", "build": f"{r['build']} ({r['policy']})",

@@ -34,18 +34,20 @@ three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/READM
 
 from __future__ import annotations
 
-import pandas as pd
-
-from studies.mc2_split import plan as planmod
-from studies.mc2_split import seed as seedmod
-from studies.mc2_split.analysis import analyze, trace_tables  # noqa: F401 (the study's analyze; trace_tables for tests)
-from studies.mc2_split.charts import charts  # noqa: F401 (the study's charts)
-from studies.mc2_split.claims import SEED_CLAIMS  # noqa: F401 (the seed's claims)
-from studies.mc2_split.plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
-from studies.mc2_split.report import report_sections, verdict  # noqa: F401 (the study's hooks)
-from studies.mc2_split.search import best_split, unsearchable
-from studies.mc2_split.simulate import simulate
+from workbench import launcher
+from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
+
+from . import plan as planmod
+from .plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
+from .search import best_split, unsearchable
+# (the function under another name: ``simulate`` names the submodule)
+from .simulate import inflation_cases, simulate as simulate_split
+# the hooks and the seed's data (workbench.study lists them)
+from .analysis import analyze  # noqa: F401
+from .claims import SEED_CLAIMS  # noqa: F401
+from .report import README_BLOCKS, charts, report_sections, verdict  # noqa: F401
+from .seed import SEED_FIGURES
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
@@ -58,7 +60,7 @@ SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short
 KEY_TABLE = "key"
 KEY_CHART = "key"
 
-COMMS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent")
+PROVIDERS = ("default", "limited", "ce", "ce-oneshot", "triton", "triton-pull", "triton-persistent")
 UNIFORM_SIM = range(1, 17)  # uniform splits the simulator always shows
 
 SPACE = ParamSpace(
@@ -84,13 +86,13 @@ SPACE = ParamSpace(
         Param("backend", "str", "auto", "auto: nccl when there are world_size GPUs, else gloo on CPUs",
               choices=("auto", "gloo", "nccl")),
         Param("world_size", "int", 2, "processes (ranks), all nodes together; one GPU each with nccl", min=2, max=64),
-        Param("comms", "str", ["default"], "all-reduce implementations: the backend's own; NCCL limited to "
-              "nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
+        Param("providers", "str", ["default"], "all-reduce implementations (the compared dimension): the backend's "
+              "own; NCCL limited to nccl_ctas CTAs on a high-priority stream; copy-engine pushes through symmetric memory (reduce-scatter + "
               "all-gather, or one-shot: every rank adds the whole chunk); the same two-shot push in one fixed-grid "
               "Triton launch per chunk, one CTA per SM of the carve-out; or that launch loading the peers' partials "
               "over NVLink instead of staging them (triton-pull); or that pull for all chunks in one launch per op "
               "(triton-persistent)",
-              choices=COMMS, multi=True),
+              choices=PROVIDERS, multi=True),
         Param("nccl_ctas", "int", 16, "CTA limit of the 'limited' NCCL communicator without a carve-out (with "
               "one, its CTA limit is the carve-out)", min=1, max=64),
         Param("triton_ctas", "int", 16, "CTAs of the Triton collectives' kernels without a carve-out (with one, "
@@ -129,12 +131,12 @@ SPACE = ParamSpace(
                 "mm_fit": "20,0.4", "comm_fit": "200,900", "uniform": [2, 4, 8], "reps": 10},
         "seed-example": {"mm_fit": "16.5,0.192", "comm_fit": "47,16", "live": "off"},
         "seed-inflation": {"scenario": "inflation", "live": "off"},
-        "h200": {"backend": "nccl", "live": "on", "comms": ["default", "limited", "ce", "ce-oneshot", "triton", "triton-pull",
+        "h200": {"backend": "nccl", "live": "on", "providers": ["default", "limited", "ce", "ce-oneshot", "triton", "triton-pull",
                           "triton-persistent"],
                  "carveout": [0, 16, 24],
                  "reps": 20},
     },
-    headline=("m", "k", "n", "scenario", "live", "world_size", "comms", "reps"),
+    headline=("m", "k", "n", "scenario", "live", "world_size", "providers", "reps"),
     gpu_only=("nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "carveout"),
     purposes={
         "smoke": "the tests' gloo run: a tiny shape, two chunkings; seconds",
@@ -146,48 +148,10 @@ SPACE = ParamSpace(
                           "-50 us, with their Gantt (simulated)",
         "h200": "NCCL on GPUs, every collective, carve-outs 0, 16 and 24",
     },
-    renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
+    # "seed" means the report a study reproduces; "comms" was the compared dimension's name before
+    # every study called it providers (a reproduce command of an older run still reads)
+    renamed={"seed": "rng_seed", "comms": "providers"},
 )
-
-SEED_FIGURES = {
-    "source": f"seed {SEED}: the MatmulAllReduce worked example (验证优化方案性能收益)",
-    "machine": "Ascend NPU, CANN MC² MatmulAllReduce sample (tiling rankDim = 8), profiled with msProf",
-    "tables": {
-        "example": [
-            {"quantity": "shape", "seed": "M=4096, K=3072, N=8192, half"},
-            {"quantity": "matmul alone", "seed": "803 us"},
-            {"quantity": "all-reduce alone", "seed": "1071 us"},
-            {"quantity": "serial", "seed": "1874 us (communication-bound)"},
-            {"quantity": "short block m0", "seed": "384 rows (6 MB)"},
-            {"quantity": "CostComm(6 MB)", "seed": "143 us; × 1.15 = 164 us"},
-            {"quantity": "long block from CostMM(m1) = 164 us", "seed": "768 rows"},
-            {"quantity": "count", "seed": "(4096 − 384) / 768 = 4.83 → 4"},
-            {"quantity": "long block adjusted", "seed": "(4096 − 384) / 4 = 928 → 896"},
-            {"quantity": "short block adjusted", "seed": "4096 − 896 × 4 = 512"},
-            {"quantity": "chunks", "seed": "[512, 896, 896, 896, 896]"},
-            {"quantity": "fused MC² op", "seed": "1262 us"},
-            {"quantity": "gain", "seed": "(1874 − 1262) / 1874 = 32.7%"},
-        ],
-        "inflation examples (执行时间膨胀)": [
-            {"case": "no inflation", "seed": "a 200 us matmul split in two halves of 100 us: gain 100 us"},
-            {"case": "moderate", "seed": "halves of 150 us: gain 50 us"},
-            {"case": "severe", "seed": "halves of 200 us: gain −50 us (slower)"},
-        ],
-    },
-    "notes": [
-        "The seed's fits are not printed; mm_fit = 16.5 us + 0.192 us/row and comm_fit = 47 us + 16 us/MiB "
-        "reproduce every number of its example (803, 1071, 143, 768) and are the 'seed-example' preset.",
-        "The seed text says m0 = min(a, b, c), but its example uses 384 = c while a = 171 and b = 192: "
-        "rule=example takes max(a, b, c); rule=text takes the minimum.",
-        "The seed's tiling code sets rankK = 4096 although its text says K = 3072.",
-        "The inflation examples' pictures are missing too: the only all-reduce that gives the seed's three gains "
-        "is 300 us (150 us per half), which the 'seed-inflation' preset simulates.",
-        "Figures 1 and 2 (the two balance pictures) are missing from the seed's text: communication-bound is "
-        "read as 'short block first, CostMM(m1) = CostComm(m0) × f', compute-bound as the mirror image "
-        "'short block last, CostComm(m1) = CostMM(m0) × f'.",
-    ],
-}
-
 
 # --- parameters ------------------------------------------------------------------------
 
@@ -237,8 +201,6 @@ def _cuda_count() -> int:
 def _backend(params) -> str:
     if params["backend"] != "auto":
         return params["backend"]
-    from workbench.launcher import local_share
-
     # the ranks of this node: all of them, unless the run spans nodes (a topology error: requires() names it)
     local = local_share(params["world_size"], "nccl")[0] or params["world_size"]
     return "nccl" if _cuda_count() >= local else "gloo"
@@ -276,9 +238,9 @@ def validate(params) -> None:
                                   "matmul is slow or missing; use dtype=float32, or backend=nccl on GPUs")
     if backend == "gloo" and any(params["carveout"]):
         raise ParamError("carveout", "an SM carve-out needs GPUs (nccl); with gloo use carveout=0")
-    if backend == "gloo" and set(params["comms"]) - {"default"}:
-        raise ParamError("comms", "'limited', the copy-engine and the Triton collectives need NCCL on GPUs; with gloo use "
-                                  "comms=default")
+    if backend == "gloo" and set(params["providers"]) - {"default"}:
+        raise ParamError("providers", "'limited', the copy-engine and the Triton collectives need NCCL on GPUs; with gloo "
+                                      "use providers=default")
 
 
 def requires(params) -> str | None:
@@ -288,8 +250,6 @@ def requires(params) -> str | None:
         import torch.distributed as dist
     except ImportError:
         return "torch is not installed: pip install torch"
-    from workbench.launcher import local_share
-
     ws = params["world_size"]
     local, reason = local_share(ws, _backend(params))  # the ranks of this node (several nodes: WORKBENCH_NNODES)
     if reason:
@@ -323,7 +283,7 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
     sims = []
 
     def add(label, chunks):
-        s = simulate(chunks, model, contention, comm_first)
+        s = simulate_split(chunks, model, contention, comm_first)
         sims.append({"split": label, "chunks": chunks, "n_chunks": len(chunks), "makespan_us": s.makespan_us,
                      "serial_us": s.serial_us, "gain": s.gain})
 
@@ -359,7 +319,7 @@ def plan_outputs(params, model: CostModel, contention, full: dict | None = None)
 def run(params, ctx: RunContext) -> dict:
     if params["scenario"] == "inflation":
         ctx.progress(1.0, "done")
-        return {"inflation": seedmod.inflation_cases()}
+        return {"inflation": inflation_cases()}
     mm, comm = _fits(params)
     out: dict = {"notes": SEED_FIGURES["notes"][1:]}
     if mm is not None:
@@ -369,7 +329,7 @@ def run(params, ctx: RunContext) -> dict:
         live = _run_live(params, ctx, mm, comm)
         out["live"] = live
     # the headline plan: given fits, else the fits measured for the first collective
-    head = out.get("given") or next((v["planned"] for v in live.get("by_comm", {}).values() if "planned" in v), None)
+    head = out.get("given") or next((v["planned"] for v in live.get("by_provider", {}).values() if "planned" in v), None)
     if head:
         out |= {k: head[k] for k in ("plan", "chunks", "best", "best_skipped", "predicted", "simulated", "fits",
                                      "candidates", "contention")}
@@ -384,21 +344,19 @@ def run(params, ctx: RunContext) -> dict:
 
 
 def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict:
-    from workbench import launcher
-
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
                                   "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "rng_seed")}
-    cfg |= {"backend": backend, "dtype": _dtype(params), "comms": params["comms"], "carveouts": params["carveout"], "fits_given": mm is not None,
+    cfg |= {"backend": backend, "dtype": _dtype(params), "providers": params["providers"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
     got = launcher.launch("studies.mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
-    by_comm: dict[str, dict] = got.outputs.get("by_comm", {})
-    for info in by_comm.values():
+    by_provider: dict[str, dict] = got.outputs.get("by_provider", {})
+    for info in by_provider.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
         model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
         info["planned"] = plan_outputs(params, model, params["contention"], info.get("full"))
-    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_comm": by_comm,
+    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_provider": by_provider,
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
 
 

@@ -29,23 +29,51 @@ Tables (names starting with ``_`` are chart data):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from workbench import derived, tables
+from workbench import derived, stats, tables
 from workbench.derived import Derived
 from workbench.record import RunRecord
+from workbench.traces import chrome
+from workbench.traces.model import from_columns
+from workbench.traces.analysis import busy_intervals
+from workbench.traces.ranks import RankError, merge
+from workbench.untrusted import attachment_file
 
 from . import seed
-from .plan import DTYPE_BYTES, CostModel, Fit
+from .plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic
+from .search import best_split, unsearchable
 from .simulate import simulate
 
 #: contention factors searched when a measured time is mapped back onto the model
 FACTOR_RANGE = (0.25, 16.0)
 _TRACE_NAME = re.compile(r"^(?P<label>.+?)(?:\.rank(?P<rank>\d+))?\.json\.gz$")
+
+
+def current_names(rec: RunRecord) -> RunRecord:
+    """The record with its compared dimension named ``provider``, as every study names it.
+    Runs stored before 2026-11-27 call it ``comm``: each variant's ``comm`` parameter, the
+    study's ``comms`` list and the outputs' ``live.by_comm``; they are read under the new names
+    (a copy; the stored run is unchanged)."""
+    live = (rec.outputs or {}).get("live") or {}
+    if "comms" not in rec.params and "by_comm" not in live and not any("comm" in v.params for v in rec.variants):
+        return rec
+
+    def renamed(d: dict, old: str, new: str) -> dict:
+        return {new if k == old else k: v for k, v in d.items()}
+
+    outputs = dict(rec.outputs)
+    if "by_comm" in live:
+        outputs["live"] = renamed(live, "by_comm", "by_provider")
+    return dataclasses.replace(rec, params=renamed(rec.params, "comms", "providers"), outputs=outputs,
+                               variants=[dataclasses.replace(v, params=renamed(v.params, "comm", "provider"))
+                                         for v in rec.variants])
 
 
 def model_of(rec: RunRecord, fits: dict) -> CostModel:
@@ -57,10 +85,11 @@ def model_of(rec: RunRecord, fits: dict) -> CostModel:
 
 # --- derived quantities ----------------------------------------------------------------------
 
-def gain(serial, other, name: str) -> Derived:
+def gain(serial, other, name: str, paired: bool = False, drift: derived.Drift | None = None) -> Derived:
     """``100 x (1 - median(other) / median(serial))`` in %: how much faster ``other`` is than
-    ``serial`` (the seed's gain), its CI from the ratio's bootstrap (null 0)."""
-    r = derived.ratio(serial, other, name)
+    ``serial`` (the seed's gain), its CI from the ratio's bootstrap (null 0): paired by round
+    where both were timed in the same rounds, else two blocks with the run's ``drift``."""
+    r = derived.ratio(serial, other, name, paired=paired, drift=drift)
     why = "the CI includes 0" if r.status == "inconclusive" and r.why.startswith("the CI includes") else r.why
     if not math.isfinite(r.point):
         return dataclasses.replace(r, unit="%", null=0.0)
@@ -68,16 +97,63 @@ def gain(serial, other, name: str) -> Derived:
                                null=0.0, why=why)
 
 
-def prediction_error(measured, predicted_us: float, name: str) -> Derived:
-    """``100 x (predicted / median(measured) - 1)`` in %, the CI from the measured median's
-    bootstrap (the prediction is a number of the model, not a sample)."""
+def gain_boot(serial, other, paired: bool = False, drift: derived.Drift | None = None) -> np.ndarray:
+    """Bootstrap replicates of :func:`gain` (the across-run level resamples them)."""
+    return 100 * (1 - derived.ratio_boot(serial, other, paired=paired, drift=drift)[1])
+
+
+def prediction_error(measured, predicted_us: float, name: str, predicted_boot: np.ndarray | None = None) -> Derived:
+    """``100 x (predicted / median(measured) - 1)`` in %, its CI from the measured median's
+    bootstrap and, where the fits were made in this run, the prediction's own bootstrap
+    (``predicted_boot``: the fits refitted to resampled cost points, :func:`prediction_replicates`).
+    A prediction from fits given as parameters is exact."""
     x = np.asarray(measured, dtype=float) / 1e3
-    r = derived.ratio(x, np.full(x.size, predicted_us), name)
-    if not math.isfinite(r.point):
-        return dataclasses.replace(r, unit="%", null=0.0)
-    why = "the CI includes 0" if r.status == "inconclusive" and r.why.startswith("the CI includes") else r.why
-    return dataclasses.replace(r, point=100 * (r.point - 1), lo=100 * (r.lo - 1), hi=100 * (r.hi - 1), unit="%",
-                               null=0.0, why=why)
+    if x.size < 2 or not (np.isfinite(x).all() and (x > 0).all()) or not predicted_us > 0:
+        return derived.not_meaningful(name, "too few or non-positive samples", "%")
+    meas = derived.boot_medians(x)
+    pred = predicted_us if predicted_boot is None else np.resize(np.asarray(predicted_boot, float), meas.size)
+    boot = 100 * (pred / meas - 1)
+    point = 100 * (predicted_us / float(np.median(x)) - 1)
+    return derived.from_boot(name, point, boot, "%", n_a=x.size, n_b=x.size, covers=derived.SAMPLES)
+
+
+#: refits of the cost points per prediction's bootstrap (each refit is a line or hinge fit and
+#: a pipeline simulation per split; the replicates are reused, cycled, up to derived.RESAMPLES)
+FIT_RESAMPLES = 100
+
+
+def fit_replicates(rec: RunRecord, label: str, resamples: int = FIT_RESAMPLES) -> list[CostModel] | None:
+    """Cost models refitted to resampled cost points of config ``label`` (each point's median
+    from a bootstrap resample of its samples): the fits' uncertainty. None where the run's
+    fits were given, not measured."""
+    info = rec.outputs.get("live", {}).get("by_provider", {}).get(label) or {}
+    fits = info.get("fits")
+    if not fits or fits.get("mm", {}).get("source") != "measured":
+        return None
+    cv = int(label.split("+c")[1]) if "+c" in label else 0
+    inst = info.get("instance", label)
+    mm = [v for v in rec.valid_variants() if v.params.get("kind") == "cost-mm" and v.params.get("carveout", 0) == cv]
+    comm = [v for v in rec.valid_variants() if v.params.get("kind") == "cost-comm" and v.params.get("provider") == inst]
+    if len(mm) < 2 or len(comm) < 2:
+        return None
+    rng = np.random.default_rng(0)
+    mm_fit, comm_fit = Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"])
+
+    def medians(vs) -> np.ndarray:
+        return np.stack([stats.resampled_medians(v.samples_ns, resamples, rng) / 1e3 for v in vs], axis=1)
+
+    mm_y, comm_y = medians(mm), medians(comm)
+    mm_x, comm_x = [v.params["m"] for v in mm], [v.params["mib"] for v in comm]
+    model = model_of(rec, fits)
+    return [dataclasses.replace(model, mm=fit_points(mm_x, mm_y[i], mm_fit.unit),
+                                comm=fit_points(comm_x, comm_y[i], comm_fit.unit)) for i in range(resamples)]
+
+
+def prediction_replicates(models: list[CostModel] | None, chunks: list[int], contention) -> np.ndarray | None:
+    """The simulated makespan of ``chunks`` under each refitted model (the prediction's bootstrap)."""
+    if not models:
+        return None
+    return np.array([simulate(chunks, m, contention).makespan_us for m in models])
 
 
 def contention_factor(chunks: list[int], model: CostModel, median_us: float, lo_us: float, hi_us: float, n: int,
@@ -92,7 +168,7 @@ def contention_factor(chunks: list[int], model: CostModel, median_us: float, lo_
     if makespan(hi_f) - makespan(lo_f) < 1e-6 * makespan(1.0):
         return derived.not_meaningful(name, "one chunk or no overlap in the model: the factor does not change its "
                                             "time", "x", 1.0)
-    point, lo, hi = (seed.solve(makespan, t, lo_f, hi_f) for t in (median_us, lo_us, hi_us))
+    point, lo, hi = (solve(makespan, t, lo_f, hi_f) for t in (median_us, lo_us, hi_us))
     if point is None:
         return derived.not_meaningful(name, f"the measured {median_us:.1f} us lies outside what factors "
                                             f"{lo_f:g}-{hi_f:g} give ({makespan(lo_f):.1f}-{makespan(hi_f):.1f} us)",
@@ -109,28 +185,76 @@ def _samples(rec: RunRecord) -> dict[str, list[float]]:
     return {v.variant: v.samples_ns for v in rec.variants if v.correct}
 
 
-def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[Derived]]:
+def run_samples(rec: RunRecord) -> tuple[derived.RunSamples, list[Derived]]:
+    """The run's checked variants with its drift between blocks (from its A/A twins), and the
+    null controls it was estimated from."""
+    rs = derived.RunSamples(rec)
+    rs.drift, nulls = derived.null_controls(null_pairs(rs), NULL_SOURCE)
+    return rs, nulls
+
+
+NULL_SOURCE = "each config's serial op timed again with its best split (aa:serial/...)"
+
+
+def null_pairs(rs: derived.RunSamples) -> list[tuple[str, list, list]]:
+    """The run's A/A null controls: each ``aa:serial/<config>`` against ``serial/<config>``."""
+    return [(f"A/A: {name[len('aa:'):]}, timed again with the best split / first", rs.samples(name[len("aa:"):]),
+             rs.samples(name), rs.load_note(name[len("aa:"):], name))
+            for name in rs.variants if name.startswith("aa:") and name[len("aa:"):] in rs]
+
+
+def serial_base(rs: derived.RunSamples, variant: str) -> tuple[str, bool]:
+    """The serial op (the backend's own collective) a variant's gain is taken over, and whether
+    they pair by round: its twin timed in the same rounds where there is one, else serial/default."""
+    for base in ("serial/default", "aa:serial/default"):
+        if base in rs and base != variant and derived.by_round(rs.variants[base], rs.variants[variant]) is not None:
+            return base, True
+    return "serial/default", False
+
+
+def run_gain(rs: derived.RunSamples, variant: str, name: str) -> Derived:
+    """The gain of ``variant`` over serial with the backend's own collective in the same run:
+    paired by round where they were timed in the same rounds, else two blocks with the drift."""
+    base, paired = serial_base(rs, variant)
+    xa, xb, paired = rs.sides(base, variant) if paired else (rs.samples(base), rs.samples(variant), False)
+    d = gain(xa, xb, name, paired=paired, drift=rs.drift)
+    loaded = rs.load_note(base, variant)
+    if loaded and d.status == "clear":
+        d = dataclasses.replace(d, status="inconclusive", why=f"inconclusive under load ({loaded})")
+    return d
+
+
+def run_gain_boot(rs: derived.RunSamples, variant: str) -> np.ndarray:
+    """Bootstrap replicates of :func:`run_gain` (the across-run level resamples them)."""
+    base, paired = serial_base(rs, variant)
+    xa, xb, paired = rs.sides(base, variant) if paired else (rs.samples(base), rs.samples(variant), False)
+    return gain_boot(xa, xb, paired=paired, drift=rs.drift)
+
+
+def live_table(rec: RunRecord, vt: pd.DataFrame | None = None,
+               rs: derived.RunSamples | None = None) -> tuple[pd.DataFrame, list[Derived]]:
     """Serial and overlapped runs: measured (median, CI) vs predicted with the given and the
     fitted contention, and the gain over serial with the backend's own collective
     (``default``) with its CI; and those derived rows."""
-    by_comm = rec.outputs.get("live", {}).get("by_comm", {})
+    by_provider = rec.outputs.get("live", {}).get("by_provider", {})
     vt = tables.variants_table(rec) if vt is None else vt
     if not len(vt) or "kind" not in vt:
         return pd.DataFrame(), []
     vt = vt[vt["kind"].isin(["serial", "overlap"])]
+    rs = rs or run_samples(rec)[0]
     samples = _samples(rec)
-    serial = {r["comm"]: r["variant"] for _, r in vt[(vt["kind"] == "serial") & vt["correct"].astype(bool)].iterrows()}
+    refits: dict[str, list[CostModel] | None] = {}
     backend = rec.outputs.get("live", {}).get("backend", "default")
     rows, items = [], []
     for _, r in vt.iterrows():
-        info = by_comm.get(r["comm"], {})
+        info = by_provider.get(r["provider"], {})
         fits = info.get("fits") or (rec.outputs.get("given") or {}).get("fits")
         chunks = [int(c) for c in str(r["chunks"]).split(",")]
         best = (info.get("best") or {}).get("chunks")
         ok = bool(r["correct"])
         # the search's split, also where it equals a split already run under another name (the
         # worker then does not run it twice: uniform-4 can be the best split)
-        row = {"variant": r["variant"], "comm": r["comm"], "split": r["split"], "chunks": r["chunks"],
+        row = {"variant": r["variant"], "provider": r["provider"], "split": r["split"], "chunks": r["chunks"],
                "is_best": r["kind"] == "overlap" and (r["split"] == "best" or chunks == best),
                "n_chunks": len(chunks), "measured_us": r["median_ns"] / 1e3, "ci_lo_us": r["ci_lo_ns"] / 1e3,
                "ci_hi_us": r["ci_hi_ns"] / 1e3, "noise": r["noise"], "correct": ok, "check": r["check"]}
@@ -140,18 +264,23 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None) -> tuple[pd.DataF
             row["err"] = row["predicted_us"] / row["measured_us"] - 1
             cont = info.get("contention")
             if cont:
-                row["predicted_fit_us"] = simulate(chunks, model, tuple(cont["pair"])).makespan_us
+                pair = tuple(cont["pair"])
+                row["predicted_fit_us"] = simulate(chunks, model, pair).makespan_us
                 row["contention_fit"] = f"{cont['pair'][0]:.2f} / {cont['pair'][1]:.2f}"
                 if ok:
+                    if r["provider"] not in refits:
+                        refits[r["provider"]] = fit_replicates(rec, r["provider"])
                     d = prediction_error(samples[r["variant"]], row["predicted_fit_us"],
-                                         f"prediction error of {r['variant']} (fitted contention)")
+                                         f"prediction error of {r['variant']} (fitted contention)",
+                                         prediction_replicates(refits[r["provider"]], chunks, pair))
                     items.append(d)
-                    row |= {"err_fit": d.point / 100, "err_fit_lo": d.lo / 100, "err_fit_hi": d.hi / 100}
-        base = serial.get("default")
-        if ok and base and base != r["variant"]:
-            d = gain(samples[base], samples[r["variant"]], f"gain of {r['variant']} over serial {backend}")
+                    row |= {"err_fit": d.point / 100, "err_fit_lo": d.lo / 100, "err_fit_hi": d.hi / 100,
+                            "err_fit_covers": "samples and the fits" if refits[r["provider"]] else "samples (fits given)"}
+        if ok and "serial/default" in rs and r["variant"] != "serial/default":
+            d = run_gain(rs, r["variant"], f"gain of {r['variant']} over serial {backend}")
             items.append(d)
-            row |= {"gain": d.point, "gain_lo": d.lo, "gain_hi": d.hi, "gain_status": d.status}
+            row |= {"gain": d.point, "gain_lo": d.lo, "gain_hi": d.hi, "gain_status": d.status,
+                    "gain_paired": d.paired}
         rows.append(row)
     return pd.DataFrame(rows), items
 
@@ -169,19 +298,19 @@ def headline(live: pd.DataFrame) -> pd.Series | None:
 
 def contention_table(rec: RunRecord, live: pd.DataFrame) -> tuple[pd.DataFrame, list[Derived]]:
     """Per correct overlapped split with fits: the contention factor the measurement implies."""
-    by_comm = rec.outputs.get("live", {}).get("by_comm", {})
+    by_provider = rec.outputs.get("live", {}).get("by_provider", {})
     samples = _samples(rec)
     rows, items = [], []
     if not len(live):
         return pd.DataFrame(), []
     for r in live[live["variant"].str.startswith("overlap/") & live["correct"].astype(bool)].itertuples():
-        fits = by_comm.get(r.comm, {}).get("fits") or (rec.outputs.get("given") or {}).get("fits")
+        fits = by_provider.get(r.provider, {}).get("fits") or (rec.outputs.get("given") or {}).get("fits")
         if not fits:
             continue
         d = contention_factor([int(c) for c in r.chunks.split(",")], model_of(rec, fits), r.measured_us, r.ci_lo_us,
                               r.ci_hi_us, len(samples[r.variant]), f"contention factor of {r.variant}")
         items.append(d)
-        rows.append({"variant": r.variant, "comm": r.comm, "split": r.split, "chunks": r.chunks, "factor": d.point,
+        rows.append({"variant": r.variant, "provider": r.provider, "split": r.split, "chunks": r.chunks, "factor": d.point,
                      "lo": d.lo, "hi": d.hi, "status": d.status, "why": d.why})
     return pd.DataFrame(rows), items
 
@@ -190,7 +319,7 @@ def contention_table(rec: RunRecord, live: pd.DataFrame) -> tuple[pd.DataFrame, 
 
 def fit_points_table(rec: RunRecord, vt: pd.DataFrame) -> pd.DataFrame:
     """Measured cost points beside their fits (CostMM per row, CostComm per MiB)."""
-    live = rec.outputs.get("live", {}).get("by_comm", {})
+    live = rec.outputs.get("live", {}).get("by_provider", {})
     summary = vt.set_index("variant")
     rows = []
     for v in rec.valid_variants():
@@ -198,7 +327,7 @@ def fit_points_table(rec: RunRecord, vt: pd.DataFrame) -> pd.DataFrame:
         if kind not in ("cost-mm", "cost-comm"):
             continue
         s = summary.loc[v.variant]
-        comm, cv = v.params["comm"], v.params.get("carveout", 0)
+        comm, cv = v.params["provider"], v.params.get("carveout", 0)
         if kind == "cost-comm":  # the fit of any config using this collective instance
             fits = next((c["fits"] for lbl, c in live.items() if "fits" in c and c.get("instance", lbl) == comm), None)
         else:  # the matmul fit of any config with this carve-out
@@ -288,8 +417,6 @@ def _engine_spans(df: pd.DataFrame) -> pd.DataFrame:
 
 def _busy_ns(*spans: pd.DataFrame) -> int:
     """Time covered by the union of the spans' [start, end) intervals."""
-    from workbench.traces.analysis import busy_intervals
-
     starts, ends = busy_intervals(pd.concat([d["start_ns"] for d in spans]).to_numpy(),
                                   pd.concat([d["end_ns"] for d in spans]).to_numpy())
     return int((ends - starts).sum())
@@ -298,9 +425,6 @@ def _busy_ns(*spans: pd.DataFrame) -> int:
 def _loaded_traces(rec: RunRecord) -> dict[str, dict[int, tuple]]:
     """label -> rank -> (span table, meta) of every attached torch.profiler trace. Attachments
     are ``<op>.rank<r>.json.gz``; older runs attached rank 0's only, as ``<op>.json.gz``."""
-    from workbench.traces import chrome
-    from workbench.untrusted import attachment_file
-
     out: dict[str, dict[int, tuple]] = {}
     for name, kind, data in rec.attachments:
         m = _TRACE_NAME.match(name)
@@ -314,8 +438,6 @@ def _loaded_traces(rec: RunRecord) -> dict[str, dict[int, tuple]]:
 
 def _offsets(per_rank: dict[int, tuple]) -> tuple[dict[int, int], str]:
     """Clock shift per rank (ns to add) and how the ranks were aligned (one rank: none)."""
-    from workbench.traces.ranks import RankError, merge
-
     if len(per_rank) < 2:
         return {r: 0 for r in per_rank}, "one rank's trace"
     ranks = sorted(per_rank)
@@ -334,8 +456,6 @@ def trace_tables(rec: RunRecord, shown: set[str] = frozenset()) -> dict[str, pd.
     aligned on the call's first collective, else their wall clocks; times from the call's first
     span), per call and rank each engine's busy time and their overlap, how the ranks were
     aligned, and the spans of the calls in ``shown`` as a span table for the timeline."""
-    from workbench.traces import model
-
     spans, summary, align = [], [], []
     for label, per_rank in _loaded_traces(rec).items():
         offsets, how = _offsets(per_rank)
@@ -365,7 +485,7 @@ def trace_tables(rec: RunRecord, shown: set[str] = frozenset()) -> dict[str, pd.
     keys = sorted(set(zip(sel["trace"], sel["rank"], sel["engine"])),
                   key=lambda k: (_trace_order(k[0]), k[1], k[2] != "compute"))
     order = [f"{t} · rank {r} · {e}" for t, r, e in keys]
-    spans_df = model.from_columns({"track": lane.tolist(), "name": sel["name"].tolist(), "category": sel["engine"].tolist(),
+    spans_df = from_columns({"track": lane.tolist(), "name": sel["name"].tolist(), "category": sel["engine"].tolist(),
                                    "rank": sel["rank"].tolist(),
                                    "start_ns": (sel["start_ns"] - sel["t0"]).astype("int64").tolist(),
                                    "dur_ns": (sel["end_ns"] - sel["start_ns"]).astype("int64").tolist()},
@@ -421,13 +541,13 @@ def key_table_live(rec: RunRecord, live: pd.DataFrame, floor: dict | None, seed_
     add(f"serial, {backend} as shipped", "serial/default", f"{seed.SERIAL_US:.0f} us (serial)")
     add("the seed's split, same collective", "overlap/default/heuristic",
         f"{seed.FUSED_US:.0f} us, {100 * seed.GAIN:.1f}% (its split [512, 896 x 4], fused MC² op)")
-    if top is not None and top["comm"] != "default":
-        add(f"the seed's split on {top['comm']}", f"overlap/{top['comm']}/heuristic", "")
+    if top is not None and top["provider"] != "default":
+        add(f"the seed's split on {top['provider']}", f"overlap/{top['provider']}/heuristic", "")
     if top is not None:
-        add(f"best split ({'the search' if top['is_best'] else 'fastest measured'}) on {top['comm']}",
+        add(f"best split ({'the search' if top['is_best'] else 'fastest measured'}) on {top['provider']}",
             top["variant"], "")
     if floor and top is not None:
-        rows.append({"row": f"model floor: {top['comm']}'s fits, no contention",
+        rows.append({"row": f"model floor: {top['provider']}'s fits, no contention",
                      "chunks": ",".join(map(str, floor["chunks"])), "measured (us, 95% CI)": "",
                      "predicted (us)": floor["makespan_us"], "seed (" + seed.MACHINE.split(",")[0] + ")":
                      f"under the seed's fits: {seed_floor_us:.0f} us (above its {seed.FUSED_US:.0f} us)", "variant": ""})
@@ -461,8 +581,6 @@ def key_table_model(rec: RunRecord, floor: dict | None) -> pd.DataFrame:
 def model_floor(rec: RunRecord, fits: dict | None) -> dict | None:
     """The least makespan any split reaches under ``fits`` with no contention at all (factor
     1): the model's floor, which no measured overlapped op should beat."""
-    from .search import best_split, unsearchable
-
     if not fits:
         return None
     mod = model_of(rec, fits)
@@ -496,17 +614,39 @@ def plan_table(rec: RunRecord) -> pd.DataFrame:
     return pd.DataFrame([row])
 
 
-def bound_table(rec: RunRecord) -> pd.DataFrame:
+#: the seed's ranks (its tiling: rankDim = 8)
+SEED_RANKS = 8
+#: fewer ranks than this: a ring all-reduce moves too little of the seed's traffic to judge its bound
+MIN_RANKS_FOR_BOUND = 4
+
+
+def ring_traffic(ranks: int) -> float:
+    """Bytes a ring all-reduce moves per rank, per byte of the buffer: 2 (n - 1) / n."""
+    return 2 * (ranks - 1) / ranks
+
+
+def bound_table(rec: RunRecord, rs: derived.RunSamples | None = None) -> pd.DataFrame:
     """Full-size matmul against full-size all-reduce (the backend's own, ``default``) from the
-    run's own cost points (m = M): which bound holds here, with the difference's CI."""
-    samples = _samples(rec)
+    run's own cost points (m = M): which bound holds here, with the difference's CI (two blocks:
+    with the run's drift); and, below the seed's 8 ranks, the all-reduce scaled to 8 ranks by
+    ring traffic (2(n-1)/n per byte: 1.75 at 8 ranks, 1.5 at 4, 1 at 2), the seed's setting."""
+    rs = rs or run_samples(rec)[0]
     m = rec.params["m"]
-    mm, comm = samples.get(f"mm/m{m}"), samples.get(f"comm/default/m{m}")
-    if not mm or not comm:
+    mm_name, comm_name = f"mm/m{m}", f"comm/default/m{m}"
+    if mm_name not in rs or comm_name not in rs:
         return pd.DataFrame()
-    d = derived.difference(mm, comm, "all-reduce minus matmul, full size", "us", scale=1e-3)
-    return derived.derived_table([d]).assign(matmul_us=float(np.median(mm)) / 1e3,
-                                             allreduce_us=float(np.median(comm)) / 1e3)
+    ranks = int(rec.outputs.get("live", {}).get("world_size") or rec.params.get("world_size") or 0)
+    mm, comm = rs.samples(mm_name), rs.samples(comm_name)
+    rows = [rs.difference(mm_name, comm_name, "all-reduce minus matmul, full size", "us", scale=1e-3)
+            .row(ranks=ranks, scale=1.0)]
+    if ranks and ranks != SEED_RANKS:
+        scale = ring_traffic(SEED_RANKS) / ring_traffic(ranks)
+        d = derived.difference(mm, np.asarray(comm, float) * scale,
+                               f"all-reduce scaled to {SEED_RANKS} ranks (ring traffic x{scale:.3g}) minus matmul, "
+                               "full size", "us", scale=1e-3, drift=rs.drift, loaded=rs.load_note(mm_name, comm_name))
+        rows.append(d.row(ranks=SEED_RANKS, scale=scale))
+    return derived.derived_table(rows).assign(matmul_us=float(np.median(mm)) / 1e3,
+                                              allreduce_us=float(np.median(comm)) / 1e3, world_size=ranks)
 
 
 SPLIT_LABELS = {"unsplit": "serial", "heuristic": "seed's split", "best": "best split"}
@@ -523,19 +663,19 @@ def key_chart_data(live: pd.DataFrame, sims: pd.DataFrame, floor: dict | None) -
     rows = []
     if len(live):
         top = headline(live)
-        configs = list(dict.fromkeys(["default"] + ([top["comm"]] if top is not None else [])))
-        for r in live[live["comm"].isin(configs) & live["correct"].astype(bool)].to_dict("records"):
+        configs = list(dict.fromkeys(["default"] + ([top["provider"]] if top is not None else [])))
+        for r in live[live["provider"].isin(configs) & live["correct"].astype(bool)].to_dict("records"):
             x = SPLIT_LABELS.get(r["split"], r["split"])
             if r["is_best"] and r["split"] != "best":
                 rows.append({"x": "best split", "us": r["measured_us"], "lo": r["ci_lo_us"], "hi": r["ci_hi_us"],
-                             "source": "measured (median, 95% CI)", "config": r["comm"], "chunks": r["chunks"]})
+                             "source": "measured (median, 95% CI)", "config": r["provider"], "chunks": r["chunks"]})
             rows.append({"x": x, "us": r["measured_us"], "lo": r["ci_lo_us"], "hi": r["ci_hi_us"],
-                         "source": "measured (median, 95% CI)", "config": r["comm"], "chunks": r["chunks"]})
+                         "source": "measured (median, 95% CI)", "config": r["provider"], "chunks": r["chunks"]})
             pred = r.get("predicted_fit_us", r.get("predicted_us"))
             if pred is not None and pd.notna(pred):
                 for label in {x, "best split" if r["is_best"] else x}:
                     rows.append({"x": label, "us": pred, "lo": pred, "hi": pred, "source": "predicted (fitted contention)",
-                                 "config": r["comm"], "chunks": r["chunks"]})
+                                 "config": r["provider"], "chunks": r["chunks"]})
     elif len(sims):
         shown = {"unsplit", "heuristic", "best", "uniform-2", "uniform-4", "uniform-8"}
         for r in sims[sims["split"].isin(shown)].to_dict("records"):
@@ -561,29 +701,156 @@ def is_inflation(tbls: dict[str, pd.DataFrame]) -> bool:
     return "half_us" in tbls.get("key", pd.DataFrame())
 
 
+# --- the seed's worked example under its own fits -------------------------------------------------
+
+def seed_model(mm: Fit = seed.MM_FIT, comm: Fit = seed.COMM_FIT) -> CostModel:
+    return CostModel(mm, comm, seed.N, seed.DTYPE_BYTES)
+
+
+def mm_fit_for(m1_raw: float) -> Fit:
+    """The matmul line through (4096 rows, 803 us) and (m1_raw, 164 us): the seed's two matmul
+    figures, with its long block before rounding."""
+    # CostComm(384 rows = 6 MiB) x 1.15 = 164 us
+    t1 = seed.COMM_FIT(384 * seed.N * seed.DTYPE_BYTES / 2**20) * seed.CONTENTION
+    slope = (seed.MATMUL_US - t1) / (seed.M - m1_raw)
+    return Fit(seed.MATMUL_US - slope * seed.M, slope, "row")
+
+
+def solve(f: Callable[[float], float], target: float, lo: float, hi: float, tol: float = 1e-4) -> float | None:
+    """x in [lo, hi] with f(x) = target for an increasing f, or None when target lies outside
+    [f(lo), f(hi)]."""
+    f_lo, f_hi = f(lo), f(hi)
+    if not f_lo <= target <= f_hi:
+        return None
+    while hi - lo > tol * max(1.0, abs(hi)):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return (lo + hi) / 2
+
+
+@functools.lru_cache(maxsize=None)
+def floor_range(tolerance: float = seed.FULL_SIZE_TOLERANCE, steps: int = 5) -> tuple[float, float]:
+    """(least, largest) model floor (best split, no contention) over the fits consistent with
+    the seed's stated numbers: comm lines through CostComm(6 MiB) = 143 us and matmul lines
+    through CostMM(m1) = 164 us (m1 in :data:`.seed.M1_RAW_RANGE`), whose full-size values lie
+    within ``tolerance`` of the measured 1071 and 803 us (a grid of ``steps`` per side); fits
+    with a negative fixed cost are left out."""
+    short_mib, full_mib = 384 * seed.N * seed.DTYPE_BYTES / 2**20, seed.M * seed.N * seed.DTYPE_BYTES / 2**20
+    t_short = seed.COMM_FIT(short_mib)
+    t_m1 = t_short * seed.CONTENTION
+    floors = []
+    for f_comm in np.linspace(1 - tolerance, 1 + tolerance, steps):
+        slope = (seed.ALLREDUCE_US * f_comm - t_short) / (full_mib - short_mib)
+        comm = Fit(t_short - slope * short_mib, slope, "MiB")
+        for f_mm in np.linspace(1 - tolerance, 1 + tolerance, steps):
+            for m1 in (seed.M1_RAW_RANGE[0], sum(seed.M1_RAW_RANGE) / 2, seed.M1_RAW_RANGE[1]):
+                s_mm = (seed.MATMUL_US * f_mm - t_m1) / (seed.M - m1)
+                mm = Fit(t_m1 - s_mm * m1, s_mm, "row")
+                if mm.fixed_us >= 0 and comm.fixed_us >= 0:
+                    floors.append(best_split(seed.M, seed_model(mm, comm), 1.0)["makespan_us"])
+    return float(min(floors)), float(max(floors))
+
+
+@functools.lru_cache(maxsize=None)
+def floor_rows() -> tuple[dict, ...]:
+    """The seed's measured figures beside what its fits allow: whether 1262 us is reachable
+    under those fits with the study's own pipeline model (the least makespan of any 128-row
+    split with no contention at all, factor 1), and what would have to change for 1262 us (a
+    smaller fixed cost per chunk's all-reduce, more bandwidth, or engines that speed each other
+    up).
+
+    That is a model argument, not a measurement: the seed never printed its fits, and the
+    reconstruction assumes the full-size 803 and 1071 us lie on lines fitted over chunks of
+    256-2048 rows. :func:`floor_range` drops that assumption: over every pair of lines through
+    the seed's stated chunk figures (143 us at 6 MiB; CostMM(m1) = 164 us, m1 in [704, 832))
+    whose full-size values miss 803 and 1071 us by up to :data:`.seed.FULL_SIZE_TOLERANCE`, the
+    floor ranges from about 1,200 to 1,460 us, which includes 1262 (issue 30: 60 us + 13.8
+    us/MiB keeps 143 us at 6 MiB, is within 12% of 1071 us and puts the floor at 1,255 us). A
+    tuple (cached: every analysis shows the same rows)."""
+    mod = seed_model()
+    seed_split = [simulate(seed.CHUNKS, mod, f).makespan_us for f in (seed.CONTENTION, 1.0)]
+    best_seed_f = best_split(seed.M, mod, seed.CONTENTION)
+    floor = best_split(seed.M, mod, 1.0)
+    lo_floor, hi_floor = floor_range()
+    floors_over_rounding = [best_split(seed.M, seed_model(mm_fit_for(m1)), 1.0)["makespan_us"]
+                            for m1 in seed.M1_RAW_RANGE]
+
+    def with_comm_fixed(fixed: float, f: float) -> float:
+        return simulate(seed.CHUNKS, seed_model(comm=Fit(fixed, seed.COMM_FIT.slope, "MiB")), f).makespan_us
+
+    def with_comm_slope(slope: float) -> float:
+        comm = Fit(seed.COMM_FIT.fixed_us, slope, "MiB")
+        return simulate(seed.CHUNKS, seed_model(comm=comm), seed.CONTENTION).makespan_us
+
+    fixed_at = {f: solve(lambda c, f=f: with_comm_fixed(c, f), seed.FUSED_US, 0.0, seed.COMM_FIT.fixed_us) for f in
+                (seed.CONTENTION, 1.0)}
+    slope = solve(with_comm_slope, seed.FUSED_US, 0.0, seed.COMM_FIT.slope)
+    factor = solve(lambda f: simulate(seed.CHUNKS, mod, f).makespan_us, seed.FUSED_US, 0.25, 1.0)
+    plan = heuristic(seed.M, seed.K, mod)
+    rows = [
+        ("serial (seed, measured)", seed.SERIAL_US, "matmul 803 us + all-reduce 1071 us"),
+        ("fused MC² op (seed, measured)", seed.FUSED_US, f"the seed's gain {seed.GAIN:.1%}"),
+        ("seed's split under the seed's fits, contention 1.15", seed_split[0],
+         f"{plan.chunks}; the gain this model predicts: {1 - seed_split[0] / seed.SERIAL_US:.1%}"),
+        ("seed's split, no contention (factor 1)", seed_split[1], "the least this split can take under the fits"),
+        ("best split under the seed's fits, contention 1.15", best_seed_f["makespan_us"], str(best_seed_f["chunks"])),
+        (seed.FLOOR_ROW, floor["makespan_us"],
+         f"{floor['chunks']}: no 128-row split of at most 16 chunks is faster under the seed's fits"),
+        ("model floor over the fits the seed's rounding allows", min(floors_over_rounding),
+         f"to {max(floors_over_rounding):.0f} us: raw m1 from {seed.M1_RAW_RANGE[0]:.0f} to "
+         f"{seed.M1_RAW_RANGE[1]:.0f} rows"),
+        (seed.FLOOR_RANGE_ROW, lo_floor,
+         f"to {hi_floor:.0f} us: lines through 143 us at 6 MiB and CostMM(m1) = 164 us whose full-size values miss "
+         f"803 / 1071 us by up to {seed.FULL_SIZE_TOLERANCE:.0%}"),
+    ]
+    for f, fixed in fixed_at.items():
+        rows.append((f"all-reduce fixed cost per chunk for 1262 us (seed's split, contention {f:g})",
+                     float("nan") if fixed is None else fixed,
+                     f"the fit has {seed.COMM_FIT.fixed_us:g} us" if fixed is not None
+                     else "not reachable with any fixed cost >= 0"))
+    rows.append(("all-reduce us/MiB for 1262 us (seed's split, contention 1.15, 47 us per chunk)",
+                 float("nan") if slope is None else slope,
+                 f"the fit has {seed.COMM_FIT.slope:g} us/MiB"
+                 + (f": {seed.COMM_FIT.slope / slope:.2f}x the bandwidth" if slope else "")))
+    rows.append(("contention factor for 1262 us (seed's split)", float("nan") if factor is None else factor,
+                 "below 1: the engines would have to speed each other up" if factor is not None
+                 else "not reachable with any factor >= 0.25"))
+    return tuple({"quantity": q, "value": v, "note": note} for q, v, note in rows)
+
+
+def rule_row(rule: str) -> dict:
+    """The seed's split rule on the seed's shape and fits, read as ``rule`` (see :mod:`.plan`)."""
+    plan = heuristic(seed.M, seed.K, seed_model(), seed.CONTENTION, rule)
+    return {"chunks": ",".join(map(str, plan.chunks)) if plan.ok else "", "m0": plan.steps[1].get("m0"),
+            "ok": plan.ok, "reason": plan.reason or ""}
+
+
 # --- analyze ---------------------------------------------------------------------------------
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
+    rec = current_names(rec)
     out = rec.outputs
-    seed_rows = pd.DataFrame(seed.floor_rows())
-    seed_rule = pd.DataFrame([{"rule": rule, **seed.rule_row(rule)} for rule in ("example", "text")])
+    seed_rows = pd.DataFrame(list(floor_rows()))
+    seed_rule = pd.DataFrame([{"rule": rule, **rule_row(rule)} for rule in ("example", "text")])
     if out.get("inflation"):
         cases, gantt = inflation_tables(rec)
         return {"key": cases, "seed_floor": seed_rows, "seed_rule": seed_rule, "_gantt": gantt}
     vt = tables.variants_table(rec)
-    live, items = live_table(rec, vt)
+    rs, nulls = run_samples(rec)
+    live, items = live_table(rec, vt, rs)
     contention, factors = contention_table(rec, live)
     top = headline(live)
-    head_fits = (out.get("live", {}).get("by_comm", {}).get(top["comm"], {}).get("fits") if top is not None
+    head_fits = (out.get("live", {}).get("by_provider", {}).get(top["provider"], {}).get("fits") if top is not None
                  else None) or out.get("fits")
     floor = model_floor(rec, head_fits)
     seed_floor_us = float(seed_rows.loc[seed_rows["quantity"] == seed.FLOOR_ROW, "value"].iloc[0])
     sims = simulated_table(rec)
-    bound = bound_table(rec)
+    bound = bound_table(rec, rs)
     result = {
+        **derived.level_tables(rs.drift, nulls),
         "key": key_table_live(rec, live, floor, seed_floor_us) if len(live) else key_table_model(rec, floor),
         "_plan": plan_table(rec).assign(headline=top["variant"] if top is not None else "",
-                                       headline_comm=top["comm"] if top is not None else ""),
+                                       headline_provider=top["provider"] if top is not None else ""),
         "live": live,
         "derived": derived.derived_table(items + factors + [derived.item(r) for r in bound.to_dict("records")]),
         "contention": contention,
@@ -600,7 +867,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         "_key_chart": key_chart_data(live, sims, floor),
     }
     shown = {f"{kind} {comm}" for kind in ("serial", "best") for comm in
-             ({"default"} | ({top["comm"]} if top is not None else set()))}
+             ({"default"} | ({top["provider"]} if top is not None else set()))}
     result.update(trace_tables(rec, shown))
     result["trace_overlap"] = flag_stalls(result["trace_overlap"], live)
     return result
@@ -617,7 +884,7 @@ def flag_stalls(overlap: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     if not len(overlap) or not len(live):
         return overlap
     ok = live[live["correct"].astype(bool)]
-    timed = {f"serial {r.comm}": r.measured_us for r in ok[ok["split"] == "unsplit"].itertuples()}
-    timed |= {f"best {r.comm}": r.measured_us for r in ok[ok["is_best"].astype(bool)].itertuples()}
+    timed = {f"serial {r.provider}": r.measured_us for r in ok[ok["split"] == "unsplit"].itertuples()}
+    timed |= {f"best {r.provider}": r.measured_us for r in ok[ok["is_best"].astype(bool)].itertuples()}
     med = overlap["trace"].map(timed)
     return overlap.assign(timed_median_us=med, stalled=(overlap["span_us"] > STALL_FACTOR * med).fillna(False))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .plan import CostModel
+from .plan import CostModel, uniform_chunks
 from .simulate import factors, simulate
 
 
@@ -73,8 +73,6 @@ def unsearchable(model: CostModel, align: int = 128) -> str | None:
 def best_split(m: int, model: CostModel, contention: float | Sequence[float] = 1.15, comm_first: bool = False,
                align: int = 128, max_chunks: int = 16, max_tiles: int = 64) -> dict:
     """The chunking of M rows (tile-aligned, <= max_chunks) with the least simulated makespan."""
-    from .plan import uniform_chunks
-
     f_mm, f_comm = factors(contention)
     f1, f2 = (f_comm, f_mm) if comm_first else (f_mm, f_comm)
     align_used = align * math.ceil(math.ceil(m / align) / max_tiles)

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .plan import CostModel
+from . import seed
+from .plan import CostModel, Fit
 
 
 def factors(contention: float | Sequence[float]) -> tuple[float, float]:
@@ -129,3 +130,22 @@ def fit_contention(runs: Sequence[tuple[Sequence[int], float]], model: CostModel
     pair = min(((a, b) for a in near for b in near2), key=worst)
     return {"single": single, "single_worst_err": worst((single, single)),
             "pair": list(pair), "pair_worst_err": worst(pair)}
+
+
+def inflation_cases() -> list[dict]:
+    """The seed's three inflation examples through the simulator: each with its serial and
+    pipelined makespan, the gain, the seed's gain and the Gantt segments."""
+    rows, half_rows = 1024, 512
+    # comm: 150 us per half (1 MiB of 1024 rows x 1024 x 2 B), 300 us unsplit; matmul: 200 us
+    # unsplit, `half` per half: a fixed cost per chunk of 2 x half - 200 us (the inflation)
+    comm = Fit(0.0, 150.0, "MiB")
+    out = []
+    for half, seed_gain in seed.INFLATION:
+        fixed = 2 * half - 200.0
+        mm = Fit(fixed, (200.0 - fixed) / rows, "row")
+        sched = simulate([half_rows, half_rows], CostModel(mm, comm, 1024, 2), 1.0)
+        out.append({"case": seed.INFLATION_LABELS[half], "half_us": half, "matmul_us": 200.0, "allreduce_us": 300.0,
+                    "serial_us": sched.serial_us, "pipelined_us": sched.makespan_us,
+                    "gain_us": sched.serial_us - sched.makespan_us, "seed_gain_us": seed_gain,
+                    "segments": sched.segments})
+    return out

@@ -9,13 +9,19 @@ sum_r A_r @ B_r on every rank (matmul, then all-reduce of the output). Variants:
 
 - ``mm/m<m>``: the matmul of the first m rows (CostMM points; m = M too: the full-size time
   that decides the bound, as in the seed);
-- ``comm/<comm>/m<m>``: the all-reduce of m output rows (CostComm points, m = M too);
-- ``serial/<comm>``: the unsplit matmul, then the unsplit all-reduce;
-- ``overlap/<comm>/<split>``: per chunk, the matmul on the compute stream and the
+- ``comm/<provider>/m<m>``: the all-reduce of m output rows (CostComm points, m = M too);
+- ``serial/<provider>``: the unsplit matmul, then the unsplit all-reduce;
+- ``overlap/<provider>/<split>``: per chunk, the matmul on the compute stream and the
   chunk's all-reduce started asynchronously behind it; the op ends when the last
-  all-reduce is done.
+  all-reduce is done;
+- ``aa:serial/<provider>``: the serial op again, timed in rounds with the best split (the
+  config's A/A null control; the best split's gain pairs with it).
 
-Collective implementations (``comm``):
+A config's serial op and its splits are timed in interleaved rounds (one sample of each per
+round, the order rotated), so their gains pair by round; each sample records its round
+(``VariantResult.blocks``). Cost points are timed one after the other, a block each.
+
+Collective implementations (``providers``, the compared dimension):
 
 - ``default``: the backend's all-reduce (NCCL on GPUs, gloo on CPUs), ``async_op=True``
   (NCCL runs it on its own stream; gloo on its own thread);
@@ -51,7 +57,7 @@ Each collective can run with an SM carve-out (``carveouts``): matmuls go through
 told to leave that many SMs free (``torch._C._set_sm_carveout_experimental``), so the collective's
 kernels (NCCL's CTAs, the Triton kernels, the copy-engine path's barrier and add kernels) find SMs at once
 instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
-labelled ``<comm>`` or ``<comm>+c<SMs>``; the matmul cost points are measured per carve-out.
+labelled ``<provider>`` or ``<provider>+c<SMs>``; the matmul cost points are measured per carve-out.
 
 Timing: ``workbench.harness.DistTimer``: per sample, all ranks meet (barrier + device sync);
 on GPUs a ~2 ms sleep kernel is queued first so the host enqueues the whole op before the GPU
@@ -74,6 +80,7 @@ import itertools
 import os
 import statistics
 import tempfile
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -86,6 +93,8 @@ from workbench.events import Emitter
 from workbench.record import VariantResult
 
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
+#: the kind (and name prefix) of an A/A twin: an op timed again in a later group of rounds
+AA = "aa"
 #: the parameter that sets the CTAs of a CTA-limited collective without a carve-out
 CTAS_PARAM = {"limited": "nccl_ctas", "triton": "triton_ctas", "triton-pull": "triton_ctas",
               "triton-persistent": "triton_ctas"}
@@ -243,16 +252,23 @@ class TritonPushComm(SymmPushComm):
 
 class TritonPersistentComm(TritonPushComm):
     """The pull all-reduce of all of an op's chunks in one launch (``triton-persistent``,
-    ``kernels/triton/allreduce.py``). ``plan`` queues the launch on the collective's stream before
-    the first matmul; each ``start`` sets the chunk's ready flag on the compute stream, behind its
-    matmul. A ``start`` without a plan (the cost points, the serial op) plans one chunk."""
+    ``kernels/triton/allreduce.py``). ``plan`` queues the optimistic launch on the collective's
+    stream before the first matmul; each ``start`` sets the chunk's ready flag on the compute
+    stream, behind its matmul, and the last one queues the fallback launch behind an event after
+    that flag (it resumes whatever the optimistic launch gave up; see the kernel's module doc
+    for the deadlock this avoids). A ``start`` without a plan (the cost points, the serial op)
+    plans one chunk."""
 
     def __init__(self, m, n, dtype, device, group, ctas: int, warps: int):
-        from torch._C._distributed_c10d import _SymmetricMemory
+        from kernels.triton.copyengine import FlagWriter
 
         super().__init__(m, n, dtype, device, group, ctas, warps, pull=True)
-        self.write_flag = _SymmetricMemory.stream_write_value32  # cuStreamWriteValue32: no kernel, no SM
-        self.ready = torch.zeros(m, dtype=torch.uint32, device=device)  # per chunk; at most m chunks
+        # cuStreamWriteValue32 (no kernel, no SM) on CUDA; a one-thread kernel on ROCm
+        self.write_flag = FlagWriter(device_is_cuda=True)
+        self.ready = torch.zeros(m, dtype=torch.int32, device=device)  # per chunk; at most m chunks
+        # per program the last chunk reduced, program 0's last signalled, then early stops and
+        # fallback time-outs: absolute chunk numbers that only grow, like the counter
+        self.progress = torch.zeros(ctas + 3, dtype=torch.int64, device=device)
         self.epoch = 0  # ops planned: a flag is set when it equals the op's epoch, so none is ever reset
         self.tables: dict[tuple, torch.Tensor] = {}
         self.rows: list[tuple[int, int]] = []  # the planned op's chunks
@@ -269,12 +285,25 @@ class TritonPersistentComm(TritonPushComm):
                                             device=self.out.device)
         self.epoch += 1
         self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream):
-            self.kernels.pull_persistent(self.out, [self.peer_out[p] for p in self.peers], self.peer_counter,
-                                         self.counter, self.ready.view(torch.int32), self.epoch,
-                                         self.chunks * self.world, self.tables[key], self.ctas, num_warps=self.warps)
+        self.op_key, self.op_base = key, self.chunks
+        self._launch(fallback=False)
         self.chunks += len(rows)
         self.rows, self.next = rows, 0
+
+    def _launch(self, fallback: bool) -> None:
+        """One launch for the planned op on the collective's stream; its counter base: the
+        arrivals of every chunk before the op, ``world`` each."""
+        with torch.cuda.stream(self.stream):
+            self.kernels.pull_persistent(self.out, [self.peer_out[p] for p in self.peers], self.peer_counter,
+                                         self.counter, self.ready, self.epoch, self.op_base * self.world,
+                                         self.tables[self.op_key], self.ctas, self.progress, self.op_base,
+                                         fallback=fallback, num_warps=self.warps)
+
+    def stats(self) -> dict[str, int]:
+        """Programs that gave their SM back early (ops that ran partly serialised) and fallback
+        waits that gave up, over this collective's life (synchronises)."""
+        tail = self.progress[self.ctas + 1:].tolist()
+        return {"persistent_early_stops": int(tail[0]), "persistent_wait_timeouts": int(tail[1])}
 
     def start(self, r0: int, r1: int) -> None:
         """Mark rows r0:r1 ready behind the current stream's work (the chunk's matmul)."""
@@ -284,6 +313,12 @@ class TritonPersistentComm(TritonPushComm):
             raise ValueError(f"rows {r0}:{r1} started where the plan has {self.rows[self.next]}")
         self.write_flag(self.ready, self.next, self.epoch)
         self.next += 1
+        if self.next == len(self.rows):
+            # every local matmul of the op is queued: the fallback launch waits for all of them
+            done = torch.cuda.Event()
+            done.record()
+            self.stream.wait_event(done)
+            self._launch(fallback=True)
 
 
 def instance_of(cfg: dict, name: str, cv: int) -> str:
@@ -328,7 +363,8 @@ class Mc2Worker:
         dist.all_reduce(self.ref)
         self.ref_rms = float(self.ref.pow(2).mean().sqrt())
         self.comms = self._build_comms()
-        self.configs = [(c, cv) for c in cfg["comms"] for cv in self.carveouts if instance_of(cfg, c, cv) in self.comms]
+        self.next_block = 0  # the run's block numbers (VariantResult.blocks), counted on every rank alike
+        self.configs = [(c, cv) for c in cfg["providers"] for cv in self.carveouts if instance_of(cfg, c, cv) in self.comms]
         per_config = len(cfg["uniform"]) + 3
         self.steps = emit.steps(len(self.configs) * per_config +
                                 (0 if cfg["fits_given"] else len(self.points) * (len(self.carveouts) + len(self.comms))))
@@ -372,7 +408,7 @@ class Mc2Worker:
 
     def _build_comms(self) -> dict:
         comms = {}
-        for name in self.cfg["comms"]:
+        for name in self.cfg["providers"]:
             for cv in self.carveouts:
                 inst = instance_of(self.cfg, name, cv)
                 if inst not in comms:
@@ -418,13 +454,54 @@ class Mc2Worker:
         return self._verdict((out[:rows].float() - self.ref[:rows]).abs().max(),
                              f"max|out-ref|/rms(ref) over {rows} rows")
 
-    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str) -> list[float]:
+    def record(self, name: str, params: dict, timing: harness.Timing | None, ok: bool, msg: str,
+               stats: dict | None = None, blocks: list[int] | None = None) -> list[float]:
+        """Report one variant; ``stats``: the collective's counters while it was timed;
+        ``blocks``: the round of each sample (interleaved), else the variant gets a block of its
+        own (timed alone)."""
         samples = timing.samples_ns if timing else []
-        extra = {"backend": self.cfg["backend"], "world_size": self.world}
+        extra = {"backend": self.cfg["backend"], "world_size": self.world} | (stats or {})
         if timing:
             extra["rank_median_ns"] = timing.rank_medians_ns()
-        self.emit.record(VariantResult(name, params, samples, ok, msg, extra))
+            blocks = blocks if blocks is not None else [self.new_blocks(1)[0]] * len(samples)
+        self.emit.record(VariantResult(name, params, samples, ok, msg, extra, blocks if samples else None))
         return samples
+
+    def new_blocks(self, k: int) -> list[int]:
+        """``k`` new block numbers of the run (one per round of an interleaved group)."""
+        first = self.next_block
+        self.next_block += k
+        return list(range(first, first + k))
+
+    def interleaved(self, ops: list[tuple[str, dict, Callable[[], None]]], comm, rows: int) -> dict[str, list[float]]:
+        """Check each op (run once, its output rows against the reference), then time the
+        correct ones in rounds, one sample of each per round with the order rotated
+        (``DistTimer.interleaved``), so drift between them falls on all alike and their
+        samples pair by round (the rounds are their blocks). Returns name -> samples. The
+        persistent all-reduce's early stops and time-outs are counted over the whole group (its
+        ops share the collective and alternate): each variant of the group carries the group's."""
+        self.timer.barrier()
+        before = _stats(comm)
+        passed = []
+        for name, params, fn in ops:
+            self.timer.barrier()
+            fn()
+            self.timer.sync()
+            ok, msg = self.check(comm.result(), rows)
+            if ok:
+                passed.append((name, params, fn, msg))
+            else:
+                self.record(name, params, None, False, msg)
+        if not passed:
+            return {}
+        for _ in range(self.cfg["warmup"]):
+            for _name, _params, fn, _msg in passed:
+                fn()
+        timings = self.timer.interleaved([fn for _, _, fn, _ in passed], self.cfg["reps"], [1] * len(passed))
+        blocks = self.new_blocks(self.cfg["reps"])
+        stats = {k: v - before[k] for k, v in _stats(comm).items()}
+        return {name: self.record(name, params, t, True, msg, stats, blocks)
+                for (name, params, _fn, msg), t in zip(passed, timings)}
 
     def time_op(self, fn, inner: int = 1) -> harness.Timing:
         """Samples of ``inner`` back-to-back calls each, per call. Cost points use inner > 1 so
@@ -435,10 +512,14 @@ class Mc2Worker:
     def variant(self, name: str, params: dict, fn, comm, rows: int, inner: int = 1) -> list[float]:
         """Run ``fn`` once, check ``comm``'s output rows against the reference, time it if correct."""
         self.timer.barrier()
+        before = _stats(comm)
         fn()
         self.timer.sync()
         ok, msg = self.check(comm.result(), rows)
-        return self.record(name, params, self.time_op(fn, inner) if ok else None, ok, msg)
+        timing = self.time_op(fn, inner) if ok else None
+        # the persistent all-reduce's early stops and time-outs during this variant's calls
+        stats = {k: v - before[k] for k, v in _stats(comm).items()}
+        return self.record(name, params, timing, ok, msg, stats)
 
     def profile_op(self, name: str, fn) -> None:
         """One call of ``fn`` under torch.profiler on every rank; every rank's trace (gzipped)
@@ -485,7 +566,7 @@ class Mc2Worker:
                                     "max|out-local ref|/rms(ref)")
             fn = lambda p=p: self.matmul(out, 0, p)  # noqa: E731
             samples = self.record(f"mm/m{p}" if cv == 0 else f"mm/c{cv}/m{p}",
-                                  {"kind": "cost-mm", "comm": "-", "carveout": cv, "m": p},
+                                  {"kind": "cost-mm", "provider": "-", "carveout": cv, "m": p},
                                   self.time_op(fn, self.cfg["inner"]) if ok else None, ok, msg)
             pts.append((p, _median(samples) / 1e3))
             self.steps.tick(f"CostMM point m={p} carve-out {cv}")
@@ -502,7 +583,7 @@ class Mc2Worker:
             # repetitions then reduce in place again (values grow; the speed does not depend on them)
             self.matmul(comm.out, 0, self.m)
             mib = p * self.n * self.dbytes / 2**20
-            samples = self.variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "comm": cname, "m": p, "mib": mib},
+            samples = self.variant(f"comm/{cname}/m{p}", {"kind": "cost-comm", "provider": cname, "m": p, "mib": mib},
                                    op, comm, p, self.cfg["inner"])
             pts.append((mib, _median(samples) / 1e3))
             self.steps.tick(f"CostComm point {cname} m={p}")
@@ -527,7 +608,7 @@ class Mc2Worker:
             lbl, inst = label(cname, cv), instance_of(self.cfg, cname, cv)
             models[lbl] = CostModel(mm_fits[cv], comm_fits[inst], self.n, self.dbytes)
             full[lbl] = (full_mm[cv], full_comm[inst])
-            self.emit.outputs(by_comm={lbl: {"fits": {"mm": models[lbl].mm.to_json(), "comm": comm_fits[inst].to_json()},
+            self.emit.outputs(by_provider={lbl: {"fits": {"mm": models[lbl].mm.to_json(), "comm": comm_fits[inst].to_json()},
                                              "instance": inst,
                                              "full": {"full_mm_us": full_mm[cv], "full_comm_us": full_comm[inst]}}})
         return models, full
@@ -538,35 +619,40 @@ class Mc2Worker:
         inst, lbl = instance_of(cfg, cname, cv), label(cname, cv)
         comm = self.comms[inst]
         self.set_carveout(cv)
-        base = {"comm": lbl, "collective": cname, "instance": inst, "carveout": cv,
+        base = {"provider": lbl, "collective": cname, "instance": inst, "carveout": cv,
                 "blas": "cublaslt" if cv and self.cuda else "default"}
-        self.variant(f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
-                     lambda: self.serial(comm), comm, m)
-        self.profile_op(f"serial_{lbl}", lambda: self.serial(comm))
-        self.steps.tick(f"serial {lbl}")
+        serial = (f"serial/{lbl}", {"kind": "serial", **base, "split": "unsplit", "chunks": str(m), "n_chunks": 1},
+                  lambda: self.serial(comm))
         mm_full, comm_full = full or (None, None)
         plan = heuristic(m, self.k, model, cfg["contention"], cfg["rule"], cfg["align"], full_mm_us=mm_full,
                          full_comm_us=comm_full)
-        self.emit.outputs(by_comm={lbl: {"plan": plan.to_json()}})
+        self.emit.outputs(by_provider={lbl: {"plan": plan.to_json()}})
         splits = [("heuristic", plan.chunks)] if plan.ok else []
         splits += [(f"uniform-{u}", uniform_chunks(m, u, cfg["align"])) for u in cfg["uniform"]
                    if uniform_chunks(m, u, cfg["align"])]
-        measured = []
-        for split, chunks in splits:
-            s = self.variant(f"overlap/{lbl}/{split}", _params(base, split, chunks),
-                             lambda ch=chunks: self.overlap(comm, ch), comm, m)
-            if s:
-                measured.append((chunks, _median(s) / 1e3))
+        # the serial op and every split in one group of interleaved rounds: their gains pair by round
+        got = self.interleaved([serial] + [(f"overlap/{lbl}/{split}", _params(base, split, chunks),
+                                            lambda ch=chunks: self.overlap(comm, ch)) for split, chunks in splits],
+                               comm, m)
+        self.profile_op(f"serial_{lbl}", lambda: self.serial(comm))
+        self.steps.tick(f"serial {lbl}")
+        measured = [(chunks, _median(got[f"overlap/{lbl}/{split}"]) / 1e3) for split, chunks in splits
+                    if got.get(f"overlap/{lbl}/{split}")]
+        for split, _chunks in splits:
             self.steps.tick(f"overlap {lbl} {split}")
-        self.run_best(comm, lbl, base, model, measured, splits)
+        self.run_best(comm, lbl, base, model, measured, splits, serial)
         self.steps.tick(f"overlap {lbl} best")
 
-    def run_best(self, comm, lbl: str, base: dict, model: CostModel, measured: list, splits: list) -> None:
-        """Fit the contention to the measured splits, search the best split, trace and measure it."""
+    def run_best(self, comm, lbl: str, base: dict, model: CostModel, measured: list, splits: list,
+                 serial: tuple) -> None:
+        """Fit the contention to the measured splits, search the best split, trace it and time
+        it in rounds with the serial op again: that serial twin (``aa:serial/<config>``) is the
+        config's A/A null control (the same op in another group of blocks), and the best
+        split's gain pairs with it by round."""
         cfg = self.cfg
         if measured:
             cont = fit_contention(measured, model)
-            self.emit.outputs(by_comm={lbl: {"contention": cont}})
+            self.emit.outputs(by_provider={lbl: {"contention": cont}})
             factors = tuple(cont["pair"])
         else:
             factors = (cfg["contention"], cfg["contention"])
@@ -575,14 +661,17 @@ class Mc2Worker:
             self.emit.note(f"{lbl}: best split not searched: {skipped}")
             return
         best = best_split(self.m, model, factors, align=cfg["align"], max_chunks=cfg["max_chunks"])
-        self.emit.outputs(by_comm={lbl: {"best": {"contention": list(factors), **best}}})
+        self.emit.outputs(by_provider={lbl: {"best": {"contention": list(factors), **best}}})
         self.profile_op(f"best_{lbl}", lambda: self.overlap(comm, best["chunks"]))
+        name, params, fn = serial
+        ops = [(f"{AA}:{name}", {**params, "kind": AA, "twin_of": name}, fn)]
         same = [sp for sp, c in splits if c == best["chunks"]]
         if same:
             self.emit.note(f"{lbl}: the best split {best['chunks']} was already measured as {same[0]}")
-            return
-        self.variant(f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
-                     lambda: self.overlap(comm, best["chunks"]), comm, self.m)
+        else:
+            ops.append((f"overlap/{lbl}/best", _params(base, "best", best["chunks"]),
+                        lambda: self.overlap(comm, best["chunks"])))
+        self.interleaved(ops, comm, self.m)
 
     def run(self) -> None:
         cfg = self.cfg
@@ -608,6 +697,10 @@ def main(cfg: dict, emit: Emitter) -> None:
 def _params(base: dict, split: str, chunks) -> dict:
     return {"kind": "overlap", **base, "split": split, "chunks": ",".join(map(str, chunks)),
             "n_chunks": len(chunks)}
+
+
+def _stats(comm) -> dict[str, int]:
+    return comm.stats() if hasattr(comm, "stats") else {}
 
 
 def _median(samples) -> float:

@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import importlib.util
 
-import pandas as pd
+from workbench.study import Param, ParamError, ParamSpace, RunContext, StudyUnavailable
 
-from workbench.record import RunRecord
-from workbench.record import VariantResult
-from workbench.study import Param, ParamError, ParamSpace, RunContext, Steps, StudyUnavailable
-
-from studies.opencl_events import analysis, clrt
-from studies.opencl_events.analysis import MIN_REPS, size_label
-from studies.opencl_events.claims import SEED_CLAIMS  # noqa: F401  (the seed's findings, checked live)
-from studies.opencl_events.measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label,
-                                                 dep_label, sweep_point)
+from . import clrt, cuda
+from .analysis import BASELINES, size_label
+from .measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label, dep_label, measure_point,
+                      measure_twin, variant_name)
+# the hooks and the seed's data (workbench.study lists them)
+from .analysis import analyze  # noqa: F401
+from .claims import SEED_CLAIMS  # noqa: F401
+from .report import charts, report_sections, verdict  # noqa: F401
+from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "opencl-events"
 TITLE = "OpenCL event overhead: callbacks, waits and dependencies"
@@ -94,33 +94,6 @@ SPACE = ParamSpace(
               "quick": "3 sizes (4 KiB-1 MiB), every callback combination, fewer runs"},
 )
 
-SEED_FIGURES = {
-    "source": "seed 001_5ca36159b3daf8a4.txt: Yichao Yu, 'OpenCL Event Overhead' (wiki page, Jan 2021); "
-              "its results are figures only, so these are its stated findings, not read-off numbers",
-    "machine": "Intel UHD 530, Intel UHD 640, AMD Radeon RX 5500 XT (OpenCL, C++ test programs)",
-    "tables": {
-        "findings": [
-            {"experiment": "callbacks", "device": "AMD Radeon RX 5500 XT",
-             "finding": "callbacks ~3x the time per run for small buffers; significant up to 2-4 MiB; more spread"},
-            {"experiment": "callbacks", "device": "Intel UHD 530 / 640",
-             "finding": "absolute overhead larger than AMD's at small sizes, about 10 us; UHD 640 negative from 512 KiB"},
-            {"experiment": "wait", "device": "AMD Radeon RX 5500 XT",
-             "finding": "clWaitForEvents on another thread: overhead almost completely gone (negligible)"},
-            {"experiment": "wait", "device": "Intel UHD 530 / 640",
-             "finding": "waiting: about the same overhead as the callback, maybe slightly lower"},
-            {"experiment": "dependency", "device": "AMD Radeon RX 5500 XT",
-             "finding": "callback on the map event still costly with 7 workers; rises between 4 and 15 MiB total, "
-                        "saturates near 0.4 ms; waiting costs 2-3 us; unmap ~0"},
-            {"experiment": "dependency", "device": "Intel UHD 530 / 640",
-             "finding": "no visible callback/wait overhead (~10 us hidden); unmap gives outliers (530) or a fixed "
-                        "relative overhead (640)"},
-        ],
-    },
-    "notes": ["The seed plots time per run (mean line, every measurement a dot) against buffer size, "
-              "4 KiB to 32 MiB, 1024 runs per measurement, 150-200 measurements per point."],
-}
-
-
 # --- parameters and requirements --------------------------------------------------------------
 
 def validate(params) -> None:
@@ -139,8 +112,6 @@ def validate(params) -> None:
 
 def requires(params) -> str | None:
     if params["experiment"] == "cuda":
-        from studies.opencl_events import cuda
-
         return cuda.unavailable(params["device"])
     if importlib.util.find_spec("pyopencl") is None:
         return "pyopencl is not installed: pip install 'pyopencl[pocl]' (PoCL gives a CPU OpenCL platform)"
@@ -162,56 +133,6 @@ def requires(params) -> str | None:
 
 
 # --- run --------------------------------------------------------------------------------------
-
-def _measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, params, refused,
-                   progress: Steps, where: str) -> None:
-    """Check the kernels, time the conditions the platform supports (interleaved rounds), check
-    again, and record every condition under its ``provider`` name; a refused or unchecked one
-    keeps its reason and no samples. One step of ``progress`` per point.
-
-    ``runs`` is a KernelRuns, DependencyRuns or CudaRuns; ``label(c)`` names a condition as the
-    seed does; ``refused(c)`` is the platform's refusal of a callback that ``c`` needs, or None.
-    """
-    def record(c, samples, ok, check, extra=None):
-        name = _vname(point.get("workers"), label(c), point["size_bytes"])
-        ctx.record(VariantResult(name, {**point, "provider": label(c)}, samples, ok, check, extra or {}))
-
-    reps = params["reps"]
-    progress.say(f"{where}: checking the kernels")
-    runs.prime()
-    ok, check = runs.verify()
-    live = []
-    for c in conditions:
-        why = refused(c) or (None if ok else f"kernel check failed before timing: {check}")
-        if why:
-            record(c, [], False, why)
-        else:
-            live.append(c)
-    if not live:
-        progress.tick(f"{where}: nothing to time")
-        return
-    if params["target_ms"]:
-        reps = reps_for(runs.time(live[0], min(reps, PILOT_REPS)).ns_per_run, params["target_ms"], reps)
-    rounds = params["measurements"] + 1
-    res = sweep_point(runs, live, reps, params["measurements"],
-                      lambda rnd: progress.say(f"{where}: round {rnd + 1} of {rounds}"))
-    ok_after, check_after = runs.verify()
-    for c in live:
-        r = res[c]
-        good = ok_after and not r.problems
-        msg = (f"before and after timing: {check_after}" if good else
-               "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
-        record(c, r.samples_ns, good, msg, {"reps": reps})
-    progress.tick(f"{where}: done")
-
-
-PILOT_REPS = 8  # runs of the baseline that set the runs per measurement under target_ms
-
-
-def reps_for(ns_per_run: float, target_ms: float, reps: int) -> int:
-    """Runs per measurement that take about ``target_ms``: at most ``reps``, at least MIN_REPS."""
-    return int(min(reps, max(MIN_REPS, round(target_ms * 1e6 / max(ns_per_run, 1.0)))))
-
 
 def run(params, ctx: RunContext) -> dict:
     if params["experiment"] == "cuda":
@@ -249,20 +170,36 @@ def run(params, ctx: RunContext) -> dict:
             return dep_label(*c)
         return "wait" if c == "wait" else combo_label(c)
 
+    def open_runs(workers, size):
+        return DependencyRuns(target, size, workers, cbs, params["host"]) if workers else KernelRuns(target, size, cbs)
+
+    def point_of(workers, size):
+        return {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
+
     for workers in worker_list:
         for size in params["sizes"]:
             where = (f"{workers} workers, " if workers else "") + size_label(size)
-            runs = (DependencyRuns(target, size, workers, cbs, params["host"]) if workers
-                    else KernelRuns(target, size, cbs))
+            runs = open_runs(workers, size)
             if workers:
                 queue_modes.add("out-of-order" if runs.out_of_order else "in-order")
-            point = {"experiment": exp, **({"workers": workers} if workers else {}), "size_bytes": size, **base}
             try:
-                _measure_point(ctx, runs, conditions, label, point, params, unsupported, progress, where)
+                measure_point(ctx, runs, conditions, label, point_of(workers, size), params, unsupported, progress,
+                              where)
             finally:
                 if workers:
                     unmaps_refused += runs.unmaps_refused
                 runs.close()
+    baseline = next((c for c in conditions if label(c) == BASELINES[exp]), None)
+    # the A/A null controls: the first and the last point's baselines again, last (two, so each
+    # is judged against the drift the other shows)
+    ends = dict.fromkeys([(worker_list[0], params["sizes"][0]), (worker_list[-1], params["sizes"][-1])])
+    for workers, size in ends if baseline is not None and not unsupported(baseline) else ():
+        runs = open_runs(workers, size)
+        try:
+            measure_twin(ctx, runs, baseline, variant_name(workers, BASELINES[exp], size), point_of(workers, size),
+                         params)
+        finally:
+            runs.close()
     return {
         "platform": target.platform_name, "device": target.device_name,
         "platform_version": target.device.platform.version, "device_version": target.device.version,
@@ -274,49 +211,30 @@ def run(params, ctx: RunContext) -> dict:
     }
 
 
-def _vname(workers, label: str, size: int) -> str:
-    return (f"w{workers} " if workers else "") + f"{label} {size}B"
-
-
 def _run_cuda(params, ctx: RunContext) -> dict:
     import cupy
 
-    from studies.opencl_events import cuda
-
     name = cuda.device_name(params["device"])
     progress = ctx.steps(len(params["sizes"]))
+
+    def point_of(size):
+        return {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
+                "callback_impl": "cupy"}
+
     for size in params["sizes"]:
         runs = cuda.CudaRuns(size, params["device"])
-        point = {"experiment": "cuda", "size_bytes": size, "platform": "CUDA (CuPy)", "device": name,
-                 "callback_impl": "cupy"}
         try:
-            _measure_point(ctx, runs, list(cuda.CONDITIONS), str, point, params, lambda c: None, progress,
-                           size_label(size))
+            measure_point(ctx, runs, list(cuda.CONDITIONS), str, point_of(size), params, lambda c: None, progress,
+                          size_label(size))
+        finally:
+            runs.close()
+    for size in dict.fromkeys([params["sizes"][0], params["sizes"][-1]]):  # the A/A null controls, last
+        runs = cuda.CudaRuns(size, params["device"])
+        try:
+            measure_twin(ctx, runs, BASELINES["cuda"], variant_name(None, BASELINES["cuda"], size), point_of(size),
+                         params)
         finally:
             runs.close()
     return {"platform": "CUDA (CuPy)", "device": name, "cupy": cupy.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()}
 
-
-# --- analysis, charts, report (studies/opencl_events/analysis.py, report.py) -------------------
-
-def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    return analysis.analyze(rec)
-
-
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    from studies.opencl_events import report
-
-    return report.charts(tbls)
-
-
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    from studies.opencl_events import report
-
-    return report.verdict_text(tbls)
-
-
-def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from studies.opencl_events import report
-
-    return report.sections(tbls)

@@ -77,7 +77,7 @@ def _valid(rec: RunRecord) -> pd.DataFrame:
              "workers": int(v.params.get("workers") or 0), "provider": provider_of(v.params),
              "size_bytes": int(v.params["size_bytes"]), "reps": int(v.extra.get("reps", rec.params.get("reps", 0))),
              "samples": np.asarray(v.samples_ns, dtype=float)}
-            for v in rec.valid_variants()]
+            for v in rec.valid_variants() if not v.params.get("twin_of")]
     df = pd.DataFrame(rows, columns=["experiment", "workers", "provider", "size_bytes", "reps", "samples"])
     df["total_bytes"] = df["size_bytes"] * df["workers"].clip(lower=1)
     return df
@@ -86,6 +86,8 @@ def _valid(rec: RunRecord) -> pd.DataFrame:
 def points_table(rec: RunRecord) -> pd.DataFrame:
     """One row per provider and size: the per-variant results with sizes and runs per measurement."""
     pts = tables.variants_table(rec)
+    if "twin_of" in pts.columns:  # the A/A twin is a null control (``nulls``), not a point
+        pts = pts[pts["twin_of"].isna()].drop(columns="twin_of")
     if not len(pts):
         return pts
     if "provider" not in pts.columns:
@@ -104,6 +106,8 @@ def points_table(rec: RunRecord) -> pd.DataFrame:
 def samples_table(rec: RunRecord) -> pd.DataFrame:
     """Every measurement (chart data: the seed plots each one as a dot)."""
     smp = tables.samples_table(rec)
+    if "twin_of" in smp.columns:
+        smp = smp[smp["twin_of"].isna()]
     if not len(smp):
         return smp
     if "provider" not in smp.columns:
@@ -320,5 +324,12 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     ``_samples`` (every measurement: chart data) and ``_run`` (how the run measured)."""
     pts = points_table(rec)
     dv = derived_table(rec)
+    drift, twins = derived.null_controls(derived.RunSamples(rec).twins("again after every other point / first"),
+                                         NULL_SOURCE)
     return {"key": key_table(dv), "per_size": per_size_table(pts, dv), "overhead": overhead_table(dv), "points": pts,
-            "derived": dv, "_samples": samples_table(rec), "_run": run_table(rec)}
+            "derived": dv, **derived.level_tables(drift, twins),
+            "_samples": samples_table(rec), "_run": run_table(rec)}
+
+
+NULL_SOURCE = ("the first and the last point's baselines timed again, alone, after every other point (aa: "
+               "variants); every comparison of this study pairs by round, so their drift is shown, not added")

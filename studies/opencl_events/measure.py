@@ -9,13 +9,18 @@ time of 1024 repetitions").
 
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
+from workbench.record import VariantResult
+from workbench.study import RunContext, Steps
+
 from . import clrt
+from .analysis import MIN_REPS
 
 GAIN, OFFSET = 1.5, 0.25
 # Worker trees of the dependency experiment: branching factor per level below the root.
@@ -196,15 +201,11 @@ class DependencyRuns:
         if host == "native":
             if cbs.impl != "native":
                 raise ValueError("the native loop registers the native callback: use callback_impl=native")
-            import ctypes
-
             self.native = clrt.native_dependency_loop()
             self._steps = (ctypes.c_void_p * workers)(*[k.int_ptr for k in self.steps])
             self._parents = (ctypes.c_int * workers)(*self.parents)
 
     def _time_native(self, condition: tuple[bool, bool, bool], reps: int) -> Outcome:
-        import ctypes
-
         unmap, wait, cb = condition
         out = (ctypes.c_longlong * len(clrt.DEP_OUT_FIELDS))()
         self.native(self.q.int_ptr, self._steps, self._parents, len(self.steps), self.combine.int_ptr,
@@ -282,8 +283,6 @@ class DependencyRuns:
         self.time((True, False, False), 1)
 
     def verify(self) -> tuple[bool, str]:
-        import ctypes
-
         ptr, _ev = self.maps.map_read(self.q, self.host_buf, self.n * 4, blocking=True)
         got = np.ctypeslib.as_array((ctypes.c_float * self.n).from_address(ptr)).copy()
         self.maps.unmap(self.q, self.host_buf, ptr)
@@ -318,3 +317,76 @@ def sweep_point(runs, conditions: list, reps: int, measurements: int,
                 res[c].problems.append(out.problem)
         on_round(rnd)
     return res
+
+
+# --- one point of a sweep, recorded ----------------------------------------------------------------
+
+def measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, params, refused,
+                   progress: Steps, where: str) -> None:
+    """Check the kernels, time the conditions the platform supports (interleaved rounds), check
+    again, and record every condition under its ``provider`` name; a refused or unchecked one
+    keeps its reason and no samples. One step of ``progress`` per point.
+
+    ``runs`` is a KernelRuns, DependencyRuns or CudaRuns; ``label(c)`` names a condition as the
+    seed does; ``refused(c)`` is the platform's refusal of a callback that ``c`` needs, or None.
+    """
+    def record(c, samples, ok, check, extra=None, blocks=None):
+        name = variant_name(point.get("workers"), label(c), point["size_bytes"])
+        ctx.record(VariantResult(name, {**point, "provider": label(c)}, samples, ok, check, extra or {},
+                                 blocks if samples else None))
+
+    reps = params["reps"]
+    progress.say(f"{where}: checking the kernels")
+    runs.prime()
+    ok, check = runs.verify()
+    live = []
+    for c in conditions:
+        why = refused(c) or (None if ok else f"kernel check failed before timing: {check}")
+        if why:
+            record(c, [], False, why)
+        else:
+            live.append(c)
+    if not live:
+        progress.tick(f"{where}: nothing to time")
+        return
+    if params["target_ms"]:
+        reps = reps_for(runs.time(live[0], min(reps, PILOT_REPS)).ns_per_run, params["target_ms"], reps)
+    rounds = params["measurements"] + 1
+    res = sweep_point(runs, live, reps, params["measurements"],
+                      lambda rnd: progress.say(f"{where}: round {rnd + 1} of {rounds}"))
+    blocks = [ctx.block() for _ in range(params["measurements"])]  # one block per round: conditions pair by round
+    ok_after, check_after = runs.verify()
+    for c in live:
+        r = res[c]
+        good = ok_after and not r.problems
+        msg = (f"before and after timing: {check_after}" if good else
+               "; ".join(sorted(set(r.problems))) or f"kernel check failed after timing: {check_after}")
+        record(c, r.samples_ns, good, msg, {"reps": reps}, blocks)
+    progress.tick(f"{where}: done")
+
+
+def measure_twin(ctx: RunContext, runs, baseline, name: str, point: dict, params) -> None:
+    """The run's A/A null control: a point's baseline timed again, alone and after every other
+    point, in a block of its own (``aa:`` variant): its ratio to the first timing is the drift
+    between blocks of this run (:func:`workbench.derived.null_controls`)."""
+    runs.prime()
+    ok, check = runs.verify()
+    res = sweep_point(runs, [baseline], params["reps"], params["measurements"], lambda rnd: None)[baseline] \
+        if ok else None
+    good = ok and not res.problems
+    samples = res.samples_ns if good else []
+    ctx.record(VariantResult(f"aa:{name}", {**point, "provider": "aa", "twin_of": name}, samples, good,
+                             check if good else f"kernel check failed: {check}", {"reps": params["reps"]},
+                             [ctx.block()] * len(samples) if samples else None))
+
+
+PILOT_REPS = 8  # runs of the baseline that set the runs per measurement under target_ms
+
+
+def reps_for(ns_per_run: float, target_ms: float, reps: int) -> int:
+    """Runs per measurement that take about ``target_ms``: at most ``reps``, at least MIN_REPS."""
+    return int(min(reps, max(MIN_REPS, round(target_ms * 1e6 / max(ns_per_run, 1.0)))))
+
+
+def variant_name(workers, label: str, size: int) -> str:
+    return (f"w{workers} " if workers else "") + f"{label} {size}B"

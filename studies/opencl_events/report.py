@@ -8,12 +8,18 @@ states drawn as reference marks labelled with the seed's machine.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from workbench import derived
+from workbench.tables import md_table
 from workbench.untrusted import escape as esc
 
 from .analysis import BASELINES, BUCKETS, CALLBACK, HEADS, excess_text, group_name
+
+if TYPE_CHECKING:  # altair is imported inside the chart functions: the GPU nodes have none
+    import altair as alt
 
 SEED_AMD = "AMD RX 5500 XT"
 SEED_INTEL = "Intel UHD 530/640"
@@ -220,7 +226,7 @@ def _where(run) -> str:
     return f"{run['platform']} / {run['device']}"
 
 
-def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
+def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     """Per worker count (dependency) or for the run: each head provider's extra time per run
     over the baseline at the smallest size range, and the callback's at the largest, where its
     CI excludes 0 (the ratio beside it); the inconclusive ones are counted, never stated."""
@@ -262,9 +268,7 @@ def verdict_text(tbls: dict[str, pd.DataFrame]) -> str:
     return text + tail
 
 
-def sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
-    from workbench.tables import md_table
-
+def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     run = tbls["_run"].iloc[0]
     exp = str(run["experiment"])
     reps = (f"Runs per measurement chosen per point for about {run['target_ms']:g} ms (a pilot of the baseline; "

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from mdlint import anchors, broken_links, github_slug, lint_markdown
+from tests.support.mdlint import anchors, broken_links, github_slug, lint_markdown
 
 from workbench import manual
 from workbench.registry import registry

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "workbench"
 #: what a function may import for itself: stacks that cost start-up or may be missing
 DEFERRED_OK = {"torch", "triton", "cupy", "pyopencl", "iree", "streamlit", "scipy", "altair", "vl_convert", "nbclient",
+               "IPython", "ipywidgets",
                "jsonschema", "orjson", "zstandard", "lz4", "perfetto"}
 
 

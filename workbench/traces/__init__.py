@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import os
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,8 +40,9 @@ from .model import SpanTableError, validate
 
 #: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
 #: recognised by its table names, nsys takes any other SQLite and explains what it lacks);
-#: chrome last, because it accepts any JSON array or object with events.
-IMPORTERS = ("ireeperf", "tracy", "rocpd", "nsys", "perfetto", "rocprof", "chrome")
+#: rocprofv3's JSON before chrome, which comes last because it accepts any JSON array or
+#: object with events.
+IMPORTERS = ("ireeperf", "tracy", "rocpd", "nsys", "perfetto", "rocprof", "rocprofjson", "chrome")
 
 #: bytes read for content detection
 HEAD_BYTES = 1 << 16
@@ -76,6 +79,32 @@ def _detect_module(path: str | os.PathLike) -> ModuleType | None:
         except Exception:  # a detector must never break loading of other formats
             continue
     return None
+
+
+def looks_like(head: bytes) -> str:
+    """What a file no importer recognises looks like, in a few words (for the refusal)."""
+    s = head.lstrip()
+    if s[:1] in (b"{", b"["):
+        keys = list(dict.fromkeys(k.decode("utf-8", "replace") for k in re.findall(rb'"([^"\\]{1,40})"\s*:', s[:4096])))
+        if {"context", "benchmarks"} <= set(keys):
+            return "a google-benchmark JSON result (timings, no spans)"
+        if s[:1] == b"[":
+            return "a JSON array without trace events"
+        shown = ", ".join(json.dumps(k) for k in keys[:6]) or "none found"
+        return f"a JSON object (keys: {shown}) without trace events"
+    if s[:1] == b"<":
+        return "an XML or HTML document"
+    text = head[:512]
+    try:
+        first = text.decode("utf-8").splitlines()[0] if text else ""
+    except UnicodeDecodeError:
+        first = None
+    if first is None or re.search(r"[\x00-\x08\x0e-\x1f]", text.decode("latin-1")):
+        return f"a binary file starting {head[:8].hex(' ')}"
+    if first.count(",") >= 2:
+        cols = [c.strip().strip('"')[:30] for c in first.split(",")][:6]
+        return f"a CSV file with columns {', '.join(cols)}{', ...' if first.count(',') >= 6 else ''}"
+    return f"a text file starting {json.dumps(first[:60])}"
 
 
 def formats() -> list[Format]:
@@ -132,7 +161,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     except OSError as exc:
         raise TraceError("unknown", f"{p.name}: cannot read ({exc.strerror or exc})") from None
     if mod is None:
-        raise TraceError("unknown", f"{p.name}: not a supported trace format "
+        raise TraceError("unknown", f"{p.name}: not a supported trace format: {looks_like(read_head(p))} "
                                     f"(supported: {', '.join(f.id for f in formats())})")
     try:
         with _gc_paused():

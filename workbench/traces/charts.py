@@ -24,8 +24,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ..units import PER_NS, time_unit
 from .model import end_ns
 from .ranks import merge
+from .overlap import where
 
 #: rows sent to the browser at most (Vega draws a few tens of thousands of rects smoothly)
 MAX_MARKS = 50_000
@@ -39,14 +41,6 @@ PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b
            "#79706e"]
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
 INSTANTS_MAX = 2_000
-
-
-def _unit(span_ns: float) -> tuple[str, float]:
-    """A readable time unit for a window length."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if span_ns >= 5 * scale:
-            return unit, scale
-    return "ns", 1.0
 
 
 def self_time(lane: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -160,7 +154,8 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     t0 = origin if start_ns is None else int(start_ns)
     t1 = (int(end_ns(df).max()) if len(df) else origin) if end is None else int(end)
     t1 = max(t1, t0 + 1)
-    unit, scale = _unit(t1 - t0)
+    unit = time_unit(t1 - t0, min_reading=5)
+    scale = PER_NS[unit]
     sp = df[(df["kind"] == "span") & df["track"].notna()]
     sp = sp[(sp["start_ns"] < t1) & (end_ns(sp) > t0)]
     lane_names = [str(c) for c in df["track"].cat.categories]
@@ -244,12 +239,13 @@ def _instants(df: pd.DataFrame, t0: int, t1: int, origin: int, scale: float, row
 
 def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None, max_marks: int = MAX_MARKS,
              width: int | str = "container", row_px: int | None = None, title: str = "", color_by: str = "auto",
-             top_names: int = TOP_NAMES, max_rows: int = MAX_ROWS, note: str = ""):
+             top_names: int = TOP_NAMES, max_rows: int = MAX_ROWS, note: str = "",
+             palette: dict[str, str] | None = None):
     """The timeline chart of a span table (see the module docstring). Used by the Traces
     page and by studies' pages for their attached traces (``charts.timeline(spans,
     title=...)``, shown with ``st.altair_chart(..., width="stretch")``); ``width`` is
     ``"container"`` (the page's width) or pixels (for static images); ``note`` is the
-    subtitle's first line."""
+    subtitle's first line; ``palette`` fixes the colour of some keys (names or categories)."""
     import altair as alt  # start-up: ~0.5 s, only where a chart is drawn
 
     alt.data_transformers.disable_max_rows()  # the data is bounded by max_marks already
@@ -276,7 +272,7 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
               alt.param(name="rowdepth", value=[int(d) for d in rt["depth"]])]
     keys = info["keys"] or [OTHER]
     color = alt.Color("key:N", title=f"{info['color_by']} (top {len([k for k in keys if k != OTHER])} by time)",
-                      scale=alt.Scale(domain=keys, range=_colors(keys)),
+                      scale=alt.Scale(domain=keys, range=[(palette or {}).get(k, c) for k, c in zip(keys, _colors(keys))]),
                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=300, symbolType="square"))
     window = alt.Scale(domain={"expr": "[lo, hi]"}, zero=False, nice=False)
     x = alt.X("start:Q", title=f"time since trace start ({unit}); Ctrl/Cmd + wheel zooms, drag pans, double-click "
@@ -391,3 +387,42 @@ def phase_bars(summary: pd.DataFrame, title: str = "phase breakdown: median per 
     text = base.mark_text(align="left", dx=4, baseline="bottom", dy=-2, fontSize=11).encode(
         x="median_us:Q", text="label:N")
     return (bars + whiskers + text).properties(title=title, width=700, height=alt.Step(28))
+
+
+#: colours of the GPU states (workbench.traces.overlap.states): computation blue, communication
+#: hidden under it green, exposed communication red, memory yellow, fused purple, idle light grey
+STATE_COLORS = {"computation": "#4c78a8", "computation + communication": "#54a24b", "communication": "#e45756",
+                "memory": "#eeca3b", "fused": "#b279a2", "idle": "#e0e0e0"}
+
+
+def breakdown_bars(states: pd.DataFrame, title: str = "GPU time per rank: exclusive states, share of the total"):
+    """One stacked bar per rank and device from :func:`workbench.traces.overlap.states`: the
+    share of its total each state took (states with memory or fused work beside others are
+    grey, "other overlaps")."""
+    import altair as alt
+
+    d = states.copy()
+    d["where"] = [where(r, dv) for r, dv in zip(d["rank"], d["device"])]
+    d["shown"] = [s if s in STATE_COLORS else "other overlaps" for s in d["state"]]
+    d = d.groupby(["where", "shown"], as_index=False, sort=False).agg(time_us=("time_us", "sum"),
+                                                                      share_pct=("share_pct", "sum"))
+    order = [k for k in STATE_COLORS if k != "idle"] + ["other overlaps", "idle"]
+    colors = dict(STATE_COLORS, **{"other overlaps": OTHER_COLOR})
+    d["order"] = d["shown"].map({k: i for i, k in enumerate(order)})
+    return alt.Chart(d).mark_bar().encode(
+        y=alt.Y("where:N", title=None, sort=list(dict.fromkeys(d["where"]))),
+        x=alt.X("share_pct:Q", title="share of the GPU's total time (%)", scale=alt.Scale(domain=[0, 100])),
+        color=alt.Color("shown:N", title="state", scale=alt.Scale(domain=order, range=[colors[k] for k in order]),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("where:N"), alt.Tooltip("shown:N", title="state"),
+                 alt.Tooltip("time_us:Q", title="time (us)", format=",.1f"),
+                 alt.Tooltip("share_pct:Q", title="share (%)", format=".2f")],
+    ).properties(title=title, width="container", height=alt.Step(26))
+
+
+def overlap_band(state_spans: pd.DataFrame, title: str = "GPU state over time, per rank", **kwargs: Any):
+    """The timeline of :func:`workbench.traces.overlap.state_spans` (one lane per rank and
+    device), each state in its :data:`STATE_COLORS` colour."""
+    return timeline(state_spans, title=title, color_by="name", palette=STATE_COLORS,
+                    note="green: communication hidden under computation; red: exposed communication", **kwargs)

@@ -11,7 +11,10 @@ Events used: ``X`` (complete), ``B``/``E`` (paired per thread), ``i``/``I``/``R`
 set lane names and order). Flows and counters are counted in ``meta`` only.
 
 Kineto GPU events have ``pid`` = device and ``tid`` = stream; their category is kept as
-Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Older Kineto spelled the
+Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Annotation ranges Kineto
+puts on a stream (``gpu_user_annotation``) get a lane of their own beside it ("GPU 0 stream 7
+annotations"), so that lane statistics of the stream count its kernels only; a trace without
+metadata events names its GPU lanes from the events' device and stream. Older Kineto spelled the
 categories ``Kernel``/``Memcpy``/``Memset``/``Runtime``/``Operator``; rocprof v1 has no
 categories, so they come from the process name (``GPU0`` -> ``kernel``, ``COPY`` ->
 ``gpu_memcpy``, ``HIP``/``HSA`` -> ``hip_api``/``hsa_api``).
@@ -311,18 +314,11 @@ def _collect(events) -> _Collected:
     """The per-event loop: raw values of every usable event into buffers, one row each.
 
     ``X`` events, the bulk of any trace, are taken a piece at a time, column by column
-    (:func:`_take_x`); the other phases go through a per-event loop. Only raw values are
-    collected; conversion to ns happens once, vectorised, in :func:`_table`.
+    (:func:`_take_x`); the other phases go through a per-event loop (:func:`_take_rest`). Only
+    raw values are collected; conversion to ns happens once, vectorised, in :func:`_table`.
     """
     pieces = [events] if isinstance(events, list) else events
     buf = _Collected()
-    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
-    bad = 0
-    # bound methods: this loop runs once per event, so attribute lookups add up
-    add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
-        buf.code_.append, buf.name_.append, buf.cat_.append, buf.ts_.append, buf.dur_.append, buf.args_.append,
-        buf.inst_.append)
-    codes_get = codes.get
     for piece in pieces:
         if type(piece) is not list:
             raise _Unchunkable
@@ -334,87 +330,102 @@ def _collect(events) -> _Collected:
         xs = list(compress(piece, is_x))
         rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
         rest = _take_x(buf, xs) + rest
-        for ev in rest:
-            if type(ev) is not dict:
-                bad += 1
-                continue
-            ph = ev.get("ph")
-            if ph == "X":
-                key = (ev.get("pid"), ev.get("tid"))
-                ts = ev.get("ts")
-                dur = ev.get("dur", 0)
-                args = ev.get("args")
-                kind = False
-            elif ph is None:
-                continue  # rocprof v1 opens with an empty {} event
-            else:
-                try:
-                    if ph in ("i", "I", "R"):
-                        key = (ev.get("pid"), ev.get("tid"))
-                        ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
-                    elif ph == "B":
-                        open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
-                        continue
-                    elif ph == "E":
-                        stack = open_b.get((ev.get("pid"), ev.get("tid")))
-                        if not stack:
-                            bad += 1
-                            continue
-                        b = stack.pop()
-                        key = (b.get("pid"), b.get("tid"))
-                        args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
-                        ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                        ev = b
-                    elif ph == "b":
-                        open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
-                        continue
-                    elif ph == "e":
-                        b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
-                        if b is None:
-                            bad += 1
-                            continue
-                        key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
-                        args = b.get("args")
-                        ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                        ev = b
-                    elif ph == "M":
-                        _metadata(ev, buf)
-                        continue
-                    else:
-                        skipped[str(ph)] = skipped.get(str(ph), 0) + 1
-                        continue
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    bad += 1
-                    continue
-            try:
-                c = codes_get(key)
-            except TypeError:  # unhashable pid/tid (a list): malformed
-                bad += 1
-                continue
-            if c is None:
-                c = codes[key] = len(codes)
-            add_code(c)
-            # one shared str per distinct name/category (the parser makes a new one per event)
-            nm = ev.get("name")
-            add_name(shared(nm, nm) if type(nm) is str else nm)
-            ct = ev.get("cat")
-            add_cat(shared(ct, ct) if type(ct) is str else ct)
-            try:
-                add_ts(ts)
-            except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
-                add_ts(_float_or_nan(ts))
-            try:
-                add_dur(dur)
-            except (TypeError, OverflowError):
-                add_dur(_float_or_nan(dur))
-            add_args(args)
-            add_inst(kind)
+        if rest:
+            buf.bad += _take_rest(buf, rest)
         if len(buf.args_) >= _ARGS_BATCH:
             _flush(buf)
         piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
     _flush(buf)
-    buf.bad = bad
     return buf
+
+
+def _take_rest(buf: _Collected, rest: list) -> int:
+    """The events :func:`_take_x` left (other phases, and X events it could not take as
+    columns) into ``buf``, one at a time: B/E and b/e pairs matched, metadata read, instants
+    kept; returns how many were malformed."""
+    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
+    bad = 0
+    # bound methods: this loop runs once per event, so attribute lookups add up
+    add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
+        buf.code_.append, buf.name_.append, buf.cat_.append, buf.ts_.append, buf.dur_.append, buf.args_.append,
+        buf.inst_.append)
+    codes_get = codes.get
+    for ev in rest:
+        if type(ev) is not dict:
+            bad += 1
+            continue
+        ph = ev.get("ph")
+        if ph == "X":
+            key = (ev.get("pid"), ev.get("tid"))
+            ts = ev.get("ts")
+            dur = ev.get("dur", 0)
+            args = ev.get("args")
+            kind = False
+        elif ph is None:
+            continue  # rocprof v1 opens with an empty {} event
+        else:
+            try:
+                if ph in ("i", "I", "R"):
+                    key = (ev.get("pid"), ev.get("tid"))
+                    ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
+                elif ph == "B":
+                    open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+                    continue
+                elif ph == "E":
+                    stack = open_b.get((ev.get("pid"), ev.get("tid")))
+                    if not stack:
+                        bad += 1
+                        continue
+                    b = stack.pop()
+                    key = (b.get("pid"), b.get("tid"))
+                    args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
+                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                    ev = b
+                elif ph == "b":
+                    open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
+                    continue
+                elif ph == "e":
+                    b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
+                    if b is None:
+                        bad += 1
+                        continue
+                    key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
+                    args = b.get("args")
+                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
+                    ev = b
+                elif ph == "M":
+                    _metadata(ev, buf)
+                    continue
+                else:
+                    skipped[str(ph)] = skipped.get(str(ph), 0) + 1
+                    continue
+            except (KeyError, TypeError, ValueError, AttributeError):
+                bad += 1
+                continue
+        try:
+            c = codes_get(key)
+        except TypeError:  # unhashable pid/tid (a list): malformed
+            bad += 1
+            continue
+        if c is None:
+            c = codes[key] = len(codes)
+        add_code(c)
+        # one shared str per distinct name/category (the parser makes a new one per event)
+        nm = ev.get("name")
+        add_name(shared(nm, nm) if type(nm) is str else nm)
+        ct = ev.get("cat")
+        add_cat(shared(ct, ct) if type(ct) is str else ct)
+        try:
+            add_ts(ts)
+        except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+            add_ts(_float_or_nan(ts))
+        try:
+            add_dur(dur)
+        except (TypeError, OverflowError):
+            add_dur(_float_or_nan(dur))
+        add_args(args)
+        add_inst(kind)
+    return bad
 
 
 #: |ns| at or beyond this does not fit int64 (with room for adding a duration)
@@ -444,11 +455,13 @@ def _usable_rows(c: _Collected, base_ns: int) -> tuple[np.ndarray, np.ndarray, n
     return start_us[ok], dur_us[ok], keep, dropped
 
 
-def _lanes(c: _Collected) -> tuple[list[str], np.ndarray, list[str]]:
+def _lanes(c: _Collected, gpu: dict[int, tuple]) -> tuple[list[str], np.ndarray, list[str]]:
     """Lane order and labels: ``(order, lane index per code, process label per code)``.
 
     One lane per (pid, tid), ordered by sort indices then first appearance (as Perfetto
-    does); GPU lanes read "GPU 0 stream 7"; labels that collide get their process and tid.
+    does); GPU lanes read "GPU 0 stream 7", from the metadata events or, in a trace without
+    them, from the device and stream of the lane's GPU events (``gpu``: code -> (device,
+    stream)); labels that collide get their process and tid.
     """
     seen_keys = list(c.codes)  # lane key per code
     first_pid: dict[Any, int] = {}
@@ -457,7 +470,7 @@ def _lanes(c: _Collected) -> tuple[list[str], np.ndarray, list[str]]:
     proc_sort, thread_sort, codes = c.proc_sort, c.thread_sort, c.codes
     keys = sorted(seen_keys, key=lambda k: (_num(proc_sort.get(k[0])), first_pid[k[0]], _num(thread_sort.get(k)),
                                             codes[k]))
-    labels = {k: _lane_label(k, c.proc_name, c.thread_name) for k in keys}
+    labels = {k: _lane_label(k, c.proc_name, c.thread_name, gpu.get(codes[k])) for k in keys}
     for k in keys:  # GPU lanes: "GPU 0 stream 7"
         pl = c.proc_labels.get(k[0], "")
         if pl and pl != "CPU" and not labels[k].startswith(pl):
@@ -479,15 +492,15 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
            base_ns: int) -> pd.DataFrame:
     """The span table from the kept rows; args are rebuilt last (see :func:`_trim_heap`)."""
     n = len(start_us)
-    start_ns = np.rint(start_us * 1000.0).astype(np.int64) + base_ns
+    # whole us and the fraction apart: ts in us since the epoch (~1.7e15, older Kineto) times
+    # 1000 is past 2**53, where a double's step is 256 ns; the whole part is exact in int64
+    whole_us = np.floor(start_us)
+    start_ns = whole_us.astype(np.int64) * 1000 + np.rint((start_us - whole_us) * 1000.0).astype(np.int64) + base_ns
     dur_ns = np.maximum(np.rint(dur_us * 1000.0), 0).astype(np.int64)
     inst = np.array(c.inst_, dtype=bool)
     dur_ns[inst] = 0
     seen_keys = list(c.codes)
-    order, lane_of_code, process_of_code = _lanes(c)
     code_arr = np.array(c.code_, dtype=np.int64)
-    track = pd.Categorical.from_codes(lane_of_code[code_arr], categories=order, ordered=True)
-    process = np.array(process_of_code, dtype=object)[code_arr]
     raw_cat = pd.Categorical([v if type(v) is str else None if v is None else str(v) for v in c.cat_])
     cats = np.array([_category(v, None, {}) for v in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
     missing = pd.isna(cats)
@@ -496,10 +509,17 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
             cats[i] = _category(None, seen_keys[c.code_[i]][0], c.proc_name)
     device = np.full(n, None, dtype=object)
     stream = np.full(n, None, dtype=object)
+    gpu: dict[int, tuple] = {}  # lane code -> (device, stream) of its first GPU event
     for i in np.flatnonzero(np.isin(cats, list(_GPU_CATS))).tolist():
         k = seen_keys[c.code_[i]]
         device[i] = _int_or_none(k[0] if c.dev_[i] is None else c.dev_[i])
         stream[i] = _int_or_none(k[1] if c.strm_[i] is None else c.strm_[i])
+        if device[i] is not None and stream[i] is not None:
+            gpu.setdefault(c.code_[i], (device[i], stream[i]))
+    order, lane_of_code, process_of_code = _lanes(c, gpu)
+    track = _annotation_lanes(pd.Categorical.from_codes(lane_of_code[code_arr], categories=order, ordered=True),
+                              cats == "gpu_user_annotation")
+    process = np.array(process_of_code, dtype=object)[code_arr]
     ids = np.frombuffer(c.corr_, dtype=np.int64)
     has_id = ids != _NO_ID
     df = from_columns({
@@ -584,6 +604,31 @@ def _unpack(blobs: list) -> list:
     return out
 
 
+def _annotation_lanes(track: pd.Categorical, is_annotation: np.ndarray) -> pd.Categorical:
+    """GPU annotation ranges (``gpu_user_annotation``) moved from their stream's lane to a
+    lane of their own right after it ("GPU 0 stream 7 annotations"): on the stream's lane
+    their union would count as the stream's busy time, though no kernel ran."""
+    if not is_annotation.any():
+        return track
+    codes = track.codes.astype(np.int64)
+    has = set(np.unique(codes[is_annotation]).tolist())
+    cats, base, ann = [], [], []
+    taken = set(track.categories)
+    for i, lane in enumerate(track.categories):
+        base.append(len(cats))
+        cats.append(lane)
+        if i in has:
+            label = f"{lane} annotations"
+            while label in taken:  # a lane of that name exists already
+                label += " (GPU)"
+            ann.append(len(cats))
+            cats.append(label)
+        else:
+            ann.append(-1)
+    new = np.where(is_annotation, np.array(ann)[codes], np.array(base)[codes])
+    return pd.Categorical.from_codes(new, categories=cats, ordered=True)
+
+
 def _metadata(ev: dict, c: _Collected) -> None:
     """Record one ``M`` event (lane names and sort indices)."""
     a = ev.get("args") or {}
@@ -627,7 +672,7 @@ def _proc_label(pid: Any, proc_name: dict) -> str:
     return proc_name.get(pid) or f"process {pid}"
 
 
-def _lane_label(key: tuple, proc_name: dict, thread_name: dict) -> str:
+def _lane_label(key: tuple, proc_name: dict, thread_name: dict, gpu: tuple | None = None) -> str:
     pid, tid = key
     tn = thread_name.get(key)
     if tn:
@@ -637,6 +682,8 @@ def _lane_label(key: tuple, proc_name: dict, thread_name: dict) -> str:
         return f"{pn} stream {tid}"
     if pn:
         return f"{pn} {tid}"
+    if gpu is not None:  # no metadata: the lane's GPU events say where they ran
+        return f"GPU {gpu[0]} stream {gpu[1]}"
     if pid in (None, "") and tid in (None, ""):
         return "global"
     return f"thread {tid}" if pid is None else f"{pid}/{tid}"

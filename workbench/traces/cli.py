@@ -1,15 +1,23 @@
 """``python -m workbench trace``: summarise, export and compare traces.
 
-    python -m workbench trace FILE [FILE ...] [--json] [--phases] [--chrome OUT.json] [--align auto]
-    python -m workbench trace diff A B [--json] [--correction holm|bh] [--alpha 0.05]
+    python -m workbench trace FILE [FILE ...] [--json | --markdown] [--comm REGEX] [--phases] [--chrome OUT.json]
+    python -m workbench trace diff A B [--json] [--comm REGEX] [--correction holm|bh] [--alpha 0.05]
+    python -m workbench trace diff A0 A1 ... vs B0 B1 ...      (several ranks a side)
 
-Without options it prints a summary, the lanes and the top spans by total time. Several
-files are one trace of several ranks (:mod:`.ranks`: a rank column, clocks aligned, per-rank
-statistics with the slowest rank and the skew). ``--json`` prints ``{"format", "span_count",
-"by_category", "tracks", "start_ns", "end_ns", "dropped", ...}`` (GPU kernels are in category
-``kernel``). ``--phases`` adds the phase breakdown where the source has rules (IREE, Kineto
-steps), ``--chrome`` writes the span table as Chrome trace JSON. ``diff A B`` compares two
-traces span name by span name (:mod:`.diff`); a file named ``diff`` is given as ``./diff``.
+Without options it prints a summary, the lanes, the top spans by total time and, for a trace
+with GPU work, the GPU-time breakdown per rank (:mod:`.overlap`: computation, communication,
+memory and idle time, the share of communication hidden under computation, per step with
+CIs). Several files are one trace of several ranks (:mod:`.ranks`: a rank column, clocks
+aligned, per-rank statistics with the slowest rank and the skew). ``--json`` prints
+``{"format", "span_count", "by_category", "tracks", "start_ns", "end_ns", "dropped",
+"gpu_time", ...}`` (GPU kernels are in category ``kernel``; ``gpu_time`` is null without GPU
+work). ``--markdown`` prints the breakdown as GitHub Markdown (an issue or a report).
+``--comm REGEX`` makes the kernels whose names match it communication (DeepEP's
+``dispatch``/``combine``, a custom all-to-all), before the built-in rules. ``--phases`` adds
+the phase breakdown where the source has rules (IREE, Kineto steps), ``--chrome`` writes the
+span table as Chrome trace JSON. ``diff A B`` compares two traces span name by span name
+(:mod:`.diff`) and their GPU-time breakdown per rank, with CIs over steps; a file named
+``diff`` is given as ``./diff``, one named ``vs`` as ``./vs``.
 
 Every path ends with exit 0, or exit 2 and one line on stderr naming what is wrong (an
 unreadable, truncated or unsupported file names the detected format; a trace without phase
@@ -26,7 +34,7 @@ import sys
 from typing import Any
 
 from ..tables import render
-from . import TraceError, analysis, diff, load, phases, ranks
+from . import TraceError, analysis, diff, load, overlap, phases, ranks
 from .export import write_chrome_json
 from .ranks import RankError, load_ranks
 
@@ -43,6 +51,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="trace file(s), format detected from content; several files are the ranks of one run; "
                         "'diff A B' compares two traces")
     p.add_argument("--json", action="store_true", help="print a JSON summary (or the diff table)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the GPU-time breakdown as GitHub Markdown (for an issue or a report)")
+    p.add_argument("--comm", metavar="REGEX",
+                   help="kernels (or copies) whose names match REGEX are communication, before the built-in rules "
+                        "(NCCL/RCCL/MSCCL, symmetric memory, peer copies); e.g. 'deep_ep::|dispatch|combine'")
     p.add_argument("--phases", action="store_true", help="phase breakdown per iteration (IREE, Kineto steps)")
     p.add_argument("--chrome", metavar="OUT.json", help="write the spans as Chrome trace JSON (ui.perfetto.dev)")
     p.add_argument("--top", type=int, default=15, help="rows of per-name statistics (default 15)")
@@ -92,18 +105,35 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT
 
 
-def _load(args) -> tuple[Any, dict]:
-    if len(args.files) == 1:
-        return load(args.files[0])
+def _load(paths: list[str], args) -> tuple[Any, dict]:
+    """One file, or several as the ranks of one run."""
+    if len(paths) == 1:
+        return load(paths[0])
     try:
-        return load_ranks(args.files, align=args.align, marker=args.marker)
+        return load_ranks(paths, align=args.align, marker=args.marker)
     except RankError as exc:
         raise _Bad(f"ranks: {exc}") from None
 
 
+def _gpu_time(df, args) -> dict | None:
+    """The GPU-time tables (None without GPU work); a bad --comm is bad input."""
+    if not overlap.has_gpu_work(df):
+        return None
+    try:
+        return overlap.summary(df, comm=args.comm)
+    except overlap.OverlapError as exc:
+        raise _Bad(str(exc)) from None
+
+
 def _summary(args) -> int:
-    df, meta = _load(args)
+    df, meta = _load(args.files, args)
     doc = analysis.summary(df, meta)
+    gpu = _gpu_time(df, args)
+    if args.markdown:
+        if gpu is None:
+            raise _Bad(f"{meta['format']}: no GPU kernels, copies or memsets in the trace: no GPU-time breakdown")
+        print(overlap.markdown(gpu))
+        return EXIT_OK
     phase_tables, phase_error = _phases(df, meta) if args.phases else ({}, None)
     if args.chrome:
         try:
@@ -113,8 +143,9 @@ def _summary(args) -> int:
     multi = ranks.is_multi_rank(df)
     if args.json:
         if multi:
-            doc["rank_summary"] = ranks.rank_summary(df).to_dict(orient="records")
+            doc["rank_summary"] = ranks.rank_summary(df, comm=args.comm).to_dict(orient="records")
             doc["slowest"] = ranks.slowest(df)
+        doc["gpu_time"] = None if gpu is None else {"comm": args.comm, **overlap.to_json(gpu)}
         if args.phases and phase_error is not None:
             doc["phases"] = {"error": phase_error}
         elif args.phases and multi:  # per rank: {"0": [...], "1": [...]}
@@ -127,7 +158,9 @@ def _summary(args) -> int:
     else:
         _print_text(df, doc, args.top, args.lanes)
         if multi:
-            _print_ranks(df)
+            _print_ranks(df, args.comm)
+        if gpu is not None:
+            _print_gpu_time(gpu)
         for key, table in phase_tables.items():
             n = table.attrs["iterations"]
             warm = ", first skipped as warm-up" if table.attrs.get("skipped") else ""
@@ -175,9 +208,25 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     print(render(stats, "plain", max_rows=None))
 
 
-def _print_ranks(df) -> None:
+def _print_gpu_time(gpu: dict) -> None:
+    shown = overlap.display(gpu)
+    print("\nGPU time per rank and device:")
+    for line in overlap.headlines(gpu):
+        print(f"  {line}")
+    print(render(shown["breakdown"], "plain", max_rows=None))
+    print(overlap.DEFINITIONS)
+    if len(shown["step_summary"]):
+        print("\nPer step (median over steps; 95% bootstrap CI over steps of this run):")
+        print(render(shown["step_summary"], "plain", max_rows=None))
+    print("\nExclusive states:")
+    print(render(shown["states"], "plain", max_rows=None))
+    print("\nTop kernels per type:")
+    print(render(shown["top_kernels"], "plain", max_rows=None))
+
+
+def _print_ranks(df, comm: str | None = None) -> None:
     print("\nRanks:")
-    print(render(ranks.rank_summary(df), "plain", max_rows=None))
+    print(render(ranks.rank_summary(df, comm), "plain", max_rows=None))
     print(ranks.slowest(df)["text"])
     per_name = ranks.rank_name_stats(df, top=10)
     per_name["name"] = per_name["name"].str.slice(0, 50)
@@ -185,23 +234,56 @@ def _print_ranks(df) -> None:
     print(render(per_name, "plain", max_rows=None))
 
 
+def _sides(files: list[str]) -> tuple[list[str], list[str]]:
+    """``A B`` or ``A0 A1 ... vs B0 B1 ...`` (several ranks a side)."""
+    if "vs" in files:
+        i = files.index("vs")
+        a, b = files[:i], files[i + 1:]
+        if not a or not b or "vs" in b:
+            raise _Bad("trace diff takes 'A B' or 'A0 A1 ... vs B0 B1 ...' (a file named 'vs' is './vs')")
+        return a, b
+    if len(files) != 2:
+        raise _Bad(f"trace diff takes two files (A B), got {len(files)}; several ranks a side: 'A0 A1 vs B0 B1'; "
+                   "a file named 'diff' is './diff'")
+    return files[:1], files[1:]
+
+
 def _diff(args) -> int:
-    if len(args.files) != 3:
-        raise _Bad(f"trace diff takes two files (A B), got {len(args.files) - 1}; a file named 'diff' is './diff'")
-    (a, meta_a), (b, meta_b) = load(args.files[1]), load(args.files[2])
+    pa, pb = _sides(args.files[1:])
+    (a, meta_a), (b, meta_b) = _load(pa, args), _load(pb, args)
+    name_a, name_b = " ".join(pa), " ".join(pb)
     try:
         table = diff.diff(a, b, alpha=args.alpha, correction=args.correction)
     except diff.DiffError as exc:
         raise _Bad(f"diff: {meta_a['format']} vs {meta_b['format']}: {exc}") from None
+    gpu, gpu_note = None, None
+    if overlap.has_gpu_work(a) or overlap.has_gpu_work(b):
+        try:
+            gpu = diff.gpu_time_diff(a, b, comm=args.comm)
+        except diff.DiffError as exc:
+            gpu_note = str(exc)
+        except overlap.OverlapError as exc:
+            raise _Bad(str(exc)) from None
     dropped = {"a": analysis.dropped_events(meta_a), "b": analysis.dropped_events(meta_b)}
     if args.json:
-        print(json.dumps({"a": args.files[1], "b": args.files[2], "formats": [meta_a["format"], meta_b["format"]],
-                          "dropped": dropped, **table.attrs,
+        gpu_doc = ({"error": gpu_note} if gpu_note else None if gpu is None else
+                   {"comm": args.comm, **gpu.attrs, "figures": json.loads(gpu.to_json(orient="records"))})
+        print(json.dumps({"a": name_a, "b": name_b, "formats": [meta_a["format"], meta_b["format"]],
+                          "dropped": dropped, **table.attrs, "gpu_time": gpu_doc,
                           "names": json.loads(table.to_json(orient="records"))}, indent=1))
         return EXIT_OK
-    for side, path, meta in (("a", args.files[1], meta_a), ("b", args.files[2], meta_b)):
+    for side, path, meta in (("a", name_a, meta_a), ("b", name_b, meta_b)):
         print(f"{side}: {path} ({meta['format']}; dropped or adjusted events: "
               f"{analysis.dropped_text(dropped[side]) or 'none'})")
+    if gpu is not None:
+        paired = " (the one GPU of each trace, compared although their rank or device differ)" \
+            if gpu.attrs["paired"] else ""
+        print(f"\nGPU time, b against a, per rank{paired} (Δ = b - a; medians over steps with 95% bootstrap CIs "
+              "over steps where both traces have steps):")
+        print(render(diff.gpu_time_display(gpu), "plain", max_rows=None))
+    elif gpu_note:
+        print(f"\nGPU time: not compared ({gpu_note})")
+    print()
     print(diff.headline(table))
     shown = diff.display(table).head(args.top)
     print(f"\nTop {len(shown)} names by |Δ total| (times in us; Δ = b - a):")

@@ -25,6 +25,7 @@ import pandas as pd
 
 from .. import stats
 from .model import spans
+from .overlap import breakdown, steps, where
 
 #: spans of a name (per side) up to which the bootstrap resamples values directly
 EXACT_N = 256
@@ -187,3 +188,84 @@ def display(table: pd.DataFrame, labels: tuple[str, str] = ("a", "b"), name_widt
                                          "only in a": f"only in {la}", "only in b": f"only in {lb}"}),
         "note": t["note"],
     })
+
+
+#: breakdown figures :func:`gpu_time_diff` compares (see :mod:`.overlap`)
+GPU_FIGURES = ("overlap_pct", "comp_overlapped_pct", "idle_pct", "total_us", "busy_us", "computation_us",
+               "communication_us", "comm_exposed_us", "memory_us")
+GPU_COLUMNS = ["rank", "device", "figure", "basis", "steps_a", "steps_b", "a", "b", "delta", "delta_lo", "delta_hi",
+               "verdict"]
+
+
+def _groups(t: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """Rows of a breakdown (or per-step) table by (rank, device), missing as -1."""
+    key = t[["rank", "device"]].astype("Int64").fillna(-1).astype(np.int64)
+    return {k: g for k, g in t.groupby([key["rank"], key["device"]], sort=True)}
+
+
+def gpu_time_diff(a: pd.DataFrame, b: pd.DataFrame, comm: str | None = None, resamples: int = 2000,
+                  confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """The GPU-time breakdown of trace ``b`` against trace ``a``, per rank and device and
+    figure (:data:`GPU_FIGURES`; differences b minus a).
+
+    With steps on both sides (:func:`workbench.traces.overlap.steps`) the figures are the
+    medians over steps and the difference carries a percentile-bootstrap CI (each side's
+    steps resampled independently: step-to-step variation within each run, not run-to-run);
+    verdicts "higher in b" / "lower in b" need at least ``stats.MIN_SAMPLES_FOR_VERDICT``
+    steps a side and a CI that excludes 0, else "cannot tell apart" or "too few steps".
+    Without steps the whole traces' figures are compared, one value a side, no CI, no
+    verdict. Groups are matched by rank and device; two traces of one GPU each are compared
+    even when their ranks or devices differ (``attrs["paired"]`` says so). Columns:
+    :data:`GPU_COLUMNS`. Raises :class:`DiffError` when a side has no GPU work.
+    """
+    whole = {side: _groups(breakdown(t, comm)) for side, t in (("a", a), ("b", b))}
+    for side in ("a", "b"):
+        if not whole[side]:
+            raise DiffError(f"trace {side} has no GPU kernels, copies or memsets: no GPU-time breakdown to compare")
+    per_step = {side: _groups(steps(t, comm)) for side, t in (("a", a), ("b", b))}
+    pairs = [(k, k) for k in whole["a"] if k in whole["b"]]
+    paired = not pairs and len(whole["a"]) == 1 and len(whole["b"]) == 1
+    if paired:
+        pairs = [(next(iter(whole["a"])), next(iter(whole["b"])))]
+    if not pairs:
+        raise DiffError(f"no rank and device in both traces (a: {sorted(whole['a'])}, b: {sorted(whole['b'])})")
+    rng = np.random.default_rng(seed)
+    tail = 100 * (1 - confidence) / 2
+    rows = []
+    for ka, kb in pairs:
+        sa, sb = per_step["a"].get(ka), per_step["b"].get(kb)
+        for f in GPU_FIGURES:
+            xa = sa[f].dropna().to_numpy(dtype=float) if sa is not None else np.zeros(0)
+            xb = sb[f].dropna().to_numpy(dtype=float) if sb is not None else np.zeros(0)
+            row = {"rank": ka[0], "device": ka[1], "figure": f, "steps_a": len(xa), "steps_b": len(xb)}
+            if len(xa) and len(xb):
+                va, vb = float(np.median(xa)), float(np.median(xb))
+                d = stats.resampled_medians(xb, resamples, rng) - stats.resampled_medians(xa, resamples, rng)
+                lo, hi = np.percentile(d, [tail, 100 - tail])
+                enough = min(len(xa), len(xb)) >= stats.MIN_SAMPLES_FOR_VERDICT
+                verdict = ("too few steps for a verdict" if not enough else "higher in b" if lo > 0
+                           else "lower in b" if hi < 0 else "cannot tell apart")
+                row.update(basis="median over steps", a=va, b=vb, delta=vb - va, delta_lo=lo, delta_hi=hi,
+                           verdict=verdict)
+            else:
+                va, vb = float(whole["a"][ka][f].iloc[0]), float(whole["b"][kb][f].iloc[0])
+                row.update(basis="whole trace (no steps on both sides)", a=va, b=vb, delta=vb - va, delta_lo=np.nan,
+                           delta_hi=np.nan, verdict="one value a side: no CI, no verdict")
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=GPU_COLUMNS)
+    for c in ("rank", "device"):
+        out[c] = out[c].astype("Int64").mask(out[c] < 0)
+    out.attrs.update(paired=paired, resamples=resamples, confidence=confidence)
+    return out
+
+
+def gpu_time_display(table: pd.DataFrame, labels: tuple[str, str] = ("a", "b")) -> pd.DataFrame:
+    """:func:`gpu_time_diff` for a person: where, the figure, both sides, Δ with its CI."""
+    la, lb = labels
+    return pd.DataFrame({
+        "where": [where(r, d) for r, d in zip(table["rank"], table["device"])], "figure": table["figure"],
+        "basis": table["basis"], f"steps {la}": table["steps_a"], f"steps {lb}": table["steps_b"],
+        la: table["a"], lb: table["b"], "Δ": table["delta"],
+        "Δ 95% CI": ["-" if pd.isna(lo) else f"[{lo:,.2f}, {hi:,.2f}]" for lo, hi in zip(table["delta_lo"],
+                                                                                         table["delta_hi"])],
+        "verdict": table["verdict"].str.replace(" in b", f" in {lb}")})

@@ -16,10 +16,13 @@ what exists (the highest suffix present wins) and read by column name, one reade
 
 Names come from ``StringIds``, thread names from ``ThreadNames``. Times are ns from the
 session start. Host threads are ``globalTid``: pid = (globalTid >> 24) & 0xFFFFFF,
-tid = globalTid & 0xFFFFFF. ``META_DATA_EXPORT`` (``EXPORT_META_DATA`` before 2022) gives
-``EXPORT_SCHEMA_VERSION``: major 3 (Nsight Systems 2022 - 2026, e.g. 3.15 in 2024.7 and 3.24
-in 2026.1) is read; another major is refused with the version found. The file is opened
-through :mod:`.sqlite`: read-only, every source checked to be a table, queries bounded.
+tid = globalTid & 0xFFFFFF. ``META_DATA_EXPORT`` (``EXPORT_META_DATA`` before 2023) gives
+``EXPORT_SCHEMA_VERSION``: majors 2 (Nsight Systems 2021 - 2022.3, e.g. 2.9.1 in 2022.2) and 3
+(2022.4 - 2026, e.g. 3.0.0 in 2022.4, 3.15 in 2024.7 and 3.24 in 2026.1) are read, both the same
+way: every table and column is read where it exists. Another major is refused with the
+version and the Nsight Systems release found; an export of 2021 without a metadata table is
+read as it is. The file is opened through :mod:`.sqlite`: read-only, every source checked to
+be a table, queries bounded.
 """
 
 from __future__ import annotations
@@ -38,10 +41,11 @@ from .sqlite import SQLITE_MAGIC, Database
 
 FORMAT = "nsys-sqlite"
 #: EXPORT_SCHEMA_VERSION majors whose layout this reader was written against
-SUPPORTED_MAJORS = (3,)
+SUPPORTED_MAJORS = (2, 3)
 INFO = Format(
     FORMAT, "Nsight Systems SQLite export", (".sqlite", ".nsys.sqlite"),
-    "EXPORT_SCHEMA_VERSION 3.x (Nsight Systems 2022 - 2026); table names resolved by what exists (_V2/_V3)",
+    "EXPORT_SCHEMA_VERSION 2.x and 3.x (Nsight Systems 2021 - 2026); tables and columns read where they exist "
+    "(_V2/_V3 names resolved)",
     "CUDA kernels, memcpy and memset on GPU stream lanes, CUDA runtime calls, OS runtime calls and CUDA "
     "synchronization on thread lanes, NVTX ranges and marks (with domains); correlation ids")
 
@@ -78,16 +82,18 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     p = Path(path)
     with Database(p, FORMAT) as db:
         tables = {k: resolve(db, base) for k, base in _SOURCES.items()}
-        if not any(tables.values()):
-            hint = " (a rocpd database: rocprofv3's output)" if any("rocpd" in n for n in db.objects) else ""
-            raise TraceError(FORMAT, f"{p.name}: SQLite database without Nsight Systems tables{hint}")
         export = _export_meta(db)
+        if not any(tables.values()):
+            raise TraceError(FORMAT, f"{p.name}: {_what_sqlite(db, export)}")
         version = export.get("EXPORT_SCHEMA_VERSION")
         if version is not None:
             major = str(version).split(".")[0].strip()
             if not major.isdigit() or int(major) not in SUPPORTED_MAJORS:
-                raise TraceError(FORMAT, f"{p.name}: export schema version {str(version)[:20]} is not supported (read: "
-                                         f"{', '.join(f'{m}.x' for m in SUPPORTED_MAJORS)}, Nsight Systems 2022 - 2026)")
+                product = export.get("EXPORT_PRODUCT_VERSION")
+                raise TraceError(FORMAT, f"{p.name}: an Nsight Systems export of schema version {str(version)[:20]}"
+                                         + (f" (Nsight Systems {str(product)[:20]})" if product else "")
+                                         + f", which this reader does not know (it reads "
+                                         f"{', '.join(f'{m}.x' for m in SUPPORTED_MAJORS)}: Nsight Systems 2021 - 2026)")
         names = _Names(db)
         runtime = _runtime(db, tables["runtime"], names)
         parts = [_gpu_activity(db, tables["kernel"], names, KERNEL), _gpu_activity(db, tables["memcpy"], names, "gpu_memcpy"),
@@ -109,6 +115,19 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     if gpus:
         meta["gpus"] = gpus
     return df, meta
+
+
+def _what_sqlite(db: Database, export: dict[str, str]) -> str:
+    """What a SQLite file without any table this reader uses looks like, in words."""
+    names = {str(o[1]) for o in db.objects.values()}
+    if any("rocpd" in n.lower() for n in names):
+        return "a rocpd database (rocprofv3's output) without its views: not an Nsight Systems export"
+    if export or names & {"StringIds", "TARGET_INFO_GPU", "ThreadNames", "TARGET_INFO_SESSION_START_TIME"}:
+        product = export.get("EXPORT_PRODUCT_VERSION")
+        return (f"an Nsight Systems export{f' (Nsight Systems {product[:20]})' if product else ''} without kernel, "
+                "memcpy, memset, CUDA runtime, synchronization, OS runtime or NVTX tables: nothing of those was "
+                "traced (nsys profile -t cuda,nvtx,osrt)")
+    return "a SQLite database without Nsight Systems tables"
 
 
 def _export_meta(db: Database) -> dict[str, str]:

@@ -109,6 +109,24 @@ def packets(data: bytes, name: str = ""):
         i += 1
 
 
+#: TracePacket fields only an Android device writes
+_ANDROID = ("android_log", "packages_list", "android_system_property", "android_energy_estimation_breakdown",
+            "android_game_intervention_list", "surfaceflinger_layers_snapshot", "battery", "power_rails")
+
+
+def describe(sources: dict[str, int], n_packets: int) -> str:
+    """What a trace without TrackEvent slices holds, in words (for the refusal)."""
+    held = ", ".join(f"{k} ({v:,})" for k, v in sorted(sources.items(), key=lambda kv: -kv[1])[:6])
+    if any(k in sources for k in _ANDROID):
+        kind = "an Android system trace"
+    elif "ftrace_events" in sources:
+        kind = "a Linux system trace (ftrace)"
+    else:
+        kind = "a Perfetto trace"
+    return (f"{kind} without TrackEvent slices ({n_packets:,} packets" + (f": {held}" if held else "") +
+            "); this reader takes TrackEvent slices only: open it in ui.perfetto.dev")
+
+
 def _annotation_value(a) -> Any:
     for f in ("string_value", "int_value", "uint_value", "double_value", "bool_value", "pointer_value",
               "legacy_json_value"):
@@ -146,8 +164,13 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     open_slices: dict[int, list[tuple]] = {}
     cols: dict[str, list] = {k: [] for k in ("uuid", "name", "cat", "start", "dur", "depth", "corr", "args", "kind")}
     n_packets = overflows = negative = 0
+    sources: dict[str, int] = {}  # TracePacket fields seen: what the trace holds, for a refusal
     for pkt in packets(data, p.name):
         n_packets += 1
+        if len(sources) < 64:
+            for fd, _ in pkt.ListFields():
+                if fd.containing_oneof is not None and fd.containing_oneof.name == "data":
+                    sources[fd.name] = sources.get(fd.name, 0) + 1
         seq = pkt.trusted_packet_sequence_id
         if pkt.sequence_flags & _SEQ_CLEARED:
             interned[seq] = {}
@@ -216,7 +239,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         raise TraceError(FORMAT, f"{p.name}: no packets")
     n = len(cols["start"])
     if n == 0:
-        raise TraceError(FORMAT, f"{p.name}: no TrackEvent slices ({n_packets} packets of other data sources)")
+        raise TraceError(FORMAT, f"{p.name}: {describe(sources, n_packets)}")
     unclosed = sum(len(s) for s in open_slices.values())
     order, label = _lanes(cols["uuid"], track_names, track_rank)
     df = from_columns({"process": [track_proc.get(u) or "trace" for u in cols["uuid"]],

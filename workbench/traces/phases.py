@@ -47,7 +47,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .analysis import busy_intervals
+from .analysis import STEP_NAMES, busy_intervals
 from .model import from_records
 
 PHASES = ("VM setup", "scheduling delay", "dispatch compute", "inter-dispatch", "cleanup + wake-up")
@@ -185,7 +185,7 @@ def iree_tracy_iterations(df: pd.DataFrame) -> pd.DataFrame:
 _GPU_OPS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def gpu_step_iterations(df: pd.DataFrame, step: str = r"^(ProfilerStep#\d+|step|iteration)$") -> pd.DataFrame:
+def gpu_step_iterations(df: pd.DataFrame, step: str = STEP_NAMES) -> pd.DataFrame:
     """Per-step phases of a torch.profiler / Kineto trace.
 
     Steps are the host ``user_annotation`` spans whose name matches ``step`` (``ProfilerStep#N``

@@ -16,8 +16,8 @@ clock so that the ranks line up:
   reports a wall clock, else the ranks' first events are put together, and ``meta["alignment"]``
   says that the relative timing of the ranks is then unknown.
 
-Per-rank statistics: :func:`rank_summary` (busy, collective and compute time per rank, step
-medians with CIs), :func:`collective_skew` (per collective call, the arrival spread and the
+Per-rank statistics: :func:`rank_summary` (the GPU-time breakdown per rank, step medians
+with CIs), :func:`collective_skew` (per collective call, the arrival spread and the
 last rank to arrive), :func:`slowest` (the rank that keeps the others waiting, and the skew),
 :func:`rank_name_stats` (per span name, the median per rank and the spread).
 """
@@ -32,16 +32,15 @@ import pandas as pd
 
 from .. import stats
 from . import load
-from .analysis import DROP_REASONS, busy_intervals, dropped_events
+from .analysis import DROP_REASONS, STEP_NAMES, dropped_events
 from .model import concat, end_ns, spans
+from .overlap import breakdown
 
 #: GPU kernels of collective libraries (NCCL, RCCL, and the names torch and rocprof give them)
 COLLECTIVE = r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|sendrecv"
 #: categories searched first for a collective (device-side work; host-side calls only as fallback)
 _DEVICE_CATEGORIES = ("kernel", "gpu_user_annotation")
-_GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 ALIGNMENTS = ("auto", "collective", "base", "none")
-_STEP = r"^(ProfilerStep#\d+|step|iteration)$"
 
 
 class RankError(ValueError):
@@ -179,35 +178,35 @@ def is_multi_rank(df: pd.DataFrame) -> bool:
     return df["rank"].nunique(dropna=True) > 1
 
 
-def _union_ns(rows: pd.DataFrame) -> int:
-    bs, be = busy_intervals(rows["start_ns"].to_numpy(), end_ns(rows).to_numpy())
-    return int((be - bs).sum())
+def rank_summary(df: pd.DataFrame, comm: str | None = None) -> pd.DataFrame:
+    """Per rank: spans, wall time, the GPU-time breakdown over the rank's devices
+    (:func:`workbench.traces.overlap.breakdown`: busy, computation and communication as
+    unions of intervals, the share of communication hidden under computation, idle share)
+    and the median step time with its 95% CI where the trace has steps (``ProfilerStep#N``).
 
-
-def rank_summary(df: pd.DataFrame, marker: str | None = None) -> pd.DataFrame:
-    """Per rank: spans, wall time, GPU busy time (union of kernels, copies, memsets), time in
-    collectives (union) and GPU busy time outside them, and the median step time with its
-    95% CI where the trace has steps (``ProfilerStep#N``).
-
-    Columns: ``rank, spans, wall_us, gpu_busy_us, collective_us, compute_us, steps,
-    step_median_us, step_ci_lo_us, step_ci_hi_us``.
+    Columns: ``rank, spans, wall_us, gpu_busy_us, computation_us, communication_us,
+    overlap_pct, idle_pct, steps, step_median_us, step_ci_lo_us, step_ci_hi_us``.
     """
+    cols = ["rank", "spans", "wall_us", "gpu_busy_us", "computation_us", "communication_us", "overlap_pct",
+            "idle_pct", "steps", "step_median_us", "step_ci_lo_us", "step_ci_hi_us"]
+    gpu = breakdown(df, comm, per_device=False)
+    gpu = gpu[gpu["rank"].notna()].set_index(gpu["rank"].astype(int)) if len(gpu) else gpu
     rows = []
     s = spans(df)
     for rank, g in s.groupby("rank", observed=True, sort=True):
-        cat = g["category"].astype(str)
         name = g["name"].astype(str)
-        gpu = g[cat.isin(_GPU_WORK)]
-        coll = gpu[gpu["name"].astype(str).str.contains(marker or COLLECTIVE, regex=True)]
-        busy, in_coll = _union_ns(gpu), _union_ns(coll)
-        steps = g[(cat == "user_annotation") & name.str.match(_STEP)]["dur_ns"].to_numpy()
+        steps = g[(g["category"].astype(str) == "user_annotation") & name.str.match(STEP_NAMES)]["dur_ns"].to_numpy()
         lo, hi = stats.median_ci(steps) if len(steps) else (np.nan, np.nan)
+        b = gpu.loc[int(rank)] if int(rank) in gpu.index else None
         rows.append({"rank": int(rank), "spans": len(g), "wall_us": (int(end_ns(g).max()) - int(g["start_ns"].min())) / 1e3,
-                     "gpu_busy_us": busy / 1e3, "collective_us": in_coll / 1e3, "compute_us": (busy - in_coll) / 1e3,
+                     "gpu_busy_us": b["busy_us"] if b is not None else 0.0,
+                     "computation_us": b["computation_us"] if b is not None else 0.0,
+                     "communication_us": b["communication_us"] if b is not None else 0.0,
+                     "overlap_pct": b["overlap_pct"] if b is not None else np.nan,
+                     "idle_pct": b["idle_pct"] if b is not None else np.nan,
                      "steps": len(steps), "step_median_us": float(np.median(steps)) / 1e3 if len(steps) else np.nan,
                      "step_ci_lo_us": lo / 1e3, "step_ci_hi_us": hi / 1e3})
-    return pd.DataFrame(rows, columns=["rank", "spans", "wall_us", "gpu_busy_us", "collective_us", "compute_us",
-                                       "steps", "step_median_us", "step_ci_lo_us", "step_ci_hi_us"])
+    return pd.DataFrame(rows, columns=cols)
 
 
 def collective_skew(df: pd.DataFrame, marker: str | None = None) -> pd.DataFrame:
@@ -269,11 +268,11 @@ def slowest(df: pd.DataFrame, marker: str | None = None) -> dict[str, Any]:
                 "skew_us": med, "skew_ci_us": [lo, hi],
                 "text": (f"slowest rank: {rank} (last to arrive at {int(counts.iloc[0])} of {len(sk)} collective "
                          f"calls); arrival skew median {med:,.1f} us [95% CI {lo:,.1f}, {hi:,.1f}]")}
-    summ = rank_summary(df, marker)
+    summ = rank_summary(df)
     if summ.empty:
         return {"rank": None, "by": None, "text": "no spans with a rank"}
     col, by = (("step_median_us", "longest median step") if summ["steps"].gt(0).all()
-               else ("compute_us", "most GPU compute time") if summ["compute_us"].gt(0).any()
+               else ("computation_us", "most GPU computation time") if summ["computation_us"].gt(0).any()
                else ("wall_us", "longest wall time"))
     i = int(summ[col].idxmax())
     spread = float(summ[col].max() - summ[col].min())

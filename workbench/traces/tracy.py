@@ -20,7 +20,7 @@ between releases are Tracy's development versions):
 Other versions are refused with the version found (or read through ``tracy-csvexport`` when it
 is on PATH, Tracy's reader of its own version). Checked against captures of Tracy 0.11.1,
 0.12.2, 0.13.1 and 0.14.0 and their ``tracy-csvexport -u``/``-g``/``-m``/``-p`` output
-(tests/data/traces/tracy_versions), and the IREE 3.13 wheel's 0.11.2 captures.
+(tests/data/tracy_versions), and the IREE 3.13 wheel's 0.11.2 captures.
 
 Read: strings, thread names, source locations, zone extras (dynamic names and texts: IREE puts
 dispatch names there), every thread's zone tree (category ``zone``), messages (instants on

@@ -1,0 +1,148 @@
+"""Null-control benchmark: how often a study's null controls are called clear on this machine.
+
+    python benchmarks/null_controls.py                        # every CPU study, 10 runs each, quiet and loaded
+    python benchmarks/null_controls.py --runs 4 --studies calibration,opencl-events --loads 0
+
+A null control is a pair of blocks of one run whose true ratio is 1 (an A/A twin: the same
+configuration timed again in a later block; a serial-path or zero-work control). Each run's
+nulls are judged as the run judges them (:func:`workbench.derived.null_controls`: each against
+the drift between blocks that the run's other nulls show), so "clear" on a null is a false
+call. For each CPU study (a small configuration of each, on this machine's CPU), the
+benchmark runs it ``--runs`` times with no background load and with ``--load`` busy
+processes beside it (each a Python loop spinning on one CPU, started and stopped here), and
+prints how often a null came out clear, with the Clopper-Pearson 95% upper bound of that rate
+(target: at most 5%) and each condition's median drift between blocks. A null whose side ran
+under load is inconclusive under load whatever its CI (the run states nothing stronger), so
+the rate of CIs that exclude 1 is printed beside it: the statistics' own calibration.
+
+Nulls of one run share its drift estimate, so they are not independent trials: the bound is
+optimistic by that much; the run count beside it says how many independent runs there were.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from workbench import runner  # noqa: E402
+from workbench.analysis import analyse  # noqa: E402
+from workbench.env import capture, summary_line  # noqa: E402
+from workbench.registry import get  # noqa: E402
+from workbench.stats import clopper_pearson  # noqa: E402
+from workbench.store import Store  # noqa: E402
+
+TARGET = 0.05
+#: per study: (preset, values): a configuration small enough to repeat, with its null controls
+CONFIGS = {
+    "calibration": ("quick", {"threads": 2, "torch": False}),
+    "cpu-reduction": ("quick", {"n": 65536, "chunks": "1", "workers": "1,2", "providers": "torch,iree-bench",
+                                "experiments": "grid,grain,forkjoin", "grain_sizes": "16384,24576", "repeat": 10,
+                                "rounds": 10}),
+    "opencl-events": ("smoke", {"measurements": 10}),
+    "launch-cache": ("smoke", {"repeat": 5}),
+    "mc2-split": ("cpu", {"reps": 10, "warmup": 1, "uniform": "2"}),
+    "ag-gemm": ("cpu", {"m": "256,512", "repeat": 10, "shard": "rows"}),
+}
+
+
+def _spinners(n: int) -> list[subprocess.Popen]:
+    """``n`` busy processes (the background load), each spinning on one CPU."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(timeout=10)
+
+
+def measure(name: str, runs: int, load: int, store: Store, say) -> dict:
+    preset, values = CONFIGS[name]
+    study = get(name)
+    reason = study.requires(study.SPACE.resolve(values, preset=preset))
+    if reason:
+        return {"skipped": reason}
+    clear = total = excluded = 0
+    drifts = []
+    spin = _spinners(load)
+    try:
+        time.sleep(2 if load else 0)  # let the load average see the spinners
+        for i in range(runs):
+            say(f"{name}, load {load}: run {i + 1}/{runs}")
+            a = analyse(runner.execute(study, values, store, preset=preset))
+            nulls = a.tables.get("nulls")
+            if nulls is not None and len(nulls):
+                clear += int((nulls["status"] == "clear").sum())
+                excluded += int(((nulls["lo"] > 1) | (nulls["hi"] < 1)).sum())
+                total += len(nulls)
+            if a.drift.measured:
+                drifts.append(a.drift.pct)
+    finally:
+        _stop(spin)
+    return {"runs": runs, "clear": clear, "excluded": excluded, "total": total,
+            "drift": statistics.median(drifts) if drifts else float("nan")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10, help="runs per study and load")
+    ap.add_argument("--load", type=int, default=2, help="busy processes of the loaded condition")
+    ap.add_argument("--loads", default=None, help="comma-separated loads to run (default: 0 and --load)")
+    ap.add_argument("--studies", default=",".join(CONFIGS), help=f"comma-separated: {', '.join(CONFIGS)}")
+    args = ap.parse_args()
+    names = [s for s in args.studies.split(",") if s]
+    unknown = set(names) - set(CONFIGS)
+    if unknown:
+        print(f"error: unknown studies {sorted(unknown)}; have {sorted(CONFIGS)}", file=sys.stderr)
+        return 2
+    loads = [int(x) for x in args.loads.split(",")] if args.loads else [0, args.load]
+    t0 = time.perf_counter()
+    load_start = Path("/proc/loadavg").read_text().split()[:3]
+    say = lambda m: print(f"[{time.perf_counter() - t0:6.0f} s] {m}", file=sys.stderr, flush=True)  # noqa: E731
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "nulls.sqlite")
+        for name in names:
+            for load in loads:
+                results[(name, load)] = measure(name, args.runs, load, store, say)
+    load_end = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"Null controls called clear: {args.runs} runs per study and load; machine: {summary_line(capture())}; "
+          f"{time.strftime('%Y-%m-%d')}; load average {' '.join(load_start)} at the start, {' '.join(load_end)} at the "
+          f"end (other processes included); {time.perf_counter() - t0:.0f} s.\n")
+    print("| study | background load | runs | nulls judged | called clear | 95% upper bound (Clopper-Pearson) | "
+          "CI excludes 1 (load rule aside) | 95% upper bound | median drift between blocks |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    clear_all = total_all = excluded_all = 0
+    for (name, load), r in results.items():
+        if "skipped" in r:
+            print(f"| {name} | {load} | - | - | - | - | - | - | skipped: {r['skipped']} |")
+            continue
+        clear_all += r["clear"]
+        total_all += r["total"]
+        excluded_all += r["excluded"]
+        cells = []
+        for k in (r["clear"], r["excluded"]):
+            hi = clopper_pearson(k, r["total"])[1] if r["total"] else float("nan")
+            cells += [f"{k} ({k / r['total']:.1%})" if r["total"] else "-", f"{hi:.1%}"]
+        print(f"| {name} | {load} | {r['runs']} | {r['total']} | {' | '.join(cells)} | {r['drift']:.1f}% |")
+    if total_all:
+        hi = clopper_pearson(clear_all, total_all)[1]
+        ok = hi <= TARGET
+        print(f"\nAll: {clear_all} of {total_all} nulls called clear ({clear_all / total_all:.1%}), 95% upper bound "
+              f"{hi:.1%}: the target (at most {TARGET:.0%}) is {'shown' if ok else 'NOT shown'}. CIs that exclude 1, "
+              f"the load rule aside: {excluded_all} ({excluded_all / total_all:.1%}), 95% upper bound "
+              f"{clopper_pearson(excluded_all, total_all)[1]:.1%}.")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

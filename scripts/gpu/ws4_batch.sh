@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Issue 35's 4-GPU batch: two device calls of at most 9 minutes each on an nvidia-h100-x4 or
+# nvidia-h200-x4 machine, each writing ONE archive, $OUT/ws4_batch_<call>.tar.gz (bundles with
+# their environment and per-rank traces, printed tables, pytest output, env.txt, timing.txt),
+# repacked after every stage, so a stage cut by its time box keeps what the others finished.
+#
+#   bash scripts/gpu/ws4_batch.sh 1   # ag-gemm benchmark at 4 and 2 ranks (fp16, bf16; M = 1024,
+#                                     # 4096, 16384; N=3584, K=8192; every provider, the bound's
+#                                     # halves, per-rank traces), the K-sharded formulation at 4
+#                                     # ranks, cpu-reduction at 1-32 workers with phases at 32
+#   bash scripts/gpu/ws4_batch.sh 2   # the review's experiments at 4 ranks (TRIALS checked launches
+#                                     # per shape and barrier setting), mc2-split at 4 ranks REPEATS
+#                                     # separate runs, pytest -m "gpu or multigpu" at 4 ranks
+#
+# Each stage reuses the study scripts (ag_gemm.sh, mc2_split.sh, cpu_reduction.sh) or the
+# benchmarks with variables, runs under its own time box (BOX_<stage> seconds) inside the call's
+# BUDGET_S (default 500: the call's limit less packing), and prints one timing line. Run from the
+# repository root; cpu-reduction needs the IREE runtime wheels in .whl/ and the modules
+# precompiled into .workbench/cache/iree/ (docs/gpu.md says how), else that stage says so and
+# is skipped. TRITON_CACHE_DIR (default /tmp/triton_ws4) is kept in the archive's sibling
+# triton_cache.tar.gz, so a second call can carry it and skip recompiling.
+set -uo pipefail
+CALL="${1:-}"
+case "$CALL" in
+  1|2) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
+  _*) dir="$WS4_DIR" ;;  # one of this script's own steps (below), run under a stage's time box
+  *) echo "usage: $0 1|2" >&2; exit 2 ;;
+esac
+BUDGET_S="${BUDGET_S:-500}"
+TRIALS="${TRIALS:-3700}"  # 0 of 3,700 failed: a two-sided 95% upper bound of 0.10% per shape and setting
+REPEATS="${REPEATS:-5}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/triton_ws4}"
+
+# stage NAME BOX MIN CMD...: run CMD (its output in $dir/NAME.log, its tail printed) in at most
+# BOX seconds and what is left of the budget; skipped when under MIN seconds are left
+stage() {
+  local name=$1 box=$2 min=$3 rc s left
+  shift 3
+  left=$((BUDGET_S - (SECONDS - t0)))
+  if [ "$left" -lt "$min" ]; then
+    echo "== stage $name: SKIPPED, $left s left of $BUDGET_S (needs $min)" | tee -a "$dir/timing.txt"
+    return
+  fi
+  [ "$box" -gt "$((left - 10))" ] && box=$((left - 10))
+  echo "== stage $name: box $box s"
+  s=$SECONDS
+  timeout -k 20 "$box" "$@" > "$dir/$name.log" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] && status=1
+  tail -n "${TAIL:-25}" "$dir/$name.log"
+  echo "== stage $name: rc=$rc$([ "$rc" = 124 ] && echo ' (time box)'), $((SECONDS - s)) s of box $box s," \
+       "$((SECONDS - t0)) s since start" | tee -a "$dir/timing.txt"
+  repack
+}
+
+# the sub-scripts' archives (in $PARTS) unpacked beside this call's own files, all packed as one
+repack() {
+  local f
+  for f in "$PARTS"/*.tar.gz; do
+    [ -e "$f" ] && tar -C "$dir" -xzf "$f"
+  done
+  pack "ws4_batch_$CALL" > /dev/null
+  [ -d "$TRITON_CACHE_DIR" ] && tar -C "$(dirname "$TRITON_CACHE_DIR")" -czf "$OUT/triton_cache.tar.gz" \
+      "$(basename "$TRITON_CACHE_DIR")" 2>/dev/null
+  true
+}
+
+# --- the script's own steps (run as `bash ws4_batch.sh _<step>` so `timeout` can box them) ---
+_env() {
+  nvidia-smi
+  nvidia-smi topo -m
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
+  lscpu | head -20
+  free -g
+  uptime
+  "$PY" -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl",
+torch.cuda.nccl.version(), "triton", triton.__version__, "gpus", torch.cuda.device_count())'
+  "$PY" -c 'from kernels.triton import copyengine as c; print("2-D copies:", c._memcpy2d()[1] or "none",
+"| flags:", c.FlagWriter(True).how)'
+  env | grep -E '^(NCCL_|TORCH_SYMM|NVSHMEM_|CUDA_)' | sort
+}
+
+_cpu() {
+  if ! ls .whl/iree_base_runtime-*.whl > /dev/null 2>&1 || [ ! -d .workbench/cache/iree ]; then
+    echo "cpu-reduction skipped: needs .whl/iree_base_runtime-*.whl (and zstandard) and .workbench/cache/iree"
+    return 1
+  fi
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}" || return 1
+  OUT="$PARTS" WORKERS=1,2,4,8,16,32 PHASE_WORKERS=32 SHAPE_WORKERS=1,8,16,32 PACK=cpu_reduction \
+      bash scripts/gpu/cpu_reduction.sh
+}
+
+_review() {
+  # the review's experiments alone (fp16, the kernel and the bound's halves beside the baseline):
+  # the barrier before the flag release off, TRIALS checked launches per shape with and without it
+  # from NaN-filled staging, and tile-contiguous staging, timed beside the default
+  "$PY" benchmarks/ag_gemm.py --world-size 4 --m 1024,4096,16384 --dtype fp16 \
+      --providers nccl,hbm-buffer,hbm-buffer-ce,all-gather,matmul --repeat 15 --trace programs \
+      --set experiments=barrier,layout --set trials="$TRIALS" --set timeout_s=$((BOX_review - 15)) \
+      --bundle-dir "$dir" --tag review-ws4 > "$dir/review_ws4.md"
+  local rc=$?
+  cat "$dir/review_ws4.md"
+  return $rc
+}
+
+if [[ "$CALL" == _* ]]; then
+  "$CALL"
+  exit $?
+fi
+export PY WS4_DIR="$dir" PARTS="$(mktemp -d)" TRIALS BOX_review="${BOX_review:-170}"
+t0=$SECONDS
+status=0
+stage env 40 30 bash "$0" _env
+if [ "$CALL" = 1 ]; then
+  BOX_bench4="${BOX_bench4:-200}" BOX_bench2="${BOX_bench2:-150}" BOX_kshard="${BOX_kshard:-60}"
+  BOX_cpu="${BOX_cpu:-100}"
+  # every provider, the bound's halves, per-rank traces (torch.profiler at the largest M, the
+  # fused kernels' programs at every shape); the review's experiments are the second call's
+  stage bench-ws4 "$BOX_bench4" 120 env OUT="$PARTS" WORLD_SIZES=4 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench4 - 15)) PACK=ag_gemm_ws4 bash scripts/gpu/ag_gemm.sh
+  stage bench-ws2 "$BOX_bench2" 100 env OUT="$PARTS" WORLD_SIZES=2 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench2 - 15)) PACK=ag_gemm_ws2 bash scripts/gpu/ag_gemm.sh
+  stage k-shard-ws4 "$BOX_kshard" 40 env OUT="$PARTS" WORLD_SIZES=4 STAGES=k-shard REPEAT="${REPEAT:-15}" \
+      PACK=ag_gemm_kshard bash scripts/gpu/ag_gemm.sh
+  stage cpu-reduction "$BOX_cpu" 60 bash "$0" _cpu
+else
+  BOX_mc2="${BOX_mc2:-240}" BOX_pytest="${BOX_pytest:-150}"
+  stage review-ws4 "$BOX_review" 100 bash "$0" _review
+  # REPEATS separate runs (the spread between runs is the finding), the collectives that decided
+  # the best split at 4 ranks before (triton-pull, triton-persistent) beside NCCL
+  stage mc2-ws4 "$BOX_mc2" 120 env OUT="$PARTS" WORLD_SIZES=4 REPEATS="$REPEATS" REPS="${REPS:-15}" \
+      PROVIDERS="${PROVIDERS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
+      RUN_TIMEOUT="${RUN_TIMEOUT:-90}" RUN_PYTEST=0 PACK=mc2_split bash scripts/gpu/mc2_split.sh
+  stage pytest-gpu "$BOX_pytest" 90 "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" \
+      tests/studies tests/workbench/test_harness_gpu.py
+  cp "$dir/pytest-gpu.log" "$dir/pytest_gpu_x4.txt" 2>/dev/null
+fi
+echo "== call $CALL: $((SECONDS - t0)) s of $BUDGET_S" | tee -a "$dir/timing.txt"
+repack
+pack "ws4_batch_$CALL"
+exit $status

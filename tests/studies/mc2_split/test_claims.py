@@ -1,0 +1,292 @@
+"""mc2-split's conclusions: derived gains with CIs, the seed's claims on the committed H200
+runs and on a live gloo run, the model floor, the inflation examples, the spread over runs,
+per-rank traces and charts that draw."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import numpy as np
+import pytest
+
+import studies.mc2_split as study
+from studies.mc2_split import seed
+from studies.mc2_split.analysis import (contention_factor, current_names, floor_range, floor_rows, gain,
+                                         prediction_error, seed_model)
+from studies.mc2_split.plan import CostModel, Fit, heuristic, parse_fit
+from studies.mc2_split.search import best_split
+from studies.mc2_split.simulate import simulate
+from studies.mc2_split.spread import BEST_OF_RUN, across_runs
+from workbench import runner
+from workbench.analysis import analyse, charts_of
+from workbench.store import Store
+from tests.support.committed_claims import analyses
+from tests.support.paths import ROOT
+
+BUNDLES = sorted((ROOT / "traces" / "mc2-split").glob("*.bundle.json"))
+
+
+@pytest.fixture(scope="module")
+def committed():
+    """Every committed bundle, analysed once per session (shared): run id suffix -> Analysis."""
+    return {name.split("-")[-1].removesuffix(".bundle.json"): a for name, a in analyses(study.ID).items()}
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """The cpu preset, live under gloo on 2 processes (a few repetitions): the seed's rule on
+    given fits, every rank's trace."""
+    tmp = tmp_path_factory.mktemp("mc2")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_LOCK", str(tmp / "machine.lock"))
+        store = Store(tmp / "results.sqlite")
+        rec = runner.execute(study, {"reps": "5", "warmup": "1", "uniform": "2"}, store, preset="cpu")
+        store.close()
+    return rec
+
+
+# --- derived quantities ----------------------------------------------------------------------
+
+def test_gain_is_the_seeds_formula_with_a_ci_and_a_status():
+    rng = np.random.default_rng(1)
+    serial, fused = 1874 + rng.normal(0, 5, 40), 1262 + rng.normal(0, 5, 40)
+    d = gain(serial, fused, "g")
+    assert d.unit == "%" and d.status == "clear" and d.lo < d.point < d.hi
+    assert d.point == pytest.approx(100 * (1874 - 1262) / 1874, abs=0.5)
+    same = gain(serial, serial + rng.normal(0, 5, 40), "same")
+    assert same.status == "inconclusive" and same.why == "the CI includes 0"
+    assert gain(serial[:3], fused[:3], "few").status == "inconclusive"  # too few samples, whatever the CI
+
+
+def test_prediction_error_ci_comes_from_the_measured_samples_and_the_fits():
+    measured_ns = np.full(30, 500e3) + np.random.default_rng(2).normal(0, 2e3, 30)
+    d = prediction_error(measured_ns, 550.0, "e")
+    assert d.point == pytest.approx(10, abs=0.5) and d.lo < 10 < d.hi and d.status == "clear"
+    # fits made in the same run are uncertain too: their refits widen the CI (issue 30)
+    fitted = prediction_error(measured_ns, 550.0, "e", 550.0 + np.random.default_rng(3).normal(0, 20, 200))
+    assert fitted.hi - fitted.lo > 2 * (d.hi - d.lo) and fitted.point == d.point
+
+
+def test_committed_prediction_errors_carry_the_fits_uncertainty(committed):
+    live = committed["cc88d3"].tables["live"]
+    fitted = live[live["err_fit"].notna()]
+    assert len(fitted) and (fitted["err_fit_covers"] == "samples and the fits").all()
+
+
+def test_contention_factor_recovers_a_known_factor_and_refuses_one_chunk():
+    model = CostModel(parse_fit("16.5,0.192", "row", "m"), parse_fit("47,16", "MiB", "c"), 8192, 2)
+    chunks = [512, 896, 896, 896, 896]
+    t = [simulate(chunks, model, f).makespan_us for f in (1.25, 1.2, 1.3)]
+    d = contention_factor(chunks, model, t[0], t[1], t[2], 20, "f")
+    assert d.point == pytest.approx(1.25, abs=1e-3) and d.lo == pytest.approx(1.2, abs=1e-3)
+    assert d.status == "clear"
+    assert contention_factor([4096], model, 1900, 1890, 1910, 20, "f").status == "not meaningful"
+
+
+# --- the seed's numbers against its own fits ---------------------------------------------------
+
+def test_the_seeds_1262_us_is_a_model_question_whose_floors_range_over_it():
+    """Issue 30: the fits through the full-size 803 / 1071 us put the floor at 1,325 us, above
+    1262; but the seed never printed its fits, and lines through its stated chunk figures that
+    miss the full-size times by up to 15% give floors on both sides of 1262 (60 us + 13.8 us/MiB
+    keeps 143 us at 6 MiB, is 12% off 1071 us and gives 1,254 us)."""
+    rows = {r["quantity"]: r["value"] for r in floor_rows()}
+    lo, hi = floor_range()
+    assert rows[seed.FLOOR_RANGE_ROW] == lo and lo < seed.FUSED_US < hi
+    example = seed_model(comm=Fit(60.0, 13.8, "MiB"))
+    assert example.comm_us(384) == pytest.approx(143, abs=1)
+    assert best_split(seed.M, example, 1.0)["makespan_us"] == pytest.approx(1254.1, abs=1)
+    assert rows[seed.FLOOR_ROW] == pytest.approx(1324.8, abs=0.5) and rows[seed.FLOOR_ROW] > seed.FUSED_US
+    # over every matmul fit the seed's rounded m1 = 768 allows, the floor stays above 1262 us
+    assert rows["model floor over the fits the seed's rounding allows"] > seed.FUSED_US
+    assert rows["seed's split under the seed's fits, contention 1.15"] == pytest.approx(1498.4, abs=0.5)
+    fixed = rows["all-reduce fixed cost per chunk for 1262 us (seed's split, contention 1)"]
+    assert 0 < fixed < seed.COMM_FIT.fixed_us
+    model = seed_model(comm=Fit(fixed, 16.0, "MiB"))
+    assert simulate(seed.CHUNKS, model, 1.0).makespan_us == pytest.approx(seed.FUSED_US, abs=1.0)
+    assert math.isnan(rows["all-reduce fixed cost per chunk for 1262 us (seed's split, contention 1.15)"])
+    assert rows["contention factor for 1262 us (seed's split)"] < 1
+
+
+def test_inflation_preset_reproduces_the_seeds_three_gains_with_its_gantt(store):
+    rec = runner.execute(study, {}, store, preset="seed-inflation")
+    a = analyse(rec, study)
+    assert not a.errors
+    key = a.tables["key"]
+    assert key["gain_us"].tolist() == [100.0, 50.0, -50.0] == key["seed_gain_us"].tolist()
+    assert "gain +100 us (seed: +100)" in a.verdict and "gain -50 us (seed: -50)" in a.verdict
+    gantt = a.tables["_gantt"]
+    assert gantt["split"].nunique() == 4  # serial and the three cases
+    assert set(charts_of(a)) == {"gantt"}
+
+
+# --- claims on the committed H200 runs ---------------------------------------------------------
+
+#: world size 2: the last four are the 2x H200 host of 2026-11-24 (traces/mc2-split/README.md).
+#: Their bound is not testable: the seed ran 8 ranks, and a ring all-reduce on 2 moves 0.57 of
+#: the bytes per rank it moves on 8 (issue 30: at 4 ranks, scaled by ring traffic, it holds)
+WS2 = {"568a86", "9f0d6f", "c13a18", "969945", "0a9041", "048de1", "06da9a", "90f8bb", "55c30a"}
+#: the runs in which every collective that runs beside the matmul (NCCL as shipped does not)
+#: implies a factor above 1; in the others they disagree or a CI includes 1
+INFLATED = {"568a86", "55c30a", "969945", "858f83"}
+
+
+def test_every_committed_bundle_has_the_claims_its_data_supports(committed):
+    assert len(committed) == len(BUNDLES) == 18
+    for run, a in committed.items():
+        assert not a.errors, (run, a.errors)
+        status = dict(zip(a.claims["id"], a.claims["status"]))
+        assert status["002-split-rule"] == "holds"
+        why = a.claims.set_index("id")["why"]
+        assert status["002-comm-bound"] == ("not testable here" if run in WS2 else "holds"), run
+        if run in WS2:
+            assert "8 ranks" in why["002-comm-bound"]
+        # the best split's gain over serial NCCL: clear in every run but e45f7b (3.4% [-1.1, 3.9])
+        assert status["002-gain"] == ("inconclusive" if run == "e45f7b" else "holds"), run
+        # a model result whose floors range over 1262 us (was "contradicted" before issue 30)
+        assert status["002-1262-reachable"] == "inconclusive" and "model" in why["002-1262-reachable"]
+        # judged on the collectives that run beside the matmul: NCCL as shipped serialises
+        # behind it, so its ~1.8x measures serialisation (was "holds" on it before issue 30)
+        assert status["002-inflation"] == ("holds" if run in INFLATED else "inconclusive"), run
+        assert "NCCL as shipped left out" in why["002-inflation"]
+
+
+def test_committed_verdict_names_the_key_tables_best_row(committed):
+    for run, a in committed.items():
+        key = a.tables["key"]
+        best = key[key["row"].str.startswith("best split")].iloc[0]
+        assert best["variant"] in a.verdict.replace("\\", ""), run
+        live = a.tables["live"]
+        # a failed check (one, in run 9f0d6f) is shown, with no time and no gain
+        failed = live[~live["correct"].astype(bool)]
+        assert failed["measured_us"].isna().all() and failed.get("gain", failed["measured_us"]).isna().all()
+        searched = {c for c, v in current_names(a.rec).outputs["live"]["by_provider"].items() if v.get("best")}
+        assert set(live[live["is_best"]]["provider"]) == searched
+
+
+def test_spread_over_runs_is_the_honest_headline(committed):
+    spread, per_run = across_runs([a.rec for a in committed.values()])
+    by = spread.set_index(["world_size", "config"])
+    ws4 = by.loc[(4, BEST_OF_RUN)]
+    assert ws4["runs"] == 9 and ws4["min_pct"] < 5 < 20 < ws4["max_pct"] < 25
+    assert ws4["met_point"] == "5 of 9"
+    # issue 30: counted by the runs' own CIs, 3 of 9; judged across runs (two-level bootstrap),
+    # the CI includes 20%: the target is not met, whatever the best runs say
+    assert ws4["met_ci"] == "3 of 9"
+    assert ws4["across_lo"] < 20 < ws4["across_hi"] and ws4["target"].startswith("undecided")
+    assert ws4["across_lo"] < ws4["min_pct"] + 10 and ws4["across_hi"] > 20  # covers the run-to-run spread
+    # world size 2: 5 runs on a 4x H200 host met the target; of 4 runs on a 2x H200 host, 2 did
+    ws2 = by.loc[(2, BEST_OF_RUN)]
+    assert ws2["runs"] == 9 and ws2["met_point"] == "7 of 9" and ws2["min_pct"] < 15
+    persistent = by.loc[(4, "triton-persistent+c16")]
+    assert persistent["runs"] == 3 and persistent["min_pct"] > 20
+    assert persistent["target"] != "met"  # 3 runs: below the one rule's 5, and the CI reaches below 20%
+    # every per-run figure is that run's own: its headline's gain from its own samples
+    heads = per_run[per_run["headline"]]
+    assert len(heads) == 18 and heads["run_id"].is_unique
+
+
+# --- the CPU preset, live ----------------------------------------------------------------------
+
+def test_cpu_preset_fits_make_the_seeds_rule_split(store):
+    params = study.SPACE.defaults("cpu")
+    study.validate(params)
+    mm, comm = study._fits(params)
+    plan = heuristic(params["m"], params["k"], study._model(params, mm, comm), rule=params["rule"])
+    assert plan.ok and plan.bound == "communication" and len(plan.chunks) >= 3 and sum(plan.chunks) == 4096
+    assert study.requires(params) is None
+
+
+def test_cpu_preset_runs_live_with_every_ranks_trace_aligned(cpu_run):
+    rec = cpu_run
+    assert rec.status == "complete" and all(v.correct for v in rec.variants)
+    names = sorted(n for n, _, _ in rec.attachments)
+    assert "serial_default.rank0.json.gz" in names and "serial_default.rank1.json.gz" in names
+    a = analyse(rec, study)
+    assert not a.errors
+    assert "overlap/default/heuristic" in set(a.tables["live"]["variant"])
+    spans = a.tables["_timeline_spans"]
+    assert set(spans["rank"].dropna().astype(int)) == {0, 1}
+    assert a.tables["trace_alignment"]["alignment"].str.contains("gloo:all_reduce").all()
+    status = dict(zip(a.claims["id"], a.claims["status"]))
+    assert status["002-split-rule"] == "holds" and status["002-1262-reachable"] == "inconclusive"
+    assert status["002-comm-bound"] == "not testable here"  # the fits were given, not measured
+    # issue 30: the serial op and its splits are timed in rounds (their gains pair by round), and
+    # the serial op again with the best split: the run's A/A null control and its drift
+    by = {v.variant: v for v in rec.variants}
+    assert by["serial/default"].blocks == by["overlap/default/heuristic"].blocks
+    assert "aa:serial/default" in by and not set(by["aa:serial/default"].blocks) & set(by["serial/default"].blocks)
+    assert a.tables["drift"]["measured"].iloc[0] and len(a.tables["nulls"]) == 1
+    live = a.tables["live"].set_index("variant")
+    assert live["gain_paired"].dropna().astype(bool).all()
+    # the gain and the inflation are whatever this machine's samples support: the status
+    # follows the derived figure's CI (a loaded 2-core machine can put either anywhere)
+    derived = a.tables["derived"].set_index("name")
+    for cid, name, null in (("002-gain", "gain of overlap/default/best over serial gloo", 0.0),
+                            ("002-inflation", "contention factor of overlap/default/heuristic", 1.0)):
+        status = a.claims.set_index("id").loc[cid, "status"]
+        if name not in derived.index:  # the search kept the op unsplit: the best split is another name
+            continue
+        d = derived.loc[name]
+        expected = ("not testable here" if d["status"] == "not meaningful" else
+                    "inconclusive" if d["status"] == "inconclusive" else
+                    "holds" if d["lo"] > null else "contradicted")
+        assert status == expected, (cid, status, dict(d))
+    timeline = charts_of(a)["measured_timeline"].to_dict()
+    assert "2 ranks aligned (" in str(timeline)
+    assert "by the end of each rank's first marker (gloo:all_reduce)" in str(timeline)
+
+
+# --- Markdown and charts -------------------------------------------------------------------------
+
+def test_derivation_renders_without_emphasis(store):
+    from markdown_it import MarkdownIt
+
+    rec = runner.execute(study, {}, store, preset="seed-example")
+    text = "\n\n".join(study.report_sections(study.analyze(rec)))
+    assert "`x = 384 × 8192 × 2 B = 6 MiB;" in text
+    html = MarkdownIt().render(text)
+    assert "<em>" not in html and "<strong>bound</strong>" in html
+    assert re.search(r"lies below</strong>|<strong>lies below", html)
+
+
+def _png(chart):
+    import vl_convert as vlc
+    from PIL import Image
+
+    return Image.open(io.BytesIO(vlc.vegalite_to_png(chart.to_json(), scale=1))).convert("L")
+
+
+def test_committed_run_charts_draw_at_a_readable_size(committed):
+    a = committed["cc88d3"]
+    charts = charts_of(a)
+    assert {"key", "configs", "fits", "gantt", "splits", "measured_timeline", "live"} <= set(charts)
+    for name, chart in charts.items():
+        img = _png(chart)
+        assert 300 <= img.width <= 1400 and 150 <= img.height <= 1200, (name, img.size)
+        # marks, not only axes: a good share of the pixels is neither white nor near-white
+        dark = (np.asarray(img) < 200).mean()
+        assert dark > 0.01, (name, dark)
+    key = str(charts["key"].to_dict())
+    assert "1262" in key and "seed's Ascend NPU" in key
+    # the persistent kernel's profiled call waited 15 s (one rank compiling?): flagged, and the
+    # timeline is drawn to the other calls' length instead of squeezing them to nothing
+    ov = a.tables["trace_overlap"].set_index("trace")
+    assert ov.loc["best triton-persistent+c16", "stalled"] and not ov.loc["best default", "stalled"]
+    assert "1 call(s) stalled under the profiler (up to 15.2 s)" in str(charts["measured_timeline"].to_dict())
+
+
+def test_runs_of_one_minute_and_parameters_keep_apart_in_the_run_picker(monkeypatch, tmp_path):
+    # 90f8bb and 55c30a: same parameters, machine and minute; the picker flipped from one to the
+    # other on the next rerun while both had one title
+    from tests.support.pagetest import study_app
+
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "wb.sqlite"))
+    at = study_app("mc2-split", timeout=120)
+    at.query_params["run"] = "20261124-071742-mc2-split-55c30a"
+    at.run()
+    picker = next(sb for sb in at.selectbox if sb.label.startswith("Run ("))
+    assert len(set(picker.options)) == len(picker.options)
+    assert picker.value == "20261124-071742-mc2-split-55c30a" and picker.format_func(picker.value).endswith("55c30a")

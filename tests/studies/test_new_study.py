@@ -1,0 +1,89 @@
+"""A new study written from studies/README.md alone: the README's smallest complete example,
+written into a package of its own and registered for this test only ($WORKBENCH_STUDY_PACKAGES),
+needs no change outside its folder: its page, its CLI run, its report and its notebook work."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from tests.support.paths import ROOT
+from workbench import report
+from workbench.registry import PACKAGES_ENV, registry
+from workbench.store import Store
+
+#: one file of the example: a heading naming it, then its code block
+EXAMPLE_FILE = re.compile(r"^#### `studies/(?P<package>\w+)/(?P<name>\w+\.py)`\n\n```python\n(?P<code>.*?)\n```$",
+                          re.M | re.S)
+#: the package the example is written into (a study package may sit in any registered package)
+PACKAGE = "readme_studies"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """The README's example files written under ``readme_studies/<package>/``: (root, study module)."""
+    files = EXAMPLE_FILE.findall((ROOT / "studies" / "README.md").read_text())
+    packages = {package for package, _, _ in files}
+    assert len(files) >= 6 and len(packages) == 1, "studies/README.md lost its example"
+    root = tmp_path_factory.mktemp("new_study")
+    folder = root / PACKAGE / packages.pop()
+    folder.mkdir(parents=True)
+    (root / PACKAGE / "__init__.py").write_text('"""Studies registered by a test."""\n')
+    for _, name, code in files:
+        (folder / name).write_text(code + "\n")
+    assert {p.name for p in folder.iterdir()} >= {"__init__.py", "analysis.py", "report.py", "claims.py", "seed.py"}
+    return root, f"{PACKAGE}.{folder.name}"
+
+
+@pytest.fixture
+def registered(example, monkeypatch, tmp_path):
+    root, module = example
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv(PACKAGES_ENV, PACKAGE)
+    # the CLI and the notebook's kernel are child processes: they find the package the same way
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "results.sqlite"))
+    monkeypatch.setenv("WORKBENCH_LOCK", str(tmp_path / "machine.lock"))
+    return module
+
+
+def _outputs(nb) -> tuple[str, list]:
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", "")) for o in outs)
+    return text, [o for o in outs if o.output_type == "error"]
+
+
+def test_the_readme_example_is_a_whole_study(registered, tmp_path):
+    study = registry()["toy-sum"]  # the registry's checks of the hooks and presets pass
+    assert study.__name__ == registered
+
+    proc = subprocess.run([sys.executable, "-m", "workbench", "run", "toy-sum", "--preset", "smoke", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "complete" and {v["params"]["provider"] for v in doc["variants"]} == {"sum", "fsum"}
+    assert all(v["correct"] and len(v["samples_ns"]) == 5 for v in doc["variants"])
+    assert [c["id"] for c in doc["claims"]] == ["doc-fsum-costs-more"] and doc["verdict"]
+
+    rec = Store(create=False).load(doc["run_id"])
+    text = report.write_report(rec, "md", tmp_path / "report" / "run.md").read_text()
+    assert "## fsum over sum" in text and "doc-fsum-costs-more" in text and "Python documentation" in text
+
+    nb = nbformat.read(str(report.write_notebook(rec, tmp_path / "notebook" / "run.ipynb")), as_version=4)
+    outputs, errors = _outputs(nb)
+    assert not errors, errors[0].get("evalue")
+    assert "**Verdict:**" in outputs
+
+
+def test_the_readme_example_has_a_page(registered, tmp_path):
+    from tests.support.pagetest import study_app
+
+    at = study_app("toy-sum").run()
+    assert not at.exception
+    assert any("Toy sum" in t.value for t in at.title)

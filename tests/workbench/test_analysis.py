@@ -1,0 +1,215 @@
+"""Analyse once: hooks old and new, the generic verdict against its table, the harness-floor
+rule, claims, load disturbance, the --json fields, and the Markdown report's head."""
+
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import claims, derived, report, tables
+from workbench.analysis import analyse, charts_of, json_fields, sections_of
+from workbench.schema import check_record
+from workbench.record import RunRecord, VariantResult
+from tests.support.mdlint import lint_markdown
+
+
+def _rec(variants, floor_ns=50.0, outputs=None, env=None) -> RunRecord:
+    return RunRecord(run_id="20260101-000000-stub-abcdef", study="stub", params={}, status="complete",
+                     env=env or {"cpu_logical": 2, "fingerprint": "f"}, variants=variants, floor_ns=floor_ns,
+                     outputs=outputs or {}, created_utc="2026-01-01T00:00:00Z")
+
+
+def _variants(seed=0, medians=(900.0, 500.0, 2000.0)):
+    rng = np.random.default_rng(seed)
+    return [VariantResult(f"v{i}", {"k": i}, list(m + rng.normal(0, m * 0.02, 30)), True, "ok")
+            for i, m in enumerate(medians)]
+
+
+def _study(**hooks) -> types.ModuleType:
+    mod = types.ModuleType("studies.stub")
+    mod.ID, mod.TITLE, mod.SEED = "stub", "Stub", "(none)"
+    calls = {"analyze": 0}
+
+    def analyze(rec):
+        calls["analyze"] += 1
+        return hooks.get("tables", {"summary": tables.variants_table(rec)})
+
+    mod.analyze, mod.charts, mod.calls = analyze, (lambda t: {}), calls
+    for name, fn in hooks.items():
+        if name != "tables":
+            setattr(mod, name, fn)
+    return mod
+
+
+def test_generic_verdict_names_the_winner_of_its_table_across_seeds():
+    study = _study()
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        medians = rng.uniform(100, 5000, 4)
+        a = analyse(_rec(_variants(seed, medians)), study)
+        winner = a.results.sort_values("median_ns").iloc[0]["variant"]
+        assert a.verdict.startswith(f"Fastest of 4 checked variant(s): {winner} at")
+        assert study.calls["analyze"] == seed + 1  # once per analyse
+
+
+def test_generic_verdict_says_when_the_winner_is_not_clearly_ahead():
+    a = analyse(_rec(_variants(0, (1000.0, 1001.0))), _study())
+    assert "not clearly ahead of" in a.verdict and "CIs overlap" in a.verdict
+
+
+def test_inconclusive_derived_never_reaches_the_verdict_and_impossible_is_flagged():
+    rng = np.random.default_rng(7)
+    x = 100 + rng.normal(0, 5, 30)
+    tbl = derived.derived_table([derived.difference(x, x + 40, "big step", "us"),
+                                 derived.difference(x, x + rng.normal(0, 5, 30), "spans-zero step", "us"),
+                                 derived.difference(x, x - 50, "negative cost", "us", physical_min=0.0)])
+    assert tbl["status"].tolist() == ["clear", "inconclusive", "not meaningful"]
+    a = analyse(_rec(_variants()), _study(tables={"derived": tbl}))
+    assert "big step" in a.verdict and "spans-zero step" not in a.verdict
+    assert "negative cost (physically impossible" in a.verdict
+
+
+def test_the_hooks_are_called_with_the_tables():
+    seen = {}
+
+    def verdict(tables):
+        seen["verdict"] = sorted(tables)
+        return "from the tables"
+
+    def report_sections(tables):
+        seen["sections"] = sorted(tables)
+        return ["## section"]
+
+    a = analyse(_rec(_variants()), _study(verdict=verdict, report_sections=report_sections))
+    assert a.verdict == "from the tables" and sections_of(a) == ["## section"]
+    assert seen == {"verdict": ["summary"], "sections": ["summary"]}
+
+
+def test_a_failing_hook_lands_in_errors_not_in_an_exception():
+    def boom(*_):
+        raise RuntimeError("broken study")
+
+    a = analyse(_rec(_variants()), _study(verdict=boom, charts=boom))
+    assert a.verdict.startswith("none (") and any("broken study" in e for e in a.errors)
+    assert charts_of(a) == {} and any(e.startswith("The charts failed") for e in a.errors)
+    failed = _study()
+    failed.analyze = boom
+    b = analyse(_rec(_variants()), failed)
+    assert b.tables == {} and b.verdict.startswith("Fastest") and "The analysis of this run failed" in b.errors[0]
+
+
+def test_floor_note_follows_the_runs_measured_floor_not_a_fixed_time():
+    vs = [VariantResult("fast", {}, [300.0] * 5, True), VariantResult("slow", {}, [600.0] * 5, True)]
+    df = tables.variants_table(_rec(vs, floor_ns=100.0))
+    assert df.set_index("variant")["floor_note"].str.startswith("within 5x").tolist() == [True, False]
+    # a 40 us figure on a machine whose harness costs 10 us per call is dominated by it
+    slow_harness = tables.variants_table(_rec([VariantResult("x", {}, [40_000.0] * 5, True)], floor_ns=10_000.0))
+    assert slow_harness["floor_note"].iloc[0].startswith("within 5x")
+    assert tables.floor_notes([1.0, 2.0], None).tolist() == ["", ""]
+    assert "within 5x" in tables.results_display(df)["note"].iloc[0]
+
+
+def test_claims_evaluate_and_a_raising_test_is_not_testable():
+    def holds(tbls, rec):
+        return claims.ClaimResult("holds", "3 us [2, 4]")
+
+    def raises(tbls, rec):
+        return tbls["missing"]
+
+    def garbage(tbls, rec):
+        return "yes"
+
+    study = _study()
+    study.SEED_CLAIMS = [claims.Claim(i, "seed says", "1 us", "seed box", fn)
+                         for i, fn in (("a", holds), ("b", raises), ("c", garbage))]
+    c = analyse(_rec(_variants()), study).claims
+    assert c.columns.tolist() == claims.COLUMNS
+    assert c["status"].tolist() == ["holds", "not testable here", "not testable here"]
+    assert "KeyError" in c["why"].iloc[1] and "not a ClaimResult" in c["why"].iloc[2]
+    assert analyse(_rec(_variants()), _study()).claims.empty  # no SEED_CLAIMS: an empty table
+
+
+def test_bound_maps_a_derived_ci_to_a_status():
+    def d(lo, hi, status="clear"):
+        return derived.Derived("share", (lo + hi) / 2, lo, hi, "%", 0.0, status, n_a=20, n_b=20)
+
+    assert claims.bound(d(20, 30), below=50).status == "holds"
+    assert claims.bound(d(60, 70), below=50).status == "contradicted"
+    assert claims.bound(d(40, 60), below=50).status == "inconclusive"
+    assert claims.bound(d(60, 70), above=50).status == "holds"
+    assert claims.bound(derived.not_meaningful("x", "different runs"), above=0).status == "not testable here"
+
+
+def _loaded_record():
+    vs = _variants()
+    for v, la, mhz in zip(vs, (0.8, 3.6, 1.1), (3000.0, 2400.0, 2990.0)):
+        v.extra["load"] = {"loadavg_1m": la, "cpu_mhz": mhz}
+    return _rec(vs, outputs={"load": {"before": {"loadavg_1m": 0.7}, "after": {"loadavg_1m": 2.9}}})
+
+
+def test_disturbance_names_the_loaded_variants_with_figures():
+    a = analyse(_loaded_record(), _study())
+    text = " ".join(a.disturbance)
+    assert "rose from 0.7 before the run to 3.6 (after v1)" in text and "2 CPUs" in text
+    assert "1 of 3 variant(s) measured under load: v1" in text
+    assert "2400 MHz after v1, 20% below the run's highest 3000 MHz" in text
+    notes = a.results.set_index("variant")["load_note"]
+    assert notes["v1"].startswith("measured under load") and notes["v0"] == "" and notes["v2"] == ""
+    assert analyse(_rec(_variants()), _study()).disturbance == []  # not sampled: nothing claimed
+
+
+def test_json_fields_match_the_record_schema():
+    rec = _loaded_record()
+    study = _study()
+    study.SEED_CLAIMS = [claims.Claim("a", "seed says", "1 us", "seed box",
+                                      lambda t, r: claims.ClaimResult("inconclusive", "1 us [0, 2]"))]
+    doc = rec.to_json() | json_fields(analyse(rec, study))
+    doc["study"] = "calibration"  # the schema checks the document, not that the study exists
+    check_record(doc)
+    assert doc["claims"] == [{"id": "a", "seed_text": "seed says", "seed_value": "1 us", "status": "inconclusive",
+                              "live": "1 us [0, 2]", "why": ""}]
+    # a disturbed run's verdict leads with it (issue 30), then the study's own
+    assert doc["disturbance"] and doc["verdict"].startswith("Measured under load") and "Fastest" in doc["verdict"]
+    assert doc["levels"].startswith("CIs cover")
+
+
+def test_markdown_report_leads_with_disturbance_verdict_and_claims():
+    study = _study()
+    study.SEED_CLAIMS = [claims.Claim("c1", "seed|says *this*", "1 us", "seed box",
+                                      lambda t, r: claims.ClaimResult("contradicted", "9 us [8, 10]", "here: 9"))]
+    a = analyse(_loaded_record(), study)
+    text = report.markdown(a.rec, analysis=a)
+    warn, verdict, claims_at, results = (text.index(s) for s in ("> **Warning:**", "**Verdict:**",
+                                                                 "## The seed's claims", "## Results"))
+    assert warn < verdict < claims_at < results
+    assert "seed\\|says" in text and "contradicted" in text
+    assert not lint_markdown(text)
+
+
+def test_cpu_reduction_claim_on_its_committed_bundles():
+    from workbench.store import committed
+
+    recs, errors = committed("cpu-reduction")
+    assert recs and not errors
+    statuses = {}
+    for rec in recs:
+        a = analyse(rec)
+        assert not a.errors, a.errors
+        row = a.claims.set_index("id").loc["000-overhead-dominates"]
+        statuses[tuple(rec.params["experiments"])] = row["status"]
+        if row["status"] == "holds":  # the 16-core phases run: IREE's compute share < 50% at c=8
+            assert "compute" in row["live"] and "%" in row["live"] and "c=8" in row["live"]
+    assert statuses[("phases",)] == "holds"
+    assert set(statuses.values()) <= {"holds", "not testable here"}
+
+
+@pytest.mark.parametrize("study_id", ["ag-gemm", "launch-cache", "mc2-split", "opencl-events", "calibration"])
+def test_every_committed_bundle_analyses_once_without_errors(study_id):
+    from workbench.store import committed
+
+    for rec in committed(study_id)[0]:
+        a = analyse(rec)
+        assert not a.errors, (rec.run_id, a.errors)
+        assert a.verdict and set(a.claims["status"]) <= set(claims.STATUSES)
+        assert isinstance(a.results, pd.DataFrame) and len(a.results) == len(rec.variants)

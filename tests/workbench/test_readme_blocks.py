@@ -1,0 +1,56 @@
+"""Committed result READMEs are generated, not copied (issue 30): every table between
+``<!-- generated -->`` markers in ``traces/<study>/README.md`` is what the tool prints from the
+bundles today, and a block that disagrees fails here (refresh with
+``python -m workbench readme --refresh``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.committed_claims import analyses  # the committed bundles, analysed once per session
+from workbench import readme
+from workbench.env import REPO_ROOT
+
+READMES = readme.readmes(REPO_ROOT)
+
+
+def _bundles(path: Path) -> readme.Bundles:
+    study = path.parent.name
+    return readme.Bundles(path.parent, lambda bundle: analyses(study)[bundle.name])
+
+
+def test_the_committed_result_readmes_hold_generated_blocks():
+    assert {p.parent.name for p in READMES} >= {"cpu-reduction", "mc2-split", "ag-gemm", "opencl-events",
+                                                "launch-cache"}
+
+
+@pytest.mark.parametrize("path", READMES, ids=[p.parent.name for p in READMES])
+def test_every_generated_block_is_what_the_tool_prints_today(path):
+    stale = readme.differences(path.read_text(encoding="utf-8"), _bundles(path))
+    assert not stale, f"{path}: refresh with `python -m workbench readme --refresh`: {stale}"
+
+
+def test_a_block_that_disagrees_with_the_bundles_fails(tmp_path):
+    """A README whose table was copied by hand (or left behind by a change of the tool) is
+    found: one altered cell is enough."""
+    path = REPO_ROOT / "traces" / "cpu-reduction" / "README.md"
+    text = path.read_text(encoding="utf-8")
+    bundles = _bundles(path)
+    assert not readme.differences(text, bundles)
+    altered = text.replace("| 000-split-scales |", "| 000-split-scales (edited) |", 1)
+    assert altered != text
+    assert readme.differences(altered, bundles) == [
+        "<!-- generated:claims bundles=many-core-16cpu.bundle.json,many-core-phases-16cpu.bundle.json,"
+        "seed-c8-shapes-16cpu.bundle.json -->"]
+    assert readme.refresh(altered, bundles) == text
+
+
+def test_a_marker_must_name_a_bundle_beside_the_readme(tmp_path):
+    bundles = readme.Bundles(tmp_path)
+    for name in ("../cpu-reduction/many-core-16cpu.bundle.json", "missing.bundle.json"):
+        with pytest.raises(readme.BlockError, match="no such bundle"):
+            readme.refresh(f"<!-- generated:drift bundle={name} -->\n<!-- /generated -->\n", bundles)
+    with pytest.raises(readme.BlockError, match="unknown generated block kind"):
+        readme.refresh("<!-- generated:nonsense -->\n<!-- /generated -->\n", bundles)

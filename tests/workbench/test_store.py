@@ -1,0 +1,158 @@
+"""Results store: per-point writes, interrupted sweeps, foreign files, bundles."""
+
+import json
+import sqlite3
+
+import pytest
+
+from workbench import runner
+from workbench.record import RunRecord, VariantResult
+from workbench.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
+from workbench.study import Param, ParamSpace, RunContext
+
+
+def _record(run_id="r1", study="calibration"):
+    return RunRecord(run_id=run_id, study=study, params={"repeat": 3}, env={"fingerprint": "abc", "cpu_model": "X"},
+                     created_utc="2026-01-01T00:00:00Z", reproduce="python -m workbench run calibration",
+                     variants=[VariantResult("a", {"w": 1}, [10.0, 11.0, 12.0], True, "ok")],
+                     attachments=[("t.json", "trace/chrome-json", b'{"traceEvents": []}')])
+
+
+def test_save_load_roundtrip(store):
+    rec = _record()
+    store.save(rec)
+    back = store.load("r1")
+    assert back.variants[0].samples_ns == [10.0, 11.0, 12.0]
+    assert back.attachments == rec.attachments
+    assert store.resolve_id("latest") == "r1"
+
+
+def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "other.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE x (a)")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="another application"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_corrupt_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "bad.sqlite"
+    path.write_bytes(b"not a database at all" * 10)
+    with pytest.raises(StoreError, match="not a workbench results file"):
+        Store(path)
+    assert path.read_bytes() == b"not a database at all" * 10
+
+
+class _Sweep:
+    """A fake study whose run is interrupted after two points."""
+
+    ID = "sweep"
+    SPACE = ParamSpace(params=(Param("points", "int", 5, min=1),), presets={"smoke": {}, "quick": {}})
+
+    @staticmethod
+    def requires(params):
+        return None
+
+    @staticmethod
+    def run(params, ctx: RunContext):
+        for i in range(params["points"]):
+            if i == 2:
+                raise KeyboardInterrupt
+            ctx.record(VariantResult(f"p{i}", {"i": i}, [1.0 + i, 2.0 + i, 3.0 + i], True, "ok"))
+        return {}
+
+
+def test_interrupted_sweep_keeps_finished_points(store):
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_Sweep, {}, store)
+    (row,) = store.runs()
+    assert row["status"] == "interrupted"
+    rec = store.load(row["run_id"])
+    assert [v.variant for v in rec.variants] == ["p0", "p1"]
+
+
+def test_failing_study_is_stored_as_failed_with_error(store):
+    class Broken(_Sweep):
+        @staticmethod
+        def run(params, ctx):
+            ctx.record(VariantResult("p0", {}, [1.0, 2.0, 3.0], True, "ok"))
+            raise RuntimeError("compiler exploded")
+
+    with pytest.raises(RuntimeError):
+        runner.execute(Broken, {}, store)
+    rec = store.load("latest")
+    assert rec.status == "failed" and "compiler exploded" in rec.error
+    assert len(rec.variants) == 1
+
+
+def test_invalid_params_store_nothing(store):
+    from workbench.study import ParamError
+
+    with pytest.raises(ParamError):
+        runner.execute(_Sweep, {"points": 0}, store)
+    assert store.runs() == []
+
+
+def test_bundle_roundtrip_and_import(tmp_path, store):
+    rec = _record("r2")
+    path = write_bundle(rec, tmp_path / "r2.bundle.json")
+    back = read_bundle(path)
+    assert back.run_id == "r2" and back.attachments == rec.attachments and back.origin.startswith("bundle:")
+    store.save(back)
+    assert store.load("r2").variants[0].params == {"w": 1}
+
+
+@pytest.mark.parametrize("doc, fragment", [
+    ({"format": "something-else"}, "not a perf-workbench result bundle"),
+    ({"format": "perf-workbench-bundle", "version": 99, "run": {}}, "newer"),
+    ({"format": "perf-workbench-bundle", "version": 1, "run": {"run_id": "x"}}, "run: .study. is a required property"),
+    ([1, 2, 3], "not a perf-workbench result bundle"),
+])
+def test_bad_bundles_get_clear_errors(doc, fragment):
+    with pytest.raises(StoreError, match=fragment):
+        from_bundle(doc)
+
+
+def test_gbench_export_has_one_row_per_sample():
+    from workbench.harness import parse_gbench
+
+    doc = to_gbench(_record())
+    back = parse_gbench(json.dumps(doc))
+    assert back == {"calibration/a": [10.0, 11.0, 12.0]}
+
+
+def test_gbench_export_gives_a_failed_check_no_timings():
+    from workbench.harness import parse_gbench
+
+    rec = _record()
+    rec.variants.append(VariantResult("wrong", {}, [1.0, 2.0, 3.0], False, "sum off by 4"))
+    doc = to_gbench(rec)
+    (row,) = [r for r in doc["benchmarks"] if r["name"] == "calibration/wrong"]
+    assert row["error_occurred"] and "sum off by 4" in row["error_message"] and "real_time" not in row
+    assert "calibration/wrong" not in parse_gbench(json.dumps(doc))
+
+
+def test_execute_keep_partial_returns_the_failed_run_with_its_points(store):
+    class Broken(_Sweep):
+        @staticmethod
+        def run(params, ctx):
+            ctx.record(VariantResult("p0", {}, [1.0, 2.0, 3.0], True, "ok"))
+            raise RuntimeError("NCCL timeout")
+
+    rec, error = runner.execute_keep_partial(Broken, {}, store)
+    assert "NCCL timeout" in error and rec.status == "failed" and [v.variant for v in rec.variants] == ["p0"]
+
+
+def test_a_failed_benchmark_run_is_bundled_under_a_name_that_says_so(tmp_path):
+    from workbench.store import write_run_bundle
+
+    rec = _record()
+    ok = write_run_bundle(rec, tmp_path, "bench-ws2", failed=False)
+    bad = write_run_bundle(rec, tmp_path, "bench-ws2", failed=True)
+    assert ok.name == f"bench-ws2-{rec.run_id}.bundle.json"
+    assert bad.name == f"bench-ws2-{rec.run_id}-FAILED.bundle.json"
+    assert read_bundle(bad).run_id == rec.run_id

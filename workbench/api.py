@@ -1,0 +1,565 @@
+"""The workbench from Python and Jupyter: ``import workbench as wb``.
+
+::
+
+    import workbench as wb
+
+    wb.studies()                                   # DataFrame: id, title, seed, summary, knobs, presets
+    run = wb.run("cpu-reduction", preset="smoke", chunks=[1, 2, 8], workers=[1, 2])
+    run                                            # in a notebook: the page's head (warnings, verdict,
+                                                   # the seed's claims, key table, key chart)
+    run.claims, run.results, run.derived           # DataFrames
+    run.tables                                     # {name: DataFrame}: the study's tables
+    run.charts()                                   # every chart: Vega-Lite spec + PNG
+    run.report("issue")                            # the GitHub-issue report (Markdown); "md", "html"
+    run.report("ipynb", "out/run.ipynb")           # written files: a notebook and its bundle
+    run.export("run.bundle.json")                  # the result bundle
+
+    wb.runs("cpu-reduction")                       # DataFrame: stored and committed runs, newest first
+    old = wb.load("20261121-080417-mc2-split-568a86")   # a run id, a prefix, "latest" or a bundle file
+    wb.compare(old, run)                           # B against A: diffs, per-variant verdicts
+    wb.ab("calibration", a={"threads": 1}, b={"threads": 2}, both={"repeat": 10})  # interleaved A/B
+
+    spans = wb.trace("traces/examples/iree_sum_c8_50it.tracy")   # any supported format
+    spans.breakdown()                              # {name: DataFrame}: per name, phases, ...
+    spans.timeline()                               # the timeline chart
+
+    wb.explore("cpu-reduction")                    # the study's knobs as widgets, a Run button
+
+Each function is a thin layer over what ``python -m workbench`` and the pages call: the study
+registry, :func:`workbench.study.validate` (the same checks and messages as ``run --set``),
+:func:`workbench.runner.execute` (the same store, ``$WORKBENCH_STORE`` or ``store=``, and the
+same machine lock: a run waits while another times), :func:`workbench.analysis.analyse`,
+:mod:`workbench.report`, :mod:`workbench.comparison`, :mod:`workbench.ab_session` and
+:mod:`workbench.traces`. What the CLI says in one line, these raise in one line: a notebook
+shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..65536)``, not a
+traceback (:class:`Error`, with the CLI's exit code in its docstring).
+
+A run in a notebook shows a progress bar in its cell (``progress=False``: none; a callable
+gets ``(fraction, message)``). Interrupting the kernel (or Ctrl-C) stops it within seconds
+and keeps its finished points: :class:`Interrupted` says where (``exc.run``).
+
+``wb.explore`` (:func:`workbench.knobs.explore`) is the notebook twin of a study page.
+Documentation: docs/python.md.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import fields
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import pandas as pd
+
+from . import comparison, jupyter, report, runner
+from .ab_session import DEFAULT_ROUNDS, execute_ab
+from .ab_session import interrupted_text as ab_interrupted_text
+from .analysis import Analysis, analyse, charts_of
+from .catalog import ORIGINS, Catalog, Header, find_run
+from .cli import plain_block, summary_text
+from .outfile import OutputError
+from .record import RunRecord
+from .registry import get, registry
+from .store import Store, StoreError, write_bundle
+from .study import Cancelled, ParamError, StudyUnavailable, validate
+from .traces import TraceError, phases, ranks
+from .traces import analysis as trace_analysis
+from .traces import charts as trace_charts
+from .traces import load as load_trace
+from .traces.ranks import RankError, load_ranks
+
+StorePath = str | os.PathLike | None
+
+
+class Error(Exception):
+    """A one-line error: a notebook shows its line, not a traceback (IPython's
+    ``_render_traceback_``); the CLI prints the same line."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class BadInput(Error, ValueError):
+    """A parameter, store, file, study or run that cannot be used (the CLI's exit 2); nothing was stored."""
+
+
+class Unavailable(Error):
+    """The study cannot run on this machine: what is missing and how to get it (the CLI's exit 3)."""
+
+
+class RunFailed(Error):
+    """The study failed mid-way (the CLI's exit 1); ``run`` is the stored failed run with its finished points."""
+
+    def __init__(self, message: str, run: Run | None = None):
+        super().__init__(message)
+        self.run = run
+
+
+class Interrupted(KeyboardInterrupt):
+    """Interrupted (kernel interrupt, Ctrl-C; the CLI's exit 130): the finished points are kept
+    in ``run`` (``runs``: both sides of an A/B session). A KeyboardInterrupt, so a notebook
+    stops running the cells after it."""
+
+    def __init__(self, message: str, runs: tuple[Run, ...] = ()):
+        super().__init__(message)
+        self.runs = runs
+        self.run = runs[0] if runs else None
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Interrupted: {self}"]
+
+
+# --- studies and runs ------------------------------------------------------------------------
+
+
+def studies() -> pd.DataFrame:
+    """Every study: ``id``, ``title``, ``seed``, ``summary``, its ``knobs`` and ``presets``."""
+    return pd.DataFrame([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "summary": m.SEED_SUMMARY,
+                          "knobs": m.SPACE.names, "presets": list(m.SPACE.presets)} for m in registry().values()])
+
+
+def study_module(study_id: str) -> ModuleType:
+    """The study's module, or :class:`BadInput` naming the known studies."""
+    try:
+        return get(study_id)
+    except KeyError as exc:
+        raise BadInput(exc.args[0]) from None
+
+
+def _open_store(path: StorePath) -> Store:
+    """The store a run writes to, checked writable before anything is measured."""
+    try:
+        store = Store(path) if path else Store()
+        store.check_writable()
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    return store
+
+
+def _catalog(path: StorePath) -> tuple[Catalog, str]:
+    try:
+        return Catalog.open(path)
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _kept(store: Store, exc: BaseException) -> tuple[Run, ...]:
+    """The runs a stopped run or session stored (``run_id`` / ``run_ids`` on the exception)."""
+    out = []
+    for run_id in getattr(exc, "run_ids", None) or [getattr(exc, "run_id", None)]:
+        if run_id is not None:
+            try:
+                out.append(Run(store.load(run_id)))
+            except (StoreError, KeyError):  # gone meanwhile: the message still names it
+                continue
+    return tuple(out)
+
+
+def _measured(study: ModuleType, store: Store, progress: jupyter.Progress, kept: str,
+              interrupted: Callable[[BaseException], str], measure: Callable[[], Any]):
+    """``measure()``, its exceptions raised as the CLI's lines (:func:`workbench.cli._measuring`
+    prints the same lines, with exit codes); ``kept`` names what a stopped run keeps (points,
+    rounds), ``interrupted(exc)`` says where. The progress bar ends saying how it went."""
+    outcome = "done"
+    try:
+        return measure()
+    except (ParamError, StoreError, runner.LockError) as exc:
+        outcome = str(exc)
+        raise BadInput(outcome) from None
+    except StudyUnavailable as exc:
+        outcome = runner.failure_text(study, exc, kept)
+        raise Unavailable(outcome) from None
+    except (KeyboardInterrupt, Cancelled) as exc:
+        outcome = interrupted(exc)
+        raise Interrupted(outcome, _kept(store, exc)) from None
+    except Exception as exc:  # the study failed: stored as failed, with what it finished
+        outcome = runner.failure_text(study, exc, kept)
+        got = _kept(store, exc)
+        raise RunFailed(outcome, got[0] if got else None) from exc
+    finally:
+        progress.close(outcome)
+
+
+def run(study: str, *, preset: str | None = None, store: StorePath = None, precision: float | str | None = None,
+        precision_cap_s: float = runner.DEFAULT_PRECISION_CAP_S, progress: bool | Callable[[float, str], None] = True,
+        **knobs: Any) -> Run:
+    """Run ``study`` with its defaults, or ``preset`` (``smoke``, ``quick`` or the study's own),
+    overridden by ``knobs`` (a list sweeps a multi-valued knob; text as ``--set`` takes it works
+    too), store it and return it. ``precision`` (``"2%"`` or 0.02) repeats each variant until
+    its median's CI is that narrow, for at most ``precision_cap_s`` in all. Raises
+    :class:`BadInput` (nothing stored), :class:`Unavailable`, :class:`RunFailed` or
+    :class:`Interrupted` (both keep the finished points)."""
+    mod = study_module(study)
+    try:
+        validate(mod, knobs, preset=preset)  # before the store is touched: bad input stores nothing
+        fraction = runner.parse_precision(precision)
+    except ParamError as exc:
+        raise BadInput(str(exc)) from None
+    st = _open_store(store)
+    bar = jupyter.Progress(progress, mod.TITLE)
+    interrupted = lambda exc: runner.interrupted_text(st, getattr(exc, "run_id", None))  # noqa: E731
+    rec = _measured(mod, st, bar, "points", interrupted, lambda: runner.execute(
+        mod, knobs, st, preset=preset, progress=bar, precision=fraction, precision_cap_s=precision_cap_s))
+    return Run(rec, mod)
+
+
+def runs(study: str | None = None, origin: str | None = None, store: StorePath = None) -> pd.DataFrame:
+    """The runs ``load`` can address, newest first (``python -m workbench runs --all``): the
+    store's and the bundles committed under ``traces/<study>/``; ``origin`` keeps one of
+    ``local``, ``imported``, ``committed``."""
+    if origin is not None and origin not in ORIGINS:
+        raise BadInput(f"origin {origin!r} is not one of {', '.join(ORIGINS)}")
+    catalog, _ = _catalog(store)
+    try:
+        headers = catalog.headers(study=study)
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    return pd.DataFrame([h.to_json() for h in headers if origin is None or h.origin == origin],
+                        columns=[f.name for f in fields(Header)])
+
+
+def load(ref: str | os.PathLike, store: StorePath = None) -> Run:
+    """A run: the path of a result bundle (only the file is needed: no store, no checkout), or
+    a run id, a unique prefix of one or ``latest`` from the store or the committed bundles."""
+    ref = os.fspath(ref)
+    try:
+        return Run(find_run(ref, lambda: _catalog(store)))
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    except KeyError as exc:
+        raise BadInput(exc.args[0]) from None
+
+
+def _run_of(x: Run | str | os.PathLike, store: StorePath) -> Run:
+    return x if isinstance(x, Run) else load(x, store)
+
+
+def compare(a: Run | str | os.PathLike, b: Run | str | os.PathLike, store: StorePath = None) -> Comparison:
+    """B against A (runs, ids or bundle files; ``python -m workbench compare A B``): what differs,
+    then per variant the ratio B/A with its CI and verdict, judged against the run-to-run
+    noise of the A/A runs of this configuration in the store and the committed bundles."""
+    run_a, run_b = _run_of(a, store), _run_of(b, store)
+    catalog, _ = _catalog(store)
+    history = comparison.history(run_a.record, run_b.record, catalog.store, catalog.committed(run_a.record.study))
+    try:
+        return Comparison(comparison.compare_runs(run_a.record, run_b.record, history), run_a, run_b)
+    except comparison.CompareError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def ab(study: str, a: dict[str, Any], b: dict[str, Any], *, both: dict[str, Any] | None = None,
+       rounds: int = DEFAULT_ROUNDS, preset: str | None = None, store: StorePath = None,
+       precision: float | str | None = None, precision_cap_s: float = runner.DEFAULT_PRECISION_CAP_S,
+       progress: bool | Callable[[float, str], None] = True) -> Comparison:
+    """An interleaved A/B session (``python -m workbench ab``): ``rounds`` rounds per side, A and
+    B alternating under one hold of the machine lock, stored as two linked runs, then
+    compared (``.a``, ``.b``: the runs). ``both``: knobs of both sides (a knob named like one
+    of this function's arguments, such as cpu-reduction's ``rounds``, goes there)."""
+    mod = study_module(study)
+    try:
+        sides = {side: {**(both or {}), **values} for side, values in (("A", a), ("B", b))}
+        for values in sides.values():
+            validate(mod, values, preset=preset)  # before the store is touched
+        fraction = runner.parse_precision(precision)
+    except ParamError as exc:
+        raise BadInput(str(exc)) from None
+    st = _open_store(store)
+    bar = jupyter.Progress(progress, f"{mod.TITLE}: A/B")
+    rec_a, rec_b = _measured(mod, st, bar, "rounds", ab_interrupted_text, lambda: execute_ab(
+        mod, sides["A"], sides["B"], st, rounds=rounds, preset=preset, progress=bar, precision=fraction,
+        precision_cap_s=precision_cap_s))
+    run_a, run_b = Run(rec_a, mod), Run(rec_b, mod)
+    return Comparison(comparison.compare_runs(rec_a, rec_b, comparison.history(rec_a, rec_b, st)), run_a, run_b)
+
+
+class Run:
+    """One run: its record, its analysis (computed once), tables, charts and reports. A
+    notebook shows it as its page's head; ``print(run)`` as the CLI's summary."""
+
+    def __init__(self, record: RunRecord, study: ModuleType | None = None):
+        self.record = record
+        self._study = study if study is not None else registry().get(record.study)
+
+    @property
+    def id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def study(self) -> str:
+        return self.record.study
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.record.params
+
+    @property
+    def reproduce(self) -> str:
+        """The CLI command that repeats this run."""
+        return self.record.reproduce
+
+    @cached_property
+    def analysis(self) -> Analysis:
+        """Everything about the run, from one call of the study's ``analyze``."""
+        return analyse(self.record, self._study)
+
+    @property
+    def verdict(self) -> str:
+        return self.analysis.verdict
+
+    @property
+    def disturbance(self) -> list[str]:
+        """The "run disturbed" warnings (load, CPU clock), with their figures."""
+        return list(self.analysis.disturbance)
+
+    @property
+    def claims(self) -> pd.DataFrame:
+        """The seed's claims checked on this run: ``id, seed_text, seed_value, seed_machine,
+        status, live, why`` (status: holds, contradicted, inconclusive, not testable here)."""
+        return self.analysis.claims
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """Per variant: ``samples``, ``median_ns`` with its 95% CI (``ci_lo_ns``, ``ci_hi_ns``),
+        the spread, the correctness check and the notes (noisy, harness floor, load)."""
+        return self.analysis.results
+
+    @property
+    def derived(self) -> pd.DataFrame:
+        """Derived numbers (differences, ratios, shares) with their CIs and status; empty when
+        the study derives none."""
+        return self.analysis.tables.get("derived", pd.DataFrame())
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The study's tables (its chart data, names starting with ``_``, left out)."""
+        return {n: df for n, df in self.analysis.tables.items() if not n.startswith("_")}
+
+    @cached_property
+    def _charts(self) -> jupyter.Charts:
+        return jupyter.Charts({n: jupyter.ChartView(n, c) for n, c in charts_of(self.analysis).items()})
+
+    def charts(self, key: bool = True) -> jupyter.Charts:
+        """The study's charts by name, each shown as its Vega-Lite spec and a PNG (``.chart`` is
+        the altair chart); ``key=False`` leaves out the key chart that the run's head shows."""
+        _, key_chart = report.key_names(self.analysis, self._charts)
+        return jupyter.Charts({n: c for n, c in self._charts.items() if key or n != key_chart})
+
+    def report(self, fmt: str = "issue", path: str | os.PathLike | None = None) -> str | Path:
+        """The report (``python -m workbench report``): ``issue`` (one GitHub issue body), ``md``,
+        ``html``, ``ipynb``. With ``path`` the files are written (md: charts as PNG beside it;
+        ipynb: the notebook and its bundle, executed) and the path returned; without, the text
+        (Markdown is shown rendered in a notebook; md leaves its charts out)."""
+        if fmt not in report.FORMATS:
+            raise BadInput(f"report format {fmt!r} is not one of {', '.join(report.FORMATS)}")
+        if path is not None:
+            try:
+                return report.write_report(self.record, fmt, path, analysis=self.analysis)
+            except OutputError as exc:
+                raise BadInput(str(exc)) from None
+        if fmt == "ipynb":
+            raise BadInput("an ipynb report is files (a notebook and its bundle): give a path")
+        if fmt == "html":
+            return report.html_report(self.record, self.analysis)
+        text = report.issue_markdown(self.record, self.analysis) if fmt == "issue" else \
+            report.markdown(self.record, analysis=self.analysis)
+        return Markdown(text)
+
+    def seed(self) -> Markdown:
+        """The seed's published figures, labelled as the seed's with its machine (the page's Seed tab)."""
+        return Markdown(report.seed_section(self._study) or "This study has no seed figures.")
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """Write the result bundle (raw samples, environment, reproduce command, attachments)."""
+        try:
+            return write_bundle(self.record, path)
+        except OutputError as exc:
+            raise BadInput(str(exc)) from None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} ({self.study}, {self.status}, {len(self.record.variants)} variants)>"
+
+    def __str__(self) -> str:
+        return summary_text(self.analysis)
+
+    def _repr_html_(self) -> str:
+        return jupyter.run_head_html(self.analysis, self._charts)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        return {"text/html": self._repr_html_(), "text/plain": str(self)}
+
+    def _ipython_display_(self) -> None:
+        # In IPython the key chart is an output of its own after the head (spec and PNG), not a
+        # picture inside the HTML: JupyterLab then draws it live, and viewers that strip images
+        # from HTML outputs (GitHub's) still show its PNG.
+        from IPython.display import display  # start-up: only in a notebook
+
+        display(jupyter.HtmlOutput(jupyter.run_head_html(self.analysis, self._charts, key_chart=False), str(self)))
+        _, key_chart = report.key_names(self.analysis, self._charts)
+        if key_chart:
+            display(self._charts[key_chart])
+
+
+class Markdown(str):
+    """A report's Markdown; a notebook shows it rendered (as the page's issue preview does)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+class Comparison:
+    """B against A (:func:`compare`, :func:`ab`): ``verdict``, ``table`` (per variant),
+    ``warnings``, ``param_diff``, ``env_diff``; ``data`` is the plain comparison
+    (:func:`workbench.comparison.compare_runs`), ``a`` and ``b`` the runs."""
+
+    def __init__(self, data: dict[str, Any], a: Run, b: Run):
+        self.data, self.a, self.b = data, a, b
+
+    @property
+    def verdict(self) -> str:
+        return comparison.summary_text(self.data)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.data["rows"])
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.data["warnings"])
+
+    @property
+    def param_diff(self) -> pd.DataFrame:
+        return pd.DataFrame(self.data["param_diff"], columns=["param", "a", "b"])
+
+    @property
+    def env_diff(self) -> pd.DataFrame:
+        return pd.DataFrame(self.data["env_diff"], columns=["key", "a", "b"])
+
+    def markdown(self) -> str:
+        """The comparison as the CLI prints it and the Runs page downloads it."""
+        return comparison.markdown(self.data)
+
+    def __repr__(self) -> str:
+        return f"<Comparison {self.b.id} (B) against {self.a.id} (A)>"
+
+    def __str__(self) -> str:
+        return plain_block(self.markdown())
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+
+# --- traces ----------------------------------------------------------------------------------
+
+
+def trace(path: str | os.PathLike, *more: str | os.PathLike, align: str = "auto", marker: str | None = None) -> Trace:
+    """A trace file in any supported format (``python -m workbench trace``), read into one span
+    table; several files are the ranks of one run, their clocks aligned (``align``: auto,
+    collective, base, none; ``marker``: a regex of the span to align on)."""
+    paths = [os.fspath(p) for p in (path, *more)]
+    try:
+        if not more:
+            spans, meta = load_trace(paths[0])
+        else:
+            spans, meta = load_ranks(paths, align=align, marker=marker)
+    except TraceError as exc:
+        raise BadInput(str(exc)) from None
+    except RankError as exc:
+        raise BadInput(f"ranks: {exc}") from None
+    return Trace(spans, meta, ", ".join(Path(p).name for p in paths))
+
+
+def _phases(spans: pd.DataFrame) -> pd.DataFrame:
+    """Each phase's median per iteration (:func:`workbench.traces.phases.breakdown`), per rank
+    for several ranks (a ``rank`` column)."""
+    if not ranks.is_multi_rank(spans):
+        return phases.breakdown(spans)
+    return pd.concat([phases.breakdown(g).assign(rank=int(r)) for r, g in spans.groupby("rank", observed=True)],
+                     ignore_index=True)
+
+
+#: the analyses of :meth:`Trace.breakdown`, in order: (name, span table -> table); one that does
+#: not apply to a trace raises ValueError (phases.PhaseError) and is left out with its reason.
+#: The GPU-time breakdown (busy, idle, computation, communication, overlap; issue 31's
+#: workbench/traces/overlap.py) joins here as ("gpu time", ...).
+BREAKDOWNS: tuple[tuple[str, Callable[[pd.DataFrame], pd.DataFrame]], ...] = (
+    ("by name", trace_analysis.name_stats),
+    ("phases", _phases),
+)
+
+
+class Breakdown(dict):
+    """Analysis name -> table (:data:`BREAKDOWNS`); ``skipped`` says why the others do not apply."""
+
+    def __init__(self, tables: dict[str, pd.DataFrame], skipped: dict[str, str]):
+        super().__init__(tables)
+        self.skipped = skipped
+
+    def _repr_html_(self) -> str:
+        parts = [f"<h4>{html.escape(name)}</h4>{df.head(jupyter.HEAD_ROWS).to_html(index=False)}"
+                 for name, df in self.items()]
+        parts += [f"<p><em>{html.escape(name)}: {html.escape(why)}</em></p>"
+                  for name, why in self.skipped.items()]
+        return "".join(parts)
+
+
+class Trace:
+    """A trace read into one span table (``spans``, with ``meta``): summary, lanes, per-name
+    statistics, breakdowns and the timeline; a notebook shows its summary and timeline."""
+
+    def __init__(self, spans: pd.DataFrame, meta: dict[str, Any], name: str):
+        self.spans, self.meta, self.name = spans, meta, name
+
+    def summary(self) -> dict[str, Any]:
+        """The ``trace --json`` document: format, counts by category, lanes, start, end,
+        clock, dropped events."""
+        return trace_analysis.summary(self.spans, self.meta)
+
+    def lanes(self) -> pd.DataFrame:
+        """Per lane: spans, busy and idle time, utilisation, largest gap."""
+        return trace_analysis.track_summary(self.spans)
+
+    def breakdown(self) -> Breakdown:
+        """Where the time goes: every analysis of :data:`BREAKDOWNS` that applies to this trace."""
+        tables, skipped = {}, {}
+        for name, fn in BREAKDOWNS:
+            try:
+                tables[name] = fn(self.spans)
+            except ValueError as exc:
+                skipped[name] = str(exc)
+        return Breakdown(tables, skipped)
+
+    def timeline(self, start_ns: int | None = None, end_ns: int | None = None,
+                 width: int = jupyter.STATIC_WIDTH_PX) -> jupyter.ChartView:
+        """The timeline of the spans in ``[start_ns, end_ns)`` (the trace's clock), as the Traces
+        page draws it: one row per lane and nesting level, zoom and pan where the spec is drawn."""
+        return jupyter.ChartView("timeline", trace_charts.timeline(self.spans, start_ns, end_ns, width=width,
+                                                                   title=f"timeline: {self.name}"))
+
+    @cached_property
+    def _timeline(self) -> jupyter.ChartView:
+        return self.timeline()
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.name} ({self.meta.get('format')}, {len(self.spans):,} rows)>"
+
+    def _repr_html_(self) -> str:
+        png = self._timeline.png()
+        return jupyter.trace_html(self.spans, self.meta, self.name) + (jupyter.png_tag(png, "timeline") if png else "")
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        return {"text/html": self._repr_html_(), "text/plain": repr(self)}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display  # start-up: only in a notebook
+
+        display(jupyter.HtmlOutput(jupyter.trace_html(self.spans, self.meta, self.name), repr(self)))
+        if len(self.spans):
+            display(self._timeline)
