@@ -55,7 +55,8 @@ def registered(example, monkeypatch, tmp_path):
 
 def _outputs(nb) -> tuple[str, list]:
     outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", "")) for o in outs)
+    text = "".join(o.get("text", "") + "".join(str(o.get("data", {}).get(mime, "")) for mime in ("text/markdown", "text/html"))
+                   for o in outs)
     return text, [o for o in outs if o.output_type == "error"]
 
 
@@ -78,7 +79,8 @@ def test_the_readme_example_is_a_whole_study(registered, tmp_path):
     nb = nbformat.read(str(report.write_notebook(rec, tmp_path / "notebook" / "run.ipynb")), as_version=4)
     outputs, errors = _outputs(nb)
     assert not errors, errors[0].get("evalue")
-    assert "**Verdict:**" in outputs
+    # the run's head as the page leads with it (workbench.jupyter.run_head_html), and its tables
+    assert "<strong>Verdict:</strong>" in outputs and "doc-fsum-costs-more" in outputs and "fsum / sum" in outputs
 
 
 def test_the_readme_example_has_a_page(registered, tmp_path):
