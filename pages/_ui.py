@@ -441,10 +441,10 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
         shown = wbclaims.display(a.claims)
-        lead = md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
+        lead = md_table(shown[wbclaims.LEAD_COLUMNS])
         st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
-            st.markdown(md_table(shown[["claim", "why", "seed's claim"]]))
+            st.markdown(md_table(shown[wbclaims.WHY_COLUMNS]))
     group = rec.outputs.get("run_group") if isinstance(rec.outputs, dict) else None
     if isinstance(group, dict) and isinstance(group.get("id"), str):
         _show_group(study, rec, group["id"])

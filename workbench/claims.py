@@ -141,6 +141,12 @@ def display(claims: pd.DataFrame) -> pd.DataFrame:
                          "why": claims["why"], "seed's figure": figure, "seed's claim": claims["seed_text"]})
 
 
+#: the columns of :func:`display` a run's lead shows (page, short issue report, notebook): the
+#: status and both figures; the reasons and the seed's words (:data:`WHY_COLUMNS`) on demand
+LEAD_COLUMNS = ["claim", "here", "live figure (95% CI)", "seed's figure"]
+WHY_COLUMNS = ["claim", "why", "seed's claim"]
+
+
 def to_json(claims: pd.DataFrame) -> list[dict[str, str]]:
     """The claims table as the ``--json`` record's ``"claims"`` list."""
     return [{k: str(r[k]) for k in JSON_KEYS} for r in claims.to_dict("records")]

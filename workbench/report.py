@@ -78,10 +78,6 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
     return notes
 
 
-#: the claims table's columns in a short report (the reasons and the seed's words: the full one)
-SHORT_CLAIM_COLUMNS = ["claim", "here", "live figure (95% CI)", "seed's figure"]
-
-
 def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None, level: int = 2) -> str:
     """The claims table, as Markdown under a heading of ``level``, with the seed's machine said
     once above it; ``columns``: those of :func:`workbench.claims.display` to show (default all)."""
@@ -341,7 +337,7 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
     charts = charts_of(a)
     key_table, key_chart = key_names(a, charts)
     title = study.TITLE if study else escape(rec.study)
-    parts = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a, SHORT_CLAIM_COLUMNS, level=4)]
+    parts = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a, claimsmod.LEAD_COLUMNS, level=4)]
     if key_table:
         df = a.tables[key_table]
         more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \
