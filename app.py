@@ -16,6 +16,8 @@ from workbench.registry import registry
 st.set_page_config(page_title="Perf Study Workbench", layout="wide")
 
 PAGES = Path(__file__).parent / "pages"
+#: the page that holds uploads while it shows them (pages._ui.held)
+TRACES = st.Page("pages/traces.py", title="Traces")
 
 
 def url_path(study_id: str) -> str:
@@ -35,8 +37,7 @@ def _generic(study):
 
 
 def _pages():
-    tools = [st.Page("pages/home.py", title="Home", default=True), st.Page("pages/runs.py", title="Runs"),
-             st.Page("pages/traces.py", title="Traces")]
+    tools = [st.Page("pages/home.py", title="Home", default=True), st.Page("pages/runs.py", title="Runs"), TRACES]
     from pages._ui import APP_PAGES
 
     studies = []
@@ -53,4 +54,8 @@ try:
 except ImportError as exc:  # a broken study module must be loud, but not a raw traceback
     st.error(f"A study module failed to load: {exc}")
     st.stop()
+if nav.url_path != TRACES.url_path:  # another page: what the Traces page held goes
+    from pages._ui import release_uploads
+
+    release_uploads()
 nav.run()

@@ -5,7 +5,10 @@ header, so a web page could reach a local app by DNS rebinding (a name of the at
 that resolves to 127.0.0.1). Starlette's ``TrustedHostMiddleware`` answers 400 to every
 request, HTTP or WebSocket, whose Host is not ``localhost``, ``127.0.0.1``, ``[::1]``, the
 configured ``server.address`` or a name listed in ``$WORKBENCH_ALLOWED_HOSTS``
-(comma-separated; for ``HOST=0.0.0.0`` at your own risk). The upload limit
+(comma-separated; for ``HOST=0.0.0.0`` at your own risk). A WebSocket (the app's session) is
+also refused, 403, when its ``Origin`` is not this server itself: a page served on another
+port of localhost passes the Host check, as its browser connects to ``localhost:8501``, but
+says where it comes from (:class:`SameOriginWebSocket`). The upload limit
 (``server.maxUploadSize``), XSRF and CORS protection stay Streamlit's, set in
 ``.streamlit/config.toml``.
 
@@ -16,10 +19,13 @@ switches on until ``app.py`` calls ``st.navigation``: a cold server whose first 
 """
 
 import os
+from urllib.parse import urlsplit
 
 import streamlit as st
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import PlainTextResponse
 from streamlit import config
 from streamlit.runtime.pages_manager import PagesManager
 
@@ -42,4 +48,41 @@ def allowed_hosts() -> list[str]:
     return hosts
 
 
-app = st.App("app.py", middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts())])
+class SameOriginWebSocket:
+    """ASGI middleware: a WebSocket whose ``Origin`` header names another scheme, host or port
+    than the ``Host`` it connects to gets 403 before the app sees it. Browsers always send
+    ``Origin`` on a WebSocket (a program without one is no page of another site); the app's
+    own page connects from its own origin."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "websocket" and not same_origin(Headers(scope=scope), scope.get("scheme", "ws")):
+            await PlainTextResponse("Cross-origin WebSocket refused", status_code=403)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def same_origin(headers: Headers, scheme: str) -> bool:
+    """Whether the request's ``Origin`` (if any) is the server it was sent to."""
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    parts = urlsplit(origin.strip().lower())
+    web = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        port = parts.port or default
+    except ValueError:  # a port that is no number
+        return False
+    host = (headers.get("host") or "").strip().lower()
+    if not parts.hostname or parts.scheme != web or not host:
+        return False
+    want = f"{parts.hostname}:{port}" if ":" not in parts.hostname else f"[{parts.hostname}]:{port}"
+    have = host if host.rsplit(":", 1)[-1].isdigit() and not host.endswith("]") else f"{host}:{default}"
+    return want == have
+
+
+app = st.App("app.py", middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts()),
+                                   Middleware(SameOriginWebSocket)])

@@ -396,6 +396,32 @@ def manage_run(store: Store | None, header: Header, key: str) -> None:
                 st.error(escape(exc))
 
 
+# --- uploads ---------------------------------------------------------------------------------------
+
+_HELD, _SHOWN = "uploads:held", "uploads:shown"
+
+
+def held(key: tuple, make: Callable[[], Any]) -> Any:
+    """What ``make()`` gives for ``key`` (naming an upload by its file id), made once for this
+    session and kept while its page shows it: :func:`release_uploads` drops what the page's
+    last run did not ask for. An upload's parsed content lives no longer than its page needs
+    it (``st.cache_data`` would keep it for every session until evicted)."""
+    store = st.session_state.setdefault(_HELD, {})
+    if key not in store:
+        store[key] = make()
+    st.session_state.setdefault(_SHOWN, set()).add(key)
+    return store[key]
+
+
+def release_uploads() -> None:
+    """Drop what :func:`held` keeps that this page run did not ask for (all of it on a page
+    that holds no uploads: app.py calls this before every other page)."""
+    shown = st.session_state.pop(_SHOWN, set())
+    store = st.session_state.get(_HELD, {})
+    for key in [k for k in store if k not in shown]:
+        del store[key]
+
+
 # --- one run -------------------------------------------------------------------------------------
 
 def run_key(rec: RunRecord) -> tuple:
@@ -804,14 +830,28 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
                    "they land; it is shown here when it ends.")
     with st.container(key="wb-stale-run" if running else "wb-run"):
         header = pick_run(study, headers)
-        rec = runs.load(header.run_id)
         st.caption(f"Run {escape(header.run_id, 'code')} · {escape(header.origin)} ({escape(header.source)}) · "
-                   f"{escape(summary_line(rec.env))} · {escape(header.when())}"
+                   f"{escape(header.machine)} · {escape(header.when())}"
                    + (f" · note: {escape(header.note)}" if header.note else ""))
         c1, c2 = st.columns([2, 5], vertical_alignment="center")
         with c1:
-            manage_run(store, header, key=f"{study.ID}:manage:{header.run_id}")
+            manage_run(store, header, key=f"{study.ID}:manage:{header.run_id}")  # a bad run can still be deleted
         slot = st.container()
-        with c2:
-            compare_with(study, runs, header, headers, slot)
-        show_run(study, rec, extras=extras, key=study.ID, extras_tab=extras_tab)
+
+        def show() -> None:
+            rec = runs.load(header.run_id)
+            with c2:
+                compare_with(study, runs, header, headers, slot)
+            show_run(study, rec, extras=extras, key=study.ID, extras_tab=extras_tab)
+
+        shown_defensively(show, f"Run {header.run_id}")
+
+
+def shown_defensively(show: Callable[[], None], what: str) -> None:
+    """``show()`` what is made of stored runs; whatever they hold that breaks it (a run stored
+    by an older workbench from a bundle it did not type-check, a damaged row) is one error box
+    naming ``what``, and the rest of the page stays."""
+    try:
+        show()
+    except Exception as exc:  # noqa: BLE001 - one bad run must not break the page for every run
+        st.error(f"{escape(what)} cannot be shown: {escape(type(exc).__name__)}: {escape(exc)}")

@@ -4,7 +4,8 @@ import a bundle, A/B-compare two runs, tag, annotate, delete and export one."""
 import pandas as pd
 import streamlit as st
 
-from pages._ui import catalog, comparison, downloads, get_store, manage_run, run_key, show_comparison, show_table
+from pages._ui import (catalog, comparison, downloads, get_store, manage_run, run_key, show_comparison, show_table,
+                       shown_defensively)
 from workbench import comparison as compare
 from workbench.catalog import titles
 from workbench.env import summary_line
@@ -66,24 +67,37 @@ def load(run_id):
 ids = list(view["run_id"])
 
 
+def _show_comparison(a_id: str, b_id: str) -> None:
+    """B against A, two runs of one study: the forest plot, the verdict and the tables."""
+    cmp = comparison(load(a_id), load(b_id), runs, len(headers))
+    show_comparison(cmp)
+    with st.expander("Reproduce A and B"):
+        st.code(f"# A\n{cmp['reproduce_a']}\n# B\n{cmp['reproduce_b']}", language="sh")
+    st.download_button("Download comparison (Markdown)", compare.markdown(cmp),
+                       file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
+
+
 with tab_runs:
     st.subheader("One run: verdict, tags and note, report")
     one = st.selectbox("Run", ids, format_func=titles([by_id[i] for i in ids], prefix_study=True).__getitem__,
                        key="runs:one")
     if one:
-        rec = load(one)
-        try:
-            a = _analysed(run_key(rec), rec)
-            verdict = a.verdict
-        except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
-            a, verdict = None, f"(none: {escape(type(exc).__name__)}: {escape(exc)})"
-        st.caption(f"Run {escape(one, 'code')} · {escape(by_id[one].origin)} ({escape(by_id[one].source)}) · "
-                   f"{escape(summary_line(rec.env))}")
-        st.markdown(f"**Verdict:** {verdict}")
+        def show_one() -> None:
+            rec = load(one)
+            try:
+                a = _analysed(run_key(rec), rec)
+                verdict = a.verdict
+            except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
+                a, verdict = None, f"(none: {escape(type(exc).__name__)}: {escape(exc)})"
+            st.caption(f"Run {escape(one, 'code')} · {escape(by_id[one].origin)} ({escape(by_id[one].source)}) · "
+                       f"{escape(summary_line(rec.env))}")
+            st.markdown(f"**Verdict:** {verdict}")
+            with st.expander("Share this run"):
+                downloads(rec, key=f"runs:{one}", a=a)
+
         with st.columns([2, 5])[0]:
-            manage_run(store, by_id[one], key=f"runs:manage:{one}")
-        with st.expander("Share this run"):
-            downloads(rec, key=f"runs:{one}", a=a)
+            manage_run(store, by_id[one], key=f"runs:manage:{one}")  # a bad run can still be deleted
+        shown_defensively(show_one, f"Run {one}")
 
 with tab_ab:
     st.subheader("A/B comparison")
@@ -108,14 +122,4 @@ with tab_ab:
     if a_id == b_id:
         st.caption("Pick two different runs to compare.")
         st.stop()
-    a, b = load(a_id), load(b_id)
-    try:
-        cmp = comparison(a, b, runs, len(headers))
-    except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
-        st.error(f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}")
-        st.stop()
-    show_comparison(cmp)
-    with st.expander("Reproduce A and B"):
-        st.code(f"# A\n{cmp['reproduce_a']}\n# B\n{cmp['reproduce_b']}", language="sh")
-    st.download_button("Download comparison (Markdown)", compare.markdown(cmp),
-                       file_name=f"compare-{safe_stem(a_id)}-{safe_stem(b_id)}.md", key="runs:cmpdl")
+    shown_defensively(lambda: _show_comparison(a_id, b_id), f"The comparison of {a_id} and {b_id}")

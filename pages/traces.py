@@ -8,6 +8,12 @@ generated name in a private temporary folder (the upload's own name only lends i
 extension, as a hint for format detection, and is shown escaped), parsed by the importers,
 never executed or unpickled. Zoom and pan run in the browser; the window form below the
 chart is the only server-side zoom (for statistics, and for the spans of huge traces).
+
+An upload's spans are held for its session only while an uploader of this page holds the file
+(:func:`pages._ui.held`): replaced or removed, or the page left, they are released, where
+``st.cache_data`` kept up to 8 of every session's uploads for the server's life. The views
+cached across reruns (timeline, window statistics, merged ranks, diff) expire after
+:data:`VIEW_TTL_S`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages._ui import held, release_uploads
 from workbench import traces
 from workbench.stats import fmt_ns
 from workbench.untrusted import escape
@@ -28,6 +35,8 @@ from workbench.traces import TraceError, analysis, charts, diff, export, load, o
 ROOT = Path(__file__).resolve().parent.parent / "traces"
 MAX_UPLOAD_MB = 200
 MAX_RANK_FILES = 16
+#: seconds a cached view of a trace (window statistics, timeline, merged ranks, diff) is kept
+VIEW_TTL_S = 600
 #: files under traces/ that are not traces
 _NOT_TRACES = (".bundle.json", ".md", ".txt", ".py", ".sh", ".mlir", ".vmfb", ".gitkeep")
 #: the trace the page opens on: a real one (torch.profiler on two H200s), small, that draws
@@ -50,12 +59,16 @@ def _hint_name(name: str) -> str:
     return "upload" + (tail.group(0) if tail else "")
 
 
-@st.cache_data(show_spinner="reading trace...", max_entries=8)
-def _load_upload(file_id: str, name: str, _data: bytes):
-    # keyed by the upload's id: hashing up to MAX_UPLOAD_MB of bytes on every rerun costs seconds
+def _load_upload(up):
+    """The upload's trace, read once while the session's uploader holds it (keyed by its file
+    id: hashing up to MAX_UPLOAD_MB of bytes on every rerun would cost seconds)."""
+    return held(("trace", up.file_id), lambda: _read_upload(up.name, up.getvalue()))
+
+
+def _read_upload(name: str, data: bytes):
     with tempfile.TemporaryDirectory(prefix="wb-upload-") as tmp:
         path = Path(tmp) / _hint_name(name)
-        path.write_bytes(_data)
+        path.write_bytes(data)
         try:
             df, meta = load(path)
         except TraceError as exc:  # name the upload, not the generated file
@@ -68,7 +81,7 @@ def _load_path(path: str, mtime: float):
     return load(path)
 
 
-@st.cache_data(show_spinner="aligning ranks...", max_entries=4)
+@st.cache_data(show_spinner="aligning ranks...", max_entries=4, ttl=VIEW_TTL_S)
 def _merge(key: tuple, align: str, _loaded: list, names: list[str]):
     return ranks.merge(_loaded, align=align, names=names)
 
@@ -106,7 +119,7 @@ def _pick() -> tuple[object, dict, str, str] | None:
                 if up.size > MAX_UPLOAD_MB << 20:
                     st.error(f"{_md(up.name)}: {up.size / 2**20:.0f} MB is over the {MAX_UPLOAD_MB} MB limit")
                     return None
-            loaded = [_load_upload(up.file_id, up.name, up.getvalue()) for up in ups[:MAX_RANK_FILES]]
+            loaded = [_load_upload(up) for up in ups[:MAX_RANK_FILES]]
             names = [up.name for up in ups[:MAX_RANK_FILES]]
             key = ("upload",) + tuple(up.file_id for up in ups[:MAX_RANK_FILES])
         else:
@@ -185,12 +198,12 @@ def _window(df, key: str) -> tuple[int, int]:
     return t0 + int(state[0] * scale), t0 + int(state[1] * scale)
 
 
-@st.cache_data(show_spinner="drawing the timeline...", max_entries=6)
+@st.cache_data(show_spinner="drawing the timeline...", max_entries=6, ttl=VIEW_TTL_S)
 def _timeline_spec(key: tuple, title: str, _view, s: int, e: int) -> dict:
     return charts.timeline(_view, s, e, title=title).to_dict()
 
 
-@st.cache_data(show_spinner=False, max_entries=6)
+@st.cache_data(show_spinner=False, max_entries=6, ttl=VIEW_TTL_S)
 def _window_stats(key: tuple, _view, s: int, e: int):
     win = analysis.window(_view, s, e)
     return analysis.name_stats(win), analysis.track_summary(win), analysis.gaps(win, min_gap_ns=10_000), win
@@ -308,7 +321,7 @@ def _compare(df, name: str, comm: str = "") -> None:
                     if up is not None:
                         st.error(f"{_md(up.name)}: over the {MAX_UPLOAD_MB} MB limit")
                     return
-                (df_b, meta_b), other = _load_upload(up.file_id, up.name, up.getvalue()), up.name
+                (df_b, meta_b), other = _load_upload(up), up.name
             else:
                 other = st.selectbox("Trace b", ["(none)"] + _example_files(), key="cmp")
                 if other == "(none)":
@@ -336,7 +349,7 @@ def _compare(df, name: str, comm: str = "") -> None:
         st.dataframe(diff.display(table), hide_index=True, width="stretch")
 
 
-@st.cache_data(show_spinner="comparing...", max_entries=4)
+@st.cache_data(show_spinner="comparing...", max_entries=4, ttl=VIEW_TTL_S)
 def _diff(name_a: str, name_b: str, _a, _b):
     return diff.diff(_a, _b)
 
@@ -389,6 +402,13 @@ def _statistics(title: str, tkey: str, key: tuple, view, s: int, e: int) -> None
 
 
 def main() -> None:
+    try:
+        _page()
+    finally:
+        release_uploads()  # what this run of the page did not show
+
+
+def _page() -> None:
     st.title("Traces")
     st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV and JSON, Nsight Systems "
                "SQLite and Perfetto traces; several files are the ranks of one run, aligned. Lanes keep the "

@@ -26,10 +26,10 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import env as envmod
-from . import harness
+from . import harness, interrupt
 from . import machine_load as load
 from .runner import (DEFAULT_PRECISION_CAP_S, _watchdog, check_precision, machine_lock, note_precision,
-                     precision_args, precision_run, set_args, stall_limit_s)
+                     end, precision_args, precision_run, set_args, stall_limit_s, tagged)
 from .record import RunRecord, VariantResult, new_run_id, now_utc
 from .store import Store
 from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
@@ -110,6 +110,7 @@ def execute_ab(
     """
     params = {"A": validate(study, values_a, preset=preset), "B": validate(study, values_b, preset=preset)}
     check_precision(study, precision)
+    stall_s = stall_limit_s()
     if rounds < 2:
         raise ParamError("rounds", f"{rounds} is too few: a session needs at least 2 rounds per side")
     for side in SIDES:
@@ -129,15 +130,22 @@ def execute_ab(
     say = progress or (lambda f, m: None)
     acc: dict[str, dict[str, VariantResult]] = {side: {} for side in SIDES}
     outputs: dict[str, dict] = {}
-    with machine_lock(on_wait=lambda m: say(0.0, m), study=study.ID, params=params["A"]):
+    # Ctrl-C is recorded and raised at the rounds' checkpoints (workbench.interrupt)
+    with tagged(store, ids["A"], ids["B"]), interrupt.deferred(), \
+            machine_lock(on_wait=lambda m: say(0.0, m), study=study.ID, params=params["A"]):
         say(0.0, "measuring the harness floor")
         floor, env = harness.floor_ns(), envmod.capture()
         for rec in recs.values():
             rec.floor_ns, rec.env = floor, env
             store.begin(rec)
         before = load.sample()
+
+        def ended() -> dict[str, dict[str, Any]]:
+            after = {"load": {"before": before, "after": load.sample()}}
+            return {ids[side]: {"ab": link(side), **after} for side in SIDES}
+
         try:
-            with _watchdog(stall_limit_s()) as touch, precision_run(precision, precision_cap_s):
+            with _watchdog(stall_s) as touch, precision_run(precision, precision_cap_s):
                 for step, side in enumerate(order):
                     r = step // 2
                     if before_round:
@@ -149,7 +157,8 @@ def execute_ab(
                         say((step + fraction) / len(order), f"{where}: {message}")
 
                     ctx = RunContext(progress=round_progress, cancel=cancel)
-                    out = study.run(params[side], ctx) or {}
+                    with interrupt.stops_first():
+                        out = study.run(params[side], ctx) or {}
                     outputs.setdefault(side, out)  # the first round's outputs stand for the side
                     now = load.sample()
                     for v in _merge(acc[side], ctx.variants, side, r):
@@ -161,18 +170,12 @@ def execute_ab(
                         for name, kind, data in ctx.attachments:
                             store.add_attachment(ids[side], name, kind, data)
                     touch()
-        except (KeyboardInterrupt, Cancelled) as exc:
-            after = {"load": {"before": before, "after": load.sample()}}
-            for side in SIDES:
-                store.finish(ids[side], "interrupted", outputs={"ab": link(side), **after},
-                             error="interrupted by the user; finished rounds were kept")
-            exc.run_ids = (ids["A"], ids["B"])  # what the caller reports as kept
+                interrupt.check()  # a stop recorded after the last round's last checkpoint
+        except (KeyboardInterrupt, Cancelled) as exc:  # the ids go with it: what the caller reports as kept
+            end(store, exc, ended(), "interrupted", "interrupted by the user; finished rounds were kept")
             raise
         except Exception as exc:
-            after = {"load": {"before": before, "after": load.sample()}}
-            for side in SIDES:
-                store.finish(ids[side], "failed", outputs={"ab": link(side), **after}, error=f"{type(exc).__name__}: {exc}")
-            exc.run_ids = (ids["A"], ids["B"])
+            end(store, exc, ended(), "failed", f"{type(exc).__name__}: {exc}")
             raise
         env = envmod.refresh(env)
         after = {"load": {"before": before, "after": load.sample()}}

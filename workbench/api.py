@@ -167,14 +167,17 @@ def _measured(study: ModuleType, store: Store, progress: jupyter.Progress, kept:
     outcome = "done"
     try:
         return measure()
-    except (ParamError, StoreError, runner.LockError) as exc:
+    except (ParamError, runner.LockError) as exc:
         outcome = str(exc)
+        raise BadInput(outcome) from None
+    except StoreError as exc:  # the store cannot take the run (a full disk): before it started, or mid-way
+        outcome = runner.failure_text(study, exc, kept)
         raise BadInput(outcome) from None
     except StudyUnavailable as exc:
         outcome = runner.failure_text(study, exc, kept)
         raise Unavailable(outcome) from None
     except (KeyboardInterrupt, Cancelled) as exc:
-        outcome = interrupted(exc)
+        outcome = "; ".join(filter(None, [interrupted(exc), runner.unfinished_text(exc, kept)]))
         raise Interrupted(outcome, _kept(store, exc)) from None
     except Exception as exc:  # the study failed: stored as failed, with what it finished
         outcome = runner.failure_text(study, exc, kept)
@@ -196,7 +199,8 @@ def run(study: str, *, preset: str | None = None, store: StorePath = None, preci
     mod = study_module(study)
     try:
         validate(mod, knobs, preset=preset)  # before the store is touched: bad input stores nothing
-        fraction = runner.parse_precision(precision)
+        fraction = runner.parse_precision(precision, precision_cap_s)
+        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
     except ParamError as exc:
         raise BadInput(str(exc)) from None
     st = _open_store(store)
@@ -264,7 +268,8 @@ def ab(study: str, a: dict[str, Any], b: dict[str, Any], *, both: dict[str, Any]
         sides = {side: {**(both or {}), **values} for side, values in (("A", a), ("B", b))}
         for values in sides.values():
             validate(mod, values, preset=preset)  # before the store is touched
-        fraction = runner.parse_precision(precision)
+        fraction = runner.parse_precision(precision, precision_cap_s)
+        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
     except ParamError as exc:
         raise BadInput(str(exc)) from None
     st = _open_store(store)

@@ -15,9 +15,12 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
+from . import procs
 from .env import STATE_DIR
 
 CACHE_DIR = STATE_DIR / "cache" / "c"
+#: seconds a compile of one small source may take (a loaded 2-core machine takes a few)
+COMPILE_TIMEOUT_S = 300
 
 
 class BuildError(OSError):
@@ -33,7 +36,7 @@ def compiler() -> str | None:
 
 
 def compiler_version(cc: str) -> str:
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()
+    out = procs.run([cc, "--version"], COMPILE_TIMEOUT_S).stdout.splitlines()
     return out[0] if out else cc
 
 
@@ -48,7 +51,10 @@ def build(source: Path, output_name: str, flags: Sequence[str]) -> Path:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{output_name}.{os.getpid()}.tmp")
-    proc = subprocess.run([cc, *flags, "-o", str(tmp), str(source)], capture_output=True, text=True)
+    try:  # a Ctrl-C during the compile ends it (workbench.procs)
+        proc = procs.run([cc, *flags, "-o", str(tmp), str(source)], COMPILE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"compiling {source.name} took over {COMPILE_TIMEOUT_S:.0f} s") from None
     if proc.returncode != 0:
         raise BuildError(f"compiling {source.name} failed:\n{proc.stderr.strip()}")
     os.replace(tmp, out)

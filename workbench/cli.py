@@ -35,13 +35,13 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from . import across, events, outfile, readme, report, runner
+from . import across, events, interrupt, outfile, procs, readme, report, runner
 from . import comparison as compare
 from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
@@ -55,7 +55,7 @@ from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
-from .untrusted import plain, safe_stem
+from .untrusted import OutputStreamError, TerminalStream, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"
@@ -68,9 +68,9 @@ def _err(msg: str) -> None:
 class ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
         self.last = ""
 
     def __call__(self, fraction: float, message: str) -> None:
@@ -196,13 +196,15 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
     try:
         result = measure()
-    except (ParamError, StoreError, runner.LockError) as exc:
+    except (ParamError, runner.LockError) as exc:
         code, msg = EXIT_BAD_INPUT, str(exc)
     except StudyUnavailable as exc:
         code, msg = EXIT_UNAVAILABLE, runner.failure_text(study, exc, kept)
     except (KeyboardInterrupt, Cancelled) as exc:
-        code, msg = EXIT_INTERRUPTED, interrupted(exc)
-    except Exception as exc:  # the study failed: stored as failed with its error
+        code, msg = EXIT_INTERRUPTED, "; ".join(filter(None, [interrupted(exc), runner.unfinished_text(exc, kept)]))
+    except StoreError as exc:  # the store cannot take the run (a full disk): before it started, or mid-way
+        code, msg = EXIT_BAD_INPUT, runner.failure_text(study, exc, kept)
+    except Exception as exc:  # the study failed: stored as failed with its error, once a run was stored
         code, msg = EXIT_FAILED, runner.failure_text(study, exc, kept)
     else:
         close()
@@ -251,12 +253,12 @@ def _repeat_runs(args) -> int:
     ids = []
     for i in range(args.repeat_runs):
         print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
-        proc = subprocess.run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
-                               f"{group}:{i + 1}/{args.repeat_runs}"], stdout=subprocess.PIPE, text=True)
-        if proc.returncode not in (EXIT_OK, EXIT_FAILED):
-            _err(f"run {i + 1} of the group ended with exit status {proc.returncode}; the runs before it are kept")
-            return proc.returncode
-        ids.append(json.loads(proc.stdout)["run_id"])
+        code, out = _child_run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
+                                f"{group}:{i + 1}/{args.repeat_runs}"])
+        if code not in (EXIT_OK, EXIT_FAILED):
+            _err(f"run {i + 1} of the group ended with exit status {code}; the runs before it are kept")
+            return code
+        ids.append(json.loads(out)["run_id"])
     store = _open_store(args.store, create=False)
     analyses = [analyse(store.load(run_id)) for run_id in ids]
     print(plain_block(across.markdown(across.summary(analyses))))
@@ -273,7 +275,8 @@ def _run(args) -> int:
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
-        precision = runner.parse_precision(args.precision)
+        precision = runner.parse_precision(args.precision, args.precision_cap)
+        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
@@ -300,6 +303,31 @@ def _run(args) -> int:
             print(f"warning: {plain(warning)}")
         print(f"reproduce: {rec.reproduce}")
     return EXIT_OK if all(v.correct for v in rec.variants) else EXIT_FAILED
+
+
+#: seconds an interrupted child run may take to store what it kept (a few; more under load)
+CHILD_STOP_S = 30.0
+
+
+def _child_run(cmd: list[str]) -> tuple[int, str]:
+    """(exit status, stdout) of a CLI run in a child process. The child has a session of its
+    own, so an interrupt reaches it once, from here: a Ctrl-C or SIGTERM recorded while it runs
+    is passed on as one SIGINT (the child stores its run as interrupted), the child waited for,
+    and the interrupt raised. It gets SIGTERM should this process die first."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(procs.bound(cmd, signal.SIGTERM), stdout=out, text=True, start_new_session=True)
+        try:
+            code = procs.wait(proc)
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(CHILD_STOP_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            raise
+        out.seek(0)
+        return code, out.read()
 
 
 def _run_group(text: str | None) -> dict | None:
@@ -453,7 +481,8 @@ def cmd_ab(args) -> int:
         _deprecations(study, {k: v for side in values.values() for k, v in side.items()})
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
-        precision = runner.parse_precision(args.precision)
+        precision = runner.parse_precision(args.precision, args.precision_cap)
+        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()
     except (ParamError, StoreError) as exc:
@@ -655,38 +684,69 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
-    finished points as ``interrupted`` and its child processes are killed, instead of the
-    CLI dying with the run left ``running`` and its children timing on. SIGINT is set too:
-    a process started in the background inherits it ignored, and the app cancels with it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+#: arguments that are paths: a file name need not be UTF-8 (Linux names are bytes)
+_PATH_ARGUMENTS = ("store", "output", "files", "progress_file", "chrome")
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+def _undecodable(args: argparse.Namespace) -> str | None:
+    """The first argument (as its option reads) holding bytes that are not UTF-8, paths aside."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if name not in _PATH_ARGUMENTS and any(isinstance(v, str) and has_surrogates(v) for v in values):
+            return name.replace("_", "-")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit code. Standard output and error pass through
+    :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
+    terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
+    closing the pipe early: exit 0, quietly)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
+    try:
+        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+        # finished points as interrupted and its child processes are killed, instead of the
+        # CLI dying with the run left running. SIGINT is set too: a process started in the
+        # background inherits it ignored, and the app cancels with it. The signal is recorded
+        # and acted on at the next checkpoint (workbench.interrupt); a second one at once. Set
+        # before parsing, so one that comes meanwhile is not lost either (python -m workbench
+        # sets them before the CLI's imports: workbench.__main__).
+        with interrupt.handled():
+            code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except OutputStreamError as exc:
+        # the buffered rest would fail again when Python flushes at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
+        if isinstance(exc.__cause__, BrokenPipeError):
+            return EXIT_OK
+        try:
+            print(f"error: cannot write the output: {exc.strerror or exc}", file=streams[1])
+        except OSError:
+            pass
+        return EXIT_BAD_INPUT
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_BAD_INPUT if exc.code else EXIT_OK
-    args.argv = argv  # --repeat-runs starts the same command again in fresh processes
-    try:
-        with _terminate_as_interrupt():
-            return args.fn(args)
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            return EXIT_BAD_INPUT if exc.code else EXIT_OK
+        bad = _undecodable(args)
+        if bad:
+            _err(f"argument {bad}: not valid UTF-8 text (undecodable bytes); nothing was done")
+            return EXIT_BAD_INPUT
+        args.argv = argv  # --repeat-runs starts the same command again in fresh processes
+        interrupt.check()  # one that came while the CLI started
+        code = args.fn(args)
+        interrupt.check()  # one that came after the command's last checkpoint
+        return code
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED

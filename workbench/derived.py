@@ -524,6 +524,9 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     if not math.isfinite(d.point):
         return f"n/a ({d.why or d.status})"
     dec = _decimals(d.point, d.lo, d.hi)
+    # a clear CI never prints reaching its null: 0.9978 shows as 0.998, not as 1.00
+    while d.status == "clear" and dec < 6 and round(d.lo, dec) <= d.null <= round(d.hi, dec):
+        dec += 1
     # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
     p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
     if d.unit == "x":

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from . import procs
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -127,11 +129,9 @@ def _packages() -> dict[str, Any]:
 def _gpu() -> dict[str, Any]:
     if not shutil.which("nvidia-smi"):
         return {}
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20,
-        ).stdout.strip()
+    try:  # procs.run: a Ctrl-C while nvidia-smi hangs ends the wait (workbench.interrupt)
+        out = procs.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                        20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return {}
     rows = [r.split(", ") for r in out.splitlines() if r.strip()]
@@ -140,7 +140,7 @@ def _gpu() -> dict[str, Any]:
     info: dict[str, Any] = {"gpu_names": [r[0] for r in rows], "gpu_count": len(rows),
                             "gpu_driver": rows[0][1] if len(rows[0]) > 1 else None}
     try:
-        topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=20).stdout
+        topo = procs.run(["nvidia-smi", "topo", "-m"], 20).stdout
         if "NV" in topo:
             links = {tok for line in topo.splitlines()[1:] for tok in line.split() if tok.startswith("NV")}
             info["interconnect"] = "NVLink (" + ", ".join(sorted(links)) + ")" if links else "NVLink"
@@ -171,10 +171,9 @@ def _torch_cuda() -> dict[str, Any]:
 
 def _git() -> dict[str, Any]:
     try:
-        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = procs.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"], 10).stdout.strip()
+        dirty = procs.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                          10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return {}
     if not commit:
@@ -224,11 +223,13 @@ def fingerprint(env: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def summary_line(env: dict[str, Any]) -> str:
-    """One line for tables and report headers."""
-    parts = [env.get("cpu_model", "unknown CPU"), f"{env.get('cpu_logical', '?')} logical CPUs"]
-    if env.get("gpu_names"):
-        names = env["gpu_names"]
+def summary_line(env: Any) -> str:
+    """One line for tables and report headers, whatever ``env`` holds (a run imported before
+    bundles were typed may hold anything there)."""
+    env = env if isinstance(env, dict) else {}
+    parts = [str(env.get("cpu_model", "unknown CPU")), f"{env.get('cpu_logical', '?')} logical CPUs"]
+    names = env.get("gpu_names")
+    if isinstance(names, list) and names:
         parts.append(f"{len(names)}x {names[0]}")
-    parts.append(env.get("os", ""))
+    parts.append(str(env.get("os", "")))
     return ", ".join(p for p in parts if p) + f" [{env.get('fingerprint', '?')}]"

@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
+from . import interrupt, procs
 from .stats import median_ci_half_width_rel
 from .units import PER_NS
 
@@ -110,11 +111,13 @@ def measure(
     samples: list[float] = []
     start = time.perf_counter()
     for i in range(repeat):
+        interrupt.check()  # between samples: a Ctrl-C recorded meanwhile stops the run here
         samples.append(timer(loops) * 1e9 / loops)
         if budget_s is not None and i >= 2 and time.perf_counter() - start > budget_s:
             break
     while more := more_samples([samples]):  # a precision target (``--precision``) asks for more
         for _ in range(more):
+            interrupt.check()
             samples.append(timer(loops) * 1e9 / loops)
             if precision_cap_passed():
                 break
@@ -372,7 +375,11 @@ class DistTimer:
             self.barrier()
             for _ in range(loops):
                 fn()
-        return self._timing([self.elapsed_s(fn, loops) * 1e9 / loops for _ in range(repeat)], loops)
+        samples = []
+        for _ in range(repeat):
+            interrupt.check()  # never set in a torchrun rank: only where the CLI's handler runs
+            samples.append(self.elapsed_s(fn, loops) * 1e9 / loops)
+        return self._timing(samples, loops)
 
     def interleaved(self, fns: Sequence[Callable[[], object]], repeat: int, loops: Sequence[int]) -> list[Timing]:
         """One sample of each fn per round, the order rotated each round, so a clock that
@@ -380,6 +387,7 @@ class DistTimer:
         penalising the ones timed last. Round 0 is an untimed warm-up round."""
         samples: list[list[float]] = [[] for _ in fns]
         for r in range(repeat + 1):
+            interrupt.check()
             shift = r % len(fns) if fns else 0
             for i in list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]:
                 elapsed_s = self.elapsed_s(fns[i], loops[i])
@@ -433,7 +441,7 @@ def run_command(cmd: Sequence[str], timeout_s: float = 600, env: dict | None = N
     """Run an external tool; a failure or a time-out raises :class:`ExternalCommandError`
     carrying the command and the tool's own error text."""
     try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout_s, env=env)
+        proc = procs.run(cmd, timeout_s, env=env)  # a recorded Ctrl-C ends it (workbench.procs)
     except subprocess.TimeoutExpired:
         raise ExternalCommandError(cmd, -1, f"timed out after {timeout_s:.0f} s") from None
     if proc.returncode != 0:

@@ -4,9 +4,10 @@ event stream back, and no process left behind.
 :func:`launch` starts ``torchrun`` in its own session with a worker module of a study
 (``studies/<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
 event stream (:mod:`workbench.events`) into the ``RunContext``, and kills torchrun's whole
-process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt``; the CLI turns SIGTERM
-into the same) or any error, and Linux ends torchrun if the process that started it dies
-(SIGKILL too), so no rank keeps timing after the machine lock is released.
+process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt`` at the follow loop's
+checkpoint, :mod:`workbench.interrupt`; the CLI turns SIGTERM into the same) or any error,
+and Linux ends torchrun if the process that started it dies (SIGKILL too,
+:func:`workbench.procs.bound`), so no rank keeps timing after the machine lock is released.
 :data:`MULTICAST_OFF` is the one definition of the NVLink-multicast-off environment, used by
 every launch and by ``scripts/gpu/common.sh`` (``python -m workbench.launcher env``).
 
@@ -33,7 +34,6 @@ worker file is refused). Only the storing node's CLI stores the run: once.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import hashlib
 import importlib
@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import interrupt, procs
 from .env import REPO_ROOT
 from .events import Collected, Emitter, EventTail, apply
 from .study import Cancelled
@@ -160,12 +161,24 @@ def local_share(world_size: int, backend: str) -> tuple[int, str | None]:
     return local, None
 
 
-def init_rank(backend: str, timeout_s: float | None = None):
+def init_rank(backend: str, timeout_s: float | None = None, profiled: bool = False):
     """This rank's default process group under torchrun: ``nccl`` on the GPU of its local
-    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device."""
+    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device.
+
+    ``profiled``: the rank will run ``torch.profiler``. Its first start then comes here,
+    before the group exists: a profiler first started while a group exists keeps references
+    to the group (torch 2.13, held in C++), so ``destroy_process_group`` cannot free it and
+    its threads (gloo's loop and workers) run on into the interpreter's teardown, where
+    now and then they abort the rank ("terminate called without an active exception")
+    after every result is out. Started once before, later profiles leave the group alone."""
     import torch
     import torch.distributed as dist
 
+    if profiled:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]):
+            pass
     kw = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
     if backend == "nccl":
         os.environ.update(MULTICAST_OFF)  # read when NCCL and symmetric memory set up, below
@@ -213,22 +226,10 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _parent_death_signal():
-    """A ``preexec_fn`` that asks Linux to send SIGTERM to the child when the process that
-    started it dies, SIGKILL included (``prctl(PR_SET_PDEATHSIG)``): torchrun then ends its
-    ranks even when the CLI had no chance to (the process-group kill covers every other way
-    out). None where there is no prctl. Resolved here, in the parent: only the call runs
-    between fork and exec."""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
-
-
 def start_torchrun(cmd: list[str], **kw) -> subprocess.Popen:
-    """torchrun in a session of its own (its group is killed as one), bound to this process's life."""
-    return subprocess.Popen(cmd, cwd=str(REPO_ROOT), start_new_session=True, preexec_fn=_parent_death_signal(), **kw)
+    """torchrun in a session of its own (its group is killed as one), bound to this process's
+    life: SIGTERM when it dies, which torchrun passes on to its ranks."""
+    return subprocess.Popen(procs.bound(cmd, signal.SIGTERM), cwd=str(REPO_ROOT), start_new_session=True, **kw)
 
 
 def _worker_source_sha256(module: str) -> str:
@@ -287,7 +288,7 @@ def _follow(proc, tail: EventTail, ctx, collected: Collected, folder: Path, dead
         if time.monotonic() > deadline:
             raise LaunchError(f"the distributed run did not finish within timeout_s={timeout_s:.0f} s and was killed "
                               f"(a rank or a rendezvous hung?); last progress: {collected.progress[1] or 'none'}")
-        time.sleep(poll_s)
+        interrupt.sleep(poll_s)  # a recorded Ctrl-C wakes it and is raised here
 
 
 def _failure(returncode: int, collected: Collected, log_path: Path, topology: Topology) -> str:

@@ -12,11 +12,18 @@ A study starts measurement processes: the launch-cache C program, ``iree-benchma
 - the run's token, ``$WORKBENCH_RUN_TOKEN``, is in the environment every child inherits; a
   sentinel process (its own session, idle on a pipe) kills every process carrying it when
   this process dies without saying goodbye, even by SIGKILL;
-- :func:`popen_kwargs` for ``subprocess.Popen``: the child gets SIGKILL as soon as the thread
-  that started it dies (``PR_SET_PDEATHSIG``), without waiting for the sentinel.
+- :func:`bound` wraps a command so that the child gets a signal as soon as the thread that
+  started it dies (``PR_SET_PDEATHSIG``), without waiting for the sentinel.
+
+No ``preexec_fn`` anywhere: it runs Python between fork and exec (the at-fork hooks too),
+where a signal's handler could run as well. The parent-death signal is set after the exec
+instead, by a few lines of Python that then exec the command (:func:`bound`), or by the
+program itself (the launch-cache C program's ``parent=``). :func:`run` and :func:`wait` wait
+for a child the way a run must: a recorded Ctrl-C or SIGTERM (:mod:`workbench.interrupt`)
+ends the wait within :data:`POLL_S`.
 
 A launcher keeps all of this working by starting its processes from the thread that runs the
-study, passing ``**popen_kwargs()``, and not removing ``WORKBENCH_RUN_TOKEN`` from the
+study, through :func:`bound`, and not removing ``WORKBENCH_RUN_TOKEN`` from the
 environment it gives them. Linux only (``/proc``, ``prctl``); elsewhere the runner's own
 handling of the study's exceptions is all there is.
 """
@@ -32,15 +39,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Sequence
+
+from . import interrupt
 
 GRACE_S = 3.0
+#: longest a wait for a child goes without looking for a recorded interrupt
+POLL_S = 0.1
 TOKEN_VAR = "WORKBENCH_RUN_TOKEN"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 
-try:  # loaded once here: the pre-exec hook must not load libraries between fork and exec
+try:
     _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True) if os.name == "posix" else None
     _PRCTL = _LIBC.prctl if _LIBC is not None and Path("/proc/self/stat").exists() else None
 except (OSError, AttributeError):
@@ -133,14 +144,61 @@ def _prctl(option: int, value: int) -> bool:
     return _PRCTL(option, value, 0, 0, 0) == 0
 
 
-def _die_with_parent() -> None:
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+# Runs in the child after its exec: asks for the signal, makes sure the parent is still the
+# one that started it (it may have died before prctl), then becomes the command.
+_BOUND = ("import ctypes, os, sys\n"
+          "ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[1]), 0, 0, 0)  # PR_SET_PDEATHSIG\n"
+          "if os.getppid() != int(sys.argv[2]):\n"
+          "    os._exit(1)\n"
+          "os.execvp(sys.argv[3], sys.argv[3:])\n")
 
 
-def popen_kwargs() -> dict[str, Any]:
-    """Keyword arguments for ``subprocess.Popen``/``run`` that make the child die with the
-    thread that starts it, even when that process is SIGKILLed (start it from the main thread)."""
-    return {"preexec_fn": _die_with_parent} if _PRCTL is not None else {}
+def bound(cmd: Sequence[str], sig: int = signal.SIGKILL) -> list[str]:
+    """``cmd`` so that it gets ``sig`` when the thread that starts it dies, SIGKILL included
+    (start it from the main thread); ``cmd`` itself where Linux has no ``prctl``."""
+    if _PRCTL is None:
+        return list(cmd)
+    return [sys.executable, "-I", "-S", "-c", _BOUND, str(int(sig)), str(os.getpid()), *cmd]
+
+
+def run(cmd: Sequence[str], timeout_s: float, input: str | None = None, **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout_s)``
+    that a recorded interrupt ends: the child is killed and reaped, then the interrupt raised."""
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                # input goes with the first call only: a repeated communicate() goes on where it was
+                out, err = proc.communicate(input, timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+                interrupt.check()  # a child that a terminal's Ctrl-C ended too is no result
+                return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                input = None
+                interrupt.check()
+                if time.monotonic() >= deadline:
+                    raise subprocess.TimeoutExpired(proc.args, timeout_s) from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def wait(proc: subprocess.Popen, timeout_s: float | None = None) -> int:
+    """``proc.wait(timeout_s)``, raising a recorded interrupt within :data:`POLL_S` (the
+    caller ends ``proc`` on the way out, as on any exception)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        interrupt.check()
+        step = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))
+        try:
+            code = proc.wait(step)
+            interrupt.check()
+            return code
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s) from None
 
 
 def kill(pids: dict[int, str], grace_s: float = GRACE_S) -> list[int]:

@@ -29,11 +29,15 @@ def new_run_id(study: str) -> str:
     return f"{stamp}-{study}-{secrets.token_hex(3)}"
 
 
-def machine_label(env: dict[str, Any]) -> str:
-    """The machine in a few words: its GPUs, else its CPU model."""
-    if env.get("gpu_names"):
-        return f"{env.get('gpu_count', len(env['gpu_names']))}x {env['gpu_names'][0]}"
-    return env.get("cpu_model", "unknown")
+def machine_label(env: Any) -> str:
+    """The machine in a few words: its GPUs, else its CPU model. Any ``env`` gives a label (a
+    run imported before bundles were typed may hold anything there)."""
+    env = env if isinstance(env, dict) else {}
+    gpus = env.get("gpu_names")
+    if isinstance(gpus, list) and gpus:
+        count = env.get("gpu_count")
+        return f"{count if isinstance(count, int) else len(gpus)}x {gpus[0]}"
+    return str(env.get("cpu_model") or "unknown")
 
 
 @dataclass
@@ -115,7 +119,8 @@ class RunRecord:
             run_id=doc["run_id"], study=doc["study"], params=doc["params"], env=doc["env"],
             status=doc.get("status", "complete"), created_utc=doc.get("created_utc", ""),
             finished_utc=doc.get("finished_utc"), reproduce=doc.get("reproduce", ""),
-            outputs=doc.get("outputs", {}), error=doc.get("error"), floor_ns=doc.get("floor_ns"),
+            outputs=doc.get("outputs", {}), error=doc.get("error"),
+            floor_ns=None if doc.get("floor_ns") is None else float(doc["floor_ns"]),
             origin=doc.get("origin", "local"), variants=variants,
         )
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-import nbformat
+import numpy as np
 import pandas as pd
 from markdown_it import MarkdownIt
 
@@ -145,10 +145,11 @@ def samples_summary(rec: RunRecord) -> pd.DataFrame:
     """Per variant: count, min, median, max and spread of its raw samples (ns)."""
     rows = []
     for v in rec.variants:
-        s = pd.Series(v.samples_ns, dtype=float)
-        rows.append({"variant": v.variant, "check": "ok" if v.correct else "FAILED", "samples": len(s),
-                     "min": stats.fmt_ns(s.min()), "median": stats.fmt_ns(s.median()),
-                     "p90": stats.fmt_ns(s.quantile(0.9)) if len(s) else "n/a", "max": stats.fmt_ns(s.max())})
+        x = np.asarray(v.samples_ns, dtype=float)
+        lo, med, p90, hi = np.percentile(x, [0, 50, 90, 100]) if x.size else (np.nan,) * 4
+        rows.append({"variant": v.variant, "check": "ok" if v.correct else "FAILED", "samples": x.size,
+                     "min": stats.fmt_ns(lo), "median": stats.fmt_ns(med), "p90": stats.fmt_ns(p90) if x.size else "n/a",
+                     "max": stats.fmt_ns(hi)})
     return pd.DataFrame(rows, columns=["variant", "check", "samples", "min", "median", "p90", "max"])
 
 
@@ -447,8 +448,16 @@ def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis 
 # the exporting machine is written. Every chart leaves as its Vega-Lite spec and a PNG
 # (workbench.jupyter.ChartView), so the notebook renders offline and on GitHub.
 
+def _nbformat():
+    # imported on use: a GPU node's image lacks nbformat, and the CLI that measures there
+    # imports this module but never writes a notebook
+    import nbformat
+
+    return nbformat
+
+
 def _notebook(cells: list):
-    nb = nbformat.v4.new_notebook()
+    nb = _nbformat().v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = cells
     return nb
@@ -457,6 +466,7 @@ def _notebook(cells: list):
 def _run_cells() -> list:
     """The cells that show ``run`` after the head: its other charts, results, tables, reproduce
     command."""
+    nbformat = _nbformat()
     return [
         nbformat.v4.new_code_cell("run.charts(key=False)  # every chart but the key chart (in the head above)"),
         nbformat.v4.new_code_cell("run.results  # per variant: median with its 95% CI, spread, check, notes"),
@@ -467,6 +477,7 @@ def _run_cells() -> list:
 
 def notebook(rec: RunRecord, bundle_name: str):
     """A notebook that reloads the run from ``bundle_name`` (beside it) and shows it."""
+    nbformat = _nbformat()
     return _notebook([
         nbformat.v4.new_markdown_cell(
             f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
@@ -487,7 +498,7 @@ def write_notebook(rec: RunRecord, path: str | Path, execute: bool = True) -> Pa
     nb = notebook(rec, bundle.name)
     if execute:
         execute_notebook(nb, path.parent)
-    return outfile.write(path, nbformat.writes(nb))
+    return outfile.write(path, _nbformat().writes(nb))
 
 
 def kernel_env() -> dict[str, str]:
@@ -522,6 +533,7 @@ def study_notebook(study: ModuleType):
     tables and the seed's figures.
     """
     sid = study.ID
+    nbformat = _nbformat()
     return _notebook([
         nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
@@ -545,6 +557,6 @@ def write_study_notebooks(out_dir: str | Path) -> list[Path]:
     paths = []
     for study_id, study in registry().items():
         path = out_dir / f"{study_id}.ipynb"
-        nbformat.write(study_notebook(study), str(path))
+        _nbformat().write(study_notebook(study), str(path))
         paths.append(path)
     return paths

@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import getpass
 import json
+import math
 import os
 import shlex
 import signal
@@ -26,7 +27,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from . import env as envmod
-from . import harness, procs
+from . import harness, interrupt, procs
 from . import machine_load as load
 from .events import Emitter
 from .launcher import LaunchError, Topology
@@ -40,6 +41,8 @@ from .study import Cancelled, ParamError, RunContext, StudyUnavailable, validate
 DEFAULT_LOCK = Path("/tmp/perf-workbench-machine.lock")
 #: default seconds without progress before the watchdog stops a run
 DEFAULT_STALL_S = 1200
+#: seconds a stalled run has to reach a checkpoint before the watchdog raises where it is
+STALL_GRACE_S = 10.0
 
 
 class LockError(RuntimeError):
@@ -114,12 +117,18 @@ def machine_lock(on_wait: Callable[[str], None] | None = None, study: str = "?",
         except BlockingIOError:
             if on_wait:
                 on_wait(f"queued: waiting for {holder_text(os.pread(fd, 65536, 0).decode(errors='replace'))} to finish")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _wait_for_lock(fd)
+        except OSError as exc:  # a file system or file that cannot be locked (nothing is stored yet)
+            raise LockError(f"cannot lock the machine lock {path}: {exc.strerror or exc}; set WORKBENCH_LOCK to a "
+                            "file on a local file system that every user of this machine can read") from None
         if writable:
             info = json.dumps({"pid": os.getpid(), "user": _user(), "study": study, "params": params or {},
                                "since": now_utc()}, default=str).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, info, 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, info, 0)
+            except OSError:  # a full disk: who holds the lock goes unsaid, the lock holds all the same
+                pass
         try:
             with procs.Children():
                 yield
@@ -131,6 +140,18 @@ def machine_lock(on_wait: Callable[[str], None] | None = None, study: str = "?",
         os.close(fd)
 
 
+def _wait_for_lock(fd: int) -> None:
+    """Queue for the lock, a recorded Ctrl-C ending the wait (a blocking ``flock`` would
+    resume after the signal and wait for the other run to finish)."""
+    while True:
+        interrupt.sleep(0.1)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -139,26 +160,36 @@ def _user() -> str:
 
 
 def stall_limit_s() -> float:
-    """``$WORKBENCH_STALL_S`` (0 switches the watchdog off), else :data:`DEFAULT_STALL_S`."""
-    try:
-        return float(os.environ.get("WORKBENCH_STALL_S", DEFAULT_STALL_S))
-    except ValueError:
+    """``$WORKBENCH_STALL_S`` (0 switches the watchdog off), else :data:`DEFAULT_STALL_S`;
+    anything but a finite number of seconds >= 0 raises :class:`ParamError` (a NaN limit
+    would stop every run at once)."""
+    raw = os.environ.get("WORKBENCH_STALL_S", "").strip()
+    if not raw:
         return float(DEFAULT_STALL_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ParamError("WORKBENCH_STALL_S", f"{raw[:40]!r} is not a number of seconds >= 0 (0 switches the "
+                                              "watchdog off)")
+    return value
 
 
 @contextlib.contextmanager
 def _watchdog(limit_s: float) -> Iterator[Callable[[], None]]:
-    """Yields ``touch``: each call restarts a ``limit_s`` timer; when it runs out, the main
-    thread gets :class:`Stalled` (SIGALRM interrupts even a blocking wait). Off outside the
-    main thread, where signals cannot be handled."""
+    """Yields ``touch``: each call restarts a ``limit_s`` timer; when it runs out, the run
+    gets :class:`Stalled` at its next checkpoint, as a Ctrl-C would (:mod:`workbench.interrupt`:
+    a wait for a child process or the machine lock is one), or where it is when no checkpoint
+    came within :data:`STALL_GRACE_S`. Off outside the main thread, where signals cannot be
+    handled."""
     if limit_s <= 0 or threading.current_thread() is not threading.main_thread():
         yield lambda: None
         return
 
-    def on_alarm(signum, frame):
-        raise Stalled(f"no progress for {limit_s:g} s: stopped by the watchdog (set WORKBENCH_STALL_S to allow "
-                      "longer, 0 to switch it off)")
-
+    on_alarm = interrupt.alarm_handler(lambda: Stalled(
+        f"no progress for {limit_s:g} s: stopped by the watchdog (set WORKBENCH_STALL_S to allow longer, 0 to "
+        "switch it off)"), lambda: signal.setitimer(signal.ITIMER_REAL, min(limit_s, STALL_GRACE_S)))
     old = signal.signal(signal.SIGALRM, on_alarm)
     touch = lambda: signal.setitimer(signal.ITIMER_REAL, limit_s)  # noqa: E731
     touch()
@@ -219,8 +250,12 @@ def check_precision(study: ModuleType, precision: float | None) -> None:
                                       f"taken by the workbench harness's repeat loop); studies that do: {able}")
 
 
-def parse_precision(value: str | float | None) -> float | None:
-    """``2%``, ``"0.02"`` or ``0.02`` -> 0.02 (None stays None); raises :class:`ParamError`."""
+def parse_precision(value: str | float | None, cap_s: float = DEFAULT_PRECISION_CAP_S) -> float | None:
+    """``2%``, ``"0.02"`` or ``0.02`` -> 0.02 (None stays None), after checking ``cap_s``
+    (``--precision-cap``: ``nan`` would be accepted by every comparison); raises
+    :class:`ParamError`."""
+    if not (math.isfinite(cap_s) and cap_s > 0):
+        raise ParamError("precision-cap", f"{cap_s} is not a number of seconds > 0")
     if value is None:
         return None
     t = str(value).strip()
@@ -287,12 +322,15 @@ def execute(
     :class:`StudyUnavailable`, or ``StoreError`` for a read-only store (before anything is
     measured). A study that fails mid-way is stored with status ``failed`` and the error
     text; points it finished stay. Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C)
-    stores the run as ``interrupted`` and re-raises. An exception raised after the run was
+    stores the run as ``interrupted`` and re-raises; the signal is recorded and acted on at
+    the run's next checkpoint (:mod:`workbench.interrupt`), one that came after the last
+    checkpoint is raised once the run is stored. An exception raised after the run was
     stored carries its id as ``run_id``. ``precision`` (e.g. 0.02): see :func:`precision_run`.
     ``run_group`` (``{"id", "index", "runs"}``, from ``--repeat-runs``) goes into the outputs.
     """
     params = validate(study, values, preset=preset)
     check_precision(study, precision)
+    stall_s = stall_limit_s()
     reason = study.requires(params)
     if reason:
         raise StudyUnavailable(reason)
@@ -307,7 +345,8 @@ def execute(
             progress(fraction, message)
         emit.progress(fraction, message, ctx.step if ctx is not None else None)
 
-    with machine_lock(on_wait=lambda m: say(0.0, m), study=study.ID, params=params):
+    with tagged(store, rec.run_id), interrupt.deferred(), \
+            machine_lock(on_wait=lambda m: say(0.0, m), study=study.ID, params=params):
         say(0.0, "measuring the harness floor")
         rec.floor_ns = harness.floor_ns()
         rec.env = envmod.capture()
@@ -321,7 +360,7 @@ def execute(
             return {"load": {"before": before, "after": load.sample()}} | group
 
         try:
-            with _watchdog(stall_limit_s()) as touch:
+            with _watchdog(stall_s) as touch:
                 def progress_and_touch(fraction: float, message: str) -> None:
                     touch()
                     say(fraction, message)
@@ -338,24 +377,22 @@ def execute(
                 ctx = RunContext(progress=progress_and_touch, on_record=recorded(store.add_variant),
                                  on_update=recorded(store.replace_variant),
                                  on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
-                with precision_run(precision, precision_cap_s):
+                with precision_run(precision, precision_cap_s), interrupt.stops_first():
                     outputs = study.run(params, ctx) or {}
                 missed_precision(ctx.variants, precision, precision_cap_s, outputs)
+                interrupt.check()  # a stop recorded after the study's last checkpoint
         except (KeyboardInterrupt, Cancelled) as exc:
-            store.finish(rec.run_id, "interrupted", outputs=run_load(),
-                         error="interrupted by the user; finished points were kept")
-            exc.run_id = rec.run_id
+            end(store, exc, {rec.run_id: run_load()}, "interrupted", "interrupted by the user; finished points were kept")
             raise
         except StudyUnavailable as exc:
-            store.finish(rec.run_id, "failed", outputs=run_load(), error=str(exc))
+            end(store, exc, {rec.run_id: run_load()}, "failed", str(exc))
             emit.error(str(exc))
-            exc.run_id = rec.run_id
             raise
         except Exception as exc:
-            store.finish(rec.run_id, "failed", outputs=run_load(),
-                         error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+            # the stored (failed) run's id goes with the exception, for callers that keep partial results
+            end(store, exc, {rec.run_id: run_load()}, "failed",
+                f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
             emit.error(f"{type(exc).__name__}: {exc}")
-            exc.run_id = rec.run_id  # the stored (failed) run, for callers that keep partial results
             raise
         # Torch may have been imported by the study: read its CUDA/NCCL versions now.
         rec.env = envmod.refresh(rec.env)
@@ -365,23 +402,73 @@ def execute(
     return store.load(rec.run_id)
 
 
+def end(store: Store, exc: BaseException, outputs: dict[str, dict[str, Any]], status: str, error: str) -> None:
+    """Store the end of the runs that ``exc`` stopped (run id -> its outputs), and tag ``exc``
+    with their ids (``run_id``, the first, and ``run_ids``). When the store cannot take the end
+    (a full disk) ``exc`` carries why as ``store_error`` instead: the runs then read as
+    interrupted once this process is gone, with the points stored before."""
+    exc.run_ids = tuple(outputs)
+    exc.run_id = exc.run_ids[0]
+    try:
+        for run_id, out in outputs.items():
+            store.finish(run_id, status, outputs=out, error=error)
+    except StoreError as problem:
+        exc.store_error = str(problem)
+
+
+@contextlib.contextmanager
+def tagged(store: Store, *run_ids: str) -> Iterator[None]:
+    """An interrupt raised around runs once they are stored (after their last checkpoint;
+    they are then stored complete) carries their ids as ``run_id`` (the first) and
+    ``run_ids``, as one raised inside does."""
+    try:
+        yield
+    except (KeyboardInterrupt, Cancelled) as exc:
+        if getattr(exc, "run_id", None) is None and store.has(run_ids[0]):
+            exc.run_id, exc.run_ids = run_ids[0], run_ids
+        raise
+
+
+def unfinished_text(exc: BaseException, kept: str) -> str:
+    """What became of runs whose end the store could not take (``store_error`` on ``exc``, a
+    full disk); '' when it took it."""
+    why = getattr(exc, "store_error", None)
+    ids = " and ".join(getattr(exc, "run_ids", ()))
+    if not why or not ids:
+        return ""
+    why = "" if isinstance(exc, StoreError) else f" ({why})"  # the same store, the same reason
+    return f"run {ids} keeps the {kept} stored before it, and reads as interrupted (its end could not be stored{why})"
+
+
 def failure_text(study: ModuleType, exc: BaseException, kept: str = "points") -> str:
-    """The one line for a run that stopped with ``exc``: the study cannot run here, or it failed
-    (stored as a failed run that keeps its finished ``kept``)."""
+    """The one line for a run that stopped with ``exc``: the study cannot run here; the store
+    could not take it (a full disk: before it started, or mid-way); or it failed, stored as a
+    failed run that keeps its finished ``kept`` once a run was stored (``run_ids`` on ``exc``,
+    :func:`end`), else nothing stored."""
     if isinstance(exc, StudyUnavailable):
         return f"study {study.ID} cannot run here: {exc}"
-    return f"study {study.ID} failed: {type(exc).__name__}: {exc} (stored as a failed run; finished {kept} kept)"
+    ids = " and ".join(getattr(exc, "run_ids", ()))
+    unfinished = unfinished_text(exc, kept)
+    if isinstance(exc, StoreError):
+        stored = f"stored as failed run {ids} with the {kept} finished before" if ids else ""
+        return "; ".join(filter(None, [str(exc), unfinished or stored]))
+    stored = f"stored as failed run {ids}; finished {kept} kept" if ids else "nothing was stored"
+    return f"study {study.ID} failed: {type(exc).__name__}: {exc} ({unfinished or stored})"
 
 
 def interrupted_text(store: Store, run_id: str | None) -> str:
     """What an interrupt kept: 'interrupted; 3 points kept in run X' (or none, or before a
-    run was stored)."""
+    run was stored, or a run that was stored complete: the signal came after its last
+    checkpoint)."""
     if run_id is None:
         return "interrupted before the run started; nothing was stored"
     try:
-        kept = len(store.load(run_id, attachments=False).variants)
+        rec = store.load(run_id, attachments=False)
+        kept, status = len(rec.variants), rec.status
     except (StoreError, KeyError):
-        kept = None
+        kept, status = None, None
+    if status == "complete":
+        return f"interrupted as run {run_id} finished; it is stored complete"
     if kept == 0:
         return f"interrupted before any point finished; run {run_id} is stored without points"
     return f"interrupted; {'the' if kept is None else kept} finished point{'' if kept == 1 else 's'} kept in run {run_id}"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
 import re
@@ -40,7 +41,7 @@ import statistics
 import sqlite3
 import stat
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from . import outfile
 from .env import REPO_ROOT, STATE_DIR
@@ -48,7 +49,7 @@ from .procs import start_ticks
 from .record import RunRecord, VariantResult, machine_label, now_utc
 from .registry import registry
 from .schema import BUNDLE_FORMAT, BUNDLE_VERSION, SchemaError, check_bundle
-from .untrusted import UntrustedError, check_run_id, safe_stem
+from .untrusted import UntrustedError, check_run_id, safe_stem, visible
 
 APPLICATION_ID = 0x50455246  # "PERF": marks the SQLite file as ours
 SCHEMA_VERSION = 3
@@ -117,7 +118,8 @@ class Store:
                 self._migrate()
                 self._reap_dead_runs()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: cannot open the results store ({exc})") from None
+            raise StoreError(disk_full(self.path, exc) or f"{self.path}: cannot open the results store ({exc})") \
+                from None
 
     def _check_path(self, create: bool, default: bool) -> bool:
         """Whether a store file exists at ``self.path``; refuses what is not a regular file."""
@@ -197,13 +199,19 @@ class Store:
             finally:
                 probe.close()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path} is not a workbench results file (not SQLite: {exc}); it was left "
-                             "untouched") from None
-        if app_id != APPLICATION_ID:
+            # 'malformed' read past the log: a WAL store whose last checkpoint stopped half-way
+            # (a full disk) is whole once read through its log, below
+            if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF != _SQLITE_CORRUPT:
+                raise StoreError(f"{self.path} is not a workbench results file (not SQLite: {exc}); it was left "
+                                 "untouched") from None
+            app_id = None
+        if app_id is not None and app_id != APPLICATION_ID:
             raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
         try:
             ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
             try:
+                if app_id is None and ro.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                    raise StoreError(f"{self.path} is not a workbench results file; it was left untouched")
                 objects = {(name, kind) for name, kind in ro.execute("SELECT name, type FROM sqlite_master")}
                 version = ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
                     if ("meta", "table") in objects else None
@@ -218,7 +226,8 @@ class Store:
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path} is corrupt or not a workbench results file ({exc}); it was left untouched") from None
+            raise StoreError(disk_full(self.path, exc) or f"{self.path} is corrupt or not a workbench results file "
+                                                         f"({exc}); it was left untouched") from None
         if version is None or not str(version[0]).isdigit():
             raise StoreError(f"{self.path} is a damaged workbench results file (no schema version); it was left untouched")
         if int(version[0]) > SCHEMA_VERSION:
@@ -290,13 +299,13 @@ class Store:
 
     def begin(self, rec: RunRecord) -> None:
         """Store a run that this process starts now (status ``running``, owned by this pid)."""
-        with self._conn:
+        with _writing(self, f"run {rec.run_id} cannot be started"):
             self._insert_run(rec)
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                (_OWNER_KEY + rec.run_id, json.dumps(_this_process())))
 
     def add_variant(self, run_id: str, v: VariantResult) -> None:
-        with self._conn:
+        with _writing(self, f"a point of run {run_id} cannot be stored"):
             # MAX over the (run_id, seq) key is an index lookup; COUNT(*) would scan the run's rows.
             seq = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM variants WHERE run_id=?",
                                      (run_id,)).fetchone()[0]
@@ -304,7 +313,7 @@ class Store:
 
     def replace_variant(self, run_id: str, v: VariantResult) -> None:
         """Replace the variant of the same name (one that gained repeats), or add it."""
-        with self._conn:
+        with _writing(self, f"a point of run {run_id} cannot be stored"):
             row = self._conn.execute("SELECT seq FROM variants WHERE run_id=? AND variant=? ORDER BY seq DESC LIMIT 1",
                                      (run_id, v.variant)).fetchone()
             if row is None:
@@ -314,11 +323,11 @@ class Store:
                                self._variant_row(run_id, row[0], v))
 
     def add_attachment(self, run_id: str, name: str, kind: str, data: bytes) -> None:
-        with self._conn:
+        with _writing(self, f"an attachment of run {run_id} cannot be stored"):
             self._conn.execute("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?)", (run_id, name, kind, data))
 
     def finish(self, run_id: str, status: str, outputs: dict | None = None, error: str | None = None) -> None:
-        with self._conn:
+        with _writing(self, f"run {run_id} cannot be stored as {status}"):
             self._conn.execute(
                 "UPDATE runs SET status=?, finished_utc=?, outputs=COALESCE(?, outputs), error=? WHERE run_id=?",
                 (status, now_utc(), json.dumps(outputs, default=str) if outputs is not None else None, error, run_id),
@@ -326,7 +335,7 @@ class Store:
             self._conn.execute("DELETE FROM meta WHERE key=?", (_OWNER_KEY + run_id,))
 
     def update_env(self, run_id: str, env: dict[str, Any]) -> None:
-        with self._conn:
+        with _writing(self, f"the environment of run {run_id} cannot be stored"):
             self._conn.execute("UPDATE runs SET env=? WHERE run_id=?", (json.dumps(env, default=str), run_id))
 
     def save(self, rec: RunRecord) -> None:
@@ -344,7 +353,8 @@ class Store:
                 raise StoreError(f"run {rec.run_id} is already in the store") from None
             raise StoreError(f"run {rec.run_id} cannot be stored: {exc}") from None
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"run {rec.run_id} cannot be stored in {self.path}: {exc}") from None
+            raise StoreError(disk_full(self.path, exc) or f"run {rec.run_id} cannot be stored in {self.path}: {exc}") \
+                from None
 
     def delete(self, run_id: str) -> str:
         """Delete a stored run (its variants, attachments, tags and note) in one transaction;
@@ -528,6 +538,41 @@ class Store:
         return rec
 
 
+@contextlib.contextmanager
+def _writing(store: Store, what: str) -> Iterator[None]:
+    """``with store._conn:`` (commit, or roll back on any exception), a database error (the
+    commit's too) made a :class:`StoreError` that says what could not be stored and why (a
+    full disk by name)."""
+    try:
+        with store._conn:
+            yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"{what}: {disk_full(store.path, exc) or f'{store.path}: {exc}'}") from None
+
+
+# SQLite's primary result codes (the low byte of sqlite_errorcode)
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL = 10, 11, 13
+
+
+def disk_full(path: Path, exc: sqlite3.Error) -> str | None:
+    """The message for a database error that a full disk caused, else None. SQLite says
+    SQLITE_FULL when a write finds no room, but only "disk I/O error" when it cannot make
+    the shared-memory file a WAL store is read through: then the free space decides (such a
+    store is not corrupt, and must not be called so)."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and _no_space(path)):
+        return f"the disk holding {path} is full ({exc}); free some space there, nothing else is wrong with the store"
+    return None
+
+
+def _no_space(path: Path) -> bool:
+    try:
+        st = os.statvfs(path.parent if str(path.parent) else ".")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (1 << 20)  # under 1 MiB: a WAL index (32 KiB) may not fit
+
+
 def check_tag(tag: Any) -> str:
     """A tag as given, or :class:`StoreError` saying what a tag may be."""
     if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
@@ -653,12 +698,13 @@ def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") 
 
 
 def from_bundle(doc: Any, origin: str = "bundle") -> RunRecord:
-    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`)."""
+    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`), its
+    text's control and bidi characters shown as U+FFFD (:func:`workbench.untrusted.visible`)."""
     try:
         check_bundle(doc)
     except SchemaError as exc:
         raise StoreError(str(exc)) from None
-    rec = RunRecord.from_json(doc["run"])
+    rec = RunRecord.from_json(visible(doc["run"]))
     if rec.origin == "local":
         rec.origin = origin
     attachments = []

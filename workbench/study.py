@@ -30,6 +30,9 @@ Optionally:
   questions (default: it is not a smoke run); a page never opens on one that cannot while
   another exists (:func:`workbench.catalog.default_run`); ``HEADLINE_RUN``: the committed
   bundle (by name, ``bench-ws2``) a page without a run of this machine opens on;
+- ``sweep_size(params) -> int``: how many points the run would measure, when that is not the
+  product of the study's list parameters (:func:`sweep_size`; a run over
+  :data:`MAX_SWEEP_POINTS` is refused);
 - ``verdict(tables) -> str``: one paragraph from the tables only, Markdown-safe (untrusted
   strings through :func:`workbench.untrusted.escape`); it states only ``clear`` derived
   results and names the same winner as the table beside it. Without it, the generic verdict
@@ -59,6 +62,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable, Sequence
 
+from . import interrupt
 from .record import VariantResult
 from .untrusted import check_attachment_name, check_variant_name
 
@@ -82,6 +86,11 @@ class Cancelled(RuntimeError):
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
 #: most knobs a form shows before "Advanced" (:attr:`ParamSpace.headline`)
 MAX_HEADLINE = 8
+#: most values one list parameter takes (``--set sizes=...``)
+MAX_LIST_VALUES = 1_000
+#: most points one run measures: a larger sweep is refused before anything starts (split it
+#: into several runs); the largest preset measures a few hundred
+MAX_SWEEP_POINTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,9 @@ class Param:
                 items = [raw]
             if not items:
                 raise ParamError(self.name, "needs at least one value")
+            if len(items) > MAX_LIST_VALUES:
+                raise ParamError(self.name, f"{len(items):,} values; a list parameter takes at most "
+                                            f"{MAX_LIST_VALUES:,}")
             return [self._one(x) for x in items]
         if isinstance(raw, (list, tuple)):
             raise ParamError(self.name, "takes a single value, not a list")
@@ -326,7 +338,9 @@ class RunContext:
     ``on_record`` is called for each variant as soon as it finishes, which is how the store
     keeps the points of an interrupted sweep; ``on_update`` when a recorded variant gained
     repeats (:meth:`update`). Variant and attachment names are checked here, so a study
-    cannot store a name that a bundle importer would refuse.
+    cannot store a name that a bundle importer would refuse. Every call is a checkpoint of
+    :mod:`workbench.interrupt` (after the point is stored): a recorded Ctrl-C stops the run
+    there.
     """
 
     def __init__(
@@ -355,6 +369,7 @@ class RunContext:
         return self._next_block - 1
 
     def progress(self, fraction: float, message: str = "") -> None:
+        interrupt.check()
         if self.cancel_event.is_set():
             raise Cancelled("run cancelled")
         if self._progress:
@@ -373,6 +388,7 @@ class RunContext:
         self.variants.append(result)
         if self._on_record:
             self._on_record(result)
+        interrupt.check()
 
     def update(self, result: VariantResult) -> None:
         """Replace the variant of the same name recorded earlier in this run (a variant
@@ -388,6 +404,7 @@ class RunContext:
             self._on_update(result)
         elif self._on_record:
             self._on_record(result)
+        interrupt.check()
 
     def attach(self, name: str, kind: str, data: bytes) -> None:
         """Attach a file (trace, log) to the run; ``kind`` e.g. ``trace/chrome-json``; ``name``
@@ -396,15 +413,30 @@ class RunContext:
         self.attachments.append((name, kind, data))
         if self._on_attach:
             self._on_attach(name, kind, data)
+        interrupt.check()
 
 
 def validate(study: ModuleType, values: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
-    """Resolve and validate parameters, including the study's cross-parameter checks."""
+    """Resolve and validate parameters, including the study's cross-parameter checks and the
+    size of the sweep (:data:`MAX_SWEEP_POINTS`)."""
     params = study.SPACE.resolve(values, preset=preset)
     check = getattr(study, "validate", None)
     if check is not None:
         check(params)
+    points = sweep_size(study, params)
+    if points > MAX_SWEEP_POINTS:
+        raise ParamError("sweep", f"{points:,} points, more than the {MAX_SWEEP_POINTS:,} one run may measure; "
+                                  "split the sweep over several runs")
     return params
+
+
+def sweep_size(study: ModuleType, params: dict[str, Any]) -> int:
+    """How many points a run of ``study`` with ``params`` measures: the study's own
+    ``sweep_size``, else the product of the lengths of its list parameters."""
+    own = getattr(study, "sweep_size", None)
+    if own is not None:
+        return int(own(params))
+    return study.SPACE.points(params)
 
 
 def expand(params: dict[str, Any], names: Sequence[str]) -> list[dict[str, Any]]:

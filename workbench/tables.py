@@ -49,7 +49,22 @@ def variants_table(rec: RunRecord) -> pd.DataFrame:
 
     The sample count is ``samples`` (not ``n``, which studies use for a problem size); ``load``
     is the 1-minute load average sampled after the variant (NaN where not sampled) and
-    ``load_note`` says when it was measured under load (:mod:`workbench.machine_load`)."""
+    ``load_note`` says when it was measured under load (:mod:`workbench.machine_load`).
+
+    Kept on the record while its variants stay the same objects (the analysis, then each
+    study's ``analyze``, ask for it: a bootstrap CI per variant, three times over, made a report
+    of thousands of variants take minutes); a copy is returned, so callers may change it."""
+    key = (rec.floor_ns, id(rec.outputs),
+           tuple((id(v), id(v.samples_ns), len(v.samples_ns), id(v.extra)) for v in rec.variants))
+    kept = rec.__dict__.get("_variants_table")
+    if kept is not None and kept[0] == key:
+        return kept[1].copy()
+    df = _variants_table(rec)
+    rec.__dict__["_variants_table"] = (key, df)
+    return df.copy()
+
+
+def _variants_table(rec: RunRecord) -> pd.DataFrame:
     rows = []
     for v, load_note in zip(rec.variants, load.variant_notes(rec)):
         s = stats.summarize(v.samples_ns)

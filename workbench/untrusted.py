@@ -14,8 +14,11 @@ Markdown, HTML or a notebook cell without being escaped for the place they land 
   heading), ``cell`` (a Markdown table cell), ``code`` (inline code), ``block`` (a fenced
   code block, returned whole), ``html`` (inside an HTML element, e.g. ``<summary>``),
   ``mermaid`` (a label or task name inside a Mermaid diagram);
-  :func:`plain` makes one line for a terminal. Both replace control characters (a
-  terminal acts on escape sequences).
+  :func:`plain` makes one line for a terminal. Both show control characters as U+FFFD:
+  C0 and C1 controls (a terminal acts on escape sequences), the bidirectional controls and
+  other invisible format characters (a reproduce command could display otherwise than it
+  copies: "Trojan Source", CVE-2021-42574), line and paragraph separators, and lone
+  surrogates (which no UTF-8 file or terminal can hold).
 """
 
 from __future__ import annotations
@@ -150,13 +153,31 @@ _MERMAID_FOLD = str.maketrans({'"': "'", "`": "'", "[": "(", "]": ")", "{": "(",
                                ":": "∶", "#": "♯", "<": "‹", ">": "›", "&": "＆"})
 
 # C0 controls but tab and newline, DEL and C1 controls: a terminal acts on them (ESC starts
-# sequences that retitle, recolour or worse), and no report needs them.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# sequences that retitle, recolour or worse), and no report needs them. Then what reorders
+# or hides text: the Arabic letter mark, zero-width space/joiners and LRM/RLM, the line and
+# paragraph separators, the bidi embeddings, overrides and isolates, word joiner and
+# invisible operators, the BOM; and lone surrogates.
+_INVISIBLE = "\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
 
 
 def plain(value: Any) -> str:
     """``value`` as one line of text for a terminal: control characters shown as U+FFFD."""
     return _CONTROL.sub("\ufffd", " ".join(str(value).split()))
+
+
+def visible(doc: Any) -> Any:
+    """``doc`` (parsed JSON from outside) with every string's control, bidirectional and other
+    invisible characters (those :func:`plain` replaces) shown as U+FFFD, newlines and tabs
+    kept, keys too: what a bundle brings in then shows as it reads wherever a page, a table
+    or a notebook displays it, escaped or not."""
+    if isinstance(doc, str):
+        return _CONTROL.sub("\ufffd", doc)
+    if isinstance(doc, list):
+        return [visible(x) for x in doc]
+    if isinstance(doc, dict):
+        return {visible(k): visible(v) for k, v in doc.items()}
+    return doc
 
 
 def _longest_run(text: str, ch: str) -> int:
@@ -168,3 +189,45 @@ def details(summary: str, body: str) -> str:
     """An HTML ``<details>`` block; ``summary`` is plain text (escaped here), ``body`` is
     Markdown whose untrusted parts the caller escaped (so it cannot close the block)."""
     return f"<details><summary>{escape(summary, 'html')}</summary>\n\n{body}\n\n</details>"
+
+
+# --- the terminal --------------------------------------------------------------------------
+
+# What a terminal stream never passes on: _CONTROL but the carriage return, with which the
+# progress bar redraws its line (untrusted text has its own through plain() before it).
+_TERMINAL_UNSAFE = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_INVISIBLE}]")
+
+
+class OutputStreamError(OSError):
+    """Standard output or error cannot be written (a full disk, a closed pipe)."""
+
+
+class TerminalStream:
+    """A text stream (``sys.stdout``, ``sys.stderr``) through which nothing reaches the
+    terminal that :func:`plain` would not let through, whichever code wrote it, and whose
+    write errors are :class:`OutputStreamError` (so the CLI can tell them from a failing file
+    of the command's own). Other attributes are the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(_TERMINAL_UNSAFE.sub("\ufffd", text))
+        except OSError as exc:
+            raise OutputStreamError(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputStreamError(exc.errno, exc.strerror) from exc
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def has_surrogates(text: str) -> bool:
+    """Whether ``text`` holds lone surrogates: undecodable bytes of a command-line argument or
+    a file name (Python keeps them as U+DC80..U+DCFF), or a JSON ``\\ud800`` escape."""
+    return any("\ud800" <= ch <= "\udfff" for ch in text)

@@ -29,7 +29,10 @@
  *
  * Usage: launch_cache policy=per_call threads=8 launches=16384 scratch=50000000 k=3 pages=256
  *        passes=1 malloc=pinned|dynamic salt=123 out=/path/to/samples.bin
- *        [limit=134217728 data=0 oom_every=0]
+ *        [limit=134217728 data=0 oom_every=0] [parent=PID]
+ * parent=PID: the program gets SIGKILL when PID (the process that started it) dies, even by
+ * SIGKILL, so it never times on after a run ends (set here, not between fork and exec, where
+ * the starting Python would have to run code; see workbench/procs.py).
  * Writes to `out`: int64 start_ns[N], acquire_ns[N], kernel_ns[N], release_ns[N], then uint64
  * checksum[N], in launch order (thread t owns launches [t*N/T, (t+1)*N/T)); prints one JSON
  * line of counters on stdout.
@@ -45,7 +48,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 enum policy { PER_CALL, LOCKED_CACHE, SIZE_LIMIT, POOL };
@@ -64,7 +70,8 @@ static struct {
     size_t limit;
     size_t data;
     long oom_every;
-} cfg = {PER_CALL, 8, 16384, 50000000, 3, 256, 1, 1, 1, NULL, 134217728, 0, 0};
+    long parent;
+} cfg = {PER_CALL, 8, 16384, 50000000, 3, 256, 1, 1, 1, NULL, 134217728, 0, 0, 0};
 
 /* Bytes held at once (scratch and data) and how many allocations glibc served by mmap. */
 static long held_bytes, peak_bytes, n_allocs, n_mmapped;
@@ -300,6 +307,7 @@ static int parse(int argc, char **argv) {
         else if (!strcmp(k, "limit")) cfg.limit = strtoull(v, NULL, 10);
         else if (!strcmp(k, "data")) cfg.data = strtoull(v, NULL, 10);
         else if (!strcmp(k, "oom_every")) cfg.oom_every = atol(v);
+        else if (!strcmp(k, "parent")) cfg.parent = atol(v);
         else return fprintf(stderr, "unknown key %s\n", k), 0;
     }
     if (cfg.threads < 1 || cfg.launches < cfg.threads || cfg.k < 1 || cfg.pages < 1 || cfg.passes < 1 || !cfg.out || cfg.oom_every < 0 ||
@@ -311,6 +319,8 @@ static int parse(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (!parse(argc, argv)) return 2;
+    /* The parent may have died before prctl: then this process was already re-parented. */
+    if (cfg.parent && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)cfg.parent)) return 5;
     /* Pinning M_MMAP_THRESHOLD also switches off glibc's dynamic threshold, which otherwise
      * rises to the size of each freed mmapped chunk (up to 32 MiB on 64-bit) so that later
      * blocks of that size come from the heap and stop faulting. Irreversible per process. */

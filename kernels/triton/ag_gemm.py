@@ -572,22 +572,20 @@ class HbmKnobs:
     # NVLink, the seed's design); "ce", copy engines on side streams, a flag per chunk written
     # by the stream behind its copy (kernels/triton/copyengine.py), no SM taken.
     fetch: str = "sm"
-    ce_chunks: int = 0  # fetch="ce": k-groups per M-tile (one wave) or chunks per peer shard; 0: by shape
+    ce_chunks: int = 0  # fetch="ce": chunks (row blocks of whole M-tiles) per peer shard; 0: by shape
 
-    def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132,
-               two_d: bool = True) -> HbmLayout:
+    def layout(self, m_shard: int, n: int, k: int, world_size: int, programs: int = 132) -> HbmLayout:
         """``k_tiles_per_flag=-1``: when every tile has its own program (one wave), the fetch
         is the critical path (remote tiles wait for it), so it is cut into many small rows
         (``SMALL_FETCH_K_TILES``, 128 KiB at 128 x 64 fp16 tiles) that idle programs take at
         once; otherwise one row per M-tile (whole 2 MiB rows at K=8192; each row's flag release
         costs a system-scope fence, and there is time to spare before remote tiles run).
-        ``fetch="ce"``: see :func:`ce_granularity` (``two_d``: 2-D copies are available)."""
+        ``fetch="ce"``: whole rows, one k-group; row blocks by :func:`ce_granularity`."""
         k_tiles = _cdiv(k, self.block_k)
         one_wave = world_size * _cdiv(m_shard, self.block_m) * _cdiv(n, self.block_n) <= programs
         mpf = 1
         if self.fetch == "ce":
-            kpf, mpf = ce_granularity(_cdiv(m_shard, self.block_m), k_tiles, self.block_m * self.block_k, one_wave,
-                                      two_d, self.ce_chunks)
+            kpf, mpf = k_tiles, ce_granularity(_cdiv(m_shard, self.block_m), one_wave, self.ce_chunks)
         else:
             kpf = self.k_tiles_per_flag
             if kpf < 0:
@@ -600,29 +598,20 @@ class HbmKnobs:
 #: H100 at M=1024, N=3584, K=8192, world size 2: 8 -> 1.20x cuBLAS's time, 16 -> 1.26x, 32 -> 1.36x
 SMALL_FETCH_K_TILES = 8
 FETCH_MODES = ("sm", "ce")
-#: copy-engine chunks: bytes of one chunk when the fetch is cut along K (one wave); the
-#: host issues one copy and one flag write per chunk (a few us each), so chunks far smaller
-#: would leave the copy engines waiting for the host
-CE_CHUNK_BYTES = 512 << 10
 #: copy-engine chunks per peer shard when the tiles take several waves (the local shard's
 #: tiles run first, so the first chunk has that long to land)
 CE_CHUNKS_PER_PEER = 4
 
 
-def ce_granularity(tiles_per_shard: int, k_tiles: int, tile_elems: int, one_wave: bool, two_d: bool,
-                   chunks: int = 0, elem_bytes: int = 2) -> tuple[int, int]:
-    """(k-tiles per flag, M-tiles per flag) of the copy-engine fetch. One wave (every tile has
-    its program, so remote tiles wait from the start): each M-tile's rows cut along K into
-    ``chunks`` k-groups (default: ``CE_CHUNK_BYTES`` each, 4 at K=8192 and 128-row fp16 tiles),
-    so a remote tile computes its first k-group a few us after the copies start; this needs
-    2-D copies (strided rows), else whole M-tiles. Several waves: ``chunks`` (default
-    ``CE_CHUNKS_PER_PEER``) row blocks of whole M-tiles per peer shard, plain 1-D copies."""
-    if one_wave and two_d:
-        groups = chunks or max(1, tile_elems * elem_bytes * k_tiles // CE_CHUNK_BYTES)
-        return _cdiv(k_tiles, min(groups, k_tiles)), 1
-    if one_wave:
-        return k_tiles, 1
-    return k_tiles, _cdiv(tiles_per_shard, min(chunks or CE_CHUNKS_PER_PEER, tiles_per_shard))
+def ce_granularity(tiles_per_shard: int, one_wave: bool, chunks: int = 0) -> int:
+    """M-tiles per flag (and per copy) of the copy-engine fetch: every chunk is whole rows,
+    one contiguous block (each chunk costs the host a copy and a flag write; a chunk cut along
+    K would also be a 2-D copy: see kernels/triton/copyengine.py). ``chunks`` row blocks per
+    peer shard; by default one per M-tile when the tiles fit one wave (remote tiles wait from
+    the start, each for its own rows only), else ``CE_CHUNKS_PER_PEER`` (the local shard's
+    tiles run first, so the first block has that long to land)."""
+    chunks = chunks or (tiles_per_shard if one_wave else CE_CHUNKS_PER_PEER)
+    return _cdiv(tiles_per_shard, min(chunks, tiles_per_shard))
 
 
 def _num_sms(device) -> int:
@@ -687,8 +676,7 @@ class HbmBuffer:
         self.rank, self.world_size, self.knobs = rank, world_size, knobs
         dev = a_local.device
         self.programs = knobs.programs or _num_sms(dev)
-        self.layout = lay = knobs.layout(m_shard, b.shape[1], k, world_size, self.programs,
-                                         two_d=copyengine.can_copy_2d(a_local))
+        self.layout = lay = knobs.layout(m_shard, b.shape[1], k, world_size, self.programs)
         sched = lay.schedule(rank, self.programs, fetch=fetch and not ce, fetchers=knobs.fetchers,
                              stream_k=knobs.stream_k, sk_split=knobs.sk_split,
                              tiles=lay.arrival_tiles(rank) if ce else None)
@@ -722,10 +710,8 @@ class HbmBuffer:
         else:
             self._b_arg = b
         self._c_desc: tuple = (None, None)
-        # the copy-engine fetch: chunks land over tens of us, so a remote tile computes each
-        # k-group as its flag is set
         self.ce = copyengine.CopyEngineFetch(self, peers if peers is not None else []) if ce else None
-        self.wait_per_group = knobs.wait_per_group or (ce and lay.k_groups > 1)
+        self.wait_per_group = knobs.wait_per_group
 
     @property
     def mechanism(self) -> dict[str, str]:
@@ -796,17 +782,14 @@ class HbmBuffer:
 
     def __call__(self, out):
         """Launch once into ``out`` (M x N). The caller makes peers' shards ready first.
-        Copy-engine fetch: the copy streams start where the call starts; the kernel is
-        launched, then the copies queued (its local tiles run meanwhile); under the
-        interpreter the copies are done first."""
+        Copy-engine fetch: the copies are queued first, from where the call starts, and run
+        while the host launches the kernel (see kernels/triton/copyengine.py)."""
         args, kwargs = self.launch_args(out)
         if self.ce is not None:
             self.ce.mark_start()
-            if not self.ce.cuda:
-                self.ce.issue(self.epoch)
-        ag_gemm_hbm_kernel[(self.programs,)](*args, **kwargs)
-        if self.ce is not None and self.ce.cuda:
             self.ce.issue(self.epoch)
+        ag_gemm_hbm_kernel[(self.programs,)](*args, **kwargs)
+        if self.ce is not None:
             self.ce.join()
         return out
 

@@ -8,31 +8,42 @@ rows, so no SM is taken by communication:
 - one side stream per peer (nearest first), each waiting for the caller's stream at the point
   where the call starts (after its symmetric-memory barrier), so the copies of every peer run
   at once, on their own links and copy engines;
-- per chunk (:class:`Chunk`: rows of one or more M-tiles, all of K or one k-group of it), a copy
-  from the peer's symmetric-memory buffer into the staging buffer (``cudaMemcpyAsync`` through
-  ``Tensor.copy_`` for whole rows; ``cudaMemcpy2DAsync`` for a k-group, whose rows are strided),
-  then the chunk's flag set to the launch's epoch *by the stream*, behind the copy;
+- per chunk (:class:`Chunk`: whole rows of one or more M-tiles, one contiguous block), one
+  1-D copy from the peer's symmetric-memory buffer into the staging buffer, then the chunk's
+  flag set to the launch's epoch *by the stream*, behind the copy. Chunks are never cut along
+  K: that made 4x the chunks at M=1024, and every chunk costs the host its calls (below); a
+  k-group is also a 2-D (strided) copy, which moved about half the bytes per second of a 1-D
+  one on an H100 (``benchmarks/ag_gemm_ce_copies.py``);
 - the chunks of all peers issued round-robin (every peer's first chunk, then every peer's
   second, ...), the order in which the GEMM's queue takes the remote tiles
-  (``HbmLayout.arrival_tiles``).
+  (``HbmLayout.arrival_tiles``);
+- everything a call issues is worked out once per buffer (addresses, sizes, streams): a call
+  costs the host one driver call per copy and one per flag (cuda-python's ``cuMemcpyAsync``
+  and ``cuStreamWriteValue32``, 3-4 us each on the H100 hosts here) where cuda-python exists,
+  else PyTorch's ``copy_`` on views made once and its stream-write op under a stream switch.
+  The PyTorch calls made per chunk before (views, stream switch, copy, flag: about 40 us a
+  chunk on those hosts, 16 chunks at M=1024) were the copy-engine kernel's slowness at small
+  M: the host, not the copy engines (traces/ag-gemm/README.md, "The copy-engine fetch at
+  small M").
 
-Flags: ``cuStreamWriteValue32`` through PyTorch's symmetric-memory op (the stream front end
-writes the value after a system-scope fence: no kernel, no SM; what torch's own fused
-all-gather matmul uses) where it exists, which is CUDA; elsewhere (ROCm: PyTorch has no
+Flags: ``cuStreamWriteValue32`` (the stream front end writes the value after a system-scope
+fence: no kernel, no SM; what torch's own fused all-gather matmul uses), through cuda-python
+or else PyTorch's symmetric-memory op, on CUDA; elsewhere (ROCm: PyTorch has no
 ``hipStreamWriteValue32`` binding) a one-thread Triton kernel on that stream stores the flag
 with a release at system scope (an SM slot for a microsecond per chunk). ``FlagWriter.how``
 says which ran; the study reports it beside the provider.
 
-Launch order (the one subtle part): the kernel is launched *before* the copies are issued, so
-its local-shard tiles start while the host is still queueing copies (a few us each); the
-copy streams wait on an event recorded before the launch, never on the kernel. The kernel's
-waits depend on work that CUDA cannot see (the CUDA driver's manual warns that an ordering
-expressed only through stream memory operations may deadlock if the scheduler serialises the
-streams): the producers here need no SM, and every wait gives up after ``MAX_SPINS`` polls and
-raises the kernel's error word, so such a case shows as a failed check, never as a hang.
+Launch order (the one subtle part): the copies are queued *before* the kernel's launch (a
+Triton launch costs the host some 60-100 us, four chunks' copies and flags about 30 us), so
+they run while the host launches the kernel; the copy streams wait on an event recorded at the
+start of the call, never on the kernel. The kernel's waits depend on work that CUDA cannot see
+(the CUDA driver's manual warns that an ordering expressed only through stream memory
+operations may deadlock if the scheduler serialises the streams): the producers here need no
+SM, and every wait gives up after ``MAX_SPINS`` polls and raises the kernel's error word, so
+such a case shows as a failed check, never as a hang.
 
-Under Triton's interpreter (CPU tensors) the copies and flag writes run at once, before the
-launch (the interpreter runs programs one after another: a wait could never end).
+Under Triton's interpreter (CPU tensors) the copies and flag writes are done at once, before
+the launch (the interpreter runs programs one after another: a wait could never end).
 """
 
 from __future__ import annotations
@@ -53,22 +64,21 @@ def is_rocm() -> bool:
 
 @dataclass(frozen=True)
 class Chunk:
-    """One copy: rows [r0, r1) and columns [c0, c1) of peer ``src``'s shard into the same place
-    of its staging rows, then flag ``flag`` set."""
+    """One copy: rows [r0, r1) of peer ``src``'s shard (all of K) into the same rows of its
+    staging rows, then flag ``flag`` set."""
 
     src: int
     r0: int
     r1: int
-    c0: int
-    c1: int
     flag: int
 
 
 def plan(layout, rank: int) -> list[list[Chunk]]:
-    """The chunks of every peer (nearest first), each peer's in copy order: M-tile blocks of
-    ``layout.m_tiles_per_flag`` tiles in order; inside one, its k-groups in order (a remote
-    tile computes its k-groups in that order). One chunk per flag."""
+    """The chunks of every peer (nearest first), each peer's in copy order: row blocks of
+    ``layout.m_tiles_per_flag`` M-tiles, one flag each (the layout has one k-group)."""
     lay = layout
+    if lay.k_groups != 1:
+        raise ValueError("copy-engine chunks are whole rows: the layout must have one k-group")
     out = []
     for step in range(1, lay.world_size):
         src = (rank + step) % lay.world_size
@@ -76,10 +86,7 @@ def plan(layout, rank: int) -> list[list[Chunk]]:
         for j in range(lay.flags_per_shard_m):
             m0 = j * lay.m_tiles_per_flag
             r0, r1 = m0 * lay.block_m, min((m0 + lay.m_tiles_per_flag) * lay.block_m, lay.m_shard)
-            for g in range(lay.k_groups):
-                c0 = g * lay.k_tiles_per_flag * lay.block_k
-                c1 = min((g + 1) * lay.k_tiles_per_flag * lay.block_k, lay.k)
-                chunks.append(Chunk(src, r0, r1, c0, c1, lay.flag_index(src, m0, g)))
+            chunks.append(Chunk(src, r0, r1, lay.flag_index(src, m0, 0)))
         out.append(chunks)
     return out
 
@@ -91,36 +98,29 @@ def round_robin(per_peer: list[list[Chunk]]) -> list[Chunk]:
 
 
 @lru_cache(maxsize=1)
-def _memcpy2d():
-    """(``cudaMemcpy2DAsync`` taking dst, dpitch, src, spitch, width, height, stream as ints,
-    the library's name) from CuPy or cuda-python, or (None, "") on ROCm or with neither."""
+def _driver():
+    """(``cuMemcpyAsync(dst, src, bytes, stream)``, ``cuStreamWriteValue32(stream, address,
+    value)``, both taking ints) from cuda-python's driver bindings, or None on ROCm or without
+    cuda-python. A driver call costs the host about a microsecond; PyTorch's ``copy_`` and
+    stream-write op, with their dispatch and stream switch, several."""
     if is_rocm():
-        return None, ""
+        return None
     try:
-        from cupy.cuda import runtime as cp
-
-        def copy(dst, dpitch, src, spitch, width, height, stream):
-            cp.memcpy2DAsync(dst, dpitch, src, spitch, width, height, cp.memcpyDefault, stream)
-        return copy, "CuPy"
+        from cuda.bindings import driver as cu
     except ImportError:
-        pass
-    try:
-        from cuda.bindings import runtime as rt
-    except ImportError:
-        return None, ""
-    kind = rt.cudaMemcpyKind.cudaMemcpyDefault  # the direction from the addresses (a peer's, or pinned host memory)
+        return None
 
-    def copy(dst, dpitch, src, spitch, width, height, stream):
-        err, = rt.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, rt.cudaStream_t(stream))
-        if err != rt.cudaError_t.cudaSuccess:
-            raise RuntimeError(f"cudaMemcpy2DAsync failed: {err}")
-    return copy, "cuda-python"
+    def ok(res, what):
+        if res[0] != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"{what} failed: {res[0]}")
 
+    def copy(dst, src, nbytes, stream):
+        ok(cu.cuMemcpyAsync(dst, src, nbytes, stream), "cuMemcpyAsync")
 
-def can_copy_2d(t) -> bool:
-    """Strided (2-D) copies by a copy engine are available for tensors like ``t``: CUDA with
-    cuda-python or CuPy, or any CPU tensor (the interpreter copies with torch)."""
-    return not t.is_cuda or _memcpy2d()[0] is not None
+    def write(stream, address, value):
+        # flags 0: the driver fences (system scope) before the write, so the copy is visible first
+        ok(cu.cuStreamWriteValue32(stream, address, value, 0), "cuStreamWriteValue32")
+    return copy, write
 
 
 def launch(kernel, grid, *args, **kwargs) -> None:
@@ -192,28 +192,35 @@ class CopyEngineFetch:
         self.order = round_robin(self.per_peer)
         self.cuda = buf.stage.is_cuda
         self.flag = FlagWriter(self.cuda)
-        self.two_d = can_copy_2d(buf.stage)
-        if not self.two_d and any(c.c0 or c.c1 != buf.layout.k for c in self.order):
-            raise ValueError("k-group chunks need 2-D copies (cuda-python or CuPy on CUDA)")
         self.streams = [torch.cuda.Stream(device=buf.stage.device) for _ in self.per_peer] if self.cuda else []
-        self.stream_of = {cs[0].src: i for i, cs in enumerate(self.per_peer) if cs}
-        self._start = None
+        stream_of = {cs[0].src: i for i, cs in enumerate(self.per_peer) if cs}
+        # per chunk, worked out once: its stream, its staging rows and the peer's (views), and
+        # for the driver path their addresses, its size and its flag's address
+        self.ops = []
+        for c in self.order:
+            dst, src = buf.stage_rows(c.src)[c.r0:c.r1], peers[c.src][c.r0:c.r1]
+            if not (dst.is_contiguous() and src.is_contiguous()):
+                raise ValueError("fetch='ce' copies contiguous row blocks: every peer's shard must be contiguous")
+            stream = self.streams[stream_of[c.src]] if self.cuda else None
+            self.ops.append((c, stream, dst, src, dst.numel() * dst.element_size()))
+        self.driver = _driver() if self.cuda else None
+        fsize = buf.flags.element_size()
+        self.calls = [(dst.data_ptr(), src.data_ptr(), nbytes, stream.cuda_stream, buf.flags.data_ptr() + c.flag * fsize)
+                      for c, stream, dst, src, nbytes in self.ops] if self.driver else []
+        self._start = torch.cuda.Event() if self.cuda else None
 
     @property
     def mechanism(self) -> str:
-        two_d = any(c.c0 or c.c1 != self.buf.layout.k for c in self.order)
-        copy = f"cudaMemcpy2DAsync via {_memcpy2d()[1] or 'torch'}" if two_d else "cudaMemcpyAsync"
-        if is_rocm():
-            copy = "hipMemcpyAsync"
-        return f"copy engine ({copy}, {len(self.order)} chunks), flags: {self.flag.how}"
+        if self.driver:
+            copy, flags = "cuMemcpyAsync via cuda-python", "cuStreamWriteValue32 via cuda-python (stream front end, no kernel)"
+        else:
+            copy, flags = "hipMemcpyAsync" if is_rocm() else "cudaMemcpyAsync", self.flag.how
+        return f"copy engine ({copy}, {len(self.order)} chunks of whole rows), flags: {flags}"
 
     def mark_start(self) -> None:
-        """Record where the call starts on the caller's stream (before the kernel's launch): the
-        copy streams wait for that point, never for the kernel."""
-        import torch
-
+        """Record where the call starts on the caller's stream (before the copies and the kernel's
+        launch): the copy streams wait for that point, never for the kernel."""
         if self.cuda:
-            self._start = torch.cuda.Event()
             self._start.record()
             for s in self.streams:
                 s.wait_event(self._start)
@@ -222,22 +229,21 @@ class CopyEngineFetch:
         """Queue every chunk's copy and flag write (on CPU tensors: do them now)."""
         import torch
 
-        stage = self.buf.stage_rows
-        for c in self.order:
-            dst = stage(c.src)[c.r0:c.r1, c.c0:c.c1]
-            src = self.peers[c.src][c.r0:c.r1, c.c0:c.c1]
-            if not self.cuda:
+        flags = self.buf.flags
+        if self.driver is not None:
+            copy, write = self.driver
+            for dst, src, nbytes, stream, flag in self.calls:
+                copy(dst, src, nbytes, stream)
+                write(stream, flag, epoch)
+            return
+        for c, stream, dst, src, _ in self.ops:
+            if stream is None:
                 dst.copy_(src)
-                self.flag(self.buf.flags, c.flag, epoch)
+                self.flag(flags, c.flag, epoch)
                 continue
-            with torch.cuda.stream(self.streams[self.stream_of[c.src]]):
-                if c.c0 == 0 and c.c1 == self.buf.layout.k:
-                    dst.copy_(src, non_blocking=True)  # whole rows: one contiguous block, cudaMemcpyAsync
-                else:
-                    es = dst.element_size()
-                    _memcpy2d()[0](dst.data_ptr(), dst.stride(0) * es, src.data_ptr(), src.stride(0) * es,
-                                (c.c1 - c.c0) * es, c.r1 - c.r0, torch.cuda.current_stream().cuda_stream)
-                self.flag(self.buf.flags, c.flag, epoch)
+            with torch.cuda.stream(stream):
+                dst.copy_(src, non_blocking=True)  # one contiguous block: cudaMemcpyAsync
+                self.flag(flags, c.flag, epoch)
 
     def join(self) -> None:
         """The caller's stream waits for every copy (the next call may overwrite staging)."""

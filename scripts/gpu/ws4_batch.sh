@@ -11,6 +11,10 @@
 #   bash scripts/gpu/ws4_batch.sh 2   # the review's experiments at 4 ranks (TRIALS checked launches
 #                                     # per shape and barrier setting), mc2-split at 4 ranks REPEATS
 #                                     # separate runs, pytest -m "gpu or multigpu" at 4 ranks
+#   bash scripts/gpu/ws4_batch.sh x2  # what a 2-GPU host (nvidia-h100-x2, 32 CPUs) allows while no
+#                                     # 4-GPU kind is lent: the ag-gemm benchmark at 2 ranks,
+#                                     # cpu-reduction at 1-32 workers, mc2-split at 2 ranks REPEATS
+#                                     # runs, pytest -m "gpu or multigpu" at 2 ranks
 #
 # Each stage reuses the study scripts (ag_gemm.sh, mc2_split.sh, cpu_reduction.sh) or the
 # benchmarks with variables, runs under its own time box (BOX_<stage> seconds) inside the call's
@@ -22,9 +26,9 @@
 set -uo pipefail
 CALL="${1:-}"
 case "$CALL" in
-  1|2) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
+  1|2|x2) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
   _*) dir="$WS4_DIR" ;;  # one of this script's own steps (below), run under a stage's time box
-  *) echo "usage: $0 1|2" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|x2" >&2; exit 2 ;;
 esac
 BUDGET_S="${BUDGET_S:-500}"
 TRIALS="${TRIALS:-3700}"  # 0 of 3,700 failed: a two-sided 95% upper bound of 0.10% per shape and setting
@@ -75,7 +79,7 @@ _env() {
   uptime
   "$PY" -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl",
 torch.cuda.nccl.version(), "triton", triton.__version__, "gpus", torch.cuda.device_count())'
-  "$PY" -c 'from kernels.triton import copyengine as c; print("2-D copies:", c._memcpy2d()[1] or "none",
+  "$PY" -c 'from kernels.triton import copyengine as c; print("copy and flag calls:", "cuda-python driver" if c._driver() else "PyTorch",
 "| flags:", c.FlagWriter(True).how)'
   env | grep -E '^(NCCL_|TORCH_SYMM|NVSHMEM_|CUDA_)' | sort
 }
@@ -124,6 +128,17 @@ if [ "$CALL" = 1 ]; then
   stage k-shard-ws4 "$BOX_kshard" 40 env OUT="$PARTS" WORLD_SIZES=4 STAGES=k-shard REPEAT="${REPEAT:-15}" \
       PACK=ag_gemm_kshard bash scripts/gpu/ag_gemm.sh
   stage cpu-reduction "$BOX_cpu" 60 bash "$0" _cpu
+elif [ "$CALL" = x2 ]; then
+  BOX_bench2="${BOX_bench2:-150}" BOX_cpu="${BOX_cpu:-100}" BOX_mc2="${BOX_mc2:-120}" BOX_pytest="${BOX_pytest:-90}"
+  stage bench-ws2 "$BOX_bench2" 100 env OUT="$PARTS" WORLD_SIZES=2 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench2 - 15)) PACK=ag_gemm_ws2 bash scripts/gpu/ag_gemm.sh
+  stage cpu-reduction "$BOX_cpu" 60 bash "$0" _cpu
+  stage mc2-ws2 "$BOX_mc2" 80 env OUT="$PARTS" WORLD_SIZES=2 REPEATS="${REPEATS:-3}" REPS="${REPS:-15}" \
+      PROVIDERS="${PROVIDERS:-default,triton-pull,triton-persistent}" CARVEOUT="${CARVEOUT:-0,16,24}" \
+      RUN_TIMEOUT="${RUN_TIMEOUT:-35}" RUN_PYTEST=0 PACK=mc2_split bash scripts/gpu/mc2_split.sh
+  stage pytest-gpu "$BOX_pytest" 60 "$PY" -m pytest -q -p no:cacheprovider -m "gpu or multigpu" \
+      tests/studies tests/workbench/test_harness_gpu.py
+  cp "$dir/pytest-gpu.log" "$dir/pytest_gpu_x2.txt" 2>/dev/null
 else
   BOX_mc2="${BOX_mc2:-240}" BOX_pytest="${BOX_pytest:-150}"
   stage review-ws4 "$BOX_review" 100 bash "$0" _review

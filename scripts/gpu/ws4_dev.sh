@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 35's one-GPU development call (an H100 or H200): the checks and timings that need a GPU
 # but no peers, in one command. Stages (STAGES, default all, in this order):
-#   env      GPU, driver, torch/triton, which copy and flag mechanisms exist (CuPy / cuda-python
-#            for 2-D copies, PyTorch's cuStreamWriteValue32);
+#   env      GPU, driver, torch/triton, which copy and flag calls exist (cuda-python driver calls
+#            or PyTorch, and its cuStreamWriteValue32);
 #   hang     mc2-split's triton-persistent cycle forced on one GPU (every SM held by the
 #            optimistic launch, cuBLAS matmuls queued behind it): the fixed two-launch protocol,
 #            and, where OLD_ALLREDUCE names the kernel file before the fix, the old one-launch
@@ -26,7 +26,7 @@ if has env; then
 import torch, triton
 from kernels.triton import copyengine as ce
 print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)
-print("2-D copies:", ce._memcpy2d()[1] or "none", "| flags:", ce.FlagWriter(True).how)
+print("copy and flag calls:", "cuda-python driver" if ce._driver() else "PyTorch", "| flags:", ce.FlagWriter(True).how)
 PY
   stage_done env
 fi

@@ -65,7 +65,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from workbench import launcher
+from workbench import launcher, procs
 from workbench.env import REPO_ROOT
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
@@ -131,8 +131,9 @@ SPACE = ParamSpace(
         Param("tma", "bool", True, "hbm-buffer: TMA descriptors for A, B, C (else pointer loads)"),
         Param("fetch_evict", "bool", False, "hbm-buffer: fetch rows read the peer's rows with an evict-first "
               "L2 policy"),
-        Param("ce_chunks", "int", 0, "hbm-buffer-ce: k-groups per M-tile when the tiles fit one wave, else "
-              "chunks per peer shard (0: by shape)", min=0, max=256),
+        Param("ce_chunks", "int", 0, "hbm-buffer-ce: chunks per peer shard, row blocks of whole M-tiles, one "
+              "copy and one flag each (0: by shape: one per M-tile when the tiles fit one wave, else 4)",
+              min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
@@ -219,7 +220,7 @@ def gpu_probe() -> dict[str, Any]:
             "print(json.dumps({'count': n, 'names': [torch.cuda.get_device_name(i) for i in range(n)],"
             " 'peer': [[i == j or torch.cuda.can_device_access_peer(i, j) for j in range(n)] for i in range(n)]}))")
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        proc = procs.run([sys.executable, "-c", code], 120)
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
         return {"count": 0, "names": [], "peer": [], "error": str(exc)}
@@ -281,8 +282,8 @@ def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:
     scenario = {"world_size": ws, "m": m, "n": params["n"], "k": params["k"], "dtype": "fp16",
                 "knobs": INTERPRET_KNOBS, "launches": 2}
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "studies.ag_gemm.emulate", json.dumps([scenario])], env=env,
-                          capture_output=True, text=True, timeout=params["timeout_s"], cwd=str(REPO_ROOT))
+    proc = procs.run([sys.executable, "-m", "studies.ag_gemm.emulate", json.dumps([scenario])], params["timeout_s"],
+                     env=env, cwd=str(REPO_ROOT))
     if proc.returncode:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return [{"world_size": ws, "M": m, "N": params["n"], "K": params["k"], "dtype": "fp16", "rank": "all",

@@ -49,7 +49,7 @@ def run_scenario(world_size: int, m: int, n: int, k: int, knobs: dict[str, Any],
         if skip_fetchers:
             buf.flags.zero_()
         if drop_chunks:
-            buf.ce.order = buf.ce.order[:-drop_chunks]
+            buf.ce.ops = buf.ce.ops[:-drop_chunks]
         # NaN in the staging buffer: a GEMM that reads a tile no fetcher wrote shows as NaN
         # (a reused allocation could otherwise hold the right data by chance).
         buf.stage.fill_(float("nan"))

@@ -27,7 +27,7 @@ from workbench.tables import render
 from workbench.traces import charts as tc
 from workbench.untrusted import escape as esc
 
-from . import kernelbench
+from . import analysis, kernelbench
 from .seed import SEED_SPEEDUPS
 
 SEED_MACHINE = "8x MI325X"
@@ -227,6 +227,12 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
             met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['hbm_met'])}"
                             for r in own.to_dict("records"))
             parts.append(f"HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): {met}.")
+        frac = summ[summ["best_frac_met"].notna()] if "best_frac_met" in summ else summ.iloc[:0]
+        if len(frac):
+            met = ", ".join(f"{r['ranks']} ranks {esc(r['dtype'])} M={r['M']} {esc(r['best'])} {esc(r['best_frac_met'])}"
+                            for r in frac.to_dict("records"))
+            parts.append(f"Best provider's fraction of the perfect-overlap bound (>= {analysis.BOUND_TARGET:.2f} at "
+                         f"M >= {analysis.BOUND_TARGET_FROM_M}; CI must clear): {met}.")
     kb = tbls.get("kernel_breakdown")
     if kb is not None and len(kb):
         parts.append(kernelbench.verdict(kb))

@@ -50,7 +50,8 @@ class Worker:
         self.rank = int(os.environ["RANK"])
         self.ws = int(os.environ["WORLD_SIZE"])
         self.cuda = cfg.get("backend", "nccl") == "nccl"
-        self.device = launcher.init_rank(cfg.get("backend", "nccl"), float(cfg.get("timeout_s", 600))).type
+        self.device = launcher.init_rank(cfg.get("backend", "nccl"), float(cfg.get("timeout_s", 600)),
+                                         profiled=cfg.get("trace", "off") == "all").type
         self.group = dist.group.WORLD
         self.timer = harness.DistTimer(self.device, group=self.group)
         self.steps = emit.steps(1)

@@ -189,7 +189,7 @@ def validate(params) -> None:
             if w > CORES:
                 raise ParamError(name, f"{w} workers is beyond this machine's {CORES} usable CPUs "
                                        f"(allowed 1..{CORES})")
-    if not TARGET_CPU_RE.match(params["target_cpu"]):
+    if not TARGET_CPU_RE.fullmatch(params["target_cpu"]):
         raise ParamError("target_cpu", f"{params['target_cpu']!r} is not an LLVM CPU name (letters, digits, "
                                        "'-', '_', '.', e.g. host, x86-64-v4, znver4)")
     sizes = params["sizes"] if "sizes" in params["experiments"] else []
@@ -242,6 +242,11 @@ def requires(params) -> str | None:
 def points(params) -> list:
     """The measured configurations of the requested experiments (:data:`SWEEPS`, deduplicated)."""
     return plan.points(params, SWEEPS)
+
+
+def sweep_size(params) -> int:
+    """At most how many points :func:`points` gives (the sweep limit of ``workbench.study.validate``)."""
+    return plan.count(params, SWEEPS)
 
 
 def programs_needed(params, pts=None) -> list[tuple[int, int, str | None]]:

@@ -40,7 +40,7 @@ VM_CALL_RE = re.compile(r"\bvm\.call(?:\.variadic)?(?:\.yieldable)? @hal\.comman
 
 def seed_flags(target_cpu: str = "host") -> tuple[str, ...]:
     """The seed's flags for ``target_cpu`` (the seed compiled with ``host``)."""
-    if not TARGET_CPU_RE.match(target_cpu):
+    if not TARGET_CPU_RE.fullmatch(target_cpu):
         raise ValueError(f"not an LLVM CPU name: {target_cpu!r}")
     return (*SEED_FLAGS, f"--iree-llvmcpu-target-cpu={target_cpu}")
 
@@ -178,7 +178,7 @@ def module_ops(vmfb: Path) -> dict:
         data = seg.get("embedded_data")
         if isinstance(data, list) and 0 < len(data) <= 256:
             text = bytes(data).decode("utf-8", errors="replace")
-            if DISPATCH_NAME_RE.match(text):
+            if DISPATCH_NAME_RE.fullmatch(text):
                 names.append(text)
     names.sort(key=lambda s: int(s.split("_dispatch_")[1].split("_")[0]))
     calls: dict[str, int] = {}
@@ -249,11 +249,11 @@ def capture_tracy(out_dir: Path, traced: Callable[[dict], str], timeout_s: float
     # The capture's progress goes to a file: a pipe nobody reads fills up, blocks the capture
     # and loses most of the zones.
     with open(log_path, "w") as log_fh:
-        cap = subprocess.Popen(cap_cmd, stdout=log_fh, stderr=subprocess.STDOUT, **procs.popen_kwargs())
+        cap = subprocess.Popen(procs.bound(cap_cmd), stdout=log_fh, stderr=subprocess.STDOUT)
         try:
             cmd = traced(dict(os.environ, TRACY_NO_EXIT="1", IREE_PY_RUNTIME="tracy"))
             try:
-                cap.wait(timeout=timeout_s)
+                procs.wait(cap, timeout_s)
             except subprocess.TimeoutExpired:
                 raise ExternalCommandError(cap_cmd, -1, f"capture did not finish in {timeout_s:.0f} s") from None
         finally:

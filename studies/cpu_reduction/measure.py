@@ -160,8 +160,7 @@ def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, en
     job = {"driver": driver, "workers": workers, "repeat": repeat, "programs": jobs}
     shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
     try:
-        proc = subprocess.run(cmd, input=json.dumps(job), capture_output=True, text=True, timeout=timeout_s,
-                              cwd=str(REPO_ROOT), env=env, **procs.popen_kwargs())
+        proc = procs.run(procs.bound(cmd), timeout_s, input=json.dumps(job), cwd=str(REPO_ROOT), env=env)
     except subprocess.TimeoutExpired:
         raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
     if proc.returncode != 0:

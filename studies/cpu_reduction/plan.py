@@ -9,6 +9,7 @@ configuration two experiments share is measured once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,12 @@ def points(params: dict, sweeps: dict[str, tuple[Sweep, ...]]) -> list[Point]:
                 p = twin[0]
                 out.setdefault(f"{AA}:{p.name}", Point(p.provider, p.n, p.c, p.w, p.split, AA))
     return list(out.values())
+
+
+def count(params: dict, sweeps: dict[str, tuple[Sweep, ...]]) -> int:
+    """How many points :func:`points` gives at most (before deduplication), without expanding."""
+    return sum(math.prod(len(_values(spec, params)) for spec in (sweep.providers, *sweep.axes.values()))
+               for exp in params["experiments"] for sweep in sweeps.get(exp, ()))
 
 
 def _add(out: dict, sweep: Sweep, exp: str, params: dict) -> None:

@@ -87,7 +87,7 @@ def load_profiles(rec: RunRecord) -> list[dict]:
     (``analyze`` calls this once per record)."""
     out = []
     for name, _kind, blob in rec.attachments:
-        m = NAME_RE.match(name)
+        m = NAME_RE.fullmatch(name)
         if not m:
             continue
         n, c, w, via, ext = int(m[1]), int(m[2]), int(m[4]), m[5], m[6]

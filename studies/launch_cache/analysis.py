@@ -41,7 +41,7 @@ def provider_of(params: dict) -> str:
 
 def parse_time(text: str) -> float:
     """`time`'s '12m10.456s' -> seconds."""
-    m = _TIME_RE.match(text.strip())
+    m = _TIME_RE.fullmatch(text.strip())
     if not m:
         raise ValueError(f"not a `time` figure: {text!r}")
     return int(m.group(1)) * 60 + float(m.group(2))

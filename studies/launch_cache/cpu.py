@@ -9,7 +9,7 @@ and a peak RSS that belong to the phase alone, as the seed's `time` did for its 
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import tempfile
 from pathlib import Path
 
@@ -36,16 +36,13 @@ def run_phase(exe: Path, policy: str, threads: int, launches: int, scratch_bytes
 
     Raises OutOfMemory when a launch could not get its memory under a policy with no way out
     (the program's exit status 6), RuntimeError for any other failure."""
-    # On Ctrl-C the program is killed but not waited for (subprocess.run re-raises at once), so
-    # it may still be writing its samples while the folder is removed: that must not turn the
-    # interrupt into an OSError.
     with tempfile.TemporaryDirectory(prefix="launch_cache_", ignore_cleanup_errors=True) as tmp:
         out = Path(tmp) / "samples.bin"
         args = [str(exe), f"policy={policy}", f"threads={threads}", f"launches={launches}",
                 f"scratch={scratch_bytes}", f"k={k}", f"pages={pages}", f"passes={passes}", f"malloc={malloc}",
-                f"salt={salt}", f"out={out}", f"limit={limit}", f"data={data_bytes}", f"oom_every={oom_every}"]
-        # Dies with this process even when it is SIGKILLed: it must not time on after the run ends.
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, **procs.popen_kwargs())
+                f"salt={salt}", f"out={out}", f"limit={limit}", f"data={data_bytes}", f"oom_every={oom_every}",
+                f"parent={os.getpid()}"]  # dies with this process even when it is SIGKILLed
+        proc = procs.run(args, timeout_s)  # Ctrl-C: killed and reaped before the folder goes
         if proc.returncode == 6:
             raise OutOfMemory(proc.stderr.strip())
         if proc.returncode != 0:

@@ -427,7 +427,7 @@ def _loaded_traces(rec: RunRecord) -> dict[str, dict[int, tuple]]:
     are ``<op>.rank<r>.json.gz``; older runs attached rank 0's only, as ``<op>.json.gz``."""
     out: dict[str, dict[int, tuple]] = {}
     for name, kind, data in rec.attachments:
-        m = _TRACE_NAME.match(name)
+        m = _TRACE_NAME.fullmatch(name)
         if kind != "trace/chrome-json" or not m:
             continue
         with attachment_file(name, data) as path:  # never a path built from the bundle's name

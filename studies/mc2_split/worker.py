@@ -339,7 +339,7 @@ class Mc2Worker:
     def __init__(self, cfg: dict, emit: Emitter):
         self.cfg, self.emit = cfg, emit
         self.cuda = cfg["backend"] == "nccl"
-        self.device = launcher.init_rank(cfg["backend"])
+        self.device = launcher.init_rank(cfg["backend"], profiled=cfg.get("trace", True))
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         # the rank that writes the events (local rank 0 of the storing node, whatever its global
         # rank): every rank's trace is gathered there

@@ -16,53 +16,20 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
+from benchmarks.interrupts import MARK_VAR, SWEEPS, marked
+from tests.safety.hostile import stored_points
 from workbench.store import Store
 from workbench.registry import get
 from tests.support.paths import ROOT
 
 
-# Sweeps that store a first point within seconds and would run on for a minute or more (they
-# are interrupted at their first point: the length only keeps a loaded machine from finishing
-# them before the signal lands).
-SWEEPS = {
-    "calibration": ["--set", "repeat=3000", "--set", "threads=8", "--set", "torch=false"],
-    "cpu-reduction": ["--preset", "smoke", "--set", "providers=torch,numpy,iree-task", "--set", "experiments=grid",
-                      "--set", "split=even", "--set", "repeat=1000", "--set", "chunks=1,2,3,4,5,6,7,8",
-                      "--set", "workers=1,2"],
-    "launch-cache": ["--preset", "smoke", "--set", "repeat=50", "--set", "launches=24000"],
-    "mc2-split": ["--preset", "smoke", "--set", "reps=500", "--set", "uniform=2,3,4"],
-    "opencl-events": ["--preset", "smoke", "--set", "measurements=60", "--set", "reps=2048",
-                      "--set", "sizes=4096,8192,16384,32768,65536,131072,262144,1048576"],
-}
+# Each study's sweep stores a first point within seconds and would run on for a minute or more
+# (interrupted at its first point: the length only keeps a loaded machine from finishing it
+# before the signal lands). The stress driver's, which sends 500 signals at random times.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
-
-
-def _variants(store: Path) -> int:
-    try:
-        con = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, timeout=0.2)
-        try:
-            return con.execute("SELECT COUNT(*) FROM variants").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return 0
-
-
-def _marked(mark: str) -> list[int]:
-    needle = f"WB_TEST_MARK={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 def _params_reason(study_id: str) -> str | None:
@@ -83,7 +50,7 @@ def test_interrupted_sweeps_keep_their_points_and_leave_no_process(study_id, tmp
         folder = tmp_path / sig.name
         folder.mkdir()
         mark = uuid.uuid4().hex
-        env = os.environ | {"WORKBENCH_LOCK": str(folder / "machine.lock"), "WB_TEST_MARK": mark,
+        env = os.environ | {"WORKBENCH_LOCK": str(folder / "machine.lock"), MARK_VAR: mark,
                             "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen([sys.executable, "-m", "workbench", "--store", str(folder / "results.sqlite"), "run",
                                  study_id, *SWEEPS[study_id]], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -94,7 +61,7 @@ def test_interrupted_sweeps_keep_their_points_and_leave_no_process(study_id, tmp
         pending = list(runs)
         while pending and time.monotonic() < deadline:
             for run in list(pending):
-                seen = _variants(run["store"])
+                seen = stored_points(run["store"])
                 if seen:
                     assert run["proc"].poll() is None, (
                         f"{study_id} finished before the {run['sig'].name}: lengthen its sweep in SWEEPS")
@@ -114,12 +81,12 @@ def test_interrupted_sweeps_keep_their_points_and_leave_no_process(study_id, tmp
             assert row["status"] == "interrupted", (run["sig"].name, row)
             assert row["variants"] >= run["seen"] >= 1, (run["sig"].name, row)
         deadline = time.monotonic() + 20
-        while any(_marked(r["mark"]) for r in runs) and time.monotonic() < deadline:
+        while any(marked(r["mark"]) for r in runs) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not [(r["sig"].name, _marked(r["mark"])) for r in runs if _marked(r["mark"])]
+        assert not [(r["sig"].name, marked(r["mark"])) for r in runs if marked(r["mark"])]
     finally:
         for run in runs:  # only this test's processes: each carries its run's marker
-            for pid in _marked(run["mark"]):
+            for pid in marked(run["mark"]):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:

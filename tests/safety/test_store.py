@@ -248,8 +248,8 @@ _KILLED_PARENT = r"""
 import subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
 from workbench import procs
-if sys.argv[2] == "popen_kwargs":  # PDEATHSIG: the child dies with the thread that started it
-    p = subprocess.Popen(["sleep", "60"], **procs.popen_kwargs())
+if sys.argv[2] == "bound":  # PDEATHSIG: the child dies with the thread that started it
+    p = subprocess.Popen(procs.bound(["sleep", "60"]))
 else:  # the sentinel: a child in a session of its own (like torchrun), started under Children
     procs.Children().__enter__()
     p = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -258,7 +258,7 @@ time.sleep(60)
 """
 
 
-@pytest.mark.parametrize("how", ["popen_kwargs", "sentinel"])
+@pytest.mark.parametrize("how", ["bound", "sentinel"])
 def test_a_run_s_child_dies_when_the_run_is_sigkilled(how):
     parent = subprocess.Popen([sys.executable, "-c", _KILLED_PARENT, str(ROOT), how], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())

@@ -91,6 +91,11 @@ def test_formatting_has_enough_digits():
     close = derived.ratio(a, a * 1.002, "close", paired=True)
     assert close.clear and "1.00x [1.00, 1.00]" not in derived.fmt_derived(close)
     assert derived.fmt_derived(derived.difference(a, a + 1.2, "d", "us", paired=True)).endswith("(clear)")
+    # a clear CI whose end rounds onto the null gets another digit (ag-gemm's torch-fused, 2026-11-27)
+    edge = derived.Derived("edge", 0.9102, 0.7979, 0.9978, "x", 1.0, "clear", n_a=15, n_b=15, paired=True)
+    assert derived.fmt_derived(edge) == "0.910x [0.798, 0.998] (clear)"
+    straddles = derived.Derived("straddles", 0.91, 0.80, 1.02, "x", 1.0, "inconclusive", n_a=15, n_b=15)
+    assert derived.fmt_derived(straddles) == "0.91x [0.80, 1.02] (inconclusive)"  # no digit it does not need
 
 
 def test_derived_table_round_trips_rows_and_headline_states_only_clear_results():

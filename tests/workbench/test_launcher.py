@@ -200,8 +200,14 @@ def _free_port() -> int:
 
 
 def _two_nodes(store, monkeypatch, study, values: dict, preset: str, storing_node_rank: int | None):
-    """Run ``study`` on 4 ranks: this process is the storing node, an agent in a child
-    process the other node; ``storing_node_rank`` None uses the elastic c10d rendezvous."""
+    """Run ``study`` on 4 ranks: the CLI in a child process is the storing node, an agent in
+    another the other node; ``storing_node_rank`` None uses the elastic c10d rendezvous.
+
+    The two are siblings, as two nodes are strangers: were the agent a descendant of the
+    process that runs the study, the run's cleanup (every process started below it while it
+    held the machine lock, workbench.procs) would kill the agent's torchrun whenever it is
+    still shutting down as the storing node finishes (exit 241, -SIGTERM, about 1 run in 3 at
+    a load of 6-8)."""
     endpoint = f"127.0.0.1:{_free_port()}"
     monkeypatch.setenv("WORKBENCH_NNODES", "2")
     monkeypatch.setenv("WORKBENCH_RDZV_ENDPOINT", endpoint)
@@ -213,16 +219,19 @@ def _two_nodes(store, monkeypatch, study, values: dict, preset: str, storing_nod
         agent_cmd += ["--node-rank", str(1 - storing_node_rank)]
     agent = subprocess.Popen(agent_cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True, env=launcher.worker_env())
+    cli = [sys.executable, "-m", "workbench", "--store", str(store.path), "run", study.ID, "--preset", preset,
+           *runner.set_args(values | {"world_size": 4, "timeout_s": 150})]
     try:
-        rec = runner.execute(study, values | {"world_size": 4, "timeout_s": 150}, store, preset=preset)
+        run = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300)
         agent_out, _ = agent.communicate(timeout=60)
     finally:
         if agent.poll() is None:
             os.killpg(agent.pid, signal.SIGKILL)
+    assert run.returncode == 0, run.stderr[-3000:]
     # Kineto prints a USDT line per profiler start/stop; without them the agent's error shows
     said = "\n".join(line for line in agent_out.splitlines() if not line.startswith("USDT:"))
     assert agent.returncode == 0, (agent.returncode, said[-3000:])
-    return rec, store.runs()
+    return store.load("latest"), store.runs()
 
 
 def _assert_all_ranks(rec, runs):

@@ -75,3 +75,21 @@ def test_the_packages_found_are_the_library_the_studies_and_the_kernels():
         if source.is_file() and source.suffix != ".py" and "__pycache__" not in source.parts:
             package = ".".join(source.parent.relative_to(ROOT).parts)
             assert any(source.match(pattern) for pattern in data.get(package, [])), source.relative_to(ROOT)
+
+
+#: what a GPU node's image lacks (the device's package list): the CLI measures there all the same
+GPU_NODE_LACKS = ("nbformat", "nbclient", "altair", "jsonschema", "streamlit", "ipywidgets", "IPython", "vl_convert")
+
+
+def test_the_cli_and_the_gpu_studies_import_without_the_notebook_and_ui_packages():
+    blocker = f"""
+import importlib.abc, sys
+class Lacks(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {GPU_NODE_LACKS!r}:
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Lacks())
+import workbench.cli, workbench.launcher, studies.ag_gemm.worker, studies.mc2_split.worker
+"""
+    proc = subprocess.run([sys.executable, "-c", blocker], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]

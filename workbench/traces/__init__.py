@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from .base import Format, TraceError
-from .inflate import gunzip_head
+from .inflate import gunzip_head, max_read_bytes
 from .model import SpanTableError, validate
 
 
@@ -146,6 +146,23 @@ def _gc_paused():
             gc.enable()
 
 
+#: the first bytes of every SQLite database (nsys, rocpd: queried, never read whole)
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_size(p: Path, size: int) -> None:
+    """Refuse, before reading it, a file larger than a trace may be read at once (the inflate
+    ceiling, :func:`.inflate.max_inflated_bytes`: the importers that read a file whole peak at
+    ~3x its size). SQLite files are queried with their own row and time limits instead."""
+    limit = max_read_bytes()
+    if size > limit:
+        with open(p, "rb") as fh:
+            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+                return
+        raise TraceError("unknown", f"{p.name}: {size / 2**20:,.0f} MiB is larger than the {limit >> 20:,} MiB a trace "
+                                    "file may have (WORKBENCH_TRACE_INFLATE_MAX_MB); nothing was read")
+
+
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a trace file into ``(spans, meta)``; raises :class:`TraceError` on any failure.
 
@@ -155,8 +172,10 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     if not p.is_file():
         raise TraceError("unknown", f"{p}: no such file")
     try:
-        if p.stat().st_size == 0:
+        size = p.stat().st_size
+        if size == 0:
             raise TraceError("unknown", f"{p.name}: empty file")
+        _check_size(p, size)
         mod = _detect_module(p)
     except OSError as exc:
         raise TraceError("unknown", f"{p.name}: cannot read ({exc.strerror or exc})") from None

@@ -34,6 +34,7 @@ import sys
 from typing import Any
 
 from ..tables import render
+from ..untrusted import OutputStreamError, TerminalStream, plain
 from . import TraceError, analysis, diff, load, overlap, phases, ranks
 from .export import write_chrome_json
 from .ranks import RankError, load_ranks
@@ -95,13 +96,15 @@ def run(args: argparse.Namespace) -> int:
             return _diff(args)
         return _summary(args)
     except (TraceError, _Bad) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {plain(exc)}", file=sys.stderr)
+    except OutputStreamError:  # through workbench.cli.main, which says it in one line
+        raise
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of the trace
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the contract: one line, never a traceback
         print(f"error: internal error while writing the output (a bug; please report it with the file): "
-              f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+              f"{type(exc).__name__}: {plain(exc)}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -193,7 +196,7 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     print(f"format: {doc['format']}   spans: {doc['span_count']:,}   instants: {doc['instant_count']:,}   "
           f"wall: {wall_ms:.3f} ms   clock: {doc['clock']}")
     print(f"dropped or adjusted events: {analysis.dropped_text(doc['dropped']) or 'none'}")
-    print("categories: " + ", ".join(f"{k}={v}" for k, v in doc["by_category"].items()))
+    print("categories: " + plain(", ".join(f"{k}={v}" for k, v in doc["by_category"].items())))  # names from the trace
     ts = analysis.track_summary(df)
     if ts.empty:
         print("\nNo spans (only instants): no lanes or per-name statistics to show.")
@@ -227,7 +230,7 @@ def _print_gpu_time(gpu: dict) -> None:
 def _print_ranks(df, comm: str | None = None) -> None:
     print("\nRanks:")
     print(render(ranks.rank_summary(df, comm), "plain", max_rows=None))
-    print(ranks.slowest(df)["text"])
+    print(plain(ranks.slowest(df)["text"]))
     per_name = ranks.rank_name_stats(df, top=10)
     per_name["name"] = per_name["name"].str.slice(0, 50)
     print("\nPer name, median per rank (us), top 10 by total time:")
@@ -282,14 +285,15 @@ def _diff(args) -> int:
               "over steps where both traces have steps):")
         print(render(diff.gpu_time_display(gpu), "plain", max_rows=None))
     elif gpu_note:
-        print(f"\nGPU time: not compared ({gpu_note})")
+        print(f"\nGPU time: not compared ({plain(gpu_note)})")
     print()
-    print(diff.headline(table))
+    print(plain(diff.headline(table)))
     shown = diff.display(table).head(args.top)
     print(f"\nTop {len(shown)} names by |Δ total| (times in us; Δ = b - a):")
     print(render(shown, "plain", max_rows=None))
     return EXIT_OK
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # no control or bidi character from a trace reaches the terminal
+    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
     sys.exit(trace_main(sys.argv[1:]))

@@ -10,7 +10,8 @@ the cap of :func:`max_inflated_bytes`:
 - ``WORKBENCH_TRACE_INFLATE_RATIO`` (default 100): real traces compress 5-30x (Kineto JSON
   with gzip -9 ~20x, Tracy's zstd ~4x); 100x leaves room for repetitive synthetic traces.
 - ``WORKBENCH_TRACE_INFLATE_MAX_MB`` (default 2048): the absolute ceiling. The Chrome importer
-  peaks at ~3x the inflated size, so 2 GiB inflated is ~6 GiB of RSS at most.
+  peaks at ~3x the inflated size, so 2 GiB inflated is ~6 GiB of RSS at most. A file larger
+  than it is refused from its size, before a byte is read (:func:`max_read_bytes`).
 - a floor of 64 MiB, so small files never trip the ratio (a 100 KB file may inflate to 64 MiB).
 
 Both variables are read at each call, so a test or a user can raise them for one run.
@@ -41,11 +42,15 @@ def _env_number(name: str, default: float) -> float:
     return value if value > 0 and value == value and value != float("inf") else default
 
 
+def max_read_bytes() -> int:
+    """The largest trace file read at all (compressed or not): the ceiling."""
+    return int(_env_number("WORKBENCH_TRACE_INFLATE_MAX_MB", DEFAULT_MAX_MB) * (1 << 20))
+
+
 def max_inflated_bytes(compressed_bytes: int) -> int:
     """The most bytes a file of ``compressed_bytes`` may inflate to (see module docstring)."""
     ratio = _env_number("WORKBENCH_TRACE_INFLATE_RATIO", DEFAULT_RATIO)
-    ceiling = int(_env_number("WORKBENCH_TRACE_INFLATE_MAX_MB", DEFAULT_MAX_MB) * (1 << 20))
-    return min(max(int(ratio * compressed_bytes), FLOOR_BYTES), ceiling)
+    return min(max(int(ratio * compressed_bytes), FLOOR_BYTES), max_read_bytes())
 
 
 class Budget:

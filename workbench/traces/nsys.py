@@ -71,7 +71,7 @@ def resolve(db: Database, base: str) -> str | None:
     """The table for ``base``: ``base`` or ``base_V<n>`` with the highest n present; checked
     to be a table (a view or trigger there is refused)."""
     pattern = re.compile(rf"^{re.escape(base)}(?:_V(\d+))?$", re.I)
-    found = [(int(m.group(1) or 1), n) for n in (o[1] for o in db.objects.values()) if (m := pattern.match(n))]
+    found = [(int(m.group(1) or 1), n) for n in (o[1] for o in db.objects.values()) if (m := pattern.fullmatch(n))]
     if not found:
         return None
     return db.table(max(found)[1])

@@ -52,6 +52,28 @@ def test_fraction_and_speedup_of_the_bound_from_rounds():
     assert set(tbls["mechanisms"]["provider"]) == set(TIMES)
 
 
+@pytest.mark.parametrize("best_ms, status", [(0.36, "met"), (0.3795, "inconclusive"), (0.40, "MISSED")])
+def test_the_best_providers_fraction_of_the_bound_is_judged_on_its_ci(best_ms, status):
+    """Issue 35: the best provider at >= 0.92 of the bound from M=4096 (2 and 4 ranks), judged on
+    the fraction's CI; at M=1024 and at other world sizes no target is stated."""
+    tbls = study.analyze(_record({**TIMES, "ce-chunked": best_ms}))
+    row = tbls["summary"].iloc[0]
+    assert row["best"] == "ce-chunked" and row["best_frac_met"] == status, (row["best_frac_lo"], row["best_frac_hi"])
+    assert tbls["seed_table"].iloc[0]["target (best / bound)"] == f">= 0.92: {status}"
+    assert f"M=4096 ce-chunked {status}" in study.verdict(tbls)
+    for m, ws in ((1024, 4), (4096, 8)):
+        other = study.analyze(_record({**TIMES, "ce-chunked": best_ms}, m=m, ws=ws))
+        assert other["seed_table"].iloc[0]["target (best / bound)"] == ""
+
+
+def test_both_fetch_paths_of_the_kernel_are_held_to_its_own_target():
+    """Issue #24's 1.30x at M=16384 for the SM-fetch kernel and its copy-engine-fed form alike."""
+    seed = study.analyze(_record({**TIMES, "hbm-buffer": 0.49, "hbm-buffer-ce": 0.40}, m=16384))["seed_table"].iloc[0]
+    assert seed["target (HBM Buffer)"] == ">= 1.30x: MISSED" and seed["target (HBM CE)"] == ">= 1.30x: met"
+    no_ce = study.analyze(_record({k: v for k, v in TIMES.items() if k != "hbm-buffer-ce"}, m=16384))
+    assert no_ce["seed_table"].iloc[0]["target (HBM CE)"] == ""
+
+
 def test_without_both_halves_the_bound_is_not_meaningful_and_not_invented():
     times = {k: v for k, v in TIMES.items() if k != "all-gather"}
     tbls = study.analyze(_record(times))

@@ -10,23 +10,39 @@ import torch
 
 from tests.support.interpreted import run_interpreted
 from kernels.triton import copyengine
-from kernels.triton.ag_gemm import CE_CHUNK_BYTES, HbmBuffer, HbmKnobs, ce_granularity
+from kernels.triton.ag_gemm import HbmBuffer, HbmKnobs, ce_granularity
 from studies.ag_gemm import mechanisms
 
 SMALL = dict(block_m=16, block_n=16, block_k=16)
 
 
-def test_granularity_cuts_k_when_one_wave_and_rows_when_several():
-    # one wave, 2-D copies: 128 x 8192 fp16 rows (2 MiB per M-tile) in 512 KiB k-groups
-    assert ce_granularity(2, 128, 128 * 64, one_wave=True, two_d=True) == (32, 1)
-    assert 128 * 64 * 2 * 32 == CE_CHUNK_BYTES
-    assert ce_granularity(2, 128, 128 * 64, one_wave=True, two_d=True, chunks=8) == (16, 1)
-    # no 2-D copies (ROCm, or neither CuPy nor cuda-python): whole M-tiles
-    assert ce_granularity(2, 128, 128 * 64, one_wave=True, two_d=False) == (128, 1)
-    # several waves: 4 row blocks per peer shard, whole rows (1-D copies); fewer tiles than blocks
-    assert ce_granularity(32, 128, 128 * 64, one_wave=False, two_d=True) == (128, 8)
-    assert ce_granularity(3, 128, 128 * 64, one_wave=False, two_d=True) == (128, 1)
-    assert ce_granularity(32, 128, 128 * 64, one_wave=False, two_d=True, chunks=2) == (128, 16)
+def test_granularity_is_whole_rows_one_block_per_tile_in_one_wave_else_four():
+    # one wave: one chunk per M-tile (a remote tile waits for its own rows only)
+    assert ce_granularity(4, one_wave=True) == 1
+    # several waves: 4 row blocks per peer shard; fewer tiles than blocks; chunks asked for
+    assert ce_granularity(32, one_wave=False) == 8
+    assert ce_granularity(3, one_wave=False) == 1
+    assert ce_granularity(32, one_wave=False, chunks=2) == 16
+    assert ce_granularity(4, one_wave=True, chunks=2) == 2
+
+
+@pytest.mark.parametrize("ws,m,programs", [(2, 1024, 132), (4, 1024, 132), (2, 4096, 132), (2, 16384, 132)])
+def test_chunks_at_the_issue_shapes_are_contiguous_row_blocks_never_cut_along_k(ws, m, programs):
+    # the cause of the copy-engine kernel's slowness at M=1024 was 2-D copies (a k-group of an
+    # M-tile: 128 strided rows); every chunk must be one contiguous block of whole rows
+    k, ms = 8192, m // ws
+    lay = HbmKnobs(fetch="ce").layout(ms, 3584, k, ws, programs)
+    assert lay.k_groups == 1
+    shards = [torch.empty(ms, k, dtype=torch.float16) for _ in range(ws)]
+    ptrs = torch.tensor([s.data_ptr() for s in shards])
+    buf = HbmBuffer(shards[0], ptrs, torch.empty(k, 3584, dtype=torch.float16), 0, ws, HbmKnobs(fetch="ce"),
+                    peers=shards)
+    one_wave = ws * (ms // 128) * 14 <= programs
+    assert len(buf.ce.ops) == (ws - 1) * ((ms // 128) if one_wave else 4)
+    for c, _, dst, src, nbytes in buf.ce.ops:
+        assert dst.is_contiguous() and src.is_contiguous() and dst.shape == src.shape == (c.r1 - c.r0, k)
+        assert nbytes == (c.r1 - c.r0) * k * 2
+    assert sum(op[4] for op in buf.ce.ops) == (ws - 1) * ms * k * 2  # every peer row once
 
 
 @pytest.mark.parametrize("ws,m_shard,n,k,programs,chunks", [(2, 80, 32, 48, 2, 2), (4, 64, 48, 80, 64, 3),
@@ -40,7 +56,7 @@ def test_plan_copies_every_peer_row_and_column_once_one_flag_per_chunk(ws, m_sha
         for cs in per_peer:
             cover = torch.zeros(m_shard, k, dtype=torch.int32)
             for c in cs:
-                cover[c.r0:c.r1, c.c0:c.c1] += 1
+                cover[c.r0:c.r1] += 1
             assert bool((cover == 1).all())
         flags = [c.flag for cs in per_peer for c in cs]
         assert len(set(flags)) == len(flags) and all(0 <= f < lay.num_flags for f in flags)
@@ -65,17 +81,15 @@ def test_ce_needs_row_staging_and_every_peer():
 
 
 SCENARIOS = {
-    # one wave (every tile its program), each M-tile's rows in 2 k-groups: remote tiles compute
-    # each k-group as its flag is set; three launches (epochs)
-    "one-wave-k-groups": dict(world_size=2, m=64, n=32, k=64, knobs=dict(SMALL, fetch="ce", programs=8, ce_chunks=2),
-                              launches=3),
+    # one wave (every tile its program): one chunk per M-tile; three launches (epochs)
+    "one-wave-tiles": dict(world_size=2, m=64, n=32, k=64, knobs=dict(SMALL, fetch="ce", programs=8), launches=3),
     # several waves: row blocks of 2 M-tiles, the last one partial (3 tiles a shard), stream-K on
     "waves-row-blocks": dict(world_size=2, m=96, n=32, k=48, knobs=dict(SMALL, fetch="ce", programs=5, ce_chunks=2)),
     # four ranks, shapes off the tiles, pointer loads
     "ws4-pointers": dict(world_size=4, m=36, n=20, k=24, knobs=dict(SMALL, fetch="ce", programs=40, tma=False,
                                                                    ce_chunks=2)),
     # the copy engines never copy the last chunk: the tiles that need it give up, never hang
-    "lost-chunk": dict(world_size=2, m=64, n=32, k=64, knobs=dict(SMALL, fetch="ce", programs=8, ce_chunks=2),
+    "lost-chunk": dict(world_size=2, m=64, n=32, k=64, knobs=dict(SMALL, fetch="ce", programs=8),
                        launches=1, drop_chunks=1, max_spins=3),
 }
 
@@ -85,12 +99,12 @@ def runs():
     return dict(zip(SCENARIOS, run_interpreted("studies.ag_gemm.emulate", list(SCENARIOS.values()))))
 
 
-@pytest.mark.parametrize("name, k_groups, mpf", [("one-wave-k-groups", 2, 1), ("waves-row-blocks", 1, 2),
-                                                 ("ws4-pointers", 2, 1)])
-def test_kernel_fed_by_copies_matches_reference(runs, name, k_groups, mpf):
+@pytest.mark.parametrize("name, chunks, mpf", [("one-wave-tiles", 2, 1), ("waves-row-blocks", 2, 2),
+                                              ("ws4-pointers", 3, 1)])
+def test_kernel_fed_by_copies_matches_reference(runs, name, chunks, mpf):
     for r in runs[name]:
         assert r["ok"] and not r["timed_out"], r
-        assert (r["k_groups"], r["m_tiles_per_flag"]) == (k_groups, mpf)
+        assert (r["k_groups"], r["m_tiles_per_flag"], r["chunks"]) == (1, mpf, chunks)
         assert r["mechanism"]["sms_for_comm"].startswith("0") and r["mechanism"]["fetch"].startswith("copy engine")
 
 

@@ -213,7 +213,8 @@ def test_gpu_smoke(store):
     if reason:
         pytest.skip(reason)
     rec = runner.execute(study, params, store, preset="smoke")
-    assert len(rec.variants) == 12
+    twins = [v for v in rec.variants if v.params.get("twin_of")]
+    assert len(rec.variants) == 12 + len(twins) and twins  # the A/A null controls of per_call
     assert all(v.correct for v in rec.variants), [v.check for v in rec.variants if not v.correct]
 
 

@@ -1,0 +1,86 @@
+"""Cost bounded by work, not only by bytes (issue 28): a sweep or a list parameter over its limit
+and a bundle of too many variants are refused before any work, with the limit in the one line;
+a trace larger than may be read is refused from its size, before a byte is read; a report's
+cost grows with its variants and stays small per variant. Each: exit 0 or 2, one line, nothing
+stored on a refusal, within a time and memory bound."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.safety.hostile import cli, refused, stored_runs, valid_doc, write
+from workbench.schema import MAX_VARIANTS
+from workbench.study import MAX_LIST_VALUES, MAX_SWEEP_POINTS
+
+
+def test_a_sweep_over_the_limit_is_refused_before_anything_is_made(tmp_path):
+    store = tmp_path / "results.sqlite"
+    chunks = ",".join(str(c) for c in range(1, 1001))  # x 2 workers x 6 providers: 12,000 points
+    result = cli("run", "cpu-reduction", "--set", f"chunks={chunks}", "--set", "workers=1,2",
+                 "--set", "experiments=grid", store=store, timeout_s=120)
+    refused(result, "12,000 points", f"{MAX_SWEEP_POINTS:,}")
+    assert result.peak_rss_mb < 1024
+    assert not store.exists() and not (tmp_path / "machine.lock").exists()
+
+
+def test_a_list_parameter_over_the_limit_is_refused(tmp_path):
+    store = tmp_path / "results.sqlite"
+    sizes = ",".join(str(16 * (i + 1)) for i in range(MAX_LIST_VALUES + 1))
+    refused(cli("run", "opencl-events", "--set", f"sizes={sizes}", store=store, timeout_s=120),
+            "sizes", f"{MAX_LIST_VALUES:,}")
+    assert not store.exists()
+
+
+def test_a_bundle_of_too_many_variants_is_refused_fast(tmp_path):
+    doc = valid_doc(variants=MAX_VARIANTS + 1)
+    bundle = write(tmp_path, doc)
+    store = tmp_path / "results.sqlite"
+    for args in (["import", str(bundle)], ["report", str(bundle), "--format", "issue", "-o", str(tmp_path / "r.md")]):
+        start = time.monotonic()
+        result = cli(*args, store=store, timeout_s=300)
+        refused(result, "run.variants", f"{MAX_VARIANTS:,}")
+        assert time.monotonic() - start < 120 and result.peak_rss_mb < 1536
+    assert stored_runs(store) == 0 and not (tmp_path / "r.md").exists()
+
+
+def test_a_report_costs_per_variant_not_per_variant_squared(tmp_path):
+    """Two reports, n and 4n variants: the larger takes far less than 16x the smaller (a
+    quadratic step would) once the fixed cost (imports, one chart) is taken out."""
+    seconds = {}
+    for n in (500, 2000):
+        doc = valid_doc(variants=n)
+        doc["run"]["run_id"] = f"20260101-000000-calibration-n{n}"
+        bundle = write(tmp_path, doc, f"n{n}.bundle.json")
+        start = time.monotonic()
+        result = cli("report", str(bundle), "--format", "issue", "-o", str(tmp_path / f"n{n}.md"), timeout_s=600)
+        seconds[n] = time.monotonic() - start
+        assert result.code == 0, result.err[-2000:]
+    empty = tmp_path / "one.bundle.json"
+    empty.write_text(json.dumps(valid_doc(variants=1)))
+    start = time.monotonic()
+    assert cli("report", str(empty), "--format", "issue", "-o", str(tmp_path / "one.md"), timeout_s=300).code == 0
+    fixed = time.monotonic() - start
+    per_500, per_2000 = max(seconds[500] - fixed, 0.1), seconds[2000] - fixed
+    assert per_2000 < 8 * per_500, (seconds, fixed)
+
+
+def test_a_trace_larger_than_may_be_read_is_refused_before_reading(tmp_path):
+    """A sparse 3 GiB file: the refusal comes from its size, in a process allowed far less
+    memory than the file (reading it would fail or be killed, not refuse in one line)."""
+    trace = tmp_path / "huge.json"
+    with open(trace, "wb") as fh:
+        fh.write(b'[{"ph": "X", "name": "k", "ts": 1, "dur": 1, "pid": 1, "tid": 1},')
+        fh.truncate(3 << 30)
+    start = time.monotonic()
+    result = cli("trace", str(trace), timeout_s=120, mem_mb=1024)
+    refused(result, "huge.json", "MiB", "WORKBENCH_TRACE_INFLATE_MAX_MB", "nothing was read")
+    assert time.monotonic() - start < 60
+
+
+def test_the_read_limit_follows_its_variable(tmp_path):
+    trace = tmp_path / "t.json"
+    events = [{"ph": "X", "name": f"k{i}", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(40_000)]
+    trace.write_text(json.dumps(events))  # ~2.4 MB
+    refused(cli("trace", str(trace), env={"WORKBENCH_TRACE_INFLATE_MAX_MB": "1"}), "t.json", "1 MiB")
+    assert cli("trace", str(trace)).code == 0
