@@ -38,11 +38,14 @@ def _generic(study):
 
 def _pages():
     tools = [st.Page("pages/home.py", title="Home", default=True), st.Page("pages/runs.py", title="Runs"), TRACES]
+    from pages._ui import APP_PAGES
+
     studies = []
     for study_id, mod in registry().items():
         page = PAGES / f"{mod.__name__.split('.')[-1]}.py"
         source = str(page.relative_to(PAGES.parent)) if page.exists() else _generic(mod)
         studies.append(st.Page(source, title=re.split(r"[:(]", mod.TITLE)[0].strip(), url_path=url_path(study_id)))
+        APP_PAGES[study_id] = studies[-1]  # for links to it (Home's studies and recent runs)
     return {"Workbench": tools, "Studies": studies}
 
 

@@ -21,7 +21,6 @@ import io
 import json
 import re
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -30,11 +29,14 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
+from workbench import charts as wbcharts
 from workbench import claims as wbclaims
+from workbench import comparison as compare
 from workbench import jobs, report
 from workbench import store as wbstore
 from workbench.analysis import Analysis, analyse, charts_of, sections_of
-from workbench.catalog import Catalog, Header, default_run, titles
+from workbench import env as wbenv
+from workbench.catalog import Catalog, Header, default_run, duration_text, estimate_s, titles
 from workbench.env import REPO_ROOT, summary_line
 from workbench.record import RunRecord
 from workbench.store import Store, StoreError, to_bundle
@@ -89,6 +91,21 @@ def _committed(study_id: str, stamp: tuple) -> tuple[list[RunRecord], list[str]]
     return wbstore.committed(study_id)
 
 
+#: study id -> its page in the app's navigation (app.py fills it on every run), for links
+APP_PAGES: dict[str, Any] = {}
+
+
+def study_link(study_id: str, label: str, run_id: str | None = None) -> None:
+    """A link to a study's page (opening on ``run_id``); plain text where the page is not in
+    the navigation (a page run on its own, as in the tests). ``label`` is Markdown: untrusted
+    parts escaped by the caller."""
+    page = APP_PAGES.get(study_id)
+    if page is None:
+        st.markdown(label)
+        return
+    st.page_link(page, label=label, query_params={"run": run_id} if run_id else None)
+
+
 def catalog(store: Store | None) -> Catalog:
     """Stored and committed runs, by one id (:mod:`workbench.catalog`), committed ones cached."""
     return Catalog(store, committed=committed)
@@ -129,8 +146,28 @@ def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[s
             "All rows: " + escape("; ".join(f"{k} = {v}" for k, v in said.items())) if said else "",
             f"{empty} empty column{'' if empty == 1 else 's'} not shown" if empty else ""])))
     shown, config = _gaps_as_text(shown)
+    config = {**_ci_widths(shown), **config}
     st.dataframe(_styled(shown), hide_index=True, width="stretch", column_config=config,
                  height=min(len(shown), rows) * 35 + 38 if len(shown) else "auto")
+
+
+#: pixels per character of the grid's font, and the widest column a CI may claim
+_CHAR_PX, _MAX_COLUMN_PX = 7.5, 640
+
+
+def _ci_widths(df: pd.DataFrame) -> dict:
+    """Text columns wide enough for their longest value (a figure with its CI, ``0.0066
+    [0.0051, 0.0083]``): the grid cuts a cell at its column's width, and a CI cut in half
+    reads as another number. Text columns with longer values (sentences) keep their size."""
+    out = {}
+    for c in df.columns:
+        if not (df[c].dtype == object or pd.api.types.is_string_dtype(df[c])) or not len(df):
+            continue
+        longest = max((len(str(v)) for v in df[c] if v is not None), default=0)
+        need = int(max(longest, len(str(c))) * _CHAR_PX + 24)
+        if need > 120 and need <= _MAX_COLUMN_PX:
+            out[c] = st.column_config.Column(width=need)
+    return out
 
 
 def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -175,30 +212,83 @@ def _widget(p, default: Any, key: str):
     return st.text_input(label, str(default), help=p.help, key=key)
 
 
-def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool]:
-    """Widgets from the study's space; returns (values or None if invalid, submitted)."""
-    # ?preset=NAME in the URL starts the form from that preset (shareable links, browser tests).
-    preset = st.query_params.get("preset")
-    if preset not in study.SPACE.presets:
-        preset = None
-    quick = st.toggle("Quick mode (the study's quick preset)", value=True, key=f"{study.ID}:quick",
-                      disabled=preset is not None, help=f"Form started from the '{preset}' preset" if preset else None)
-    defaults = study.SPACE.defaults(preset or ("quick" if quick else None))
-    with st.form(f"{study.ID}:form"):
-        cols = st.columns(3)
-        raw = {}
-        for i, p in enumerate(study.SPACE.params):
-            with cols[i % 3]:
-                raw[p.name] = _widget(p, defaults[p.name],
-                                      key=f"{study.ID}:{preset or ('q' if quick else 'f')}:{p.name}")
-        submitted = st.form_submit_button("Run", type="primary")
+@st.cache_data(ttl=600, show_spinner=False)
+def this_machine() -> dict[str, Any]:
+    """This machine's environment (:func:`workbench.env.capture`), read once in a while."""
+    return wbenv.capture()
+
+
+def has_gpu() -> bool:
+    return bool(this_machine().get("gpu_names"))
+
+
+#: the form's preset picker: this entry starts from the declared defaults
+DEFAULTS = "(defaults)"
+
+
+def _preset_choice(study: ModuleType) -> str | None:
+    """The preset the form starts from: picked from the study's presets (each with its one
+    line), ``?preset=NAME`` in the URL (shareable links, browser tests) first, else quick."""
+    presets = list(study.SPACE.presets)
+    url = st.query_params.get("preset")
+    first = url if url in presets else "quick" if "quick" in presets else DEFAULTS
+    options = [DEFAULTS] + presets
+    purposes = study.SPACE.purposes
+    pick = st.columns([3, 2])[0].selectbox(
+        "Start from a preset", options, index=options.index(first), key=f"{study.ID}:preset",
+                        format_func=lambda o: o if o == DEFAULTS else f"{o}: {purposes.get(o, '')}".rstrip(": "),
+                        help="Each preset sets some knobs (the manual's page of this study lists them); "
+                             "the form below starts from its values")
+    return None if pick == DEFAULTS else pick
+
+
+def _widget_key(study: ModuleType, preset: str | None, name: str) -> str:
+    # one widget generation per preset: picking another preset starts the form from its values
+    return f"{study.ID}:{'q' if preset == 'quick' else preset or 'f'}:{name}"
+
+
+def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, str | None, dict[str, Any]]:
+    """The study's knobs from its space: a preset picker, the headline knobs, the rest under
+    "Advanced", GPU-only knobs hidden on a machine without a GPU (their values kept). Returns
+    (values or None, the error that made them invalid or None, the raw widget values)."""
+    space = study.SPACE
+    preset = _preset_choice(study)
+    defaults = space.defaults(preset)
+    hidden = [] if has_gpu() else [n for n in space.gpu_only]
+    first = [space[n] for n in space.headline] if space.headline else list(space.params)
+    rest = [space[n] for n in space.advanced if n not in hidden] if space.headline else []
+    raw = {n: defaults[n] for n in hidden}
+    cols = st.columns(3)
+    for i, q in enumerate(q for q in first if q.name not in hidden):
+        with cols[i % 3]:
+            raw[q.name] = _widget(q, defaults[q.name], _widget_key(study, preset, q.name))
+    if rest:
+        with st.expander(f"Advanced ({len(rest)} more knob{'' if len(rest) == 1 else 's'})"):
+            cols = st.columns(3)
+            for i, q in enumerate(rest):
+                with cols[i % 3]:
+                    raw[q.name] = _widget(q, defaults[q.name], _widget_key(study, preset, q.name))
+    if hidden:
+        st.caption(f"{len(hidden)} GPU-only knob{'' if len(hidden) == 1 else 's'} hidden: no GPU on this machine (a "
+                   "run keeps the preset's values).", help=f"Hidden: {', '.join(hidden)}")
     try:
-        values = validate(study, raw)
+        return validate(study, raw), None, raw
     except ParamError as exc:
-        if submitted:
-            st.error(escape(exc))
-        return None, False
-    return values, submitted
+        return None, str(exc), raw
+
+
+def untested_claims(study: ModuleType, values: dict[str, Any]) -> None:
+    """Under the form: which of the seed's claims these values cannot test, grouped by what
+    they would need."""
+    lost = wbclaims.untestable(study, values)
+    if not lost:
+        return
+    by_need: dict[str, list[str]] = {}
+    for cid, why in lost:
+        by_need.setdefault(why, []).append(cid)
+    n = len(getattr(study, "SEED_CLAIMS", []))
+    st.warning(f"With these values the run cannot test {len(lost)} of the seed's {n} claims: " + "; ".join(
+        f"{', '.join(escape(c, 'code') for c in ids)} ({escape(why)})" for why, ids in by_need.items()))
 
 
 # --- reports and run management -------------------------------------------------------------------
@@ -206,6 +296,7 @@ def param_form(study: ModuleType) -> tuple[dict[str, Any] | None, bool]:
 #: report formats offered on a page: label, file suffix, MIME type
 EXPORTS = {
     "issue": ("GitHub issue (one Markdown file, nothing attached)", "issue.md", "text/markdown"),
+    "issue-full": ("GitHub issue, full (every table, chart and note that fits)", "issue.md", "text/markdown"),
     "md": ("Markdown with PNG charts (.zip)", "zip", "application/zip"),
     "html": ("HTML (one self-contained file)", "html", "text/html"),
     "ipynb": ("Notebook with its bundle, executed (.zip)", "zip", "application/zip"),
@@ -225,8 +316,9 @@ def _export(rec: RunRecord, fmt: str, a: Analysis | None) -> bytes:
     """The report of ``rec`` in ``fmt`` as the bytes of one download."""
     stem = safe_stem(rec.run_id)
     with tempfile.TemporaryDirectory() as tmp:
-        path = report.write_report(rec, fmt, Path(tmp) / f"{stem}.{'issue.md' if fmt == 'issue' else fmt}",
-                                   analysis=a)
+        kind = fmt.removesuffix("-full")
+        path = report.write_report(rec, kind, Path(tmp) / f"{stem}.{EXPORTS[fmt][1] if kind == 'issue' else fmt}",
+                                   analysis=a, full=fmt.endswith("-full"))
         return _zip_dir(Path(tmp)) if EXPORTS[fmt][1] == "zip" else path.read_bytes()
 
 
@@ -243,7 +335,7 @@ def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
     data = st.session_state.get(f"{key}:{fmt}")
     if data is not None:
         st.download_button(f"Download {label}", data, file_name=f"{stem}.{suffix}", mime=mime, key=f"{key}:{fmt}:dl")
-        if fmt == "issue":
+        if fmt.startswith("issue"):
             st.caption(f"{len(data.decode()):,} characters (an issue takes up to {report.ISSUE_LIMIT:,})")
             if st.toggle("Preview (as the issue renders it)", key=f"{key}:preview"):
                 with st.container(border=True):
@@ -278,7 +370,7 @@ def manage_run(store: Store | None, header: Header, key: str) -> None:
     run after a confirmation."""
     if store is None:
         return
-    c1, c2, _ = st.columns([1, 1, 6])
+    c1, c2 = st.columns(2)  # the caller gives them their width
     with c1.popover("Tags and note", width="stretch"):
         tags = st.text_input("Tags (plain words, space-separated)", " ".join(header.tags), key=f"{key}:tags")
         note = st.text_area("Note", header.note, key=f"{key}:note", max_chars=wbstore.MAX_NOTE_CHARS)
@@ -337,13 +429,19 @@ def run_key(rec: RunRecord) -> tuple:
     return (rec.study, rec.run_id, rec.status, len(rec.variants), rec.origin)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=32, show_spinner="analysing the run...")
 def _analysis(key: tuple, _study: ModuleType, _rec: RunRecord) -> tuple[Analysis, dict, list[str]]:
     """The run's analysis, charts and report sections, once per run state (``key``): they
     summarise every variant with bootstrap CIs, seconds for a 100-variant sweep, and
     Streamlit reruns the page on every widget interaction."""
     a = analyse(_rec, _study)
     return a, charts_of(a), sections_of(a)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _displays(key: tuple, _a: Analysis) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The results table and the raw samples' summary as shown, once per run state."""
+    return results_display(_a.results), report.samples_summary(_a.rec)
 
 
 def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, key: str = "run",
@@ -369,10 +467,10 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
         shown = wbclaims.display(a.claims)
-        lead = md_table(shown[["claim", "here", "live figure (95% CI)", "seed's figure"]])
+        lead = md_table(shown[wbclaims.LEAD_COLUMNS])
         st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
-            st.markdown(md_table(shown[["claim", "why", "seed's claim"]]))
+            st.markdown(md_table(shown[wbclaims.WHY_COLUMNS]))
     group = rec.outputs.get("run_group") if isinstance(rec.outputs, dict) else None
     if isinstance(group, dict) and isinstance(group.get("id"), str):
         _show_group(study, rec, group["id"])
@@ -387,42 +485,52 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     names = ["Results", f"Charts ({len(other_charts)})", f"Tables ({len(tables)})"] + \
         (["Notes"] if sections else []) + ([extras_tab] if extras else []) + \
         ["Seed", "Environment", "Raw samples", "Share"]
-    tabs = dict(zip(names, st.tabs(names)))
-    with tabs["Results"]:
-        show_table(results_display(a.results), key=f"{key}:results", max_columns=8)
-    if sections:
+    # Lazy tabs: only the open tab's content runs, so switching runs draws the lead and one
+    # table, not every chart and table of the run. One widget per run: a new run opens on Results.
+    tabs = dict(zip(names, st.tabs(names, key=f"{key}:tabs:{rec.run_id}", on_change="rerun")))
+    results, raw = _displays(run_key(rec), a)
+    if tabs["Results"].open:
+        with tabs["Results"]:
+            show_table(results, key=f"{key}:results", max_columns=8)
+    if sections and tabs["Notes"].open:
         with tabs["Notes"]:
             for section in sections:
                 st.markdown(section)
-    with tabs[names[1]]:
-        for chart in other_charts.values():
-            show_chart(chart)
-        if not other_charts:
-            st.caption("No other charts.")
-    with tabs[names[2]]:
-        for name, df in tables.items():
-            st.markdown(f"**{escape(name)}**")
-            show_table(df, key=f"{key}:t:{name}")
-        if not tables:
-            st.caption("No other tables.")
-    if extras:
+    if tabs[names[1]].open:
+        with tabs[names[1]]:
+            for chart in other_charts.values():
+                show_chart(chart)
+            if not other_charts:
+                st.caption("No other charts.")
+    if tabs[names[2]].open:
+        with tabs[names[2]]:
+            for name, df in tables.items():
+                st.markdown(f"**{escape(name)}**")
+                show_table(df, key=f"{key}:t:{name}")
+            if not tables:
+                st.caption("No other tables.")
+    if extras and tabs[extras_tab].open:
         with tabs[extras_tab]:
             try:
                 extras(rec, a.tables)
             except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what its page does not expect
                 st.error(f"This part of the page failed: {escape(type(exc).__name__)}: {escape(exc)}")
-    with tabs["Seed"]:
-        seed_figures(study)
-    with tabs["Environment"]:
-        st.markdown(f"Machine: {escape(summary_line(rec.env))}")
-        st.markdown("Reproduce this run:")
-        st.code(rec.reproduce, language="bash")
-        st.json(rec.env, expanded=False)
-    with tabs["Raw samples"]:
-        st.caption("Per variant, summarised; every sample is in the result bundle (Share tab).")
-        show_table(report.samples_summary(rec), key=f"{key}:raw", max_columns=8)
-    with tabs["Share"]:
-        downloads(rec, key=f"{key}:{rec.run_id}", a=a)
+    if tabs["Seed"].open:
+        with tabs["Seed"]:
+            seed_figures(study)
+    if tabs["Environment"].open:
+        with tabs["Environment"]:
+            st.markdown(f"Machine: {escape(summary_line(rec.env))}")
+            st.markdown("Reproduce this run:")
+            st.code(rec.reproduce, language="bash")
+            st.json(rec.env, expanded=False)
+    if tabs["Raw samples"].open:
+        with tabs["Raw samples"]:
+            st.caption("Per variant, summarised; every sample is in the result bundle (Share tab).")
+            show_table(raw, key=f"{key}:raw", max_columns=8)
+    if tabs["Share"].open:
+        with tabs["Share"]:
+            downloads(rec, key=f"{key}:{rec.run_id}", a=a)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -451,7 +559,7 @@ def _show_group(study: ModuleType, rec: RunRecord, group_id: str) -> None:
 def seed_figures(study: ModuleType) -> None:
     """The seed's published figures, labelled as the seed's with its machine."""
     seed = getattr(study, "SEED_FIGURES", None)
-    st.markdown(f"Seed: {escape(study.SEED)} — {escape(study.SEED_SUMMARY)}")
+    st.markdown(f"Seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))} ({escape(study.SEED, 'code')}) — {escape(study.SEED_SUMMARY)}")
     if not seed:
         st.caption("This study has no seed figures.")
         return
@@ -472,8 +580,8 @@ def _elapsed(seconds: float) -> str:
 
 
 def _live_table(job: jobs.Job) -> pd.DataFrame:
-    """The points a running job stored so far, as the results table (recomputed only when a
-    point arrived: each is a bootstrap)."""
+    """The variants a running job stored so far, as the results table (recomputed only when
+    one arrived: each is a bootstrap)."""
     state = job.state
     stamp = (state.run_id, tuple((v.variant, len(v.samples_ns)) for v in state.variants.values()))
     cached = st.session_state.get(f"{job.study}:live")
@@ -492,6 +600,10 @@ def show(study_id: str, run_id: str) -> None:
     st.session_state[f"{study_id}:gen"] = st.session_state.get(f"{study_id}:gen", 0) + 1
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _finished(study: ModuleType, job: jobs.Job) -> None:
     """A job ended: show its run, and say how it ended (a cancel is not an error)."""
     state = job.poll()
@@ -502,24 +614,51 @@ def _finished(study: ModuleType, job: jobs.Job) -> None:
     if job.was_cancelled or job.returncode == 130:
         if kept:
             show(study.ID, run_id)
-            st.session_state[notice] = ("info", f"Run cancelled after {took}: {kept} finished point"
-                                                 f"{'' if kept == 1 else 's'} kept in run `{run_id}` (shown below).")
+            st.session_state[notice] = ("info", f"Run cancelled after {took}: {_plural(kept, 'finished variant')} "
+                                                f"kept in run `{run_id}` (shown below).")
         else:
-            st.session_state[notice] = ("info", f"Run cancelled after {took}, before any point finished: nothing "
-                                                "was measured" + (f" (run `{run_id}` is stored without points)."
+            st.session_state[notice] = ("info", f"Run cancelled after {took}, before any variant finished: nothing "
+                                                "was measured" + (f" (run `{run_id}` is stored without variants)."
                                                                   if run_id else "."))
     elif doc:
         show(study.ID, run_id)
-        st.session_state[notice] = ("success", f"Run `{run_id}` finished in {took}: {len(doc.get('variants', []))} "
-                                               "points (shown below).")
+        st.session_state[notice] = ("success", f"Run `{run_id}` finished in {took}: "
+                                               f"{_plural(len(doc.get('variants', [])), 'variant')} (shown below).")
     else:
         if run_id:
-            show(study.ID, run_id)  # a failed run keeps its finished points and says why
+            show(study.ID, run_id)  # a failed run keeps its finished variants and says why
         st.session_state[f"{study.ID}:last_error"] = job.error_text() or f"the run exited with code {job.returncode}"
     job.cleanup()
 
 
+def _eta(job: jobs.Job, fraction: float, estimate: float | None) -> str:
+    """About how long the run has left: from its progress once it has some, else from the
+    form's estimate."""
+    took = job.elapsed_s()
+    if fraction >= 0.05:
+        left = took * (1 - fraction) / fraction
+    elif estimate:
+        left = max(estimate - took, 0)
+    else:
+        return ""
+    return f"about {duration_text(left)} left"
+
+
+#: scrolls the progress bar into view when Run left it below the screen (our own constant
+#: script; nothing from a run reaches it)
+_INTO_VIEW = """<script>(() => { let tries = 0; const t = setInterval(() => {
+  const bar = document.querySelector('[data-testid=stProgress]');
+  if (!bar && ++tries < 40) return;
+  clearInterval(t);
+  if (bar) { const r = bar.getBoundingClientRect();
+    if (r.top < 0 || r.bottom + 60 > window.innerHeight) bar.scrollIntoView({block: 'center'}); }
+}, 100); })();</script>"""
+
+
 def _poll_job(study: ModuleType) -> None:
+    """The run in progress, right under the Run button: its bar in one unit (the study's
+    steps, "3 of 12 points"), elapsed time and time left, Cancel, and each variant's row as
+    it lands."""
     key = f"{study.ID}:job"
     job: jobs.Job | None = st.session_state.get(key)
     if job is None:
@@ -533,18 +672,23 @@ def _poll_job(study: ModuleType) -> None:
             st.session_state.pop(key, None)
             _finished(study, job)
             st.rerun()
-        kept = len(state.variants)
-        counts = (f"{state.step[0]} of {state.step[1]} {state.step[2]}" if state.step else
-                  f"{kept} point{'' if kept == 1 else 's'} done")
-        where = f"run `{state.run_id}`" if state.run_id else "waiting for the machine"
+        parts = [f"{state.step[0]} of {state.step[1]} {state.step[2]}" if state.step else "starting",
+                 f"{_elapsed(job.elapsed_s())} elapsed",
+                 _eta(job, fraction, st.session_state.get(f"{study.ID}:estimate")),
+                 f"run `{state.run_id}`" if state.run_id else "waiting for the machine"]
         st.progress(fraction, text=f"Running {escape(study.TITLE)}: {escape(message)}")
-        st.caption(f"{_elapsed(job.elapsed_s())} elapsed · {counts} · {where}")
+        if not st.session_state.get(f"{key}:seen"):  # once per run: bring the bar into view
+            st.session_state[f"{key}:seen"] = True
+            st.html(_INTO_VIEW, unsafe_allow_javascript=True)
+        st.caption(" · ".join(p for p in parts if p))
         if job.cancelled is None:
-            if st.button("Cancel run (keeps the finished points)", key=f"{key}:cancel"):
+            if st.button("Cancel run (keeps the finished variants)", key=f"{key}:cancel"):
                 job.cancel()
         else:
-            st.caption("Cancelling: the finished points are being stored...")
+            st.caption("Cancelling: the finished variants are being stored...")
+        kept = len(state.variants)
         if kept:
+            st.markdown(f"**This run so far** ({_plural(kept, 'variant')}, each as it lands):")
             show_table(_live_table(job), key=f"{key}:live", max_columns=8, rows=8)
 
     _progress()
@@ -552,18 +696,43 @@ def _poll_job(study: ModuleType) -> None:
 
 # --- the page ------------------------------------------------------------------------------------
 
-def _start(study: ModuleType, values: dict[str, Any], store: Store) -> None:
+def _start(study: ModuleType, values: dict[str, Any], store: Store, headers: list[Header]) -> str | None:
+    """Start a run of ``values``; the reason it cannot start, or None."""
     if st.session_state.get(f"{study.ID}:job") is not None:
-        st.info("A run of this study is already in progress in this session.")
-        return
+        return "A run of this study is already in progress in this session."
     refused = study.requires(values)
     if refused:
-        st.error(f"Cannot run with these parameters here: {escape(refused)}")
-        return
-    for k in ("last_error", "notice", "live"):
+        return f"Cannot run with these parameters here: {refused}"
+    for k in ("last_error", "notice", "live", "job:seen"):
         st.session_state.pop(f"{study.ID}:{k}", None)
+    st.session_state[f"{study.ID}:estimate"] = estimate_s(study, values, headers, this_machine()["fingerprint"])[0]
     st.session_state[f"{study.ID}:job"] = jobs.start(study.ID, values, store_path=store.path,
                                                      owner_alive=session_alive())
+    return None
+
+
+@st.fragment
+def _form_and_run(study: ModuleType, store: Store | None, headers: list[Header]) -> None:
+    """The knobs, what they imply (duration, claims they leave untested) and Run, as one
+    fragment: a knob's change reruns this part only; Run starts the job and reruns the page
+    (its progress shows right under the button, the run shown below greys out)."""
+    values, error, _ = param_form(study)
+    if values is not None:
+        untested_claims(study, values)
+    c1, c2 = st.columns([1, 9], vertical_alignment="center")
+    if values is not None:
+        c2.caption(f"Estimated duration: {escape(estimate_s(study, values, headers, this_machine()['fingerprint'])[1])}")
+    if c1.button("Run", type="primary", key=f"{study.ID}:run", width="stretch"):
+        problem = error or (None if store is not None else "no results store to keep the run in")
+        problem = problem or _start(study, values, store, headers)
+        if problem:
+            st.error(escape(problem))  # next to the button, where the eye is
+        else:
+            st.rerun()
+
+
+#: a run shown while a new one runs: greyed, so nobody reads it as the new run's
+_STALE_CSS = "<style>.st-key-wb-stale-run{opacity:.4;filter:grayscale(.9)}</style>"
 
 
 def pick_run(study: ModuleType, headers: list[Header]) -> Header:
@@ -572,18 +741,62 @@ def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     ids = [h.run_id for h in headers]
     by_id = {h.run_id: h for h in headers}
     # ?run=ID in the URL (a link to one run) counts until the page shows another
-    wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run") or default_run(headers).run_id
+    wanted = st.session_state.get(f"{study.ID}:show") or st.query_params.get("run") or \
+        default_run(headers, study, this_machine()["fingerprint"]).run_id
     gen = st.session_state.get(f"{study.ID}:gen", 0)
     choice = st.selectbox(f"Run ({len(ids)})", ids, index=ids.index(wanted) if wanted in ids else 0,
                           format_func=titles(headers).__getitem__, key=f"{study.ID}:pick:{gen}")
     return by_id[choice]
 
 
+@st.cache_resource(max_entries=16, show_spinner="comparing the runs...")
+def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a: RunRecord, _b: RunRecord, _runs: Catalog) -> dict:
+    """The A/B comparison, once per pair of run states and number of runs (A/A runs among
+    them change the verdicts); it bootstraps every common variant."""
+    return compare.compare_runs(_a, _b, compare.history(_a, _b, _runs.store, _runs.committed(_a.study)))
+
+
+def comparison(a: RunRecord, b: RunRecord, runs: Catalog, n_runs: int) -> dict:
+    """B against A (:func:`workbench.comparison.compare_runs`), with the A/A runs of the store and
+    the committed bundles; ``n_runs``: how many runs there are (a new one may be an A/A pair)."""
+    return _comparison(run_key(a), run_key(b), n_runs, a, b, runs)
+
+
+def show_comparison(cmp: dict) -> None:
+    """An A/B comparison: its forest plot of B/A per variant with CIs, then the verdict and
+    the tables (:func:`workbench.comparison.markdown`)."""
+    forest = compare.forest_table(cmp)
+    if forest["ratio"].notna().any():
+        show_chart(wbcharts.forest(forest))
+    else:
+        st.caption("No variant has a ratio to draw: none has valid samples in both runs.")
+    st.markdown(compare.markdown(cmp, level=4, reproduce=False))
+
+
+def compare_with(study: ModuleType, runs: Catalog, header: Header, headers: list[Header], slot) -> None:
+    """"Compare with...": another run of this study against the one shown (A), as an A/B
+    forest plot below the run's buttons (``slot``)."""
+    others = [h.run_id for h in headers if h.run_id != header.run_id]
+    names = titles(headers)
+    other = st.selectbox("Compare with...", others, index=None, format_func=names.__getitem__,
+                         placeholder="Compare with another run of this study...", key=f"{study.ID}:cmp:{header.run_id}",
+                         label_visibility="collapsed")
+    if not other:
+        return
+    a, b = runs.load(header.run_id), runs.load(other)
+    with slot.expander(f"A/B: {names[other]} (B) against the run shown (A)", expanded=True):
+        try:
+            show_comparison(comparison(a, b, runs, len(headers)))
+        except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
+            st.error(f"The comparison failed: {escape(type(exc).__name__)}: {escape(exc)}")
+
+
 def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: str = "Details") -> None:
-    """The whole page of a study: what it measures, parameters and run, the run shown (its lead
-    and tabs), every stored and committed run to pick from."""
+    """The whole page of a study: what it measures, parameters and run (progress right under
+    Run), the run shown (its lead and tabs), every stored and committed run to pick from."""
     st.title(study.TITLE)
-    st.caption(f"Study `{study.ID}` · seed: {escape(study.SEED)} — {escape(study.SEED_SUMMARY)}")
+    st.caption(f"Study `{study.ID}` · seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))} — "
+               f"{escape(study.SEED_SUMMARY)}")
     store = get_store()
     runs = catalog(store)
     headers = runs.headers(study=study.ID)
@@ -591,14 +804,13 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
     if reason:
         # The defaults cannot run here, but other parameters may (e.g. world_size=1 on a one-GPU
         # machine): the form stays reachable and every submission is checked again.
-        st.warning(f"With its default parameters this study cannot run on this machine: {escape(reason)}\n\n"
-                   "Stored and committed results are shown below.")
+        st.warning(f"With its default parameters this study cannot run on this machine: {escape(reason)}. Stored "
+                   "and committed results are shown below.")
     with st.expander("What this study measures"):
         st.markdown(study.__doc__ or "")
-    with st.expander("Parameters and run", expanded=not headers or st.query_params.get("preset") is not None):
-        values, submitted = param_form(study)
-    if submitted and values is not None and store is not None:
-        _start(study, values, store)
+    running = st.session_state.get(f"{study.ID}:job") is not None
+    with st.expander("Parameters and run", expanded=not headers or running or st.query_params.get("preset") is not None):
+        _form_and_run(study, store, headers)
     _poll_job(study)
     notice = st.session_state.get(f"{study.ID}:notice")
     if notice:
@@ -612,13 +824,27 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
         st.info("No runs yet. Set parameters above and press Run.")
         return
     st.divider()
-    header = pick_run(study, headers)
-    st.caption(f"Run {escape(header.run_id, 'code')} · {escape(header.origin)} ({escape(header.source)}) · "
-               f"{escape(header.machine)} · {escape(header.when())}"
-               + (f" · note: {escape(header.note)}" if header.note else ""))
-    manage_run(store, header, key=f"{study.ID}:manage:{header.run_id}")  # a bad run can still be deleted
-    shown_defensively(lambda: show_run(study, runs.load(header.run_id), extras=extras, key=study.ID,
-                                       extras_tab=extras_tab), f"Run {header.run_id}")
+    if running:
+        st.html(_STALE_CSS)
+        st.caption("Greyed below: the run shown before this one started. The new run's variants appear above as "
+                   "they land; it is shown here when it ends.")
+    with st.container(key="wb-stale-run" if running else "wb-run"):
+        header = pick_run(study, headers)
+        st.caption(f"Run {escape(header.run_id, 'code')} · {escape(header.origin)} ({escape(header.source)}) · "
+                   f"{escape(header.machine)} · {escape(header.when())}"
+                   + (f" · note: {escape(header.note)}" if header.note else ""))
+        c1, c2 = st.columns([2, 5], vertical_alignment="center")
+        with c1:
+            manage_run(store, header, key=f"{study.ID}:manage:{header.run_id}")  # a bad run can still be deleted
+        slot = st.container()
+
+        def show() -> None:
+            rec = runs.load(header.run_id)
+            with c2:
+                compare_with(study, runs, header, headers, slot)
+            show_run(study, rec, extras=extras, key=study.ID, extras_tab=extras_tab)
+
+        shown_defensively(show, f"Run {header.run_id}")
 
 
 def shown_defensively(show: Callable[[], None], what: str) -> None:

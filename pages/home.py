@@ -1,10 +1,11 @@
-"""Home: what the workbench is, this machine, its floor, the studies and recent runs."""
+"""Home: what the workbench is, this machine, its floor, every study and the recent runs, each a
+link to its page."""
 
-import pandas as pd
+import re
+
 import streamlit as st
 
-from pages._ui import catalog, get_store, show_table
-from workbench import env
+from pages._ui import catalog, get_store, study_link, this_machine
 from workbench.analysis import analyse
 from workbench.registry import registry
 from workbench.untrusted import escape
@@ -17,20 +18,24 @@ st.markdown(
     "command that reproduces it. Seed figures are shown beside live ones, always labelled as the seed's.")
 
 
-@st.cache_data(ttl=600)
-def _env():
-    return env.capture()
+def _cpu_line(e: dict) -> str:
+    """The CPU's counts and settings in words (the model is the metric above it)."""
+    cores = e.get("cpu_physical")
+    smt = {True: "SMT on", False: "no SMT"}.get(e.get("smt"), "")
+    parts = [f"{e.get('cpu_logical', '?')} logical CPUs" + (f" on {cores} cores" if cores else ""), smt,
+             f"governor {e['cpu_governor']}" if e.get("cpu_governor") else "frequency governor not readable"]
+    return ", ".join(p for p in parts if p)
 
 
-e = _env()
+e = this_machine()
 st.subheader("This machine")
 c1, c2, c3 = st.columns(3)
 c1.metric("CPU", e.get("cpu_model", "?"))
-c1.caption(f"{e.get('cpu_logical', '?')} logical CPUs, SMT: {e.get('smt', 'unknown')}, governor: "
-           f"{e.get('cpu_governor', 'not readable')}")
+c1.caption(escape(_cpu_line(e)))
 c2.metric("Memory", f"{e.get('mem_total_gib', '?')} GiB")
-c3.metric("GPUs", ", ".join(e.get("gpu_names", [])) or "none")
-st.caption(env.summary_line(e))
+c2.caption(escape(e.get("os", "")))
+c3.metric("GPUs", ", ".join(e.get("gpu_names") or []) or "none")
+c3.caption(f"machine fingerprint {escape(e.get('fingerprint', '?'), 'code')} (runs are grouped by it)")
 
 store = get_store()
 floor_txt = "no calibration run yet: run the Calibration study to measure it"
@@ -45,17 +50,26 @@ if store is not None:
 st.markdown(f"**Floor on this machine** (Calibration study): {floor_txt}")
 
 st.subheader("Studies")
-rows = [{"study": m.ID, "title": m.TITLE, "seed": m.SEED, "what the seed is": m.SEED_SUMMARY,
-         "runs here": m.requires(m.SPACE.defaults()) or "yes"} for m in registry().values()]
-show_table(pd.DataFrame(rows), key="home:studies")
+runs = catalog(store)
+for study in registry().values():
+    reason = study.requires(study.SPACE.defaults())
+    mine = runs.headers(study=study.ID, committed=True)
+    with st.container(border=True):
+        a, b = st.columns([2, 3], vertical_alignment="center")
+        with a:
+            study_link(study.ID, f"**{re.split(r'[:(]', study.TITLE)[0].strip()}**")
+            st.caption(escape(study.TITLE))
+        b.markdown(f"Seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))}  \n"
+                   + ("Runs on this machine" if not reason else "Cannot run with its defaults here; committed runs "
+                      "to open") + f" · {len(mine)} run{'' if len(mine) == 1 else 's'} stored or committed")
 
 st.subheader("Recent runs")
 if store is not None:
-    recent = catalog(store).headers(committed=False, limit=10)
+    recent = runs.headers(committed=False, limit=10)
     if recent:
-        show_table(pd.DataFrame([{"run_id": h.run_id, "study": h.study, "label": h.label or "defaults",
-                                  "machine": h.machine, "created": h.when(), "status": h.status,
-                                  "variants": h.variants, "tags": " ".join(h.tags)} for h in recent]),
-                   key="home:recent")
+        for h in recent:
+            study_link(h.study, escape(f"{h.study}: {h.label or 'defaults'} · {h.machine} · {h.when()} · {h.status}"
+                                       + (f" · {h.failed_checks} failed checks" if h.failed_checks else "")),
+                       run_id=h.run_id)
     else:
         st.info("No runs stored yet: run a study from its page (sidebar), or see the committed runs on Runs.")

@@ -4,20 +4,14 @@ import a bundle, A/B-compare two runs, tag, annotate, delete and export one."""
 import pandas as pd
 import streamlit as st
 
-from pages._ui import catalog, downloads, get_store, manage_run, run_key, show_table, shown_defensively
+from pages._ui import (catalog, comparison, downloads, get_store, manage_run, run_key, show_comparison, show_table,
+                       shown_defensively)
 from workbench import comparison as compare
 from workbench.catalog import titles
 from workbench.env import summary_line
 from workbench.store import StoreError, parse_bundle
 from workbench.registry import registry
 from workbench.untrusted import escape, safe_stem
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a, _b) -> dict:
-    """The A/B comparison, once per pair of run states and number of runs (A/A runs among
-    them change the verdicts); it bootstraps every common variant."""
-    return compare.compare_runs(_a, _b, compare.history(_a, _b, store, runs.committed(_a.study)))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -74,13 +68,9 @@ ids = list(view["run_id"])
 
 
 def _show_comparison(a_id: str, b_id: str) -> None:
-    a, b = load(a_id), load(b_id)
-    if a.study != b.study:
-        st.error(f"Not compared: A is a run of {escape(a.study)} and B of {escape(b.study)}; only runs of one "
-                 "study are compared.")
-        return
-    cmp = _comparison(run_key(a), run_key(b), len(headers), a, b)
-    st.markdown(compare.markdown(cmp, level=3, reproduce=False))
+    """B against A, two runs of one study: the forest plot, the verdict and the tables."""
+    cmp = comparison(load(a_id), load(b_id), runs, len(headers))
+    show_comparison(cmp)
     with st.expander("Reproduce A and B"):
         st.code(f"# A\n{cmp['reproduce_a']}\n# B\n{cmp['reproduce_b']}", language="sh")
     st.download_button("Download comparison (Markdown)", compare.markdown(cmp),
@@ -105,24 +95,31 @@ with tab_runs:
             with st.expander("Share this run"):
                 downloads(rec, key=f"runs:{one}", a=a)
 
-        manage_run(store, by_id[one], key=f"runs:manage:{one}")  # a bad run can still be deleted
+        with st.columns([2, 5])[0]:
+            manage_run(store, by_id[one], key=f"runs:manage:{one}")  # a bad run can still be deleted
         shown_defensively(show_one, f"Run {one}")
 
 with tab_ab:
     st.subheader("A/B comparison")
-    # By default two runs of one study with the fewest differing parameters (same machine first,
-    # then the newest pair), B the newer; nothing when no study has two runs.
-    pair = compare.most_similar_pair([h for h in headers if h.run_id in set(ids)])
-    c1, c2 = st.columns(2)
-    # the run id's tail too: two runs of one configuration in one minute have the same title
-    title = lambda i: f"{by_id[i].study}: {by_id[i].title()} · {i[-6:]}"  # noqa: E731
-    a_id = c1.selectbox("A (baseline)", ids, index=ids.index(pair[0]) if pair else None, key="runs:a",
-                        format_func=title, placeholder="pick a run")
-    b_id = c2.selectbox("B", ids, index=ids.index(pair[1]) if pair else None, key="runs:b", format_func=title,
-                        placeholder="pick a run")
-    if a_id and b_id and a_id != b_id:
-        shown_defensively(lambda: _show_comparison(a_id, b_id), f"The comparison of {a_id} and {b_id}")
-    elif pair is None:
+    # Runs of one study: the study first, then A and B among its runs. By default the two runs
+    # with the fewest differing parameters (same machine first, then the newest pair), B the newer.
+    pair = compare.most_similar_pair(headers)
+    studies_with_pairs = [sid for sid in sorted({h.study for h in headers})
+                          if sum(h.study == sid for h in headers) >= 2]
+    if not studies_with_pairs:
         st.caption("No two runs of one study to compare yet: run a study twice (or `python -m workbench ab`).")
-    else:
-        st.caption("Pick two different runs of one study to compare.")
+        st.stop()
+    first = by_id[pair[0]].study if pair else studies_with_pairs[0]
+    c0, c1, c2 = st.columns([1, 2, 2])
+    study_id = c0.selectbox("Study", studies_with_pairs, index=studies_with_pairs.index(first), key="runs:ab-study")
+    mine = [h for h in headers if h.study == study_id]
+    ids_ab = [h.run_id for h in mine]
+    pair = compare.most_similar_pair(mine) or (ids_ab[1], ids_ab[0])
+    names = titles(mine)
+    a_id = c1.selectbox("A (baseline)", ids_ab, index=ids_ab.index(pair[0]), key=f"runs:a:{study_id}",
+                        format_func=names.__getitem__)
+    b_id = c2.selectbox("B", ids_ab, index=ids_ab.index(pair[1]), key=f"runs:b:{study_id}", format_func=names.__getitem__)
+    if a_id == b_id:
+        st.caption("Pick two different runs to compare.")
+        st.stop()
+    shown_defensively(lambda: _show_comparison(a_id, b_id), f"The comparison of {a_id} and {b_id}")

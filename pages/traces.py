@@ -39,6 +39,8 @@ MAX_RANK_FILES = 16
 VIEW_TTL_S = 600
 #: files under traces/ that are not traces
 _NOT_TRACES = (".bundle.json", ".md", ".txt", ".py", ".sh", ".mlir", ".vmfb", ".gitkeep")
+#: the trace the page opens on: a real one (torch.profiler on two H200s), small, that draws
+DEFAULT_EXAMPLE = "examples/torch_cuda_h200.json.gz"
 #: what the uploaders accept: the importers' own list (workbench.traces.formats())
 UPLOAD_LABEL = ", ".join(f.label for f in traces.formats())
 UPLOAD_SUFFIXES = traces.suffixes()
@@ -85,8 +87,17 @@ def _merge(key: tuple, align: str, _loaded: list, names: list[str]):
 
 
 def _example_files() -> list[str]:
-    files = sorted(p for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(_NOT_TRACES))
-    return [str(p.relative_to(ROOT)) for p in files]
+    """The files under traces/ an importer reads (kernel-sweep logs and the like are not
+    traces), the examples first, :data:`DEFAULT_EXAMPLE` at the top."""
+    files = [p for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(_NOT_TRACES)]
+    stamp = tuple(sorted((str(p), p.stat().st_mtime_ns) for p in files))
+    return _readable(stamp)
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def _readable(stamp: tuple) -> list[str]:
+    rel = [str(Path(p).relative_to(ROOT)) for p, _ in stamp if traces.detect(p) is not None]
+    return sorted(rel, key=lambda r: (r != DEFAULT_EXAMPLE, not r.startswith("examples/"), r))
 
 
 def _load_example(rel: str):
@@ -136,18 +147,47 @@ def _pick() -> tuple[object, dict, str, str] | None:
         return None
 
 
+#: keys as Perfetto's: W/S zoom in/out by this factor around the window's middle, A/D pan by
+#: this share of the window
+ZOOM_STEP, PAN_SHARE = 2.0, 0.25
+
+
+def stepped(lo: float, hi: float, full: float, step: str) -> tuple[float, float]:
+    """The window ``lo..hi`` (within ``0..full``) after one key: ``in``, ``out``, ``left``,
+    ``right``; clamped to the trace: never wider than it, never past either end."""
+    width = hi - lo
+    if step in ("in", "out"):
+        mid = (lo + hi) / 2
+        width = min(max(width / ZOOM_STEP if step == "in" else width * ZOOM_STEP, full * 1e-6), full)
+        lo = mid - width / 2
+    else:
+        lo += width * PAN_SHARE * (1 if step == "right" else -1)
+    lo = min(max(lo, 0.0), full - width)
+    return lo, lo + width
+
+
 def _window(df, key: str) -> tuple[int, int]:
-    """The server-side window (statistics, and the chart's data for huge traces): a form,
-    applied on submit only, so nothing reruns while values are typed."""
+    """The server-side window (statistics, and the chart's data for huge traces): W/S/A/D
+    (buttons with those keys, as in Perfetto) zoom and pan it, and a form sets it, applied on
+    submit only, so nothing reruns while values are typed."""
     t0, t1 = int(df["start_ns"].min()), int((df["start_ns"] + df["dur_ns"]).max())
     span = max(t1 - t0, 1)
     unit, scale = ("ms", 1e6) if span >= 5e6 else ("us", 1e3)
     state = st.session_state.setdefault(f"win{key}", (0.0, span / scale))
-    with st.form(f"winform{key}", border=False):
+    left, right = st.columns([2, 3], vertical_alignment="bottom")
+    keys = left.columns(4, vertical_alignment="bottom")
+    for col, (label, shortcut, step) in zip(keys, (("Zoom in", "W", "in"), ("Zoom out", "S", "out"),
+                                                   ("Earlier", "A", "left"), ("Later", "D", "right"))):
+        if col.button(label, shortcut=shortcut, key=f"{step}{key}", width="stretch",
+                      help="Keys W, S, A, D as in Perfetto; the statistics below follow the window. On the chart, "
+                           "Ctrl/Cmd + wheel zooms and a drag pans (a plain wheel scrolls the page)."):
+            state = stepped(*state, span / scale, step)
+            st.session_state[f"win{key}"] = state
+    with right.form(f"winform{key}", border=False):
         c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
         lo = c1.number_input(f"Window from ({unit} since trace start)", 0.0, span / scale, state[0], format="%.3f")
         hi = c2.number_input(f"to ({unit})", 0.0, span / scale, state[1], format="%.3f")
-        apply = c3.form_submit_button("Apply window")
+        apply = c3.form_submit_button("Apply", help="Set the window to these times")
         reset = c4.form_submit_button("Whole trace")
     if reset:
         lo, hi = 0.0, span / scale

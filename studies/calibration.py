@@ -35,6 +35,8 @@ from workbench.untrusted import escape
 ID = "calibration"
 TITLE = "Calibration: machine and harness floor"
 SEED = "(none: the floor every seed's figures are read against)"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "none: the floor every seed is read against"
 SEED_SUMMARY = "Empty call, clock resolution, torch dispatch and thread wake-up cost on this machine."
 #: every variant is timed by ``harness.time_callable``, which repeats to ``--precision``
 HONOURS_PRECISION = True
@@ -50,6 +52,9 @@ SPACE = ParamSpace(
         Param("torch", "bool", True, "include the torch dispatch floor"),
     ),
     presets={"smoke": {"repeat": 5, "threads": 2, "torch": False}, "quick": {"repeat": 10}},
+    headline=("repeat", "threads", "torch"),
+    purposes={"smoke": "the tests' run: 5 samples, 2 threads, no torch; seconds",
+              "quick": "10 samples of every floor: well under a minute"},
 )
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from . import claims, derived, stats
 from .analysis import Analysis
+from .catalog import upgraded
 from .record import RunRecord, machine_label
 from .tables import md_table
 
@@ -36,8 +37,10 @@ _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% CI spans +-_Z standar
 
 def group_key(rec: RunRecord) -> tuple:
     """What makes runs one configuration here: the study, its parameters and the machine kind
-    (a run group of ``--repeat-runs``, or committed bundles of one machine, share it)."""
-    return (rec.study, json.dumps(rec.params, sort_keys=True, default=str), machine_label(rec.env or {}))
+    (a run group of ``--repeat-runs``, or committed bundles of one machine, share it); renamed
+    parameters under their new names, so an older run joins the newer ones."""
+    return (rec.study, json.dumps(upgraded(rec.study, rec.params), sort_keys=True, default=str),
+            machine_label(rec.env or {}))
 
 
 def groups(records: Sequence[RunRecord], min_runs: int = 2) -> list[list[RunRecord]]:

@@ -5,21 +5,30 @@ The CLI (``runs --all``, ``report``, ``compare``, ``export``, ``tag``, ``delete`
 pages list and load runs through :class:`Catalog`, so a committed run has the same id
 everywhere: ``python -m workbench report 20261121-080417-mc2-split-568a86`` works on a machine
 whose store never saw it. Each run gets a :class:`Header` whose :meth:`Header.title` tells it
-apart from the study's other runs: a label from the study's key parameters, its origin
-(``local``, ``imported``, ``committed``), its machine and its time.
+apart from the study's other runs: a short label, its origin (``local``, ``imported``,
+``committed``; the study's headline run says so), its machine and its time.
 
-A study may declare ``LABEL_PARAMS`` (parameter names); by default the label shows the
-parameters whose values differ between the study's runs (stored and committed), in the order
-the study declares them.
+A label says what differs, briefly (:func:`short_labels`): a committed run's bundle name
+(``bench-ws2``, ``kernel-h100``: the committer named what the run is), a run made with a
+preset's exact values ``<preset> preset``, and then the fewest parameters that tell apart the
+runs that would otherwise look alike. A study may declare ``LABEL_PARAMS`` (parameter names) to
+fix the parameters its labels show.
+
+:func:`default_run` is the run a study page opens on: this machine's newest complete run with
+every check passed, of a configuration that can answer the seed's questions
+(:func:`answers_seed`), else the study's committed headline run (:func:`headline_run`); a smoke
+or failed-check run only when there is nothing else.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from types import ModuleType
 from typing import Any, Callable
 
@@ -31,6 +40,8 @@ from .store import Store, StoreError, read_bundle
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
 LABEL_CHARS = 80
+#: most parameters a label names after its name (more would be a table, not a label)
+LABEL_MAX_PARAMS = 3
 
 
 def origin_kind(origin: str) -> str:
@@ -61,6 +72,10 @@ class Header:
     note: str = ""
     label: str = ""
     fingerprint: str = ""  # the machine's (workbench.env), for telling same-machine pairs apart
+    #: the study's committed headline run (:func:`headline_run`): a page without a run of its
+    #: own opens on it, and its picker says so
+    headline: bool = False
+    finished_utc: str = ""
 
     def when(self) -> str:
         """``2026-11-21 08:04 UTC`` from the stored ISO time."""
@@ -70,9 +85,12 @@ class Header:
     def title(self) -> str:
         """One line that tells this run apart from its study's others (plain text); two runs
         may still share it (same parameters, machine and minute): :func:`titles`."""
-        parts = [self.label or "defaults", self.origin, self.machine, self.when()]
+        parts = [self.label or "defaults", "committed headline" if self.headline else self.origin, self.machine,
+                 self.when()]
         if self.status != "complete":
             parts.append(self.status)
+        if self.failed_checks:
+            parts.append(f"{self.failed_checks} failed check{'' if self.failed_checks == 1 else 's'}")
         if self.tags:
             parts.append("#" + " #".join(self.tags))
         return " · ".join(parts)
@@ -117,24 +135,191 @@ def param_label(params: dict[str, Any], names: list[str], max_chars: int = LABEL
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
 
+def upgraded(study_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A run's parameters with renamed ones under their new names (``ParamSpace.renamed``), so
+    an old run compares and labels like a new one."""
+    study = registry().get(study_id)
+    return study.SPACE.upgrade(params) if study is not None and isinstance(params, dict) else params
+
+
 def header_of(rec: RunRecord, source: str = "") -> Header:
     return Header(run_id=rec.run_id, study=rec.study, status=rec.status, created_utc=rec.created_utc,
                   machine=machine_label(rec.env), origin=origin_kind(rec.origin), source=source or rec.origin,
                   params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants),
-                  fingerprint=str(rec.env.get("fingerprint") or ""))
+                  fingerprint=str(rec.env.get("fingerprint") or ""), finished_utc=rec.finished_utc or "")
 
 
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
-def default_run(headers: list[Header]) -> Header | None:
-    """The run a study page opens on: the newest of this machine's own or imported runs; with
-    none, the committed run with the most checked variants (newest first among equals), so a
-    machine without the study's hardware opens on the real GPU results, not on a CPU check."""
+
+def committed_name(h: Header) -> str:
+    """A committed bundle's name without its run id and machine, which the title says anyway:
+    ``bench-ws2`` from ``traces/ag-gemm/bench-ws2-20261124-070656-ag-gemm-a1c4d2.bundle.json``."""
+    if h.origin != "committed":
+        return ""
+    stem = PurePath(h.source).name.removesuffix(".bundle.json").replace(h.run_id, "")
+    stem = re.split(r"[-_](?:host-of-)?(?:NVIDIA|AMD|Intel)[-_ ]", stem)[0]
+    return stem.strip("-_ .")
+
+
+def _preset_name(params: dict[str, Any], presets: dict[str, dict]) -> str:
+    """``smoke preset`` when ``params`` are exactly a preset's values."""
+    return next((f"{name} preset" for name, values in presets.items() if name and _same(values, params)), "")
+
+
+def _resolved_presets(study: ModuleType | None) -> dict[str, dict]:
+    """Each preset's full values, and the defaults under ``""``."""
+    out = {}
+    for name in ([""] + list(study.SPACE.presets) if study is not None else []):
+        try:
+            out[name] = study.SPACE.resolve({}, preset=name or None)
+        except ValueError:  # a preset that does not resolve on this machine names no run
+            continue
+    return out
+
+
+def _telling_apart(headers: list[Header], names: list[str]) -> list[str]:
+    """The fewest of ``names`` (at most :data:`LABEL_MAX_PARAMS`, greedily) whose values tell
+    ``headers`` apart, in declared order."""
+    def distinct(chosen: list[str]) -> int:
+        return len({json.dumps([h.params.get(n) for n in chosen], sort_keys=True, default=str) for h in headers})
+
+    chosen: list[str] = []
+    while len(chosen) < LABEL_MAX_PARAMS and distinct(chosen) < len(headers):
+        best = max((n for n in names if n not in chosen), key=lambda n: distinct(chosen + [n]), default=None)
+        if best is None or distinct(chosen + [best]) == distinct(chosen):
+            break
+        chosen.append(best)
+    return [n for n in names if n in chosen]
+
+
+def short_labels(study: ModuleType | None, headers: list[Header]) -> dict[str, str]:
+    """Run id -> a short label that says what the run is and what differs: its committed
+    bundle's name or the preset it ran, then the fewest parameters that tell apart the runs
+    that share that name (a study's ``LABEL_PARAMS`` when it declares them)."""
+    names = label_params(study, [h.params for h in headers])
+    presets = _resolved_presets(study)
+    base = {h.run_id: committed_name(h) or _preset_name(h.params, presets) for h in headers}
+    groups: dict[str, list[Header]] = {}
+    for h in headers:
+        groups.setdefault(base[h.run_id], []).append(h)
+    declared = getattr(study, "LABEL_PARAMS", None) if study is not None else None
+    defaults = presets.get("", {})
+    out = {}
+    for name, group in groups.items():
+        shown = list(declared) if declared else _telling_apart(group, names) if len(group) > 1 else []
+        for h in group:
+            # a run alone under its name: the parameters it set away from the defaults
+            mine = shown if shown or name or declared else \
+                [n for n in names if n not in defaults or not _same(h.params.get(n), defaults[n])][:LABEL_MAX_PARAMS]
+            out[h.run_id] = " ".join(filter(None, [name, param_label(h.params, mine)]))
+    return out
+
+
+def answers_seed(study: ModuleType | None, params: dict[str, Any]) -> bool:
+    """Whether a run with ``params`` can answer the seed's questions: the study's
+    ``answers_seed(params)`` when it declares one, else not a smoke run (a run with the smoke
+    preset's values of every parameter that preset sets)."""
+    if study is None:
+        return True
+    own = getattr(study, "answers_seed", None)
+    if own is not None:
+        try:
+            return bool(own(params))
+        except (TypeError, ValueError):  # a bundle's parameters of another shape: no reason to doubt them
+            return True
+    smoke = study.SPACE.presets.get("smoke")
+    if not smoke:
+        return True
+    try:
+        values = study.SPACE.resolve({}, preset="smoke")
+    except ValueError:
+        return True
+    return not all(_same(params.get(k), values[k]) for k in smoke)
+
+
+def _checked(h: Header) -> bool:
+    """Complete, with every check passed (a plan-only run times nothing and has no variant)."""
+    return h.status == "complete" and not h.failed_checks
+
+
+def headline_run(headers: list[Header], study: ModuleType | None = None) -> Header | None:
+    """The committed run a page without a run of its own opens on: the one the study names
+    (``HEADLINE_RUN``, a committed bundle's name as :func:`committed_name` gives it), else the
+    complete one with every check passed, of a configuration that answers the seed, with the
+    most variants (newest among equals); with none such, the one with the most checked variants."""
+    committed = [h for h in headers if h.origin == "committed"]
+    named = getattr(study, "HEADLINE_RUN", None) if study is not None else None
+    pick = [h for h in committed if named and committed_name(h) == named]
+    if pick:
+        return max(pick, key=lambda h: h.created_utc or "")
+    good = [h for h in committed if _checked(h) and answers_seed(study, h.params)]
+    pool = good or committed
+    return max(pool, key=lambda h: (h.variants - h.failed_checks, h.created_utc or ""), default=None)
+
+
+def default_run(headers: list[Header], study: ModuleType | None = None, fingerprint: str | None = None) -> Header | None:
+    """The run a study page opens on: the newest of this machine's own or imported runs
+    (``fingerprint``; None: any machine's) that is complete, passed every check and can
+    answer the seed (:func:`answers_seed`); else the committed headline (:func:`headline_run`);
+    else the newest run of all. A smoke run or one with a failed check is never the default
+    while another exists."""
     if not headers:
         return None
-    own = [h for h in headers if h.origin != "committed"]
-    if own:
-        return max(own, key=lambda h: h.created_utc or "")
-    return max(headers, key=lambda h: (h.variants - h.failed_checks, h.created_utc or ""))
+    own = [h for h in headers if h.origin != "committed" and (fingerprint is None or h.fingerprint == fingerprint)]
+    mine = [h for h in own if _checked(h) and answers_seed(study, h.params)]
+    if mine:
+        return max(mine, key=lambda h: h.created_utc or "")
+    head = headline_run(headers, study)
+    if head is not None and _checked(head):
+        return head
+    checked = [h for h in headers if _checked(h)]
+    return max(checked or headers, key=lambda h: h.created_utc or "")
+
+
+#: this machine's newest complete runs of a study that an estimate of a run's duration reads
+ESTIMATE_RUNS = 5
+
+
+def _elapsed_s(start: str, end: str) -> float | None:
+    """Seconds between two stored UTC times (``2026-11-24T04:15:15Z``), or None."""
+    try:
+        return (dt.datetime.fromisoformat(end.replace("Z", "+00:00"))
+                - dt.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    except (ValueError, AttributeError):
+        return None
+
+
+def duration_text(seconds: float) -> str:
+    """``40 s``, ``3 min``, ``1.5 h``: a rough duration as people say it."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_s(study: ModuleType, params: dict[str, Any], headers: list[Header],
+               fingerprint: str) -> tuple[float | None, str]:
+    """(seconds or None, one line): how long a run of ``study`` with ``params`` will take here,
+    roughly: the pace (seconds per point of the declared sweep, :meth:`ParamSpace.points`) of
+    this machine's newest complete runs of the study, times this run's points. None with no
+    such run: the line then says the sweep's size only."""
+    n = study.SPACE.points(params)
+    rates = []
+    for h in [h for h in headers if h.study == study.ID and h.origin != "committed" and h.status == "complete"
+              and h.fingerprint == fingerprint and h.finished_utc][:ESTIMATE_RUNS]:
+        took = _elapsed_s(h.created_utc, h.finished_utc)
+        if took is not None and took > 0:
+            rates.append(took / max(study.SPACE.points(h.params), 1))
+    if not rates:
+        return None, "none yet: no earlier run of this study on this machine to time it by"
+    seconds = sorted(rates)[len(rates) // 2] * n
+    return seconds, (f"about {duration_text(seconds)} of measuring, plus a few seconds to start (at the pace "
+                     f"of the last {len(rates)} run{'' if len(rates) == 1 else 's'} of this study here, scaled "
+                     "to this sweep)")
+
 
 class Catalog:
     """The store's runs (``store`` may be None: no store, or none wanted) and the committed
@@ -184,7 +369,7 @@ class Catalog:
                                   created_utc=r["created_utc"], machine=r["machine"], origin=origin_kind(r["origin"] or ""),
                                   source=r["origin"] or "local", params=r["params"], variants=r["variants"],
                                   failed_checks=r["failed_checks"], tags=r["tags"], note=r["note"],
-                                  fingerprint=r["fingerprint"] or ""))
+                                  fingerprint=r["fingerprint"] or "", finished_utc=r["finished_utc"] or ""))
         seen = {h.run_id for h in out}
         if committed:
             notes = self.store.annotations() if self.store is not None else {}
@@ -201,9 +386,13 @@ class Catalog:
             by_study.setdefault(h.study, []).append(h)
         reg = registry()
         for sid, hs in by_study.items():
-            names = label_params(reg.get(sid), [h.params for h in hs])
             for h in hs:
-                h.label = param_label(h.params, names)
+                h.params = upgraded(sid, h.params)
+            labels = short_labels(reg.get(sid), hs)
+            head = headline_run(hs, reg.get(sid))
+            for h in hs:
+                h.label = labels[h.run_id]
+                h.headline = head is not None and h.run_id == head.run_id
         return out
 
     def resolve(self, ref: str) -> tuple[str, RunRecord | None]:

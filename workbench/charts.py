@@ -228,17 +228,24 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
     d = in_unit(df, unit)
     d = d[d["median"].notna()]
     s = seed.assign(median=seed["median_ns"] / units.PER_NS[unit]) if seed is not None and len(seed) else None
+    # the x axis fits the live points: the seed's lines beyond them (its 32 workers beside a
+    # 2-core run's 1 and 2) are clipped at the frame, not given four fifths of the axis
+    xs = d[x].tolist()
+    if s is not None and len(set(xs)) < 2:  # one live x: the seed's range gives the axis a width
+        xs += s[x].tolist()
+    lo_x, hi_x = min(xs), max(xs)
+    if s is not None:
+        s = s[(s[x] >= lo_x) & (s[x] <= hi_x)] if len(set(xs)) >= 2 else s
     meds = d["median"].tolist() + ([] if s is None else s["median"].tolist())
     top = max(meds) * clip
     bottom = min([v for v in d["lo"].tolist() + meds if v > 0] or [1.0])
     log = spans_decades([bottom, top], 1.0) if log_y is None else log_y
     y_scale = alt.Scale(type="log", domain=[bottom / 1.25, top], clamp=True) if log else \
         alt.Scale(domain=[0, top], clamp=True)
-    xs = d[x].tolist() + ([] if s is None else s[x].tolist())
     doubling = _is_count(xs) and min(xs) >= 1 and max(xs) / min(xs) >= 4
     # padding: the points at both ends of the axis are drawn whole
-    x_scale = alt.Scale(type="log", base=2 if doubling else 10, padding=10, nice=False) if (log_x if log_x is not None else doubling) \
-        else alt.Scale(zero=False, padding=10)
+    x_scale = alt.Scale(type="log", base=2 if doubling else 10, padding=10, nice=False, domain=[lo_x, hi_x]) \
+        if (log_x if log_x is not None else doubling) else alt.Scale(zero=False, padding=10, domain=[lo_x, hi_x])
     x_enc = alt.X(f"{x}:Q", scale=x_scale, axis=count_axis(x_title or x, xs) if _is_count(xs)
                   else alt.Axis(title=x_title or x))
     y_title = titled("median", unit) + (", log scale" if log else "")
@@ -264,3 +271,61 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
                        tooltip=[alt.Tooltip("source:N", title="figure"), provider, x,
                                 alt.Tooltip("median:Q", format=".4g", title=titled("median", unit))])]
     return _pad(alt.layer(*layers).properties(title=title, width=width, height=height))
+
+
+def forest(rows: pd.DataFrame, title: str = "B / A per variant (95% CI)") -> alt.Chart:
+    """An A/B forest plot: per variant (one row each, in the table's order) the ratio B/A as a
+    point with its 95% CI as a bar, on a log axis fitted to the CIs, a rule at 1 (no change),
+    the point coloured by the comparison's verdict. ``rows`` has ``variant``, ``ratio``,
+    ``lo``, ``hi`` and ``verdict``; rows without a ratio are left out."""
+    d = rows[rows["ratio"].map(lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v > 0)].copy()
+    d["lo"] = d["lo"].where(d["lo"] > 0, d["ratio"])
+    d["hi"] = d["hi"].where(d["hi"] > 0, d["ratio"])
+    values = d["lo"].tolist() + d["hi"].tolist() + [1.0]
+    lo, hi = min(values), max(values)
+    pad = (hi / lo) ** 0.06 if hi > lo else 1.1
+    x_scale = alt.Scale(type="log", domain=[lo / pad, hi * pad], nice=False)
+    y = alt.Y("variant:N", sort=None, title=None, axis=alt.Axis(labelLimit=360))
+    x_title = "B / A (log scale; < 1: B faster)"
+    base = alt.Chart(d).encode(y=y)
+    tip = ["variant", alt.Tooltip("ratio:Q", format=".3g", title="B/A"), alt.Tooltip("lo:Q", format=".3g", title="95% CI lo"),
+           alt.Tooltip("hi:Q", format=".3g", title="95% CI hi"), "verdict"]
+    bars = base.mark_rule(strokeWidth=2, color="#555").encode(x=alt.X("lo:Q", scale=x_scale, title=x_title), x2="hi:Q",
+                                                              tooltip=tip)
+    points = base.mark_point(filled=True, size=70).encode(
+        x=alt.X("ratio:Q", scale=x_scale, title=x_title),
+        color=alt.Color("verdict:N", title="verdict", legend=alt.Legend(labelLimit=320),
+                        scale=alt.Scale(scheme="tableau10")), tooltip=tip)
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 3], color="#888").encode(
+        x=alt.X("x:Q", scale=x_scale, title=x_title))
+    height = max(120, 22 * len(d))
+    return _pad(alt.layer(one, bars, points).properties(title=title, width=WIDTH, height=height))
+
+
+#: the colour of a study's subject (the kernel or provider under study), drawn over the others
+SUBJECT_COLOR = "#d62728"
+#: the other providers' colours: muted, so the subject stands out (Tableau 10 without its red)
+OTHERS_COLORS = ["#4c78a8", "#72b7b2", "#54a24b", "#b279a2", "#9d755d", "#f58518", "#bab0ac", "#eeca3b", "#ff9da6",
+                 "#17becf", "#637939", "#7b4173", "#8c6d31", "#393b79"]
+
+
+def subject_scale(names: Iterable[str], subject: str) -> alt.Scale:
+    """A colour scale over ``names`` that draws ``subject`` (the study's kernel) in a strong
+    red, listed first, and the others in quieter colours; a chart whose subject is missing
+    gets the same colours for the others."""
+    others = [n for n in dict.fromkeys(names) if n != subject]
+    domain = ([subject] if subject in set(names) else []) + others
+    rng = ([SUBJECT_COLOR] if subject in set(names) else []) + \
+        [OTHERS_COLORS[i % len(OTHERS_COLORS)] for i in range(len(others))]
+    return alt.Scale(domain=domain, range=rng)
+
+
+def fitted_domain(values: Iterable[float], pad: float = 0.08, zero: bool = False) -> list[float]:
+    """[lo, hi] around ``values`` (live CIs and the seed's marks together) with ``pad`` of the
+    range on each side: every mark inside the plot frame, the axis no wider than the data."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not vals:
+        return [0.0, 1.0]
+    lo, hi = min(vals + ([0.0] if zero else [])), max(vals)
+    span = (hi - lo) or abs(hi) or 1.0
+    return [lo - pad * span if not zero else lo, hi + pad * span]

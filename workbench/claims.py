@@ -50,6 +50,9 @@ class Claim:
     seed_value: str  # the seed's figure, e.g. "compute 18% of 56 us"
     seed_machine: str
     test: Callable[[dict[str, pd.DataFrame], "RunRecord"], ClaimResult]
+    #: what the claim needs of a run's parameters: why a run with ``params`` cannot test it,
+    #: or None (the form warns before such a run starts: :func:`untestable`)
+    needs: Callable[[dict], str | None] | None = None
 
 
 def not_testable(why: str, live: str = "") -> ClaimResult:
@@ -107,6 +110,20 @@ def evaluate(study: ModuleType | None, tables: dict[str, pd.DataFrame], rec: "Ru
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def untestable(study: ModuleType | None, params: dict) -> list[tuple[str, str]]:
+    """(claim id, why) for each of the study's claims that a run with ``params`` cannot test,
+    by the claims' declared ``needs``."""
+    out = []
+    for claim in getattr(study, "SEED_CLAIMS", None) or []:
+        try:
+            why = claim.needs(params) if claim.needs is not None else None
+        except (KeyError, TypeError, ValueError):
+            why = None  # parameters of another shape: the run itself will say
+        if why:
+            out.append((claim.id, why))
+    return out
+
+
 def seed_machine(claims: pd.DataFrame) -> str:
     """The machine most of the seed's figures were measured on (said once above the table;
     a row measured elsewhere names its own), or '' for no claims."""
@@ -122,6 +139,12 @@ def display(claims: pd.DataFrame) -> pd.DataFrame:
     figure = [v if m == common else f"{v} ({m})" for v, m in zip(claims["seed_value"], claims["seed_machine"])]
     return pd.DataFrame({"claim": claims["id"], "here": claims["status"], "live figure (95% CI)": claims["live"],
                          "why": claims["why"], "seed's figure": figure, "seed's claim": claims["seed_text"]})
+
+
+#: the columns of :func:`display` a run's lead shows (page, short issue report, notebook): the
+#: status and both figures; the reasons and the seed's words (:data:`WHY_COLUMNS`) on demand
+LEAD_COLUMNS = ["claim", "here", "live figure (95% CI)", "seed's figure"]
+WHY_COLUMNS = ["claim", "why", "seed's claim"]
 
 
 def to_json(claims: pd.DataFrame) -> list[dict[str, str]]:

@@ -214,6 +214,13 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     return None, code
 
 
+def _deprecations(study, values: dict) -> None:
+    """One line on stderr per parameter named the old way (``--set seed=`` of an old reproduce
+    command still runs)."""
+    for line in study.SPACE.deprecated(values):
+        print(f"deprecated: {line}", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     if args.repeat_runs != 1:
         return _repeat_runs(args)
@@ -264,6 +271,7 @@ def _run(args) -> int:
         return EXIT_BAD_INPUT
     try:
         values = study.SPACE.parse_sets(args.set or [])
+        _deprecations(study, values)
         # Validate before touching the store, so bad input stores nothing.
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
@@ -470,6 +478,7 @@ def cmd_ab(args) -> int:
     try:
         common = study.SPACE.parse_sets(args.set or [])
         values = {side: {**common, **study.SPACE.parse_sets(sets or [])} for side, sets in (("A", args.a), ("B", args.b))}
+        _deprecations(study, {k: v for side in values.values() for k, v in side.items()})
         for side_values in values.values():
             validate(study, side_values, preset=preset)  # before the store is touched
         precision = runner.parse_precision(args.precision, args.precision_cap)
@@ -503,7 +512,7 @@ def cmd_report(args) -> int:
     suffix = {"issue": "issue.md"}.get(args.format, args.format)
     out = Path(args.output) if args.output else REPORTS_DIR / stem / f"{stem}.{suffix}"
     try:
-        path = report.write_report(rec, args.format, out)
+        path = report.write_report(rec, args.format, out, full=args.full)
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -655,6 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "and its bundle, executed)")
     s.add_argument("run")
     s.add_argument("--format", choices=["md", "issue", "html", "ipynb"], default="md")
+    s.add_argument("--full", action="store_true",
+                   help="issue format: every table, chart and note that fits in one issue (default: about two screens)")
     s.add_argument("-o", "--output")
 
     s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")

@@ -58,7 +58,7 @@ import pandas as pd
 from . import machine_load as load
 from . import stats
 from .env import summary_line
-from .catalog import Header
+from .catalog import Header, upgraded
 from .record import RunRecord
 from .store import Store, StoreError
 from .tables import md_table
@@ -126,7 +126,7 @@ def config_key(rec: RunRecord) -> tuple:
     """What makes two runs an A/A pair: study, parameters, machine fingerprint and software
     (the workbench commit and package versions; a dirty checkout counts as its commit)."""
     env = rec.env if isinstance(rec.env, dict) else {}
-    return (rec.study, _canon(rec.params), env.get("fingerprint"), _canon(env.get("workbench_commit")),
+    return (rec.study, _canon(upgraded(rec.study, rec.params)), env.get("fingerprint"), _canon(env.get("workbench_commit")),
             _canon(env.get("packages")))
 
 
@@ -387,7 +387,7 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
         if boot is not None:
             boots[vb.variant] = boot
     _decide(rows)
-    pdiff, ediff = param_diff(a.params, b.params), env_diff(a.env, b.env)
+    pdiff, ediff = param_diff(upgraded(a.study, a.params), upgraded(b.study, b.params)), env_diff(a.env, b.env)
     same_machine = a.env.get("fingerprint") == b.env.get("fingerprint")
     warnings = []
     if pdiff and not is_linked:
@@ -420,6 +420,14 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
             "only_in_b": sorted({v.variant for v in b.variants} - set(by_a)),
             "rows": rows, "summary": _summary(rows, boots, noise, round_logs, rng),
             "reproduce_a": a.reproduce, "reproduce_b": b.reproduce}
+
+
+def forest_table(cmp: dict[str, Any]) -> pd.DataFrame:
+    """The comparison's rows as :func:`workbench.charts.forest` draws them: variant, B/A with its
+    95% CI, verdict (rows without a ratio, e.g. a failed check, are kept with NaN)."""
+    return pd.DataFrame([{"variant": r["variant"], "ratio": r["ratio"], "lo": r["ci"][0], "hi": r["ci"][1],
+                          "verdict": r["verdict"]} for r in cmp["rows"]],
+                        columns=["variant", "ratio", "lo", "hi", "verdict"])
 
 
 def to_json(cmp: dict[str, Any]) -> str:
@@ -531,7 +539,7 @@ def history(a: RunRecord, b: RunRecord, store: Store | None = None,
     have = {r.run_id for r in out} | {a.run_id, b.run_id}
     if store is not None:
         for head in store.runs(study=a.study, limit=HISTORY_LIMIT):
-            if head["run_id"] in have or (head["study"], _canon(head["params"]), head["fingerprint"]) not in \
+            if head["run_id"] in have or (head["study"], _canon(upgraded(a.study, head["params"])), head["fingerprint"]) not in \
                     {k[:3] for k in keys}:  # the headers lack the software: checked once loaded
                 continue
             try:

@@ -530,7 +530,10 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
     p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
     if d.unit == "x":
-        text = f"{p}x [{lo}, {hi}]" + (f" (1/{1 / d.point:,.3g})" if 0 < d.point < 0.1 else "")
+        # a small ratio also as 1/N (1/250 reads better than 0.0040x), while its CI excludes 0
+        inverse = 1 / d.point if 0 < d.point < 0.1 and d.lo > 0 else None
+        text = f"{p}x [{lo}, {hi}]" + (f" (1/{inverse:,.0f})" if inverse and inverse >= 100 else
+                                       f" (1/{inverse:.3g})" if inverse else "")
     elif d.unit == "%":
         text = f"{p}% [{lo}, {hi}]"
     else:

@@ -33,9 +33,6 @@ from .traces import analysis as trace_analysis
 from .traces import ranks
 from .untrusted import escape
 
-#: the claims' columns a run's head shows; the reasons and the seed's words open on demand (as on the page)
-LEAD_CLAIMS = ["claim", "here", "live figure (95% CI)", "seed's figure"]
-WHY_CLAIMS = ["claim", "why", "seed's claim"]
 #: rows of a table in a run's head or a trace's summary (the whole table is a DataFrame away)
 HEAD_ROWS = 30
 #: pixels of a chart drawn as a static image where its spec says "as wide as the page"
@@ -122,10 +119,10 @@ def run_head_html(a: Analysis, charts: Charts, key_chart: bool = True) -> str:
     rec, study = a.rec, a.study
     title = study.TITLE if study else escape(rec.study)
     parts = [report.md_to_html("\n\n".join([f"#### {title}: run {escape(rec.run_id, 'code')}",
-                                            *report.head_markdown(a, LEAD_CLAIMS, level=5)]))]
+                                            *report.head_markdown(a, claimsmod.LEAD_COLUMNS, level=5)]))]
     if len(a.claims):
         parts.append(_details("Why each claim has its status, and the seed's own words",
-                              report.md_to_html(md_table(claimsmod.display(a.claims)[WHY_CLAIMS]))))
+                              report.md_to_html(md_table(claimsmod.display(a.claims)[claimsmod.WHY_COLUMNS]))))
     rest = [report.run_line(rec)]
     if rec.status != "complete":
         reason = rec.error.strip().splitlines()[0] if rec.error and rec.error.strip() else ""

@@ -48,17 +48,27 @@ def _allowed(p: Param) -> str:
     return f"a list of {allowed}" if p.multi else allowed
 
 
+def _where(space: ParamSpace, p: Param) -> str:
+    """Where the page's form shows a knob: first (headline) or under Advanced; GPU only."""
+    where = "first" if p.name in space.headline else "Advanced"
+    return where + (", GPU only" if p.name in space.gpu_only else "")
+
+
 def space_markdown(space: ParamSpace) -> str:
-    """The knobs (name, default, allowed values, what it does) and the presets of a study."""
-    rows = ["| knob | default | allowed | what it does |", "|---|---|---|---|"]
+    """The knobs (name, default, allowed values, where the form shows it, what it does) and the
+    presets of a study with their purposes."""
+    rows = ["| knob | default | allowed | form | what it does |", "|---|---|---|---|---|"]
     for p in space.params:
         default = _text(p.default)
         rows.append(f"| `{p.name}` | {_cell(f'`{default}`' if default else '(empty)')} | {_cell(_allowed(p))} "
-                    f"| {_cell(p.help)} |")
-    rows += ["", "| preset | sets |", "|---|---|"]
+                    f"| {_where(space, p)} | {_cell(p.help)} |")
+    if space.renamed:
+        rows += ["", "Renamed (the old name still reads, with a deprecation line): "
+                 + ", ".join(f"`{old}` is now `{new}`" for old, new in space.renamed.items()) + "."]
+    rows += ["", "| preset | for | sets |", "|---|---|---|"]
     for name, values in space.presets.items():
         sets = " ".join(f"`{k}={_text(v)}`" for k, v in values.items())
-        rows.append(f"| `{name}` | {_cell(sets)} |")
+        rows.append(f"| `{name}` | {_cell(space.purposes.get(name, ''))} | {_cell(sets)} |")
     return "\n".join(rows)
 
 

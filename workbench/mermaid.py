@@ -3,9 +3,11 @@
 GitHub draws ```` ```mermaid ```` blocks itself, so an issue-sized report carries its charts
 as text: :func:`xychart` (``xychart-beta``: bars or lines over categories) from a table, and
 :func:`from_chart`, which reads the data and the x / y / colour fields of an Altair chart
-(the study's key chart) back out of its spec. Mermaid's xychart has no legend and no log
-axis: each line's colour is set by :data:`PALETTE` and named in a line under the chart, and
-values that span decades are drawn as log10, which the axis title says.
+(the study's key chart) back out of its spec, the seed's reference marks included. Mermaid's
+xychart has no legend and no log axis: each line's colour is set by :data:`PALETTE` and named
+in a line under the chart, and values are always drawn in their real units on a linear axis;
+where series differ by decades they are drawn as several charts, one per magnitude, so a
+13 ms line does not flatten the 50 us ones (the line under the charts says so).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from .untrusted import escape
 
 #: line colours, in series order, named in the legend line under a chart
 PALETTE = [("#1f77b4", "blue"), ("#ff7f0e", "orange"), ("#2ca02c", "green"), ("#d62728", "red"),
-           ("#9467bd", "purple"), ("#8c564b", "brown")]
+           ("#9467bd", "purple"), ("#8c564b", "brown"), ("#e377c2", "pink"), ("#7f7f7f", "grey"),
+           ("#bcbd22", "olive"), ("#17becf", "cyan")]
+#: series whose medians differ by more than this factor go to separate charts (one per magnitude)
+MAGNITUDE = 30.0
 #: most categories on one x axis; most series in one chart (a legend by colour name stays readable)
 MAX_POINTS, MAX_SERIES = 40, len(PALETTE)
 #: longest title or label (a longer one is cut at a word, with an ellipsis)
@@ -39,11 +44,67 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _text(v) -> str:
+    """A category as text: 1024, not 1024.0 (a column with a gap turns integers to floats)."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _series_values(d: pd.DataFrame, x: str, y: str, series: str | None, xs: list) -> tuple[list[tuple], list[str]]:
+    """(name, values at every x) per series, and a sentence for each series missing an x
+    (Mermaid's series need a value at every category), with its values."""
+    names = list(dict.fromkeys(d[series].tolist())) if series else [None]
+    rows, partial = [], []
+    for name in names:
+        part = d if name is None else d[d[series] == name]
+        by_x = dict(zip(part[x].tolist(), part[y].tolist()))
+        if all(v in by_x for v in xs):
+            rows.append((name, [float(by_x[v]) for v in xs]))
+        else:
+            partial.append(f"{escape(name)}: " + ", ".join(f"{_num(float(v))} at {escape(x)}={escape(_text(k))}"
+                                                          for k, v in by_x.items()))
+    return rows, partial
+
+
+def _bands(rows: list[tuple]) -> list[list[tuple]]:
+    """Series grouped by magnitude: a new group where a series' median is more than
+    :data:`MAGNITUDE` times the smallest of the group (groups in ascending order)."""
+    def mid(vs):
+        pos = sorted(v for v in vs if v > 0)
+        return pos[len(pos) // 2] if pos else 0.0
+
+    ordered = sorted(rows, key=lambda r: mid(r[1]))
+    groups: list[list[tuple]] = []
+    for row in ordered:
+        if groups and (mid(groups[-1][0][1]) <= 0 or mid(row[1]) <= MAGNITUDE * mid(groups[-1][0][1])):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    order = {id(r): i for i, r in enumerate(rows)}
+    return [sorted(g, key=lambda r: order[id(r)]) for g in groups]
+
+
+def _one_chart(rows: list[tuple], xs: list, x: str, title: str, y_label: str, kind: str) -> list[str]:
+    values = [v for _, vs in rows for v in vs]
+    lo, hi = min(values), max(values)
+    lo = 0.0 if lo > 0 and (kind == "bar" or lo < 0.25 * hi) else lo
+    pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+    colours = ", ".join(c for c, _ in PALETTE[:len(rows)])
+    lines = ["```mermaid", f'%%{{init: {{"themeVariables": {{"xyChart": {{"plotColorPalette": "{colours}"}}}}}}}}%%',
+             "xychart-beta", f"    title {_label(title)}",
+             f"    x-axis {_label(x)} [{', '.join(_label(_text(v)) for v in xs)}]",
+             f"    y-axis {_label(y_label)} {_num(lo - pad if lo != 0 else 0)} --> {_num(hi + pad)}"]
+    lines += [f"    {kind} [{', '.join(_num(v) for v in vs)}]" for _, vs in rows]
+    lines.append("```")
+    return lines
+
+
 def xychart(table: pd.DataFrame, x: str, y: str, series: str | None = None, title: str = "",
             y_title: str = "", kind: str = "line") -> str | None:
     """A ```` ```mermaid ```` xychart of ``y`` over the categories of ``x`` (numeric order when
-    numeric), one ``kind`` (line|bar) per value of ``series``, and a legend line; None when
-    there is nothing to draw or too much for a readable chart (the table then says it)."""
+    numeric), one ``kind`` (line|bar) per value of ``series``, in ``y``'s real units on a
+    linear axis, and a legend line; series that differ by decades are drawn as one chart per
+    magnitude. None when there is nothing to draw or too much for a readable chart (the table
+    then says it)."""
     if series in (x, y):
         series = None  # colour repeats an axis: one series
     d = table[list(dict.fromkeys(c for c in (x, y, series) if c))].dropna()
@@ -55,39 +116,39 @@ def xychart(table: pd.DataFrame, x: str, y: str, series: str | None = None, titl
         xs = sorted(xs, key=float)
     except (TypeError, ValueError):
         pass
-    names = list(dict.fromkeys(d[series].tolist())) if series else [None]
-    if len(xs) > MAX_POINTS or len(names) > MAX_SERIES:
+    if series:  # the x axis of the fullest series: one with a point of its own (a model floor) is told in words
+        widest = d.groupby(series)[x].nunique().max()
+        full = d.groupby(series)[x].transform("nunique") == widest
+        keep = set(d.loc[full, x])
+        xs = [v for v in xs if v in keep]
+    if len(xs) > MAX_POINTS or (series and d[series].nunique() > MAX_SERIES):
         return None
-    positive = d[y][d[y] > 0]
-    log = len(positive) == len(d) and len(d) > 1 and positive.max() / positive.min() >= 100
-    rows = []
-    for name in names:
-        part = d if name is None else d[d[series] == name]
-        by_x = dict(zip(part[x].tolist(), part[y].tolist()))
-        if not all(v in by_x for v in xs):  # Mermaid's series need a value at every category
-            continue
-        rows.append((name, [math.log10(by_x[v]) if log else float(by_x[v]) for v in xs]))
+    rows, partial = _series_values(d, x, y, series, xs)
     if not rows:
         return None
-    values = [v for _, vs in rows for v in vs]
-    lo, hi = min(values), max(values)
-    lo = 0.0 if not log and lo > 0 and kind == "bar" else lo
-    pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
-    colours = ", ".join(c for c, _ in PALETTE[:len(rows)])
-    y_label = f"log10 {y_title or y}" if log else (y_title or y)
-    lines = ["```mermaid", f'%%{{init: {{"themeVariables": {{"xyChart": {{"plotColorPalette": "{colours}"}}}}}}}}%%',
-             "xychart-beta", f"    title {_label(title or y_label)}",
-             f"    x-axis {_label(x)} [{', '.join(_label(v) for v in xs)}]",
-             f"    y-axis {_label(y_label)} {_num(lo - pad if lo != 0 else 0)} --> {_num(hi + pad)}"]
-    lines += [f"    {kind} [{', '.join(_num(v) for v in vs)}]" for _, vs in rows]
-    lines.append("```")
-    if series:
-        legend = ", ".join(f"{escape(name)} ({PALETTE[i][1]})" for i, (name, _) in enumerate(rows))
-        lines.append(f"\n{'Bars' if kind == 'bar' else 'Lines'}: {legend}."
-                     + (" The y axis is log10 of the value." if log else ""))
-    elif log:
-        lines.append("\nThe y axis is log10 of the value.")
-    return "\n".join(lines)
+    # Mermaid has no log axis: an axis title that says "log scale" (from the Altair chart)
+    # would be wrong here, where every axis is linear in real units
+    y_label = (y_title or y).replace(", log scale", "").replace(", symlog scale", "")
+    bands = _bands(rows)
+    out: list[str] = []
+    for i, band in enumerate(bands):
+        head = title or y_label
+        if len(bands) > 1:
+            head = f"{head} ({i + 1}/{len(bands)})"
+        out += _one_chart(band, xs, x, head, y_label, kind)
+        if series:
+            legend = ", ".join(f"{escape(name)} ({PALETTE[j][1]})" for j, (name, _) in enumerate(band))
+            out.append(f"\n{'Bars' if kind == 'bar' else 'Lines'}: {legend}.\n")
+    if partial:
+        out.append("Not drawn (no value at every " + escape(x) + "): " + "; ".join(partial) + ".\n")
+    values = [v for _, vs in rows for v in vs if v > 0]
+    if len(bands) > 1:
+        out.append(f"Linear axes in real units: the series span {_num(min(values))} to {_num(max(values))}, so each "
+                   "chart holds the series of one magnitude.")
+    elif len(values) > 1 and sorted(values)[len(values) // 10] * 100 <= max(values):
+        out.append(f"Linear axis in real units: values span {_num(min(values))} to {_num(max(values))} (the "
+                   "smallest sit near the floor; the table has each).")
+    return "\n".join(out).rstrip() + "\n" if out else None
 
 
 def _layers(spec: dict) -> list[dict]:
@@ -108,17 +169,42 @@ def _field(enc: dict, channel: str) -> str | None:
     return ch.get("field") if isinstance(ch, dict) else None
 
 
+#: the columns that say where a row's figure comes from, as :mod:`workbench.charts` and the
+#: studies label their reference layers ("seed (<machine>)", "seed")
+SOURCE_COLUMNS = ("source", "_src")
+
+
+def _is_seed(df: pd.DataFrame) -> pd.Series:
+    """Rows that are the seed's figures: their source column says so."""
+    mark = pd.Series(False, index=df.index)
+    for col in SOURCE_COLUMNS:
+        if col in df.columns:
+            mark |= df[col].map(lambda v: isinstance(v, str) and v.lower().startswith("seed")).astype(bool)
+    return mark
+
+
+def _seed_name(row: dict, series: str | None) -> str:
+    """``seed: <what>``: the series (provider) it belongs to, else the figure it names."""
+    for who in (row.get(series) if series else None, row.get("figure")):
+        if isinstance(who, str) and who and who.lower() != "seed":
+            return f"seed: {who}"
+    return "seed"
+
+
 def chart_data(chart) -> tuple[pd.DataFrame, str, str, str | None, str, str, str] | None:
     """(data, x field, y field, series field or None, mark, title, y axis title) of the first
-    line, bar or point layer of an Altair chart, with facet fields joined into the series;
-    None when the chart is not of that shape (a timeline, a heat map)."""
+    line, bar or point layer of an Altair chart, with facet fields joined into the series and
+    the seed's reference marks (rows or layers labelled as the seed's, on the same x and y) as
+    series named ``seed...``; None when the chart is not of that shape (a timeline, a heat map)."""
     spec = chart.to_dict()
     datasets = spec.get("datasets", {})
     facet = spec.get("facet", {})
     facet_field = facet.get("field") if isinstance(facet, dict) else None
     title = spec.get("title", "")
     title = title.get("text", "") if isinstance(title, dict) else title
-    for unit in _layers(spec):
+    title = " ".join(title) if isinstance(title, list) else title
+    units = _layers(spec)
+    for unit in units:
         mark = unit["mark"]["type"] if isinstance(unit["mark"], dict) else unit["mark"]
         enc = unit.get("encoding", {})
         x, y = _field(enc, "x"), _field(enc, "y")
@@ -128,13 +214,33 @@ def chart_data(chart) -> tuple[pd.DataFrame, str, str, str | None, str, str, str
         if name not in datasets:
             continue
         df = pd.DataFrame(datasets[name])
+        if x not in df.columns or y not in df.columns:
+            continue
         series = _field(enc, "color")
-        if facet_field and facet_field in df.columns:
-            df = df.assign(_series=df[facet_field].astype(str) + (" " + df[series].astype(str) if series else ""))
-            series = "_series"
+        series = series if series in df.columns else None
+        # other encodings that split the points into series (measured vs predicted as shapes)
+        seed_rows = [df[_is_seed(df)]]
+        df = df[~_is_seed(df)]
+        splits = [f for f in (_field(enc, c) for c in ("shape", "strokeDash", "detail")) if f in df.columns
+                  and f != series and df[f].nunique() > 1]
+        for other in units:  # the seed's layers on the same axes, from their own data
+            oname = (other.get("data") or {}).get("name")
+            oenc = other.get("encoding", {})
+            if oname in datasets and oname != name and _field(oenc, "x") == x and _field(oenc, "y") == y:
+                odf = pd.DataFrame(datasets[oname])
+                seed_rows.append(odf[_is_seed(odf)] if len(odf) else odf)
+        seeds = pd.concat([r for r in seed_rows if len(r)], ignore_index=True) if any(len(r) for r in seed_rows) \
+            else pd.DataFrame(columns=df.columns)
+        seeds = seeds.drop_duplicates(subset=[c for c in (x, y, series) if c and c in seeds.columns])
+        parts = ([facet_field] if facet_field and facet_field in df.columns else []) + ([series] if series else []) + splits
+        live_name = [" ".join(str(v) for v in row) for row in df[parts].itertuples(index=False)] if parts else "live"
+        df = df.assign(_series=live_name)
+        if len(seeds):
+            seeds = seeds.assign(_series=[_seed_name(r, series) for r in seeds.to_dict("records")])
+            df = pd.concat([df, seeds[[x, y, "_series"]]], ignore_index=True)
+        has_series = bool(parts or len(seeds))
         y_title = enc["y"].get("title") if isinstance(enc["y"].get("title"), str) else y
-        if x in df.columns and y in df.columns:
-            return df, x, y, series if series in df.columns else None, mark, str(title or ""), y_title
+        return df, x, y, "_series" if has_series else None, mark, str(title or ""), y_title
     return None
 
 

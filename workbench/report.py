@@ -12,9 +12,13 @@ this run), then the study's seed-shaped key table and key chart (``KEY_TABLE``,
   the seed's figures, and ``<details>`` blocks for the environment, the reproduce command and
   every raw sample;
 - ``issue`` (:func:`issue_markdown`): what renders completely in a GitHub issue with nothing
-  attached: at most :data:`ISSUE_LIMIT` characters (GitHub refuses bodies over 65,536), no
-  image links, charts as Mermaid (:mod:`workbench.mermaid`) or compact text, raw samples
-  summarised (all of them stay in the bundle); parts that do not fit are named at the end;
+  attached, no image links, charts as Mermaid (:mod:`workbench.mermaid`, in real units) or
+  compact text. By default about two screens (at most :data:`ISSUE_SHORT_LIMIT` characters):
+  the disturbance line, the verdict, the claims, the key table, the key chart with the
+  seed's line, the machine and the reproduce command, and how to get the full report and the
+  bundle. ``full=True`` (``--full``) adds every table, chart, note and the raw samples'
+  summary while it fits in :data:`ISSUE_LIMIT` (GitHub refuses bodies over 65,536); parts
+  that do not fit are named at the end;
 - ``html`` (:func:`html_report`): the full report as one self-contained file, charts as data
   URIs, no script and no network reference, for mail or chat.
 
@@ -29,6 +33,7 @@ import base64
 import html as htmlmod
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +54,10 @@ from .untrusted import details, escape
 
 #: the longest issue report: GitHub refuses an issue body over 65,536 characters
 ISSUE_LIMIT = 60_000
+#: the default issue report: about two screens, what a reader of an issue reads
+ISSUE_SHORT_LIMIT = 15_000
+#: rows of the key table in the default issue report (the full report has every row)
+SHORT_ROWS = 12
 #: rows of a table in an issue report (the full table is in the md/html report and the bundle)
 ISSUE_ROWS = 30
 FORMATS = ("md", "issue", "html", "ipynb")
@@ -201,6 +210,7 @@ def blocks(a: Analysis, charts: dict) -> list[Block]:
     seed = seed_section(study)
     if seed:
         out.append(Block(seed))
+    out.append(Block("## Environment, reproduce and raw samples"))
     out.append(Block(env_markdown(rec)))
     raw = "\n".join(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}): "
                      + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
@@ -242,7 +252,10 @@ padding:0 1em;color:#1f2328}table{border-collapse:collapse;margin:1em 0;display:
 th,td{border:1px solid #d0d7de;padding:4px 10px}th{background:#f6f8fa}tr:nth-child(2n){background:#f6f8fa}
 code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;background:#f6f8fa}pre{padding:1em;
 overflow-x:auto}blockquote{border-left:4px solid #d0d7de;margin:0;padding:0 1em;color:#59636e}
-details{margin:1em 0}summary{cursor:pointer;font-weight:600}img{max-width:100%}"""
+details{margin:1em 0}summary{cursor:pointer;font-weight:600}img{max-width:100%}
+details.section>summary>h2,details.section>summary>h3{display:inline;margin:0}
+nav.toc{border:1px solid #d0d7de;padding:.5em 1em;margin:1em 0}nav.toc ul{margin:.3em 0;padding-left:1.2em}
+nav.toc li.h3{margin-left:1.2em;font-size:14px}"""
 
 
 def md_to_html(text: str) -> str:
@@ -253,12 +266,39 @@ def md_to_html(text: str) -> str:
     return md.render(text)
 
 
+_HEADING = re.compile(r"<h([23])>(.*?)</h\1>", re.S)
+
+
+def _contents(html: str, open_titles: set[str]) -> str:
+    """``html`` with a table of contents before its first section (a link per h2/h3) and
+    every section but ``open_titles`` (the claims, the key table and its chart) collapsed
+    into a ``<details>`` whose summary is its heading."""
+    heads = list(_HEADING.finditer(html))
+    if not heads:
+        return html
+    toc, parts = [], [html[:heads[0].start()]]
+    for i, m in enumerate(heads):
+        level, text = m.group(1), m.group(2)
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(html)
+        sid, body = f"sec-{i + 1}", html[m.end():end]
+        toc.append(f'<li class="h{level}"><a href="#{sid}">{text}</a></li>')
+        if htmlmod.unescape(re.sub(r"<[^>]+>", "", text)) in open_titles:
+            parts.append(f'<h{level} id="{sid}">{text}</h{level}>{body}')
+        else:
+            parts.append(f'<details class="section" id="{sid}"><summary><h{level}>{text}</h{level}></summary>'
+                         f"{body}</details>")
+    nav = '<nav class="toc"><strong>Contents</strong><ul>' + "".join(toc) + "</ul></nav>"
+    return parts[0] + nav + "".join(parts[1:])
+
+
 def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
     """The full report as one self-contained HTML file: charts as PNG data URIs, inline CSS,
-    no script, nothing loaded from anywhere."""
+    no script, nothing loaded from anywhere; a table of contents, the lead (verdict, claims,
+    key table and chart) open and every other section collapsed."""
     a = analysis or analyse(rec)
     charts = charts_of(a)
     pngs = render_charts(charts)
+    key_table, _ = key_names(a, charts)
     body = []
     for b in blocks(a, charts):
         if b.chart:
@@ -270,8 +310,9 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
         else:
             body.append(md_to_html(b.md))
     title = escape(f"{rec.study}: run {rec.run_id}", "html")
+    content = _contents("\n".join(body), {"The seed's claims on this machine", key_table or ""})
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-            f"<style>{_HTML_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<style>{_HTML_STYLE}</style></head><body>\n" + content + "\n</body></html>\n")
 
 
 # --- the issue report ---------------------------------------------------------------------------
@@ -289,10 +330,41 @@ def _chart_text(chart, name: str) -> str:
     return md_table(df[cols].rename(columns={"_series": "series"}), ISSUE_ROWS)
 
 
-def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int = ISSUE_LIMIT) -> str:
-    """The report as one GitHub issue body (see the module docstring): the lead parts always,
-    then the rest in order of importance while it fits in ``limit`` characters."""
+def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_LIMIT) -> str:
+    """The default issue report, about two screens: disturbance, verdict, claims (status and
+    both figures), the key table (its first :data:`SHORT_ROWS` rows), the key chart in real
+    units with the seed's line, machine and reproduce, and where the rest is."""
+    study = a.study
+    charts = charts_of(a)
+    key_table, key_chart = key_names(a, charts)
+    title = study.TITLE if study else escape(rec.study)
+    parts = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a, claimsmod.LEAD_COLUMNS, level=4)]
+    if key_table:
+        df = a.tables[key_table]
+        more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \
+            if len(df) > SHORT_ROWS else ""
+        parts.append(f"#### {escape(key_table)}\n\n" + narrow_table(df, max_rows=SHORT_ROWS, max_columns=8) + more)
+    if key_chart:
+        parts.append(f"#### {escape(key_chart)}\n\n" + _chart_text(charts[key_chart], key_chart))
+    parts += [f"> {escape(e)}" for e in a.errors]
+    parts.append(run_line(rec) + "\n\nReproduce:\n\n" + escape(rec.reproduce, "block", "sh"))
+    parts.append(f"_The full report: `python -m workbench report {rec.run_id} --format issue --full` (every table, "
+                 f"chart and note in one issue), `--format md` or `--format html` (charts as images); the run with "
+                 f"every raw sample and its environment: `python -m workbench export {rec.run_id} -o "
+                 f"run.bundle.json`._")
+    text = "\n\n".join(parts) + "\n"
+    return _shrunk(text, limit) if len(text) > limit else text
+
+
+def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int | None = None,
+                   full: bool = False) -> str:
+    """The report as one GitHub issue body (see the module docstring): by default the short
+    form (:func:`short_issue_markdown`); ``full``: the lead parts always, then the rest in
+    order of importance while it fits in ``limit`` characters."""
     a = analysis or analyse(rec)
+    if not full:
+        return short_issue_markdown(rec, a, limit or ISSUE_SHORT_LIMIT)
+    limit = limit or ISSUE_LIMIT
     study = a.study
     charts = charts_of(a)
     key_table, key_chart = key_names(a, charts)
@@ -354,9 +426,10 @@ def _shrunk(text: str, limit: int) -> str:
     return "\n".join(lines) + "\n\n_(tables cut to fit in one issue)_\n"
 
 
-def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis | None = None) -> Path:
-    """Write the report of ``rec`` in ``fmt`` (one of :data:`FORMATS`) to ``path``; raises
-    ``outfile.OutputError`` (one line) when it cannot."""
+def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis | None = None,
+                 full: bool = False) -> Path:
+    """Write the report of ``rec`` in ``fmt`` (one of :data:`FORMATS`) to ``path`` (``full``:
+    the issue format's long form); raises ``outfile.OutputError`` (one line) when it cannot."""
     if fmt == "md":
         return write_markdown(rec, path, analysis)
     if fmt == "ipynb":
@@ -364,7 +437,7 @@ def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis 
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
     path = outfile.check_target(path)
-    text = issue_markdown(rec, analysis) if fmt == "issue" else html_report(rec, analysis)
+    text = issue_markdown(rec, analysis, full=full) if fmt == "issue" else html_report(rec, analysis)
     return outfile.write(path, text)
 
 

@@ -464,7 +464,7 @@ class Store:
         """Run headers, newest first (no samples)."""
         q = ("SELECT r.run_id, r.study, r.status, r.created_utc, r.fingerprint, r.origin, r.params, r.env, "
              "(SELECT COUNT(*) FROM variants v WHERE v.run_id=r.run_id), "
-             "(SELECT COUNT(*) FROM variants v WHERE v.run_id=r.run_id AND v.correct=0) FROM runs r")
+             "(SELECT COUNT(*) FROM variants v WHERE v.run_id=r.run_id AND v.correct=0), r.finished_utc FROM runs r")
         args: list[Any] = []
         if study:
             q += " WHERE r.study=?"
@@ -482,6 +482,7 @@ class Store:
                             "created_utc": row[3], "fingerprint": row[4], "origin": row[5],
                             "params": _json_field(row[6], row[0], "params"),
                             "machine": machine_label(env), "variants": row[8], "failed_checks": row[9],
+                            "finished_utc": row[10],
                             **notes.get(row[0], {"tags": [], "note": ""})})
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} cannot be read ({exc}); it was left untouched") from None

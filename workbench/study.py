@@ -3,10 +3,11 @@
 A study is one package ``studies/<id>/`` (``studies/README.md`` is where a new one starts)
 whose ``__init__.py`` defines:
 
-- ``ID``, ``TITLE``, ``SEED`` (file name of the seed report it reproduces), ``SEED_SUMMARY``
-  (one line), a module docstring stating its question, what it measures and with which clock;
+- ``ID``, ``TITLE``, ``SEED`` (file name of the seed report it reproduces), ``SEED_TITLE`` (the
+  seed by what it is: "IREE issue #24011, ..."), ``SEED_SUMMARY`` (one line), a module docstring
+  stating its question, what it measures and with which clock;
 - ``SPACE``: a :class:`ParamSpace` with at least a ``smoke`` preset (used by the tests) and
-  a ``quick`` preset (``--quick`` on the CLI, "quick mode" in the app);
+  a ``quick`` preset (``--quick`` on the CLI, the preset a page's form starts from);
 - ``requires(params) -> str | None``: why the study cannot run here (no GPU, no OpenCL
   platform), with how to get it, or None;
 - ``run(params, ctx: RunContext) -> dict``: measures, checks every kernel's output against a
@@ -25,6 +26,10 @@ whose ``__init__.py`` defines:
 Optionally:
 
 - ``validate(params)`` for cross-parameter checks (raise :class:`ParamError`);
+- ``answers_seed(params) -> bool``: whether a run with these parameters can answer the seed's
+  questions (default: it is not a smoke run); a page never opens on one that cannot while
+  another exists (:func:`workbench.catalog.default_run`); ``HEADLINE_RUN``: the committed
+  bundle (by name, ``bench-ws2``) a page without a run of this machine opens on;
 - ``sweep_size(params) -> int``: how many points the run would measure, when that is not the
   product of the study's list parameters (:func:`sweep_size`; a run over
   :data:`MAX_SWEEP_POINTS` is refused);
@@ -79,6 +84,8 @@ class Cancelled(RuntimeError):
 
 
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+#: most knobs a form shows before "Advanced" (:attr:`ParamSpace.headline`)
+MAX_HEADLINE = 8
 #: most values one list parameter takes (``--set sizes=...``)
 MAX_LIST_VALUES = 1_000
 #: most points one run measures: a larger sweep is refused before anything starts (split it
@@ -194,10 +201,22 @@ def _parse_int(text: str) -> int:
 
 @dataclass(frozen=True)
 class ParamSpace:
-    """A study's declared parameters plus named presets (``smoke`` and ``quick`` at least)."""
+    """A study's declared parameters plus named presets (``smoke`` and ``quick`` at least).
+
+    ``headline`` names the knobs a form shows first, in order (about five, at most
+    :data:`MAX_HEADLINE`); the others are "Advanced" (:attr:`advanced`). ``gpu_only`` names the
+    knobs that apply only on a GPU (a form on a machine without one hides them, with one line
+    saying why, and keeps their values). ``purposes`` gives each preset its one line (the form's
+    preset picker and the manual show it). ``renamed`` maps a parameter's old name to its new
+    one: a stored run's parameters and ``--set old=`` still read (:meth:`upgrade`), with a
+    deprecation line (:meth:`deprecated`)."""
 
     params: tuple[Param, ...]
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()
+    gpu_only: tuple[str, ...] = ()
+    purposes: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         names = [p.name for p in self.params]
@@ -207,6 +226,39 @@ class ParamSpace:
             unknown = set(values) - set(names)
             if unknown:
                 raise ValueError(f"preset {preset!r} sets unknown parameters {sorted(unknown)}")
+        unknown = (set(self.headline) | set(self.gpu_only) | set(self.renamed.values())) - set(names)
+        if unknown:
+            raise ValueError(f"headline, gpu_only or renamed name unknown parameters {sorted(unknown)}")
+        if len(self.headline) > MAX_HEADLINE:
+            raise ValueError(f"{len(self.headline)} headline knobs; a form shows at most {MAX_HEADLINE} first")
+        if set(self.purposes) - set(self.presets):
+            raise ValueError(f"purposes of unknown presets {sorted(set(self.purposes) - set(self.presets))}")
+
+    @property
+    def advanced(self) -> list[str]:
+        """The knobs a form keeps under "Advanced": every one not in :attr:`headline`."""
+        return [p.name for p in self.params if p.name not in self.headline]
+
+    def upgrade(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with renamed parameters under their new names (an old run's, ``--set``'s);
+        a value given under both names keeps the new name's."""
+        out = dict(values)
+        for old, new in self.renamed.items():
+            if old in out:
+                value = out.pop(old)
+                out.setdefault(new, value)
+        return out
+
+    def deprecated(self, values: dict[str, Any]) -> list[str]:
+        """One line per renamed parameter that ``values`` still names the old way."""
+        return [f"parameter '{old}' is now '{new}' (--set {new}=...); the old name still works for now"
+                for old, new in self.renamed.items() if old in values]
+
+    def points(self, values: dict[str, Any]) -> int:
+        """The size of the sweep ``values`` declare: the product of the lengths of the
+        multi-valued parameters (a measure of a run's work for
+        :func:`workbench.catalog.estimate_s`, not a count of its variants)."""
+        return math.prod(len(values[p.name]) for p in self.params if p.multi and isinstance(values.get(p.name), list))
 
     def __getitem__(self, name: str) -> Param:
         for p in self.params:
@@ -229,6 +281,7 @@ class ParamSpace:
             if preset not in self.presets:
                 raise ParamError("preset", f"unknown preset {preset!r}; have {sorted(self.presets)}")
             base.update(self.presets[preset])
+        values = self.upgrade(values)
         for name in values:
             if name not in base:
                 raise ParamError(name, f"unknown parameter; this study takes: {', '.join(self.names)}")
@@ -383,7 +436,7 @@ def sweep_size(study: ModuleType, params: dict[str, Any]) -> int:
     own = getattr(study, "sweep_size", None)
     if own is not None:
         return int(own(params))
-    return math.prod(len(params[p.name]) for p in study.SPACE.params if p.multi)
+    return study.SPACE.points(params)
 
 
 def expand(params: dict[str, Any], names: Sequence[str]) -> list[dict[str, Any]]:

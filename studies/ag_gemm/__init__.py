@@ -81,6 +81,8 @@ from .seed import SEED_FIGURES  # noqa: F401
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
 SEED = "004_7d53943015c21e67.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "ROCm/iris PR #346, a fused all-gather + GEMM kernel"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
 KEY_TABLE = "seed_table"
@@ -149,7 +151,7 @@ SPACE = ParamSpace(
         Param("trace", "str", "programs", "per-program trace of hbm-buffer; 'all' adds torch.profiler traces "
               "of every provider at the largest M (every rank's)", choices=("off", "programs", "all")),
         Param("timeout_s", "int", 600, "kill the run after this long", unit="s", min=10, max=7200),
-        Param("seed", "int", 0, "input seed (A shards add the rank)", min=0),
+        Param("rng_seed", "int", 0, "input seed (A shards add the rank)", min=0),
     ),
     presets={
         # Runs anywhere (CPU processes under gloo): the launcher, both references and the analysis.
@@ -164,6 +166,19 @@ SPACE = ParamSpace(
         "review": {"mode": "kernel", "dtype": ["fp16"], "emulate": [2], "experiments": ["barrier", "layout"],
                    "trials": 200, "repeat": 30, "trace": "off"},
     },
+    headline=("backend", "m", "dtype", "world_size", "providers", "repeat"),
+    gpu_only=("interpret", "chunks", "block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag", "stage_layout",
+              "num_stages", "num_warps", "programs", "stream_k", "sk_split", "tma", "fetch_evict", "ce_chunks",
+              "wait_per_group", "mode", "emulate", "experiments", "trials"),
+    purposes={
+        "smoke": "the tests' gloo run on CPUs: m=64, checks the launcher and the analysis, times nothing of the seed",
+        "quick": "the seed's shapes at M=4096 and 16384, fewer samples (2+ GPUs)",
+        "cpu": "gloo on CPU processes, rows and k sharding, the fused kernel checked under Triton's interpreter: "
+               "the code path anywhere (the seed's baseline fails its check, as the seed's did)",
+        "kernel": "one GPU: the fused kernel's GEMM and fetch paths against cuBLAS, 2 and 4 ranks emulated",
+        "review": "one GPU: the seed review's barrier and layout experiments at an emulated world size 2",
+    },
+    renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
 )
 
 
@@ -211,6 +226,12 @@ def gpu_probe() -> dict[str, Any]:
         return {"count": 0, "names": [], "peer": [], "error": str(exc)}
 
 
+def answers_seed(params: dict[str, Any]) -> bool:
+    """Only GPUs answer the seed: a gloo run on CPUs checks the code path (its baseline fails
+    its check, as the seed's did), it times nothing the seed asks about."""
+    return params.get("backend") != "gloo"
+
+
 def requires(params: dict[str, Any]) -> str | None:
     try:
         import torch
@@ -248,7 +269,7 @@ def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
                                   "tma", "fetch_evict", "wait_per_group", "ce_chunks")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
-                                   "timeout_s", "seed", "backend", "experiments", "trials")} | {"hbm": hbm}
+                                   "timeout_s", "rng_seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
 
 def interpreter_check(params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -275,7 +275,7 @@ def run(params: dict[str, Any], ctx) -> dict[str, Any]:
     trial_entries = "barrier" in params.get("experiments", ()) and params["trials"] > 0
     for dtype, m in shapes:
         steps.say(f"{dtype} M={m}: checking")
-        prob = make_problem(m, n, k, dtype, params["seed"])
+        prob = make_problem(m, n, k, dtype, params["rng_seed"])
         contestants = []
         for e in entries(params):
             variant = e.name(dtype, m)

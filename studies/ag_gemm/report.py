@@ -4,7 +4,8 @@ sections out (altair imported inside the chart functions: the GPU nodes have non
 Charts:
 
 - ``speedup`` (the key chart): each provider's speedup over the baseline vs M, 95% CI bars,
-  one panel per world size, the perfect-overlap bound's speedup (max(all-gather, matmul) alone,
+  one panel per world size, hbm-buffer (the kernel under study, ``SUBJECT``) in the strongest
+  colour on top, the perfect-overlap bound's speedup (max(all-gather, matmul) alone,
   measured in the same run) drawn dashed as the ceiling of them all, the seed's MI325X figures
   as hollow reference marks labelled as the seed's; kernel-mode runs: each variant's time over
   cuBLAS's vs M;
@@ -30,6 +31,8 @@ from . import analysis, kernelbench
 from .seed import SEED_SPEEDUPS
 
 SEED_MACHINE = "8x MI325X"
+#: the kernel under study: drawn in the strongest colour, over the others
+SUBJECT = "hbm-buffer"
 BOUND = "perfect-overlap bound"
 CATEGORY_COLORS = {"fetch": "#d62728", "wait": "#ff9f1c", "gemm": "#1f77b4"}
 WIDTH = 900
@@ -42,23 +45,32 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
     speedup, figure); one panel per ``facet`` value, in numeric order, own y scales."""
     import altair as alt
 
+    from workbench import charts as wb
+
     xs = sorted({int(v) for v in d["M"]} | ({int(v) for v in seed["M"]} if seed is not None else set()))
     data = d.assign(_src="live", _bound=d["provider"].str.startswith(BOUND) if "provider" in d else False)
     if seed is not None and len(seed):
         data = pd.concat([data, seed.rename(columns={"speedup": "point"}).assign(_src="seed")], ignore_index=True)
     x = alt.X("M:Q", scale=alt.Scale(type="log", nice=False, padding=14), title="M (rows of A and C, all ranks)",
               axis=alt.Axis(values=xs, format="d"))
-    y = alt.Y("point:Q", title=y_title, scale=alt.Scale(zero=False))
-    color = alt.Color("provider:N", title="provider", legend=alt.Legend(labelLimit=300))
+    # one y domain around the CIs, 1 and the seed's marks: every mark inside the frame
+    domain = wb.fitted_domain(list(data["point"]) + list(data.get("lo", [])) + list(data.get("hi", [])) + [1.0])
+    y = alt.Y("point:Q", title=y_title, scale=alt.Scale(domain=domain, nice=False))
+    color = alt.Color("provider:N", title="provider", legend=alt.Legend(labelLimit=300),
+                      scale=wb.subject_scale(d["provider"], SUBJECT))
+    # the kernel under study on top, thicker; the others behind it
+    size = alt.condition(f"datum.provider == '{SUBJECT}'", alt.value(3), alt.value(1.5))
     tip = ["provider", "M", alt.Tooltip("point:Q", format=".3f", title=y_title),
            alt.Tooltip("lo:Q", format=".3f", title="95% CI lo"), alt.Tooltip("hi:Q", format=".3f", title="95% CI hi"),
            "status"]
     live = alt.Chart().transform_filter("datum._src == 'live'").encode(x=x, color=color)
+    subject = live.transform_filter(f"datum.provider == '{SUBJECT}'")  # drawn again, on top
     # the perfect-overlap bound (a provider named BOUND) dashed: a ceiling, not a contestant
     dash = alt.StrokeDash("_bound:N", legend=None, scale=alt.Scale(domain=[False, True], range=[[1, 0], [6, 3]]))
-    layers = [live.mark_line(opacity=0.6).encode(y=y, strokeDash=dash),
+    layers = [live.mark_line(opacity=0.8).encode(y=y, strokeWidth=size, strokeDash=dash),
               live.mark_errorbar(thickness=2).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
               live.mark_point(filled=True, size=60).encode(y=y, tooltip=tip),
+              subject.mark_line(strokeWidth=3).encode(y=y), subject.mark_point(filled=True, size=80).encode(y=y, tooltip=tip),
               alt.Chart().mark_rule(color="black", strokeDash=[2, 2]).encode(y=alt.datum(1))]
     if seed is not None and len(seed):
         layers.append(alt.Chart().transform_filter("datum._src == 'seed'").mark_point(
@@ -145,7 +157,7 @@ def methods_chart(tbls: dict[str, pd.DataFrame]):
     d = wb.in_unit(ok, unit)
     title = wb.titled("median per call (multi-GPU: max over ranks)", unit)
     base = alt.Chart(d).encode(y=alt.Y("bar:N", title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
-                               color=alt.Color("bar:N", legend=None))
+                               color=alt.Color("bar:N", legend=None, scale=wb.subject_scale(d["bar"], SUBJECT)))
     bars = base.mark_bar().encode(x=alt.X("median:Q", title=title),
                                   tooltip=["variant", alt.Tooltip("median:Q", format=".4g"), "check"])
     err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q")

@@ -101,7 +101,7 @@ class Worker:
 
         cfg = self.cfg
         n, k = cfg["n"], cfg["k"]
-        inp = methods.make_inputs(m, n, k, dtype, self.rank, self.ws, self.group, seed=cfg.get("seed", 0),
+        inp = methods.make_inputs(m, n, k, dtype, self.rank, self.ws, self.group, seed=cfg.get("rng_seed", 0),
                                   device=self.device, shard=shard)
         ref = methods.reference(inp)
         # Upper-case matrix dims: a variant param "n" would clash with the sample count column.

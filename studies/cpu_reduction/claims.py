@@ -253,46 +253,84 @@ def forkjoin_comparable(tbls, rec) -> ClaimResult:
     return _within(d, 1 / COMPARABLE, COMPARABLE, live)
 
 
+def _needs_experiment(name: str, what: str):
+    """A claim's ``needs``: the experiment that measures it."""
+    return lambda p: None if name in p["experiments"] else f"needs experiments={name} ({what})"
+
+
+def _needs_two_pass_alloc(p) -> str | None:
+    """The seed's 2 us is torch's two-pass path (:func:`torch_alloc`): n >= GRAIN_SIZE at w > 1."""
+    if "alloc" not in p["experiments"]:
+        return "needs experiments=alloc (torch.sum against torch.sum(out=), interleaved)"
+    if max(p["workers"]) < 2 or max(p["alloc_sizes"]) < GRAIN_SIZE:
+        return (f"needs workers above 1 and alloc_sizes of at least {GRAIN_SIZE:,} (torch's two-pass path, where the "
+                "seed measured 2 us)")
+    return None
+
+
+def _needs_split_and_workers(p) -> str | None:
+    if 1 not in p["chunks"] or not any(c > 1 for c in p["chunks"]):
+        return "needs chunks with 1 (no split, the baseline) and a split c > 1"
+    if 1 not in p["workers"] or max(p["workers"]) < 2:
+        return "needs workers with 1 and more than 1"
+    return None if "grid" in p["experiments"] else "needs experiments=grid"
+
+
+def _needs_torch_and_iree(p) -> str | None:
+    if "torch" not in p["providers"] or not any(x.startswith("iree") for x in p["providers"]):
+        return "needs providers torch and an IREE one"
+    return None if "grid" in p["experiments"] else "needs experiments=grid"
+
+
+def _needs_c2_c8_profiles(p) -> str | None:
+    if "phases" not in p["experiments"]:
+        return "needs experiments=phases (profiles of IREE's iterations)"
+    return None if {2, 8} <= set(p["chunks"]) else "needs chunks with 2 and 8 (the seed's profiled pair)"
+
+
 SEED_CLAIMS = [
     Claim(id="000-overhead-dominates",
           seed_text=f"\"only 18% of wall time is compute; 82% is IREE runtime machinery\": the gap to MKL is "
                     f"dominated by runtime overhead, not compute ({SEED}, Remaining gap to MKL)",
           seed_value="compute 18% of the iteration (c=8 fixed @32w; Tracy, one traced iteration)",
-          seed_machine=SEED_MACHINE, test=overhead_dominates),
+          seed_machine=SEED_MACHINE, test=overhead_dominates,
+          needs=_needs_experiment("phases", "profiles of IREE's iterations")),
     Claim(id="000-split-scales",
           seed_text=f"\"c=8 fixed now scales: 0.080 -> 0.055 ms from 1 -> 8 workers\" while no-split stays at "
                     f"0.059-0.066 ms at every worker count ({SEED}, Thread scaling)",
           seed_value="speedup to the best w: c=8 fixed 1.45x (8 workers), no-split 1.0x (1 worker)",
-          seed_machine=SEED_MACHINE, test=split_scales),
+          seed_machine=SEED_MACHINE, test=split_scales, needs=_needs_split_and_workers),
     Claim(id="000-torch-beats-iree",
           seed_text=f"MKL completes the 1M sum in 15 us @32t; IREE's best is 0.055 ms at 8 workers, \"3.7x off MKL "
                     f"@32t\" ({SEED}, Thread scaling)",
           seed_value="fastest IREE / MKL: 3.7x (55 / 15 us)",
-          seed_machine=SEED_MACHINE, test=torch_beats_iree),
+          seed_machine=SEED_MACHINE, test=torch_beats_iree, needs=_needs_torch_and_iree),
     Claim(id="000-torch-alloc-2us",
           seed_text=f"\"Total allocation: ~2 us (measured: torch.sum(a) - torch.sum(a, out=out) = 2.0 us)\" "
                     f"({SEED}, Per-iteration allocations)",
           seed_value="2.0 us per call (output + 128 B buffer, two-pass path @32 threads); tested as 1-4 us on the "
                      "two-pass path at the largest w",
-          seed_machine=SEED_MACHINE, test=torch_alloc),
+          seed_machine=SEED_MACHINE, test=torch_alloc, needs=_needs_two_pass_alloc),
     Claim(id="000-grain-serial",
           seed_text=f"\"Below 32,768 elements: sequential (no OpenMP overhead)\": numel < GRAIN_SIZE runs "
                     f"serial_for_each ({SEED}, Parallelization decision)",
           seed_value=f"GRAIN_SIZE = 32,768 elements; tested as time(w)/time(1) inside {SERIAL_BAND} below it, "
                      "outside from it",
-          seed_machine="PyTorch source (aten TensorIterator.h), any machine", test=grain_serial),
+          seed_machine="PyTorch source (aten TensorIterator.h), any machine", test=grain_serial,
+          needs=_needs_experiment("grain", "torch around GRAIN_SIZE")),
     Claim(id="000-chunks-compute-vs-scheduling",
           seed_text=f"\"c=8 has lower compute (10 us vs 22.8 us — more parallelism) but higher scheduling delay "
                     f"(14.8 us vs 5.8 us — more workers to wake up)\" ({SEED}, c=2 vs c=8 fixed)",
           seed_value="c=8 - c=2: compute -12.8 us, scheduling delay +9.0 us (@32w, one iteration each)",
-          seed_machine=SEED_MACHINE, test=chunks_tradeoff),
+          seed_machine=SEED_MACHINE, test=chunks_tradeoff, needs=_needs_c2_c8_profiles),
     Claim(id="000-c8-c2-same-wallclock",
           seed_text=f"\"The net result is roughly the same wall-clock (56 vs 61 us)\" ({SEED}, c=2 vs c=8 fixed)",
           seed_value="c=8 / c=2 iteration: 0.92 (56.0 / 60.7 us); tested as within 15%",
-          seed_machine=SEED_MACHINE, test=c8_c2_same_wallclock),
+          seed_machine=SEED_MACHINE, test=c8_c2_same_wallclock, needs=_needs_c2_c8_profiles),
     Claim(id="000-forkjoin-comparable",
           seed_text=f"\"The fork/join costs are comparable (~13 vs ~15 us)\": OpenMP vs IREE's task scheduler "
                     f"({SEED}, Comparison summary)",
           seed_value="IREE / OpenMP: ~1.15x (15 / 13 us @32); tested as within 2x",
-          seed_machine=SEED_MACHINE, test=forkjoin_comparable),
+          seed_machine=SEED_MACHINE, test=forkjoin_comparable,
+          needs=_needs_experiment("forkjoin", "OpenMP and IREE fork/join at 1 vs w")),
 ]

@@ -52,6 +52,8 @@ from .seed import SEED_FIGURES
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
 SEED = "002_f06ad4ccbb701e5b.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "Ascend CANN's MC² operator tuning case"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
 
@@ -112,7 +114,7 @@ SPACE = ParamSpace(
         Param("warmup", "int", 3, "untimed runs per variant", min=0, max=1000),
         Param("trace", "bool", True, "torch.profiler trace of one serial and one best-split call per collective"),
         Param("timeout_s", "int", 900, "the distributed run is killed after this", "s", min=10, max=86_400),
-        Param("seed", "int", 0, "random inputs' seed"),
+        Param("rng_seed", "int", 0, "random inputs' seed"),
     ),
     presets={
         # the seed's text rule (m0 = min(a, b, c) = 384 here): its example's max(a, b, c) needs
@@ -134,6 +136,21 @@ SPACE = ParamSpace(
                  "carveout": [0, 16, 24],
                  "reps": 20},
     },
+    headline=("m", "k", "n", "scenario", "live", "world_size", "providers", "reps"),
+    gpu_only=("nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "carveout"),
+    purposes={
+        "smoke": "the tests' gloo run: a tiny shape, two chunkings; seconds",
+        "quick": "the cpu preset's shape with its fits measured live (the split varies with the machine's noise)",
+        "cpu": "gloo, 2 processes, a small shape with fits given under which the seed's rule splits; well under "
+               "a minute",
+        "seed-example": "the seed's own fits: plan and simulation of its worked example (nothing timed)",
+        "seed-inflation": "the seed's three 200 us matmul examples, whose gains the seed states as 100, 50 and "
+                          "-50 us, with their Gantt (simulated)",
+        "h200": "NCCL on GPUs, every collective, carve-outs 0, 16 and 24",
+    },
+    # "seed" means the report a study reproduces; "comms" was the compared dimension's name before
+    # every study called it providers (a reproduce command of an older run still reads)
+    renamed={"seed": "rng_seed", "comms": "providers"},
 )
 
 # --- parameters ------------------------------------------------------------------------
@@ -329,7 +346,7 @@ def run(params, ctx: RunContext) -> dict:
 def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict:
     backend = _backend(params)
     cfg = {k: params[k] for k in ("m", "k", "n", "points", "reps", "inner", "trace", "warmup", "uniform", "contention",
-                                  "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "seed")}
+                                  "rule", "align", "max_chunks", "nccl_ctas", "triton_ctas", "triton_warps", "nccl_cga", "rng_seed")}
     cfg |= {"backend": backend, "dtype": _dtype(params), "providers": params["providers"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")

@@ -349,7 +349,7 @@ class Mc2Worker:
         self.m, self.k, self.n = cfg["m"], cfg["k"], cfg["n"]
         self.dtype, self.tol = getattr(torch, cfg["dtype"]), TOL[cfg["dtype"]]
         self.dbytes = DTYPE_BYTES[cfg["dtype"]]
-        gen = torch.Generator(device="cpu").manual_seed(cfg["seed"] * 1000 + self.rank)
+        gen = torch.Generator(device="cpu").manual_seed(cfg["rng_seed"] * 1000 + self.rank)
         self.a = (torch.randn(self.m, self.k, generator=gen) / self.k ** 0.5).to(device=self.device, dtype=self.dtype)
         self.b = torch.randn(self.k, self.n, generator=gen).to(device=self.device, dtype=self.dtype)
         self.timer = harness.DistTimer("cuda" if self.cuda else "cpu",

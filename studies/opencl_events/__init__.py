@@ -47,6 +47,8 @@ from .seed import SEED_FIGURES  # noqa: F401
 ID = "opencl-events"
 TITLE = "OpenCL event overhead: callbacks, waits and dependencies"
 SEED = "001_5ca36159b3daf8a4.txt"
+#: the seed by what it is (its file name is SEED)
+SEED_TITLE = "Yichao Yu's wiki page OpenCL Event Overhead"
 SEED_SUMMARY = ("Event callbacks cost up to 3x per small kernel on an AMD GPU and ~10 us on Intel; waiting on "
                 "another thread removes most of it; with chains of work and a final map the overhead shrinks.")
 
@@ -87,6 +89,9 @@ SPACE = ParamSpace(
                   "combos": ["000", "001", "111"], "callback_impl": "ctypes"},
         "quick": {"sizes": [4096, 65536, 1048576], "reps": 64, "measurements": 5},
     },
+    headline=("experiment", "sizes", "reps", "measurements", "platform", "combos"),
+    purposes={"smoke": "the tests' run: 2 sizes, 3 callback combinations, a Python callback; seconds",
+              "quick": "3 sizes (4 KiB-1 MiB), every callback combination, fewer runs"},
 )
 
 # --- parameters and requirements --------------------------------------------------------------

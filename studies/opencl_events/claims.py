@@ -199,32 +199,48 @@ def dependency_callback_rises(tbls, rec) -> ClaimResult:
     return _combine(parts)
 
 
+def _needs(*experiments: str):
+    """A claim's ``needs``: one of these experiments."""
+    return lambda p: None if p["experiment"] in experiments else f"needs experiment={' or '.join(experiments)}"
+
+
+def _needs_small_and_large(p) -> str | None:
+    if p["experiment"] not in ("callbacks", "wait"):
+        return "stated for one kernel per run: needs experiment=callbacks or wait"
+    sizes = p["sizes"]
+    if not any(4096 <= s <= 65536 for s in sizes) or max(sizes) < 2 << 20:
+        return "needs sizes of 4-64 KiB and of 2 MiB or more"
+    return None
+
+
 SEED_CLAIMS = [
     Claim(id="001-callbacks-cost-at-small-sizes",
           seed_text="\"there is a pretty big overhead on both GPUs\" with a callback on every event (seed 001, section 1)",
           seed_value="AMD ~3x, Intel ~10 us a run, at small sizes",
-          seed_machine=SEED_MACHINE, test=callbacks_cost_at_small_sizes),
+          seed_machine=SEED_MACHINE, test=callbacks_cost_at_small_sizes,
+          needs=lambda p: None if any(4096 <= s <= 65536 for s in p["sizes"]) else "needs a size of 4-64 KiB"),
     Claim(id="001-overhead-fades-with-size",
           seed_text="the overhead is \"3x for small sizes and remains significant until a buffer size of about 2 to "
                     "4 MiB\" (seed 001, section 1)",
-          seed_value="3x at small sizes, fading by 2-4 MiB", seed_machine=SEED_AMD, test=overhead_fades_with_size),
+          seed_value="3x at small sizes, fading by 2-4 MiB", seed_machine=SEED_AMD, test=overhead_fades_with_size,
+          needs=_needs_small_and_large),
     Claim(id="001-waiting-costs-less",
           seed_text="waiting on another thread: overhead \"almost completely gone on the AMD GPU\" (seed 001, "
                     "section 2)",
           seed_value="AMD: wait ~0 (callback ~3x)",
-          seed_machine=SEED_MACHINE, test=waiting_costs_less),
+          seed_machine=SEED_MACHINE, test=waiting_costs_less, needs=_needs("wait", "dependency")),
     Claim(id="001-chains-smaller-relative-overhead",
           seed_text="7 and 28 workers: \"the relative overhead is much smaller also it is still significant for "
                     "smaller worker numbers\" (seed 001, section 3)",
           seed_value="larger with 7 workers than 28", seed_machine=SEED_AMD,
-          test=chains_smaller_relative_overhead),
+          test=chains_smaller_relative_overhead, needs=_needs("dependency")),
     Claim(id="001-unmapping-little-effect",
           seed_text="\"On the AMD GPU, the unmapping has almost zero effect\" (seed 001, section 3)",
           seed_value=f"~0 (tested: within {UNMAP_MARGIN:.0%} of plain's time)",
-          seed_machine=SEED_AMD, test=unmapping_has_little_effect),
+          seed_machine=SEED_AMD, test=unmapping_has_little_effect, needs=_needs("dependency")),
     Claim(id="001-dep-callback-rises",
           seed_text="the map event's callback is \"roughly a fixed amount for small buffer sizes then increases\" "
                     "(seed 001, section 3)",
           seed_value="rises at 4-15 MiB total to ~0.4 ms a run",
-          seed_machine=SEED_AMD, test=dependency_callback_rises),
+          seed_machine=SEED_AMD, test=dependency_callback_rises, needs=_needs("dependency")),
 ]

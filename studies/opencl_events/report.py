@@ -8,6 +8,8 @@ states drawn as reference marks labelled with the seed's machine.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from workbench import derived
@@ -15,6 +17,9 @@ from workbench.tables import md_table
 from workbench.untrusted import escape as esc
 
 from .analysis import BASELINES, BUCKETS, CALLBACK, HEADS, excess_text, group_name
+
+if TYPE_CHECKING:  # altair is imported inside the chart functions: the GPU nodes have none
+    import altair as alt
 
 SEED_AMD = "AMD RX 5500 XT"
 SEED_INTEL = "Intel UHD 530/640"
@@ -80,6 +85,32 @@ def symlog_ticks(values) -> list[float]:
     return sorted(ticks)
 
 
+#: what each bit of a callback combination "(s,r,c)" sets a callback on
+CALLBACK_EVENTS = ("submitted", "running", "complete")
+
+
+def combo_meaning(name: str) -> str:
+    """``(0,0,1)`` -> ``(0,0,1) on complete``; ``(0,0,0)`` -> ``(0,0,0) none``; other names as they are."""
+    bits = name.strip("()").split(",")
+    if len(bits) != 3 or set(bits) - {"0", "1"}:
+        return name
+    on = [e for b, e in zip(bits, CALLBACK_EVENTS) if b == "1"]
+    return f"{name} " + ("none" if not on else "all three" if len(on) == 3 else "on " + " + ".join(on))
+
+
+def provider_color(names) -> "alt.Color":
+    """The provider colour with a legend that says what a callback combination means."""
+    import altair as alt
+
+    names = list(dict.fromkeys(names))
+    combos = any(combo_meaning(n) != n for n in names)
+    labels = "{" + ", ".join(f"'{n}': '{combo_meaning(n)}'" for n in names if "'" not in n) + "}"
+    legend = alt.Legend(labelLimit=260, titleLimit=360, labelExpr=f"{labels}[datum.label] || datum.label") if combos else \
+        alt.Legend(labelLimit=200)
+    title = "callbacks (submitted, running, complete)" if combos else "provider"
+    return alt.Color("provider:N", title=title, scale=alt.Scale(scheme="tableau10"), legend=legend)
+
+
 def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, title: str):
     """``quantity`` rows (``excess`` in us or ``relative`` as a ratio) of the head providers vs
     size, CI bars, the seed's stated figures as dashed grey references; one panel per worker
@@ -115,8 +146,7 @@ def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, title: str):
     dash = alt.StrokeDash("source:N", title="reference", scale=alt.Scale(domain=labels,
                                                                           range=[[1, 0]] + [[5, 3]] * (len(labels) - 1)),
                           legend=alt.Legend(labelLimit=300, symbolStrokeColor="#555"))
-    color = alt.Color("provider:N", title="provider", scale=alt.Scale(scheme="tableau10"),
-                      legend=alt.Legend(labelLimit=200))
+    color = provider_color(d["provider"])
     tip = ["provider", alt.Tooltip(f"{x_field}:Q", title="bytes"), alt.Tooltip("ci:N", title="95% CI"), "status"]
     y = alt.Y("point:Q", scale=y_scale, title=y_title, axis=y_axis)
     live = alt.Chart().transform_filter("datum.kind == 'live'").encode(x=x, color=color)
@@ -164,7 +194,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
             if chart is not None:
                 out[name] = chart
     x, _field = _x(dependency)
-    color = alt.Color("provider:N", title="provider", scale=alt.Scale(scheme="tableau10"))
+    color = provider_color(pts["provider"])
     for w in groups:
         p = pts if not w else pts[pts["workers"] == w]
         s = smp if not w else smp[smp["workers"] == w]

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -53,6 +52,8 @@ MIN_CHART_W, MIN_CHART_H = 150, 100
 NOT_RUNNING = "[data-testid='stApp'][data-test-script-state='notRunning']"
 #: page id -> why its charts do not draw yet (each study's engineer removes their own mark)
 KNOWN_BROKEN: dict[str, str] = {}
+#: most knobs a study's form shows before "Advanced" (the preset picker not counted)
+MAX_FIRST_FIELDS = 8
 
 
 def _free_port() -> int:
@@ -351,8 +352,9 @@ def test_study_page_with_a_committed_run_leads_with_its_verdict_and_draws(app, b
 
 
 def test_the_issue_report_preview_renders_its_tables_and_mermaid_charts(app, browser):
-    """The Share tab's preview of a committed mc2-split run's issue report, as Markdown renders
-    it: tables as tables, <details> closed, the Mermaid xycharts drawn (no source text left)."""
+    """The Share tab's preview of a committed mc2-split run's issue report (the default, about
+    two screens), as Markdown renders it: tables as tables, the key chart's Mermaid xychart
+    drawn (no source text left)."""
     run_id = _newest_committed("mc2-split")
     if run_id is None:
         pytest.skip("no committed mc2-split run")
@@ -368,10 +370,10 @@ def test_the_issue_report_preview_renders_its_tables_and_mermaid_charts(app, bro
         page.settle()
         preview = p.locator("[role=tabpanel]:visible")  # the Share tab, with the preview below the buttons
         preview.locator("[data-testid='stMermaidChart'] img").first.wait_for(timeout=30_000)
-        assert preview.locator("[data-testid='stMermaidChart'] img").count() >= 2, "the xycharts were not drawn"
+        assert preview.locator("[data-testid='stMermaidChart'] img").count() >= 1, "the key chart was not drawn"
         assert preview.locator("table").count() >= 2, "the claims and key tables did not render as tables"
-        assert preview.locator("[data-testid='stExpander']").filter(has_text="Environment and reproduce").count() == 1
         text = preview.inner_text()
+        assert "Reproduce:" in text and "--full" in text
         assert "xychart-beta" not in text and "|:---" not in text and "<details>" not in text and "</" not in text
         page.assert_healthy()
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -421,7 +423,8 @@ def test_study_runs_from_the_browser_shows_its_run_and_exports(app, browser, pag
         p = page.page
         # Change one parameter (the first plain int: halved, or +1 where half is not allowed)
         # and check below that the stored run carries the edited value.
-        rep = next((q for q in study.SPACE.params if q.kind == "int" and not q.multi and not q.choices), None)
+        shown_first = [study.SPACE[n] for n in study.SPACE.headline] or list(study.SPACE.params)
+        rep = next((q for q in shown_first if q.kind == "int" and not q.multi and not q.choices), None)
         edited = None
         if rep is not None:
             value = study.SPACE.defaults("smoke")[rep.name]
@@ -437,6 +440,12 @@ def test_study_runs_from_the_browser_shows_its_run_and_exports(app, browser, pag
             box.fill(str(edited))
             box.press("Tab")  # Enter would submit the form before the Run click
         p.get_by_role("button", name="Run", exact=True).click()
+        # The progress shows where the eye is: inside the viewport, right under the button.
+        bar = p.locator("[data-testid='stProgress']").first
+        bar.wait_for(state="attached", timeout=120_000)
+        box = bar.bounding_box()
+        assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= VIEWPORT["height"], \
+            f"the progress bar is outside the viewport: {box}"
         # Only a run this page made says it finished (and is then the run shown).
         p.wait_for_selector("text=finished in", timeout=300_000)
         page.settle(240_000)
@@ -457,7 +466,7 @@ def test_study_runs_from_the_browser_shows_its_run_and_exports(app, browser, pag
         p.get_by_role("button", name="Prepare report").click()
         page.settle(120_000)
         text = page.download("Download GitHub issue (one Markdown file, nothing attached)").decode()
-        assert "**Verdict:**" in text and "<details>" in text and len(text) <= 60_000 and "![" not in text
+        assert "**Verdict:**" in text and "Reproduce:" in text and len(text) <= 15_000 and "![" not in text
     finally:
         page.close()
 
@@ -478,6 +487,9 @@ def test_runs_page_compares_two_runs(app, browser):
         panel.get_by_text("A/B:").first.wait_for(state="visible", timeout=60_000)
         assert panel.get_by_text("Verdict:").first.is_visible()
         assert panel.get_by_text("Parameters that differ").first.is_visible()
+        page.settle()
+        seen, problems = page.chart_problems("A/B", "tab")  # the forest plot of B/A per variant
+        assert seen >= 1 and not problems, problems or "the A/B view draws no plot"
         page.shot("runs-compare")
     finally:
         page.close()
@@ -497,5 +509,80 @@ def test_traces_page_uploads_a_trace_and_draws_the_timeline(app, browser, tmp_pa
         page.page.wait_for_selector(".vega-embed", timeout=60_000)
         page.assert_healthy()
         page.shot("traces-upload")
+    finally:
+        page.close()
+
+
+def _form_widgets(page: Page) -> int:
+    """The knobs the open "Parameters and run" expander shows before "Advanced"."""
+    return page.page.evaluate("""() => {
+      const form = [...document.querySelectorAll('[data-testid=stExpander]')]
+        .find(e => (e.querySelector('summary') || e).innerText.includes('Parameters and run'));
+      const kinds = ['stNumberInput', 'stTextInput', 'stMultiSelect', 'stSelectbox', 'stCheckbox'];
+      const fields = kinds.flatMap(k => [...form.querySelectorAll(`[data-testid=${k}]`)])
+        .filter(w => !w.closest('[data-testid=stExpander] [data-testid=stExpander]'))  // not under Advanced
+        .filter(w => !w.innerText.startsWith('Start from a preset'));
+      return fields.length;
+    }""")
+
+
+@pytest.mark.parametrize("study_id", sorted(registry()))
+def test_the_form_is_short_and_every_preset_is_selectable(app, browser, study_id):
+    """About five knobs first (at most MAX_FIRST_FIELDS), the rest under Advanced; the preset
+    picker offers every preset of the study, each with its purpose, and each can be picked."""
+    study = registry()[study_id]
+    page = Page(browser, f"{app['url']}{_study_path(study_id)}?preset=smoke")
+    try:
+        p = page.page
+        p.get_by_label("Start from a preset", exact=True).first.wait_for(timeout=60_000)  # the form's fragment drew
+        page.settle()
+        fields = _form_widgets(page)
+        assert 0 < fields <= MAX_FIRST_FIELDS, f"{study_id}: {fields} knobs before Advanced"
+        picker = p.get_by_label("Start from a preset", exact=True).first
+        for name in study.SPACE.presets:
+            assert study.SPACE.purposes.get(name), f"{study_id}: preset {name} has no purpose"
+            picker.click()
+            p.get_by_role("option").filter(has_text=f"{name}: {study.SPACE.purposes[name][:30]}").first.click()
+            page.settle()
+            page.assert_healthy()
+            assert picker.input_value().startswith(f"{name}: "), f"{study_id}: preset {name} was not picked"
+    finally:
+        page.close()
+
+
+def test_no_study_page_opens_on_a_smoke_or_failed_check_run_while_a_checked_run_exists(app, browser):
+    """This machine's runs of calibration: a checked run, then a newer smoke run and a newer run
+    with a failed check. The page opens on the checked one; ag-gemm (no GPU here) on its
+    committed headline run, marked as such, with no failed check."""
+    from workbench.env import capture
+    from workbench.record import RunRecord, VariantResult
+    from workbench.store import Store
+
+    env = {**os.environ, "WORKBENCH_LOCK": str(app["tmp"] / "machine.lock")}
+    cli = [sys.executable, "-m", "workbench", "--store", str(app["store"]), "run", "calibration", "--json"]
+    checked = json.loads(subprocess.run(cli + ["--set", "repeat=5", "--set", "threads=1", "--set", "torch=false"],
+                                        cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout)
+    smoke = json.loads(subprocess.run(cli + ["--preset", "smoke"], cwd=ROOT, env=env, check=True, capture_output=True,
+                                      text=True).stdout)
+    store = Store(app["store"])
+    bad = RunRecord(run_id="29991231-000000-calibration-badbad", study="calibration",
+                    params={"repeat": 5, "threads": 1, "torch": False}, env=capture(), status="complete",
+                    created_utc="2999-12-31T00:00:00Z", reproduce="python -m workbench run calibration",
+                    variants=[VariantResult("empty-call", {"kind": "harness"}, [30.0, 31.0, 32.0], False, "FAILED: test")])
+    store.save(bad)
+    store.close()
+    page = Page(browser, f"{app['url']}{_study_path('calibration')}")
+    try:
+        caption = page.page.get_by_text("Run ", exact=False).filter(has_text=checked["run_id"])
+        assert caption.first.is_visible(), "the calibration page did not open on the checked run"
+        assert not page.page.get_by_text(smoke["run_id"]).count() and not page.page.get_by_text(bad.run_id).count()
+    finally:
+        page.close()
+    page = Page(browser, f"{app['url']}{_study_path('ag-gemm')}")
+    try:
+        shown = page.page.locator("[data-testid=stSelectbox] input[aria-label^='Run (']").first.input_value()
+        assert "committed headline" in shown, f"ag-gemm did not open on its committed headline run: {shown}"
+        assert "failed check" not in shown
+        assert not page.page.get_by_text("Correctness check FAILED").count()
     finally:
         page.close()

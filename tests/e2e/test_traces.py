@@ -62,28 +62,77 @@ def test_traces_page_draws_every_example(app, browser, example):  # noqa: F811
         page.close()
 
 
-def test_traces_page_zooms_in_the_browser(app, browser):  # noqa: F811
-    """Wheel zoom changes the time axis without a script run (no status widget appears)."""
+def test_traces_page_opens_on_an_example_that_draws(app, browser):  # noqa: F811
+    """No pick needed: the page opens on a real example trace, its timeline drawn; the picker
+    lists only files an importer reads (no kernel-sweep logs)."""
+    page = Page(browser, app["url"] + "/traces")
+    try:
+        page.page.wait_for_selector(".vega-embed", timeout=90_000)
+        page.settle()
+        page.assert_healthy()
+        _assert_drawn(_charts(page), "the default trace")
+        picker = page.page.get_by_label("Trace", exact=True).first
+        assert "torch_cuda_h200" in picker.input_value()
+        picker.click()
+        options = [o.inner_text() for o in page.page.get_by_role("option").all()]
+        assert options and not any("kernel-sweeps" in o or o.endswith((".md", ".txt")) for o in options), options
+    finally:
+        page.close()
+
+
+_AXIS = "document.querySelector('.vega-embed g.role-axis-label').textContent"
+_SCROLLED = ("Math.max(document.scrollingElement.scrollTop, "
+             "...[...document.querySelectorAll('*')].map(e => e.scrollTop))")
+
+
+def _over_chart(page: Page) -> None:
+    """The pointer over the timeline (the wheel goes to what is under it)."""
+    chart = page.page.locator(".vega-embed").first
+    chart.scroll_into_view_if_needed()
+    page.page.wait_for_timeout(500)
+    box = chart.bounding_box()
+    page.page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + min(box["height"] * 0.3, 200))
+
+
+def test_the_wheel_scrolls_the_page_over_the_timeline_and_ctrl_wheel_zooms(app, browser):  # noqa: F811
+    """A plain wheel over the timeline scrolls the page (the axis stays); Ctrl + wheel zooms in
+    the browser without a script run; zooming far out stops at the trace's extent."""
     page = Page(browser, app["url"] + "/traces")
     try:
         _pick(page, "Trace", "examples/iree_sum_c8_50it.tracy")
         p = page.page
-        axis = "document.querySelector('.vega-embed g.role-axis-label').textContent"
-        before = p.evaluate(axis)
-        chart = p.locator(".vega-embed").first
-        chart.scroll_into_view_if_needed()  # the wheel goes to what is under the pointer
-        box = chart.bounding_box()
-        p.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.3)
+        _over_chart(page)
+        before, top = p.evaluate(_AXIS), p.evaluate(_SCROLLED)
+        for _ in range(4):
+            p.mouse.wheel(0, 200)
+            p.wait_for_timeout(150)
+        p.wait_for_timeout(800)
+        assert p.evaluate(_SCROLLED) > top, "a plain wheel over the timeline did not scroll the page"
+        assert p.evaluate(_AXIS) == before, "a plain wheel zoomed the timeline"
+        _over_chart(page)
+        full = p.evaluate(_AXIS)
         for _ in range(5):  # a loaded machine may drop a burst of wheel events while the chart draws
+            p.keyboard.down("Control")
             for _ in range(8):
                 p.mouse.wheel(0, -300)
                 p.wait_for_timeout(100)
+            p.keyboard.up("Control")
             p.wait_for_timeout(1000)
-            if p.evaluate(axis) != before:
+            if p.evaluate(_AXIS) != full:
                 break
         assert p.query_selector("[data-testid='stStatusWidget']") is None  # no rerun on the server
-        assert p.evaluate(axis) != before
+        assert p.evaluate(_AXIS) != full, "Ctrl + wheel did not zoom"
         assert _charts(page)[0]["marks"] > 0
+        p.keyboard.down("Control")
+        for _ in range(40):  # far out: the window stops at the whole trace
+            p.mouse.wheel(0, 400)
+            p.wait_for_timeout(50)
+        p.keyboard.up("Control")
+        p.wait_for_timeout(1500)
+        labels = p.evaluate("[...document.querySelector('.vega-embed g.role-axis-label').querySelectorAll('text')]"
+                            ".map(t => parseFloat(t.textContent.replace(/,/g, '')))")
+        labels = [v for v in labels if v == v]  # numbers only
+        assert labels and min(labels) >= 0, f"zoomed out past the trace's start: {labels}"
         page.assert_healthy()
     finally:
         page.close()

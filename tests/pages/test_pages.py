@@ -38,7 +38,12 @@ def test_home_loads_and_lists_studies(store):
     at = _page("home.py").run()
     assert not at.exception
     assert "Perf Study Workbench" in at.title[0].value
-    assert any("calibration" in str(df.value) for df in at.dataframe)
+    from workbench.registry import registry
+
+    text = " ".join(m.value for m in [*at.markdown, *at.caption])
+    for study in registry().values():  # every study by its title, its seed by what it is
+        assert study.TITLE.split(" (")[0].split(":")[0] in text and getattr(study, "SEED_TITLE", study.SEED) in text
+    assert ".txt" not in text and "SMT: " not in text
 
 
 def test_runs_page_compares_two_runs(store):
@@ -144,7 +149,7 @@ def test_a_cancelled_run_is_a_cancel_that_counts_its_kept_points(store, monkeypa
     kept = _canned(store, "20260101-000000-calibration-aaaaaa")
     at = _run_with(store, monkeypatch, FakeJob(returncode=130, run_id=kept.run_id, variants=2, record=False))
     assert not at.exception and not at.error  # a cancel is not an error
-    assert any("cancelled" in i.value and "2 finished points kept" in i.value for i in at.info)
+    assert any("cancelled" in i.value and "2 finished variants kept" in i.value for i in at.info)
     assert next(sb for sb in at.selectbox if sb.label.startswith("Run (")).value == kept.run_id
 
 
@@ -154,7 +159,7 @@ def test_a_run_cancelled_before_any_point_says_nothing_was_kept(store, monkeypat
                                                variants=0, record=False))
     assert not at.exception and not at.error
     text = " ".join(i.value for i in at.info)
-    assert "before any point finished" in text and "kept" not in text
+    assert "before any variant finished" in text and "kept" not in text
 
 
 def test_a_running_job_shows_elapsed_time_points_done_and_each_point(store, monkeypatch):
@@ -244,6 +249,19 @@ def test_home_states_this_machines_floor_with_its_ci(store):
     at = _page("home.py").run()
     floor = next(m.value for m in at.markdown if m.value.startswith("**Floor on this machine**"))
     assert "empty-call 32 ns (95% CI" in floor and "forkjoin/w1 42 us" in floor and "perf-counter" not in floor
+
+
+def test_compare_with_draws_the_forest_plot_of_another_run_of_the_study(store):
+    _canned(store, "20260101-000000-calibration-aaaaaa")
+    _canned(store, "20260101-000001-calibration-bbbbbb", samples=(20.0, 21.0, 22.0, 23.0, 24.0))
+    at = _study("calibration").run()
+    picker = next(s for s in at.selectbox if s.label == "Compare with...")
+    picker.select_index(0).run()
+    assert not at.exception and not at.error
+    assert any("A/B:" in m.value for m in at.markdown)
+    box = next(e for e in at.expander if e.label.startswith("A/B:"))
+    drawn = [c for c in box.children.values() if getattr(c, "type", "") == "vega_lite_chart"]
+    assert drawn and "B / A per variant" in drawn[0].proto.spec, "no forest plot"
 
 
 def test_a_run_of_a_run_group_shows_the_groups_across_run_view(store):

@@ -167,19 +167,3 @@ def test_an_imported_bundle_is_labelled_imported(store, tmp_path, capsys):
     main(["--store", str(store.path), "runs", "--json"])
     (row,) = json.loads(capsys.readouterr().out)
     assert row["origin"] == "imported" and row["source"] == "bundle:x.bundle.json"
-
-
-def test_a_page_opens_on_this_machine_s_newest_run_else_the_fullest_committed_one():
-    from workbench.catalog import Header, default_run
-
-    def h(run_id, origin, created, variants, failed=0):
-        return Header(run_id=run_id, study="s", status="complete", created_utc=created, machine="m", origin=origin,
-                      source="", params={}, variants=variants, failed_checks=failed)
-
-    cpu_check = h("cpu", "committed", "2026-11-24T06:00:00Z", 8)
-    gpu_bench = h("gpu", "committed", "2026-11-21T05:00:00Z", 30, failed=2)
-    gpu_older = h("gpu-old", "committed", "2026-11-20T05:00:00Z", 28)
-    assert default_run([cpu_check, gpu_bench, gpu_older]).run_id == "gpu"
-    local = h("mine", "local", "2026-11-01T00:00:00Z", 1)
-    assert default_run([cpu_check, gpu_bench, local]).run_id == "mine"
-    assert default_run([]) is None

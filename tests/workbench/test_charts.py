@@ -84,12 +84,25 @@ def test_sweep_chart_draws_one_line_per_provider_with_a_band_in_a_png():
     assert _coloured(_png(chart)) > 500
 
 
-def test_mermaid_xychart_from_a_chart_keeps_series_order_and_says_log():
-    text = mermaid.from_chart(charts.sweep_chart(_sweep(xs=(1, 2, 4, 8, 16, 32, 64, 128, 256)), x="w"))
+def test_mermaid_xychart_from_a_chart_keeps_series_order_in_real_units():
+    chart = charts.sweep_chart(_sweep(xs=(1, 2, 4, 8, 16, 32, 64, 128, 256)), x="w")
+    text = mermaid.from_chart(chart)
     assert text.startswith("```mermaid") and "xychart-beta" in text and text.count("    line [") == 2
     assert 'x-axis "w" ["1", "2", "4"' in text
     lines = [l for l in text.splitlines() if l.startswith("Lines:")]
-    assert lines and "nccl (blue)" in lines[0] and "fused (orange)" in lines[0] and "log10" in text
+    assert lines and "nccl (blue)" in lines[0] and "fused (orange)" in lines[0]
+    df, x, y, series, *_ = mermaid.chart_data(chart)  # the values drawn are the chart's, not their log10
+    drawn = [float(v) for v in text.split("    line [", 1)[1].split("]")[0].split(", ")]
+    first = df[df[series] == df[series].iloc[0]].sort_values(x)[y].tolist()
+    assert drawn == pytest.approx(first, rel=1e-3) and "log10" not in text and "log scale" not in text
+
+
+def test_mermaid_draws_series_of_other_magnitudes_as_their_own_charts_and_the_seed_beside_them():
+    df = pd.DataFrame({"w": [1, 2, 4] * 3, "median": [50.0, 40.0, 30.0, 13_000.0, 12_000.0, 11_000.0, 60.0, 45.0, 35.0],
+                       "who": ["iree"] * 3 + ["numpy"] * 3 + ["seed: iree"] * 3})
+    text = mermaid.xychart(df, "w", "median", "who", y_title="median (us)")
+    assert text.count("xychart-beta") == 2 and "(1/2)" in text and "(2/2)" in text
+    assert "iree (blue), seed: iree (orange)" in text and "numpy (blue)" in text
 
 
 def test_mermaid_labels_cannot_end_the_string_or_the_block():

@@ -312,7 +312,6 @@ def test_compare_addresses_committed_bundles_by_their_app_ids(store, capsys):
 # --- the Runs page --------------------------------------------------------------------------------
 
 def _page(monkeypatch):
-    from pathlib import Path
 
     from streamlit.testing.v1 import AppTest
 
@@ -331,10 +330,12 @@ def test_runs_page_defaults_to_the_most_similar_pair_of_one_study(store, monkeyp
         store.save(rec)
     at = _page(monkeypatch).run()
     assert not at.exception
-    assert at.selectbox(key="runs:a").value == older.run_id and at.selectbox(key="runs:b").value == similar.run_id
+    # runs are picked per study: only studies with two runs are offered, A and B among its runs
+    assert at.selectbox(key="runs:ab-study").options == ["calibration"]
+    a, b = at.selectbox(key="runs:a:calibration"), at.selectbox(key="runs:b:calibration")
+    assert a.value == older.run_id and b.value == similar.run_id
+    assert len(b.options) == 3 and not any("launch-cache" in o for o in b.options)
     assert any("A/B:" in m.value for m in at.markdown)
-    at.selectbox(key="runs:b").set_value(other.run_id).run()
-    assert any("Not compared" in e.value for e in at.error) and not any("A/B:" in m.value for m in at.markdown)
 
 
 def test_runs_page_proposes_nothing_without_two_runs_of_one_study(store, monkeypatch):
@@ -342,7 +343,7 @@ def test_runs_page_proposes_nothing_without_two_runs_of_one_study(store, monkeyp
     store.save(_run("20260101-000000-calibration-aaaaaa", {"x": rng.normal(100, 1, 20)}))
     store.save(_run("20260101-000003-launch-cache-dddddd", {"x": rng.normal(100, 1, 20)}, study="launch-cache"))
     at = _page(monkeypatch).run()
-    assert not at.exception and at.selectbox(key="runs:a").value is None
+    assert not at.exception and not any(s.key and s.key.startswith("runs:a") for s in at.selectbox)
     assert any("No two runs of one study" in c.value for c in at.caption)
 
 

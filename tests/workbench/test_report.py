@@ -14,7 +14,6 @@ from workbench.analysis import analyse
 from workbench.record import RunRecord, VariantResult
 from workbench.store import committed_runs
 from workbench.registry import registry
-from tests.support.paths import ROOT
 
 
 def test_lint_catches_each_kind_of_breakage(tmp_path):
@@ -61,9 +60,13 @@ def _png_drawn(png: bytes) -> bool:
 
 def _check_reports(rec: RunRecord, tmp_path, pngs: bool) -> None:
     a = analyse(rec)
-    issue = report.issue_markdown(rec, a)
+    issue = report.issue_markdown(rec, a)  # the default: about two screens
     assert lint_issue(issue) == [], lint_issue(issue)
-    assert "**Verdict:**" in issue and "Environment and reproduce command" in issue
+    assert "**Verdict:**" in issue and "Reproduce:" in issue and "--full" in issue
+    assert len(issue) <= report.ISSUE_SHORT_LIMIT, f"default issue report of {len(issue):,} characters"
+    full = report.issue_markdown(rec, a, full=True)
+    assert lint_issue(full) == [], lint_issue(full)
+    assert "**Verdict:**" in full and "Environment and reproduce command" in full and len(full) <= report.ISSUE_LIMIT
     if pngs:
         path = report.write_markdown(rec, tmp_path / f"{rec.run_id}.md", analysis=a)
         problems = lint_markdown(path.read_text(), base_dir=path.parent)
@@ -107,8 +110,10 @@ def test_html_report_is_one_file_that_loads_nothing_and_escapes_the_run(tmp_path
     path = report.write_report(_hostile_record(), "html", tmp_path / "r.html")
     text = path.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<figure><img" in text  # a chart, inline
-    for ref in re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', text):
-        assert ref.startswith("data:image/png;base64,"), f"an external reference: {ref[:80]}"
+    for ref in re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', text):  # images inline, links to its own sections
+        assert ref.startswith("data:image/png;base64,") or re.fullmatch(r"#sec-\d+", ref), \
+            f"an external reference: {ref[:80]}"
+    assert '<nav class="toc">' in text and '<details class="section"' in text
     assert "<script" not in text and "<link" not in text and "@import" not in text and "url(" not in text
     assert "<img src=http" not in text and "&lt;img src=http" in text
 
@@ -116,9 +121,9 @@ def test_html_report_is_one_file_that_loads_nothing_and_escapes_the_run(tmp_path
 def test_issue_report_keeps_the_lead_and_names_what_did_not_fit():
     rec = _hostile_record()
     a = analyse(rec)
-    full = report.issue_markdown(rec, a)
+    full = report.issue_markdown(rec, a, full=True)
     limit = len(full) - 200  # a limit the whole report does not fit in, but its lead does
-    small = report.issue_markdown(rec, a, limit=limit)
+    small = report.issue_markdown(rec, a, limit=limit, full=True)
     assert len(small) <= limit and "**Verdict:**" in small and "Environment and reproduce command" in small
     assert "Left out to fit in one issue" in small
     assert lint_issue(full) == [] and "Left out" not in full

@@ -1,11 +1,10 @@
 """Altair views of span tables: the timeline every trace view uses, and phase bars.
 
-The timeline is two views. Below, the lanes: one row per lane and nesting level (nesting as
-stacked rows), spans coloured by name (the top names; the rest grey; by category when names
+The timeline: one row per lane and nesting level (nesting as stacked rows), spans coloured by name (the top names; the rest grey; by category when names
 are too many to colour, as in per-tile traces), labelled where the bar is wide enough, time
-from the trace's start in a readable unit. Above, a strip of utilisation over the whole
-window: drag on it to zoom (the brush), drag the brush to pan, double-click to reset. Zoom
-and pan run in the browser; nothing goes back to the server.
+from the trace's start in a readable unit. Ctrl/Cmd + wheel zooms (a plain wheel scrolls the
+page, as in Perfetto), a drag pans, a double-click resets; the window stays inside the
+trace. Zoom and pan run in the browser; nothing goes back to the server.
 
 What goes to the browser stays bounded (:data:`MAX_MARKS` rows). A window with that many
 spans or fewer sends them all. A larger one sends a pyramid of levels: level 0 bins the
@@ -258,10 +257,15 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     n_rows = max(len(rt), 1)
     row_px = row_px or int(np.clip(1100 // n_rows, 6, 22))
     lo0, hi0 = info["start"], info["end"]
-    zoom = alt.selection_interval(name="zoom", encodings=["x"], bind="scales")
-    # the visible window and the pyramid level for it, recomputed in the browser on every zoom step
-    params = [alt.param(name="lo", expr=f"zoom.start ? zoom.start[0] : {lo0!r}"),
-              alt.param(name="hi", expr=f"zoom.start ? zoom.start[1] : {hi0!r}"),
+    full = hi0 - lo0
+    # Zoom with Ctrl/Cmd + wheel (a plain wheel scrolls the page, as in Perfetto), pan by
+    # dragging. The selection drives a hidden layer's own x scale; the drawn window (lo, hi) is
+    # that window clamped to the trace: never wider than it, never past either end.
+    zoom = alt.selection_interval(name="zoom", encodings=["x"], bind="scales",
+                                  zoom="wheel![event.ctrlKey || event.metaKey]")
+    w = f"min(zoom.start[1] - zoom.start[0], {full!r})"
+    params = [alt.param(name="lo", expr=f"zoom.start ? clamp(zoom.start[0], {lo0!r}, {hi0!r} - {w}) : {lo0!r}"),
+              alt.param(name="hi", expr=f"zoom.start ? clamp(zoom.start[0], {lo0!r}, {hi0!r} - {w}) + {w} : {hi0!r}"),
               alt.param(name="lvl", expr=f"clamp(ceil(log(({hi0 - lo0!r}) / max(hi - lo, 1e-12)) / LN2 - 1e-9), 0, "
                                          f"{len(info['levels']) - 1})"),
               alt.param(name="rowlane", value=list(rt["label"])),
@@ -270,9 +274,9 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     color = alt.Color("key:N", title=f"{info['color_by']} (top {len([k for k in keys if k != OTHER])} by time)",
                       scale=alt.Scale(domain=keys, range=[(palette or {}).get(k, c) for k, c in zip(keys, _colors(keys))]),
                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=300, symbolType="square"))
-    x = alt.X("start:Q", title=f"time since trace start ({unit}); scroll or drag to zoom and pan, double-click "
-                               "to reset", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False),
-              axis=alt.Axis(format=",.10~g", grid=True, labelFlush=True))
+    window = alt.Scale(domain={"expr": "[lo, hi]"}, zero=False, nice=False)
+    x = alt.X("start:Q", title=f"time since trace start ({unit}); Ctrl/Cmd + wheel zooms, drag pans, double-click "
+                               "resets", scale=window, axis=alt.Axis(format=",.10~g", grid=True, labelFlush=True, orient="bottom"))
     # one y axis for every layer (layers with different axes would merge into default ticks)
     y_scale = alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False)
     y_axis = alt.Axis(values=[r + 0.5 for r in rt["row"][rt["first"]]] if len(rt) else [],
@@ -290,9 +294,14 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
            alt.Tooltip("busy:Q", title="busy", format=".0%"), alt.Tooltip("depth:Q")]
     bars = base.transform_filter("datum.kind != 'instant'").mark_rect(clip=True).encode(
         x=x, x2="end:Q", y=y, y2="y1:Q", color=color, tooltip=tip,
-        opacity=alt.Opacity("busy:Q", scale=alt.Scale(domain=[0, 1], range=[0.25, 1]), legend=None)).add_params(zoom)
+        opacity=alt.Opacity("busy:Q", scale=alt.Scale(domain=[0, 1], range=[0.25, 1]), legend=None))
     ticks = base.transform_filter("datum.kind == 'instant'").mark_tick(clip=True, thickness=1, color="black").encode(
         x=x, y=ym, tooltip=tip)
+    # the layer that takes the wheel and the drags: invisible, its x scale the selection's own
+    # (its field is "start", as the params read the selection's window as zoom.start)
+    grip = alt.Chart(pd.DataFrame({"start": [lo0, hi0]})).mark_rule(opacity=0).encode(
+        x=alt.X("start:Q", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False), axis=None),
+        y=alt.Y("y:Q", scale=y_scale, axis=y_axis, title=None)).transform_calculate(y="0").add_params(zoom)
     layers = [bars, ticks]
     if row_px >= 10:  # names on bars wide enough to hold some of the name (about 6 px a character)
         layers.append(base.transform_filter("datum.kind == 'span'").transform_calculate(
@@ -301,19 +310,19 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
             label="datum.px > 28 ? (length(datum.name) * 6 <= datum.px - 6 ? datum.name : "
                   "substring(datum.name, 0, max(floor((datum.px - 6) / 6) - 1, 1)) + '…') : ''").transform_filter(
             "datum.label != ''").mark_text(align="left", baseline="middle", dx=3, fontSize=10, clip=True,
-                                            color="black").encode(x=alt.X("tx:Q", scale=alt.Scale(
-                                                domain=[lo0, hi0], zero=False, nice=False)), y=ym, text="label:N"))
+                                            color="black").encode(x=alt.X("tx:Q", scale=window), y=ym, text="label:N"))
     if not info["real"]:  # zoomed in past the finest cells: say so on the chart
         finest = info["levels"][-1]
         layers.append(alt.Chart(pd.DataFrame({"n": [0]})).transform_filter(f"hi - lo < {finest!r} * 40").transform_calculate(
             tx="lo", ty="0").mark_text(align="left", baseline="top", dx=4, dy=2, color="#b00000", fontSize=12).encode(
-            x=alt.X("tx:Q", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False)),
+            x=alt.X("tx:Q", scale=window),
             y=alt.Y("ty:Q", title=None, scale=y_scale, axis=y_axis),
             text=alt.value(f"busy cells of {finest:,.4g} {unit}, not single spans: set a narrower window "
                            "(Window from/to) to load each span")))
     # fit-x: the page's width is the chart's, but its height is the lanes' (Streamlit's default
     # "fit" squeezes a short chart's lanes to nothing to fit title, axis and legend in its height)
-    return alt.layer(*layers).add_params(*params).properties(
+    # the drawn layers share one x scale (the clamped window); the grip keeps its own
+    return alt.layer(grip, alt.layer(*layers)).add_params(*params).resolve_scale(x="independent").properties(
         width=width, height=max(n_rows * row_px, 60), autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         # the caller's note on a line of its own: one subtitle line wider than the chart would
         # squeeze the plot area to nothing under fit-x (mc2-split's per-rank alignment notes did)

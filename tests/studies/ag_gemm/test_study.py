@@ -715,6 +715,9 @@ def test_page_without_gpus_shows_committed_runs_and_their_traces(monkeypatch, tm
     gpu_run = next(o for o in runs.options if "H200" in o)
     runs.select_index(runs.options.index(gpu_run)).run()
     assert not at.exception
+    shown = next(s for s in at.selectbox if s.label.startswith("Run (")).value
+    at.session_state[f"ag-gemm:tabs:{shown}"] = "Details"  # the tabs are lazy: open the page's own
+    at.run()
     trace = next(s for s in at.selectbox if s.label == "Trace")
     trace.set_value(next(o for o in trace.options if o.startswith("programs_"))).run()
     assert not at.exception and not at.error

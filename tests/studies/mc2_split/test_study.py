@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import shlex
 
 import pytest
 import torch
@@ -165,6 +166,26 @@ def test_cli_shaped_run_with_fits_and_no_live_run(store):
         chart.to_dict()
 
 
+def test_reproduce_commands_of_runs_stored_before_the_renames_still_read(capsys):
+    """The committed runs' reproduce commands say --set comms=... (now providers) and --set
+    seed=... (now rng_seed): both still resolve, each with a deprecation line."""
+    from workbench.cli import main
+    from workbench.store import committed_runs
+
+    old = [r for r in committed_runs(study.ID) if "--set comms=" in r.reproduce and "--set seed=" in r.reproduce]
+    assert old, "no committed mc2-split run with the old names left to check"
+    for rec in old:
+        sets = shlex.split(rec.reproduce)[shlex.split(rec.reproduce).index("mc2-split") + 1:]
+        values = study.SPACE.parse_sets(v for flag, v in zip(sets[::2], sets[1::2]) if flag == "--set")
+        params = study.SPACE.resolve(values)
+        assert params["providers"] == values["comms"].split(",") and params["rng_seed"] == int(values["seed"])
+        assert {line.split("'")[1] for line in study.SPACE.deprecated(values)} == {"comms", "seed"}
+    # on the command line: read under the new name, said to be old (m=0 then stops it as bad input)
+    assert main(["run", "mc2-split", "--set", "comms=default", "--set", "m=0"]) == 2
+    err = capsys.readouterr().err
+    assert "deprecated: parameter 'comms' is now 'providers'" in err and "parameter 'm'" in err and "unknown" not in err
+
+
 def test_failed_split_still_simulates_unsplit(store):
     rec = runner.execute(study, {"m": "256", "mm_fit": "16.5,0.192", "comm_fit": "47,16"}, store)
     assert rec.outputs["chunks"] is None and rec.outputs["plan"]["failed_step"] == "short block"
@@ -281,7 +302,6 @@ def test_nccl_variants_are_correct_on_two_gpus(store):
 
 
 def test_page_shows_the_verdict_and_the_spread_over_committed_runs(store):
-    from pathlib import Path
 
     from streamlit.testing.v1 import AppTest
 
@@ -290,6 +310,9 @@ def test_page_shows_the_verdict_and_the_spread_over_committed_runs(store):
     at = AppTest.from_file(str(page), default_timeout=90).run()
     assert not at.exception
     assert any("No split beats 1,324.8 us" in m.value for m in at.markdown)
+    shown = next(s for s in at.selectbox if s.label.startswith("Run (")).value
+    at.session_state[f"mc2-split:tabs:{shown}"] = "Details"  # the tabs are lazy: open the page's own
+    at.run()
     assert any("Across runs" in h.value for h in at.subheader)
 
 
