@@ -181,7 +181,8 @@ def _validator(schema: dict[str, Any]):
 
 
 def _ecma_end(patrn: str) -> str:
-    """``patrn`` with an unescaped trailing ``$`` as ``\Z`` (end of string, newline or not)."""
+    r"""``patrn`` with an unescaped trailing ``$`` as ``\Z``: the very end of the string (``$``
+    also matches before a trailing newline)."""
     return patrn[:-1] + r"\Z" if patrn.endswith("$") and not patrn.endswith(r"\$") else patrn
 
 

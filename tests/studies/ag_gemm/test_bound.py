@@ -60,7 +60,7 @@ def test_the_best_providers_fraction_of_the_bound_is_judged_on_its_ci(best_ms, s
     row = tbls["summary"].iloc[0]
     assert row["best"] == "ce-chunked" and row["best_frac_met"] == status, (row["best_frac_lo"], row["best_frac_hi"])
     assert tbls["seed_table"].iloc[0]["target (best / bound)"] == f">= 0.92: {status}"
-    assert f"M=4096 ce-chunked {status}" in study.verdict(tbls)
+    assert f"{status} at fp16 M=4096" in study.verdict(tbls)
     for m, ws in ((1024, 4), (4096, 8)):
         other = study.analyze(_record({**TIMES, "ce-chunked": best_ms}, m=m, ws=ws))
         assert other["seed_table"].iloc[0]["target (best / bound)"] == ""
