@@ -146,6 +146,10 @@ class Page:
 
     def __init__(self, browser, url: str):
         self.ctx = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+        # A click or locator waits as long as settle() does: a lazy tab's rerun can start after
+        # settle's first look on a loaded 2-core machine, and then take longer than Playwright's
+        # default 30 s (the mc2-split page's Share tab did, in a fresh-clone CI run under load)
+        self.ctx.set_default_timeout(90_000)
         self.page = self.ctx.new_page()
         self.errors: list[str] = []
         # Resource failures are judged by their response below: on a deep link Streamlit probes
