@@ -6,6 +6,9 @@ HOST ?= 127.0.0.1
 # The CPU build of torch: pinning it first stops pip from pulling a CUDA build (several GB)
 # to satisfy pyproject.toml's range. On a GPU node, set TORCH_SPEC= to keep the node's torch.
 TORCH_SPEC ?= torch==2.13.0
+# The tests in one process per CPU, at most 4 (half the suite's time is spent waiting on browsers
+# and child processes); a file's tests stay in one process, in order. PYTEST_PROCS= runs them serially.
+PYTEST_PROCS ?= -n logical --maxprocesses 4 --dist loadfile
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -27,7 +30,7 @@ run: $(STAMP)
 		--server.headless true --browser.gatherUsageStats false
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PROCS)
 
 notebooks: $(STAMP)
 	$(BIN)/python -m workbench notebooks -o notebooks

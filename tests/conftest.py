@@ -5,6 +5,17 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _a_store_and_lock_of_the_session(tmp_path_factory):
+    """Tests never touch the checkout's store or the machine lock of real runs, and test
+    processes running side by side (``pytest -n``) never wait on each other's lock."""
+    where = tmp_path_factory.mktemp("session")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_STORE", str(where / "results.sqlite"))
+        mp.setenv("WORKBENCH_LOCK", str(where / "machine.lock"))
+        yield
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     from workbench.store import Store

@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -684,6 +685,14 @@ def read_bundle(path: str | os.PathLike) -> RunRecord:
     return parse_bundle(data, origin=f"bundle:{safe_stem(path.name, 'bundle')}", what=str(path))
 
 
+#: SHA-256 digests of bundle bytes that passed the schema check in this process, oldest first.
+#: The check (jsonschema over every sample) is most of the cost of reading a bundle, and pages
+#: re-read the committed bundles on every rerun: the same bytes get the same verdict, so it is
+#: looked up instead; the record itself is still built afresh from the bytes each time.
+_CHECKED: dict[bytes, None] = {}
+_CHECKED_MAX = 1024
+
+
 def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") -> RunRecord:
     """A bundle's bytes (a file, an upload) as a checked record; raises :class:`StoreError`."""
     if len(data) > MAX_BUNDLE_BYTES:
@@ -694,14 +703,21 @@ def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") 
         raise StoreError(f"{what} is not a result bundle: JSON nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and ints over Python's digit limit
         raise StoreError(f"{what} is not a result bundle: not valid JSON ({' '.join(str(exc).split())[:200]})") from None
-    return from_bundle(doc, origin=origin)
+    digest = hashlib.sha256(data).digest()
+    rec = from_bundle(doc, origin=origin, checked=digest in _CHECKED)
+    _CHECKED[digest] = None
+    while len(_CHECKED) > _CHECKED_MAX:
+        del _CHECKED[next(iter(_CHECKED))]
+    return rec
 
 
-def from_bundle(doc: Any, origin: str = "bundle") -> RunRecord:
-    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`), its
-    text's control and bidi characters shown as U+FFFD (:func:`workbench.untrusted.visible`)."""
+def from_bundle(doc: Any, origin: str = "bundle", checked: bool = False) -> RunRecord:
+    """A parsed bundle as a record, after the schema check (see :mod:`workbench.schema`; skipped
+    when ``checked``: these very bytes passed it before), its text's control and bidi characters
+    shown as U+FFFD (:func:`workbench.untrusted.visible`)."""
     try:
-        check_bundle(doc)
+        if not checked:
+            check_bundle(doc)
     except SchemaError as exc:
         raise StoreError(str(exc)) from None
     rec = RunRecord.from_json(visible(doc["run"]))

@@ -115,12 +115,17 @@ def compile_program(prog: Program, flags: tuple[str, ...] | None = None, cache_d
     stem = f"sum_n{prog.n}_c{prog.c}_{digest}"
     vmfb, side = cache_dir / f"{stem}.vmfb", cache_dir / f"{stem}.json"
     if vmfb.exists() and side.exists():
-        info = json.loads(side.read_text())
+        try:
+            info = json.loads(side.read_text())
+        except (OSError, ValueError):  # not ours to trust: compiled again and replaced
+            info = {}
         if info.get("source_key") == src_key:
             info["cached"] = True
             return Compiled(vmfb, info)
+    # Every file is written under a name of this process and renamed into place: two runs (or
+    # two test processes) compiling the same module never read each other's half-written file.
     src = cache_dir / f"{stem}.mlir"
-    src.write_text(prog.mlir)
+    _write_atomic(src, prog.mlir)
     tmp = vmfb.with_suffix(f".tmp{os.getpid()}")
     cmd = [compiler_tool(), *all_flags, str(src), "-o", str(tmp)]
     t0 = time.perf_counter()
@@ -131,9 +136,15 @@ def compile_program(prog: Program, flags: tuple[str, ...] | None = None, cache_d
             "split": prog.split, "shards": prog.shards, "rem": prog.rem, "label": prog.label,
             "flags": list(all_flags[len(TARGET_FLAGS):]), "compiler": ver,
             "compile_cmd": " ".join(cmd[:-1] + [str(vmfb)]), "compile_s": round(compile_s, 3), **module_ops(vmfb)}
-    side.write_text(json.dumps(info, indent=1))
+    _write_atomic(side, json.dumps(info, indent=1))
     info["cached"] = False
     return Compiled(vmfb, info)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _precompiled(prog: Program, src_key: str, all_flags: tuple[str, ...], cache_dir: Path) -> Compiled:

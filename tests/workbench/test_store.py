@@ -106,6 +106,23 @@ def test_bundle_roundtrip_and_import(tmp_path, store):
     assert store.load("r2").variants[0].params == {"w": 1}
 
 
+def test_rereading_a_bundle_skips_only_the_check_its_bytes_passed(tmp_path, monkeypatch):
+    import workbench.store as store_mod
+
+    path = write_bundle(_record("r3"), tmp_path / "r3.bundle.json")
+    checks = []
+    real = store_mod.check_bundle
+    monkeypatch.setattr(store_mod, "check_bundle", lambda doc: (checks.append(1), real(doc)))
+    first, second = read_bundle(path), read_bundle(path)
+    assert len(checks) == 1 and first is not second and first.to_json() == second.to_json()
+    # one byte changed (a sample that is not a number): checked again, and refused every time
+    path.write_text(path.read_text().replace("10.0", '"ten"', 1))
+    for _ in range(2):
+        with pytest.raises(StoreError, match="samples_ns"):
+            read_bundle(path)
+    assert len(checks) == 3
+
+
 @pytest.mark.parametrize("doc, fragment", [
     ({"format": "something-else"}, "not a perf-workbench result bundle"),
     ({"format": "perf-workbench-bundle", "version": 99, "run": {}}, "newer"),
