@@ -361,3 +361,14 @@ def test_chunk_lists_fold_runs_of_one_size():
     assert short_chunks("128," * 29 + "384") == "128 x 29, 384"
     assert short_chunks("[512, 896, 896, 896, 896]") == "512, 896 x 4"
     assert short_chunks("4096") == "4096" and short_chunks("a,b") == "a,b"
+
+
+def test_a_gain_over_the_serial_twin_names_the_twin_and_its_time():
+    """The key table's gain is over serial/default's twin timed in the same rounds where there
+    is one; under load the two serial timings differ widely, so the cell says which one."""
+    from studies.mc2_split.analysis import _gain_cell
+
+    row = {"gain": 40.3, "gain_lo": 30.9, "gain_hi": 52.7, "gain_status": "inconclusive",
+           "gain_base": "aa:serial/default", "gain_base_us": 1540.2}
+    assert _gain_cell(row) == "+40.3% [+30.9, +52.7] (inconclusive) over aa:serial/default, timed in the same rounds: 1,540.2 us"
+    assert _gain_cell(row | {"gain_base": "serial/default"}) == "+40.3% [+30.9, +52.7] (inconclusive)"
