@@ -132,11 +132,11 @@ WS2 = {"568a86", "9f0d6f", "c13a18", "969945", "0a9041", "048de1", "06da9a", "90
        "64be32", "3cc7ba", "d16a75", "30f366"}
 #: the runs in which every collective that runs beside the matmul (NCCL as shipped does not)
 #: implies a factor above 1; in the others they disagree or a CI includes 1
-INFLATED = {"568a86", "55c30a", "969945", "858f83"}
+INFLATED = {"568a86", "55c30a", "969945", "858f83", "8a08e7", "89c049", "7d11fe"}
 
 
 def test_every_committed_bundle_has_the_claims_its_data_supports(committed):
-    assert len(committed) == len(BUNDLES) == 22
+    assert len(committed) == len(BUNDLES) == 27
     for run, a in committed.items():
         assert not a.errors, (run, a.errors)
         status = dict(zip(a.claims["id"], a.claims["status"]))
@@ -146,7 +146,8 @@ def test_every_committed_bundle_has_the_claims_its_data_supports(committed):
         if run in WS2:
             assert "8 ranks" in why["002-comm-bound"]
         # the best split's gain over serial NCCL: clear in every run but e45f7b (3.4% [-1.1, 3.9])
-        assert status["002-gain"] == ("inconclusive" if run == "e45f7b" else "holds"), run
+        # and 8a08e7 (the first 4-rank run of 2026-11-27: 5.6% [-7.9, 10.0])
+        assert status["002-gain"] == ("inconclusive" if run in ("e45f7b", "8a08e7") else "holds"), run
         # a model result whose floors range over 1262 us (was "contradicted" before issue 30)
         assert status["002-1262-reachable"] == "inconclusive" and "model" in why["002-1262-reachable"]
         # judged on the collectives that run beside the matmul: NCCL as shipped serialises
@@ -172,24 +173,26 @@ def test_spread_over_runs_is_the_honest_headline(committed):
     spread, per_run = across_runs([a.rec for a in committed.values()])
     by = spread.set_index(["world_size", "config"])
     ws4 = by.loc[(4, BEST_OF_RUN)]
-    assert ws4["runs"] == 9 and ws4["min_pct"] < 5 < 20 < ws4["max_pct"] < 25
-    assert ws4["met_point"] == "5 of 9"
-    # issue 30: counted by the runs' own CIs, 3 of 9; judged across runs (two-level bootstrap),
-    # the CI includes 20%: the target is not met, whatever the best runs say
-    assert ws4["met_ci"] == "3 of 9"
-    assert ws4["across_lo"] < 20 < ws4["across_hi"] and ws4["target"].startswith("undecided")
-    assert ws4["across_lo"] < ws4["min_pct"] + 10 and ws4["across_hi"] > 20  # covers the run-to-run spread
+    assert ws4["runs"] == 14 and ws4["min_pct"] < 5 < 20 < ws4["max_pct"] < 25
+    assert ws4["met_point"] == "5 of 14"
+    # issue 30: counted by the runs' own CIs, 3 of 14; judged across runs (two-level bootstrap):
+    # the nine runs of 2026-11-21 alone left 20% inside the CI; with the five of another 4x H200
+    # host (2026-11-27, 5.6-10.7%) the whole CI lies below it: missed, whatever the best runs say
+    assert ws4["met_ci"] == "3 of 14"
+    assert ws4["across_hi"] < 20 and ws4["target"] == "missed"
+    assert ws4["across_lo"] < ws4["min_pct"] + 10  # covers the run-to-run spread
     # world size 2: 5 runs on a 4x H200 host met the target; of 4 runs on a 2x H200 host, 2 did,
     # of 4 on another (2026-11-27), none: judged across the 13 runs, undecided
     ws2 = by.loc[(2, BEST_OF_RUN)]
     assert ws2["runs"] == 13 and ws2["met_point"] == "7 of 13" and ws2["min_pct"] < 15
     assert ws2["across_lo"] < 20 < ws2["across_hi"] and ws2["target"].startswith("undecided")
     persistent = by.loc[(4, "triton-persistent+c16")]
-    assert persistent["runs"] == 3 and persistent["min_pct"] > 20
-    assert persistent["target"] != "met"  # 3 runs: below the one rule's 5, and the CI reaches below 20%
+    # three runs of 2026-11-21 above 20%, five of 2026-11-27 below it: across the 8, undecided
+    assert persistent["runs"] == 8 and persistent["min_pct"] < 20 < persistent["max_pct"]
+    assert persistent["target"].startswith("undecided")
     # every per-run figure is that run's own: its headline's gain from its own samples
     heads = per_run[per_run["headline"]]
-    assert len(heads) == 22 and heads["run_id"].is_unique
+    assert len(heads) == 27 and heads["run_id"].is_unique
 
 
 # --- the CPU preset, live ----------------------------------------------------------------------
