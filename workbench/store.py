@@ -41,6 +41,7 @@ import socket
 import statistics
 import sqlite3
 import stat
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -691,6 +692,7 @@ def read_bundle(path: str | os.PathLike) -> RunRecord:
 #: looked up instead; the record itself is still built afresh from the bytes each time.
 _CHECKED: dict[bytes, None] = {}
 _CHECKED_MAX = 1024
+_CHECKED_LOCK = threading.Lock()  # the app reads bundles from several script threads
 
 
 def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") -> RunRecord:
@@ -704,10 +706,13 @@ def parse_bundle(data: bytes, origin: str = "bundle", what: str = "the bundle") 
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and ints over Python's digit limit
         raise StoreError(f"{what} is not a result bundle: not valid JSON ({' '.join(str(exc).split())[:200]})") from None
     digest = hashlib.sha256(data).digest()
-    rec = from_bundle(doc, origin=origin, checked=digest in _CHECKED)
-    _CHECKED[digest] = None
-    while len(_CHECKED) > _CHECKED_MAX:
-        del _CHECKED[next(iter(_CHECKED))]
+    with _CHECKED_LOCK:
+        checked = digest in _CHECKED
+    rec = from_bundle(doc, origin=origin, checked=checked)
+    with _CHECKED_LOCK:
+        _CHECKED[digest] = None
+        while len(_CHECKED) > _CHECKED_MAX:
+            del _CHECKED[next(iter(_CHECKED))]
     return rec
 
 

@@ -280,9 +280,10 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None,
             d = run_gain(rs, r["variant"], f"gain of {r['variant']} over serial {backend}")
             items.append(d)
             base = serial_base(rs, r["variant"])[0]
+            base_ns = rs.samples(base)
             row |= {"gain": d.point, "gain_lo": d.lo, "gain_hi": d.hi, "gain_status": d.status,
                     "gain_paired": d.paired, "gain_base": base,
-                    "gain_base_us": float(np.median(rs.samples(base))) / 1e3 if rs.samples(base) else float("nan")}
+                    "gain_base_us": float(np.median(base_ns)) / 1e3 if base_ns else float("nan")}
         rows.append(row)
     return pd.DataFrame(rows), items
 
