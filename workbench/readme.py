@@ -13,6 +13,9 @@ block differs from what the tool prints today. Kinds of block (:data:`KINDS`):
 
 - ``claims bundles=A,B``: each claim of the study, its status and live figure (95% CI) in
   every bundle that tests it (else why none can);
+- ``claims-by-run bundles=A,B|* [params=a|b]``: one row per run (oldest first; ``*`` is every
+  bundle beside the README), the named parameters, then each claim's status (the figures are
+  each run's report's);
 - ``drift bundle=A``: the run's drift between blocks and its null controls;
 - ``table bundle=A table=NAME [columns=a|b|c] [where=col:value]``: one of the run's analysis
   tables (a derived-form table shows each figure with its CI, status and what its CI covers);
@@ -46,7 +49,7 @@ from .untrusted import escape
 
 BLOCK_RE = re.compile(r"(<!-- generated:(?P<kind>[a-z-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /generated -->)",
                       re.S)
-KINDS = ("claims", "drift", "table", "derived", "section", "study")
+KINDS = ("claims", "claims-by-run", "drift", "table", "derived", "section", "study")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
@@ -115,6 +118,21 @@ def block_claims(bundles: Bundles, args: dict[str, str]) -> str:
     return md_table(pd.DataFrame(rows))
 
 
+def block_claims_by_run(bundles: Bundles, args: dict[str, str]) -> str:
+    """Per run: the named parameters and each claim's status, for many runs in one table."""
+    names = (sorted(p.name for p in bundles.folder.glob("*.bundle.json")) if args["bundles"] == "*"
+             else args["bundles"].split(","))
+    runs = sorted((bundles.get(n) for n in names), key=lambda a: (str(a.rec.created_utc), a.rec.run_id))
+    params = [p for p in args.get("params", "").split("|") if p]
+    rows = []
+    for a in runs:
+        row = {"run": a.rec.run_id.rsplit("-", 1)[-1], "date": str(a.rec.created_utc)[:10]}
+        row.update({p: a.rec.params.get(p, "") for p in params})
+        row.update(dict(zip(a.claims["id"], a.claims["status"])) if len(a.claims) else {})
+        rows.append(row)
+    return md_table(pd.DataFrame(rows).fillna("")) if rows else "(no runs)"
+
+
 def block_drift(bundles: Bundles, args: dict[str, str]) -> str:
     a = bundles.get(args["bundle"])
     line = a.drift.text()
@@ -173,7 +191,7 @@ def block_study(bundles: Bundles, args: dict[str, str]) -> str:
     return fn([bundles.get(p.name) for p in sorted(bundles.folder.glob("*.bundle.json"))], args)
 
 
-BLOCKS = {"claims": block_claims, "drift": block_drift, "table": block_table, "derived": block_derived,
+BLOCKS = {"claims": block_claims, "claims-by-run": block_claims_by_run, "drift": block_drift, "table": block_table, "derived": block_derived,
           "section": block_section, "study": block_study}
 
 
