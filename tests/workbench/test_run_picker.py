@@ -4,7 +4,8 @@ smoke or failed-check run while another exists; labels short, unique and saying 
 
 from __future__ import annotations
 
-from workbench.catalog import Catalog, Header, answers_seed, default_run, headline_run, short_labels, titles
+from workbench.catalog import (Catalog, Header, answers_seed, committed_name, default_run, headline_run, short_labels,
+                               titles)
 from workbench.registry import get
 
 
@@ -58,6 +59,9 @@ def test_committed_ag_gemm_opens_on_a_checked_gpu_run_marked_as_the_headline():
     assert first.headline and first.failed_checks == 0 and "NVIDIA" in first.machine
     assert "committed headline" in titles(hs)[first.run_id]
     assert sum(h.headline for h in hs) == 1
+    # the newest 4-rank benchmark (HEADLINE_RUN), not the review run with more checked variants
+    assert committed_name(first) == "bench-ws4" and first.created_utc == max(
+        h.created_utc for h in hs if committed_name(h) == "bench-ws4")
 
 
 def test_labels_are_short_unique_and_name_the_committed_bundle():
