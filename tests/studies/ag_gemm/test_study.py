@@ -9,6 +9,7 @@ on two local nodes: tests/workbench/test_launcher.py) and in kernel mode."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -596,6 +597,27 @@ def test_kernel_breakdown_ratios_and_targets():
     bad = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 90.0}, failed="kernel")
     assert "FAILED CHECK" in kernelbench.format_breakdown(kernelbench.breakdown(bad)[0])
     assert "1 variant(s) FAILED their check" in study.verdict(study.analyze(bad))
+
+
+def test_readme_kernel_runs_block():
+    from dataclasses import replace
+
+    from workbench.analysis import analyse
+    from workbench.readme import BlockError
+
+    met = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 104.0, ("emulated", 2): 108.0})
+    missed = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 110.0,
+                             ("emulated", 2): 120.0})
+    analyses = [analyse(replace(met, run_id="20261124-000000-ag-gemm-aaa111")),
+                analyse(replace(missed, run_id="20261124-000100-ag-gemm-bbb222"))]
+    rows = study.README_BLOCKS["kernel_runs"](analyses, {"runs": "bbb222,aaa111"}).splitlines()[2:]
+    assert [r.split(" | ")[0] for r in rows] == ["| bbb222", "| aaa111"]  # the order runs= gives
+    # a figure with its CI; the missed targets named as the columns name them; ws4 not measured
+    assert re.search(r"\| 1\.20\d*x \[1\.19\d*, 1\.20\d*\] \|", rows[0]) and rows[0].endswith(
+        "| GEMM path ws2 (>= 0.95x throughput); emulated ws2 (&lt;= 1.10x time) |")
+    assert rows[1].endswith("| | none |") and "| 100.0 [" in rows[1]
+    with pytest.raises(BlockError, match="ccc333"):  # a run named but not beside the README
+        study.README_BLOCKS["kernel_runs"](analyses, {"runs": "aaa111,ccc333"})
 
 
 def test_paired_ratio_cancels_clock_drift_between_rounds():
