@@ -58,14 +58,21 @@ def _cpu_s(*args: str) -> float:
 
 def test_a_report_costs_per_variant_not_per_variant_squared(tmp_path):
     """Two reports, n and 4n variants: the larger costs far less than 16x the smaller (a
-    quadratic step would) once the fixed cost (imports, one chart) is taken out."""
-    cpu_s = {}
+    quadratic step would) once the fixed cost (imports, one chart) is taken out. Each size is
+    timed three times, interleaved, and its least CPU time kept: under a second suite's load one
+    call's CPU time rose by half (the one-variant report took 1.28 s against 0.84 s quiet), and
+    the fixed cost is subtracted, so one slow baseline could hide or fake the whole difference."""
+    bundles = {}
     for n in (1, 500, 2000):
         doc = valid_doc(variants=n)
         doc["run"]["run_id"] = f"20260101-000000-calibration-n{n}"
-        bundle = write(tmp_path, doc, f"n{n}.bundle.json")
-        cpu_s[n] = _cpu_s("report", str(bundle), "--format", "issue", "-o", str(tmp_path / f"n{n}.md"))
-    per_500, per_2000 = max(cpu_s[500] - cpu_s[1], 0.1), cpu_s[2000] - cpu_s[1]
+        bundles[n] = write(tmp_path, doc, f"n{n}.bundle.json")
+    cpu_s = {n: [] for n in bundles}
+    for _ in range(3):
+        for n, bundle in bundles.items():
+            cpu_s[n].append(_cpu_s("report", str(bundle), "--format", "issue", "-o", str(tmp_path / f"n{n}.md")))
+    least = {n: min(times) for n, times in cpu_s.items()}
+    per_500, per_2000 = max(least[500] - least[1], 0.1), least[2000] - least[1]
     assert per_2000 < 8 * per_500, cpu_s
 
 
