@@ -55,7 +55,7 @@ from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, check_checksums, trace_
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import charts, report_sections, verdict  # noqa: F401
+from .report import README_BLOCKS, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "launch-cache"

@@ -167,14 +167,15 @@ def derived_table(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame,
     return df
 
 
-def _range_text(r: dict, clock: str) -> str:
+def range_text(r: dict, clock: str) -> str:
+    """A phase time: the median of the phases, with their range where there are several."""
     med, lo, hi = r.get(f"{clock}_s"), r.get(f"{clock}_lo_s"), r.get(f"{clock}_hi_s")
     if med is None or med != med:
         return "n/a"
     return fmt_seconds(med) + (f" [{fmt_seconds(lo)}, {fmt_seconds(hi)}]" if r.get("phases", 0) > 1 else "")
 
 
-def _ratio_cell(d: pd.Series, phases: int) -> str:
+def ratio_cell(d: pd.Series, phases: int) -> str:
     """A ratio with its CI and status; ``n/a (1 phase)`` where no ratio of phases exists."""
     if d["status"] == "not meaningful" and phases < 2:
         return f"n/a ({phases} phase)"
@@ -195,16 +196,27 @@ def key_table(rec: RunRecord, pol: pd.DataFrame, dv: pd.DataFrame) -> pd.DataFra
     for r in order.to_dict("records"):
         row = {"variant": r["variant"], "phases": int(r["phases"])}
         for clock in CLOCKS:
-            row[f"{clock} (s)"] = _range_text(r, clock)
+            row[f"{clock} (s)"] = range_text(r, clock)
         for clock in CLOCKS:
             hit = vs.loc[(r["variant"], clock)] if vs is not None and (r["variant"], clock) in vs.index else None
-            row[f"{clock} / per_call"] = (_ratio_cell(hit, int(r["phases"])) if hit is not None
+            row[f"{clock} / per_call"] = (ratio_cell(hit, int(r["phases"])) if hit is not None
                                           else "1 (the baseline)" if r["provider"] == "per_call" else "n/a")
         row["peak scratch (MiB)"] = r.get("peak_mib", float("nan"))
         row["minor faults / launch"] = r.get("minflt_per_launch", float("nan"))
         row["check"] = "ok" if r["correct"] else "FAILED"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def per_launch(base: dict, other: dict) -> list[dict]:
+    """real, user and sys time per launch (us) of two variants' ``policies`` rows, which may come
+    from runs of different launch counts: each one's median of phases with the range, and
+    other / base of the medians (a point figure: phases of two runs do not pair)."""
+    rows = []
+    for clock in CLOCKS:
+        b, o = ([r[f"{clock}{s}_s"] / r["launches"] * 1e6 for s in ("", "_lo", "_hi")] for r in (base, other))
+        rows.append({"clock": clock, "base_us": b, "other_us": o, "ratio": o[0] / b[0] if b[0] > 0 else float("nan")})
+    return rows
 
 
 def segments_table(rec: RunRecord) -> pd.DataFrame:
@@ -240,7 +252,8 @@ def run_table(rec: RunRecord) -> pd.DataFrame:
         "target": p.get("target", "cpu"), "mode": _mode_of(rec), "threads": p.get("threads"),
         "launches": p.get("launches"), "scratch_bytes": p.get("scratch_bytes"), "passes": p.get("passes", 1),
         "blocks": (rec.outputs or {}).get("blocks", p.get("blocks")), "k": p.get("k"),
-        "data_bytes": p.get("data_bytes", 0), "touch_pages": p.get("touch_pages"), "repeat": p.get("repeat"),
+        "data_bytes": p.get("data_bytes", 0), "oom_every": p.get("oom_every", 0), "touch_pages": p.get("touch_pages"),
+        "repeat": p.get("repeat"),
         "machine": (rec.outputs or {}).get("gpu") or "this host's CPU", "failed": ", ".join(failed)}])
 
 

@@ -15,7 +15,7 @@ from workbench import derived
 from workbench.tables import md_table
 from workbench.untrusted import escape as esc
 
-from .analysis import CLOCKS, fmt_seconds, fmt_time
+from .analysis import CLOCKS, fmt_seconds, fmt_time, per_launch, range_text, ratio_cell, seed_tables
 
 WIDTH, HEIGHT = 520, 280
 #: the floor (s) of a log axis of `time` figures that are all 0 (a 0 has no bar on a log axis)
@@ -291,3 +291,164 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
                    "default while the host has cores to spare, so time spent waiting for the GPU shows up as user "
                    "time (user can exceed real with several threads).")
     return out
+
+
+# --- README blocks (traces/launch-cache/README.md: generated from the committed bundles) ------------
+
+def run_label(run) -> str:
+    """A run's shape in words, from its ``_run`` row: target, launches, kernel, application data
+    and injected allocation failures."""
+    kernel = ("tiny kernels" if run["passes"] == 1 else f"{int(run['passes'])}-pass kernels" if run["target"] == "cpu"
+              else f"{int(run['blocks']):,}-block kernels of {int(run['passes'])} passes")
+    text = f"{str(run['target']).upper()}, {int(run['launches']):,} launches, {kernel}"
+    if run["data_bytes"]:
+        text += f", {run['data_bytes'] / 2**20:g} MiB of data a launch, block {run['scratch_bytes'] / 1e6:g} MB"
+    if run.get("oom_every"):
+        text += f", every {int(run['oom_every'])}th data allocation fails"
+    return text
+
+
+def _runs(analyses: list) -> list[tuple]:
+    """(analysis, its ``_run`` row) of every run with phase times: GPU runs first, then by launch
+    count, application data, injected failures and block size (the README's order)."""
+    runs = [(a, a.tables["_run"].iloc[0]) for a in analyses
+            if "_run" in a.tables and "real_s" in a.tables.get("policies", pd.DataFrame())]
+    return sorted(runs, key=lambda ar: (ar[1]["target"] != "gpu", ar[1]["launches"], ar[1]["data_bytes"],
+                                        ar[1].get("oom_every", 0), ar[1]["scratch_bytes"]))
+
+
+def _by_mode(a, run) -> dict:
+    """Per mode (sync True/False on the GPU, malloc pinned/dynamic on the CPU): each provider's
+    ``policies`` row, checked or not (a failed one shows as failed)."""
+    out: dict = {}
+    for r in a.tables["policies"].to_dict("records"):
+        out.setdefault(r.get(run["mode"]), {})[r["provider"]] = r
+    return out
+
+
+def _ratio(a, r: dict, base: dict | None, phases: int) -> str:
+    """``r`` over ``base`` (real time, paired by phase, 95% CI) from the derived table."""
+    if base is None:
+        return "not run"
+    dv = a.tables["derived"]
+    hit = dv[(dv["variant"] == r["variant"]) & (dv["baseline"] == base["variant"]) & (dv["clock"] == "real")]
+    return ratio_cell(hit.iloc[0], phases) if len(hit) else "n/a (a variant failed)"
+
+
+def _check(*rows: dict) -> str:
+    bad = [r["variant"] for r in rows if not r["correct"]]
+    return f"FAILED: {', '.join(bad)}" if bad else "ok"
+
+
+def readme_per_launch(analyses: list, args: dict) -> str:
+    """Many launches of tiny kernels on the GPU (one pass, no application data, a sync after each
+    launch): real, user and sys time per launch of per_call and of locked_cache, each from the run
+    with the most launches that ran it (per_call was not run at 1,048,576 launches), locked / per_call
+    (a point figure: two runs' phases do not pair) and the seed's patch / baseline at its largest
+    count."""
+    picked: dict[str, tuple] = {}  # provider -> (run, its policies row) of the most launches
+    for a, run in _runs(analyses):
+        if run["target"] != "gpu" or run["passes"] != 1 or run["data_bytes"]:
+            continue
+        for provider, r in _by_mode(a, run).get(True, {}).items():
+            if provider in ("per_call", "locked_cache") and (
+                    provider not in picked or run["launches"] > picked[provider][0]["launches"]):
+                picked[provider] = (run, r)
+    missing = {"per_call", "locked_cache"} - set(picked)
+    if missing:
+        return f"(no GPU run of tiny kernels ran {', '.join(sorted(missing))})"
+
+    def head(provider: str) -> str:
+        run, r = picked[provider]
+        phases = int(r["phases"])
+        return (f"{provider} (us, {int(run['launches']):,}-launch run, "
+                + (f"median [range] of {phases} phases)" if phases > 1 else "1 phase)"))
+
+    def cell(us: list[float], phases: int) -> str:
+        return f"{us[0]:.3g} [{us[1]:.3g}, {us[2]:.3g}]" if phases > 1 else f"{us[0]:.3g}"
+
+    seed = seed_tables()["seed_summary"]  # seed.py's figures, the same in every run's analysis
+    top = seed[seed["launches"] == seed["launches"].max()].set_index("build")  # the seed's largest count
+
+    def seed_cell(clock: str) -> str:
+        return (f"{top.loc['patch', clock + '_vs_baseline']:#.2g} ({fmt_time(top.loc['baseline', clock + '_s'])} -> "
+                f"{fmt_time(top.loc['patch', clock + '_s'])})")
+
+    base, cache = picked["per_call"][1], picked["locked_cache"][1]
+    rows = [{"per launch": p["clock"], head("per_call"): cell(p["base_us"], int(base["phases"])),
+             head("locked_cache"): cell(p["other_us"], int(cache["phases"])),
+             "locked_cache / per_call (point figure: the runs' phases do not pair)": f"{p['ratio']:#.2g}",
+             f"seed: patch / baseline ({int(top['launches'].iloc[0]):,} launches, median of its runs)":
+                 seed_cell(p["clock"])}
+            for p in per_launch(base, cache)]
+    return md_table(pd.DataFrame(rows))
+
+
+def readme_pool_vs_lock(analyses: list, args: dict) -> str:
+    """Per run and mode where the pool and the locked cache both ran: their real times (median of
+    phases [range]), pool / locked_cache (paired by phase, 95% CI; n/a with one phase) and the
+    scratch each held at its peak."""
+    rows = []
+    for a, run in _runs(analyses):
+        for by in _by_mode(a, run).values():
+            lock, pool = by.get("locked_cache"), by.get("pool")
+            if lock is None or pool is None:
+                continue
+            phases = int(min(lock["phases"], pool["phases"]))
+            rows.append({"run": run_label(run), "variants": f"{pool['variant']} vs {lock['variant']}", "phases": phases,
+                         "locked_cache real (s)": range_text(lock, "real"), "pool real (s)": range_text(pool, "real"),
+                         "pool / locked_cache real (95% CI)": _ratio(a, pool, lock, phases),
+                         "locked_cache peak scratch (MiB)": lock["peak_mib"],
+                         "pool peak scratch (MiB)": pool["peak_mib"],
+                         "check": _check(lock, pool)})
+    return md_table(pd.DataFrame(rows))
+
+
+def readme_size_limit(analyses: list, args: dict) -> str:
+    """Per run with application data (``data_bytes`` > 0, where size_limit's check runs): the real
+    time (median of phases [range]) of per_call, locked_cache and size_limit, size_limit over each
+    (paired by phase, 95% CI) and size_limit's own counters (median of phases)."""
+    rows = []
+    for a, run in _runs(analyses):
+        if not run["data_bytes"]:
+            continue
+        for by in _by_mode(a, run).values():
+            lim = by.get("size_limit")
+            if lim is None:
+                continue
+            phases = int(lim["phases"])
+            row = {"run": run_label(run), "variant": lim["variant"], "phases": phases}
+            for provider in ("per_call", "locked_cache", "size_limit"):
+                row[f"{provider} real (s)"] = range_text(by[provider], "real") if provider in by else "not run"
+            for provider in ("locked_cache", "per_call"):
+                row[f"size_limit / {provider} real (95% CI)"] = _ratio(a, lim, by.get(provider), phases)
+            row |= {"blocks freed over the limit (a phase)": lim["limit_frees"],
+                    "out-of-memory retries (a phase)": lim["oom_retries"],
+                    # the GPU policies do not count the blocks they make
+                    "blocks made (a phase)": lim.get("blocks_created", float("nan")),
+                    "check": _check(*by.values())}
+            rows.append(row)
+    return md_table(pd.DataFrame(rows))
+
+
+def readme_segments(analyses: list, args: dict) -> str:
+    """Where a launch's host time goes on the GPU with a sync after each launch (mean per launch,
+    us): every GPU run without application data, the variants of the providers named
+    (``providers=a|b``)."""
+    providers = args["providers"].split("|")
+    rows = []
+    for a, run in _runs(analyses):
+        if run["target"] != "gpu" or run["data_bytes"]:
+            continue
+        seg = a.tables["segments"]
+        for r in _by_mode(a, run).get(True, {}).values():
+            if r["provider"] not in providers:
+                continue
+            mine = seg[seg["variant"] == r["variant"]]
+            rows.append({"run": run_label(run), "variant": r["variant"],
+                         **{f"{s} (us)": us for s, us in zip(mine["segment"], mine["mean_us"])}})
+    return md_table(pd.DataFrame(rows))
+
+
+README_BLOCKS = {"per-launch": readme_per_launch, "pool-vs-lock": readme_pool_vs_lock,
+                 "size-limit": readme_size_limit, "segments": readme_segments}
