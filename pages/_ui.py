@@ -467,7 +467,11 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
         shown = wbclaims.display(a.claims)
-        lead = md_table(shown[wbclaims.LEAD_COLUMNS])
+        tested, untested = wbclaims.untested_apart(shown)
+        lead = md_table(tested[wbclaims.LEAD_COLUMNS]) if len(tested) else ""
+        if untested:
+            lead += (f"\n\nNot testable in this run, with no figure (why: below): "
+                     f"{escape(', '.join(untested))}.")
         st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
         with st.expander("Why each claim has its status, and the seed's own words"):
             st.markdown(md_table(shown[wbclaims.WHY_COLUMNS]))

@@ -141,6 +141,14 @@ def display(claims: pd.DataFrame) -> pd.DataFrame:
                          "why": claims["why"], "seed's figure": figure, "seed's claim": claims["seed_text"]})
 
 
+def untested_apart(shown: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of :func:`display` worth a row in a run's lead, and the ids of the claims the run
+    could not test and has no figure for (a smoke run has several: a row each of nothing but
+    "not testable here" made the page a screen taller; the lead names them in one line)."""
+    empty = (shown["here"] == "not testable here") & (shown["live figure (95% CI)"].fillna("").str.strip() == "")
+    return shown[~empty], shown.loc[empty, "claim"].tolist()
+
+
 #: the columns of :func:`display` a run's lead shows (page, short issue report, notebook): the
 #: status and both figures; the reasons and the seed's words (:data:`WHY_COLUMNS`) on demand
 LEAD_COLUMNS = ["claim", "here", "live figure (95% CI)", "seed's figure"]

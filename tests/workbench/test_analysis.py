@@ -130,6 +130,17 @@ def test_claims_evaluate_and_a_raising_test_is_not_testable():
     assert analyse(_rec(_variants()), _study()).claims.empty  # no SEED_CLAIMS: an empty table
 
 
+def test_a_runs_lead_names_untested_claims_without_a_figure_in_one_line():
+    study = _study()
+    results = {"a": claims.ClaimResult("holds", "3 us [2, 4]"),
+               "b": claims.ClaimResult("not testable here", "2 ranks: 5 us [4, 6]", "needs 4 ranks"),
+               "c": claims.ClaimResult("not testable here", "", "the run has no profile")}
+    study.SEED_CLAIMS = [claims.Claim(i, "seed says", "1 us", "seed box", lambda t, r, i=i: results[i])
+                         for i in results]
+    tested, untested = claims.untested_apart(claims.display(analyse(_rec(_variants()), study).claims))
+    assert tested["claim"].tolist() == ["a", "b"] and untested == ["c"]  # a figure keeps its row
+
+
 def test_bound_maps_a_derived_ci_to_a_status():
     def d(lo, hi, status="clear"):
         return derived.Derived("share", (lo + hi) / 2, lo, hi, "%", 0.0, status, n_a=20, n_b=20)
