@@ -91,10 +91,12 @@ def test_dist_timer_on_one_process_without_a_group():
     t = timer.samples(lambda: time.sleep(0.002), repeat=3, loops=2, warmup=1)
     assert t.clock == "perf_counter_ns" and len(t.rank_samples_ns) == 1 and t.samples_ns == t.rank_samples_ns[0]
     assert all(2e6 <= s < 2e7 for s in t.samples_ns)
-    # a 1 ms sleep lasts 1 ms or a little longer on a loaded machine: 4 calls or fewer make 4 ms
-    assert 2 <= timer.loops_for([lambda: time.sleep(0.001)], min_sample_s=0.004)[0] <= 4
+    # a 1 ms sleep lasts at least 1 ms: 4 calls or fewer make 4 ms. On a loaded machine one sleep
+    # can last the whole 3-4 ms (a fresh-clone CI run beside another measured loops=1), so here
+    # only the upper bound is the calibration's property (the lower: the slow-first-call test)
+    assert 1 <= timer.loops_for([lambda: time.sleep(0.001)], min_sample_s=0.004)[0] <= 4
     m = timer.measure(lambda: time.sleep(0.001), repeat=3, min_sample_s=0.003)
-    assert 2 <= m.loops <= 3 and len(m.samples_ns) == 3 and len(m.extra["rank_median_ns"]) == 1
+    assert 1 <= m.loops <= 3 and len(m.samples_ns) == 3 and len(m.extra["rank_median_ns"]) == 1
     with pytest.raises(ValueError, match="need device='cuda'"):
         harness.DistTimer("cpu", sleep_cycles=1000)
 
