@@ -191,8 +191,8 @@ def block_study(bundles: Bundles, args: dict[str, str]) -> str:
     return fn([bundles.get(p.name) for p in sorted(bundles.folder.glob("*.bundle.json"))], args)
 
 
-BLOCKS = {"claims": block_claims, "claims-by-run": block_claims_by_run, "drift": block_drift, "table": block_table, "derived": block_derived,
-          "section": block_section, "study": block_study}
+BLOCKS = {"claims": block_claims, "claims-by-run": block_claims_by_run, "drift": block_drift, "table": block_table,
+          "derived": block_derived, "section": block_section, "study": block_study}
 
 
 def refresh(text: str, bundles: Bundles) -> str:
