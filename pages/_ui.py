@@ -466,15 +466,9 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         # Markdown, not a data frame: the claims are sentences, and a grid cuts them off. The
         # status and both figures lead; the reasons and the seed's words, which make the table
         # several screens tall, open on demand.
-        shown = wbclaims.display(a.claims)
-        tested, untested = wbclaims.untested_apart(shown)
-        lead = md_table(tested[wbclaims.LEAD_COLUMNS]) if len(tested) else ""
-        if untested:
-            lead += (f"\n\nNot testable in this run, with no figure (why: below): "
-                     f"{escape(', '.join(untested))}.")
-        st.markdown(f"##### The seed's claims on this machine\n\n{report.seed_machine_line(a.claims)}\n\n{lead}")
+        st.markdown(report.claims_markdown(a.claims, wbclaims.LEAD_COLUMNS, level=5, why_at="below"))
         with st.expander("Why each claim has its status, and the seed's own words"):
-            st.markdown(md_table(shown[wbclaims.WHY_COLUMNS]))
+            st.markdown(md_table(wbclaims.display(a.claims)[wbclaims.WHY_COLUMNS]))
     group = rec.outputs.get("run_group") if isinstance(rec.outputs, dict) else None
     if isinstance(group, dict) and isinstance(group.get("id"), str):
         _show_group(study, rec, group["id"])

@@ -118,8 +118,8 @@ def run_head_html(a: Analysis, charts: Charts, key_chart: bool = True) -> str:
     (or the results) and, with ``key_chart``, the key chart as a picture."""
     rec, study = a.rec, a.study
     title = study.TITLE if study else escape(rec.study)
-    parts = [report.md_to_html("\n\n".join([f"#### {title}: run {escape(rec.run_id, 'code')}",
-                                            *report.head_markdown(a, claimsmod.LEAD_COLUMNS, level=5)]))]
+    head = report.head_markdown(a, claimsmod.LEAD_COLUMNS, level=5, why_at="below")
+    parts = [report.md_to_html("\n\n".join([f"#### {title}: run {escape(rec.run_id, 'code')}", *head]))]
     if len(a.claims):
         parts.append(_details("Why each claim has its status, and the seed's own words",
                               report.md_to_html(md_table(claimsmod.display(a.claims)[claimsmod.WHY_COLUMNS]))))

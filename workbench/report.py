@@ -78,14 +78,24 @@ def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int 
     return notes
 
 
-def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None, level: int = 2) -> str:
+def claims_markdown(claims: pd.DataFrame, columns: list[str] | None = None, level: int = 2,
+                    why_at: str | None = None) -> str:
     """The claims table, as Markdown under a heading of ``level``, with the seed's machine said
-    once above it; ``columns``: those of :func:`workbench.claims.display` to show (default all)."""
+    once above it; ``columns``: those of :func:`workbench.claims.display` to show (default all).
+    With ``why_at`` (a run's lead: where the reasons are), the claims the run could not test and
+    has no figure for are named in one line under the table instead of a row each."""
     if claims is None or not len(claims):
         return ""
     shown = claimsmod.display(claims)
-    return (f"{'#' * level} The seed's claims on this machine\n\n{seed_machine_line(claims)}\n\n"
-            + md_table(shown[columns] if columns else shown))
+    untested: list[str] = []
+    if why_at:
+        shown, untested = claimsmod.untested_apart(shown)
+    parts = [f"{'#' * level} The seed's claims on this machine", seed_machine_line(claims)]
+    if len(shown):
+        parts.append(md_table(shown[columns] if columns else shown))
+    if untested:
+        parts.append(f"Not testable in this run, with no figure (why: {why_at}): {escape(', '.join(untested))}.")
+    return "\n\n".join(parts)
 
 
 def seed_machine_line(claims: pd.DataFrame) -> str:
@@ -93,13 +103,14 @@ def seed_machine_line(claims: pd.DataFrame) -> str:
     return f"The seed's figures: measured on {escape(claimsmod.seed_machine(claims))} unless a row names another source."
 
 
-def head_markdown(a: Analysis, claims_columns: list[str] | None = None, level: int = 2) -> list[str]:
+def head_markdown(a: Analysis, claims_columns: list[str] | None = None, level: int = 2,
+                  why_at: str | None = None) -> list[str]:
     """What every report starts with: the disturbance warnings, the verdict, the claims table
-    (``claims_columns``, ``level``: see :func:`claims_markdown`)."""
+    (``claims_columns``, ``level``, ``why_at``: see :func:`claims_markdown`)."""
     parts = [f"> **Warning:** {escape(line)}" for line in a.disturbance]
     parts.append(f"**Verdict:** {a.verdict}")
     parts.append(f"**What the CIs cover:** {escape(a.levels)}")
-    claims = claims_markdown(a.claims, claims_columns, level)
+    claims = claims_markdown(a.claims, claims_columns, level, why_at)
     if claims:
         parts.append(claims)
     return parts
@@ -338,7 +349,8 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
     charts = charts_of(a)
     key_table, key_chart = key_names(a, charts)
     title = study.TITLE if study else escape(rec.study)
-    parts = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a, claimsmod.LEAD_COLUMNS, level=4)]
+    parts = [f"### {title}: run {escape(rec.run_id, 'code')}",
+             *head_markdown(a, claimsmod.LEAD_COLUMNS, level=4, why_at="the full report")]
     if key_table:
         df = a.tables[key_table]
         more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \

@@ -137,8 +137,16 @@ def test_a_runs_lead_names_untested_claims_without_a_figure_in_one_line():
                "c": claims.ClaimResult("not testable here", "", "the run has no profile")}
     study.SEED_CLAIMS = [claims.Claim(i, "seed says", "1 us", "seed box", lambda t, r, i=i: results[i])
                          for i in results]
-    tested, untested = claims.untested_apart(claims.display(analyse(_rec(_variants()), study).claims))
+    a = analyse(_rec(_variants()), study)
+    tested, untested = claims.untested_apart(claims.display(a.claims))
     assert tested["claim"].tolist() == ["a", "b"] and untested == ["c"]  # a figure keeps its row
+    # the page, the short issue report and the notebook lead with the same split; the full
+    # report keeps a row for every claim
+    lead = report.claims_markdown(a.claims, claims.LEAD_COLUMNS, why_at="below")
+    assert "| c |" not in lead and lead.endswith("Not testable in this run, with no figure (why: below): c.")
+    issue = report.short_issue_markdown(a.rec, a)
+    assert "(why: the full report): c." in issue and "| c |" not in issue
+    assert "| c |" in report.claims_markdown(a.claims)
 
 
 def test_bound_maps_a_derived_ci_to_a_status():
