@@ -70,6 +70,10 @@ class Bundles:
         self._analyse = analyse or _analyse_file
         self._done: dict[str, Analysis] = {}
 
+    def names(self) -> list[str]:
+        """Every bundle's file name in the folder, sorted (``bundles=*``, a study's own blocks)."""
+        return sorted(p.name for p in self.folder.glob("*.bundle.json"))
+
     def get(self, name: str) -> Analysis:
         if not _NAME_RE.match(name) or not (self.folder / name).is_file():
             raise BlockError(f"{self.folder}/{name}: no such bundle beside the README")
@@ -120,8 +124,7 @@ def block_claims(bundles: Bundles, args: dict[str, str]) -> str:
 
 def block_claims_by_run(bundles: Bundles, args: dict[str, str]) -> str:
     """Per run: the named parameters and each claim's status, for many runs in one table."""
-    names = (sorted(p.name for p in bundles.folder.glob("*.bundle.json")) if args["bundles"] == "*"
-             else args["bundles"].split(","))
+    names = bundles.names() if args["bundles"] == "*" else args["bundles"].split(",")
     runs = sorted((bundles.get(n) for n in names), key=lambda a: (str(a.rec.created_utc), a.rec.run_id))
     params = [p for p in args.get("params", "").split("|") if p]
     rows = []
@@ -188,7 +191,7 @@ def block_study(bundles: Bundles, args: dict[str, str]) -> str:
     fn = getattr(study, "README_BLOCKS", {}).get(args["name"])
     if fn is None:
         raise BlockError(f"study {args['id']} has no README block {args['name']!r}")
-    return fn([bundles.get(p.name) for p in sorted(bundles.folder.glob("*.bundle.json"))], args)
+    return fn([bundles.get(n) for n in bundles.names()], args)
 
 
 BLOCKS = {"claims": block_claims, "claims-by-run": block_claims_by_run, "drift": block_drift, "table": block_table,
