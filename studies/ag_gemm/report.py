@@ -20,9 +20,13 @@ Charts:
 
 from __future__ import annotations
 
+import json
+import re
+
 import pandas as pd
 
 from workbench import derived
+from workbench.env import REPO_ROOT
 from workbench.readme import BlockError
 from workbench.record import machine_label
 from workbench.tables import md_table, render
@@ -371,4 +375,82 @@ def readme_kernel_runs(analyses: list, args: dict) -> str:
     return md_table(pd.DataFrame(rows))
 
 
-README_BLOCKS = {"kernel_runs": readme_kernel_runs}
+#: the kernel sweeps (``scripts/gpu/ag_gemm_kernel_sweep.py``), committed as JSON lines
+SWEEPS = REPO_ROOT / "traces" / "ag-gemm" / "kernel-sweeps"
+_SWEEP_RE = re.compile(r"^h[0-9]00-[0-9]+-[0-9a-f]{7}$")
+#: a sweep file larger than this is not one the script wrote (the biggest is about 1 MB)
+_SWEEP_MAX_BYTES = 16 << 20
+
+#: the ablation, one step per row: (path, change, sweep, variant label); each row adds one
+#: change to the row above it within its path, and its figures are that variant's in that sweep
+ABLATION = [
+    ("GEMM path, world size 1", "kernel before this issue", "h100-3-e72cf77", "old kernel (before this issue)"),
+    ("GEMM path, world size 1", "persistent programs taking tickets of a host-built queue",
+     "h100-3-e72cf77", "persistent queue, pointer loads, whole tiles, 3 stages"),
+    ("GEMM path, world size 1", "+ TMA", "h100-3-e72cf77", "+ TMA loads/stores, 3 stages"),
+    ("GEMM path, world size 1", "+ 4 stages", "h100-3-e72cf77", "+ 4 stages"),
+    ("GEMM path, world size 1", "+ stream-K over the last wave", "h100-3-e72cf77", "+ stream-K (k-aligned pieces)"),
+    ("GEMM path, world size 1", "kernel before this issue", "h200-6-9ff70be", "old kernel (before this issue)"),
+    ("GEMM path, world size 1", "all of the above", "h200-6-9ff70be", "+ stream-K (k-aligned pieces)"),
+    ("fetch path, emulated world size 2", "kernel before this issue", "h100-3-e72cf77", "old kernel, emulated ws2"),
+    ("fetch path, emulated world size 2", "new kernel, fetch rows of 32 k-tiles, 2-byte loads",
+     "h100-2-d80963c", "emulated ws2: 32 k-tiles per flag, 16 fetch rows first"),
+    ("fetch path, emulated world size 2", "+ 16-byte fetch loads",
+     "h100-3-e72cf77", "emulated ws2: 32 k-tiles per flag, 16 fetch rows first"),
+    ("fetch path, emulated world size 2", "+ k-tiles per flag by shape", "h100-4-1f37cbc", "emulated ws2: flags by shape"),
+]
+
+
+def sweep_rows(stem: str) -> list[dict]:
+    """The rows of one committed kernel sweep (``kernel-sweeps/<stem>.jsonl``). The name must
+    be a sweep's (GPU, number, commit) and the file of a sweep's size; a line that is not a JSON
+    object stops the block (committed data the tool reads, never runs)."""
+    path = SWEEPS / f"{stem}.jsonl"
+    if not _SWEEP_RE.match(stem) or not path.is_file():
+        raise BlockError(f"no kernel sweep {stem!r} in traces/ag-gemm/kernel-sweeps")
+    if path.stat().st_size > _SWEEP_MAX_BYTES:
+        raise BlockError(f"kernel sweep {stem}: over {_SWEEP_MAX_BYTES >> 20} MiB, not a sweep's file")
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict):
+            raise BlockError(f"kernel sweep {stem}, line {n}: not a JSON object")
+        rows.append(row)
+    return rows
+
+
+def _samples_ns(row: dict, stem: str) -> list[float]:
+    s = row.get("samples_ns")
+    if not isinstance(s, list) or not 0 < len(s) <= 100_000 or not all(isinstance(v, (int, float)) for v in s):
+        raise BlockError(f"kernel sweep {stem}: {row.get('label')!r} at M={row.get('M')} has no samples")
+    return [float(v) for v in s]
+
+
+def readme_ablation(analyses: list, args: dict) -> str:
+    """The ablation (:data:`ABLATION`): per step, its variant's time over cuBLAS's in its sweep
+    for each M (``dtype=``, default fp16), computed here from the sweep's raw samples as the
+    kernel mode computes it (:func:`kernelbench.paired_ratio`: the median of per-round ratios,
+    95% bootstrap CI over that sweep's rounds). The first three H100 sweeps (``h100-1`` to
+    ``h100-3``) stored a ratio of medians as ``time_ratio``, which differs from the paired
+    figure in the third decimal; the later ones store the paired figure."""
+    dtype = args.get("dtype", "fp16")
+    cache: dict[str, list[dict]] = {}
+    rows = []
+    for path, change, stem, label in ABLATION:
+        sweep = [r for r in cache.setdefault(stem, sweep_rows(stem)) if r.get("dtype") == dtype and r.get("ok")]
+        found = sorted((r for r in sweep if r.get("label") == label), key=lambda r: int(r.get("M", 0)))
+        if not found:
+            raise BlockError(f"kernel sweep {stem} has no checked {dtype} variant {label!r}")
+        row = {"path": path, "change": change, "GPU": stem.split("-")[0].upper(), "sweep": stem}
+        for r in found:
+            base = [b for b in sweep if b.get("label") == "cuBLAS" and b.get("M") == r.get("M")]
+            row[f"M={r['M']}"] = derived.fmt_derived(kernelbench.paired_ratio(
+                _samples_ns(base[0], stem), _samples_ns(r, stem)), status=False) if base else "no cuBLAS row"
+        rows.append(row)
+    return md_table(pd.DataFrame(rows).fillna(""))
+
+
+README_BLOCKS = {"kernel_runs": readme_kernel_runs, "ablation": readme_ablation}

@@ -620,6 +620,38 @@ def test_readme_kernel_runs_block():
         study.README_BLOCKS["kernel_runs"](analyses, {"runs": "aaa111,ccc333"})
 
 
+def test_readme_ablation_block_computes_each_step_from_its_sweeps_samples():
+    from studies.ag_gemm import report
+
+    rows = report.readme_ablation([], {}).splitlines()[2:]
+    assert len(rows) == len(report.ABLATION)
+    for row in rows:  # every step has a figure with its CI at each of the sweeps' three M
+        assert len(re.findall(r"\| \d\.\d+x \[\d\.\d+, \d\.\d+\]", row)) == 3, row
+    # h100-3 stored a ratio of medians (1.151 for the old kernel at M=1024); the block's figure
+    # is the paired one the kernel mode computes from the same samples
+    old = next(r for r in report.sweep_rows("h100-3-e72cf77")
+               if r.get("label") == "old kernel (before this issue)" and r.get("dtype") == "fp16" and r["M"] == 1024)
+    assert round(old["time_ratio"], 3) == 1.151 and "| 1.155x [" in rows[0]
+
+
+def test_readme_ablation_refuses_a_sweep_it_cannot_read(tmp_path, monkeypatch):
+    from studies.ag_gemm import report
+    from workbench.readme import BlockError
+
+    monkeypatch.setattr(report, "SWEEPS", tmp_path)
+    with pytest.raises(BlockError, match="no kernel sweep"):  # a name that is not a sweep's
+        report.sweep_rows("../../etc/passwd")
+    (tmp_path / "h100-3-e72cf77.jsonl").write_text('{"label": "cuBLAS"}\n[1, 2]\n')
+    with pytest.raises(BlockError, match="line 2: not a JSON object"):
+        report.readme_ablation([], {})
+    row = {"dtype": "fp16", "M": 1024, "ok": True}
+    (tmp_path / "h100-3-e72cf77.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {**row, "label": "cuBLAS", "samples_ns": [1.0, 2.0]},
+        {**row, "label": "old kernel (before this issue)", "samples_ns": "x"})))
+    with pytest.raises(BlockError, match="'old kernel \\(before this issue\\)' at M=1024 has no samples"):
+        report.readme_ablation([], {})
+
+
 def test_paired_ratio_cancels_clock_drift_between_rounds():
     # Two clock states, 30% apart, sampled in the same rounds: each round's ratio is 1.03.
     base = [100.0, 130.0] * 10
