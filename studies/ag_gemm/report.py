@@ -21,6 +21,7 @@ Charts:
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pandas as pd
@@ -424,9 +425,14 @@ def sweep_rows(stem: str) -> list[dict]:
 
 def _samples_ns(row: dict, stem: str) -> list[float]:
     s = row.get("samples_ns")
-    if not isinstance(s, list) or not 0 < len(s) <= 100_000 or not all(isinstance(v, (int, float)) for v in s):
+    ok = isinstance(s, list) and 0 < len(s) <= 100_000 and all(type(v) in (int, float) for v in s)
+    try:
+        out = [float(v) for v in s] if ok else []
+    except OverflowError:  # an integer too large for a float
+        out = []
+    if not out or not all(map(math.isfinite, out)):
         raise BlockError(f"kernel sweep {stem}: {row.get('label')!r} at M={row.get('M')} has no samples")
-    return [float(v) for v in s]
+    return out
 
 
 def readme_ablation(analyses: list, args: dict) -> str:
@@ -440,8 +446,11 @@ def readme_ablation(analyses: list, args: dict) -> str:
     cache: dict[str, list[dict]] = {}
     rows = []
     for path, change, stem, label in ABLATION:
-        sweep = [r for r in cache.setdefault(stem, sweep_rows(stem)) if r.get("dtype") == dtype and r.get("ok")]
-        found = sorted((r for r in sweep if r.get("label") == label), key=lambda r: int(r.get("M", 0)))
+        if stem not in cache:
+            cache[stem] = [r for r in sweep_rows(stem) if r.get("dtype") == dtype and r.get("ok")
+                           and isinstance(r.get("M"), int)]
+        sweep = cache[stem]
+        found = sorted((r for r in sweep if r.get("label") == label), key=lambda r: r["M"])
         if not found:
             raise BlockError(f"kernel sweep {stem} has no checked {dtype} variant {label!r}")
         row = {"path": path, "change": change, "GPU": stem.split("-")[0].upper(), "sweep": stem}

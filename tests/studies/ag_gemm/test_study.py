@@ -650,6 +650,11 @@ def test_readme_ablation_refuses_a_sweep_it_cannot_read(tmp_path, monkeypatch):
         {**row, "label": "old kernel (before this issue)", "samples_ns": "x"})))
     with pytest.raises(BlockError, match="'old kernel \\(before this issue\\)' at M=1024 has no samples"):
         report.readme_ablation([], {})
+    (tmp_path / "h100-3-e72cf77.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {**row, "label": "cuBLAS", "samples_ns": [1.0, 2.0]},
+        {**row, "label": "old kernel (before this issue)", "samples_ns": [1.0, 10 ** 400]})))
+    with pytest.raises(BlockError, match="has no samples"):  # an integer no float holds
+        report.readme_ablation([], {})
 
 
 def test_paired_ratio_cancels_clock_drift_between_rounds():
