@@ -18,8 +18,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import claims as claimsmod
-from . import derived, stats, tables
+from . import derived, engine, stats, tables
 from . import machine_load as load
+from . import verdict as verdictmod
 from .record import RunRecord, VariantResult
 from .registry import registry
 from .untrusted import escape
@@ -31,7 +32,7 @@ class Analysis:
     study: ModuleType | None
     tables: dict[str, pd.DataFrame]  # study.analyze(rec); {} on failure (the reason in errors)
     results: pd.DataFrame  # the per-variant results table (workbench.tables.variants_table)
-    verdict: str  # Markdown-safe text: states only clear results
+    verdict: str  # Markdown-safe: one sentence, then at most five bullets (workbench.verdict)
     claims: pd.DataFrame  # workbench.claims.COLUMNS; empty for a study without SEED_CLAIMS
     disturbance: list[str]  # "run disturbed" lines with figures (workbench.machine_load)
     errors: list[str] = field(default_factory=list)  # a hook that failed, with why
@@ -50,19 +51,6 @@ class Analysis:
 def levels_line(drift: derived.Drift) -> str:
     return (f"CIs cover the samples of each block; {drift.text()}; compared variants timed in the same rounds pair "
             "by round. Run-to-run variation: only across runs (--repeat-runs, committed runs of one machine).")
-
-
-def under_load(rec: RunRecord, disturbance: list[str], verdict: str) -> str:
-    """A disturbed run's verdict leads with that: what the disturbed variants show is
-    inconclusive under load (their derived figures say so too, where the study passes the
-    load notes to :mod:`workbench.derived`)."""
-    if not disturbance:
-        return verdict
-    notes = [v.variant for v, note in zip(rec.variants, load.variant_notes(rec)) if note]
-    which = (f"{len(notes)} of {len(rec.variants)} variant(s) ran under load ({escape(', '.join(notes[:4]))}"
-             + (f" and {len(notes) - 4} more" if len(notes) > 4 else "") + "): what they show is inconclusive under "
-             "load" if notes else "what it shows is inconclusive under load")
-    return f"Measured under load (see the warnings): {which}. {verdict}"
 
 
 def _attempt(errors: list[str], what: str, fn: Callable[[], Any], default: Any) -> Any:
@@ -84,52 +72,50 @@ def _study_of(rec: RunRecord) -> ModuleType | None:
 
 
 def analyse(rec: RunRecord, study: ModuleType | None = None) -> Analysis:
-    """Everything about one run, with ``study.analyze`` called exactly once."""
+    """Everything about one run, with ``study.analyze`` called exactly once; the verdict is the
+    engine's (:func:`workbench.verdict.write`) from the study's findings."""
     study = study if study is not None else _study_of(rec)
     errors: list[str] = []
     results = tables.variants_table(rec)
     tbls: dict[str, pd.DataFrame] = {}
     if study is not None and _has_data(rec):
         tbls = _attempt(errors, "The analysis of this run", lambda: study.analyze(rec), {}) or {}
-    hook = getattr(study, "verdict", None)
-    if hook is None:
-        verdict = generic_verdict(results, tbls)
-    else:
-        verdict = _attempt(errors, "The verdict", lambda: hook(tbls), None)
-        if verdict is None:
-            verdict = f"none ({escape(errors[-1])})"
     disturbance = _attempt(errors, "The load analysis", lambda: load.disturbance(rec), [])
-    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=under_load(rec, disturbance, verdict),
-                    claims=claimsmod.evaluate(study, tbls, rec), disturbance=disturbance, errors=errors)
+    claims = claimsmod.evaluate(study, tbls, rec)
+    found = _attempt(errors, "The findings", lambda: findings_of(study, rec, results, tbls), None)
+    text = None if found is None else _attempt(errors, "The verdict",
+                                               lambda: verdictmod.write(rec, tbls, found, claims, disturbance), None)
+    if text is None:
+        text = f"No verdict: {escape(errors[-1])}."
+    return Analysis(rec=rec, study=study, tables=tbls, results=results, verdict=text, claims=claims,
+                    disturbance=disturbance, errors=errors)
 
 
-def generic_verdict(results: pd.DataFrame, tbls: dict[str, pd.DataFrame] | None = None) -> str:
-    """The verdict of a study without its own: the fastest checked variant of the results table
-    (and whether its CI sets it apart from the next), the clear results of a ``derived`` table
-    (inconclusive ones counted, never stated), and the failed checks."""
-    if results.empty:
-        return "No measurement."
-    failed = results.loc[~results["correct"].astype(bool), "variant"].tolist()
+def findings_of(study: ModuleType | None, rec: RunRecord, results: pd.DataFrame,
+                tbls: dict[str, pd.DataFrame]) -> list:
+    """The study's findings (its ``findings(tables)`` hook), else every derived row of its
+    tables, else the fastest checked variant (a fact: its median and CI) and the engine's
+    ratio of it to the next (which says whether the run sets them apart)."""
+    hook = getattr(study, "findings", None)
+    if hook is not None and tbls:
+        return list(hook(tbls))
+    found = verdictmod.generic_findings(tbls)
+    if found or results.empty:
+        return found
     valid = results[results["correct"].astype(bool) & (results["samples"] > 0)].sort_values("median_ns")
     if valid.empty:
-        return f"No valid measurement ({len(failed)} variant(s) failed their check)."
+        return []
     best = valid.iloc[0]
-    text = (f"Fastest of {len(valid)} checked variant(s): {escape(best['variant'])} at {stats.fmt_ns(best['median_ns'])} "
-            f"(95% CI {stats.fmt_ns(best['ci_lo_ns'])} to {stats.fmt_ns(best['ci_hi_ns'])})")
+    out = [verdictmod.Finding("fastest", text=f"Fastest of {len(valid)} checked variant(s): {escape(best['variant'])} "
+                              f"at {stats.fmt_ns(best['median_ns'])} (95% CI {stats.fmt_ns(best['ci_lo_ns'])} to "
+                              f"{stats.fmt_ns(best['ci_hi_ns'])})")]
     if len(valid) > 1:
-        second = valid.iloc[1]
-        if best.get("load_note") or second.get("load_note"):
-            text += f", inconclusive under load against {escape(second['variant'])}"
-        elif second["ci_lo_ns"] <= best["ci_hi_ns"]:
-            text += (f", not clearly ahead of {escape(second['variant'])} ({stats.fmt_ns(second['median_ns'])}: "
-                     "their CIs overlap)")
-    parts = [text + "."]
-    head = derived.headline((tbls or {}).get("derived"))
-    if head:
-        parts.append(escape(head))
-    if failed:
-        parts.append(f"{len(failed)} variant(s) FAILED their correctness check: {escape(', '.join(failed))}.")
-    return " ".join(parts)
+        second = valid.iloc[1]["variant"]
+        ev = engine.Evidence(rec)
+        if best["variant"] in ev and second in ev:
+            label = f"{best['variant']} (the fastest) over {second} (the next)"
+            out.append(verdictmod.Finding(label, ev.ratio(second, best["variant"], label)))
+    return out
 
 
 def charts_of(a: Analysis) -> dict:

@@ -106,8 +106,9 @@ def facet(chart, data_field: str, values: Iterable[Any], title: str | None = Non
 
 def in_unit(df: pd.DataFrame, unit: str, median: str = "median_ns", lo: str = "ci_lo_ns",
             hi: str = "ci_hi_ns") -> pd.DataFrame:
-    """``median``, ``lo`` and ``hi`` columns in ``unit`` from a table's nanosecond columns."""
-    scale = units.PER_NS[unit]
+    """``median``, ``lo`` and ``hi`` columns in ``unit`` from a table's nanosecond columns (a
+    table already in its unit, the engine's metric table of any unit, is taken as it is)."""
+    scale = units.PER_NS[unit] if median.endswith("_ns") else 1.0
     return df.assign(median=df[median] / scale, lo=df[lo] / scale, hi=df[hi] / scale)
 
 

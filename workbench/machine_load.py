@@ -144,3 +144,39 @@ def disturbance(rec) -> list[str]:
                      f"the run's highest {peak:.0f} MHz; {len(slow)} variant(s) ran more than {FREQ_DROP:.0%} below "
                      f"it: {_names([n for _, n in slow])}.")
     return lines
+
+
+def run_note(rec) -> str:
+    """Why the run as a whole counts as measured under load ("" when it does not): a figure the
+    engine cannot attribute to one variant (a profile, a model fitted to every variant) takes
+    the run's load: any variant measured under load, or a load above the CPU count before or
+    after the run."""
+    loaded = [n for n in variant_notes(rec) if n]
+    if loaded:
+        return f"{len(loaded)} of {len(rec.variants)} variant(s) of the run measured under load ({loaded[0]})"
+    cpus = _machine_cpus(rec)
+    worst = max((x for x in (loadavg(s) for s in _run_samples(rec)) if x == x), default=math.nan)
+    if worst > cpus:
+        return f"the run was measured under load: load average {worst:.1f} on {cpus:.0f} CPUs"
+    return ""
+
+
+def peak(rec) -> float:
+    """The highest 1-minute load average sampled during a run, per logical CPU (NaN when the run
+    was not sampled): how quiet the machine was while it timed."""
+    loads = [loadavg(v.extra.get("load") if isinstance(v.extra, dict) else None) for v in rec.variants]
+    loads += [loadavg(s) for s in _run_samples(rec)]
+    loads = [x for x in loads if x == x]
+    cpus = _machine_cpus(rec)
+    return max(loads) / cpus if loads and cpus == cpus else math.nan
+
+
+def quietest(records: list) -> Any:
+    """The run measured on the quietest machine (lowest :func:`peak`; unsampled runs last, then
+    the newest first among equals), or None for no runs."""
+    def key(i_rec):
+        i, rec = i_rec
+        p = peak(rec)
+        return (p != p, p if p == p else 0.0, i)
+
+    return min(enumerate(records), key=key)[1] if records else None

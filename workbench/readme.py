@@ -15,7 +15,8 @@ block differs from what the tool prints today. Kinds of block (:data:`KINDS`):
   every bundle that tests it (else why none can);
 - ``claims-by-run bundles=A,B|* [params=a|b]``: one row per run (oldest first; ``*`` is every
   bundle beside the README), the named parameters, then each claim's status (the figures are
-  each run's report's);
+  each run's report's); then per claim how many runs gave each status (``direction holds``,
+  the seed's figure outside the live CI, counted apart from ``holds``);
 - ``drift bundle=A``: the run's drift between blocks and its null controls;
 - ``table bundle=A table=NAME [columns=a|b|c] [where=col:value]``: one of the run's analysis
   tables (a derived-form table shows each figure with its CI, status and what its CI covers);
@@ -40,6 +41,7 @@ from typing import Callable
 
 import pandas as pd
 
+from . import claims as claimsmod
 from . import derived
 from .analysis import Analysis, analyse, sections_of
 from .registry import get
@@ -86,18 +88,6 @@ def _analyse_file(path: Path) -> Analysis:
     return analyse(read_bundle(path))
 
 
-def _derived_cells(df: pd.DataFrame) -> pd.DataFrame:
-    """A derived-form table with its figures as text: the figure with its CI, the status with
-    why, and what the CI covers."""
-    rows = df.to_dict("records")
-    shown = df.drop(columns=[c for c in derived.COLUMNS if c in df.columns] + ["table"], errors="ignore").copy()
-    shown.insert(0, "quantity", [r["name"] for r in rows])
-    shown["figure (95% CI)"] = [derived.fmt_derived(r, status=False) for r in rows]
-    shown["status"] = [r["status"] + (f": {r['why']}" if r.get("why") else "") for r in rows]
-    shown["CI covers"] = [r.get("covers") or "" for r in rows]
-    return shown
-
-
 def block_claims(bundles: Bundles, args: dict[str, str]) -> str:
     """Per claim: its status and live figure in each bundle that tests it; else why not."""
     names = args["bundles"].split(",")
@@ -133,7 +123,21 @@ def block_claims_by_run(bundles: Bundles, args: dict[str, str]) -> str:
         row.update({p: a.rec.params.get(p, "") for p in params})
         row.update(dict(zip(a.claims["id"], a.claims["status"])) if len(a.claims) else {})
         rows.append(row)
-    return md_table(pd.DataFrame(rows).fillna("")) if rows else "(no runs)"
+    if not rows:
+        return "(no runs)"
+    return md_table(pd.DataFrame(rows).fillna("")) + "\n\n" + md_table(claims_tally(runs))
+
+
+def claims_tally(analyses: list[Analysis]) -> pd.DataFrame:
+    """Per claim, how many runs gave each status: direction and size held ("holds") counted
+    apart from the direction alone ("direction holds": the seed's figure outside the live CI)."""
+    statuses = claimsmod.STATUSES
+    rows = {}
+    for a in analyses:
+        for cid, title, status in zip(a.claims["id"], a.claims["title"], a.claims["status"]):
+            row = rows.setdefault(cid, {"claim": title, "id (the column above)": cid, **{s: 0 for s in statuses}})
+            row[status] += 1
+    return pd.DataFrame(list(rows.values()), columns=["claim", "id (the column above)", *statuses])
 
 
 def block_drift(bundles: Bundles, args: dict[str, str]) -> str:
@@ -142,7 +146,7 @@ def block_drift(bundles: Bundles, args: dict[str, str]) -> str:
     parts = [f"{escape(line[:1].upper() + line[1:])}."]
     nulls = a.tables.get("nulls")
     if nulls is not None and len(nulls):
-        parts.append(md_table(_derived_cells(nulls)[["quantity", "figure (95% CI)", "status", "CI covers"]]))
+        parts.append(md_table(derived.cells(nulls)[["quantity", "figure (95% CI)", "status", "CI covers"]]))
     return "\n\n".join(parts)
 
 
@@ -155,7 +159,7 @@ def block_table(bundles: Bundles, args: dict[str, str]) -> str:
         col, _, value = args["where"].partition(":")
         df = df[df[col].astype(str) == value]
     if set(derived.COLUMNS[:5]) <= set(df.columns):
-        df = _derived_cells(df)
+        df = derived.cells(df)
     if "columns" in args:
         missing = [c for c in args["columns"].split("|") if c not in df.columns]
         if missing:
@@ -173,7 +177,7 @@ def block_derived(bundles: Bundles, args: dict[str, str]) -> str:
     hit = d[d["name"].str.contains(match, regex=False)] if len(d) else d
     if not len(hit):
         raise BlockError(f"{args['bundle']}: no derived number whose name contains {match!r}")
-    return md_table(_derived_cells(hit)[["quantity", "figure (95% CI)", "status", "CI covers"]])
+    return md_table(derived.cells(hit)[["quantity", "figure (95% CI)", "status", "CI covers"]])
 
 
 def block_section(bundles: Bundles, args: dict[str, str]) -> str:

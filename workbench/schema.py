@@ -132,7 +132,8 @@ RECORD_SCHEMA: dict[str, Any] = {
         "verdict": {"type": "string"},
         "claims": {"type": "array", "items": {
             "type": "object", "required": ["id", "seed_text", "seed_value", "status", "live", "why"],
-            "properties": {"status": {"enum": ["holds", "contradicted", "inconclusive", "not testable here"]}}}},
+            "properties": {"status": {"enum": ["holds", "direction holds", "contradicted", "inconclusive",
+                                               "not testable here"]}}}},
         "disturbance": {"type": "array", "items": {"type": "string"}},
         "levels": {"type": "string"},
     },

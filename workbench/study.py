@@ -16,11 +16,15 @@ whose ``__init__.py`` defines:
   reports progress through ``ctx.steps(total)`` (the app shows "k of N points") and returns
   study-specific outputs that are not
   timings (JSON-serialisable). It never aggregates, plots or prints;
-- ``analyze(record) -> dict[str, pandas.DataFrame]``: the ONLY place where arithmetic on a
-  record happens, derived quantities (differences, ratios, shares, speedups) included, each
-  with its CI and status in a ``derived`` table (:mod:`workbench.derived`). It runs once per
-  record (:func:`workbench.analysis.analyse`); tables whose name starts with ``_`` are chart
-  data, not for reading;
+- what it compares, declared (:mod:`workbench.engine`): ``METRICS`` (what the samples
+  measure beyond time, with units), ``BASELINES`` (which variant each is compared with),
+  ``NULLS`` (its A/A twins and other null controls) and ``TARGETS``; the claims in
+  ``SEED_CLAIMS`` (below);
+- ``analyze(record) -> dict[str, pandas.DataFrame]``: the ONLY place that reads a record; every
+  derived quantity (difference, ratio, share, gain) comes from the comparison engine
+  (:class:`workbench.engine.Evidence`), with its CI, levels and status, in a ``derived`` table.
+  It runs once per record (:func:`workbench.analysis.analyse`); tables whose name starts with
+  ``_`` are chart data, not for reading;
 - ``charts(tables) -> dict[str, altair.Chart]``.
 
 Optionally:
@@ -33,14 +37,17 @@ Optionally:
 - ``sweep_size(params) -> int``: how many points the run would measure, when that is not the
   product of the study's list parameters (:func:`sweep_size`; a run over
   :data:`MAX_SWEEP_POINTS` is refused);
-- ``verdict(tables) -> str``: one paragraph from the tables only, Markdown-safe (untrusted
-  strings through :func:`workbench.untrusted.escape`); it states only ``clear`` derived
-  results and names the same winner as the table beside it. Without it, the generic verdict
-  of :func:`workbench.analysis.generic_verdict`;
+- ``findings(tables) -> list[workbench.verdict.Finding]``: what the verdict may state (the
+  derived rows that answer the study's question, the first its lead; facts of its own model,
+  labelled as such), Markdown-safe (untrusted strings through :func:`workbench.untrusted.escape`).
+  The engine writes the verdict from them (:func:`workbench.verdict.write`: one sentence, at
+  most five bullets). Without it, every row of the ``derived`` table;
 - ``report_sections(tables) -> list[str]``: extra Markdown built from tables only, every
   untrusted string escaped;
-- ``SEED_CLAIMS``: a list of :class:`workbench.claims.Claim`, the seed's findings with a
-  test on the tables (the claims table leads the page, the reports and the notebook);
+- ``SEED_CLAIMS``: a list of :class:`workbench.claims.Claim`, the seed's findings, each with a
+  title, the seed's figure as ``magnitude`` where it gives one, and a test on the tables that
+  picks the quantity and states the direction (the claims table leads the page, the reports
+  and the notebook);
 - ``KEY_TABLE``, ``KEY_CHART``: names of the seed-shaped table and the chart a page leads with;
 - ``SEED_FIGURES``: the seed's published numbers as data, shown as the seed's;
 - ``README_BLOCKS``: ``{name: fn(analyses, args) -> Markdown}``, blocks the study writes in its

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import claims, derived, report, tables
+from workbench import claims, derived, engine, report, tables
 from workbench.analysis import analyse, charts_of, json_fields, sections_of
 from workbench.schema import check_record
 from workbench.record import RunRecord, VariantResult
+from workbench.verdict import Finding
 from tests.support.mdlint import lint_markdown
 
 
@@ -53,45 +54,59 @@ def test_generic_verdict_names_the_winner_of_its_table_across_seeds():
         assert study.calls["analyze"] == seed + 1  # once per analyse
 
 
-def test_generic_verdict_says_when_the_winner_is_not_clearly_ahead():
-    a = analyse(_rec(_variants(0, (1000.0, 1001.0))), _study())
-    assert "not clearly ahead of" in a.verdict and "CIs overlap" in a.verdict
+def test_generic_verdict_compares_the_winner_with_the_next_through_the_engine():
+    """Two variants timed in blocks of their own, no null control: the engine's ratio of the
+    fastest to the next is at most inconclusive (drift not measured), and the verdict says so."""
+    a = analyse(_rec(_variants(0, (1000.0, 1400.0))), _study())
+    assert a.verdict.startswith("Fastest of 2 checked variant(s): v0")
+    assert "v0 (the fastest) over v1 (the next)" in a.verdict and "drift between blocks not measured" in a.verdict
 
 
-def test_inconclusive_derived_never_reaches_the_verdict_and_impossible_is_flagged():
+def _paired(a, b, n=30):
+    """Two variants timed in the same n rounds (blocks 0..n-1)."""
+    return [VariantResult("a", {"provider": "a"}, list(a), True, blocks=list(range(n))),
+            VariantResult("b", {"provider": "b"}, list(b), True, blocks=list(range(n)))]
+
+
+def test_an_unclear_figure_is_stated_as_not_clear_and_an_impossible_one_as_na():
     rng = np.random.default_rng(7)
-    x = 100 + rng.normal(0, 5, 30)
-    tbl = derived.derived_table([derived.difference(x, x + 40, "big step", "us"),
-                                 derived.difference(x, x + rng.normal(0, 5, 30), "spans-zero step", "us"),
-                                 derived.difference(x, x - 50, "negative cost", "us", physical_min=0.0)])
+    x = 100e3 + rng.normal(0, 5e3, 30)
+    rows = []
+    for name, y, floor in (("big step", x + 40e3, None), ("spans-zero step", x + rng.normal(0, 5e3, 30), None),
+                           ("negative cost", x - 50e3, 0.0)):
+        ev = engine.Evidence(_rec(_paired(x, y)))
+        rows.append(ev.difference("a", "b", name, "us", physical_min=floor))
+    tbl = derived.derived_table(rows)
     assert tbl["status"].tolist() == ["clear", "inconclusive", "not meaningful"]
     a = analyse(_rec(_variants()), _study(tables={"derived": tbl}))
-    assert "big step" in a.verdict and "spans-zero step" not in a.verdict
-    assert "negative cost (physically impossible" in a.verdict
+    lead, bullets = a.verdict.split("\n\n", 1)
+    assert lead.startswith("big step: 40") and "(clear)" not in a.verdict
+    assert "spans-zero step: " in bullets and "not clear (the CI includes 0)" in bullets
+    assert "negative cost: n/a (physically impossible" in bullets
 
 
 def test_the_hooks_are_called_with_the_tables():
     seen = {}
 
-    def verdict(tables):
-        seen["verdict"] = sorted(tables)
-        return "from the tables"
+    def findings(tables):
+        seen["findings"] = sorted(tables)
+        return [Finding("from the tables", text="From the tables")]
 
     def report_sections(tables):
         seen["sections"] = sorted(tables)
         return ["## section"]
 
-    a = analyse(_rec(_variants()), _study(verdict=verdict, report_sections=report_sections))
-    assert a.verdict == "from the tables" and sections_of(a) == ["## section"]
-    assert seen == {"verdict": ["summary"], "sections": ["summary"]}
+    a = analyse(_rec(_variants()), _study(findings=findings, report_sections=report_sections))
+    assert a.verdict == "From the tables." and sections_of(a) == ["## section"]
+    assert seen == {"findings": ["summary"], "sections": ["summary"]}
 
 
 def test_a_failing_hook_lands_in_errors_not_in_an_exception():
     def boom(*_):
         raise RuntimeError("broken study")
 
-    a = analyse(_rec(_variants()), _study(verdict=boom, charts=boom))
-    assert a.verdict.startswith("none (") and any("broken study" in e for e in a.errors)
+    a = analyse(_rec(_variants()), _study(findings=boom, charts=boom))
+    assert a.verdict.startswith("No verdict: The findings failed") and any("broken study" in e for e in a.errors)
     assert charts_of(a) == {} and any(e.startswith("The charts failed") for e in a.errors)
     failed = _study()
     failed.analyze = boom
@@ -157,7 +172,11 @@ def test_bound_maps_a_derived_ci_to_a_status():
     assert claims.bound(d(60, 70), below=50).status == "contradicted"
     assert claims.bound(d(40, 60), below=50).status == "inconclusive"
     assert claims.bound(d(60, 70), above=50).status == "holds"
-    assert claims.bound(derived.not_meaningful("x", "different runs"), above=0).status == "not testable here"
+    assert claims.bound(engine.not_meaningful("x", "different runs"), above=0).status == "not testable here"
+    # a caveat keeps the CI from deciding: under load, even a CI far from the bound holds nothing
+    loaded = derived.Derived("share", 25, 20, 30, "%", 0.0, "inconclusive", "measured under load", 20, 20,
+                             caveat="measured under load (v: load average 9 on 2 CPUs)")
+    assert claims.bound(loaded, below=50).status == "inconclusive"
 
 
 def _loaded_record():
@@ -186,8 +205,9 @@ def test_json_fields_match_the_record_schema():
     doc = rec.to_json() | json_fields(analyse(rec, study))
     doc["study"] = "calibration"  # the schema checks the document, not that the study exists
     check_record(doc)
-    assert doc["claims"] == [{"id": "a", "seed_text": "seed says", "seed_value": "1 us", "status": "inconclusive",
-                              "live": "1 us [0, 2]", "why": ""}]
+    assert doc["claims"] == [{"id": "a", "title": "a", "seed_text": "seed says", "seed_value": "1 us",
+                              "status": "inconclusive", "live": "1 us [0, 2]", "why": "", "direction": "inconclusive",
+                              "magnitude": ""}]
     # a disturbed run's verdict leads with it (issue 30), then the study's own
     assert doc["disturbance"] and doc["verdict"].startswith("Measured under load") and "Fastest" in doc["verdict"]
     assert doc["levels"].startswith("CIs cover")
@@ -216,11 +236,13 @@ def test_cpu_reduction_claim_on_its_committed_bundles():
         a = analyse(rec)
         assert not a.errors, a.errors
         row = a.claims.set_index("id").loc["000-overhead-dominates"]
-        statuses[tuple(rec.params["experiments"])] = row["status"]
-        if row["status"] == "holds":  # the 16-core phases run: IREE's compute share < 50% at c=8
+        statuses[rec.run_id] = row["status"]
+        if row["status"] in ("holds", "direction holds"):  # phases runs: IREE's compute share < 50% at c=8
             assert "compute" in row["live"] and "%" in row["live"] and "c=8" in row["live"]
-    assert statuses[("phases",)] == "holds"
-    assert set(statuses.values()) <= {"holds", "not testable here"}
+            assert "the seed's 18%" in row["why"]  # the magnitude is judged too
+    assert set(statuses.values()) <= {"holds", "direction holds", "not testable here"}
+    # the 16-core run: compute 28.6% [25.3, 33.2], so overhead dominates, but not at the seed's 18%
+    assert statuses["20261124-041548-cpu-reduction-7a0f4f"] == "direction holds"
 
 
 @pytest.mark.parametrize("study_id", ["ag-gemm", "launch-cache", "mc2-split", "opencl-events", "calibration"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench import cli
+from workbench import claims, cli
 from workbench.jupyter import VEGALITE_MIME, ChartView
 from workbench.record import VariantResult
 from workbench.registry import get
@@ -76,7 +76,7 @@ def test_a_run_is_stored_and_reads_as_the_page_shows_it(store):
     assert run.reproduce.startswith("python -m workbench run calibration")
     assert {"median_ns", "ci_lo_ns", "ci_hi_ns", "correct"} <= set(run.results.columns)
     assert "floors" in run.tables and not any(n.startswith("_") for n in run.tables)
-    assert list(run.claims.columns) == ["id", "seed_text", "seed_value", "seed_machine", "status", "live", "why"]
+    assert list(run.claims.columns) == claims.COLUMNS
     assert "point" in run.derived.columns and "Per call: harness floor" in run.verdict  # after a load warning, if any
     assert str(run) == cli.summary_text(run.analysis)  # print(run): the CLI's summary
     bundle = run._repr_mimebundle_()
@@ -159,7 +159,7 @@ def test_compare_and_an_interleaved_session(store):
 def test_a_bundle_needs_no_store(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "none" / "results.sqlite"))
     run = wb.load(ROOT / "traces/cpu-reduction/many-core-16cpu.bundle.json")
-    assert run.study == "cpu-reduction" and len(run.claims) and "holds" in set(run.claims["status"])
+    assert run.study == "cpu-reduction" and len(run.claims) and "direction holds" in set(run.claims["status"])
     with pytest.raises(wb.BadInput, match=r"no run with id 'nope' in the committed bundles \(no results store at"):
         wb.load("nope")
 
