@@ -27,10 +27,11 @@ import time
 
 import pandas as pd
 
-from workbench import derived, harness, stats, tables
+from workbench import derived, engine, harness, stats, tables
 from workbench.record import RunRecord, VariantResult
 from workbench.study import Param, ParamError, ParamSpace, RunContext, expand
 from workbench.untrusted import escape
+from workbench.verdict import Finding
 
 ID = "calibration"
 TITLE = "Calibration: machine and harness floor"
@@ -44,6 +45,19 @@ HONOURS_PRECISION = True
 SEED_CLAIMS: list = []
 KEY_TABLE = "floors"
 KEY_CHART = "floors"
+
+#: what the study compares (workbench.engine): each probe's time per call (the default metric);
+#: torch dispatch and each fork/join against their baselines, timed in blocks of their own (so
+#: with the run's drift between blocks, from the A/A twins of every probe)
+BASELINES = (
+    engine.Baseline(base={"provider": "empty-call"}, only={"provider": ["torch-dispatch"]}, stat="difference",
+                    name="torch dispatch minus an empty call", physical_min=0.0),
+    engine.Baseline(base={"provider": "python-threads", "threads": 1}, match=("provider",),
+                    only={"provider": ["python-threads"]}, stat="difference",
+                    name="fork/join with {threads} threads minus with 1"),
+)
+NULLS = engine.Nulls(twins="again (reverse order) / first", source="every probe timed again in reverse order "
+                                                                   "(aa: variants)")
 
 SPACE = ParamSpace(
     params=(
@@ -179,59 +193,48 @@ def _measure(point: dict, repeat: int, res_ns: float) -> VariantResult:
 _OLD_KINDS = {"harness": "empty-call", "clock": "perf-counter", "torch": "torch-dispatch", "forkjoin": "python-threads"}
 
 
+def current_names(rec: RunRecord) -> RunRecord:
+    """The record with its probes named ``provider`` (runs stored before that call it ``kind``,
+    with other names: :data:`_OLD_KINDS`); a copy, the stored run unchanged."""
+    if not any("kind" in v.params and "provider" not in v.params for v in rec.variants):
+        return rec
+
+    def upgraded(p: dict) -> dict:
+        out = {("provider" if k == "kind" else k): v for k, v in p.items()}
+        out["provider"] = _OLD_KINDS.get(out.get("provider"), out.get("provider"))
+        return out
+
+    return dataclasses.replace(rec, variants=[dataclasses.replace(v, params=upgraded(v.params)) for v in rec.variants])
+
+
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
-    drift, nulls = derived.null_controls(derived.RunSamples(rec).twins("again (reverse order) / first"),
-                                         "every probe timed again in reverse order (aa: variants)")
+    rec = current_names(rec)
+    ev = engine.Evidence(rec, NULLS)
+    compared = derived.derived_table(row for b in BASELINES for row in ev.compare(b))
     rec = dataclasses.replace(rec, variants=[v for v in rec.variants if not v.params.get("twin_of")])
     df = tables.variants_table(rec)
-    if "provider" not in df and "kind" in df:
-        df = df.rename(columns={"kind": "provider"}).replace({"provider": _OLD_KINDS})
     forkjoin = df[df["variant"].str.startswith("forkjoin/")] if len(df) else df
     # the key table as people read it (times in their own unit; checks and notes are in the
     # results table); the numbers stay for the charts and the verdict
     shown = tables.results_display(df)[["variant", "median", "95% CI", "IQR/median"]]
     shown.insert(1, "threads", df["threads"].astype("Int64") if "threads" in df else pd.NA)
-    return {"floors": shown, "_floors": df, "forkjoin": forkjoin, "derived": _derived(rec, drift),
-            **derived.level_tables(drift, nulls)}
-
-
-def _derived(rec: RunRecord, drift: derived.Drift) -> pd.DataFrame:
-    """What torch dispatch adds to an empty call, and what each thread count adds to a fork/join
-    round trip of one thread; unpaired (the variants ran one after the other: two blocks, with
-    the run's drift)."""
-    samples = {v.variant: v.samples_ns for v in rec.valid_variants()}
-    items = []
-    if {"empty-call", "torch-dispatch"} <= set(samples):
-        items.append(derived.difference(samples["empty-call"], samples["torch-dispatch"],
-                                        "torch dispatch minus an empty call", "us", scale=1e-3, physical_min=0.0,
-                                        drift=drift))
-    threads = sorted(int(name.split("/w")[1]) for name in samples if name.startswith("forkjoin/w"))
-    if 1 in threads:
-        for n in threads[1:]:
-            items.append(derived.difference(samples["forkjoin/w1"], samples[f"forkjoin/w{n}"],
-                                            f"fork/join with {n} threads minus with 1", "us", scale=1e-3, drift=drift))
-    return derived.derived_table(items)
+    return {"floors": shown, "_floors": df, "forkjoin": forkjoin, "derived": compared, **ev.level_tables()}
 
 
 def _median(row) -> str:
     return f"{stats.fmt_ns(row['median_ns'])} [{stats.fmt_ns(row['ci_lo_ns'])}, {stats.fmt_ns(row['ci_hi_ns'])}]"
 
 
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """The floors with their CIs, then the clear differences of the derived table."""
+def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The floors with their CIs (what the run measured, a fact), then what torch dispatch and
+    each fork/join add (the engine's derived rows)."""
     fl = tbls["_floors"]
     ok = fl[fl["correct"].astype(bool)].set_index("variant") if len(fl) else fl
     named = (("empty-call", "harness floor (an empty call)"), ("perf-counter", "clock read"),
              ("torch-dispatch", "torch dispatch"), ("forkjoin/w1", "fork/join of 1 thread"))
     found = [f"{what} {_median(ok.loc[name])}" for name, what in named if name in ok.index]
-    parts = [("Per call: " + "; ".join(found) + ".") if found else "No valid measurement."]
-    head = derived.headline(tbls.get("derived"))
-    if head:
-        parts.append(escape(head))
-    failed = fl.loc[~fl["correct"].astype(bool), "variant"].tolist() if len(fl) else []
-    if failed:
-        parts.append(f"{len(failed)} variant(s) FAILED their check: {escape(', '.join(failed))}.")
-    return " ".join(parts)
+    out = [Finding("floors", text="Per call: " + "; ".join(found))] if found else []
+    return out + [Finding(str(r["name"]), r) for r in tbls["derived"].to_dict("records")]
 
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:

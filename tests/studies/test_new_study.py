@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from tests.support.paths import ROOT
-from workbench import report
+from workbench import machine_load, report, runner
+from workbench.analysis import analyse
 from workbench.registry import PACKAGES_ENV, registry
 from workbench.store import Store
 
@@ -71,12 +72,21 @@ def test_the_readme_example_is_a_whole_study(registered, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["status"] == "complete" and {v["params"]["provider"] for v in doc["variants"]} == {"sum", "fsum"}
-    assert all(v["correct"] and len(v["samples_ns"]) == 5 for v in doc["variants"])
+    assert all(v["correct"] and len(v["samples_ns"]) == 6 for v in doc["variants"])
+    assert [v["variant"] for v in doc["variants"] if v["params"].get("twin_of")] == ["aa:sum/n=1000"]
     assert [c["id"] for c in doc["claims"]] == ["doc-fsum-costs-more"] and doc["verdict"]
+    assert doc["claims"][0]["title"] == "fsum costs more per element than sum"
+    assert "drift between blocks" in doc["levels"]
 
     rec = Store(create=False).load(doc["run_id"])
+    a = analyse(rec)
+    d = a.tables["derived"]
+    # the declared metric besides time: a rate in its own unit, compared by the engine, paired by round
+    rate = d[d["name"].str.startswith("fsum's rate")]
+    assert len(rate) == 1 and rate.iloc[0]["covers"] == "rounds" and a.tables["_rate"]["unit"].iloc[0] == "M elements/s"
+    assert set(d["covers"]) == {"rounds"} and a.drift.controls == 1
     text = report.write_report(rec, "md", tmp_path / "report" / "run.md").read_text()
-    assert "## fsum over sum" in text and "doc-fsum-costs-more" in text and "Python documentation" in text
+    assert "## fsum over sum" in text and "fsum costs more per element than sum" in text and "Python documentation" in text
 
     nb = nbformat.read(str(report.write_notebook(rec, tmp_path / "notebook" / "run.ipynb")), as_version=4)
     outputs, errors = _outputs(nb)
@@ -91,3 +101,21 @@ def test_the_readme_example_has_a_page(registered, tmp_path):
     at = study_app("toy-sum").run()
     assert not at.exception
     assert any("Toy sum" in t.value for t in at.title)
+
+
+def test_the_readme_example_under_load_states_nothing_clear(registered, tmp_path, monkeypatch):
+    """A new study written from the README alone, run while the machine is loaded (a simulated
+    load average of 8 per CPU in every sample the runner takes): its verdict leads with the
+    load, no derived row is clear, no claim holds or is contradicted."""
+    import os
+
+    busy = 8.0 * (os.cpu_count() or 1)
+    monkeypatch.setattr(machine_load, "sample", lambda: {"loadavg_1m": busy})
+    rec = runner.execute(registry()["toy-sum"], {}, Store(tmp_path / "loaded.sqlite"), preset="smoke")
+    a = analyse(rec)
+    assert a.disturbance and a.verdict.startswith("Measured under load")
+    rows = a.tables["derived"]
+    assert len(rows) and not (rows["status"] == "clear").any()
+    assert all("measured under load" in c for c in rows["caveat"])
+    assert set(a.claims["status"]) <= {"inconclusive", "not testable here"}
+    assert "Clear" not in a.verdict and "(clear)" not in a.verdict and "not clear (measured under load)" in a.verdict
