@@ -4,9 +4,11 @@
 record. A variant's phases are its replicates for the `time` figures (real, user, sys: one
 value per phase, as the seed's five `time` runs per build); the variants' phases run in
 interleaved rounds (phase i of every variant in round i), so a ratio of two variants' phase
-times is paired by round. With fewer than :data:`workbench.derived.MIN_SAMPLES` phases a side
-the ratio is shown but inconclusive (the committed runs have 3; the seed ran 5). Per-launch
-latencies (thousands per variant) give the per-launch figures.
+times is paired by round (the engine's median of per-phase ratios with its order-statistic
+interval: with fewer than 6 phases no 95% interval exists, and the ratio is shown but
+inconclusive; the committed runs have 3, the seed ran 5). Per-launch latencies (thousands per
+variant) give the per-launch figures, compared across the two variants' processes with the
+run's drift between blocks (its A/A twin: per_call timed twice in every round).
 
 The compared dimension is ``provider`` (the caching policy); runs stored before it was named so
 call it ``policy``; both are read.
@@ -20,7 +22,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from workbench import derived, tables
+from workbench import derived, engine, tables
 from workbench.derived import fmt_derived
 from workbench.record import RunRecord
 
@@ -121,17 +123,20 @@ def policies_table(rec: RunRecord, reps: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index()
 
 
-def _phase_values(reps: pd.DataFrame, variant: str, col: str) -> np.ndarray:
-    return reps.loc[reps["variant"] == variant].sort_values("phase")[col].to_numpy(dtype=float)
+def phase_series(ev: engine.Evidence, reps: pd.DataFrame, variant: str, col: str) -> engine.Series:
+    """A variant's phase figures (``col``: real_s, user_s, sys_s) as the engine reads them: each
+    phase a round (phase i of every variant ran in round i) and a process of its own."""
+    g = reps.loc[reps["variant"] == variant].sort_values("phase")
+    return ev.series(g[col].to_numpy(dtype=float), f"{variant}: {col}", f"phases of {variant}",
+                     rounds=g["phase"].astype(int).tolist(), sources=[variant], timeline="the run's phases")
 
 
-def _ratio_rows(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame, drift: derived.Drift) -> list[dict]:
+def _ratio_rows(ev: engine.Evidence, pol: pd.DataFrame, reps: pd.DataFrame) -> list[dict]:
     """Each variant over per_call with the same mode (real, user, sys: paired by phase; the
     per-launch latency: medians of the launches), and over locked_cache (real) for the pool
     and size_limit (the review's and the ChangeLog's comparisons)."""
-    mode = _mode_of(rec)
+    mode = _mode_of(ev.rec)
     ok = pol[pol["correct"] & (pol["samples"] > 0)]
-    samples = {v.variant: np.asarray(v.samples_ns, dtype=float) for v in rec.variants}
     rows = []
     for m, g in ok.groupby(mode, sort=False) if mode in ok else []:
         by = {r["provider"]: r["variant"] for r in g.to_dict("records")}
@@ -144,23 +149,22 @@ def _ratio_rows(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame, drift: de
                 if v == b or (against and r["provider"] not in against):
                     continue
                 for clock in clocks:
-                    xa, xb = _phase_values(reps, b, f"{clock}_s"), _phase_values(reps, v, f"{clock}_s")
-                    d = derived.ratio(xa, xb, f"{v} / {b}: {clock}", paired=xa.size == xb.size)
+                    d = ev.ratio(phase_series(ev, reps, b, f"{clock}_s"), phase_series(ev, reps, v, f"{clock}_s"),
+                                 f"{v} / {b}: {clock}")
                     rows.append(d.row(quantity=f"vs {base}", clock=clock, variant=v, provider=r["provider"],
                                       baseline=b, mode=str(m)))
-                if base == "per_call":  # pooled launches of different processes: with the drift
-                    d = derived.ratio(samples[b], samples[v], f"{v} / {b}: per-launch latency", drift=drift)
+                if base == "per_call" and b in ev and v in ev:  # pooled launches of different processes
+                    d = ev.ratio(b, v, f"{v} / {b}: per-launch latency")
                     rows.append(d.row(quantity="latency vs per_call", clock="per-launch latency", variant=v,
                                       provider=r["provider"], baseline=b, mode=str(m)))
     return rows
 
 
-def derived_table(rec: RunRecord, pol: pd.DataFrame, reps: pd.DataFrame,
-                  drift: derived.Drift = derived.NO_DRIFT) -> pd.DataFrame:
+def derived_table(ev: engine.Evidence, pol: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
     """Every ratio of the run with its 95% CI and status (one row each); ``quantity`` says
     which: ``vs per_call`` (real/user/sys, paired by phase), ``latency vs per_call`` (median
     per-launch latency) and ``vs locked_cache`` (real time of the pool and size_limit)."""
-    df = derived.derived_table(_ratio_rows(rec, pol, reps, drift) if len(pol) and len(reps) else [])
+    df = derived.derived_table(_ratio_rows(ev, pol, reps) if len(pol) and len(reps) else [])
     for col in ("quantity", "clock", "variant", "provider", "baseline", "mode"):
         if col not in df.columns:
             df[col] = pd.Series(dtype=object)
@@ -257,36 +261,35 @@ def run_table(rec: RunRecord) -> pd.DataFrame:
         "machine": (rec.outputs or {}).get("gpu") or "this host's CPU", "failed": ", ".join(failed)}])
 
 
-NULL_SOURCE = "per_call timed twice in every round, each phase a process of its own (aa: variants)"
-
-
-def null_pairs(rec: RunRecord, twins: list) -> list[tuple[str, list, list]]:
+def null_pairs(ev: engine.Evidence) -> list[tuple[str, engine.Series, engine.Series]]:
     """The A/A null controls: each twin's phase real times against its original's (a phase is
-    one process: the phases are the blocks)."""
-    by = {v.variant: v for v in rec.variants if v.correct}
-    loaded = derived.RunSamples(rec)
+    one process: each variant's phases a block of its own)."""
+    reps = phases_table(ev.rec)
     out = []
-    for t in twins:
-        orig = by.get(t.params["twin_of"])
-        if orig is None or not t.correct:
+    for t in ev.rec.variants:
+        orig = t.params.get("twin_of")
+        if not orig or orig not in ev or t.variant not in ev or not len(reps):
             continue
-        xa, xb = ([r.get("real_s") for r in v.extra.get("repeats", [])] for v in (orig, t))
-        note = loaded.load_note(orig.variant, t.variant) if orig.variant in loaded and t.variant in loaded else ""
-        out.append((f"A/A: {orig.variant}, its twin's phases / its own (real time)", xa, xb, note))
+        a, b = (ev.series(reps.loc[reps["variant"] == v, "real_s"].to_numpy(dtype=float), f"{v}: real",
+                          f"phases of {v}", sources=[v]) for v in (orig, t.variant))
+        out.append((f"A/A: {orig}, its twin's phases / its own (real time)", a, b))
     return out
+
+
+#: the study's null controls (workbench.engine): the A/A twin's phases against its original's
+NULLS = engine.Nulls(twins="", pairs=null_pairs,
+                     source="per_call timed twice in every round, each phase a process of its own (aa: variants)")
 
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     """``key`` (the seed's comparison, live), ``policies`` (one row per variant), ``phases``
     (one row per phase), ``derived`` (every ratio with its CI), ``segments``, the seed's
     figures (``seed_summary``, ``_seed_runs``), ``_latency_quantiles`` and ``_run``."""
-    twins = [v for v in rec.variants if v.params.get("twin_of")]
-    drift, nulls = derived.null_controls(null_pairs(rec, twins), NULL_SOURCE)
+    ev = engine.Evidence(rec, NULLS)
     rec = dataclasses.replace(rec, variants=[v for v in rec.variants if not v.params.get("twin_of")])
     reps = phases_table(rec)
     pol = policies_table(rec, reps)
-    dv = derived_table(rec, pol, reps, drift)
-    return {"key": key_table(rec, pol, dv), "policies": pol, "phases": reps, "derived": dv,
-            **derived.level_tables(drift, nulls),
+    dv = derived_table(ev, pol, reps)
+    return {"key": key_table(rec, pol, dv), "policies": pol, "phases": reps, "derived": dv, **ev.level_tables(),
             "segments": segments_table(rec), "_latency_quantiles": quantiles_table(rec), "_run": run_table(rec),
             **seed_tables()}

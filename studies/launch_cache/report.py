@@ -14,6 +14,7 @@ import pandas as pd
 from workbench import derived
 from workbench.tables import md_table
 from workbench.untrusted import escape as esc
+from workbench.verdict import Finding
 
 from .analysis import CLOCKS, fmt_seconds, fmt_time, per_launch, range_text, ratio_cell, seed_tables
 
@@ -200,6 +201,17 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
 
 # --- verdict and report -------------------------------------------------------------------------
 
+#: the findings a launch-cache verdict states, in order (the first leads): (quantity, provider,
+#: clock, label)
+FINDINGS = (("vs per_call", "locked_cache", "real", "locked_cache's real time over per_call's"),
+            ("vs per_call", "locked_cache", "user", "locked_cache's user time over per_call's"),
+            ("vs per_call", "locked_cache", "sys", "locked_cache's sys time over per_call's"),
+            ("vs locked_cache", "pool", "real", "the pool's real time over locked_cache's"),
+            ("vs locked_cache", "size_limit", "real", "size_limit's real time over locked_cache's"),
+            ("latency vs per_call", "locked_cache", "per-launch latency",
+             "locked_cache's median per-launch latency over per_call's"))
+
+
 def _fastest(key: pd.DataFrame, pol: pd.DataFrame, mode_col: str) -> dict[str, str]:
     """Per mode, the first checked row of the key table (sorted by median real time)."""
     ok = pol[pol["correct"] & (pol["samples"] > 0)]
@@ -212,42 +224,37 @@ def _fastest(key: pd.DataFrame, pol: pd.DataFrame, mode_col: str) -> dict[str, s
     return out
 
 
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """Per mode: the variant with the lowest real time (the key table's first row) and whether
-    its paired ratio to the next sets it apart; then the clear ratios to per_call (real, user,
-    sys), or why the phase ratios are inconclusive; then the failed variants."""
-    run = tbls["_run"].iloc[0]
-    key, pol, dv = tbls["key"], tbls["policies"], tbls["derived"]
-    fails = f" FAILED: {esc(run['failed'])}." if run["failed"] else ""
-    if not len(key):
-        return "No phase finished." + fails
-    mode_col = run["mode"]
-    parts = []
-    for mode, best in _fastest(key, pol, mode_col).items():
+def _lowest(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """Per mode, the key table's first row: the lowest median real time (a fact, no comparison)."""
+    run, key, pol = tbls["_run"].iloc[0], tbls["key"], tbls["policies"]
+    out = []
+    for mode, best in (_fastest(key, pol, run["mode"]).items() if len(key) else []):
         r = pol.set_index("variant").loc[best]
-        text = (f"{_mode_text(run, mode)}: lowest real time {esc(best)} ({fmt_seconds(r['real_s'])} s, median of "
-                f"{int(r['phases'])} phase{'s' if r['phases'] != 1 else ''})")
-        vs = dv[(dv["quantity"] == "vs per_call") & (dv["variant"] == best) & (dv["mode"] == mode)] if len(dv) \
-            else dv
-        clear = [f"{c} {derived.fmt_derived(x, status=False)}" for c in CLOCKS
-                 for x in vs[(vs["clock"] == c) & (vs["status"] == "clear")].to_dict("records")]
-        if clear:
-            text += "; over per_call's: " + ", ".join(clear)
-        elif len(vs) and r["phases"] < 2:
-            text += " (one phase: no ratio of phases to state)"
-        elif len(vs):
-            text += f" (its ratios to per_call are inconclusive: {esc(vs.iloc[0]['why'])})"
-        parts.append(text)
-    text = "; ".join(parts) + "."
-    lat = dv[(dv["quantity"] == "latency vs per_call") & (dv["status"] == "clear")] if len(dv) else dv
-    if len(lat):
-        lo = lat.sort_values("point").iloc[0]
-        text += (f" Median per-launch latency: {esc(lo['variant'])} {derived.fmt_derived(lo, status=False)} of "
-                 f"{esc(lo['baseline'])}'s.")
-    vague = int((dv["status"] == "inconclusive").sum()) if len(dv) else 0
-    if vague:
-        text += f" {vague} of {len(dv)} ratios inconclusive (not stated; the derived table has them)."
-    return text + fails
+        phases = int(r["phases"])
+        out.append(Finding("lowest", text=f"{_mode_text(run, mode)}: lowest real time {esc(best)} "
+                                          f"({fmt_seconds(r['real_s'])} s, median of {phases} phase"
+                                          f"{'s' if phases != 1 else ''})"))
+    return out
+
+
+def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The seed's comparisons in its order: the locked cache against allocating per launch
+    (real, user, sys: ratios of phase times, paired by phase; the lead), the key table's lowest
+    real time per mode, the pool and the size limit against the locked cache, the per-launch
+    latency; per mode where the run has several."""
+    run, dv = tbls["_run"].iloc[0], tbls["derived"]
+    if not len(dv):
+        return [Finding("ratios", text="No ratio of two policies: " + ("no phase finished" if not len(tbls["key"])
+                                                                        else "per_call or locked_cache is missing")),
+                *_lowest(tbls)]
+    modes = list(dict.fromkeys(dv["mode"]))
+    out = []
+    for quantity, provider, clock, label in FINDINGS:
+        g = dv[(dv["quantity"] == quantity) & (dv["provider"] == provider) & (dv["clock"] == clock)]
+        for r in g.to_dict("records"):
+            where = f" ({_mode_text(run, r['mode'])})" if len(modes) > 1 else ""
+            out.append(Finding(label + where, r))
+    return out[:1] + _lowest(tbls) + out[1:]
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 
 import studies.launch_cache as study
 from tests.support.committed_claims import analyses, check_statuses
+from workbench.derived import fmt_derived
 from workbench.analysis import charts_of
 
 NT, HOLDS, INC, NO = "not testable here", "holds", "inconclusive", "contradicted"
@@ -21,18 +22,22 @@ def _s(*statuses: str) -> dict[str, str]:
 
 #: the statuses the committed data supports (traces/launch-cache/README.md says why): runs of 3
 #: phases a variant (the CPU runs) give inconclusive phase ratios whatever they look like (5 needed
-#: for a CI); the GPU runs other than the 1,048,576-launch one have 5
+#: for a CI); the GPU runs other than the 1,048,576-launch one have 5 (issue 41: the mean of the
+#: per-phase log ratios with its t interval, since no 95% interval of a median of 5 exists), and
+#: where the locked cache wins its real time is far below the author's 0.88-0.89x: the direction
+#: holds, not the size
+DIR = "direction holds"
 EXPECTED = {
     "cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, INC, INC, NT, INC),
     "cpu-8threads-long-kernels-host-of-NVIDIA-H100-80GB-HBM3.bundle.json": _s(INC, INC, NT, INC, NT, INC),
     "cpu-size-limit-200MB-host-of-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, INC, NT, NT, NT),
     "cpu-size-limit-50MB-host-of-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, INC, NT, NT, NT),
     "gpu-1048576-launches-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, NT, NT, NT, NT),
-    "gpu-16384-launches-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, INC, HOLDS, INC),
+    "gpu-16384-launches-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, INC, DIR, INC),
     "gpu-256-launches-long-kernels-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NO, HOLDS, NT, HOLDS, NO, HOLDS),
-    "gpu-4096-launches-one-block-kernels-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NO, HOLDS, NT, HOLDS, HOLDS, HOLDS),
-    "gpu-size-limit-200MB-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, NT, HOLDS, NT),
-    "gpu-size-limit-50MB-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, NT, HOLDS, NT),
+    "gpu-4096-launches-one-block-kernels-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NO, HOLDS, NT, HOLDS, DIR, HOLDS),
+    "gpu-size-limit-200MB-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, NT, DIR, NT),
+    "gpu-size-limit-50MB-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, NT, DIR, NT),
     "gpu-size-limit-oom-retry-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, NT, NT, NT, NT),
 }
 
@@ -44,7 +49,7 @@ def test_every_committed_bundle_has_its_expected_statuses():
 @pytest.mark.parametrize("bundle", sorted(EXPECTED))
 def test_claims_on_each_committed_bundle_have_the_statuses_its_data_supports(bundle):
     for r in check_statuses(analyses(study.ID)[bundle], EXPECTED[bundle]):
-        if r["status"] in (HOLDS, NO):
+        if r["status"] in (HOLDS, NO, DIR):
             assert "5 phases" in r["live"], r  # a CI, from enough phases
         elif r["status"] == INC:
             assert r["why"], r
@@ -60,10 +65,11 @@ def test_three_phases_are_never_a_finding_even_when_every_phase_agrees():
 
 def test_five_phases_turn_the_same_ratio_into_a_finding_with_its_ci():
     """The 16,384-launch GPU run re-measured with 5 phases: the ratio the 3-phase run could only
-    show (0.127x) now has a CI that excludes 1, and the tiny-kernel pool-vs-lock ratio, whose
-    phases disagree, stays open."""
+    show now has a CI that excludes 1 (5 phases: the geometric mean of the per-phase ratios with
+    its t interval, 0.135x), and the tiny-kernel pool-vs-lock ratio, whose phases disagree, stays
+    open."""
     c = analyses(study.ID)["gpu-16384-launches-NVIDIA-H100-80GB-HBM3.bundle.json"].claims.set_index("id")
-    assert "real 0.127x [0.115, 0.162]" in c.loc["003-many-launches-cut-all-three", "live"]
+    assert "real 0.135x [0.111, 0.165]" in c.loc["003-many-launches-cut-all-three", "live"]
     assert "includes 1" in c.loc["003-pool-avoids-serialisation", "why"]
 
 
@@ -85,9 +91,10 @@ def test_the_verdict_names_the_key_tables_fastest_and_prints_no_zero_ratio(bundl
 def test_the_issues_cpu_run_names_the_fastest_of_each_malloc_mode():
     """The old verdict named pool3/pinned fastest while the table said locked_cache/dynamic."""
     a = analyses(study.ID)["cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json"]
-    assert "malloc=dynamic: lowest real time locked_cache/dynamic" in a.verdict
-    assert "pool3" not in a.verdict.split("Median per-launch")[0]
-    assert "0.00573x [0.00567, 0.00579] (1/174)" in a.verdict  # a small ratio with its digits
+    assert "malloc=dynamic: lowest real time locked_cache/dynamic" in a.verdict and "pool3" not in a.verdict
+    dv = a.tables["derived"]
+    latency = dv[(dv["quantity"] == "latency vs per_call") & (dv["variant"] == "locked_cache/dynamic")].iloc[0]
+    assert fmt_derived(latency).startswith("0.00573x [0.0056")  # a small ratio with its digits
 
 
 def test_phase_ratios_are_paired_by_round_and_a_zero_sys_time_is_a_ratio_of_zero():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -179,7 +181,7 @@ def test_smoke_run_records_checked_variants_and_reports(store):
     # one phase: every phase ratio is shown as not meaningful, never stated in the verdict
     vs = t["derived"][t["derived"]["quantity"] == "vs per_call"]
     assert len(vs) == 6 * 3 and (vs["status"] == "not meaningful").all()
-    assert "per_call's:" not in a.verdict and "lowest real time" in a.verdict and "one phase" in a.verdict
+    assert not re.search(r"per_call's[^:.]*: [\d.]+x", a.verdict) and "lowest real time" in a.verdict
     assert set(a.claims["status"]) == {"not testable here"}  # one phase of short kernels on the CPU
     assert "at least 2 a variant" in a.claims.set_index("id").loc["003-many-launches-cut-all-three", "why"]
     for mode in ("pinned", "dynamic"):  # the verdict names the key table's fastest of each mode
