@@ -39,9 +39,9 @@ from .analysis import BASELINES, size_label
 from .measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label, dep_label, measure_point,
                       measure_twin, variant_name)
 # the hooks and the seed's data (workbench.study lists them)
-from .analysis import analyze  # noqa: F401
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import charts, report_sections, verdict  # noqa: F401
+from .report import charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "opencl-events"

@@ -3,9 +3,9 @@
 ``analyze`` (re-exported by :mod:`studies.opencl_events`) is the only place that computes on a
 record. Conditions of one point were timed in interleaved rounds (``sweep_point``), so a
 condition's sample i and its baseline's sample i come from the same round: every difference
-and ratio over the baseline is paired by round (:mod:`workbench.derived`). A range of sizes
-(a bucket) pools the rounds of its sizes: the median over those pairs, its CI from resampling
-them.
+and ratio over the baseline is paired by round (:class:`workbench.engine.Evidence`). A range
+of sizes (a bucket) pools the rounds of its sizes: the median over those pairs, with its
+order-statistic interval.
 
 An extra time below zero is not flagged as impossible: the baseline differs from a condition
 in more than the added call (without ``unmap`` the maps stay open and pile up, and a waiting
@@ -22,7 +22,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from workbench import derived, tables
+from workbench import derived, engine, tables
 from workbench.derived import Derived, fmt_derived
 from workbench.record import RunRecord
 
@@ -73,12 +73,12 @@ def group_name(workers: int) -> str:
 def _valid(rec: RunRecord) -> pd.DataFrame:
     """One row per valid variant: experiment, workers (0 without), provider, sizes, runs per
     measurement and the samples (ns per run) as an array."""
-    rows = [{"experiment": v.params.get("experiment", rec.params.get("experiment")),
+    rows = [{"variant": v.variant, "experiment": v.params.get("experiment", rec.params.get("experiment")),
              "workers": int(v.params.get("workers") or 0), "provider": provider_of(v.params),
              "size_bytes": int(v.params["size_bytes"]), "reps": int(v.extra.get("reps", rec.params.get("reps", 0))),
              "samples": np.asarray(v.samples_ns, dtype=float)}
             for v in rec.valid_variants() if not v.params.get("twin_of")]
-    df = pd.DataFrame(rows, columns=["experiment", "workers", "provider", "size_bytes", "reps", "samples"])
+    df = pd.DataFrame(rows, columns=["variant", "experiment", "workers", "provider", "size_bytes", "reps", "samples"])
     df["total_bytes"] = df["size_bytes"] * df["workers"].clip(lower=1)
     return df
 
@@ -120,9 +120,18 @@ def samples_table(rec: RunRecord) -> pd.DataFrame:
 
 # --- derived quantities ---------------------------------------------------------------------------
 
-def _pair(base: np.ndarray, cond: np.ndarray) -> bool:
-    """Paired by round when both have every round (a refused or failed one is not in ``_valid``)."""
-    return base.size == cond.size
+def _sides(ev: engine.Evidence, parts: list[tuple]) -> tuple[engine.Series, engine.Series]:
+    """Two providers' samples as the engine pairs them: ``parts`` is one (variant a, samples a,
+    variant b, samples b) per size; pairs stay pairs (round i with round i) when every size
+    has as many rounds on both sides, and the sizes' rounds are pooled in order."""
+    xa = np.concatenate([p[1] for p in parts]) if parts else np.array([])
+    xb = np.concatenate([p[3] for p in parts]) if parts else np.array([])
+    paired = all(p[1].size == p[3].size for p in parts)
+    rounds = list(range(xa.size)) if paired else None
+    names_a, names_b = [p[0] for p in parts], [p[2] for p in parts]
+    pair = "rounds of " + "|".join(names_a + names_b)  # the two sides' common rounds, pooled in size order
+    return (ev.series(xa, "+".join(names_a), "|".join(names_a), rounds=rounds, sources=names_a, timeline=pair),
+            ev.series(xb, "+".join(names_b), "|".join(names_b), rounds=rounds, sources=names_b, timeline=pair))
 
 
 def _row(d: Derived, quantity: str, exp: str, workers: int, provider: str, baseline: str, size: int | None,
@@ -132,7 +141,7 @@ def _row(d: Derived, quantity: str, exp: str, workers: int, provider: str, basel
                  bucket=bucket_of(size) if size else None, reps=reps)
 
 
-def _point_rows(exp: str, workers: int, g: pd.DataFrame) -> list[dict]:
+def _point_rows(ev: engine.Evidence, exp: str, workers: int, g: pd.DataFrame) -> list[dict]:
     """Per size: each provider minus the baseline (us per run); the head providers' ratio over
     the baseline; the callback minus the waiting thread."""
     base_name, heads = BASELINES[exp], HEADS.get(exp, ())
@@ -147,36 +156,31 @@ def _point_rows(exp: str, workers: int, g: pd.DataFrame) -> list[dict]:
             for prov, r in by.items():
                 if prov == base_name:
                     continue
-                paired = _pair(base.samples, r.samples)
-                d = derived.difference(base.samples, r.samples, where.format(f"{prov} - {base_name}"), "us",
-                                       paired=paired, scale=1e-3)
+                a, b = _sides(ev, [(base.variant, base.samples, r.variant, r.samples)])
+                d = ev.difference(a, b, where.format(f"{prov} - {base_name}"), "us")
                 rows.append(_row(d, "excess", exp, workers, prov, base_name, size, r.reps))
                 if prov in heads:
-                    d = derived.ratio(base.samples, r.samples, where.format(f"{prov} / {base_name}"), paired=paired)
+                    d = ev.ratio(a, b, where.format(f"{prov} / {base_name}"))
                     rows.append(_row(d, "relative", exp, workers, prov, base_name, size, r.reps))
         if cb in by and wait in by:
-            d = derived.difference(by[wait].samples, by[cb].samples, where.format(f"{cb} - {wait}"), "us",
-                                   paired=_pair(by[wait].samples, by[cb].samples), scale=1e-3)
+            a, b = _sides(ev, [(by[wait].variant, by[wait].samples, by[cb].variant, by[cb].samples)])
+            d = ev.difference(a, b, where.format(f"{cb} - {wait}"), "us")
             rows.append(_row(d, "callback - wait", exp, workers, cb, wait, size, by[cb].reps))
     return rows
 
 
-def _pooled(g: pd.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray, bool, int]:
-    """The samples of providers ``a`` and ``b`` over the sizes that have both, concatenated in
-    the same order (pairs stay pairs when every size is paired)."""
-    xa, xb, paired, sizes = [], [], True, 0
+def _pooled(g: pd.DataFrame, a: str, b: str) -> list[tuple]:
+    """Per size that has both providers ``a`` and ``b``: (variant a, samples a, variant b,
+    samples b), in size order."""
+    out = []
     for _size, gs in g.groupby("size_bytes", sort=True):
-        by = {r.provider: r.samples for r in gs.itertuples()}
+        by = {r.provider: r for r in gs.itertuples()}
         if a in by and b in by:
-            xa.append(by[a])
-            xb.append(by[b])
-            paired &= _pair(by[a], by[b])
-            sizes += 1
-    cat = (lambda xs: np.concatenate(xs) if xs else np.array([]))
-    return cat(xa), cat(xb), paired, sizes
+            out.append((by[a].variant, by[a].samples, by[b].variant, by[b].samples))
+    return out
 
 
-def _bucket_rows(exp: str, workers: int, g: pd.DataFrame) -> list[dict]:
+def _bucket_rows(ev: engine.Evidence, exp: str, workers: int, g: pd.DataFrame) -> list[dict]:
     """Per size range: the head providers' excess and ratio over the baseline, and the callback
     minus the waiting thread, each over the pooled rounds of the range's sizes."""
     base_name, rows = BASELINES[exp], []
@@ -186,27 +190,28 @@ def _bucket_rows(exp: str, workers: int, g: pd.DataFrame) -> list[dict]:
     for _lo, _hi, bucket in BUCKETS:
         gb = g[g["size_bytes"].map(bucket_of) == bucket]
         for a, b, quantity in pairs:
-            xa, xb, paired, sizes = _pooled(gb, a, b)
-            if not sizes:
+            parts = _pooled(gb, a, b)
+            if not parts:
                 continue
-            name = f"{group_name(workers)}{b} - {a} at {bucket} ({sizes} sizes)"
-            d = derived.difference(xa, xb, name, "us", paired=paired, scale=1e-3)
+            sa, sb = _sides(ev, parts)
+            sizes = len(parts)
+            d = ev.difference(sa, sb, f"{group_name(workers)}{b} - {a} at {bucket} ({sizes} sizes)", "us")
             rows.append({**_row(d, quantity, exp, workers, b, a, None, None), "bucket": bucket, "sizes": sizes})
             if a == base_name:
-                d = derived.ratio(xa, xb, f"{group_name(workers)}{b} / {a} at {bucket} ({sizes} sizes)", paired=paired)
+                d = ev.ratio(sa, sb, f"{group_name(workers)}{b} / {a} at {bucket} ({sizes} sizes)")
                 rows.append({**_row(d, "bucket relative", exp, workers, b, a, None, None), "bucket": bucket,
                              "sizes": sizes})
     return rows
 
 
-def derived_table(rec: RunRecord) -> pd.DataFrame:
+def derived_table(ev: engine.Evidence) -> pd.DataFrame:
     """Every derived overhead of the run with its 95% CI and status (one row each); the
     ``quantity`` column says which: ``excess`` and ``relative`` per size, ``callback - wait``
     per size, and their ``bucket`` forms per size range."""
-    valid = _valid(rec)
+    valid = _valid(ev.rec)
     rows = []
     for (exp, workers), g in valid.groupby(["experiment", "workers"], sort=True):
-        rows += _point_rows(exp, int(workers), g) + _bucket_rows(exp, int(workers), g)
+        rows += _point_rows(ev, exp, int(workers), g) + _bucket_rows(ev, exp, int(workers), g)
     df = derived.derived_table(rows)
     for col in DERIVED_EXTRA + ["sizes"]:
         if col not in df.columns:
@@ -216,18 +221,28 @@ def derived_table(rec: RunRecord) -> pd.DataFrame:
 
 # --- the seed-shaped tables ---------------------------------------------------------------------
 
+def _unclear(d: Derived) -> str:
+    """What an unclear figure's cell says after it: ``(CI includes 0)``, or what kept its CI
+    from deciding (``(not clear: measured under load)``)."""
+    if d.status == "clear":
+        return ""
+    if d.lo <= d.null <= d.hi:
+        return f" (CI includes {d.null:g})"
+    return " (not clear: " + ("measured under load" if "under load" in d.caveat else d.caveat.split("; ")[0]) + ")"
+
+
 def excess_text(d, unit: bool = False) -> str:
     """``+9.3 [+8.1, +10.5]`` (a difference, signed; ``unit``: ``+9.3 us [+8.1, +10.5]``) or
-    ``1.097x [1.093, 1.099]`` (a ratio); ``(CI includes 0)`` after an inconclusive one; ``n/a
-    (why)`` for a not meaningful one."""
+    ``1.097x [1.093, 1.099]`` (a ratio); ``(CI includes 0)`` after an inconclusive one (or what
+    kept it from deciding); ``n/a (why)`` for a not meaningful one."""
     d = derived.item(d)
     if d.status == "not meaningful" or not np.isfinite(d.point):
         return fmt_derived(d)
     if d.unit == "x":
-        return fmt_derived(d, status=False) + ("" if d.status == "clear" else " (CI includes 1)")
+        return fmt_derived(d, status=False) + _unclear(d)
     text = fmt_derived(d, status=False)
     signed = _UNSIGNED.sub(r"+\1", text if unit else text.replace(f" {d.unit}", ""))
-    return signed + ("" if d.status == "clear" else " (CI includes 0)")
+    return signed + _unclear(d)
 
 
 def key_table(dv: pd.DataFrame) -> pd.DataFrame:
@@ -323,13 +338,15 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     (one row per provider and size), ``derived`` (every difference and ratio with its CI),
     ``_samples`` (every measurement: chart data) and ``_run`` (how the run measured)."""
     pts = points_table(rec)
-    dv = derived_table(rec)
-    drift, twins = derived.null_controls(derived.RunSamples(rec).twins("again after every other point / first"),
-                                         NULL_SOURCE)
+    ev = engine.Evidence(rec, NULLS)
+    dv = derived_table(ev)
     return {"key": key_table(dv), "per_size": per_size_table(pts, dv), "overhead": overhead_table(dv), "points": pts,
-            "derived": dv, **derived.level_tables(drift, twins),
+            "derived": dv, **ev.level_tables(),
             "_samples": samples_table(rec), "_run": run_table(rec)}
 
 
-NULL_SOURCE = ("the first and the last point's baselines timed again, alone, after every other point (aa: "
-               "variants); every comparison of this study pairs by round, so their drift is shown, not added")
+#: the study's null controls (workbench.engine): the first and the last point's baselines again
+NULLS = engine.Nulls(twins="again after every other point / first",
+                     source="the first and the last point's baselines timed again, alone, after every other point (aa: "
+                            "variants); every comparison of this study pairs by round, so their drift is shown, not "
+                            "added")

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workbench.claims import Claim, ClaimResult, bound, not_testable
-from workbench.derived import item
+from workbench.claims import Claim, ClaimResult, Seed, agree, all_hold, apart, bound, not_testable, retold, within
 
 from .analysis import BASELINES, CALLBACK, LARGE, SMALL, UNMAP, WAIT, excess_text, size_label
 
@@ -47,23 +46,7 @@ def _label(workers) -> str:
 def _combine(parts: list[tuple[int, ClaimResult]]) -> ClaimResult:
     """One result from one per worker count: the common status, else inconclusive with where
     each held."""
-    live = "; ".join(_label(w) + r.live for w, r in parts if r.live)
-    statuses = {r.status for _w, r in parts}
-    if len(statuses) == 1:
-        whys = [r.why for _w, r in parts if r.why]
-        why = whys[0] if len(set(whys)) == 1 and len(whys) == len(parts) else \
-            "; ".join(_label(w) + r.why for w, r in parts if r.why)
-        return ClaimResult(statuses.pop(), live, why)
-    return ClaimResult("inconclusive", live, "; ".join(f"{_label(w) or 'here: '}{r.status}" + (f" ({r.why})" if r.why
-                                                                                              else "")
-                                                       for w, r in parts))
-
-
-def _apart(a, b) -> str:
-    """holds when the CI of ``a`` lies wholly above that of ``b``, contradicted wholly below,
-    inconclusive when they overlap."""
-    a, b = item(a), item(b)
-    return "holds" if a.lo > b.hi else "contradicted" if a.hi < b.lo else "inconclusive"
+    return agree([(_label(w).rstrip(": ") or "here", r) for w, r in parts])
 
 
 def _cuda_note(exp: str) -> str:
@@ -74,7 +57,7 @@ def _cuda_note(exp: str) -> str:
 def _above(d, limit: float, live: str, exp: str) -> ClaimResult:
     """:func:`workbench.claims.bound` above ``limit``, with the CUDA note on a CUDA run."""
     res = bound(d, above=limit, live=live)
-    return ClaimResult(res.status, res.live, "; ".join(x for x in (res.why, _cuda_note(exp)) if x))
+    return retold(res, why="; ".join(x for x in (res.why, _cuda_note(exp)) if x))
 
 
 def callbacks_cost_at_small_sizes(tbls, rec) -> ClaimResult:
@@ -110,9 +93,7 @@ def overhead_fades_with_size(tbls, rec) -> ClaimResult:
                             f"to {size_label(int(sizes.max()))})")
     s, big = small.iloc[0], large.iloc[0]
     live = f"{cb} / {BASELINES[exp]}: {excess_text(s)} at {SMALL}, {excess_text(big)} at {LARGE}"
-    status = _apart(s, big)
-    return ClaimResult(status, live, "; ".join(x for x in ("the two CIs overlap" if status == "inconclusive" else "",
-                                                          _cuda_note(exp)) if x))
+    return apart(s, big, live=live, why=_cuda_note(exp))
 
 
 def waiting_costs_less(tbls, rec) -> ClaimResult:
@@ -147,9 +128,7 @@ def chains_smaller_relative_overhead(tbls, rec) -> ClaimResult:
                             f"{', '.join(map(str, sorted(rel.index))) or 'neither'})")
     r7, r28 = rel.loc[7], rel.loc[28]
     live = f"cb / plain at {SMALL} a worker: 7 workers {excess_text(r7)}, 28 workers {excess_text(r28)}"
-    status = _apart(r7, r28)
-    why = f"7 vs 28 workers in one run (vs one kernel per run: across runs, {README})"
-    return ClaimResult(status, live, ("the two CIs overlap; " if status == "inconclusive" else "") + why)
+    return apart(r7, r28, live=live, why=f"7 vs 28 workers in one run (vs one kernel per run: across runs, {README})")
 
 
 def unmapping_has_little_effect(tbls, rec) -> ClaimResult:
@@ -163,14 +142,12 @@ def unmapping_has_little_effect(tbls, rec) -> ClaimResult:
     lo, hi = 1 - UNMAP_MARGIN, 1 + UNMAP_MARGIN
     parts = []
     for w, g in rows.groupby("workers", sort=True):
-        inside = bool(((g["lo"] >= lo) & (g["hi"] <= hi)).all())
-        outside = bool(((g["lo"] > hi) | (g["hi"] < lo)).any())
         # the size range farthest from 1 speaks for all of them
         far = g.loc[(g[["lo", "hi"]].astype(float) - 1).abs().max(axis=1).idxmax()]
         live = f"unmap / plain at worst {excess_text(far)} ({far['bucket']})"
-        status = "holds" if inside else "contradicted" if outside else "inconclusive"
-        why = "" if status == "holds" else f"'little' = within {UNMAP_MARGIN:.0%} of plain's time per run"
-        parts.append((w, ClaimResult(status, live, why)))
+        res = all_hold([within(r, lo, hi) for r in g.to_dict("records")], live)
+        why = "" if res.status == "holds" else f"'little' = within {UNMAP_MARGIN:.0%} of plain's time per run"
+        parts.append((w, retold(res, why="; ".join(x for x in (res.why, why) if x))))
     return _combine(parts)
 
 
@@ -193,9 +170,8 @@ def dependency_callback_rises(tbls, rec) -> ClaimResult:
         live = (f"cb - plain {excess_text(small, unit=True)} at {size_label(int(small['total_bytes']))} total, "
                 f"{excess_text(big)} at {size_label(int(big['total_bytes']))} ({int(big['reps'])} runs a "
                 "measurement)")
-        status = _apart(big, small)
         why = f"a delay per measurement, spread over its runs: the level per run is not the seed's ({README})"
-        parts.append((w, ClaimResult(status, live, why)))
+        parts.append((w, apart(big, small, live=live, why=why)))
     return _combine(parts)
 
 
@@ -214,31 +190,32 @@ def _needs_small_and_large(p) -> str | None:
 
 
 SEED_CLAIMS = [
-    Claim(id="001-callbacks-cost-at-small-sizes",
+    Claim(id="001-callbacks-cost-at-small-sizes", title="A completion callback on every event costs a lot at small sizes",
           seed_text="\"there is a pretty big overhead on both GPUs\" with a callback on every event (seed 001, section 1)",
           seed_value="AMD ~3x, Intel ~10 us a run, at small sizes",
           seed_machine=SEED_MACHINE, test=callbacks_cost_at_small_sizes,
+          magnitude=Seed(3.0, tolerance=0.25, relative=True, text="~3x (AMD)"),
           needs=lambda p: None if any(4096 <= s <= 65536 for s in p["sizes"]) else "needs a size of 4-64 KiB"),
-    Claim(id="001-overhead-fades-with-size",
+    Claim(id="001-overhead-fades-with-size", title="The callback's overhead fades with buffer size",
           seed_text="the overhead is \"3x for small sizes and remains significant until a buffer size of about 2 to "
                     "4 MiB\" (seed 001, section 1)",
           seed_value="3x at small sizes, fading by 2-4 MiB", seed_machine=SEED_AMD, test=overhead_fades_with_size,
           needs=_needs_small_and_large),
-    Claim(id="001-waiting-costs-less",
+    Claim(id="001-waiting-costs-less", title="Waiting on another thread costs less than a callback",
           seed_text="waiting on another thread: overhead \"almost completely gone on the AMD GPU\" (seed 001, "
                     "section 2)",
           seed_value="AMD: wait ~0 (callback ~3x)",
           seed_machine=SEED_MACHINE, test=waiting_costs_less, needs=_needs("wait", "dependency")),
-    Claim(id="001-chains-smaller-relative-overhead",
+    Claim(id="001-chains-smaller-relative-overhead", title="Longer worker chains have a smaller relative overhead",
           seed_text="7 and 28 workers: \"the relative overhead is much smaller also it is still significant for "
                     "smaller worker numbers\" (seed 001, section 3)",
           seed_value="larger with 7 workers than 28", seed_machine=SEED_AMD,
           test=chains_smaller_relative_overhead, needs=_needs("dependency")),
-    Claim(id="001-unmapping-little-effect",
+    Claim(id="001-unmapping-little-effect", title="Unmapping has almost no effect",
           seed_text="\"On the AMD GPU, the unmapping has almost zero effect\" (seed 001, section 3)",
           seed_value=f"~0 (tested: within {UNMAP_MARGIN:.0%} of plain's time)",
           seed_machine=SEED_AMD, test=unmapping_has_little_effect, needs=_needs("dependency")),
-    Claim(id="001-dep-callback-rises",
+    Claim(id="001-dep-callback-rises", title="The map event's callback cost rises with total size",
           seed_text="the map event's callback is \"roughly a fixed amount for small buffer sizes then increases\" "
                     "(seed 001, section 3)",
           seed_value="rises at 4-15 MiB total to ~0.4 ms a run",

@@ -15,6 +15,7 @@ import pandas as pd
 from workbench import derived
 from workbench.tables import md_table
 from workbench.untrusted import escape as esc
+from workbench.verdict import Finding
 
 from .analysis import BASELINES, BUCKETS, CALLBACK, HEADS, excess_text, group_name
 
@@ -226,46 +227,36 @@ def _where(run) -> str:
     return f"{run['platform']} / {run['device']}"
 
 
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """Per worker count (dependency) or for the run: each head provider's extra time per run
-    over the baseline at the smallest size range, and the callback's at the largest, where its
-    CI excludes 0 (the ratio beside it); the inconclusive ones are counted, never stated."""
+def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """Per worker count (dependency) or for the run: the callback's extra time per run over the
+    baseline at the smallest size range (the lead: the seed's "pretty big overhead"), its ratio
+    there and its extra time at the largest range (the seed's fading), then the other head
+    providers' at the smallest range; a CUDA run says what its callback is."""
     run = tbls["_run"].iloc[0]
-    exp = str(run["experiment"])
-    dv = tbls.get("derived")
-    fails = int(run["failed"])
-    tail = f" {fails} point(s) FAILED their check or were refused (see the results)." if fails else ""
+    exp, dv = str(run["experiment"]), tbls.get("derived")
+    where = f"{exp} on {_where(run)}"
     if dv is None or not len(dv):
-        return f"{esc(exp)} on {esc(_where(run))}: no overhead could be computed (no baseline beside a provider)." + tail
-    ex, rel = dv[dv["quantity"] == "bucket excess"], dv[dv["quantity"] == "bucket relative"]
-    parts = []
-    ranges = [b for _lo, _hi, b in BUCKETS if b in set(ex["bucket"])]
-    for w in sorted(ex["workers"].unique()):
-        said = []
-        for bucket in dict.fromkeys([ranges[0], ranges[-1]]):
-            g = ex[(ex["workers"] == w) & (ex["bucket"] == bucket) & (ex["status"] == "clear")]
-            if bucket != ranges[0]:  # the largest sizes: the callback alone (the seed's fading overhead)
-                g = g[g["provider"] == CALLBACK.get(exp)]
-            for r in g.sort_values("point", ascending=False).to_dict("records"):
-                ratio = rel[(rel["workers"] == w) & (rel["bucket"] == bucket) & (rel["provider"] == r["provider"])]
-                # the callback's ratio (the seed's "3x"); the key table has the others'
-                times = (f" ({derived.fmt_derived(ratio.iloc[0], status=False)})"
-                         if len(ratio) and ratio.iloc[0]["status"] == "clear" and r["provider"] == CALLBACK.get(exp)
-                         else "")
-                said.append(f"{esc(r['provider'])} {esc(excess_text(r, unit=True))}{times} at {esc(bucket)}")
-        if said:
-            parts.append(f"{group_name(int(w))}" + "; ".join(said))
-    base = BASELINES.get(exp, "the baseline")
-    head = (f"{esc(exp)} on {esc(_where(run))}, extra us per run over {esc(base)} (the callback's: and x its "
-            "time; median of paired rounds, 95% CI)")
-    text = head + (": " + ". ".join(parts) + "." if parts else ": no clear difference from the baseline.")
-    points = dv[dv["quantity"].isin(["excess", "bucket excess"])]
-    vague = int((points["status"] == "inconclusive").sum())
-    if vague:
-        text += f" {vague} of {len(points)} extra times inconclusive (CI includes 0 or too few samples): not stated."
+        return [Finding("overheads", text=f"{esc(where)}: no overhead could be computed (no baseline beside a "
+                                          "provider)")]
+    ranges = [b for _lo, _hi, b in BUCKETS if b in set(dv["bucket"].dropna())]
+    cb, base = CALLBACK.get(exp), BASELINES.get(exp, "the baseline")
+    out = []
+    for w in sorted(dv["workers"].dropna().unique()):
+        pick = dv[(dv["workers"] == w) & (dv["provider"] == cb)]
+        for quantity, bucket, what in (("bucket excess", ranges[:1], "extra time per run"),
+                                       ("bucket relative", ranges[:1], "time per run"),
+                                       ("bucket excess", ranges[-1:], "extra time per run")):
+            for r in pick[(pick["quantity"] == quantity) & pick["bucket"].isin(bucket)].to_dict("records"):
+                label = f"{group_name(int(w))}{cb}'s {what} over {base} at {r['bucket']} ({where})"
+                out.append(Finding(label, r))
+        others = dv[(dv["workers"] == w) & (dv["quantity"] == "bucket excess") & dv["bucket"].isin(ranges[:1])
+                    & (dv["provider"] != cb)]
+        out += [Finding(f"{group_name(int(w))}{r['provider']}'s extra time per run over {r['baseline']} at "
+                        f"{r['bucket']}", r) for r in others.to_dict("records")]
     if exp == "cuda":
-        text += f" ({esc(CALLBACK['cuda'])} is the CUDA counterpart of a CL_COMPLETE callback, but runs in the stream.)"
-    return text + tail
+        out.append(Finding("cuda", text=f"{esc(CALLBACK['cuda'])} is the CUDA counterpart of a CL_COMPLETE callback, "
+                                        "but runs in the stream"))
+    return out
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:

@@ -13,34 +13,39 @@ from workbench.analysis import analyse, charts_of
 from workbench.record import RunRecord, VariantResult
 
 NT, HOLDS, INC = "not testable here", "holds", "inconclusive"
+#: the seed's ~3x at small sizes is AMD's: the callback costs more everywhere here (the direction
+#: holds) but never about 3x (1.04-1.75x native, 11-14x through CUDA and pyopencl): issue 41
+DIR = "direction holds"
 #: the statuses the committed data supports (traces/opencl-events/README.md says why)
 EXPECTED = {
     "callbacks-native-NVIDIA_H200.bundle.json": {
-        "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": INC, "001-waiting-costs-less": NT,
+        "001-callbacks-cost-at-small-sizes": DIR, "001-overhead-fades-with-size": INC, "001-waiting-costs-less": NT,
         "001-chains-smaller-relative-overhead": NT, "001-unmapping-little-effect": NT, "001-dep-callback-rises": NT},
     "callbacks-pyopencl-NVIDIA_H200.bundle.json": {
-        "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": HOLDS,
+        "001-callbacks-cost-at-small-sizes": DIR, "001-overhead-fades-with-size": HOLDS,
         "001-waiting-costs-less": NT, "001-chains-smaller-relative-overhead": NT, "001-unmapping-little-effect": NT,
         "001-dep-callback-rises": NT},
     "wait-native-NVIDIA_H200.bundle.json": {
-        "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": INC,
+        "001-callbacks-cost-at-small-sizes": DIR, "001-overhead-fades-with-size": INC,
         "001-waiting-costs-less": HOLDS, "001-chains-smaller-relative-overhead": NT, "001-unmapping-little-effect": NT,
         "001-dep-callback-rises": NT},
     "cuda-NVIDIA_H200.bundle.json": {
-        "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": HOLDS,
+        "001-callbacks-cost-at-small-sizes": DIR, "001-overhead-fades-with-size": HOLDS,
         "001-waiting-costs-less": HOLDS, "001-chains-smaller-relative-overhead": NT, "001-unmapping-little-effect": NT,
         "001-dep-callback-rises": NT},
     "dependency-native-NVIDIA_H100_80GB_HBM3.bundle.json": {
-        "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": NT,
+        "001-callbacks-cost-at-small-sizes": DIR, "001-overhead-fades-with-size": NT,
         "001-waiting-costs-less": HOLDS, "001-chains-smaller-relative-overhead": HOLDS,
         "001-unmapping-little-effect": HOLDS, "001-dep-callback-rises": HOLDS},
     "dependency-native-28w-32MiB-NVIDIA_H100_80GB_HBM3.bundle.json": {  # the H100 run's missing last point
         "001-callbacks-cost-at-small-sizes": NT, "001-overhead-fades-with-size": NT, "001-waiting-costs-less": NT,
         "001-chains-smaller-relative-overhead": NT, "001-unmapping-little-effect": HOLDS, "001-dep-callback-rises": NT},
+    # unmapping: within 10% at every size range with 7 workers; with 28 one range's CI (the
+    # order-statistic interval of its pooled rounds) reaches past 1.1x: inconclusive there
     "dependency-native-NVIDIA_H200.bundle.json": {
-        "001-callbacks-cost-at-small-sizes": HOLDS, "001-overhead-fades-with-size": NT,
+        "001-callbacks-cost-at-small-sizes": DIR, "001-overhead-fades-with-size": NT,
         "001-waiting-costs-less": INC, "001-chains-smaller-relative-overhead": HOLDS,
-        "001-unmapping-little-effect": HOLDS, "001-dep-callback-rises": INC},
+        "001-unmapping-little-effect": INC, "001-dep-callback-rises": INC},
 }
 
 
@@ -83,21 +88,24 @@ def _callbacks_run(spread_us: float, rounds: int = 20, seed: int = 0) -> RunReco
     return _rec({"experiment": "callbacks", "combos": ["000", "001", "111"], "sizes": [4096]}, variants)
 
 
-def test_an_extra_time_whose_ci_spans_zero_is_never_in_the_verdict():
-    """The issue's example: "(1,1,0) adds 1.2 us [-0.9, 2.8]" was the headline."""
+def test_an_extra_time_whose_ci_spans_zero_is_never_stated_as_a_finding():
+    """The issue's example: "(1,1,0) adds 1.2 us [-0.9, 2.8]" was the headline. The callback's
+    clear extra time leads; the noisy one is shown as not clear, with why."""
     a = analyse(_callbacks_run(spread_us=4.0))
     dv = a.tables["derived"]
     noisy = dv[(dv["quantity"] == "excess") & (dv["provider"] == "(1,1,1)")].iloc[0]
     assert noisy["status"] == "inconclusive" and noisy["lo"] < 0 < noisy["hi"]
-    assert "(1,1,1)" not in a.verdict
-    assert "(0,0,1) +3.99" in a.verdict and "inconclusive" in a.verdict
+    assert a.verdict.startswith("(0,0,1)'s extra time per run over (0,0,0) at 4-64 KiB (callbacks on P / D): 3.99")
+    assert "(1,1,1)'s extra time per run over (0,0,0) at 4-64 KiB: 1.2 us [-" in a.verdict
+    assert "not clear (the CI includes 0)" in a.verdict
     key = a.tables["key"].iloc[0]
     assert key["(1,1,1) - (0,0,0) (us)"].endswith("(CI includes 0)")
 
 
 def test_the_same_extra_time_with_a_tight_ci_is_stated():
     a = analyse(_callbacks_run(spread_us=0.05))
-    assert "(1,1,1) +1.2" in a.verdict and "(0,0,1) +3.99" in a.verdict
+    assert "(1,1,1)'s extra time per run over (0,0,0) at 4-64 KiB: 1.2" in a.verdict
+    assert a.verdict.startswith("(0,0,1)'s extra time per run over (0,0,0) at 4-64 KiB (callbacks on P / D): 3.99")
 
 
 def test_extra_times_are_paired_by_round():
