@@ -53,9 +53,9 @@ from . import data, iree_tools, measure, plan
 from .iree_tools import TARGET_CPU_RE
 from .plan import AA, GRAIN_SIZE, IREE_PROVIDERS, Sweep, profile_workers
 # the hooks and the seed's data (workbench.study lists them)
-from .analysis import analyze  # noqa: F401
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import charts, report_sections, verdict  # noqa: F401
+from .report import charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "cpu-reduction"

@@ -14,14 +14,14 @@ Nothing is derived across instruments or runs: overhead = total - compute of the
 iteration, never a profile's compute against a timing run's total; the allocation is torch.sum
 minus torch.sum(out=) paired by interleaved round.
 
-Null controls (``nulls``, and the run's ``drift`` between blocks from them,
-:func:`workbench.derived.null_controls`): torch.sum below GRAIN_SIZE at the largest w over 1
-thread (the serial path at any thread count), IREE's one-workgroup dispatch at w over 1
-worker (one workgroup runs on one worker whatever the count), and the run's declared A/A
-twins (``aa:`` variants: the same configuration timed again in a later block). Every
-comparison of two blocks (ratios to torch, speedups over workers, IREE's Python cost and
-fork/join, c=8 against c=2 per capture) carries that drift; comparisons timed in the same
-interleaved rounds (the allocation, OpenMP's fork/join) pair by round instead.
+Null controls (:data:`NULLS`, the run's ``nulls`` table and its ``drift`` between blocks,
+:class:`workbench.engine.Evidence`): IREE's one-workgroup dispatch at w over 1 worker (one
+workgroup runs on one worker whatever the count) and the run's declared A/A twins (``aa:``
+variants: the same configuration timed again in a later block). torch.sum below GRAIN_SIZE at
+w threads over 1 is *not* a null: it is what claim 000-grain-serial tests. Every comparison of
+two blocks (ratios to torch, speedups over workers, IREE's Python cost and fork/join, c=8
+against c=2 per capture) carries that drift; comparisons timed in the same interleaved rounds
+(the allocation, OpenMP's fork/join) pair by round instead.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from workbench import derived, stats, tables
+from workbench import derived, engine, stats, tables
 from workbench.record import RunRecord
 
 from . import profiles
@@ -81,15 +81,13 @@ def variants(rec: RunRecord) -> pd.DataFrame:
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     p = rec.params
     df = variants(rec)
-    samples = derived.RunSamples(rec)
-    ok = df[df["correct"].astype(bool) & df["variant"].isin(samples.variants)] if len(df) else df
+    samples = engine.Evidence(rec, NULLS)
+    ok = checked(df, samples)
     plain = ok[ok["experiment"] == ""] if len(ok) else ok
-    drift, nulls = derived.null_controls(null_pairs(ok, p, samples), NULL_SOURCE)
-    samples.drift = drift
     profs = profiles.load_profiles(rec) if rec.attachments else []
     iters = profiles.iteration_table(profs)
-    over = profiles.overhead_table(iters)
-    out: dict[str, pd.DataFrame] = {"_run": run_table(rec), **derived.level_tables(drift, nulls)}
+    over = profiles.overhead_table(samples, iters)
+    out: dict[str, pd.DataFrame] = {"_run": run_table(rec), **samples.level_tables()}
     if len(plain):
         _timing_tables(plain, p, samples, profiles.compute_us(over), rec.outputs, out)
     if len(ok):
@@ -102,7 +100,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
                                           "bytes_per_copy": b["bytes_per_copy"], "samples": len(b["samples_ns"]),
                                           "correct": b["correct"]} for w, b in sorted(bw.items(), key=lambda kv: int(kv[0]))])
     if profs:
-        _phase_tables(profs, iters, over, out, drift)
+        _phase_tables(samples, profs, iters, over, out)
     _put(out, "seed_overview", seed_overview(out))
     _put(out, "dispatch_model", _dispatch_model(out, p, plain))
     out["_environment"] = _environment(rec, out)
@@ -112,22 +110,19 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     return out
 
 
-NULL_SOURCE = "torch.sum below GRAIN_SIZE at w threads vs 1, IREE's one-workgroup dispatch at w vs 1, A/A twins"
+def checked(df: pd.DataFrame, ev: engine.Evidence) -> pd.DataFrame:
+    """The variants table's checked rows with samples (the ones the engine compares)."""
+    return df[df["correct"].astype(bool) & df["variant"].isin(ev.variants)] if len(df) else df
 
 
-def null_pairs(ok: pd.DataFrame, p: dict, samples: derived.RunSamples) -> list[tuple[str, list, list, str]]:
-    """The run's null controls as (name, block a, block b): the serial path (torch.sum below
-    GRAIN_SIZE at the largest w vs 1 thread), IREE's one-workgroup dispatch (w vs 1 worker)
-    and the A/A twins (``aa:`` variants vs their originals, timed in a later block)."""
-    out = []
+def null_pairs(ev: engine.Evidence) -> list[tuple[str, str, str]]:
+    """The run's null controls (label, block a, block b): IREE's one-workgroup dispatch at w
+    vs 1 worker, and the A/A twins (``aa:`` variants vs their originals, timed in a later
+    block). Not torch.sum below GRAIN_SIZE at w threads vs 1: claim 000-grain-serial tests that
+    quantity, and a claim's quantity is never a null."""
+    ok, p, out = checked(variants(ev.rec), ev), ev.rec.params, []
     if not len(ok):
         return out
-    w_max = max(p.get("workers", [1]))
-    torch = ok[(ok["provider"] == "torch") & (ok["experiment"] == "") & (ok["n"] < GRAIN_SIZE)]
-    for n, g in torch.groupby("n"):
-        by_w = {int(r.w): r.variant for r in g.itertuples()}
-        if 1 in by_w and w_max in by_w and w_max > 1:
-            out.append((f"serial path: torch.sum n={n:,} at {w_max} threads / 1 thread", by_w[1], by_w[w_max]))
     if "workers" in p:
         one = ok[(ok["provider"] == "iree-bench") & (ok["n"] == fork_join_n(p)) & (ok["c"] == 1)
                  & (ok["experiment"] == "")]
@@ -135,9 +130,14 @@ def null_pairs(ok: pd.DataFrame, p: dict, samples: derived.RunSamples) -> list[t
             out.append((f"one workgroup: IREE n={int(r.n)} (c=1) at {w} workers / 1 worker", first.variant, r.variant))
     for r in ok[ok["experiment"] == AA].itertuples():
         original = r.variant[len(AA) + 1:]
-        if original in samples:
+        if original in ev:
             out.append((f"A/A: {original}, a later block / the first", original, r.variant))
-    return [(name, samples.samples(a), samples.samples(b), samples.load_note(a, b)) for name, a, b in out]
+    return out
+
+
+#: the study's null controls (workbench.engine)
+NULLS = engine.Nulls(twins="", pairs=null_pairs,
+                     source="IREE's one-workgroup dispatch at w workers vs 1, A/A twins (aa: variants)")
 
 
 def _put(out: dict, name: str, df: pd.DataFrame | None) -> None:
@@ -292,7 +292,7 @@ def _python_cost(at_n, samples) -> pd.DataFrame:
                                f"IREE Python cost, {series('iree', r.c, r.split)[5:]} w={r.w}: iree.runtime call - "
                                "iree-benchmark-module", "us", scale=1e-3, physical_min=0.0)
         rows.append(d.row(c=key[0], split=key[1], w=key[2], python_us=r.median_us, bench_us=b.median_us,
-                          caveat="two harnesses: a perf_counter loop around the Python call vs google-benchmark's "
+                          harnesses="two harnesses: a perf_counter loop around the Python call vs google-benchmark's "
                                  "loop in iree-benchmark-module"))
     return pd.DataFrame(rows)
 
@@ -348,7 +348,7 @@ def alloc_path(n: int, w: int) -> str:
     return "two-pass (output + per-thread buffer)"
 
 
-def _alloc(ok, samples: derived.RunSamples) -> pd.DataFrame:
+def _alloc(ok, samples: engine.Evidence) -> pd.DataFrame:
     """torch.sum(a) - torch.sum(a, out=o), the median of per-round differences (interleaved
     rounds), per (n, w) and the path torch takes there: at w=1 the serial path (the output
     alone: the seed's ~0.6 us), at the machine's thread count and n >= GRAIN_SIZE the two-pass
@@ -384,7 +384,7 @@ def _forkjoin_groups(ok, p) -> list[tuple[str, str, pd.DataFrame, bool]]:
     return groups
 
 
-def _forkjoin(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
+def _forkjoin(ok, p, samples: engine.Evidence) -> pd.DataFrame:
     """Fork/join: time at w minus time at 1 for the smallest parallel torch.sum (paired by
     round) and for IREE's one-tile-per-worker dispatch (iree-benchmark-module repetitions, two
     blocks: with the run's drift)."""
@@ -398,10 +398,10 @@ def _forkjoin(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _forkjoin_compare(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
+def _forkjoin_compare(ok, p, samples: engine.Evidence) -> pd.DataFrame:
     """IREE's task-system fork/join over OpenMP's at each w both measured: a ratio of two
-    differences, its CI from the bootstrap distributions of both (OpenMP's paired by round,
-    IREE's two blocks with the run's drift; the seed: ~15 vs ~13 us)."""
+    differences (OpenMP's paired by round, IREE's two blocks with the run's drift; the seed:
+    ~15 vs ~13 us), combined by the engine from both figures' draws."""
     groups = {key: {int(r.w): r for r in g.itertuples()} for key, _what, g, _i in _forkjoin_groups(ok, p)}
     omp, iree = groups.get("openmp", {}), groups.get("iree-task", {})
     if 1 not in omp or 1 not in iree:
@@ -409,47 +409,39 @@ def _forkjoin_compare(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
     rows = []
     for w in sorted(set(omp) & set(iree) - {1}):
         name = f"fork/join 1 -> {w} workers: IREE task system / OpenMP"
-        t1, tw, paired = samples.sides(omp[1].variant, omp[w].variant, interleaved=True)
-        i1, iw = (np.asarray(samples.samples(iree[k].variant), float) for k in (1, w))
-        iree_ns = float(np.median(iw) - np.median(i1))
-        omp_ns = float(np.median(tw - t1)) if paired else float("nan")
-        if not paired:
-            d = derived.not_meaningful(name, "OpenMP's samples are not paired by round", "x", 1.0)
+        o = samples.difference(omp[1].variant, omp[w].variant, f"OpenMP fork/join 1 -> {w}", "ns", scale=1.0,
+                               interleaved=True)
+        i = samples.difference(iree[1].variant, iree[w].variant, f"IREE fork/join 1 -> {w}", "ns", scale=1.0)
+        if not o.paired:
+            d = engine.not_meaningful(name, "OpenMP's samples are not paired by round", "x", 1.0)
+        elif not (o.point > 0 and o.lo > 0):
+            d = engine.not_meaningful(name, "OpenMP's fork/join is not clearly above 0: no ratio", "x", 1.0)
         else:
-            omp_boot = derived.boot_medians(tw - t1)
-            if omp_ns <= 0 or np.quantile(omp_boot, 0.025) <= 0:
-                d = derived.not_meaningful(name, "OpenMP's fork/join is not clearly above 0: no ratio", "x", 1.0)
-            else:
-                fa, fb = derived.drift_factors(samples.drift)
-                iree_boot = derived.boot_medians(iw) * fb - derived.boot_medians(i1) * fa
-                d = derived.from_boot(name, iree_ns / omp_ns, iree_boot / omp_boot, "x", null=1.0, n_a=t1.size,
-                                      n_b=min(i1.size, iw.size), covers=derived.covers_of(False, samples.drift),
-                                      loaded=samples.load_note(omp[1].variant, omp[w].variant, iree[1].variant,
-                                                               iree[w].variant))
-        rows.append(d.row(w=w, openmp_us=omp_ns / 1e3, iree_us=iree_ns / 1e3))
+            d = samples.combine(name, lambda a, b: a / b, [i, o], "x", null=1.0)
+        rows.append(d.row(w=w, openmp_us=o.point / 1e3, iree_us=i.point / 1e3))
     return pd.DataFrame(rows)
 
 
 # --- phases -----------------------------------------------------------------------------------------
 
-def _phase_tables(profs, iters, over, out, drift: derived.Drift) -> None:
-    out["phases"] = profiles.phase_table(profs, iters)
+def _phase_tables(ev: engine.Evidence, profs, iters, over, out) -> None:
+    out["phases"] = profiles.phase_table(ev, profs, iters)
     if len(iters):
         out["_phase_iterations"] = iters
         out["_phase_chart"] = _phase_chart(iters)
     _put(out, "overhead", over)
     _put(out, "phase_compare", _phase_compare(out["phases"]))
-    _put(out, "phase_diff", _phase_differences(iters, drift))
+    _put(out, "phase_diff", _phase_differences(ev, iters))
     kt = profiles.key_times(profs)
     if len(kt):
-        seed = {(c, ev): t for c, evs in SEED_KEY_TIMES.items() for ev, t in evs}
-        seed |= {(c, "dispatch_0 starts (first shard)"): t for (c, ev), t in seed.items()
-                 if ev == "first dispatch_0 shard starts"}
-        seed |= {(c, "dispatch_0 ends (last shard ends)"): t for (c, ev), t in seed.items()
-                 if ev == "last dispatch_0 shard ends"}
-        kt["seed_t_us"] = [seed.get((c, ev.split(" (reduce")[0]), np.nan) for c, ev in zip(kt["c"], kt["event"])]
+        seed = {(c, ev_): t for c, evs in SEED_KEY_TIMES.items() for ev_, t in evs}
+        seed |= {(c, "dispatch_0 starts (first shard)"): t for (c, e), t in seed.items()
+                 if e == "first dispatch_0 shard starts"}
+        seed |= {(c, "dispatch_0 ends (last shard ends)"): t for (c, e), t in seed.items()
+                 if e == "last dispatch_0 shard ends"}
+        kt["seed_t_us"] = [seed.get((c, e.split(" (reduce")[0]), np.nan) for c, e in zip(kt["c"], kt["event"])]
         out["key_times"] = kt
-    _put(out, "iree_allocs", profiles.alloc_table(profs))
+    _put(out, "iree_allocs", profiles.alloc_table(ev, profs))
     out["timeline"] = profiles.timeline_table(profs)
     pictures = [{"capture": profiles.capture_label(q), "text": profiles.ascii_timeline(q)}
                 for q in profs if q["per_iter"] is not None]
@@ -474,7 +466,7 @@ def _phase_chart(iters: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _phase_differences(iters: pd.DataFrame, drift: derived.Drift) -> pd.DataFrame:
+def _phase_differences(ev: engine.Evidence, iters: pd.DataFrame) -> pd.DataFrame:
     """c=8 against c=2 per (workers, profiler), from the steady-state iterations of both
     captures (unpaired: two captures are two blocks, so the run's drift enters): the seed's
     "more chunks lower compute but raise scheduling delay" (differences) and its "net result
@@ -487,18 +479,17 @@ def _phase_differences(iters: pd.DataFrame, drift: derived.Drift) -> pd.DataFram
         by_c = {int(c): gc for c, gc in g.groupby("c")}
         if not {2, 8} <= set(by_c):
             continue
-        few = min(len(by_c[2]), len(by_c[8])) < profiles.MIN_FOR_MEDIAN
         ctx = {"w": int(w), "source": source, "via": via, "iterations": min(len(by_c[2]), len(by_c[8]))}
-        items = [(phase, derived.difference(by_c[2][phase].to_numpy(), by_c[8][phase].to_numpy(),
-                                            f"{phase}: c=8 minus c=2, {source} ({via}), {w} workers", "us",
-                                            drift=drift))
+
+        def side(c: int, col: str):
+            return profiles.capture_series(ev, by_c[c], col, f"{col}, c={c}, {source} ({via}), {w} workers")
+
+        items = [(phase, ev.difference(side(2, phase), side(8, phase),
+                                       f"{phase}: c=8 minus c=2, {source} ({via}), {w} workers", "us", scale=1.0))
                  for phase in ("scheduling delay", "dispatch compute")]
-        items.append(("total", derived.ratio(by_c[2]["total_us"].to_numpy(), by_c[8]["total_us"].to_numpy(),
-                                             f"iteration total: c=8 / c=2, {source} ({via}), {w} workers",
-                                             drift=drift)))
-        for phase, d in items:
-            if few:
-                d = derived.not_meaningful(d.name, "fewer than 5 steady-state iterations in a capture", d.unit, d.null)
+        items.append(("total", ev.ratio(side(2, "total_us"), side(8, "total_us"),
+                                        f"iteration total: c=8 / c=2, {source} ({via}), {w} workers")))
+        for phase, d in items:  # fewer than 5 steady-state iterations in a capture: shown, never clear
             out.append(d.row(quantity=phase, **ctx))
     return pd.DataFrame(out)
 
@@ -605,8 +596,8 @@ def _vs(r: dict) -> str:
     if not isinstance(r.get("vs_torch"), float) or not math.isfinite(r["vs_torch"]):
         return ""
     n = int(r["vs_torch_n"])
-    return derived.fmt_derived(derived.Derived("", r["vs_torch"], r["vs_torch_lo"], r["vs_torch_hi"], "x", 1.0,
-                                               str(r["vs_torch_status"]), n_a=n, n_b=n))
+    return derived.fmt_derived({"name": "", "point": r["vs_torch"], "lo": r["vs_torch_lo"], "hi": r["vs_torch_hi"],
+                                "unit": "x", "null": 1.0, "status": str(r["vs_torch_status"]), "n_a": n, "n_b": n})
 
 
 def _dispatch_model(out, p, plain) -> pd.DataFrame:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.claims import Claim, ClaimResult, bound, not_testable, unsettled
-from workbench.derived import fmt_derived, item
+from workbench.claims import (Claim, ClaimResult, Seed, all_hold, bound, not_testable, outside, retold, undecided,
+                              within)
+from workbench.derived import fmt_derived
 
 from .analysis import SERIAL_BAND
 from .plan import GRAIN_SIZE
@@ -51,19 +52,6 @@ def _rows(tbls, name: str) -> pd.DataFrame:
     return t if t is not None else pd.DataFrame()
 
 
-def _within(d, lo: float, hi: float, live: str) -> ClaimResult:
-    """Holds when the whole CI lies in [lo, hi], contradicted when it lies wholly outside."""
-    d = item(d)
-    early = unsettled(d, live)
-    if early is not None:
-        return early
-    if d.lo >= lo and d.hi <= hi:
-        return ClaimResult("holds", live)
-    if d.hi < lo or d.lo > hi:
-        return ClaimResult("contradicted", live, f"the whole CI lies outside [{lo:.3g}, {hi:.3g}]")
-    return ClaimResult("inconclusive", live, f"the CI straddles [{lo:.3g}, {hi:.3g}]")
-
-
 def overhead_dominates(tbls, rec) -> ClaimResult:
     """IREE's compute share per iteration, from one profiler's own iterations (never a profile's
     compute against another run's total), at the seed's c=8 where it was profiled, at the most
@@ -80,15 +68,15 @@ def overhead_dominates(tbls, rec) -> ClaimResult:
             f"({pick['capture']}, {int(pick['iterations'])} steady-state iterations)")
     few = _few_workers(tbls, int(pick["w"]), "a profile")
     if few:
-        return ClaimResult(few.status, live, few.why + "; with fewer workers each one computes more, so the "
-                                                         "compute share says nothing about 32")
+        return retold(few, live=live, why=few.why + "; with fewer workers each one computes more, so the compute "
+                                                    "share says nothing about 32")
     res = bound(pick, below=DOMINATES_PCT, live=live)
     notes = [res.why] if res.why else []
     if int(pick["c"]) != 8:
         notes.append("the seed's c=8 was not profiled in this run")
     if int(pick["w"]) < 32:
         notes.append(f"at {int(pick['w'])} workers (the seed: 32)")
-    return ClaimResult(res.status, res.live, "; ".join(notes))
+    return retold(res, why="; ".join(notes))
 
 
 def split_scales(tbls, rec) -> ClaimResult:
@@ -113,14 +101,12 @@ def split_scales(tbls, rec) -> ClaimResult:
         return not_testable(f"needs >= 4 workers (the seed's c=8 scales from 1 to 4-8 workers; at 2 its own speedup "
                             f"is 1.16x); this run's largest is {w_max}", live)
     flat, scales = bound(n, below=SCALES), bound(s, above=SCALES)
-    statuses = {flat.status, scales.status}
-    if statuses == {"holds"}:
-        return ClaimResult("holds", live, f"speedup below {SCALES:g}x without a split, above it with one")
-    if "contradicted" in statuses:
-        why = [f"the no-split speedup reaches {SCALES:g}x"] if flat.status == "contradicted" else []
-        why += [f"the split's stays below {SCALES:g}x"] if scales.status == "contradicted" else []
-        return ClaimResult("contradicted", live, "; ".join(why))
-    return ClaimResult("inconclusive", live, f"a speedup's CI includes {SCALES:g}x")
+    why = [f"the no-split speedup reaches {SCALES:g}x"] if flat.status == "contradicted" else []
+    why += [f"the split's stays below {SCALES:g}x"] if scales.status == "contradicted" else []
+    res = all_hold([flat, scales], live, "; ".join(why))
+    if res.status == "holds":
+        return retold(res, why=f"speedup below {SCALES:g}x without a split, above it with one")
+    return res
 
 
 def torch_beats_iree(tbls, rec) -> ClaimResult:
@@ -164,7 +150,7 @@ def torch_alloc(tbls, rec) -> ClaimResult:
     live = f"two-pass path: {figure(d)}"
     if len(serial):
         live += f"; serial path: {figure(serial.iloc[0])}"
-    return _within(d, *ALLOC_RANGE, live)
+    return within(d, *ALLOC_RANGE, live=live)
 
 
 def grain_serial(tbls, rec) -> ClaimResult:
@@ -182,14 +168,15 @@ def grain_serial(tbls, rec) -> ClaimResult:
     w = int(a["w_max"])
     live = (f"time at {w} threads / at 1: {fmt_derived(b, status=False)} at n={int(b['n']):,}, "
             f"{fmt_derived(a, status=False)} at n={int(a['n']):,}")
-    serial = _within(b, *SERIAL_BAND, live)
+    serial = within(b, *SERIAL_BAND, live=live)
     if serial.status != "holds":
-        return ClaimResult(serial.status, live, f"below GRAIN_SIZE: {serial.why}")
+        return retold(serial, why=f"below GRAIN_SIZE: {serial.why}")
     lo, hi = SERIAL_BAND
-    if item(a).lo > hi or item(a).hi < lo:
-        return ClaimResult("holds", live, f"the ratio leaves [{lo:g}, {hi:g}] at n={int(a['n']):,}")
-    return ClaimResult("inconclusive", live, f"at n={int(a['n']):,} the {w}-thread time is not clearly different from "
-                                             "1 thread (the parallel path may cost about what it saves)")
+    parallel = outside(a, lo, hi, live=live, why=f"the ratio leaves [{lo:g}, {hi:g}] at n={int(a['n']):,}")
+    if parallel.status == "contradicted":  # inside the band proves no serial path: the parallel one may cost as much
+        return undecided(f"at n={int(a['n']):,} the {w}-thread time is not clearly different from 1 thread (the "
+                         "parallel path may cost about what it saves)", live)
+    return parallel
 
 
 def _phase_diff(tbls, quantity: str) -> pd.DataFrame:
@@ -212,15 +199,10 @@ def chunks_tradeoff(tbls, rec) -> ClaimResult:
             f"scheduling delay {fmt_derived(s, status=False)}")
     few = _few_workers(tbls, int(c["w"]), "profiles")
     if few:
-        return ClaimResult(few.status, live, few.why + "; below 8 workers c=8's chunks cannot all run at once")
+        return retold(few, live=live, why=few.why + "; below 8 workers c=8's chunks cannot all run at once")
     lower, raise_ = bound(c, below=0.0), bound(s, above=0.0)
-    statuses = {lower.status, raise_.status}
-    if statuses == {"holds"}:
-        return ClaimResult("holds", live)
-    if "contradicted" in statuses:
-        return ClaimResult("contradicted", live, "compute does not fall" if lower.status == "contradicted"
-                           else "scheduling delay does not rise")
-    return ClaimResult("inconclusive", live, "a CI includes 0")
+    return all_hold([lower, raise_], live, "compute does not fall" if lower.status == "contradicted"
+                    else "scheduling delay does not rise")
 
 
 def c8_c2_same_wallclock(tbls, rec) -> ClaimResult:
@@ -232,8 +214,8 @@ def c8_c2_same_wallclock(tbls, rec) -> ClaimResult:
     live = f"iteration total c=8 / c=2 at {int(d['w'])} workers ({d['source']}): {fmt_derived(d, status=False)}"
     few = _few_workers(tbls, int(d["w"]), "profiles")
     if few:
-        return ClaimResult(few.status, live, few.why)
-    return _within(d, 0.85, 1 / 0.85, live)
+        return retold(few, live=live)
+    return within(d, 0.85, 1 / 0.85, live=live)
 
 
 def forkjoin_comparable(tbls, rec) -> ClaimResult:
@@ -249,8 +231,8 @@ def forkjoin_comparable(tbls, rec) -> ClaimResult:
     live = f"1 -> {int(d['w'])} workers: {costs}; ratio {fmt_derived(d, status=False)}"
     few = _few_workers(tbls, int(d["w"]), "fork/join")
     if few:
-        return ClaimResult(few.status, live, few.why + "; fork/join grows with the thread count")
-    return _within(d, 1 / COMPARABLE, COMPARABLE, live)
+        return retold(few, live=live, why=few.why + "; fork/join grows with the thread count")
+    return within(d, 1 / COMPARABLE, COMPARABLE, live=live)
 
 
 def _needs_experiment(name: str, what: str):
@@ -289,48 +271,52 @@ def _needs_c2_c8_profiles(p) -> str | None:
 
 
 SEED_CLAIMS = [
-    Claim(id="000-overhead-dominates",
+    Claim(id="000-overhead-dominates", title="IREE's runtime overhead, not compute, dominates an iteration",
           seed_text=f"\"only 18% of wall time is compute; 82% is IREE runtime machinery\": the gap to MKL is "
                     f"dominated by runtime overhead, not compute ({SEED}, Remaining gap to MKL)",
           seed_value="compute 18% of the iteration (c=8 fixed @32w; Tracy, one traced iteration)",
           seed_machine=SEED_MACHINE, test=overhead_dominates,
+          magnitude=Seed(18.0, tolerance=5.0, text="18%"),
           needs=_needs_experiment("phases", "profiles of IREE's iterations")),
-    Claim(id="000-split-scales",
+    Claim(id="000-split-scales", title="Splitting the reduction makes IREE scale with workers",
           seed_text=f"\"c=8 fixed now scales: 0.080 -> 0.055 ms from 1 -> 8 workers\" while no-split stays at "
                     f"0.059-0.066 ms at every worker count ({SEED}, Thread scaling)",
           seed_value="speedup to the best w: c=8 fixed 1.45x (8 workers), no-split 1.0x (1 worker)",
           seed_machine=SEED_MACHINE, test=split_scales, needs=_needs_split_and_workers),
-    Claim(id="000-torch-beats-iree",
+    Claim(id="000-torch-beats-iree", title="torch.sum (MKL) beats IREE's best at N=1M",
           seed_text=f"MKL completes the 1M sum in 15 us @32t; IREE's best is 0.055 ms at 8 workers, \"3.7x off MKL "
                     f"@32t\" ({SEED}, Thread scaling)",
           seed_value="fastest IREE / MKL: 3.7x (55 / 15 us)",
-          seed_machine=SEED_MACHINE, test=torch_beats_iree, needs=_needs_torch_and_iree),
-    Claim(id="000-torch-alloc-2us",
+          seed_machine=SEED_MACHINE, test=torch_beats_iree,
+          magnitude=Seed(3.7, tolerance=0.1, relative=True, text="3.7x"), needs=_needs_torch_and_iree),
+    Claim(id="000-torch-alloc-2us", title="torch.sum's allocations cost about 2 us a call",
           seed_text=f"\"Total allocation: ~2 us (measured: torch.sum(a) - torch.sum(a, out=out) = 2.0 us)\" "
                     f"({SEED}, Per-iteration allocations)",
           seed_value="2.0 us per call (output + 128 B buffer, two-pass path @32 threads); tested as 1-4 us on the "
                      "two-pass path at the largest w",
-          seed_machine=SEED_MACHINE, test=torch_alloc, needs=_needs_two_pass_alloc),
-    Claim(id="000-grain-serial",
+          seed_machine=SEED_MACHINE, test=torch_alloc,
+          magnitude=Seed(2.0, tolerance=0.5, text="2.0 us"), needs=_needs_two_pass_alloc),
+    Claim(id="000-grain-serial", title="torch.sum runs serially below GRAIN_SIZE",
           seed_text=f"\"Below 32,768 elements: sequential (no OpenMP overhead)\": numel < GRAIN_SIZE runs "
                     f"serial_for_each ({SEED}, Parallelization decision)",
           seed_value=f"GRAIN_SIZE = 32,768 elements; tested as time(w)/time(1) inside {SERIAL_BAND} below it, "
                      "outside from it",
           seed_machine="PyTorch source (aten TensorIterator.h), any machine", test=grain_serial,
           needs=_needs_experiment("grain", "torch around GRAIN_SIZE")),
-    Claim(id="000-chunks-compute-vs-scheduling",
+    Claim(id="000-chunks-compute-vs-scheduling", title="More chunks: less compute, more scheduling delay",
           seed_text=f"\"c=8 has lower compute (10 us vs 22.8 us — more parallelism) but higher scheduling delay "
                     f"(14.8 us vs 5.8 us — more workers to wake up)\" ({SEED}, c=2 vs c=8 fixed)",
           seed_value="c=8 - c=2: compute -12.8 us, scheduling delay +9.0 us (@32w, one iteration each)",
           seed_machine=SEED_MACHINE, test=chunks_tradeoff, needs=_needs_c2_c8_profiles),
-    Claim(id="000-c8-c2-same-wallclock",
+    Claim(id="000-c8-c2-same-wallclock", title="c=8 and c=2 take roughly the same wall-clock",
           seed_text=f"\"The net result is roughly the same wall-clock (56 vs 61 us)\" ({SEED}, c=2 vs c=8 fixed)",
           seed_value="c=8 / c=2 iteration: 0.92 (56.0 / 60.7 us); tested as within 15%",
           seed_machine=SEED_MACHINE, test=c8_c2_same_wallclock, needs=_needs_c2_c8_profiles),
-    Claim(id="000-forkjoin-comparable",
+    Claim(id="000-forkjoin-comparable", title="OpenMP's and IREE's fork/join costs are comparable",
           seed_text=f"\"The fork/join costs are comparable (~13 vs ~15 us)\": OpenMP vs IREE's task scheduler "
                     f"({SEED}, Comparison summary)",
           seed_value="IREE / OpenMP: ~1.15x (15 / 13 us @32); tested as within 2x",
           seed_machine=SEED_MACHINE, test=forkjoin_comparable,
+          magnitude=Seed(1.15, tolerance=0.1, relative=True, text="~1.15x (15 / 13 us)"),
           needs=_needs_experiment("forkjoin", "OpenMP and IREE fork/join at 1 vs w")),
 ]

@@ -95,25 +95,33 @@ def fork_join_n(params) -> int:
 
 def points(params: dict, sweeps: dict[str, tuple[Sweep, ...]]) -> list[Point]:
     """Every measured configuration of the requested experiments, deduplicated by name, and
-    the A/A twins of the grid's :data:`AA_POINTS` (timed last, in blocks of their own)."""
+    the A/A twins of :data:`AA_POINTS` (timed last, in blocks of their own; a run without the
+    grid times the first of them and its twin, so every run measures its drift)."""
     out: dict[str, Point] = {}
     for exp in params["experiments"]:
         for sweep in sweeps.get(exp, ()):
             _add(out, sweep, exp, params)
-    if "grid" in params["experiments"]:
+    if "grid" not in params["experiments"]:
+        # every run measures its drift between blocks (issue 41): a run without the grid (a
+        # phases run, whose captures are blocks) times the first A/A point and its twin anyway
         for provider, c in AA_POINTS:
-            twin = [p for p in out.values() if p.provider == provider and p.n == params["n"] and p.w == 1
-                    and p.c == c and not p.experiment]
-            if twin:
-                p = twin[0]
-                out.setdefault(f"{AA}:{p.name}", Point(p.provider, p.n, p.c, p.w, p.split, AA))
+            if provider in params["providers"]:
+                p = Point(provider, params["n"], c, 1)
+                out.setdefault(p.name, p)
+                break
+    for provider, c in AA_POINTS:
+        twin = [p for p in out.values() if p.provider == provider and p.n == params["n"] and p.w == 1
+                and p.c == c and not p.experiment]
+        if twin:
+            p = twin[0]
+            out.setdefault(f"{AA}:{p.name}", Point(p.provider, p.n, p.c, p.w, p.split, AA))
     return list(out.values())
 
 
 def count(params: dict, sweeps: dict[str, tuple[Sweep, ...]]) -> int:
     """How many points :func:`points` gives at most (before deduplication), without expanding."""
     return sum(math.prod(len(_values(spec, params)) for spec in (sweep.providers, *sweep.axes.values()))
-               for exp in params["experiments"] for sweep in sweeps.get(exp, ()))
+               for exp in params["experiments"] for sweep in sweeps.get(exp, ())) + 2 * len(AA_POINTS)
 
 
 def _add(out: dict, sweep: Sweep, exp: str, params: dict) -> None:

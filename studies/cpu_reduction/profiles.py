@@ -17,7 +17,6 @@ capture, never across runs.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import re
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench import derived, traces
+from workbench import engine, traces
 from workbench.record import RunRecord
 from workbench.traces import export, phases
 from workbench.traces.phases import PHASES, zone_names
@@ -154,7 +153,15 @@ def iteration_table(profiles: list[dict]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
+def capture_series(ev: engine.Evidence, it: pd.DataFrame, col: str, label: str) -> engine.Series:
+    """One capture's steady-state iterations of ``col`` as the engine reads them: one block (the
+    capture), each iteration a round (a part and its total of one iteration pair), the run's
+    load (a capture is no variant of the run)."""
+    return ev.series(it[col].to_numpy(dtype=float), label, f"capture {it['capture'].iloc[0]}",
+                     rounds=it["iteration"].astype(int).tolist())
+
+
+def phase_table(ev: engine.Evidence, profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
     """One row per (capture, phase): median us over the steady-state iterations (or the
     iteration values when there are too few), share of the median total, p10/p90, count."""
     rows = []
@@ -173,7 +180,9 @@ def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
         total = float(it["total_us"].median())
         for phase in [*PHASES, "total"]:
             col = "total_us" if phase == "total" else phase
-            d = derived.median_of(it[col].to_numpy(), f"{phase}, {key['capture']}", "us")
+            name = f"{phase}, {key['capture']}"
+            d = ev.median(capture_series(ev, it, col, name), name, "us", per="iterations") if k else \
+                engine.not_meaningful(name, "no steady-state iteration", "us")
             med = float(it[col].median())
             rows.append(key | {"phase": phase, "median_us": med, "lo_us": d.lo, "hi_us": d.hi,
                                "share_pct": 100.0 * med / total if total else np.nan,
@@ -183,23 +192,21 @@ def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def overhead_table(iters: pd.DataFrame) -> pd.DataFrame:
+def overhead_table(ev: engine.Evidence, iters: pd.DataFrame) -> pd.DataFrame:
     """Per capture: total, compute, overhead (= total - compute of the same iteration) and
-    compute share, each the median over the steady-state iterations with a bootstrap CI."""
+    compute share, each the median over the steady-state iterations with its interval."""
     rows = []
     if iters.empty:
         return pd.DataFrame()
     for cap, g in iters[~iters["warmup"]].groupby("capture", sort=False):
         first = g.iloc[0]
         base = {k: first[k] for k in ("capture", "source", "via", "n", "c", "split", "w")} | {"iterations": len(g)}
-        quantities = [derived.median_of(g[col].to_numpy(), f"{what}, {cap}", "us", physical_min=0.0)
-                      for what, col in (("total", "total_us"), ("compute", "compute_us"), ("overhead", "overhead_us"))]
-        quantities.append(derived.share(g["compute_us"].to_numpy(), g["total_us"].to_numpy(), f"compute share, {cap}"))
-        for what, d in zip(("total", "compute", "overhead", "compute share"), quantities):
-            if len(g) < MIN_FOR_MEDIAN:
-                d = dataclasses.replace(d, status="not meaningful",
-                                        why=f"only {len(g)} steady-state iteration(s): not a median")
-            rows.append(d.row(**base, quantity=what))
+        cols = {what: capture_series(ev, g, col, f"{what}, {cap}")
+                for what, col in (("total", "total_us"), ("compute", "compute_us"), ("overhead", "overhead_us"))}
+        quantities = {what: ev.median(x, x.label, "us", physical_min=0.0, per="iterations") for what, x in cols.items()}
+        quantities["compute share"] = ev.share(cols["compute"], cols["total"], f"compute share, {cap}")
+        # fewer than MIN_FOR_MEDIAN iterations: shown, never clear (the engine's one rule)
+        rows += [d.row(**base, quantity=what) for what, d in quantities.items()]
     return pd.DataFrame(rows)
 
 
@@ -290,7 +297,7 @@ def _main_track(p: dict) -> str:
     return str(inv["track"].iloc[0]) if len(inv) else ""
 
 
-def alloc_table(profiles: list[dict]) -> pd.DataFrame:
+def alloc_table(ev: engine.Evidence, profiles: list[dict]) -> pd.DataFrame:
     """IREE's per-call allocation work from Tracy captures: per steady-state iteration, the
     time in allocation/release zones (:data:`ALLOC_GROUPS`; a zone nested inside another
     such zone on the same thread counts once, in the outer one), per group and in total;
@@ -318,7 +325,9 @@ def alloc_table(profiles: list[dict]) -> pd.DataFrame:
         stat = f"median of {k} steady-state iterations" if k >= MIN_FOR_MEDIAN else f"only {k} iteration(s)"
         for g in [name for name, _ in ALLOC_GROUPS] + ["total"]:
             calls = df["calls"] if g == "total" else df[f"{g} calls"]
-            d = derived.median_of(df[g].to_numpy(), f"{g}, {capture_label(p)}", "us", physical_min=0.0)
+            name = f"{g}, {capture_label(p)}"
+            d = ev.median(ev.series(df[g].to_numpy(dtype=float), name, f"capture {capture_label(p)}"), name, "us",
+                          physical_min=0.0, per="iterations")
             rows.append({"capture": capture_label(p), "c": p["c"], "w": p["w"], "group": g,
                          "median_us": float(df[g].median()), "lo_us": d.lo, "hi_us": d.hi,
                          "calls_per_iteration": float(calls.median()), "iterations": k, "statistic": stat})

@@ -9,6 +9,7 @@ from workbench import derived
 from workbench.tables import md_table
 from workbench.traces.phases import PHASES
 from workbench.untrusted import escape as esc
+from workbench.verdict import Finding
 
 from . import profiles
 from .analysis import column_name, key_programs
@@ -213,84 +214,64 @@ def _us(x, lo, hi, digits=1) -> str:
     return f"{x:,.{digits}f} us [{lo:,.{digits}f}, {hi:,.{digits}f}]"
 
 
-def winner(tbls) -> str:
-    """The sentence about the key table's comparison: torch.sum against the fastest IREE
-    program at n and the largest w, as the ratio's status allows."""
+def _key_ratio(tbls) -> list[Finding]:
+    """The key table's comparison: the fastest IREE program of the table at n and the largest w
+    against torch.sum at the same w (a ratio of times with its CI), worded by who is faster."""
     ov, vs, run = _rows(tbls, "overview"), _rows(tbls, "vs_torch"), tbls["_run"].iloc[0]
     if not len(ov):
-        return ""
+        return []
     where = f"N={int(run['n']):,}, {int(run['w_max'])} worker(s)"
-    iree = key_programs(ov).sort_values("total_us")
-    t = ov[ov["provider"] == "torch"]
+    iree, t = key_programs(ov).sort_values("total_us"), ov[ov["provider"] == "torch"]
     if not len(iree) or not len(t):
         b = ov.sort_values("total_us").iloc[0]
-        return f"At {where}: fastest {esc(b['series'])} {_us(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}."
+        return [Finding("fastest", text=f"At {where}: fastest {esc(b['series'])} "
+                                        f"{_us(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}")]
     b, t = iree.iloc[0], t.iloc[0]
     same = vs[(vs["against"] == "torch at the same w") & (vs["series"] == b["series"])] if len(vs) else vs
-    ratio = derived.item(same.iloc[0].to_dict()) if len(same) else None
-    who = (f"the fastest IREE program of the table, {esc(b['series'])} {_us(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}, against "
-           f"torch.sum {_us(t['total_us'], t['ci_lo_us'], t['ci_hi_us'])}")
-    if ratio is None or ratio.status != "clear":
-        why = ratio.why if ratio is not None else "no ratio"
-        return f"At {where}, {who}: they cannot be told apart ({esc(why)})."
-    text = derived.fmt_derived(ratio, status=False)
-    loaded = [s for s, r in (("torch.sum", t), (b["series"], b)) if isinstance(r["load_note"], str) and r["load_note"]]
-    caveat = f" ({esc(' and '.join(loaded))} measured under load: see the warnings)" if loaded else ""
-    if ratio.point > 1:
-        return f"At {where}, torch.sum is faster: {who}; IREE takes {text} torch's time{caveat}."
-    return f"At {where}, IREE is faster: {who}; IREE takes {text} torch's time{caveat}."
+    if not len(same):
+        return []
+    r = same.iloc[0].to_dict()
+    faster = "torch.sum is faster" if r["point"] > 1 else "IREE is faster"
+    says = (f"At {where}, {faster}: the fastest IREE program of the table, {esc(b['series'])} "
+            f"({_us(b['total_us'], b['ci_lo_us'], b['ci_hi_us'])}), takes {{figure}} torch.sum's time "
+            f"({_us(t['total_us'], t['ci_lo_us'], t['ci_hi_us'])})")
+    return [Finding(f"{b['series']} against torch.sum at {where}", r, says=says)]
 
 
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """The key table's comparison, then the clear derived results that answer the seed's
-    questions (fastest against fastest, IREE's compute share, the allocation, fork/join); the
-    inconclusive ones are counted, never stated."""
-    parts = [winner(tbls)]
+def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The key table's comparison (the lead), then what answers the seed's questions: fastest
+    against fastest, IREE's compute share and runtime overhead per iteration, torch.sum's
+    per-call allocation, the fork/join costs."""
+    out = _key_ratio(tbls)
     vs = _rows(tbls, "vs_torch")
-    best = vs[(vs["against"] == "fastest vs fastest") & (vs["status"] == "clear")] if len(vs) else vs
-    if len(best):
-        d = best.iloc[0]
-        parts.append(f"At each one's best worker count: {esc(d['name'])} = {derived.fmt_derived(d, status=False)}.")
+    best = vs[vs["against"] == "fastest vs fastest"] if len(vs) else vs
+    out += [Finding(str(r["name"]), r) for r in best.head(1).to_dict("records")]
     over = _rows(tbls, "overhead")
-    if len(over):
-        share = over[(over["quantity"] == "compute share") & (over["status"] == "clear")]
-        if len(share):
-            # the most workers, c=8 where profiled, the lightest profiler (Tracy's zones cost time)
-            r = share.sort_values(["w", "c", "source"], key=lambda c: c == "ireeperf" if c.name == "source" else c).iloc[-1]
-            o = over[(over["capture"] == r["capture"]) & (over["quantity"] == "overhead")].iloc[0]
-            parts.append(f"{esc(r['capture'])} ({int(r['iterations'])} iterations): compute "
-                         f"{derived.fmt_derived(r, status=False)} of each iteration, runtime overhead "
-                         f"{derived.fmt_derived(o, status=False)}.")
+    share = over[over["quantity"] == "compute share"] if len(over) else over
+    if len(share):
+        # the most workers, c=8 where profiled, the lightest profiler (Tracy's zones cost time)
+        r = share.sort_values(["w", "c", "source"], key=lambda c: c == "ireeperf" if c.name == "source" else c).iloc[-1]
+        o = over[(over["capture"] == r["capture"]) & (over["quantity"] == "overhead")].iloc[0]
+        out += [Finding(f"IREE's compute share of an iteration ({r['capture']}, {int(r['iterations'])} iterations)", r),
+                Finding(f"IREE's runtime overhead per iteration ({r['capture']})", o)]
     al = _rows(tbls, "alloc")
-    clear = al[(al["status"] == "clear") & (al["w"] == 1)].sort_values("n") if len(al) else al
-    if len(clear):
-        r = clear.iloc[0]
-        parts.append(f"torch.sum's per-call allocation at w=1: {derived.fmt_derived(r, status=False)} "
-                     f"(n={int(r['n']):,}).")
+    one = al[al["w"] == 1].sort_values("n") if len(al) else al
+    out += [Finding(f"torch.sum's per-call allocation at w=1, n={int(r['n']):,}", r) for r in one.head(1).to_dict("records")]
     fj = _rows(tbls, "forkjoin")
-    said = []
     for key, label in (("openmp", "OpenMP"), ("iree-task", "IREE's task system")):
         g = fj[fj["key"] == key].sort_values("w") if len(fj) else fj
-        if len(g) and g.iloc[-1]["status"] == "clear":
-            said.append(f"{label} {derived.fmt_derived(g.iloc[-1], status=False)} (1 -> {int(g.iloc[-1]['w'])})")
-    if said:
-        parts.append("Fork/join: " + ", ".join(said) + ".")
-    d = _rows(tbls, "derived")
-    vague = int((d["status"] == "inconclusive").sum()) if len(d) else 0
-    if vague:
-        parts.append(f"{vague} derived figure(s) inconclusive (not stated; see the derived table).")
-    text = " ".join(p for p in parts if p)
-    return text or "No checked variant."
+        if len(g):
+            r = g.iloc[-1].to_dict()
+            out.append(Finding(f"{label}'s fork/join, 1 -> {int(r['w'])} workers", r))
+    return out
 
 
 # --- report sections ------------------------------------------------------------------------------
 
 def _derived_display(df: pd.DataFrame, context: list[str]) -> pd.DataFrame:
     """A derived-form table as people read it: context columns, the figure with its CI, status."""
-    shown = df[[c for c in context if c in df]].copy()
-    shown["figure (95% CI)"] = [derived.fmt_derived(r, status=False) for r in df.to_dict("records")]
-    shown["status"] = [r["status"] + (f": {r['why']}" if r["why"] else "") for r in df.to_dict("records")]
-    return shown
+    shown = derived.cells(df)
+    return shown[[c for c in context if c in shown] + ["figure (95% CI)", "status"]]
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:

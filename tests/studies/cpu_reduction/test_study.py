@@ -11,6 +11,7 @@ import studies.cpu_reduction as study
 from kernels.iree.sum_programs import Program, aligned_tile, program
 from studies.cpu_reduction import analysis, data, iree_tools, measure, plan, profiles
 from workbench import runner
+from workbench.analysis import analyse
 from workbench.harness import ExternalCommandError
 from workbench.record import RunRecord, VariantResult
 from workbench.study import ParamError, validate
@@ -314,9 +315,13 @@ def test_alloc_grain_and_forkjoin_tables_from_samples():
     for n, slow in ((16_384, 0), (32_768, 2000)):
         vs += [_v(f"torch/n={n}/w=1", {"provider": "torch", "n": n, "c": None, "w": 1}, base),
                _v(f"torch/n={n}/w=2", {"provider": "torch", "n": n, "c": None, "w": 2}, base + slow + rng.normal(0, 5, 30))]
+    # the grain's sides are two blocks: the run's A/A twins measure its drift between blocks
+    vs += [_v(f"aa:torch/n={n}/w=1", {"provider": "torch", "n": n, "c": None, "w": 1, "experiment": "aa"},
+              base + rng.normal(0, 5, 30)) for n in (16_384, 32_768)]
     rec = _rec({"n": 16_384, "workers": [1, 2], "experiments": ["grain", "alloc", "forkjoin"],
                 "grain_sizes": [16_384, 32_768], "alloc_sizes": [4096]}, vs)
     t = study.analyze(rec)
+    assert t["drift"]["measured"].iloc[0]
     a = t["alloc"].iloc[0]
     assert a["point"] == pytest.approx(0.5, abs=0.01) and a["status"] == "clear" and a["unit"] == "us"
     g = t["grain"].set_index("n")
@@ -326,11 +331,12 @@ def test_alloc_grain_and_forkjoin_tables_from_samples():
     assert fj["point"].iloc[0] == pytest.approx(3.0, abs=0.05) and fj["pairing"].iloc[0] == "per interleaved round"
     d = t["derived"]
     assert {"alloc", "grain", "forkjoin"} <= set(d["table"])
-    v = study.verdict(t)
-    assert "Fork/join: OpenMP 3.0" in v and "allocation at w=1: 0.50 us" in v
-    # an inconclusive derived result never reaches the verdict
+    v = analyse(rec, study).verdict
+    assert "OpenMP's fork/join, 1 -> 2 workers: 3.0" in v and "allocation at w=1, n=4,096: 0.50 us" in v
+    # an inconclusive derived result is never stated as a finding: shown as not clear, with why
     vs[0] = _v(vs[0].variant, vs[0].params, base + rng.normal(0, 5, 30))
-    assert "allocation" not in study.verdict(study.analyze(_rec(rec.params, vs)))
+    v = analyse(_rec(rec.params, vs), study).verdict
+    assert "allocation at w=1, n=4,096: 0.50" not in v and "not clear (the CI includes 0)" in v
 
 
 @pytest.mark.slow
