@@ -20,11 +20,12 @@ def page_extras(record, tables) -> None:
     if not len(table):
         return
     st.subheader("Across runs: the best split's gain over serial with the backend's own collective")
-    st.caption(f"Each run's gain is measured within that run (95% CI from its samples) and describes that run. The "
-               f"configuration's gain is the interval across runs (two-level bootstrap: runs, then each run's "
-               f"samples; t interval): the target (at least {TARGET_PCT:.0f}% faster) is met only where that interval "
-               f"clears it, from at least 5 runs. 'best of each run's configurations' is the figure a run's target "
-               f"line states. Committed runs and this run.")
+    st.caption(f"Each run's gain is measured within that run (95% CI from its samples) and describes that run. A "
+               f"configuration's gain across runs is stated per host (its runs the units; a host is a machine "
+               f"fingerprint on one day) and, where runs come from several hosts, across hosts (the hosts the units): "
+               f"the target (at least {TARGET_PCT:.0f}% faster) is met only where that interval clears it. No row "
+               f"picks the best of each run's configurations (a best-of-N figure overstates the gain). Committed runs "
+               f"and this run.")
     st.dataframe(display(table), hide_index=True, width="stretch")
 
 

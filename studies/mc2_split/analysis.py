@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from workbench import derived, stats, tables
+from workbench import derived, engine, stats, tables
 from workbench.derived import Derived
 from workbench.record import RunRecord
 from workbench.traces import chrome
@@ -85,40 +85,23 @@ def model_of(rec: RunRecord, fits: dict) -> CostModel:
 
 # --- derived quantities ----------------------------------------------------------------------
 
-def gain(serial, other, name: str, paired: bool = False, drift: derived.Drift | None = None) -> Derived:
-    """``100 x (1 - median(other) / median(serial))`` in %: how much faster ``other`` is than
-    ``serial`` (the seed's gain), its CI from the ratio's bootstrap (null 0): paired by round
-    where both were timed in the same rounds, else two blocks with the run's ``drift``."""
-    r = derived.ratio(serial, other, name, paired=paired, drift=drift)
-    why = "the CI includes 0" if r.status == "inconclusive" and r.why.startswith("the CI includes") else r.why
-    if not math.isfinite(r.point):
-        return dataclasses.replace(r, unit="%", null=0.0)
-    return dataclasses.replace(r, point=100 * (1 - r.point), lo=100 * (1 - r.hi), hi=100 * (1 - r.lo), unit="%",
-                               null=0.0, why=why)
-
-
-def gain_boot(serial, other, paired: bool = False, drift: derived.Drift | None = None) -> np.ndarray:
-    """Bootstrap replicates of :func:`gain` (the across-run level resamples them)."""
-    return 100 * (1 - derived.ratio_boot(serial, other, paired=paired, drift=drift)[1])
-
-
-def prediction_error(measured, predicted_us: float, name: str, predicted_boot: np.ndarray | None = None) -> Derived:
-    """``100 x (predicted / median(measured) - 1)`` in %, its CI from the measured median's
-    bootstrap and, where the fits were made in this run, the prediction's own bootstrap
-    (``predicted_boot``: the fits refitted to resampled cost points, :func:`prediction_replicates`).
-    A prediction from fits given as parameters is exact."""
-    x = np.asarray(measured, dtype=float) / 1e3
-    if x.size < 2 or not (np.isfinite(x).all() and (x > 0).all()) or not predicted_us > 0:
-        return derived.not_meaningful(name, "too few or non-positive samples", "%")
-    meas = derived.boot_medians(x)
-    pred = predicted_us if predicted_boot is None else np.resize(np.asarray(predicted_boot, float), meas.size)
-    boot = 100 * (pred / meas - 1)
-    point = 100 * (predicted_us / float(np.median(x)) - 1)
-    return derived.from_boot(name, point, boot, "%", n_a=x.size, n_b=x.size, covers=derived.SAMPLES)
+def prediction_error(ev: engine.Evidence, variant: str, predicted_us: float, name: str,
+                     predicted_boot: np.ndarray | None = None, fits_measured: bool = False) -> Derived:
+    """``100 x (predicted / median(measured) - 1)`` in %, from the engine's draws of the
+    measured median and, where the fits were made in this run, of the prediction's own refits
+    (``predicted_boot``: the fits refitted to resampled cost points, :func:`prediction_replicates`);
+    fits made in this run were timed in other blocks, so the run's drift enters
+    (``fits_measured``). A prediction from fits given as parameters is exact."""
+    if not predicted_us > 0:
+        return engine.not_meaningful(name, "no positive prediction", "%")
+    meas = (ev.against_other_blocks(variant, f"measured {variant}", "us", scale=1e-3) if fits_measured
+            else ev.median(variant, f"measured {variant}", "us", scale=1e-3))
+    pred = ev.model(f"predicted {variant}", predicted_us, predicted_boot, len(ev.samples(variant)))
+    return ev.combine(name, lambda p, m: 100 * (p / m - 1), [pred, meas], "%", null=0.0)
 
 
 #: refits of the cost points per prediction's bootstrap (each refit is a line or hinge fit and
-#: a pipeline simulation per split; the replicates are reused, cycled, up to derived.RESAMPLES)
+#: a pipeline simulation per split; the replicates are reused, cycled, up to workbench.engine.DRAWS)
 FIT_RESAMPLES = 100
 
 
@@ -156,83 +139,71 @@ def prediction_replicates(models: list[CostModel] | None, chunks: list[int], con
     return np.array([simulate(chunks, m, contention).makespan_us for m in models])
 
 
-def contention_factor(chunks: list[int], model: CostModel, median_us: float, lo_us: float, hi_us: float, n: int,
-                      name: str) -> Derived:
-    """The one factor (both engines) that makes the simulator give the measured median, with
-    the factors of the CI's ends: the makespan increases with the factor, so a percentile CI
-    maps through it (null 1: no inflation)."""
+def contention_factor(ev: engine.Evidence, variant: str, chunks: list[int], model: CostModel, name: str,
+                      fits_measured: bool = True) -> Derived:
+    """The one factor (both engines) that makes the simulator give the measured median, its
+    CI the factors of the median's CI ends (the makespan increases with the factor, so the
+    interval maps through it; null 1: no inflation). Fits made in this run were timed in other
+    blocks: the measured median carries the run's drift (:meth:`workbench.engine.Evidence.against_other_blocks`)."""
     def makespan(f: float) -> float:
         return simulate(chunks, model, f).makespan_us
 
     lo_f, hi_f = FACTOR_RANGE
     if makespan(hi_f) - makespan(lo_f) < 1e-6 * makespan(1.0):
-        return derived.not_meaningful(name, "one chunk or no overlap in the model: the factor does not change its "
-                                            "time", "x", 1.0)
-    point, lo, hi = (solve(makespan, t, lo_f, hi_f) for t in (median_us, lo_us, hi_us))
-    if point is None:
-        return derived.not_meaningful(name, f"the measured {median_us:.1f} us lies outside what factors "
-                                            f"{lo_f:g}-{hi_f:g} give ({makespan(lo_f):.1f}-{makespan(hi_f):.1f} us)",
-                                      "x", 1.0)
-    lo = lo_f if lo is None else lo
-    hi = hi_f if hi is None else hi
-    status = "clear" if lo > 1 or hi < 1 else "inconclusive"
-    return Derived(name, point, lo, hi, "x", 1.0, status, "" if status == "clear" else "the CI includes 1", n, n)
+        return engine.not_meaningful(name, "one chunk or no overlap in the model: the factor does not change its "
+                                           "time", "x", 1.0, [variant])
+    measured = (ev.against_other_blocks(variant, f"measured {variant}", "us", scale=1e-3) if fits_measured
+                else ev.median(variant, f"measured {variant}", "us", scale=1e-3))
+    if measured.status == "not meaningful":
+        return engine.not_meaningful(name, measured.why, "x", 1.0, [variant])
+    if solve(makespan, measured.point, lo_f, hi_f) is None:
+        return engine.not_meaningful(name, f"the measured {measured.point:.1f} us lies outside what factors "
+                                           f"{lo_f:g}-{hi_f:g} give ({makespan(lo_f):.1f}-{makespan(hi_f):.1f} us)",
+                                     "x", 1.0, [variant])
+
+    def factor(t: float) -> float:
+        f = solve(makespan, t, lo_f, hi_f)
+        return f if f is not None else (lo_f if t < makespan(lo_f) else hi_f)
+
+    return ev.transform(measured, factor, name, "x", 1.0, vectorised=False)
 
 
 # --- the live table ------------------------------------------------------------------------------
 
-def _samples(rec: RunRecord) -> dict[str, list[float]]:
-    return {v.variant: v.samples_ns for v in rec.variants if v.correct}
-
-
-def run_samples(rec: RunRecord) -> tuple[derived.RunSamples, list[Derived]]:
-    """The run's checked variants with its drift between blocks (from its A/A twins), and the
-    null controls it was estimated from."""
-    rs = derived.RunSamples(rec)
-    rs.drift, nulls = derived.null_controls(null_pairs(rs), NULL_SOURCE)
-    return rs, nulls
-
-
-NULL_SOURCE = "each config's serial op timed again with its best split (aa:serial/...)"
-
-
-def null_pairs(rs: derived.RunSamples) -> list[tuple[str, list, list]]:
+def null_pairs(ev: engine.Evidence) -> list[tuple[str, str, str]]:
     """The run's A/A null controls: each ``aa:serial/<config>`` against ``serial/<config>``."""
-    return [(f"A/A: {name[len('aa:'):]}, timed again with the best split / first", rs.samples(name[len("aa:"):]),
-             rs.samples(name), rs.load_note(name[len("aa:"):], name))
-            for name in rs.variants if name.startswith("aa:") and name[len("aa:"):] in rs]
+    return [(f"A/A: {name[len('aa:'):]}, timed again with the best split / first", name[len("aa:"):], name)
+            for name in ev.variants if name.startswith("aa:") and name[len("aa:"):] in ev]
 
 
-def serial_base(rs: derived.RunSamples, variant: str) -> tuple[str, bool]:
+#: the study's null controls (workbench.engine)
+NULLS = engine.Nulls(twins="", pairs=null_pairs, source="each config's serial op timed again with its best split "
+                                                         "(aa:serial/...)")
+
+
+def evidence(rec: RunRecord) -> engine.Evidence:
+    """The run as evidence: its checked variants, load and drift between blocks (from its A/A twins)."""
+    return engine.Evidence(rec, NULLS)
+
+
+def serial_base(ev: engine.Evidence, variant: str) -> tuple[str, bool]:
     """The serial op (the backend's own collective) a variant's gain is taken over, and whether
     they pair by round: its twin timed in the same rounds where there is one, else serial/default."""
     for base in ("serial/default", "aa:serial/default"):
-        if base in rs and base != variant and derived.by_round(rs.variants[base], rs.variants[variant]) is not None:
+        if base in ev and base != variant and ev.share_rounds(base, variant):
             return base, True
     return "serial/default", False
 
 
-def run_gain(rs: derived.RunSamples, variant: str, name: str) -> Derived:
-    """The gain of ``variant`` over serial with the backend's own collective in the same run:
-    paired by round where they were timed in the same rounds, else two blocks with the drift."""
-    base, paired = serial_base(rs, variant)
-    xa, xb, paired = rs.sides(base, variant) if paired else (rs.samples(base), rs.samples(variant), False)
-    d = gain(xa, xb, name, paired=paired, drift=rs.drift)
-    loaded = rs.load_note(base, variant)
-    if loaded and d.status == "clear":
-        d = dataclasses.replace(d, status="inconclusive", why=f"inconclusive under load ({loaded})")
-    return d
-
-
-def run_gain_boot(rs: derived.RunSamples, variant: str) -> np.ndarray:
-    """Bootstrap replicates of :func:`run_gain` (the across-run level resamples them)."""
-    base, paired = serial_base(rs, variant)
-    xa, xb, paired = rs.sides(base, variant) if paired else (rs.samples(base), rs.samples(variant), False)
-    return gain_boot(xa, xb, paired=paired, drift=rs.drift)
+def run_gain(ev: engine.Evidence, variant: str, name: str) -> Derived:
+    """The gain of ``variant`` over serial with the backend's own collective in the same run
+    (``100 x (1 - time / serial time)``, %): paired by round where they were timed in the same
+    rounds, else two blocks with the drift (its draws: ``ev.draws(row)``, for the across-run level)."""
+    return ev.gain(serial_base(ev, variant)[0], variant, name)
 
 
 def live_table(rec: RunRecord, vt: pd.DataFrame | None = None,
-               rs: derived.RunSamples | None = None) -> tuple[pd.DataFrame, list[Derived]]:
+               rs: engine.Evidence | None = None) -> tuple[pd.DataFrame, list[Derived]]:
     """Serial and overlapped runs: measured (median, CI) vs predicted with the given and the
     fitted contention, and the gain over serial with the backend's own collective
     (``default``) with its CI; and those derived rows."""
@@ -241,8 +212,7 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None,
     if not len(vt) or "kind" not in vt:
         return pd.DataFrame(), []
     vt = vt[vt["kind"].isin(["serial", "overlap"])]
-    rs = rs or run_samples(rec)[0]
-    samples = _samples(rec)
+    rs = rs or evidence(rec)
     refits: dict[str, list[CostModel] | None] = {}
     backend = rec.outputs.get("live", {}).get("backend", "default")
     rows, items = [], []
@@ -267,23 +237,24 @@ def live_table(rec: RunRecord, vt: pd.DataFrame | None = None,
                 pair = tuple(cont["pair"])
                 row["predicted_fit_us"] = simulate(chunks, model, pair).makespan_us
                 row["contention_fit"] = f"{cont['pair'][0]:.2f} / {cont['pair'][1]:.2f}"
-                if ok:
+                if ok and r["variant"] in rs:
                     if r["provider"] not in refits:
                         refits[r["provider"]] = fit_replicates(rec, r["provider"])
-                    d = prediction_error(samples[r["variant"]], row["predicted_fit_us"],
+                    d = prediction_error(rs, r["variant"], row["predicted_fit_us"],
                                          f"prediction error of {r['variant']} (fitted contention)",
-                                         prediction_replicates(refits[r["provider"]], chunks, pair))
+                                         prediction_replicates(refits[r["provider"]], chunks, pair),
+                                         fits_measured=fits.get("mm", {}).get("source") == "measured")
                     items.append(d)
                     row |= {"err_fit": d.point / 100, "err_fit_lo": d.lo / 100, "err_fit_hi": d.hi / 100,
                             "err_fit_covers": "samples and the fits" if refits[r["provider"]] else "samples (fits given)"}
-        if ok and "serial/default" in rs and r["variant"] != "serial/default":
+        if ok and "serial/default" in rs and r["variant"] in rs and r["variant"] != "serial/default":
             d = run_gain(rs, r["variant"], f"gain of {r['variant']} over serial {backend}")
             items.append(d)
             base = serial_base(rs, r["variant"])[0]
-            base_ns = rs.samples(base)
+            base_ns = rs.samples(base) if base in rs else np.array([])
             row |= {"gain": d.point, "gain_lo": d.lo, "gain_hi": d.hi, "gain_status": d.status,
                     "gain_paired": d.paired, "gain_base": base,
-                    "gain_base_us": float(np.median(base_ns)) / 1e3 if base_ns else float("nan")}
+                    "gain_base_us": float(np.median(base_ns)) / 1e3 if len(base_ns) else float("nan")}
         rows.append(row)
     return pd.DataFrame(rows), items
 
@@ -299,10 +270,11 @@ def headline(live: pd.DataFrame) -> pd.Series | None:
     return pick.sort_values("measured_us").iloc[0] if len(pick) else None
 
 
-def contention_table(rec: RunRecord, live: pd.DataFrame) -> tuple[pd.DataFrame, list[Derived]]:
+def contention_table(rec: RunRecord, live: pd.DataFrame,
+                     ev: engine.Evidence | None = None) -> tuple[pd.DataFrame, list[Derived]]:
     """Per correct overlapped split with fits: the contention factor the measurement implies."""
     by_provider = rec.outputs.get("live", {}).get("by_provider", {})
-    samples = _samples(rec)
+    ev = ev or evidence(rec)
     rows, items = [], []
     if not len(live):
         return pd.DataFrame(), []
@@ -310,8 +282,10 @@ def contention_table(rec: RunRecord, live: pd.DataFrame) -> tuple[pd.DataFrame, 
         fits = by_provider.get(r.provider, {}).get("fits") or (rec.outputs.get("given") or {}).get("fits")
         if not fits:
             continue
-        d = contention_factor([int(c) for c in r.chunks.split(",")], model_of(rec, fits), r.measured_us, r.ci_lo_us,
-                              r.ci_hi_us, len(samples[r.variant]), f"contention factor of {r.variant}")
+        if r.variant not in ev:
+            continue
+        d = contention_factor(ev, r.variant, [int(c) for c in r.chunks.split(",")], model_of(rec, fits),
+                              f"contention factor of {r.variant}", fits.get("mm", {}).get("source") == "measured")
         items.append(d)
         rows.append({"variant": r.variant, "provider": r.provider, "split": r.split, "chunks": r.chunks, "factor": d.point,
                      "lo": d.lo, "hi": d.hi, "status": d.status, "why": d.why})
@@ -638,12 +612,12 @@ def ring_traffic(ranks: int) -> float:
     return 2 * (ranks - 1) / ranks
 
 
-def bound_table(rec: RunRecord, rs: derived.RunSamples | None = None) -> pd.DataFrame:
+def bound_table(rec: RunRecord, rs: engine.Evidence | None = None) -> pd.DataFrame:
     """Full-size matmul against full-size all-reduce (the backend's own, ``default``) from the
     run's own cost points (m = M): which bound holds here, with the difference's CI (two blocks:
     with the run's drift); and, below the seed's 8 ranks, the all-reduce scaled to 8 ranks by
     ring traffic (2(n-1)/n per byte: 1.75 at 8 ranks, 1.5 at 4, 1 at 2), the seed's setting."""
-    rs = rs or run_samples(rec)[0]
+    rs = rs or evidence(rec)
     m = rec.params["m"]
     mm_name, comm_name = f"mm/m{m}", f"comm/default/m{m}"
     if mm_name not in rs or comm_name not in rs:
@@ -654,9 +628,10 @@ def bound_table(rec: RunRecord, rs: derived.RunSamples | None = None) -> pd.Data
             .row(ranks=ranks, scale=1.0)]
     if ranks and ranks != SEED_RANKS:
         scale = ring_traffic(SEED_RANKS) / ring_traffic(ranks)
-        d = derived.difference(mm, np.asarray(comm, float) * scale,
-                               f"all-reduce scaled to {SEED_RANKS} ranks (ring traffic x{scale:.3g}) minus matmul, "
-                               "full size", "us", scale=1e-3, drift=rs.drift, loaded=rs.load_note(mm_name, comm_name))
+        scaled = rs.series(np.asarray(comm, float) * scale, f"{comm_name} x{scale:.3g}", f"{comm_name} scaled",
+                           sources=[comm_name])
+        d = rs.difference(mm_name, scaled, f"all-reduce scaled to {SEED_RANKS} ranks (ring traffic x{scale:.3g}) "
+                                           "minus matmul, full size", "us", scale=1e-3)
         rows.append(d.row(ranks=SEED_RANKS, scale=scale))
     return derived.derived_table(rows).assign(matmul_us=float(np.median(mm)) / 1e3,
                                               allreduce_us=float(np.median(comm)) / 1e3, world_size=ranks)
@@ -849,9 +824,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         cases, gantt = inflation_tables(rec)
         return {"key": cases, "seed_floor": seed_rows, "seed_rule": seed_rule, "_gantt": gantt}
     vt = tables.variants_table(rec)
-    rs, nulls = run_samples(rec)
+    rs = evidence(rec)
     live, items = live_table(rec, vt, rs)
-    contention, factors = contention_table(rec, live)
+    contention, factors = contention_table(rec, live, rs)
     top = headline(live)
     head_fits = (out.get("live", {}).get("by_provider", {}).get(top["provider"], {}).get("fits") if top is not None
                  else None) or out.get("fits")
@@ -860,7 +835,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     sims = simulated_table(rec)
     bound = bound_table(rec, rs)
     result = {
-        **derived.level_tables(rs.drift, nulls),
+        **rs.level_tables(),
         "key": key_table_live(rec, live, floor, seed_floor_us) if len(live) else key_table_model(rec, floor),
         "_plan": plan_table(rec).assign(headline=top["variant"] if top is not None else "",
                                        headline_provider=top["provider"] if top is not None else ""),

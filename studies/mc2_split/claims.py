@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.claims import Claim, ClaimResult, bound, not_testable
+from workbench.claims import Claim, ClaimResult, Seed, agree, bound, fact, not_testable, retold
 from workbench.derived import fmt_derived, item
 
 from . import seed
@@ -18,16 +18,6 @@ from .plan import short_chunks
 
 MACHINE = seed.MACHINE
 SEED = "seed 002"
-
-
-def _bound(d: dict, above: float, live: str) -> ClaimResult:
-    """:func:`workbench.claims.bound`, but a quantity that is inconclusive for too few samples
-    stays inconclusive whatever its CI."""
-    res = bound(d, above=above, live=live)
-    d_item = item(d)
-    if d_item.status == "inconclusive" and res.status in ("holds", "contradicted"):
-        return ClaimResult("inconclusive", res.live, d_item.why)
-    return res
 
 
 def _plan(tbls: dict[str, pd.DataFrame]) -> dict:
@@ -54,8 +44,7 @@ def split_rule(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
     live = f"seed's fits: [{example['chunks']}] with m0 = max(a, b, c) = {example['m0']}; {here}"
     why = (f"the seed's text says m0 = min(a, b, c) = {text['m0']}, which gives [{short_chunks(text['chunks'])}]; "
            "its example uses the maximum")
-    status = "holds" if example["chunks"] == ",".join(map(str, seed.CHUNKS)) else "contradicted"
-    return ClaimResult(status, live, why)
+    return fact(example["chunks"] == ",".join(map(str, seed.CHUNKS)), live, why)
 
 
 def comm_bound(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
@@ -84,7 +73,7 @@ def comm_bound(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
         scaled = b.iloc[1]
         d = item(scaled)
         live += f"; scaled to {SEED_RANKS} ranks (ring traffic x{scaled['scale']:.3g}): {fmt_derived(d, status=False)}"
-    return _bound(d, 0.0, live)
+    return bound(d, above=0.0, live=live)
 
 
 def pipelining_gain(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
@@ -104,13 +93,11 @@ def pipelining_gain(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
     live = f"{head}: {fmt_derived(d, status=False)}"
     if seed_split:
         live += f"; the seed's split on {backend}: {fmt_derived(seed_split, status=False)}"
-    res = _bound(d, 0.0, live)
+    res = bound(d, above=0.0, live=live)
     notes = [res.why] if res.why else []
-    if res.status == "holds" and item(d).hi < 100 * seed.GAIN:
-        notes.append(f"smaller than the seed's {100 * seed.GAIN:.1f}% (the CI lies below it)")
-    notes.append("the fastest of the run's configurations: a best-of-configurations figure (spread over runs: "
-                 "traces/mc2-split/README.md)")
-    return ClaimResult(res.status, res.live, "; ".join(notes))
+    notes.append("the run's headline: the fastest of its configurations, picked after measuring them (each "
+                 "configuration's gain over runs: traces/mc2-split/README.md)")
+    return retold(res, why="; ".join(notes))
 
 
 def reachable(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
@@ -137,14 +124,13 @@ def reachable(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
     model = ("a model argument, not a measurement: the seed never printed its fits, and lines fitted over 256-2048-row "
              "chunks need not pass through the full-size times")
     if lo > seed.FUSED_US:
-        return ClaimResult("contradicted", live, f"{model}; even the lowest floor lies above 1262 us: the fused "
-                                                 f"op would need a chunk's all-reduce to cost at most {fixed:.1f} us "
-                                                 "fixed")
+        return fact(False, live, f"{model}; even the lowest floor lies above 1262 us: the fused op would need a "
+                                 f"chunk's all-reduce to cost at most {fixed:.1f} us fixed")
     if hi < seed.FUSED_US:
-        return ClaimResult("holds", live, f"{model}; every floor lies below 1262 us")
-    return ClaimResult("inconclusive", live, f"{model}; the floors range over 1262 us (under the fits through the "
-                                             f"full-size times it would need {fixed:.1f} us fixed per chunk's "
-                                             f"all-reduce, the fit has {seed.COMM_FIT.fixed_us:g})")
+        return fact(True, live, f"{model}; every floor lies below 1262 us")
+    return fact(None, live, f"{model}; the floors range over 1262 us (under the fits through the full-size times it "
+                            f"would need {fixed:.1f} us fixed per chunk's all-reduce, the fit has "
+                            f"{seed.COMM_FIT.fixed_us:g})")
 
 
 def _factor_text(cont: pd.DataFrame, tbls: dict[str, pd.DataFrame], config: str) -> tuple[dict | None, str]:
@@ -190,19 +176,13 @@ def inflation(tbls: dict[str, pd.DataFrame], rec) -> ClaimResult:
         d, text = _factor_text(cont, tbls, "default")
         return not_testable(why, text if d is not None else "")
     live = "; ".join(text for _, _, text in found)
-    results = [_bound(d, 1.0, live) for _, d, _ in found]
-    statuses = {r.status for r in results}
+    res = agree([(c, bound(d, above=1.0, live=live)) for c, d, _ in found])
     excluded = ("NCCL as shipped left out (it serialises behind the matmul)"
                 if len(configs) < len(set(cont["provider"])) else "")
-    inside = [c for c, d, _ in found if item(d).lo <= seed.CONTENTION <= item(d).hi]
-    notes = [n for n in (excluded, f"the seed's 1.15 lies inside the CI of {', '.join(inside)}" if inside else "")
-             if n]
-    if statuses == {"holds"}:
-        return ClaimResult("holds", live, "; ".join(["every overlapping collective's factor lies above 1"] + notes))
-    if statuses == {"contradicted"}:
-        return ClaimResult("contradicted", live, "; ".join(["every overlapping collective's factor lies below 1"]
-                                                           + notes))
-    return ClaimResult("inconclusive", live, "; ".join(["the factors disagree or a CI includes 1"] + notes))
+    lead = {"holds": "every overlapping collective's factor lies above 1",
+            "contradicted": "every overlapping collective's factor lies below 1"}.get(
+        res.status, "the factors disagree, a CI includes 1, or one cannot decide")
+    return retold(res, live=live, why="; ".join(n for n in (lead, excluded) if n))
 
 
 SEED_CLAIMS = [
@@ -210,21 +190,25 @@ SEED_CLAIMS = [
           "The split algorithm (short block m0, balance, count, 128-aligned long block) gives 5 blocks "
           "{512, 896, 896, 896, 896} for M=4096, K=3072, N=8192 half (seed 002, 验证优化方案性能收益: "
           "\"长度分别为:{512,896,896,896,896}\")",
-          "[512, 896, 896, 896, 896]", MACHINE, split_rule),
+          "[512, 896, 896, 896, 896]", MACHINE, split_rule,
+          title="The seed's split rule gives {512, 896 x 4} for its shape"),
     Claim("002-comm-bound",
           "The case is communication-bound: matmul 803 us, all-reduce 1071 us (seed 002: \"Matmul计算执行时间为803us,"
           "AllReduce通信的执行时间为1071us ... 属于通信bound场景\")", "all-reduce 1071 us > matmul 803 us", MACHINE,
-          comm_bound),
+          comm_bound, title="The full-size case is communication-bound"),
     Claim("002-gain",
           "Pipelining the split gains 32.7% over serial: the fused op takes 1262 us against 1874 us (seed 002: "
           "\"融合后该算子的执行时间为1262us,则融合算子的性能收益为(1874 - 1262) / 1874 = 32.7%\")",
-          "32.7% (1874 -> 1262 us)", MACHINE, pipelining_gain),
+          "32.7% (1874 -> 1262 us)", MACHINE, pipelining_gain,
+          title="Pipelining the split gains 32.7% over serial", magnitude=Seed(32.7, text="32.7%")),
     Claim("002-1262-reachable",
           "The fused op of the split derived from CostMM and CostComm takes 1262 us (seed 002, 验证优化方案性能收益; "
           "its fits reconstructed from its own 803, 1071, 143 us and m1 = 768)",
-          "1262 us", MACHINE, reachable),
+          "1262 us", MACHINE, reachable,
+          title="The fused op's 1262 us is reachable under the seed's fits"),
     Claim("002-inflation",
           "Running compute and communication at once inflates chunk times (memory-bandwidth contention); the fits "
           "are multiplied by 1.15 by experience (seed 002: \"可能出现抢占内存带宽的情况,导致执行时间增加,"
-          "一般按经验在拟合公式中乘以1.15的系数\")", "x1.15 (empirical)", MACHINE, inflation),
+          "一般按经验在拟合公式中乘以1.15的系数\")", "x1.15 (empirical)", MACHINE, inflation,
+          title="Overlap inflates chunk times by about 1.15x", magnitude=Seed(1.15, text="1.15")),
 ]

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.derived import fmt_derived
+from workbench import engine
 from workbench.tables import md_table
 from workbench.traces import charts as tcharts
 from workbench.untrusted import escape as esc
+from workbench.verdict import Finding
 
 from . import seed
 from .analysis import headline, is_inflation, x_order
@@ -252,19 +253,11 @@ def _derived(tbls: dict[str, pd.DataFrame], name: str) -> dict | None:
     return hit.iloc[0].to_dict() if len(hit) else None
 
 
-def _failed(tbls: dict[str, pd.DataFrame]) -> str:
-    live = tbls.get("live")
-    if live is None or not len(live):
-        return ""
-    bad = live.loc[~live["correct"].astype(bool), "variant"].tolist()
-    return f" {len(bad)} variant(s) FAILED their check (times not counted): {esc(', '.join(bad))}." if bad else ""
-
-
-def _model_verdict(tbls: dict[str, pd.DataFrame]) -> str:
+def _model_text(tbls: dict[str, pd.DataFrame]) -> str:
     plan = _row(tbls, "_plan")
     key = tbls.get("key")
     if key is None or not len(key):
-        return "No split could be planned; see the derivation."
+        return "No split could be planned; see the derivation"
     rows = {r["row"].split(" (")[0].split(":")[0]: r for r in key.to_dict("records")}
     serial = rows.get("serial")
     parts = []
@@ -284,55 +277,52 @@ def _model_verdict(tbls: dict[str, pd.DataFrame]) -> str:
     return text
 
 
-def _inflation_verdict(tbls: dict[str, pd.DataFrame]) -> str:
+def _inflation_text(tbls: dict[str, pd.DataFrame]) -> str:
     t = tbls["key"]
     cases = "; ".join(f"halves of {r.half_us:.0f} us: {r.pipelined_us:.0f} us, gain {r.gain_us:+.0f} us "
                       f"(seed: {r.seed_gain_us:+.0f})" for r in t.itertuples())
     return ("The seed's inflation examples through the simulator (a 200 us matmul split in two beside a 300 us "
-            f"all-reduce, serial 500 us): {cases}.")
+            f"all-reduce, serial 500 us; a model, not a measurement): {cases}")
 
 
-def _gain_text(d: dict | None, backend: str) -> str:
-    """A gain over serial as the verdict may state it: its size and direction only when clear."""
-    if not d:
-        return ""
-    if d["status"] != "clear":
-        return f"; no clear change against serial {esc(backend)} ({fmt_derived(d, status=False)})"
-    word = "faster" if d["point"] > 0 else "slower"
-    return (f", {abs(d['point']):.1f}% {word} than serial {esc(backend)} in the same run "
-            f"(gain {fmt_derived(d, status=False)})")
+def _gain_finding(tbls, variant: str, what: str, backend: str, key_backend: str) -> list[Finding]:
+    d = _derived(tbls, f"gain of {variant} over serial {key_backend}")
+    if d is None:
+        return []
+    word = "gains" if d["point"] > 0 else "loses"
+    return [Finding(f"the gain of {variant} ({what}) over serial {backend}", d,
+                    says=f"{esc(variant)} ({esc(what)}) {word} {{figure}} against serial {esc(backend)} in the same "
+                         "run")]
 
 
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """The best split against serial with the backend's own collective (the key table's best
-    row), stated only where its CI is clear; the seed's split beside it."""
+def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The run's headline split (the search's best split of the fastest configuration) against
+    serial with the backend's own collective in the same run (the lead), its measured time
+    and prediction error, and the seed's split beside it; a model-only run states its model
+    (labelled as one)."""
     if is_inflation(tbls):
-        return _inflation_verdict(tbls)
+        return [Finding("inflation", text=_inflation_text(tbls))]
     plan = _row(tbls, "_plan")
     if not plan.get("live"):
-        return _model_verdict(tbls) + _failed(tbls)
+        return [Finding("model", text=_model_text(tbls))]
     head, backend = plan.get("headline"), plan.get("backend") or "default"
-    backend = "NCCL" if backend == "nccl" else backend
+    shown = "NCCL" if backend == "nccl" else backend
     live = tbls["live"].set_index("variant")
     if not head:
-        return "No overlapped split passed its check." + _failed(tbls)
+        return [Finding("headline", text="No overlapped split passed its check")]
     row = live.loc[head]
     what = "the search's best split" if row["is_best"] else "the fastest split measured"
-    if row["n_chunks"] == 1:
-        what += ", left unsplit"
-    text = (f"Best split {esc(head)} ({what} of {esc(row['provider'])}, the fastest configuration) "
-            f"[{esc(row['chunks'])}]: {row['measured_us']:,.1f} us [{row['ci_lo_us']:,.1f}, {row['ci_hi_us']:,.1f}]"
-            + _gain_text(_derived(tbls, f"gain of {head} over serial {plan.get('backend')}"), backend))
-    if pd.notna(row.get("err_fit")):
-        text += (f"; predicted {row['predicted_fit_us']:,.1f} us with the fitted contention (error "
-                 f"{100 * row['err_fit']:+.1f}% [{100 * row['err_fit_lo']:+.1f}, {100 * row['err_fit_hi']:+.1f}])")
+    what += (", left unsplit" if row["n_chunks"] == 1 else "") + f" of {row['provider']}, the run's fastest"
+    out = _gain_finding(tbls, head, what, shown, backend)
+    out.append(Finding("measured", text=f"{esc(head)} [{esc(short_chunks(row['chunks']))}] measured "
+                                        f"{row['measured_us']:,.1f} us [{row['ci_lo_us']:,.1f}, {row['ci_hi_us']:,.1f}]"))
+    err = _derived(tbls, f"prediction error of {head} (fitted contention)")
+    if err is not None:
+        out.append(Finding(f"the model's prediction error for {head} (fitted contention)", err))
     seed_split = "overlap/default/heuristic"
     if seed_split in live.index and seed_split != head:
-        chunks = short_chunks(live.loc[seed_split, "chunks"])
-        text += (f". The seed's split [{esc(chunks)}] with {esc(backend)} as shipped: "
-                 f"{live.loc[seed_split, 'measured_us']:,.1f} us"
-                 + _gain_text(_derived(tbls, f"gain of {seed_split} over serial {plan.get('backend')}"), backend))
-    return text + "." + _failed(tbls)
+        out += _gain_finding(tbls, seed_split, f"the seed's split with {shown} as shipped", shown, backend)
+    return out
 
 
 def _fits_section(plan: dict) -> str:
@@ -448,16 +438,21 @@ def _us_text(r: dict) -> str:
     return f"{r['measured_us']:,.1f} [{r['ci_lo_us']:,.1f}, {r['ci_hi_us']:,.1f}]"
 
 
-def run_target(gain_lo: float, gain_hi: float, err_lo: float, err_hi: float) -> str:
-    """The benchmark's target on one run, judged on the CIs: the gain's above 20% and the
-    prediction error's within 10% (met), either wholly outside (missed), else undecided."""
-    if any(pd.isna(x) for x in (gain_lo, gain_hi, err_lo, err_hi)):
+def run_target(gain, err) -> str:
+    """The benchmark's target on one run, judged by the engine on the figures' CIs (their
+    caveats included): the gain above 20% and the prediction error within 10% (met), either
+    wholly outside (missed), else undecided."""
+    if gain is None or err is None:
         return "not measured"
-    if gain_lo >= TARGET_PCT and -10 <= err_lo and err_hi <= 10:
+    parts = [engine.target(gain, at_least=TARGET_PCT), engine.target(err, at_least=-10.0),
+             engine.target(err, at_most=10.0)]
+    if "not measured" in parts:
+        return "not measured"
+    if all(p == "met" for p in parts):
         return "met"
-    if gain_hi < TARGET_PCT or err_hi < -10 or err_lo > 10:
+    if "MISSED" in parts:
         return "missed"
-    return "undecided (a CI includes its bound)"
+    return "undecided (a CI includes its bound, or a figure cannot decide)"
 
 
 def readme_runs(analyses: list, args: dict) -> str:
@@ -484,8 +479,8 @@ def readme_runs(analyses: list, args: dict) -> str:
                          _pct_text(100 * top.get("err_fit"), 100 * top.get("err_fit_lo"), 100 * top.get("err_fit_hi"))
                          if pd.notna(top.get("err_fit")) else "",
                      "target (>= 20%, within 10%; on the CIs)":
-                         run_target(top.get("gain_lo"), top.get("gain_hi"), 100 * top.get("err_fit_lo", float("nan")),
-                                    100 * top.get("err_fit_hi", float("nan")))})
+                         run_target(d or None, _derived(a.tables, f"prediction error of {top['variant']} (fitted "
+                                                                  "contention)"))})
     return md_table(pd.DataFrame(rows))
 
 
