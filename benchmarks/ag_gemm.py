@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import studies.ag_gemm as study  # noqa: E402
 from studies.ag_gemm import kernelbench  # noqa: E402
 from benchmarks._run import run_benchmark  # noqa: E402
+from workbench.analysis import analyse  # noqa: E402
 from workbench.env import summary_line  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 from workbench.tables import render  # noqa: E402
@@ -35,7 +36,8 @@ def show(rec) -> bool:
     """Print one run's table; True when every variant passed its check."""
     if rec.params.get("mode") == "kernel":
         return True  # a one-GPU kernel run: benchmarks/ag_gemm_kernel.py prints those
-    tbls = study.analyze(rec)
+    a = analyse(rec, study)
+    tbls = a.tables
     pkgs = rec.env.get("packages", {})
     print(f"\n## run {rec.run_id} ({rec.origin}, {rec.created_utc} UTC)")
     print(f"machine: {summary_line(rec.env)}; torch {pkgs.get('torch', '?')}, triton {pkgs.get('triton', '?')}, "
@@ -49,7 +51,7 @@ def show(rec) -> bool:
     chk = tbls.get("checks")
     if chk is not None and (~chk["correct"] | (chk["shard"] == "k") | chk["where"].str.startswith("Triton")).any():
         print(f"\nchecks:\n{render(chk)}")
-    print(f"\n{study.verdict(tbls)}")
+    print(f"\n{a.verdict}")
     failed = [v for v in rec.variants if not v.correct]
     for v in failed:
         print(f"FAILED CHECK {v.variant}: {v.check}")

@@ -174,7 +174,7 @@ def main(argv=None) -> int:
             base = samples[0]
             for (label, method, ws, which, knobs, c), s in zip(built, samples):
                 ok, msg = kb.check(c, prob)
-                r = kb.paired_ratio(base, s)
+                r = kb.sweep_ratio(base, s)
                 ratio, lo, hi = r.point, r.lo, r.hi
                 row = {"label": label, "method": method, "world_size": ws, "kernel": which, "knobs": knobs,
                        "dtype": dtype, "M": m, "N": n, "K": k, "ok": ok, "check": msg,

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench import derived, stats, tables
+from workbench import derived, engine, stats, tables
 from workbench.derived import Derived
 from workbench.record import RunRecord
 from workbench.traces import load
@@ -69,13 +69,15 @@ def multi_gpu_variants(rec) -> list:
     return [v for v in rec.variants if v.params.get("mode") != "kernel" and not v.params.get("twin_of")]
 
 
-NULL_SOURCE = "each shape's baseline timed again alone after its rounds (aa: variants)"
+#: the study's null controls (workbench.engine): each shape's baseline again, alone, after its rounds
+NULLS = engine.Nulls(twins="again alone / in the rounds",
+                     source="each shape's baseline timed again alone after its rounds (aa: variants)")
 
 
-def nulls(rec) -> tuple[derived.Drift, list[Derived]]:
-    """The run's drift between blocks from its A/A twins (the baseline again in a block of its
-    own) and the twins' ratios (:func:`workbench.derived.null_controls`)."""
-    return derived.null_controls(derived.RunSamples(rec).twins("again alone / in the rounds"), NULL_SOURCE)
+def evidence(rec) -> engine.Evidence:
+    """The run as evidence: its providers are timed round-robin, so a run recorded before
+    blocks pairs them by position; its drift from the A/A twins."""
+    return engine.Evidence(rec, NULLS, interleaved=True)
 
 
 def variants_frame(rec) -> pd.DataFrame:
@@ -102,17 +104,14 @@ def _tag(shard, ws, dtype, m, provider) -> dict[str, Any]:
     return {"shard": shard, "ranks": ws, "dtype": dtype, "M": m, "provider": provider}
 
 
-def speedup(base, v, name: str) -> Derived:
+def speedup(ev: engine.Evidence, base, v, name: str) -> Derived:
     """``median(base_r / v_r)`` over the rounds both were timed in (the worker times every
     provider of a shape round-robin), or the ratio of medians when the counts differ."""
-    if base is None or not base.correct or not v.correct:
+    if base is None or not base.correct or not v.correct or base.variant not in ev or v.variant not in ev:
         why = "the baseline failed its check" if base is not None and not base.correct else (
-            "no baseline in this run" if base is None else "this provider failed its check")
-        return derived.not_meaningful(name, why, "x", 1.0)
-    pair = derived.by_round(v, base, positional=True)
-    if pair is None:
-        return derived.ratio(v.samples_ns, base.samples_ns, name)
-    return derived.ratio(pair[0], pair[1], name, paired=True)
+            "no baseline in this run" if base is None else "this provider failed its check or has no samples")
+        return engine.not_meaningful(name, why, "x", 1.0)
+    return ev.ratio(v.variant, base.variant, name)
 
 
 def _ms(v) -> tuple[float, float, float]:
@@ -134,28 +133,24 @@ def _best(grp: dict[str, Any]) -> str:
     return min(valid, key=valid.get) if valid else ""
 
 
-def _met(target, sp: Derived, best_ms: float, torch_ms: float, ws: int, m: int) -> bool | None:
-    """The issue's target (its CI's lower end must clear it); ws=2, M=16384 must also beat
-    PyTorch's fused op."""
-    if target is None or sp.lo != sp.lo:  # no target here, or no provider to hold to it
+def _met(target, sp: Derived, best_ms: float, torch_ms: float, ws: int, m: int) -> str | None:
+    """The issue's target judged by the engine (met when the CI clears it, with nothing keeping
+    the CI from deciding); ws=2, M=16384 must also beat PyTorch's fused op. None: no target."""
+    if target is None:
         return None
-    ok = sp.lo >= target
-    if (ws, m) == (2, 16384):
-        ok = ok and best_ms < torch_ms
-    return bool(ok)
+    judged = engine.target(sp, at_least=target)
+    if judged == "met" and (ws, m) == (2, 16384) and not best_ms < torch_ms:
+        return "MISSED"
+    return judged
 
 
-def judge(bound: float | None, d: Derived) -> str | None:
-    """A figure (a speedup, a fraction of the bound) against its target: met when its CI lies
-    at or above it, MISSED when it lies below, inconclusive when it straddles it."""
-    if bound is None:
-        return None
-    if not (d.lo == d.lo and d.hi == d.hi):
-        return "not measured"
-    return "met" if d.lo >= bound else "MISSED" if d.hi < bound else "inconclusive"
+def against_target(bound: float | None, d: Derived) -> str | None:
+    """A figure (a speedup, a fraction of the bound) against its target (:func:`workbench.engine.target`);
+    None where there is no target."""
+    return None if bound is None else engine.target(d, at_least=bound)
 
 
-def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
+def summary(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
     """The seed-shaped table (numbers) of the row-sharded shapes, and the speedup rows."""
     rows, items = [], []
     for (shard, ws, dtype, m), grp in sorted(_groups(rec).items()):
@@ -169,17 +164,17 @@ def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
             if prov not in grp:
                 continue
             if prov != BASELINE:
-                sp[prov] = speedup(base, grp[prov], f"speedup over nccl: {prov}, {ws} ranks {dtype} M={m}")
+                sp[prov] = speedup(ev, base, grp[prov], f"speedup over nccl: {prov}, {ws} ranks {dtype} M={m}")
                 items.append(sp[prov].row(table="speedup", **_tag(shard, ws, dtype, m, prov)))
-            frac[prov] = bound.fraction(grp, grp[prov], f"fraction of the {bound.NAME} (max(AG, mm) / time): "
-                                                          f"{prov}, {ws} ranks {dtype} M={m}")
+            frac[prov] = bound.fraction(ev, grp, grp[prov], f"fraction of the {bound.NAME} (max(AG, mm) / time): "
+                                                              f"{prov}, {ws} ranks {dtype} M={m}")
             if frac[prov].status != "not meaningful":
                 items.append(frac[prov].row(table="bound_fraction", **_tag(shard, ws, dtype, m, prov)))
-        bsp = bound.speedup(grp, base, f"speedup of the {bound.NAME} over nccl: {ws} ranks {dtype} M={m}")
+        bsp = bound.speedup(ev, grp, base, f"speedup of the {bound.NAME} over nccl: {ws} ranks {dtype} M={m}")
         if bsp.status != "not meaningful":
             items.append(bsp.row(table="bound_speedup", **_tag(shard, ws, dtype, m, bound.NAME)))
         best = _best(grp)
-        nan_d = derived.not_meaningful("speedup", "not measured", "x", 1.0)
+        nan_d = engine.not_meaningful("speedup", "not measured", "x", 1.0)
         hbm_ms, best_ms, base_ms = _ms(grp.get("hbm-buffer")), _ms(grp.get(best)), _ms(base)
         picked = str(grp["auto"].params.get("picked", "")) if "auto" in grp else ""
         target = TARGETS.get((ws, m)) if dtype == "fp16" and (n, k) == (3584, 8192) else None
@@ -206,9 +201,9 @@ def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
                 "bound_speedup_lo": bsp.lo, "bound_speedup_hi": bsp.hi}
         hbm_bound = HBM_TARGETS.get(m) if (n, k) == (3584, 8192) else None
         frac_bound = BOUND_TARGET if (n, k) == (3584, 8192) and ws in (2, 4) and m >= BOUND_TARGET_FROM_M else None
-        row |= {"hbm_target": hbm_bound, "hbm_met": judge(hbm_bound, sp.get("hbm-buffer", nan_d)),
-                "hbmce_met": judge(hbm_bound, sp["hbm-buffer-ce"]) if "hbm-buffer-ce" in sp else None,
-                "best_frac_target": frac_bound, "best_frac_met": judge(frac_bound, frac.get(best, nan_d)),
+        row |= {"hbm_target": hbm_bound, "hbm_met": against_target(hbm_bound, sp.get("hbm-buffer", nan_d)),
+                "hbmce_met": against_target(hbm_bound, sp["hbm-buffer-ce"]) if "hbm-buffer-ce" in sp else None,
+                "best_frac_target": frac_bound, "best_frac_met": against_target(frac_bound, frac.get(best, nan_d)),
                 "best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
                 "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0], "target": target,
                 "met": _met(target, best_sp, best_ms[0], _ms(grp.get("torch-fused"))[0], ws, m)}
@@ -218,80 +213,48 @@ def summary(rec) -> tuple[pd.DataFrame, list[dict]]:
 
 # --- how the speedup changes with M ---------------------------------------------------------
 
-def _round_speedups(base, v) -> np.ndarray | None:
-    """Per-round speedups (paired), or None when the pair is not usable."""
-    if base is None or v is None or not base.correct or not v.correct or not v.samples_ns:
-        return None
-    pair = derived.by_round(base, v, positional=True)
-    return None if pair is None else pair[0] / pair[1]
-
-
-def _speedup_at(r: np.ndarray, name: str, seed: int) -> Derived:
-    """The median of per-round speedups with its bootstrap CI over rounds (null 1)."""
-    boot = derived.boot_medians(r, seed=seed)
-    return derived.from_boot(name, float(np.median(r)), boot, "x", null=1.0, n_a=r.size, n_b=r.size, paired=True,
-                             covers=derived.ROUNDS)
-
-
-def crossover(ms: list[int], per_round: list[np.ndarray], name: str, seed: int = 0) -> Derived:
+def crossover(ev: engine.Evidence, ms: list[int], ends: list[Derived], name: str) -> Derived:
     """Between which two measured M a provider's speedup over the baseline crosses 1: its CI
     is the pair of measured M around the sign change, [M_j, M_j+1], and nothing narrower: a
     speedup measured at 1024 and 4096 says nothing about where in between it reaches 1 (an
-    interpolation would assume a shape no measurement shows; issue 30). The point is that
-    pair's geometric midpoint, a label for the bracket, not an estimate. Clear when the
-    speedups at both ends are clearly on their side of 1 (their own CIs over rounds, each from
-    at least :data:`workbench.derived.MIN_SAMPLES` rounds); inconclusive when either end's CI
-    includes 1, or when no measured pair brackets a crossing."""
-    m_arr = np.asarray(ms, dtype=float)
-    ends = [_speedup_at(r, f"{name} at M={m}", seed + i) for i, (m, r) in enumerate(zip(ms, per_round))]
-    above = np.array([d.point > 1 for d in ends])
-    n = min(r.size for r in per_round)
-    lo_m, hi_m = int(m_arr.min()), int(m_arr.max())
-    if above.all() or not above.any():
-        side = f"below M={lo_m}" if above.all() else f"above M={hi_m}"
-        return Derived(name, math.nan, math.nan, math.nan, "rows", math.nan, "inconclusive",
-                       f"no crossing in the measured range: it lies {side} (every measured speedup is "
-                       f"{'above' if above.all() else 'below'} 1)", n, n, True, derived.ROUNDS)
-    j = int(np.flatnonzero(above[:-1] != above[1:])[0])
-    a, b = ends[j], ends[j + 1]
-    lo, hi = int(m_arr[j]), int(m_arr[j + 1])
-    settled = all(d.status == "clear" for d in (a, b))
-    why = ("" if settled else f"between the measured M={lo} and M={hi}, but the speedup at "
-           + " and ".join(f"M={int(m_arr[k])} ({derived.fmt_derived(d, status=False)})"
-                          for k, d in ((j, a), (j + 1, b)) if d.status != "clear") + " is not clearly on its side of 1")
-    return Derived(name, math.sqrt(lo * hi), float(lo), float(hi), "rows", math.nan,
-                   "clear" if settled else "inconclusive", why, n, n, True, derived.ROUNDS)
+    interpolation would assume a shape no measurement shows; issue 30). Clear when the
+    speedups at both ends are clearly on their side of 1 (:meth:`workbench.engine.Evidence.bracket`)."""
+    return ev.bracket(name, ms, ends, "rows", x_label="M=")
 
 
-def trend(rec) -> list[dict]:
+def trend(rec, ev: engine.Evidence) -> list[dict]:
     """Per (ranks, dtype, provider) of the row-sharded runs with 2+ M: the speedup at the
-    largest M over the one at the smallest (``gain``; unpaired: different shapes are timed
-    in different rounds) and the crossover M (``crossover``)."""
-    by: dict[tuple, dict[int, np.ndarray]] = {}
+    largest M over the one at the smallest (``gain``: a ratio of two speedups, each paired by
+    round, so the drift cancels in each) and the crossover M (``crossover``)."""
+    by: dict[tuple, dict[int, Derived]] = {}
     for (shard, ws, dtype, m), grp in _groups(rec).items():
         if shard != "rows":
             continue
+        base = grp.get(BASELINE)
         for prov in FUSED:
-            r = _round_speedups(grp.get(BASELINE), grp.get(prov))
-            if r is not None and r.size >= 2:
-                by.setdefault((ws, dtype, prov), {})[m] = r
+            v = grp.get(prov)
+            if v is None or base is None:
+                continue
+            d = speedup(ev, base, v, f"speedup over nccl: {prov}, {ws} ranks {dtype} M={m}")
+            if d.status != "not meaningful" and d.paired:
+                by.setdefault((ws, dtype, prov), {})[m] = d
     items = []
     for (ws, dtype, prov), per_m in sorted(by.items()):
         if len(per_m) < 2:
             continue
         ms = sorted(per_m)
         tag = _tag("rows", ws, dtype, None, prov)
-        g = derived.ratio(per_m[ms[0]], per_m[ms[-1]],
-                          f"speedup at M={ms[-1]} over at M={ms[0]}: {prov}, {ws} ranks {dtype}")
+        g = ev.combine(f"speedup at M={ms[-1]} over at M={ms[0]}: {prov}, {ws} ranks {dtype}", lambda a, b: b / a,
+                       [per_m[ms[0]], per_m[ms[-1]]], "x", null=1.0)
         items.append(g.row(table="gain", m_small=ms[0], m_large=ms[-1], **tag))
-        c = crossover(ms, [per_m[m] for m in ms], f"crossover M (speedup 1): {prov}, {ws} ranks {dtype}")
+        c = crossover(ev, ms, [per_m[m] for m in ms], f"crossover M (speedup 1): {prov}, {ws} ranks {dtype}")
         items.append(c.row(table="crossover", m_small=ms[0], m_large=ms[-1], **tag))
     return items
 
 
 # --- ranks and checks -------------------------------------------------------------------------
 
-def ranks(rec) -> tuple[pd.DataFrame, list[dict]]:
+def ranks(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
     """Per multi-GPU variant with per-rank data: each rank's median, the slowest rank, its
     median, and the skew (slowest minus fastest rank) as the median over rounds with a CI
     (runs without per-rank samples: the spread of the ranks' medians, no CI)."""
@@ -310,8 +273,9 @@ def ranks(rec) -> tuple[pd.DataFrame, list[dict]]:
         samples = ex.get("rank_samples_ns")
         if isinstance(samples, list) and len(samples) == len(meds) and len({len(s) for s in samples}) == 1:
             spread = np.ptp(np.asarray(samples, dtype=float), axis=0) / 1e3
-            d = derived.median_of(spread, f"skew between ranks (slowest - fastest per round): {v.variant}", "us",
-                                  physical_min=0.0)
+            name = f"skew between ranks (slowest - fastest per round): {v.variant}"
+            d = ev.median(ev.series(spread, name, v.variant, rounds=range(spread.size), sources=[v.variant]), name,
+                          "us", physical_min=0.0, covers=derived.ROUNDS, per="rounds")
             items.append(d.row(table="skew", **tag))
             row |= {"skew_us": d.point, "skew_lo_us": d.lo, "skew_hi_us": d.hi}
         else:
@@ -355,11 +319,11 @@ def checks(rec) -> pd.DataFrame:
 
 def multi_gpu_tables(rec) -> dict[str, pd.DataFrame]:
     """The multi-GPU tables (see the module docstring); {} parts are left out."""
-    drift, twins = nulls(rec)
-    out: dict[str, pd.DataFrame] = derived.level_tables(drift, twins)
-    summ, items = summary(rec)
-    items += trend(rec)
-    rk, skew = ranks(rec)
+    ev = evidence(rec)
+    out: dict[str, pd.DataFrame] = ev.level_tables()
+    summ, items = summary(rec, ev)
+    items += trend(rec, ev)
+    rk, skew = ranks(rec, ev)
     items += skew
     if len(summ):
         summ = with_hbm_ranks(summ, rk)
@@ -371,6 +335,7 @@ def multi_gpu_tables(rec) -> dict[str, pd.DataFrame]:
     if len(chk):
         out["checks"] = chk
     out["_derived_multi"] = derived.derived_table(items)
+    out["_evidence"] = ev
     return out
 
 
@@ -453,12 +418,13 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     out: dict[str, pd.DataFrame] = {"variants": variants_frame(rec)}
     multi = multi_gpu_tables(rec)
     items = multi.pop("_derived_multi").to_dict("records")
+    ev = multi.pop("_evidence")
     out |= multi
     mech = mechanisms.table(rec)
     if len(mech):
         out["mechanisms"] = mech
-    kb, kitems = kernelbench.breakdown(rec)
-    ex, eitems = kernelbench.experiments(rec)
+    kb, kitems = kernelbench.breakdown(rec, ev)
+    ex, eitems = kernelbench.experiments(rec, ev)
     if len(kb):
         out["kernel_breakdown"] = kb
     if len(ex):
@@ -498,7 +464,7 @@ def seed_table(s: pd.DataFrame) -> pd.DataFrame:
     for r in s.to_dict("records"):
         best = r["best"] + (f" ({r['auto_pick']})" if r["best"] == "auto" and r["auto_pick"] else "")
         target = "" if r["target"] is None or r["target"] != r["target"] else (
-            f">= {r['target']:.2f}x: {'not measured' if r['met'] is None else 'met' if r['met'] else 'MISSED'}")
+            f">= {r['target']:.2f}x: {r['met'] or 'not measured'}")
         rows.append({
             "Ranks": r["ranks"], "MxNxK": r["MxNxK"], "dtype": r["dtype"],
             "Baseline (ms)": _ci(r["baseline_ms"], r["baseline_lo_ms"], r["baseline_hi_ms"]),

@@ -5,7 +5,7 @@ full speed, the shorter one hidden behind the longer). The worker times ``all-ga
 ``matmul`` as contestants of the same round-robin as the providers, so each round r has its own
 ``bound_r = max(ag_r, mm_r)``; from those:
 
-- the bound's time (median of ``bound_r``, bootstrap CI);
+- the bound's time (median of ``bound_r``, its order-statistic CI);
 - the bound's speedup over the baseline, ``median(base_r / bound_r)``: the ceiling of every
   speedup, drawn in the key chart;
 - each provider's fraction of the bound, ``median(bound_r / prov_r)``: 1 is perfect overlap
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from workbench import derived, stats
+from workbench import engine, stats
 from workbench.derived import Derived
 
 PARTS = ("all-gather", "matmul")
@@ -56,29 +56,40 @@ def time_ms(grp: dict) -> tuple[float, float, float]:
     return s.median / 1e6, s.ci_lo / 1e6, s.ci_hi / 1e6
 
 
-def _pairs(grp: dict, v) -> tuple[np.ndarray, bool] | None:
+def _rounds_series(ev: engine.Evidence, grp: dict) -> engine.Series | None:
+    """The bound per round as the engine reads it: the round of each value, the parts' load."""
     b = rounds(grp)
-    if b is None or v is None or not v.correct or not v.samples_ns:
+    if b is None:
         return None
-    return b, b.size == len(v.samples_ns)
+    return ev.series(b, NAME, "bound rounds", rounds=range(b.size), sources=[grp[p].variant for p in PARTS],
+                     timeline=_timeline(grp))
 
 
-def speedup(grp: dict, base, name: str) -> Derived:
+def _timeline(grp: dict) -> str:
+    """The round-robin of one shape (its contestants' samples are its rounds, by position)."""
+    return "round-robin of " + "|".join(sorted(v.variant for v in grp.values()))
+
+
+def _positional(ev: engine.Evidence, v, grp: dict) -> engine.Series:
+    """A contestant's samples in round order (the worker times the round-robin by position)."""
+    return ev.series(v.samples_ns, v.variant, v.variant, rounds=range(len(v.samples_ns)), sources=[v.variant],
+                     timeline=_timeline(grp))
+
+
+def speedup(ev: engine.Evidence, grp: dict, base, name: str) -> Derived:
     """The bound's speedup over the baseline: median over rounds of base / bound."""
-    got = _pairs(grp, base)
-    if got is None:
-        return derived.not_meaningful(name, "needs the all-gather and the matmul alone and the baseline, checked "
-                                            "and timed in one run", "x", 1.0)
-    b, paired = got
-    return derived.ratio(b, base.samples_ns, name, paired=paired)
+    b = _rounds_series(ev, grp)
+    if b is None or base is None or not base.correct or not base.samples_ns:
+        return engine.not_meaningful(name, "needs the all-gather and the matmul alone and the baseline, checked "
+                                           "and timed in one run", "x", 1.0)
+    return ev.ratio(b, _positional(ev, base, grp), name)
 
 
-def fraction(grp: dict, v, name: str) -> Derived:
+def fraction(ev: engine.Evidence, grp: dict, v, name: str) -> Derived:
     """A provider's fraction of the bound: median over rounds of bound / provider (1: it runs
     as fast as perfect overlap would)."""
-    got = _pairs(grp, v)
-    if got is None:
-        return derived.not_meaningful(name, "needs the all-gather and the matmul alone and this provider, checked "
-                                            "and timed in one run", "x", 1.0)
-    b, paired = got
-    return derived.ratio(v.samples_ns, b, name, paired=paired)  # median(b_r / v_r)
+    b = _rounds_series(ev, grp)
+    if b is None or v is None or not v.correct or not v.samples_ns:
+        return engine.not_meaningful(name, "needs the all-gather and the matmul alone and this provider, checked "
+                                           "and timed in one run", "x", 1.0)
+    return ev.ratio(_positional(ev, v, grp), b, name)  # median(b_r / v_r)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from studies.ag_gemm.kernelbench import SUFFIX
-from workbench.claims import Claim, ClaimResult, not_testable
+from workbench.claims import Claim, ClaimResult, Seed, all_hold, bound, fact, not_testable, retold
 from workbench.derived import MIN_SAMPLES, fmt_derived, item
 
 SEED_MACHINE = "8x AMD MI325X"
@@ -44,13 +44,6 @@ def _why_no_kernel(tbls, what: str) -> ClaimResult:
     return not_testable(f"needs the hbm-buffer provider measured beside nccl ({what}); this run has none (gloo "
                         "runs and runs of the seed's K-sharded formulation time the baselines only: the fused kernel "
                         "needs NVIDIA GPUs and gathers rows)")
-
-
-def _status(rows: list, above: float) -> str:
-    """holds when every CI lies above ``above``, contradicted when one lies below it."""
-    if any(r.hi < above for r in rows):
-        return "contradicted"
-    return "holds" if all(r.lo > above for r in rows) else "inconclusive"
 
 
 def _at(r) -> str:
@@ -99,8 +92,7 @@ def beats_baseline(tbls, rec) -> ClaimResult:
     if not len(sp):
         return not_testable(FEW)
     sp = sp.sort_values(["ranks", "dtype", "M"])
-    rows = [item(r) for r in sp.to_dict("records")]
-    status = _status(rows, 1.0)
+    judged = all_hold([bound(r, above=1.0) for r in sp.to_dict("records")], "")
     fracs = _bound_fractions(tbls, "hbm-buffer")
     live = _grouped(sp.to_dict("records"), lambda r: _with_bound(r, fracs))
     slower = [_at(r) for r in sp.to_dict("records") if r["hi"] < 1]
@@ -113,7 +105,8 @@ def beats_baseline(tbls, rec) -> ClaimResult:
             cf = _rows(tbls, "bound_fraction", prov)
             if len(cf):
                 why += f" ({cf['point'].min():.2f}-{cf['point'].max():.2f} of the bound)"
-    return ClaimResult(status, live, why)
+    return retold(judged, live=live, why="; ".join(x for x in (judged.why if judged.status != "contradicted" else "",
+                                                               why) if x))
 
 
 def gain_grows(tbls, rec) -> ClaimResult:
@@ -130,7 +123,7 @@ def gain_grows(tbls, rec) -> ClaimResult:
                                 f"{sp['M'].nunique()}")
         return _why_no_kernel(tbls, "speedup at several M")
     cross = _rows(tbls, "crossover", "hbm-buffer")
-    rows = [item(r) for r in gain.to_dict("records")]
+    judged = all_hold([bound(r, above=1.0) for r in gain.to_dict("records")], "")
     parts = []
     for r in gain.sort_values(["ranks", "dtype"]).to_dict("records"):
         c = cross[(cross["ranks"] == r["ranks"]) & (cross["dtype"] == r["dtype"])]
@@ -142,8 +135,8 @@ def gain_grows(tbls, rec) -> ClaimResult:
                      else ", crossover " + cd.why.split(": it lies ", 1)[-1].split(" (every ")[0])
         parts.append(f"{int(r['ranks'])} ranks {r['dtype']}: x{fmt_derived(r, status=False).replace('x ', ' ', 1)} "
                      f"from M={int(r['m_small'])} to {int(r['m_large'])}{ctext}")
-    return ClaimResult(_status(rows, 1.0), "; ".join(parts),
-                       "the seed's: 2.1x at M=1024 already")
+    return retold(judged, live="; ".join(parts), why="; ".join(x for x in (judged.why, "the seed's: 2.1x at M=1024 "
+                                                                                    "already") if x))
 
 
 def correct_random(tbls, rec) -> ClaimResult:
@@ -166,7 +159,7 @@ def correct_random(tbls, rec) -> ClaimResult:
     bad = [f"{what}: {check}" for what, ok, check in found if not ok]
     live = f"{len(found) - len(bad)} of {len(found)} checks of the fused kernel passed, random normal inputs, " \
            "fp32 reference"
-    return ClaimResult("contradicted" if bad else "holds", live, "; ".join(bad[:3]))
+    return fact(not bad, live, "; ".join(bad[:3]))
 
 
 def _barrier(tbls) -> pd.DataFrame | None:
@@ -193,13 +186,12 @@ def barrier_cheap(tbls, rec) -> ClaimResult:
     ok = d[d["status"] != "not meaningful"]
     if not len(ok):
         return not_testable(f"no barrier-off time counts: {d['why'].iloc[0]}" if len(d) else NO_BARRIER_EXPERIMENT)
-    rows = [item(r) for r in ok.to_dict("records")]
-    status = ("contradicted" if any(r.lo > BARRIER_LITTLE for r in rows) else
-              "holds" if all(r.hi <= BARRIER_LITTLE for r in rows) else "inconclusive")
+    judged = all_hold([bound(r, below=BARRIER_LITTLE) for r in ok.to_dict("records")], "")
     live = _grouped(ok.to_dict("records"), lambda r: fmt_derived(r, status=False), key=lambda r: r["dtype"])
     missing = len(d) - len(ok)
     why = f"little: the CI below {BARRIER_LITTLE}x ({_where(ok)})"
-    return ClaimResult(status, live, why + (f"; {missing} shape(s) without a valid barrier-off time" if missing else ""))
+    why += f"; {missing} shape(s) without a valid barrier-off time" if missing else ""
+    return retold(judged, live=live, why="; ".join(x for x in (judged.why, why) if x))
 
 
 def barrier_needed(tbls, rec) -> ClaimResult:
@@ -222,8 +214,8 @@ def barrier_needed(tbls, rec) -> ClaimResult:
                         f"({fmt_derived(r, status=False)})", key=lambda r: r["dtype"])
     where = _where(off)
     if failed:
-        return ClaimResult("holds", live, f"{failed} of {total} checked launches without the barrier failed ({where})")
-    return ClaimResult("inconclusive", live, f"not seen ({where}); the seed saw them on AMD")
+        return fact(True, live, f"{failed} of {total} checked launches without the barrier failed ({where})")
+    return fact(None, live, f"not seen ({where}); the seed saw them on AMD")
 
 
 def k_shard_baseline(tbls, rec) -> ClaimResult:
@@ -239,38 +231,40 @@ def k_shard_baseline(tbls, rec) -> ClaimResult:
             f"all_gather + cat(dim=1): {int(cat['correct'].sum())} of {len(cat)} passed "
             f"({', '.join(sorted({str(x) for x in k['where']}))})")
     if len(into) and (~into["correct"]).all() and len(cat) and cat["correct"].all():
-        return ClaimResult("holds", live, "")
+        return fact(True, live)
     if len(into) and into["correct"].any():
-        return ClaimResult("contradicted", live, "an all_gather_into_tensor baseline passed with K-sharded A")
-    return ClaimResult("inconclusive", live, "a formulation is missing or all_gather + cat failed too")
+        return fact(False, live, "an all_gather_into_tensor baseline passed with K-sharded A")
+    return fact(None, live, "a formulation is missing or all_gather + cat failed too")
 
 
 SEED_CLAIMS = [
-    Claim(id="004-fused-beats-baseline",
+    Claim(id="004-fused-beats-baseline", title="The fused HBM-buffer kernel beats all-gather then GEMM",
           seed_text="\"2.7-3.4x lower latency vs the barrier-based baseline on 8x MI325X\": faster than all-gather "
                     "then GEMM at every M (seed 004, PR)",
           seed_value="2.1x (2 ranks, M=1024), 3.4x (2 ranks, M=16384), 3.2x (4), 2.7x (8); review's randn rerun, "
                      "8 ranks: 0.48-0.71x",
-          seed_machine=SEED_MACHINE, test=beats_baseline),
-    Claim(id="004-gain-grows-with-m",
+          seed_machine=SEED_MACHINE, test=beats_baseline,
+          magnitude=Seed(2.75, tolerance=0.65, text="2.1-3.4x (MI325X)")),
+    Claim(id="004-gain-grows-with-m", title="The speedup grows with M",
           seed_text="the speedup grows with M, 2.1x to 3.4x (seed 004, PR table); \"iris overhead exceeds benefit "
                     "for small M\" (review)",
           seed_value="x1.6 from M=1024 to 16384 (2 ranks); no crossover",
-          seed_machine=SEED_MACHINE, test=gain_grows),
-    Claim(id="004-correct-random-inputs",
+          seed_machine=SEED_MACHINE, test=gain_grows,
+          magnitude=Seed(1.6, tolerance=0.1, relative=True, text="x1.6")),
+    Claim(id="004-correct-random-inputs", title="The fused kernel is correct on random inputs",
           seed_text="\"all 7 tests now pass with randn inputs\" after the barrier fix (seed 004, review)",
           seed_value="correct with randn inputs (7 tests)", seed_machine=SEED_MACHINE, test=correct_random),
-    Claim(id="004-barrier-costs-little",
+    Claim(id="004-barrier-costs-little", title="The barrier before the flag release costs little",
           seed_text="\"The barrier adds negligible overhead (<2%)\" (seed 004, review: tl.debug_barrier() before "
                     "the flag's atomic_xchg)",
           seed_value="0.516 vs 0.526, 1.425 vs 1.399, 3.257 vs 3.268 ms with / without (8 ranks)",
           seed_machine=SEED_MACHINE, test=barrier_cheap),
-    Claim(id="004-barrier-needed",
+    Claim(id="004-barrier-needed", title="Without the barrier the kernel fails its check",
           seed_text="\"you need a tl.debug_barrier() before the atomic.xchg ... i got validation failures without "
                     "the barrier\" (seed 004, review)",
           seed_value="validation failures (count not given)", seed_machine=SEED_MACHINE,
           test=barrier_needed),
-    Claim(id="004-k-shard-baseline-wrong",
+    Claim(id="004-k-shard-baseline-wrong", title="The K-sharded all_gather_into_tensor baseline computes another matrix",
           seed_text="all_gather_into_tensor into an (M, K) buffer \"does not concatenate along K\"; all_gather + "
                     "cat(dim=1) does (seed 004, review)",
           seed_value="the RCCL baseline computed another matrix", seed_machine=SEED_MACHINE,

@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from workbench import derived, stats
+from workbench import engine, stats
 from workbench.derived import Derived
 from workbench.record import VariantResult
 from workbench.untrusted import escape as esc
@@ -341,18 +341,37 @@ def _kernel_variants(rec) -> dict[tuple, dict[str, Any]]:
     return by_shape
 
 
-def paired_ratio(base_ns, ns, name: str = "time ratio") -> Derived:
-    """``median(ns[r] / base_ns[r])`` over rounds with its bootstrap CI (samples of one round
+def _positional(ev: engine.Evidence, v) -> engine.Series:
+    """A variant's samples in round order (kernel mode times the variants of a shape round-robin)."""
+    return ev.series(v.samples_ns, v.variant, v.variant, rounds=range(len(v.samples_ns)), sources=[v.variant],
+                     timeline=f"round-robin of {v.params.get('dtype')} M={v.params.get('M')}")
+
+
+def paired_ratio(ev: engine.Evidence, base, v, name: str = "time ratio") -> Derived:
+    """``median(v_r / base_r)`` over rounds with its order-statistic CI (samples of one round
     are taken within a few ms of each other: the pairing cancels clock drift); a ratio of
-    medians when the counts differ (a variant that lost samples)."""
-    return derived.ratio(base_ns, ns, name, paired=len(base_ns) == len(ns))
+    medians with the run's drift when the counts differ (a variant that lost samples)."""
+    if len(base.samples_ns) == len(v.samples_ns):
+        return ev.ratio(_positional(ev, base), _positional(ev, v), name)
+    return ev.ratio(base.variant, v.variant, name)
+
+
+def sweep_ratio(base_ns, ns, name: str = "time ratio") -> Derived:
+    """:func:`paired_ratio` of two series of a committed kernel sweep (no run record: a sweep's
+    rows are its variants, timed round-robin, measured on a lent GPU host with no load sampled)."""
+    from workbench.record import RunRecord
+
+    rec = RunRecord("sweep", "ag-gemm", {}, {})
+    rec.variants = [VariantResult("base", {}, list(base_ns), True), VariantResult("variant", {}, list(ns), True)]
+    ev = engine.Evidence(rec, interleaved=True)
+    return paired_ratio(ev, rec.variants[0], rec.variants[1], name)
 
 
 def _ratio_cols(prefix: str, d: Derived) -> dict[str, float]:
     return {prefix: d.point, f"{prefix}_lo": d.lo, f"{prefix}_hi": d.hi}
 
 
-def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
+def breakdown(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
     """The kernel-mode table and its derived rows.
 
     Table: one row per default-knob variant: median us with its CI, TFLOP/s, its time over
@@ -374,9 +393,9 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
                    "tflops": flops / (s.median * 1e-9) / 1e12 if s.n and method != "ce-copy" else float("nan")}
             tag = dict(dtype=dtype, M=m, method=method, world_size=ws)
             ok = base is not None and base.correct and v.correct and method != "cublas"
-            time_r = paired_ratio(base.samples_ns, v.samples_ns, f"time over cuBLAS's: {method} ws{ws}, {dtype} "
-                                  f"M={m}") if ok else derived.not_meaningful("time over cuBLAS's", "no valid pair", "x", 1)
-            thr_r = paired_ratio(v.samples_ns, base.samples_ns, f"GEMM efficiency (cuBLAS time / time): {method} "
+            time_r = paired_ratio(ev, base, v, f"time over cuBLAS's: {method} ws{ws}, {dtype} "
+                                  f"M={m}") if ok else engine.not_meaningful("time over cuBLAS's", "no valid pair", "x", 1)
+            thr_r = paired_ratio(ev, v, base, f"GEMM efficiency (cuBLAS time / time): {method} "
                                  f"ws{ws}, {dtype} M={m}") if ok else time_r
             row |= _ratio_cols("time_ratio", time_r) | _ratio_cols("throughput_ratio", thr_r)
             if ok and method != "ce-copy":  # the copies alone are a part of the bound, not a GEMM
@@ -385,29 +404,29 @@ def breakdown(rec) -> tuple[pd.DataFrame, list[dict]]:
                     items.append(thr_r.row(table="kernel", **tag))
             # the bound of the copy-engine kernel: max(its copies alone, cuBLAS), per round. (The
             # SM-fetch kernel copies inside itself; its bound is cuBLAS's time: cuBLAS / time.)
-            frac = (bound_fraction(base, default.get(("ce-copy", ws)), v, f"fraction of the perfect-overlap bound "
+            frac = (bound_fraction(ev, base, default.get(("ce-copy", ws)), v, f"fraction of the perfect-overlap bound "
                                    f"max(copies, cuBLAS) / time: {method} ws{ws}, {dtype} M={m}")
-                    if method == "emulated-ce" else derived.not_meaningful("bound", "not a copy-engine kernel", "x", 1))
+                    if method == "emulated-ce" else engine.not_meaningful("bound", "not a copy-engine kernel", "x", 1))
             row |= _ratio_cols("bound_fraction", frac)
             if frac.status != "not meaningful":
                 items.append(frac.row(table="bound", **tag))
             gemm = default.get(("gemm-path", ws))
             if method in ("emulated", "emulated-ce") and gemm is not None and gemm.correct and v.correct:
-                items.append(paired_ratio(gemm.samples_ns, v.samples_ns, f"fetch overhead (whole kernel / GEMM path "
+                items.append(paired_ratio(ev, gemm, v, f"fetch overhead (whole kernel / GEMM path "
                                           f"alone): {method} ws{ws}, {dtype} M={m}").row(table="fetch", **tag))
             kind = ("gemm" if (method, ws) in (("kernel", 1), ("gemm-path", 2)) else
                     "emulated-ws2" if (method, ws) == ("emulated", 2) else None)
             bound = target(kind, m, n, k) if kind else None
             met = None
-            if bound is not None:
-                # throughput >= bound, or time <= bound: the CI's far end must clear it
-                met = bool(thr_r.lo >= bound) if kind == "gemm" else bool(time_r.hi <= bound)
+            if bound is not None:  # throughput >= bound, or time <= bound, judged by the engine on the CI
+                met = (engine.target(thr_r, at_least=bound) if kind == "gemm" else
+                       engine.target(time_r, at_most=bound))
             row |= {"target": bound, "target_kind": kind, "met": met, "check": v.check}
             rows.append(row)
     return pd.DataFrame(rows), items
 
 
-def bound_fraction(cublas, copies, v, name: str) -> Derived:
+def bound_fraction(ev: engine.Evidence, cublas, copies, v, name: str) -> Derived:
     """The emulated kernel's time against the perfect-overlap bound on one GPU: per round,
     max(cuBLAS of the whole problem, the copies alone) over the kernel's time, median over
     rounds with a bootstrap CI (1: the kernel hides every copy behind a GEMM as fast as
@@ -416,23 +435,19 @@ def bound_fraction(cublas, copies, v, name: str) -> Derived:
 
     parts = [cublas, copies]
     if any(p is None or not p.correct or len(p.samples_ns) != len(v.samples_ns) for p in parts) or not v.correct:
-        return derived.not_meaningful(name, "needs cuBLAS, the copies alone and this variant checked and timed in the "
-                                            "same rounds", "x", 1.0)
+        return engine.not_meaningful(name, "needs cuBLAS, the copies alone and this variant checked and timed in "
+                                           "the same rounds", "x", 1.0)
     bound = np.maximum(np.asarray(cublas.samples_ns, float), np.asarray(copies.samples_ns, float))
-    return paired_ratio(v.samples_ns, bound, name)
+    b = ev.series(bound, "max(copies, cuBLAS)", "bound rounds", rounds=range(bound.size),
+                  sources=[cublas.variant, copies.variant],
+                  timeline=f"round-robin of {v.params.get('dtype')} M={v.params.get('M')}")
+    return ev.ratio(_positional(ev, v), b, name)
 
 
 def failure_rate(trials: int, failures: int, name: str) -> Derived:
     """The share of checked launches that failed, with its exact (Clopper-Pearson) 95% CI:
-    clear when the CI excludes 0."""
-    from scipy.stats import binomtest
-
-    if trials <= 0:
-        return derived.not_meaningful(name, "no checked launches", "%")
-    ci = binomtest(failures, trials).proportion_ci(0.95, method="exact")
-    lo, hi = 100 * ci.low, 100 * ci.high
-    status, why = ("clear", "") if lo > 0 else ("inconclusive", f"0 failures in {trials} launches; the CI includes 0")
-    return Derived(name, 100.0 * failures / trials, lo, hi, "%", 0.0, status, why, trials, trials)
+    clear when the CI excludes 0 (:func:`workbench.engine.rate`)."""
+    return engine.rate(name, failures, trials)
 
 
 def _multi_gpu_experiment_variants(rec) -> dict[tuple, dict[tuple, Any]]:
@@ -456,7 +471,7 @@ def where_label(method: str, ws: int) -> str:
     return f"{ws} ranks" if method == "hbm-buffer" else f"emulated ws{ws}, one GPU"
 
 
-def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
+def experiments(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
     """The seed review's experiments, at an emulated world size on one GPU (kernel mode) or
     across the ranks of a multi-GPU run: the barrier before the flag release on and off
     (checked launches that failed, time with over without) and the two staging layouts (tiles
@@ -477,9 +492,9 @@ def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
                    "correct": v.correct, "check": v.check, "reference_correct": bool(ref is not None and ref.correct)}
             if exp == "barrier":
                 name = f"barrier cost (time with / without): {where}, {dtype} M={m}"
-                d = (paired_ratio(v.samples_ns, ref.samples_ns, name) if ref is not None and ref.correct and v.correct
-                     else derived.not_meaningful(name, "without the barrier the kernel failed its check: its time does "
-                                                       "not count" if not v.correct else "no valid barrier-on time", "x", 1))
+                d = (paired_ratio(ev, v, ref, name) if ref is not None and ref.correct and v.correct
+                     else engine.not_meaningful(name, "without the barrier the kernel failed its check: its time does "
+                                                      "not count" if not v.correct else "no valid barrier-on time", "x", 1))
                 for flag, var in (("on", ref), ("off", v)):
                     ex = var.extra if var is not None and isinstance(var.extra, dict) else {}
                     if "trials" in ex:
@@ -491,8 +506,8 @@ def experiments(rec) -> tuple[pd.DataFrame, list[dict]]:
                         items.append(fr.row(table="failures", barrier=flag, **tag))
             else:
                 name = f"tile-contiguous over row-major staging (time): {where}, {dtype} M={m}"
-                d = (paired_ratio(ref.samples_ns, v.samples_ns, name) if ref is not None and ref.correct and v.correct
-                     else derived.not_meaningful(name, "a layout failed its check", "x", 1))
+                d = (paired_ratio(ev, ref, v, name) if ref is not None and ref.correct and v.correct
+                     else engine.not_meaningful(name, "a layout failed its check", "x", 1))
             row |= _ratio_cols("ratio", d) | {"status": d.status}
             items.append(d.row(table=exp, **tag))
             rows.append(row)
@@ -526,7 +541,7 @@ def format_breakdown(df: pd.DataFrame) -> str:
         tgt, verdict = "", ""
         if r["target"] is not None and r["target"] == r["target"]:
             tgt = (f"throughput >= {r['target']:.2f}x" if r["target_kind"] == "gemm" else f"time <= {r['target']:.2f}x")
-            verdict = "met" if r["met"] else "MISSED"
+            verdict = r["met"]
         lines.append(f"| {esc(r['dtype'], 'cell')} | {esc(r['M'], 'cell')} | {LABELS[r['method']]} | "
                      f"{esc(r['world_size'], 'cell')} | {f(r['median_us'])} "
                      f"[{f(r['ci_lo_us'])}, {f(r['ci_hi_us'])}] | {f(r['tflops'], 0)} | {tr} | {thr} | {frac} | {tgt} | "
@@ -539,7 +554,7 @@ def verdict(df: pd.DataFrame) -> str:
     t = df[df["target"].notna()] if not df.empty else df
     if t.empty:
         return "No shape with one of the issue's targets (N=3584, K=8192) was measured."
-    missed = t[t["met"] != True]  # noqa: E712 (None: not measured)
+    missed = t[t["met"] != "met"]
     parts = [f"{esc(r['dtype'])} M={esc(r['M'])} {esc(r['method'])} ws{esc(r['world_size'])}: "
              f"{r['throughput_ratio'] if r['target_kind'] == 'gemm' else r['time_ratio']:.3f}x"
              for _, r in t.iterrows()]

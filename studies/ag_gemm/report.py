@@ -33,6 +33,7 @@ from workbench.record import machine_label
 from workbench.tables import md_table, render
 from workbench.traces import charts as tc
 from workbench.untrusted import escape as esc
+from workbench.verdict import Finding
 
 from . import analysis, kernelbench
 from .seed import SEED_SPEEDUPS
@@ -211,67 +212,52 @@ def _by_status(rows: pd.DataFrame, column: str) -> str:
         groups.setdefault(esc(r[column]), []).append(shape)
     return "; ".join(f"{status} at {', '.join(shapes)}" for status, shapes in groups.items())
 
-def verdict(tbls: dict[str, pd.DataFrame]) -> str:
-    """Per shape of the seed's table: the best provider and the HBM-buffer kernel against the
-    baseline (clear speedups only); failed checks; the kernel-mode targets and experiments."""
-    parts = []
-    summ = tbls.get("summary")
-    d = tbls.get("derived", pd.DataFrame())
+def _largest(summ: pd.DataFrame) -> dict:
+    """The seed table's headline shape: the most ranks, fp16 where measured, the largest M."""
+    top = summ[summ["ranks"] == summ["ranks"].max()]
+    top = top[top["dtype"] == "fp16"] if (top["dtype"] == "fp16").any() else top
+    return top.sort_values("M").iloc[-1].to_dict()
+
+
+def _targets(summ: pd.DataFrame) -> list[Finding]:
+    """The issue's targets, judged by the engine on the CIs, as facts (grouped by status)."""
+    out = []
+    for col, what in (("met", "the best provider's speedup targets (fp16)"),
+                      ("hbm_met", "HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024)"),
+                      ("best_frac_met", f"the best provider's fraction of the perfect-overlap bound (>= "
+                                        f"{analysis.BOUND_TARGET:.2f} at M >= {analysis.BOUND_TARGET_FROM_M})")):
+        rows = summ[summ[col].notna()] if col in summ else summ.iloc[:0]
+        if len(rows):
+            out.append(Finding(col, text=f"{what[:1].upper() + what[1:]}, judged on the CIs: {_by_status(rows, col)}"))
+    return out
+
+
+def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
+    """Multi-GPU: the seed's kernel (hbm-buffer) against all-gather + matmul at the headline
+    shape (the lead), the run's best provider there, the targets; kernel mode: the targets of
+    issue #23 and the review's experiments."""
+    out = []
+    summ, d = tbls.get("summary"), tbls.get("derived", pd.DataFrame())
     if summ is not None and len(summ):
-        sp = d[d["table"] == "speedup"].set_index(["ranks", "dtype", "M", "provider"]) if len(d) else None
-        lines: dict[str, list[str]] = {}  # per ranks and dtype: one entry per M
-        for r in summ.to_dict("records"):
-            said = []
-            for prov in dict.fromkeys([r["best"], "hbm-buffer"] + ([] if r["best"] else ["all-gather-cat"])):
-                key = (r["ranks"], r["dtype"], r["M"], prov)
-                if not prov or sp is None or key not in sp.index:
-                    continue
-                row = sp.loc[key]
-                if row["status"] == "clear":  # a speedup: above 1 faster, below 1 slower
-                    said.append(f"{esc(prov)} {derived.fmt_derived(row.to_dict(), status=False)}")
-                elif row["status"] == "inconclusive" and row["why"].startswith("the CI includes"):
-                    said.append(f"{esc(prov)} inconclusive (CI includes 1)")
-                else:
-                    said.append(f"{esc(prov)} {esc(row['status'])} ({esc(row['why'])})")
-            lines.setdefault(f"{r['ranks']} ranks {esc(r['dtype'])}", []).append(
-                f"M={r['M']} " + (", ".join(said) or "no speedup"))
-        parts.append("Speedup over all_gather_into_tensor + matmul in the same run (median of per-round ratios, "
-                     "95% CI): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in lines.items()) + ".")
-        if summ["met"].notna().any():
-            missed = summ[summ["met"] == False]  # noqa: E712 (None: no target for that shape)
-            parts.append("Best provider's speedup targets (fp16): " + ("all met." if missed.empty else f"{len(missed)} missed."))
-        own = summ[summ["hbm_met"].notna()] if "hbm_met" in summ else summ.iloc[:0]
-        if len(own):
-            parts.append("HBM-buffer's own targets (>= 1.30x at M=16384, not slower at M=1024; CI must clear): "
-                         f"{_by_status(own, 'hbm_met')}.")
-        frac = summ[summ["best_frac_met"].notna()] if "best_frac_met" in summ else summ.iloc[:0]
-        if len(frac):
-            parts.append(f"Best provider's fraction of the perfect-overlap bound (>= {analysis.BOUND_TARGET:.2f} at "
-                         f"M >= {analysis.BOUND_TARGET_FROM_M}; CI must clear): {_by_status(frac, 'best_frac_met')}.")
+        r = _largest(summ)
+        where = f"{r['ranks']} ranks {r['dtype']} M={r['M']}"
+        sp = d[d["table"] == "speedup"] if len(d) else d
+        for prov in dict.fromkeys(["hbm-buffer", r["best"]] if r["best"] else ["hbm-buffer", "all-gather-cat"]):
+            hit = sp[(sp["provider"] == prov) & (sp["ranks"] == r["ranks"]) & (sp["dtype"] == r["dtype"])
+                     & (sp["M"] == r["M"])] if len(sp) else sp
+            for row in hit.head(1).to_dict("records"):
+                label = f"{prov}'s speedup over all_gather_into_tensor + matmul at {where}"
+                out.append(Finding(label, row, says=f"{esc(label)}: {{figure}} (median of per-round ratios)"))
+        out += _targets(summ)
     kb = tbls.get("kernel_breakdown")
     if kb is not None and len(kb):
-        parts.append(kernelbench.verdict(kb))
+        out.append(Finding("kernel targets", text=kernelbench.verdict(kb)))
     ex = tbls.get("kernel_experiments")
-    if ex is not None and len(ex) and summ is None:  # a multi-GPU run's experiments: in its claims and tables
-        parts.append(escape_headline(d, ("barrier", "layout", "failures")))
-    v = tbls.get("variants")
-    if v is not None and len(v):
-        bad = v[~v["correct"].astype(bool)]
-        if len(bad):
-            parts.append(f"{len(bad)} variant(s) FAILED their check (times not counted): "
-                         + ", ".join(esc(x) for x in bad["variant"].head(6)) + ("" if len(bad) <= 6 else ", ...") + ".")
-    if not parts:
-        return "No shape has both the NCCL baseline and another provider measured."
-    return " ".join(parts)
-
-
-def escape_headline(d: pd.DataFrame, names: tuple[str, ...], limit: int = 4) -> str:
-    """The clear results of some derived tables (``derived.headline``, the ``limit`` largest
-    effects first), escaped."""
-    sub = d[d["table"].isin(names)] if len(d) and "table" in d else d
-    if len(sub) and "point" in sub:  # largest departure from "no change" first
-        sub = sub.assign(_effect=(sub["point"] - sub["null"]).abs()).sort_values("_effect", ascending=False)
-    return esc(derived.headline(sub.drop(columns="_effect", errors="ignore"), limit=limit)) or "No derived result."
+    if ex is not None and len(ex) and summ is None and len(d):
+        out += [Finding(str(x["name"]), x) for x in d[d["table"].isin(("barrier", "layout"))].to_dict("records")]
+    if not out:
+        out.append(Finding("nothing", text="No shape has both the NCCL baseline and another provider measured"))
+    return out
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
@@ -343,10 +329,10 @@ def _missed(shape: pd.DataFrame) -> str:
     label = {(method, ws): column.split(":")[0] for column, method, ws, _ in KERNEL_RATIOS}
     out = []
     for r in shape[shape["target"].notna()].to_dict("records"):
-        if r["met"] is not True:
+        if r["met"] != "met":
             bound = f">= {r['target']:.2f}x throughput" if r["target_kind"] == "gemm" else f"<= {r['target']:.2f}x time"
             out.append(f"{label[(r['method'], r['world_size'])]} ({bound}"
-                       + (")" if r["met"] is False else ": not measured)"))
+                       + (")" if r["met"] == "MISSED" else f": {r['met']})"))
     return "; ".join(out) or "none"
 
 
@@ -456,7 +442,7 @@ def readme_ablation(analyses: list, args: dict) -> str:
         row = {"path": path, "change": change, "GPU": stem.split("-")[0].upper(), "sweep": stem}
         for r in found:
             base = [b for b in sweep if b.get("label") == "cuBLAS" and b.get("M") == r.get("M")]
-            row[f"M={r['M']}"] = derived.fmt_derived(kernelbench.paired_ratio(
+            row[f"M={r['M']}"] = derived.fmt_derived(kernelbench.sweep_ratio(
                 _samples_ns(base[0], stem), _samples_ns(r, stem)), status=False) if base else "no cuBLAS row"
         rows.append(row)
     return md_table(pd.DataFrame(rows).fillna(""))

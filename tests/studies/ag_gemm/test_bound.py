@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import studies.ag_gemm as study
-from studies.ag_gemm import bound, kernelbench
+from studies.ag_gemm import analysis, bound, kernelbench
 from workbench.analysis import analyse
 from workbench.store import RunRecord
 from workbench.study import VariantResult
@@ -60,7 +60,7 @@ def test_the_best_providers_fraction_of_the_bound_is_judged_on_its_ci(best_ms, s
     row = tbls["summary"].iloc[0]
     assert row["best"] == "ce-chunked" and row["best_frac_met"] == status, (row["best_frac_lo"], row["best_frac_hi"])
     assert tbls["seed_table"].iloc[0]["target (best / bound)"] == f">= 0.92: {status}"
-    assert f"{status} at fp16 M=4096" in study.verdict(tbls)
+    assert f"{status} at fp16 M=4096" in analyse(_record({**TIMES, "ce-chunked": best_ms})).verdict
     for m, ws in ((1024, 4), (4096, 8)):
         other = study.analyze(_record({**TIMES, "ce-chunked": best_ms}, m=m, ws=ws))
         assert other["seed_table"].iloc[0]["target (best / bound)"] == ""
@@ -112,7 +112,8 @@ def test_kernel_mode_bound_is_max_of_copies_and_cublas_per_round():
     us = {("cublas", 1): 330.0, ("emulated-ce", 2): 760.0, ("ce-copy", 2): 700.0, ("emulated", 2): 360.0}
     variants = [VariantResult(kernelbench.variant_name(meth, ws, "fp16", 4096), {**base, "method": meth, "world_size": ws},
                               list(t * 1e3 * drift), True, "ok") for (meth, ws), t in us.items()]
-    df, items = kernelbench.breakdown(RunRecord("k", study.ID, {"mode": "kernel"}, {}, variants=variants))
+    rec = RunRecord("k", study.ID, {"mode": "kernel"}, {}, variants=variants)
+    df, items = kernelbench.breakdown(rec, analysis.evidence(rec))
     ce = df.set_index("method").loc["emulated-ce"]
     assert ce["bound_fraction"] == pytest.approx(700 / 760, rel=1e-6)
     assert np.isnan(df.set_index("method").loc["emulated", "bound_fraction"])  # its bound is cuBLAS: see the doc
