@@ -5,9 +5,9 @@
 
 A null control is a pair of blocks of one run whose true ratio is 1 (an A/A twin: the same
 configuration timed again in a later block; a serial-path or zero-work control). Each run's
-nulls are judged as the run judges them (:func:`workbench.derived.null_controls`: each against
+nulls are judged as the run judges them (:func:`workbench.engine.estimate_drift`: each against
 the drift between blocks that the run's other nulls show), so "clear" on a null is a false
-call. For each CPU study (a small configuration of each, on this machine's CPU), the
+call (the engine then leaves it out of the drift, and names it first in the verdict). For each CPU study (a small configuration of each, on this machine's CPU), the
 benchmark runs it ``--runs`` times with no background load and with ``--load`` busy
 processes beside it (each a Python loop spinning on one CPU, started and stopped here), and
 prints how often a null came out clear, with the Clopper-Pearson 95% upper bound of that rate
@@ -64,18 +64,22 @@ def _stop(procs: list[subprocess.Popen]) -> None:
         p.wait(timeout=10)
 
 
-def measure(name: str, runs: int, load: int, store: Store, say) -> dict:
+def measure(name: str, runs: int, load: int, store: Store, say, budget_s: float = float("inf")) -> dict:
     preset, values = CONFIGS[name]
     study = get(name)
     reason = study.requires(study.SPACE.resolve(values, preset=preset))
     if reason:
         return {"skipped": reason}
-    clear = total = excluded = 0
+    clear = total = excluded = done = 0
     drifts = []
     spin = _spinners(load)
+    start = time.perf_counter()
     try:
         time.sleep(2 if load else 0)  # let the load average see the spinners
         for i in range(runs):
+            if i and time.perf_counter() - start > budget_s:  # the condition's share of --budget-s is spent
+                break
+            done += 1
             say(f"{name}, load {load}: run {i + 1}/{runs}")
             a = analyse(runner.execute(study, values, store, preset=preset))
             nulls = a.tables.get("nulls")
@@ -87,7 +91,7 @@ def measure(name: str, runs: int, load: int, store: Store, say) -> dict:
                 drifts.append(a.drift.pct)
     finally:
         _stop(spin)
-    return {"runs": runs, "clear": clear, "excluded": excluded, "total": total,
+    return {"runs": done, "clear": clear, "excluded": excluded, "total": total,
             "drift": statistics.median(drifts) if drifts else float("nan")}
 
 
@@ -97,6 +101,8 @@ def main() -> int:
     ap.add_argument("--load", type=int, default=2, help="busy processes of the loaded condition")
     ap.add_argument("--loads", default=None, help="comma-separated loads to run (default: 0 and --load)")
     ap.add_argument("--studies", default=",".join(CONFIGS), help=f"comma-separated: {', '.join(CONFIGS)}")
+    ap.add_argument("--budget-s", type=float, default=float("inf"),
+                    help="stop starting runs once this many seconds are spent (shared evenly by the conditions)")
     args = ap.parse_args()
     names = [s for s in args.studies.split(",") if s]
     unknown = set(names) - set(CONFIGS)
@@ -110,11 +116,13 @@ def main() -> int:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "nulls.sqlite")
+        share = args.budget_s / (len(names) * len(loads))
         for name in names:
             for load in loads:
-                results[(name, load)] = measure(name, args.runs, load, store, say)
+                results[(name, load)] = measure(name, args.runs, load, store, say, share)
     load_end = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"Null controls called clear: {args.runs} runs per study and load; machine: {summary_line(capture())}; "
+    print(f"Null controls called clear: up to {args.runs} runs per study and load (the runs column says how many "
+          f"ran); machine: {summary_line(capture())}; "
           f"{time.strftime('%Y-%m-%d')}; load average {' '.join(load_start)} at the start, {' '.join(load_end)} at the "
           f"end (other processes included); {time.perf_counter() - t0:.0f} s.\n")
     print("| study | background load | runs | nulls judged | called clear | 95% upper bound (Clopper-Pearson) | "
