@@ -40,6 +40,9 @@ TOP_NAMES = 10
 PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#79706e"]
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
+#: Python zones (``py.*``, the workbench's own Tracy zones: :mod:`workbench.tracy`) always get a
+#: colour of their own, from this family (indigo, apart from the palette), top names or not
+PY_ZONE_PREFIX, PY_ZONE_COLORS = "py.", ["#393b79", "#5254a3", "#6b6ecf", "#9c9ede"]
 INSTANTS_MAX = 2_000
 
 
@@ -84,6 +87,9 @@ def _color_keys(names: np.ndarray, cats: np.ndarray, dur: np.ndarray, color_by: 
         color_by = "category" if share < 0.5 and 1 < n_cats <= top else "name"
     vals = names if color_by == "name" else cats
     keys, _ = top_of(vals)
+    if color_by == "name":  # Python zones keep their own colour (PY_ZONE_COLORS) whatever their time
+        py = sorted({str(v) for v in pd.unique(vals) if str(v).startswith(PY_ZONE_PREFIX)} - set(keys))
+        keys += py[:max(0, len(PY_ZONE_COLORS) - sum(k.startswith(PY_ZONE_PREFIX) for k in keys))]
     key = np.where(pd.Series(vals).isin(keys).to_numpy(), vals, OTHER)
     legend = keys + ([OTHER] if (key == OTHER).any() else [])
     return key, legend, color_by
@@ -345,7 +351,8 @@ def ranks_timeline(traces: Sequence, align: str = "auto", marker: str | None = N
 
 def _colors(keys: list[str]) -> list[str]:
     pal = iter(PALETTE * (len(keys) // len(PALETTE) + 1))
-    return [OTHER_COLOR if k == OTHER else next(pal) for k in keys]
+    py = iter(PY_ZONE_COLORS * (len(keys) // len(PY_ZONE_COLORS) + 1))
+    return [OTHER_COLOR if k == OTHER else next(py) if k.startswith(PY_ZONE_PREFIX) else next(pal) for k in keys]
 
 
 def _label_px(rt: pd.DataFrame) -> int:
