@@ -26,6 +26,9 @@
 
     wb.explore("cpu-reduction")                    # the study's knobs as widgets, a Run button
 
+    with wb.tracy_zone("py.step", text=i):         # a Python zone in IREE's Tracy capture
+        f(x)                                       # (inert without IREE_PY_RUNTIME=tracy)
+
 Each function is a thin layer over what ``python -m workbench`` and the pages call: the study
 registry, :func:`workbench.study.validate` (the same checks and messages as ``run --set``),
 :func:`workbench.runner.execute` (the same store, ``$WORKBENCH_STORE`` or ``store=``, and the
@@ -40,6 +43,8 @@ gets ``(fraction, message)``). Interrupting the kernel (or Ctrl-C) stops it with
 and keeps its finished points: :class:`Interrupted` says where (``exc.run``).
 
 ``wb.explore`` (:func:`workbench.knobs.explore`) is the notebook twin of a study page.
+``wb.tracy_zone``, ``wb.tracy_message``, ``wb.tracy_plot`` and ``wb.tracy_thread_name`` are
+:mod:`workbench.tracy`'s zones, messages, plots and lane names for a user's own code.
 Documentation: docs/python.md.
 """
 
@@ -71,6 +76,10 @@ from .traces import analysis as trace_analysis
 from .traces import charts as trace_charts
 from .traces import load as load_trace
 from .traces.ranks import RankError, load_ranks
+from .tracy import message as tracy_message
+from .tracy import plot as tracy_plot
+from .tracy import thread_name as tracy_thread_name
+from .tracy import zone as tracy_zone
 
 StorePath = str | os.PathLike | None
 

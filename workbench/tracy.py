@@ -118,6 +118,7 @@ class _Client:
         self.sites: dict[tuple, int] = {}
         self.names: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.live = self.connected if mode == "connected" else _always
 
     @staticmethod
     def _fn(lib, name: str, restype, argtypes):
@@ -168,9 +169,10 @@ class _Client:
                     self.sites[key] = p
         return p
 
-    def live(self) -> bool:
-        """Events are emitted now: a capture is connected, or the mode says always."""
-        return self.mode == "always" or bool(self.connected())
+
+
+def _always() -> int:
+    return 1
 
 
 _CLIENT: _Client | None = None
@@ -209,21 +211,70 @@ def _text_bytes(text: Any) -> bytes:
     return str(text).encode("utf-8", "replace")[:MAX_TEXT]
 
 
-class zone:  # noqa: N801 - used like a function: ``with zone("py.x"):``, ``@zone("py.x")``
+def zone(name: str, text: Any = None, *, _site: tuple[str, int] | None = None) -> "_Zone | _Inert":
     """A Tracy zone named ``name`` (``py.<what>``) around a ``with`` block, or around every call
-    of a decorated function; ``text`` (anything, shown as its ``str``) is the zone's variable
-    detail. Inert without IREE's Tracy runtime (module docstring)."""
+    of a decorated function (``@zone("py.step")``); ``text`` (anything, shown as its ``str``) is
+    the zone's variable detail. Without IREE's Tracy runtime it is a shared no-op (module
+    docstring); a decorated function looks again at every call."""
+    if name not in _VALID:
+        _valid(name)
+    if _CLIENT is None and (_INERT_MODE or RUNTIME_MODULE not in sys.modules or _client() is None):
+        if text is not None:
+            return _Inert(name, text)
+        inert = _INERT.get(name)
+        if inert is None:
+            inert = _INERT[name] = _Inert(name, None)
+        return inert
+    return _Zone(name, text, _site)
+
+
+def _decorate(name: str, text: Any, fn: Callable) -> Callable:
+    """``fn`` with each call in a zone; generator and coroutine functions are refused: their
+    zone would stay open across ``yield``/``await``."""
+    if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"{getattr(fn, '__qualname__', fn)!r} suspends (a generator or coroutine): a Tracy zone "
+                        "cannot stay open across yield/await; put a 'with zone(...)' around the work between "
+                        "suspensions instead")
+    code = getattr(fn, "__code__", None)
+    site = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with zone(name, text, _site=site):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _Inert:
+    """A zone while the binding is inert: nothing to begin or end."""
+
+    __slots__ = ("name", "text")
+
+    def __init__(self, name: str, text: Any):
+        self.name, self.text = name, text
+
+    def __enter__(self) -> "_Inert":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def __call__(self, fn: Callable) -> Callable:
+        return _decorate(self.name, self.text, fn)
+
+
+class _Zone:
+    """A zone through the live client: begun on entry (when a capture is connected, or the mode
+    is ``always``), ended on exit by :func:`_close`."""
 
     __slots__ = ("name", "text", "_site", "_ctx")
 
-    def __init__(self, name: str, text: Any = None, *, _site: tuple[str, int] | None = None):
-        self.name = name if name in _VALID else _valid(name)
-        self.text, self._site, self._ctx = text, _site, None
+    def __init__(self, name: str, text: Any, site: tuple[str, int] | None):
+        self.name, self.text, self._site, self._ctx = name, text, site, None
 
-    def __enter__(self) -> "zone":
-        c = _CLIENT or _client()
-        if c is None:
-            return self
+    def __enter__(self) -> "_Zone":
+        c = _CLIENT
         if self._ctx is not None:
             raise RuntimeError(f"zone {self.name!r} is already open: a zone object is entered once at a time")
         if not c.live():
@@ -244,29 +295,22 @@ class zone:  # noqa: N801 - used like a function: ``with zone("py.x"):``, ``@zon
         return self
 
     def __exit__(self, *exc) -> bool:
-        if self._ctx is not None:
-            _close(self)
+        ctx = self._ctx
+        if ctx is not None:
+            stack = getattr(_LOCAL, "stack", None)
+            if stack and stack[-1] is self:  # the common case, inline: this zone is the thread's innermost
+                stack.pop()
+                _CLIENT.end(ctx)
+                self._ctx = None
+            else:
+                _close(self)
         return False
 
     def __call__(self, fn: Callable) -> Callable:
-        """Decorate ``fn``: each call runs in a zone of this name and text. Generator and
-        coroutine functions are refused: their zone would stay open across ``yield``/``await``."""
-        if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-            raise TypeError(f"{getattr(fn, '__qualname__', fn)!r} suspends (a generator or coroutine): a Tracy zone "
-                            "cannot stay open across yield/await; put a 'with zone(...)' around the work between "
-                            "suspensions instead")
-        code = getattr(fn, "__code__", None)
-        site = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
-        name, text = self.name, self.text
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with zone(name, text, _site=site):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(self.name, self.text, fn)
 
 
+_INERT: dict[str, _Inert] = {}
 _VALID: set[str] = set()
 
 
@@ -277,7 +321,7 @@ def _valid(name: str) -> str:
     return name
 
 
-def _close(z: zone) -> None:
+def _close(z: _Zone) -> None:
     """End ``z`` in Tracy; zones opened after it on this thread and still open end first."""
     c = _CLIENT
     stack = _stack()
