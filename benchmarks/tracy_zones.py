@@ -100,8 +100,14 @@ def main() -> int:
         print(json.dumps(child(args.zones, args.blocks, args.memory_zones, args.connect_s)))
         return 0
 
+    import importlib.util
+
     from workbench import tracy
 
+    if importlib.util.find_spec("iree._runtime_libs_tracy") is None:
+        print("cannot run here: iree-base-runtime has no Tracy runtime (iree._runtime_libs_tracy); "
+              "one run's output: traces/benchmarks/tracy_zones_20261206.md")
+        return 2
     base = {k: v for k, v in os.environ.items() if k not in ("IREE_PY_RUNTIME", tracy.MODE_VAR)}
     rows = [("inert (IREE's default runtime)", _run_child(args, base | {"WORKBENCH_BENCH_IREE": "1"})),
             ("Tracy runtime, no capture (default mode)", _run_child(args, base | {"IREE_PY_RUNTIME": "tracy"})),

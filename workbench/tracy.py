@@ -37,8 +37,10 @@ Tracy's rules, made safe here:
   connected, and memory grows until one does); ``off`` makes it inert. IREE's own zones buffer
   whatever this module does: a process with the Tracy runtime loaded and no capture grows.
 
-Cost per zone (``benchmarks/tracy_zones.py`` measures it): about a microsecond with a capture
-connected, a fraction of one without; timed code never runs under zones.
+Cost per zone: ``benchmarks/tracy_zones.py`` measures it, inert, without a capture and with one,
+beside a bare ``contextlib.nullcontext`` (one run, its machine and load:
+``traces/benchmarks/tracy_zones_20261206.md``); a connected zone costs several context managers,
+so timed code never runs under zones.
 
 :func:`capture` takes a capture of a child process on a private port (a free one for the
 child's ``TRACY_PORT`` and the capture's ``-p``, localhost only), with a hard timeout.

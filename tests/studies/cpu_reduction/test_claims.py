@@ -49,6 +49,9 @@ EXPECTED = {
         "000-torch-alloc-2us": NT, "000-grain-serial": NT, "000-chunks-compute-vs-scheduling": "inconclusive",
         "000-c8-c2-same-wallclock": "contradicted", "000-forkjoin-comparable": NT, "000-in-the-runtime": NT},
     "seed-c8-shapes-32cpu.bundle.json": {c.id: NT for c in study.SEED_CLAIMS},
+    # the workbench's 2-CPU machine, Python zones at 1 worker: IREE's runtime takes about three
+    # quarters of a Python iteration; every many-worker claim needs more workers
+    "python-zones-2cpu.bundle.json": {c.id: NT for c in study.SEED_CLAIMS} | {"000-in-the-runtime": "holds"},
 }
 
 
