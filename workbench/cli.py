@@ -10,6 +10,7 @@
     python -m workbench ab STUDY [--set name=value ...] --a name=value ... --b name=value ... [--rounds R] [--json]
     python -m workbench report RUN --format md|issue|html|ipynb -o PATH
     python -m workbench export RUN -o FILE [--format bundle|gbench]
+    python -m workbench export RUN -o FOLDER --format attachments   # its traces, one file each
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
     python -m workbench trace FILE [FILE ...] [--json] [--phases] [--chrome OUT.json]
@@ -55,7 +56,8 @@ from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
-from .untrusted import OutputStreamError, TerminalStream, has_surrogates, plain, safe_stem
+from .untrusted import (OutputStreamError, TerminalStream, UntrustedError, check_attachment_name, has_surrogates, plain,
+                        safe_stem)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"
@@ -525,6 +527,8 @@ def cmd_export(args) -> int:
     if rec is None:
         return EXIT_BAD_INPUT
     try:
+        if args.format == "attachments":
+            return _export_attachments(rec, Path(args.output))
         if args.format == "gbench":
             out = outfile.write(args.output, json.dumps(to_gbench(rec), indent=1))
         else:
@@ -534,6 +538,23 @@ def cmd_export(args) -> int:
         return EXIT_BAD_INPUT
     print(out)
     return EXIT_OK
+
+
+def _export_attachments(rec, folder: Path) -> int:
+    """Each attachment of the run (captures, traces) as a file in ``folder``, named as attached;
+    a name that is not a plain file name (a bundle is untrusted) is refused, the others kept."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"cannot write {folder}: it is a file (give a folder for --format attachments)")
+    status = EXIT_OK
+    if not rec.attachments:
+        print(f"run {rec.run_id} has no attachments")
+    for name, _kind, blob in rec.attachments:
+        try:
+            print(outfile.write(folder / check_attachment_name(name), blob))
+        except UntrustedError as exc:
+            _err(str(exc))
+            status = EXIT_BAD_INPUT
+    return status
 
 
 def cmd_import(args) -> int:
@@ -668,10 +689,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="issue format: every table, chart and note that fits in one issue (default: about two screens)")
     s.add_argument("-o", "--output")
 
-    s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")
+    s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON, or its "
+                                      "attached traces as files")
     s.add_argument("run")
     s.add_argument("-o", "--output", required=True)
-    s.add_argument("--format", choices=["bundle", "gbench"], default="bundle")
+    s.add_argument("--format", choices=["bundle", "gbench", "attachments"], default="bundle",
+                   help="attachments: the run's attached traces and captures, one file each, into the folder -o")
 
     s = command("import", cmd_import, "import result bundles into the store")
     s.add_argument("files", nargs="+")
