@@ -102,7 +102,7 @@ def main() -> int:
 
     import importlib.util
 
-    from workbench import tracy
+    from workbench import capture, tracy
 
     if importlib.util.find_spec("iree._runtime_libs_tracy") is None:
         print("cannot run here: iree-base-runtime has no Tracy runtime (iree._runtime_libs_tracy); "
@@ -119,7 +119,7 @@ def main() -> int:
             got.update(_run_child(args, {k: v for k, v in env.items() if k != tracy.MODE_VAR}, 60.0, timeout_s))
             return "benchmarks/tracy_zones.py --child"
         try:
-            tracy.capture(Path(tmp) / "bench.tracy", traced, timeout_s=600)
+            capture.run(Path(tmp) / "bench.tracy", traced, timeout_s=600)
         except Exception as exc:  # noqa: BLE001 - a benchmark prints what failed and goes on
             got.setdefault("error", f"{type(exc).__name__}: {exc}")
     rows.append(("Tracy runtime, capture connected", got))

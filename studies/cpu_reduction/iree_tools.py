@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from kernels.iree.sum_programs import Program
-from workbench import tracy
+from workbench import capture
 from workbench.env import STATE_DIR
 from workbench.harness import ExternalCommandError, parse_gbench, run_command
 
@@ -250,10 +250,10 @@ def capture_ireeperf(vmfb: Path, input_npy: Path, workers: int, out_dir: Path,
 
 def capture_tracy(out_dir: Path, traced: Callable[[dict, float], str], timeout_s: float = 120) -> tuple[Path, str]:
     """A Tracy capture of ``traced(env, timeout_s)``, which runs an IREE program under ``env``
-    (the Tracy-instrumented runtime on a private port: :func:`workbench.tracy.capture`), kills
+    (the Tracy-instrumented runtime on a private port: :func:`workbench.capture.run`), kills
     it at ``timeout_s`` and returns its command line."""
     out = out_dir / "run.tracy"
-    return out, tracy.capture(out, traced, timeout_s)
+    return out, capture.run(out, traced, timeout_s)
 
 
 def traced_benchmark(vmfb: Path, input_npy: Path, workers: int, iterations: int = 30) -> Callable[[dict, float], str]:

@@ -1,7 +1,7 @@
 """One provider's Python-side iterations in Tracy zones, for a capture of their own.
 
 Run as ``python -m studies.cpu_reduction.traced`` with a JSON job on stdin, under IREE's Tracy
-runtime (:func:`workbench.tracy.capture` sets the environment); prints a JSON result on stdout.
+runtime (:func:`workbench.capture.run` sets the environment); prints a JSON result on stdout.
 Nothing here is timed: the study's timings run in other processes, without zones.
 
 Job: ``{"provider": "iree-task"|"torch", "workers": w, "iterations": k, "input": ".npy",

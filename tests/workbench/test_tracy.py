@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from workbench import tracy
+from workbench import capture, tracy
 from tests.support.paths import ROOT
 
 #: run in a child: use every call of the binding and report what was opened
@@ -198,8 +198,8 @@ def test_a_zone_object_is_entered_once_at_a_time(fake):
 
 
 def test_the_capture_environment_is_private_and_zone_only():
-    env = tracy.child_env(45678, base={"PATH": "/bin"})
+    env = capture.child_env(45678, base={"PATH": "/bin"})
     assert env["TRACY_PORT"] == "45678" and env["IREE_PY_RUNTIME"] == "tracy" and env["TRACY_NO_EXIT"] == "1"
     assert env["TRACY_ONLY_LOCALHOST"] == env["TRACY_ONLY_IPV4"] == env["TRACY_NO_SYS_TRACE"] == "1"
-    a, b = tracy.free_port(), tracy.free_port()
+    a, b = capture.free_port(), capture.free_port()
     assert 1024 <= a < 65536 and 1024 <= b < 65536

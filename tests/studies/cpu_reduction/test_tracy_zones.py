@@ -1,5 +1,5 @@
 """Python zones in a real Tracy capture, beside IREE's: the cpu-reduction study's Python-runtime
-profile (:mod:`studies.cpu_reduction.traced` under :func:`workbench.tracy.capture`).
+profile (:mod:`studies.cpu_reduction.traced` under :func:`workbench.capture.run`).
 
 Counts and nesting only (no durations), generous timeouts: these run on a loaded 2-core machine.
 They skip, saying why, where the IREE wheel has no Tracy runtime or no capture tool."""
@@ -16,7 +16,7 @@ import pytest
 
 from kernels.iree.sum_programs import program
 from studies.cpu_reduction import data, iree_tools, measure, profiles
-from workbench import traces, tracy
+from workbench import capture, traces
 from workbench.traces.phases import DISPATCH_TILES, VM_INVOKE, zone_names
 from tests.support.paths import ROOT
 
@@ -28,7 +28,7 @@ def _tracy_or_skip() -> None:
     if importlib.util.find_spec("iree._runtime_libs_tracy") is None:
         pytest.skip("iree-base-runtime has no Tracy runtime (iree._runtime_libs_tracy) here")
     try:
-        tracy.capture_tool()
+        capture.capture_tool()
     except FileNotFoundError as exc:
         pytest.skip(f"no Tracy capture tool: {exc}")
     if not iree_tools.compiler_installed():
