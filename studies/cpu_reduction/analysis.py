@@ -510,8 +510,8 @@ def _python_share(py: pd.DataFrame) -> pd.DataFrame:
     bootstrap CI (one capture, one block: drift cannot enter), of the Python iteration, the
     call, the binding's part of the call (IREE captures), the iteration outside the call and
     ``py.to_host``, and IREE's runtime's share of the Python iteration (``iree_vm_invoke`` /
-    ``py.iteration``, paired per iteration). Tracy's own cost (about 1 us a zone,
-    ``benchmarks/tracy_zones.py``) is inside the Python parts."""
+    ``py.iteration``, paired per iteration). Tracy's own cost per zone
+    (``benchmarks/tracy_zones.py``) is inside the Python parts."""
     if py.empty:
         return pd.DataFrame()
     rows = []

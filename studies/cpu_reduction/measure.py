@@ -153,16 +153,22 @@ def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, en
     """Run ``studies.cpu_reduction.iree_py`` on ``[{"key", "vmfb", "input"}]``: (results, command).
 
     Raises :class:`ExternalCommandError` when the child fails as a whole."""
-    cmd = [sys.executable, "-m", "studies.cpu_reduction.iree_py"]
     job = {"driver": driver, "workers": workers, "repeat": repeat, "programs": jobs}
-    shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
-    try:
-        proc = procs.run(procs.bound(cmd), timeout_s, input=json.dumps(job), cwd=str(REPO_ROOT), env=env)
-    except subprocess.TimeoutExpired:
-        raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
+    proc, shown = _child("studies.cpu_reduction.iree_py", job, env, timeout_s)
     if proc.returncode != 0:
         raise ExternalCommandError([shown], proc.returncode, proc.stderr)
     return json.loads(proc.stdout), shown
+
+
+def _child(module: str, job: dict, env: dict | None, timeout_s: float) -> tuple[subprocess.CompletedProcess, str]:
+    """``python -m module`` with ``job`` as JSON on stdin, killed at ``timeout_s``: (the
+    finished process, the command as a shell line)."""
+    cmd = [sys.executable, "-m", module]
+    shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
+    try:
+        return procs.run(procs.bound(cmd), timeout_s, input=json.dumps(job), cwd=str(REPO_ROOT), env=env), shown
+    except subprocess.TimeoutExpired:
+        raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
 
 
 def run_traced(job: dict, env: dict, timeout_s: float) -> tuple[dict, str]:
@@ -170,12 +176,7 @@ def run_traced(job: dict, env: dict, timeout_s: float) -> tuple[dict, str]:
     ``env``, killed at ``timeout_s``: (result, command). A child that wrote its result and then
     died is accepted: the Tracy runtime under a live capture intermittently segfaults in
     interpreter teardown (IREE 3.13 wheels). Raises :class:`ExternalCommandError` otherwise."""
-    cmd = [sys.executable, "-m", "studies.cpu_reduction.traced"]
-    shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
-    try:
-        proc = procs.run(procs.bound(cmd), timeout_s, input=json.dumps(job), cwd=str(REPO_ROOT), env=env)
-    except subprocess.TimeoutExpired:
-        raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
+    proc, shown = _child("studies.cpu_reduction.traced", job, env, timeout_s)
     try:
         result = json.loads(proc.stdout)
     except ValueError:
@@ -376,7 +377,7 @@ def _profile_one(params, module, input_npy: Path, ref: float, point: tuple, capt
     what = f"{source} via {via}" + (f" c={c}" if c else "") + f" w={w}"
     try:
         path, cmd = capture_profile(source, via, module.vmfb if module else None, input_npy, ref, w, capdir,
-                             params["capture_iterations"])
+                                    params["capture_iterations"])
         trim = source == "tracy" and params["trace_iterations"] > 0
         blob = profiles.trim_tracy(path, params["trace_iterations"]) if trim else path.read_bytes()
     except (ExternalCommandError, FileNotFoundError, TraceError, PhaseError) as exc:
@@ -395,8 +396,8 @@ def _profile_one(params, module, input_npy: Path, ref: float, point: tuple, capt
 CAPTURE_TIMEOUT_S = 300
 
 
-def capture_profile(source: str, via: str, vmfb: Path | None, input_npy: Path, ref: float, workers: int, capdir: Path,
-             iterations: int, timeout_s: float = CAPTURE_TIMEOUT_S) -> tuple[Path, str]:
+def capture_profile(source: str, via: str, vmfb: Path | None, input_npy: Path, ref: float, workers: int,
+                    capdir: Path, iterations: int, timeout_s: float = CAPTURE_TIMEOUT_S) -> tuple[Path, str]:
     """One profile: IREE's profiler around iree-benchmark-module ("ireeperf"), or a Tracy
     capture around iree-benchmark-module ("bench"), the iree.runtime call ("python") or
     torch.sum ("torch"), the last two in Python zones (:mod:`.traced`), their result checked.

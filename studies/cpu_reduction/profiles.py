@@ -123,11 +123,12 @@ def load_profiles(rec: RunRecord) -> list[dict]:
 
 def python_iterations(spans: pd.DataFrame) -> pd.DataFrame | None:
     """One row per ``py.iteration`` zone (outermost on its thread, in time order), None when the
-    capture has none: ``start_ns``, ``total_ns``, the call inside it (``call_ns``, ``call``:
-    ``py.invoke`` or ``py.torch_sum``), IREE's runtime inside the call (``runtime_ns``: the
-    outermost ``iree_vm_invoke`` zones within the call's window; NaN without any), ``to_host_ns``,
-    ``call_start_ns`` and ``vm_start_ns`` (the first ``iree_vm_invoke``'s start: the key of IREE's phase row).
-    A zone belongs to the iteration whose window holds it whole, on the same thread."""
+    capture has none: ``start_ns``, ``total_ns``, the call inside it (``call_ns``,
+    ``call_start_ns``, ``call``: ``py.invoke`` or ``py.torch_sum``), IREE's runtime inside the
+    call (``runtime_ns``: the outermost ``iree_vm_invoke`` zones within the call's window; NaN
+    without any), ``to_host_ns`` and ``vm_start_ns`` (the first ``iree_vm_invoke``'s start: the
+    key of IREE's phase row of the same iteration). A zone belongs to the iteration whose window
+    holds it whole, on the same thread."""
     zones = zone_names(spans)
     it = spans[zones == PY_ITERATION]
     if it.empty:
@@ -169,8 +170,8 @@ def python_iterations(spans: pd.DataFrame) -> pd.DataFrame | None:
 def trim_tracy(path: Path, keep: int) -> bytes:
     """A Tracy capture cut to its first ``WARMUP_ITERATIONS + keep`` iterations (Python
     iterations where it has them; every zone of every thread that overlaps them), as gzip'd
-    Chrome JSON: a committed bundle keeps a
-    few tens of KB instead of megabytes, and the phase rules read it as they read the capture."""
+    Chrome JSON: a committed bundle keeps a few tens of KB instead of megabytes, and the phase
+    rules read it as they read the capture."""
     spans, _ = traces.load(path)
     # a capture with Python zones is cut at whole Python iterations (torch.sum's has no others)
     per_iter = python_iterations(spans)

@@ -7,6 +7,7 @@ import pandas as pd
 
 from workbench import derived
 from workbench.tables import md_table
+from workbench.traces.charts import PY_ZONE_COLORS
 from workbench.untrusted import escape as esc
 
 from . import profiles
@@ -21,7 +22,7 @@ SEED_SERIES = {"no-split": "IREE no-split", "c=8 fixed": "IREE c=8 aligned (seed
 SEED_FORKJOIN_US = {"openmp": 13.0, "iree-task": 15.0}
 #: timeline colours by role (:data:`.profiles.ROLES`): Python zones in the colour every trace
 #: view gives them (workbench.traces.charts.PY_ZONE_COLORS)
-ROLE_COLORS = {"python": "#5254a3", "dispatch": "#d62728", "wait": "#bbbbbb", "runtime": "#4c78a8"}
+ROLE_COLORS = {"python": PY_ZONE_COLORS[1], "dispatch": "#d62728", "wait": "#bbbbbb", "runtime": "#4c78a8"}
 TIMELINE_WIDTH = 620
 
 
