@@ -133,6 +133,17 @@ def _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS: tl.constexpr, R
         tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
 
 
+@triton.jit
+def _sum_rows(block, partials, out_dsts, first, numel, NPEERS: tl.constexpr, REMOTE: tl.constexpr,
+              LIVE: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's share of :func:`_sum_and_push` over ``numel`` elements from offset
+    ``first``: BLOCK at a time, strided by the grid, so the programs cover the rows between them."""
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    for start in range(pid * BLOCK, numel, nprog * BLOCK):
+        rel = start + tl.arange(0, BLOCK)
+        _sum_and_push(block, partials, out_dsts, first + rel, rel < numel, NPEERS, REMOTE, LIVE)
+
+
 @triton.jit(do_not_specialize=["target"])
 def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                      block, partials, out_dsts, numel,
@@ -156,17 +167,14 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
     if REDUCE:
         _wait_at_least(my_counter, target, MAX_SPINS)
         tl.debug_barrier()
-        for start in range(pid * BLOCK, numel, nprog * BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            mask = offs < numel
-            _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS, False, False)
+        _sum_rows(block, partials, out_dsts, 0, numel, NPEERS, False, False, BLOCK)
 
 
 @triton.jit(do_not_specialize=["target"])
 def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_dsts, numel,
                           NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
                           MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
-    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    pid = tl.program_id(0)
     if SIGNAL:
         # The launch starts after the chunk's matmul (stream order), so this rank's rows are
         # final: one arrival per peer says so. Nothing was written to a peer before it, so one
@@ -177,10 +185,7 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
     if REDUCE:
         _wait_at_least(my_counter, target, MAX_SPINS)
         tl.debug_barrier()
-        for start in range(pid * BLOCK, numel, nprog * BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            mask = offs < numel
-            _sum_and_push(block, peer_blocks, out_dsts, offs, mask, NPEERS, True, False)
+        _sum_rows(block, peer_blocks, out_dsts, 0, numel, NPEERS, True, False, BLOCK)
 
 
 @triton.jit(do_not_specialize=["epoch", "base", "first", "count", "chunk_base"])
@@ -211,11 +216,7 @@ def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, ba
                     tl.debug_barrier()
                     row0 = tl.load(table + 2 * c).to(tl.int64)
                     numel = tl.load(table + 2 * c + 1).to(tl.int64) * n_cols
-                    for start in range(pid * BLOCK, numel, nprog * BLOCK):
-                        rel = start + tl.arange(0, BLOCK)
-                        mask = rel < numel
-                        offs = row0 * n_cols + rel
-                        _sum_and_push(out, peer_outs, peer_outs, offs, mask, NPEERS, True, True)
+                    _sum_rows(out, peer_outs, peer_outs, row0 * n_cols, numel, NPEERS, True, True, BLOCK)
                     tl.debug_barrier()  # every warp's loads of this chunk done before it counts as reduced
                     tl.store(progress + pid, chunk_base + c + 1)
                 else:

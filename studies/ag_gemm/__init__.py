@@ -300,7 +300,7 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     if params["mode"] == "kernel":
         return kernelbench.run(params, ctx)
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
-    got = launcher.launch("studies.ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
+    got = launcher.launch(ID, _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
     out = got.outputs | ({"notes": got.notes} if got.notes else {})
     if params["interpret"]:

@@ -350,7 +350,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     cfg |= {"backend": backend, "dtype": _dtype(params), "providers": params["providers"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
-    got = launcher.launch("studies.mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
+    got = launcher.launch(ID, cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
     by_provider: dict[str, dict] = got.outputs.get("by_provider", {})
     for info in by_provider.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
