@@ -29,7 +29,8 @@ def row_blocks(r0: int, r1: int, world: int) -> list[tuple[int, int]]:
 class SymmPushComm:
     """In-place two-shot all-reduce of output rows through symmetric memory, the sums pushed
     (the ``ce`` collective of ``studies/mc2_split/worker.py``'s module doc): the buffers, peers
-    and the closing barrier; subclasses move the bytes. ``staged``: the partials are pushed too, into a staging buffer on their owner."""
+    and the closing barrier; subclasses move the bytes. ``staged``: the partials are pushed too,
+    into a staging buffer on their owner."""
 
     def __init__(self, m: int, n: int, dtype, device, group, staged: bool = True):
         import torch.distributed._symmetric_memory as symm_mem

@@ -77,6 +77,9 @@ from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
+# what its page draws beside the generic page (pages/ag_gemm.py): the run's attached traces
+from .analysis import TRACE_KINDS, attachment_spans, merged_ranks, rank_groups  # noqa: F401
+from .spans import ATTACH_KIND as PROGRAMS_KIND  # noqa: F401
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"

@@ -48,6 +48,8 @@ from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES
+# what its page shows beside the generic page (pages/mc2_split.py): the spread over repeated runs
+from .spread import TARGET_PCT, across_runs, display as spread_display  # noqa: F401
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
