@@ -134,6 +134,14 @@ def _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS: tl.constexpr, R
 
 
 @triton.jit
+def _signal(arrive, NPEERS: tl.constexpr):
+    """One arrival at every peer's counter (release, system scope: what this rank wrote before
+    is visible to the peer that sees it)."""
+    for j in tl.static_range(NPEERS):
+        tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+
+
+@triton.jit
 def _sum_rows(block, partials, out_dsts, first, numel, NPEERS: tl.constexpr, REMOTE: tl.constexpr,
               LIVE: tl.constexpr, BLOCK: tl.constexpr):
     """This program's share of :func:`_sum_and_push` over ``numel`` elements from offset
@@ -142,6 +150,16 @@ def _sum_rows(block, partials, out_dsts, first, numel, NPEERS: tl.constexpr, REM
     for start in range(pid * BLOCK, numel, nprog * BLOCK):
         rel = start + tl.arange(0, BLOCK)
         _sum_and_push(block, partials, out_dsts, first + rel, rel < numel, NPEERS, REMOTE, LIVE)
+
+
+@triton.jit
+def _reduce_when_arrived(my_counter, target, block, partials, out_dsts, numel, NPEERS: tl.constexpr,
+                         REMOTE: tl.constexpr, MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
+    """The two-shot kernels' second half: wait until every peer has arrived for this chunk
+    (``target``), then sum this program's share of the block and push it to every peer."""
+    _wait_at_least(my_counter, target, MAX_SPINS)
+    tl.debug_barrier()
+    _sum_rows(block, partials, out_dsts, 0, numel, NPEERS, REMOTE, False, BLOCK)
 
 
 @triton.jit(do_not_specialize=["target"])
@@ -162,12 +180,9 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                          cache_modifier=".cs")
         # every warp's stores are done before one thread publishes them
         tl.debug_barrier()
-        for j in tl.static_range(NPEERS):
-            tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+        _signal(arrive, NPEERS)
     if REDUCE:
-        _wait_at_least(my_counter, target, MAX_SPINS)
-        tl.debug_barrier()
-        _sum_rows(block, partials, out_dsts, 0, numel, NPEERS, False, False, BLOCK)
+        _reduce_when_arrived(my_counter, target, block, partials, out_dsts, numel, NPEERS, False, MAX_SPINS, BLOCK)
 
 
 @triton.jit(do_not_specialize=["target"])
@@ -180,12 +195,9 @@ def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_ds
         # final: one arrival per peer says so. Nothing was written to a peer before it, so one
         # program signals for the grid.
         if pid == 0:
-            for j in tl.static_range(NPEERS):
-                tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+            _signal(arrive, NPEERS)
     if REDUCE:
-        _wait_at_least(my_counter, target, MAX_SPINS)
-        tl.debug_barrier()
-        _sum_rows(block, peer_blocks, out_dsts, 0, numel, NPEERS, True, False, BLOCK)
+        _reduce_when_arrived(my_counter, target, block, peer_blocks, out_dsts, numel, NPEERS, True, MAX_SPINS, BLOCK)
 
 
 @triton.jit(do_not_specialize=["epoch", "base", "first", "count", "chunk_base"])
@@ -202,8 +214,7 @@ def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, ba
                 if chunk_base + c >= tl.load(progress + nprog):  # not signalled by an earlier launch
                     # this rank's matmul of chunk c is done once the compute stream has set its flag
                     if _wait_at_least(ready + c, epoch, SPINS) >= epoch:
-                        for j in tl.static_range(NPEERS):
-                            tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+                        _signal(arrive, NPEERS)
                         # this rank's own arrival too: its programs must not sum rows its matmul still writes
                         tl.atomic_add(my_counter, 1, sem="release", scope="sys")
                         tl.store(progress + nprog, chunk_base + c + 1)
