@@ -1,10 +1,11 @@
 """The study registry: the one door from the workbench to ``studies/``.
 
-Every study is a package (or, for a one-file study, a module) directly under ``studies/``
-whose name does not start with ``_``; :func:`registry` imports each, checks its hooks
-(:data:`REQUIRED_ATTRS`, the ``smoke`` and ``quick`` presets, a docstring, the seed's claims)
-and fails loudly on a broken one, never skipping it. No other module of ``workbench/``
-imports ``studies``.
+Every study is a package directly under ``studies/`` whose name does not start with ``_``
+(its folder holds its code and its page, ``README.md``: :mod:`workbench.manual`);
+:func:`registry` imports each, checks its hooks (:data:`REQUIRED_ATTRS`, the ``smoke`` and
+``quick`` presets, a docstring, the seed's claims) and fails loudly on a broken one, never
+skipping it. No other module of the repository imports a study by name, and no other module
+of ``workbench/`` imports ``studies``.
 
 ``$WORKBENCH_STUDY_PACKAGES`` names further packages (comma-separated import names) whose
 public modules are studies too, registered beside the built-in ones: a study kept outside
@@ -45,6 +46,11 @@ def check_module(mod: ModuleType) -> None:
         raise ImportError(f"study {mod.ID} must declare 'smoke' and 'quick' presets")
     if not (mod.__doc__ or "").strip():
         raise ImportError(f"study module {mod.__name__} needs a docstring stating its question")
+    if not hasattr(mod, "__path__"):
+        raise ImportError(f"study {mod.__name__} is one file: a study is a package (studies/<package>/__init__.py), "
+                          "whose folder holds its page")
+    if not isinstance(getattr(mod, "RUNS_ON", ""), str):
+        raise ImportError(f"study {mod.ID}: RUNS_ON must be a phrase (where it runs, e.g. 'any CPU')")
     if not isinstance(mod.ID, str) or not STUDY_ID.fullmatch(mod.ID) \
             or mod.__name__.rpartition(".")[2] != mod.ID.replace("-", "_"):
         raise ImportError(f"study module {mod.__name__}: its ID {mod.ID!r} must be its module name with hyphens "
