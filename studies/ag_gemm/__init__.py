@@ -88,7 +88,6 @@ SEED = "004_7d53943015c21e67.txt"
 SEED_TITLE = "ROCm/iris PR #346, a fused all-gather + GEMM kernel"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
-#: where it runs (its page says so; ``requires`` says why not on this machine)
 RUNS_ON = "2+ NVIDIA GPUs; committed H200 results anywhere"
 KEY_TABLE = "seed_table"
 KEY_CHART = "speedup"

@@ -58,7 +58,6 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_TITLE = "Ascend CANN's MC² operator tuning case"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
-#: where it runs (its page says so; ``requires`` says why not on this machine)
 RUNS_ON = "gloo on any CPU; NCCL on GPUs"
 
 KEY_TABLE = "key"

@@ -51,7 +51,6 @@ SEED = "001_5ca36159b3daf8a4.txt"
 SEED_TITLE = "Yichao Yu's wiki page OpenCL Event Overhead"
 SEED_SUMMARY = ("Event callbacks cost up to 3x per small kernel on an AMD GPU and ~10 us on Intel; waiting on "
                 "another thread removes most of it; with chains of work and a final map the overhead shrinks.")
-#: where it runs (its page says so; ``requires`` says why not on this machine)
 RUNS_ON = "PoCL on any CPU; NVIDIA OpenCL, CUDA"
 
 EXPERIMENTS = ("callbacks", "wait", "dependency", "cuda")
