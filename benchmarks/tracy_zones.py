@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # the workbench and benchmarks._run, from a checkout
 
 
 def _rss_bytes() -> int:
@@ -108,11 +108,18 @@ def main() -> int:
         print("cannot run here: iree-base-runtime has no Tracy runtime (iree._runtime_libs_tracy); "
               "one run's output: traces/benchmarks/tracy_zones_20261206.md")
         return 2
+    from benchmarks._run import Session
+
+    s = Session()
     base = {k: v for k, v in os.environ.items() if k not in ("IREE_PY_RUNTIME", tracy.MODE_VAR)}
-    rows = [("inert (IREE's default runtime)", _run_child(args, base | {"WORKBENCH_BENCH_IREE": "1"})),
-            ("Tracy runtime, no capture (default mode)", _run_child(args, base | {"IREE_PY_RUNTIME": "tracy"})),
-            ("Tracy runtime, no capture, WORKBENCH_TRACY=always",
-             _run_child(args, base | {"IREE_PY_RUNTIME": "tracy", tracy.MODE_VAR: "always"}))]
+    rows = []
+    for label, env in (("inert (IREE's default runtime)", {"WORKBENCH_BENCH_IREE": "1"}),
+                       ("Tracy runtime, no capture (default mode)", {"IREE_PY_RUNTIME": "tracy"}),
+                       ("Tracy runtime, no capture, WORKBENCH_TRACY=always",
+                        {"IREE_PY_RUNTIME": "tracy", tracy.MODE_VAR: "always"})):
+        s.say(label)
+        rows.append((label, _run_child(args, base | env)))
+    s.say("Tracy runtime, capture connected")
     got: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         def traced(env: dict, timeout_s: float) -> str:
@@ -124,9 +131,7 @@ def main() -> int:
             got.setdefault("error", f"{type(exc).__name__}: {exc}")
     rows.append(("Tracy runtime, capture connected", got))
 
-    load = os.getloadavg()
-    print(f"machine load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} on {os.cpu_count()} CPUs; "
-          f"{args.blocks} blocks of {args.zones:,} zones, median over blocks [95% CI]\n")
+    print(f"machine: {s.machine()}\n{args.blocks} blocks of {args.zones:,} zones, median over blocks [95% CI]\n")
     print(f"{'setting':<50} {'ns/zone':>20} {'ns/zone with text':>20} {'bytes/zone, no capture':>23} "
           f"{'nullcontext (scale)':>20}")
     for label, r in rows:
