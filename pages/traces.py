@@ -256,7 +256,13 @@ def _ranks(df, meta) -> None:
 
 @st.cache_data(show_spinner="breaking GPU time down...", max_entries=6)
 def _gpu_tables(key: str, comm: str, _df):
-    return overlap.summary(_df, comm=comm or None), overlap.state_spans(_df, comm=comm or None)
+    return (overlap.summary(_df, comm=comm or None), overlap.state_spans(_df, comm=comm or None),
+            overlap.suggest_comm(_df, comm=comm or None))
+
+
+def _set_comm(key: str, pattern: str) -> None:
+    """The suggestion's button: its pattern into the communication field (before the rerun)."""
+    st.session_state[key] = pattern
 
 
 def _gpu_time(df, name: str, tkey: str) -> str:
@@ -267,16 +273,25 @@ def _gpu_time(df, name: str, tkey: str) -> str:
     st.subheader("GPU time: breakdown and overlap")
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     comm = c1.text_input("Also communication: kernels whose names match (regular expression, before the built-in "
-                         "NCCL/RCCL/MSCCL, symmetric-memory and peer-copy rules)", key=f"comm{tkey}",
-                         placeholder="e.g. deep_ep::|dispatch|combine", help="the CLI's --comm")
+                         "NCCL/RCCL, DeepEP, symmetric-memory, NVSHMEM, custom all-reduce and peer-copy rules)",
+                         key=f"comm{tkey}", placeholder="e.g. (?i)dispatch|combine",
+                         help="Kernels and copies whose names match count as communication in every figure below "
+                              "and in the comparison.")
     try:
-        tables, band = _gpu_tables(name, comm, df)
+        tables, band, suggestion = _gpu_tables(name, comm, df)
     except overlap.OverlapError as exc:
         st.error(_md(exc))
         return ""
-    c2.download_button("Markdown (for an issue)", partial(overlap.markdown, tables), file_name="gpu-time.md",
+    if suggestion:
+        h1, h2 = st.columns([4, 1], vertical_alignment="center")
+        h1.info(f"No known communication kernels, but {_md(overlap.suggestion_text(suggestion))}, e.g. "
+                + ", ".join(escape(n[:80], "code") for n in suggestion["examples"]) + ".")
+        h2.button("Count them as communication", key=f"suggest{tkey}", on_click=_set_comm,
+                  args=(f"comm{tkey}", suggestion["pattern"]), help=f"Sets the field to {suggestion['pattern']}")
+    c2.download_button("Markdown (for an issue)", partial(overlap.markdown, tables, suggestion=suggestion),
+                       file_name="gpu-time.md",
                        mime="text/markdown", key=f"gpumd{tkey}")
-    for line in overlap.headlines(tables):
+    for line in overlap.headlines(tables, surface="page", suggestion=suggestion):
         st.markdown(f"- {_md(line)}")
     # tabs: the page's default view stays short; the figures are one click away
     per_rank, over_time, details = st.tabs(["Per rank", "Over time", "Definitions and tables"])

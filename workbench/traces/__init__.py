@@ -17,6 +17,9 @@ not use as it stands (0 when nothing): ``malformed_events`` (dropped: unusable t
 unpaired ends, rows of the wrong shape), ``timestamp_overflows`` (dropped: beyond int64 ns),
 ``negative_durations`` (kept with ``dur_ns`` 0: end before start) and ``unclosed_spans`` (kept,
 ending at the last timestamp of the trace or with duration 0, as the importer says).
+
+Lanes keep the source's order, except that a GPU with many streams or queues lists them busiest
+first (:func:`.model.busiest_first`), so the first lanes any view shows hold most of the work.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import pandas as pd
 
 from .base import Format, TraceError
 from .inflate import gunzip_head, max_read_bytes
-from .model import SpanTableError, validate
+from .model import SpanTableError, busiest_first, validate
 
 
 #: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
@@ -186,6 +189,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         with _gc_paused():
             df, meta = mod.load(p)
         validate(df)
+        df = busiest_first(df)
     except TraceError:
         raise
     except SpanTableError as exc:

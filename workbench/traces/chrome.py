@@ -12,7 +12,7 @@ set lane names and order). Flows and counters are counted in ``meta`` only.
 
 Kineto GPU events have ``pid`` = device and ``tid`` = stream; their category is kept as
 Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Annotation ranges Kineto
-puts on a stream (``gpu_user_annotation``) get a lane of their own beside it ("GPU 0 stream 7
+puts on a stream (``gpu_user_annotation``) get a lane of their own beside it ("GPU 0 · stream 7
 annotations"), so that lane statistics of the stream count its kernels only; a trace without
 metadata events names its GPU lanes from the events' device and stream. Older Kineto spelled the
 categories ``Kernel``/``Memcpy``/``Memset``/``Runtime``/``Operator``; rocprof v1 has no
@@ -459,7 +459,7 @@ def _lanes(c: _Collected, gpu: dict[int, tuple]) -> tuple[list[str], np.ndarray,
     """Lane order and labels: ``(order, lane index per code, process label per code)``.
 
     One lane per (pid, tid), ordered by sort indices then first appearance (as Perfetto
-    does); GPU lanes read "GPU 0 stream 7", from the metadata events or, in a trace without
+    does); GPU lanes read "GPU 0 · stream 7", from the metadata events or, in a trace without
     them, from the device and stream of the lane's GPU events (``gpu``: code -> (device,
     stream)); labels that collide get their process and tid.
     """
@@ -471,10 +471,10 @@ def _lanes(c: _Collected, gpu: dict[int, tuple]) -> tuple[list[str], np.ndarray,
     keys = sorted(seen_keys, key=lambda k: (_num(proc_sort.get(k[0])), first_pid[k[0]], _num(thread_sort.get(k)),
                                             codes[k]))
     labels = {k: _lane_label(k, c.proc_name, c.thread_name, gpu.get(codes[k])) for k in keys}
-    for k in keys:  # GPU lanes: "GPU 0 stream 7"
+    for k in keys:  # GPU lanes: "GPU 0 · stream 7"
         pl = c.proc_labels.get(k[0], "")
         if pl and pl != "CPU" and not labels[k].startswith(pl):
-            labels[k] = f"{pl} {labels[k]}"
+            labels[k] = f"{pl} · {labels[k]}"
     counts: dict[str, int] = {}
     for v in labels.values():
         counts[v] = counts.get(v, 0) + 1
@@ -606,7 +606,7 @@ def _unpack(blobs: list) -> list:
 
 def _annotation_lanes(track: pd.Categorical, is_annotation: np.ndarray) -> pd.Categorical:
     """GPU annotation ranges (``gpu_user_annotation``) moved from their stream's lane to a
-    lane of their own right after it ("GPU 0 stream 7 annotations"): on the stream's lane
+    lane of their own right after it ("GPU 0 · stream 7 annotations"): on the stream's lane
     their union would count as the stream's busy time, though no kernel ran."""
     if not is_annotation.any():
         return track
@@ -618,7 +618,7 @@ def _annotation_lanes(track: pd.Categorical, is_annotation: np.ndarray) -> pd.Ca
         base.append(len(cats))
         cats.append(lane)
         if i in has:
-            label = f"{lane} annotations"
+            label = f"{lane} annotations"  # "GPU 0 · stream 7 annotations"
             while label in taken:  # a lane of that name exists already
                 label += " (GPU)"
             ann.append(len(cats))
@@ -679,14 +679,27 @@ def _lane_label(key: tuple, proc_name: dict, thread_name: dict, gpu: tuple | Non
         return tn.strip()
     pn = proc_name.get(pid)
     if pn and re.match(r"GPU\s*\d+", pn):
-        return f"{pn} stream {tid}"
+        return f"{pn} · stream {tid}"
     if pn:
-        return f"{pn} {tid}"
+        return f"{pn} · {_thread(tid)}"
     if gpu is not None:  # no metadata: the lane's GPU events say where they ran
-        return f"GPU {gpu[0]} stream {gpu[1]}"
+        return f"GPU {gpu[0]} · stream {gpu[1]}"
     if pid in (None, "") and tid in (None, ""):
         return "global"
-    return f"thread {tid}" if pid is None else f"{pid}/{tid}"
+    if pid == -1:  # Kineto's own activity (buffer requests, flushes): not a thread of the program
+        return "profiler overhead"
+    if pid is None or pid == tid:  # a process's main thread
+        return _thread(tid)
+    return f"{_process(pid)} · {_thread(tid)}"
+
+
+def _thread(tid: Any) -> str:
+    """"thread 6583" for a numeric id, the name itself for a named one ("PyTorch Profiler")."""
+    return f"thread {tid}" if isinstance(tid, int) or (isinstance(tid, str) and tid.isdigit()) else str(tid)
+
+
+def _process(pid: Any) -> str:
+    return f"process {pid}" if isinstance(pid, int) or (isinstance(pid, str) and pid.isdigit()) else str(pid)
 
 
 def _category(cat: Any, pid: Any, proc_name: dict) -> str:

@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="print the GPU-time breakdown as GitHub Markdown (for an issue or a report)")
     p.add_argument("--comm", metavar="REGEX",
                    help="kernels (or copies) whose names match REGEX are communication, before the built-in rules "
-                        "(NCCL/RCCL/MSCCL, symmetric memory, peer copies); e.g. 'deep_ep::|dispatch|combine'")
+                        "(NCCL/RCCL/MSCCL, DeepEP, symmetric memory, NVSHMEM, custom all-reduce, peer copies); "
+                        "e.g. '(?i)dispatch|combine'; when none is found the output suggests one")
     p.add_argument("--phases", action="store_true", help="phase breakdown per iteration (IREE, Kineto steps)")
     p.add_argument("--chrome", metavar="OUT.json", help="write the spans as Chrome trace JSON (ui.perfetto.dev)")
     p.add_argument("--top", type=int, default=15, help="rows of per-name statistics (default 15)")
@@ -118,12 +119,13 @@ def _load(paths: list[str], args) -> tuple[Any, dict]:
         raise _Bad(f"ranks: {exc}") from None
 
 
-def _gpu_time(df, args) -> dict | None:
-    """The GPU-time tables (None without GPU work); a bad --comm is bad input."""
+def _gpu_time(df, args) -> tuple[dict | None, dict | None]:
+    """The GPU-time tables (None without GPU work) and the communication suggestion
+    (:func:`.overlap.suggest_comm`); a bad --comm is bad input."""
     if not overlap.has_gpu_work(df):
-        return None
+        return None, None
     try:
-        return overlap.summary(df, comm=args.comm)
+        return overlap.summary(df, comm=args.comm), overlap.suggest_comm(df, comm=args.comm)
     except overlap.OverlapError as exc:
         raise _Bad(str(exc)) from None
 
@@ -131,11 +133,11 @@ def _gpu_time(df, args) -> dict | None:
 def _summary(args) -> int:
     df, meta = _load(args.files, args)
     doc = analysis.summary(df, meta)
-    gpu = _gpu_time(df, args)
+    gpu, suggestion = _gpu_time(df, args)
     if args.markdown:
         if gpu is None:
             raise _Bad(f"{meta['format']}: no GPU kernels, copies or memsets in the trace: no GPU-time breakdown")
-        print(overlap.markdown(gpu))
+        print(overlap.markdown(gpu, suggestion=suggestion))
         return EXIT_OK
     phase_tables, phase_error = _phases(df, meta) if args.phases else ({}, None)
     if args.chrome:
@@ -148,7 +150,8 @@ def _summary(args) -> int:
         if multi:
             doc["rank_summary"] = ranks.rank_summary(df, comm=args.comm).to_dict(orient="records")
             doc["slowest"] = ranks.slowest(df)
-        doc["gpu_time"] = None if gpu is None else {"comm": args.comm, **overlap.to_json(gpu)}
+        doc["gpu_time"] = None if gpu is None else {"comm": args.comm, "comm_suggestion": suggestion,
+                                                    **overlap.to_json(gpu)}
         if args.phases and phase_error is not None:
             doc["phases"] = {"error": phase_error}
         elif args.phases and multi:  # per rank: {"0": [...], "1": [...]}
@@ -163,7 +166,7 @@ def _summary(args) -> int:
         if multi:
             _print_ranks(df, args.comm)
         if gpu is not None:
-            _print_gpu_time(gpu)
+            _print_gpu_time(gpu, suggestion)
         for key, table in phase_tables.items():
             n = table.attrs["iterations"]
             warm = ", first skipped as warm-up" if table.attrs.get("skipped") else ""
@@ -204,17 +207,18 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     shown = ts if lanes <= 0 else ts.head(lanes)
     print(f"\nLanes ({len(ts):,}):" if len(shown) == len(ts) else f"\nLanes (first {len(shown):,} of {len(ts):,}; "
                                                                "--lanes 0 lists all):")
-    print(render(shown.drop(columns=["first_ns", "last_ns"]), "plain", max_rows=None))
-    print(f"\nTop {top} by total time:")
+    print(render(shown.drop(columns=["first_us", "last_us"]), "plain", max_rows=None))
+    print(f"\nTop {top} by self time (time no child span covers; envelopes such as the profiler's own span left "
+          "out):")
     stats = analysis.name_stats(df).head(top)
     stats["name"] = stats["name"].str.slice(0, 60)
     print(render(stats, "plain", max_rows=None))
 
 
-def _print_gpu_time(gpu: dict) -> None:
+def _print_gpu_time(gpu: dict, suggestion: dict | None = None) -> None:
     shown = overlap.display(gpu)
     print("\nGPU time per rank and device:")
-    for line in overlap.headlines(gpu):
+    for line in overlap.headlines(gpu, suggestion=suggestion):
         print(f"  {line}")
     print(render(shown["breakdown"], "plain", max_rows=None))
     print(overlap.DEFINITIONS)

@@ -228,7 +228,7 @@ def _gpu_activity(db: Database, table: str | None, names: _Names, category: str)
     args = [dict(zip(present, row)) or None for row in df[present].itertuples(index=False, name=None)] if present \
         else [None] * len(df)
     dev, stream = df.get("deviceId", pd.Series([None] * len(df))), df.get("streamId", pd.Series([None] * len(df)))
-    return _table(df, process=[f"GPU {d}" for d in dev], track=[f"GPU {d} stream {s}" for d, s in zip(dev, stream)],
+    return _table(df, process=[f"GPU {d}" for d in dev], track=[f"GPU {d} · stream {s}" for d, s in zip(dev, stream)],
                   device=dev.tolist(), stream=stream.tolist(), name=label, category=[category] * len(df),
                   correlation=df.get("correlationId", pd.Series([None] * len(df))).tolist(), args=args)
 

@@ -7,9 +7,12 @@ its ``gemm`` lanes to computation). Annotation ranges (``gpu_user_annotation``, 
 host calls and synchronisation waits are never GPU work. Each span of GPU work gets one type
 (:func:`classify`):
 
-- **communication**: the user's ``comm`` pattern first (DeepEP's ``dispatch``/``combine``, a
-  custom all-to-all), then the built-in :data:`COMM_RULES` (NCCL/RCCL/MSCCL kernels,
-  PyTorch symmetric-memory and NVSHMEM kernels, peer-to-peer copies on the copy engines);
+- **communication**: the user's ``comm`` pattern first (a custom all-to-all), then the
+  built-in :data:`COMM_RULES` (NCCL/RCCL/MSCCL kernels, DeepEP's expert-parallel
+  dispatch/combine, PyTorch symmetric-memory and NVSHMEM kernels, custom all-reduce kernels,
+  peer-to-peer copies on the copy engines). When none of them finds any communication but
+  kernel names look like it (``dispatch``, ``combine``, ``all_gather``...),
+  :func:`suggest_comm` says how many and offers a pattern for them;
 - **fused**: kernels that communicate and compute inside one launch (:data:`FUSED_RULES`);
   from a kernel-level trace their inner overlap is unknown, so they count in neither
   computation nor communication. Per-program records of such a kernel (``roles``) show it;
@@ -63,8 +66,13 @@ STEP_CATEGORIES = ("user_annotation", "nvtx", "marker")
 COMM_RULES: dict[str, str] = {
     # NCCL and RCCL kernels (ncclKernel_*, ncclDevKernel_*; RCCL keeps NCCL's names), MSCCL, MSCCL++
     "NCCL/RCCL/MSCCL": r"^(?:void\s+)?(?:nccl|rccl|msccl)",
+    # DeepEP's expert-parallel all-to-all (intranode over NVLink, internode over NVSHMEM/IBGDA):
+    # deep_ep::intranode::dispatch, dpsk::ep::internode::combine (DeepSeek's own builds), ...
+    "DeepEP": r"\b(?:deep_ep|dpsk::ep)::",
     # PyTorch symmetric memory (one/two-shot and multimem all-reduce, all-gather, barriers), NVSHMEM
-    "symmetric memory": r"c10d::symmetric_memory::|\bnvshmemi?_",
+    "symmetric memory": r"c10d::symmetric_memory::|\bnvshmemi?_|\bnvshmem::",
+    # custom all-reduce kernels over peer memory: vLLM/SGLang's cross_device_reduce, TensorRT-LLM's
+    "custom all-reduce": r"\bcross_device_reduce|\b(?:one|two)ShotAllReduce|\ballreduce_fusion_kernel",
     # copies between devices on the copy engines (Kineto, nsys and rocprof name them "Memcpy PtoP")
     "peer-to-peer copy": r"^Memcpy PtoP",
     # TransformerEngine's userbuffers (tensor-parallel comm overlap) communication kernels
@@ -77,6 +85,12 @@ FUSED_RULES: dict[str, str] = {
 }
 _COMM = re.compile("|".join(f"(?:{p})" for p in COMM_RULES.values()))
 _FUSED = re.compile("|".join(f"(?:{p})" for p in FUSED_RULES.values()))
+
+#: kernel names that look like communication (searched case-insensitively) when no rule found any:
+#: :func:`suggest_comm` offers them, it never counts them by itself
+LOOKS_LIKE_COMM = ("dispatch", "combine", "all_?gather", "all_?reduce", "reduce_?scatter", "all_?to_?all", "a2a",
+                   "send", "recv", "broadcast", "barrier")
+_LOOKS = re.compile("|".join(f"({w})" for w in LOOKS_LIKE_COMM), re.I)
 
 #: figures of :func:`breakdown` (and per step), in output order
 FIGURES = ("total_us", "busy_us", "idle_us", "computation_us", "communication_us", "memory_us", "fused_us",
@@ -245,6 +259,113 @@ def breakdown(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str
     if w.empty:
         return pd.DataFrame(columns=["rank", "device", "spans", *FIGURES])
     return _labels(_table(w, ["rank", "device"]))
+
+
+#: the exclusive parts of :func:`temporal`, by priority: a moment with computation running is
+#: computation, else fused, else communication, else memory; nothing running is idle
+TEMPORAL = ("computation", "fused", "communication", "memory", "idle")
+
+
+def temporal(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None,
+             per_device: bool = True) -> pd.DataFrame:
+    """Where each rank's GPU time goes, in parts that tile its total: columns ``rank, device,
+    total_us``, then per part of :data:`TEMPORAL` its time (``computation_us``, ...,
+    ``idle_us``) and share of the total (``computation_pct``, ...).
+
+    ``computation_us``, ``idle_us`` and ``total_us`` are Holistic Trace Analysis's
+    ``get_temporal_breakdown`` compute, idle and kernel time; its non-compute time is the sum of
+    fused, communication and memory (``per_device=False``: the union over a rank's GPUs, as HTA
+    computes it; the same for one GPU per rank).
+    """
+    cols = ["rank", "device", "total_us", *[f"{p}_us" for p in TEMPORAL], *[f"{p}_pct" for p in TEMPORAL]]
+    w = _work(df, comm, roles, per_device)
+    if w.empty:
+        return pd.DataFrame(columns=cols)
+    keys, code = _grouped(w, ["rank", "device"])
+    st = w["start_ns"].to_numpy()
+    g, s, e, state = _sweep(code, _type_code(w["type"]), st, st + w["dur_ns"].to_numpy())
+    part = np.full(len(state), len(TEMPORAL) - 1)  # idle unless a type runs
+    for i, bit in reversed(list(enumerate((COMP, FUSED, COMM, MEM)))):  # the highest priority wins
+        part[(state & bit) > 0] = i
+    ns = np.zeros((len(keys), len(TEMPORAL)))
+    np.add.at(ns, (g, part), (e - s).astype(np.float64))
+    total = ns.sum(axis=1)
+    out = keys.assign(total_us=total / 1e3)
+    for i, name in enumerate(TEMPORAL):
+        out[f"{name}_us"] = ns[:, i] / 1e3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for i, name in enumerate(TEMPORAL):
+            out[f"{name}_pct"] = np.where(total > 0, 100.0 * ns[:, i] / np.where(total > 0, total, 1), np.nan)
+    return _labels(out)[cols]
+
+
+def comm_overlap(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None,
+                 per_device: bool = True) -> pd.DataFrame:
+    """Communication against computation per rank and device: columns ``rank, device,
+    communication_us, computation_us, comm_hidden_us`` (communication ∩ computation),
+    ``comm_exposed_us``, ``overlap_pct`` (hidden / communication: Holistic Trace Analysis's
+    ``comp_comm_overlap_pctg``, NaN without communication) and ``comp_overlapped_pct``
+    (hidden / computation)."""
+    cols = ["rank", "device", "communication_us", "computation_us", "comm_hidden_us", "comm_exposed_us",
+            "overlap_pct", "comp_overlapped_pct"]
+    b = breakdown(df, comm, roles, per_device)
+    return b[cols].reset_index(drop=True) if len(b) else pd.DataFrame(columns=cols)
+
+
+def kernels(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Every kernel, copy and memset name per rank, device and type: columns ``rank, device,
+    type, name, count, total_us, self_us`` (the same: GPU work does not nest), ``mean_us,
+    std_us`` (sample standard deviation, 0 for one span), ``min_us, max_us, share_pct`` (of the
+    type's summed time on that rank and device), most time first within each type. Holistic
+    Trace Analysis's ``get_gpu_kernel_breakdown`` lists the same per name, its smaller names
+    folded into "others"; :func:`top_kernels` folds them the same way."""
+    cols = ["rank", "device", "type", "name", "count", "total_us", "self_us", "mean_us", "std_us", "min_us", "max_us",
+            "share_pct"]
+    w = _work(df, comm, roles)
+    if w.empty:
+        return pd.DataFrame(columns=cols)
+    g = w.groupby(["rank", "device", "type", "name"], observed=True, sort=False)["dur_ns"]
+    t = g.agg(count="count", total_ns="sum", mean_ns="mean", std_ns="std", min_ns="min", max_ns="max").reset_index()
+    t["std_ns"] = t["std_ns"].fillna(0.0)
+    t["type"] = t["type"].astype(str)
+    t["name"] = t["name"].astype(str)
+    t = t.sort_values(["rank", "device", "type", "total_ns"], ascending=[True, True, True, False], kind="stable")
+    type_ns = t.groupby(["rank", "device", "type"])["total_ns"].transform("sum")
+    for c in ("total", "mean", "std", "min", "max"):
+        t[f"{c}_us"] = t.pop(f"{c}_ns") / 1e3
+    t["self_us"] = t["total_us"]
+    t["share_pct"] = 100.0 * t["total_us"] * 1e3 / type_ns.where(type_ns > 0, 1)
+    return _labels(t.reset_index(drop=True))[cols]
+
+
+def suggest_comm(df: pd.DataFrame, comm: str | None = None) -> dict | None:
+    """When the rules (and ``comm``) find no communication but kernels are named like it
+    (:data:`LOOKS_LIKE_COMM`): ``{"pattern", "kernels", "names", "words", "examples"}``, the
+    pattern that would count them (case-insensitive), how many kernel spans and distinct
+    names it matches, the words found and up to three names. None otherwise."""
+    types = classify(df, comm)
+    if (np.asarray(types) == "communication").any():
+        return None
+    kern = (df["category"] == KERNEL).to_numpy() & (df["kind"] == "span").to_numpy()
+    names = np.asarray(df["name"].cat.categories, dtype=object)
+    words_of = {}
+    for i, n in enumerate(names):
+        found = {m.lastgroup or next(w for w, g in zip(LOOKS_LIKE_COMM, m.groups()) if g)
+                 for m in _LOOKS.finditer(str(n))}
+        if found:
+            words_of[i] = found
+    if not words_of:
+        return None
+    codes = df["name"].cat.codes.to_numpy()
+    hit = kern & np.isin(codes, list(words_of))
+    if not hit.any():
+        return None
+    used = sorted(set(codes[hit].tolist()))
+    words = sorted({w for i in used for w in words_of[i]}, key=LOOKS_LIKE_COMM.index)
+    by_count = pd.Series(codes[hit]).value_counts()
+    return {"pattern": "(?i)" + "|".join(words), "kernels": int(hit.sum()), "names": len(used),
+            "words": [w.replace("_?", "_") for w in words],
+            "examples": [str(names[i]) for i in by_count.index[:3]]}
 
 
 def states(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -416,8 +537,15 @@ def where(rank, device) -> str:
     return " ".join(parts) or "GPU work"
 
 
-def headlines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """One line per rank and device: the overlap, and its median and CI over steps."""
+#: how each surface names the communication pattern in a hint (a web page names no CLI flag)
+COMM_HINT = {"cli": "--comm {pattern}", "python": "comm={pattern}", "page": "the communication field above"}
+
+
+def headlines(tables: Mapping[str, pd.DataFrame], surface: str = "cli", suggestion: Mapping | None = None
+              ) -> list[str]:
+    """One line per rank and device: the overlap, and its median and CI over steps. Without
+    communication, the line says so and how to name it on ``surface`` (:data:`COMM_HINT`),
+    with ``suggestion`` (:func:`suggest_comm`): how many kernels look like communication."""
     out = []
     summ = tables["step_summary"]
     for r in tables["breakdown"].to_dict("records"):
@@ -433,13 +561,29 @@ def headlines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
                 n = int(s["steps"])
                 head += f" (per step: median {s['median']:.1f}%{ci} over {n} step{'s' if n != 1 else ''}{few})"
         else:
-            head += "no communication found (add the kernels' names with --comm REGEX)"
+            head += "no known communication kernels found" + _hint(surface, suggestion)
         head += (f"; computation {r['computation_us']:,.1f} us; idle {r['idle_pct']:.1f}% of "
                  f"{r['total_us']:,.1f} us")
         if r["fused_us"] > 0:
             head += f"; fused comm+compute kernels {r['fused_us']:,.1f} us (their inner overlap is not in a kernel trace)"
         out.append(head)
     return out
+
+
+def suggestion_text(suggestion: Mapping) -> str:
+    """"96 kernels (4 names) look like communication (dispatch, combine)"."""
+    n, k = suggestion["kernels"], suggestion["names"]
+    return (f"{n:,} kernel{'s' if n != 1 else ''} ({k} name{'s' if k != 1 else ''}) look like communication "
+            f"({', '.join(suggestion['words'])})")
+
+
+def _hint(surface: str, suggestion: Mapping | None) -> str:
+    if suggestion:
+        pattern = repr(suggestion["pattern"])
+        return f" but {suggestion_text(suggestion)}: count them with {COMM_HINT[surface].format(pattern=pattern)}" \
+            if surface != "page" else f" but {suggestion_text(suggestion)}"
+    return f" (name them with {COMM_HINT[surface].format(pattern='REGEX')})" if surface != "page" else \
+        " (name them in the communication field above)"
 
 
 def _same(t: pd.DataFrame, r: Mapping) -> pd.Series:
@@ -484,8 +628,9 @@ def display(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
 #: the definitions in a few lines (the CLI's text, reports and the page show them)
 DEFINITIONS = ("Each figure is the length of a union of intervals of one rank's GPU (never a sum of kernel times): "
                "total = first GPU op start to last end; busy = any kernel, copy or memset; idle = total - busy; "
-               "computation, communication and memory = the union of kernels of that type (NCCL/RCCL/MSCCL, "
-               "symmetric-memory and peer-to-peer copies are communication, plus --comm); comm hidden = "
+               "computation, communication and memory = the union of kernels of that type (NCCL/RCCL/MSCCL, DeepEP, "
+               "symmetric-memory, NVSHMEM, custom all-reduce kernels and peer-to-peer copies are communication, "
+               "plus the names given as communication); comm hidden = "
                "communication ∩ computation; comm hidden % = hidden / communication (HTA's overlap); comp under "
                "comm % = hidden / computation. Annotation ranges are never GPU work.")
 
@@ -495,11 +640,13 @@ def to_json(tables: Mapping[str, pd.DataFrame]) -> dict:
     return {k: json.loads(t.to_json(orient="records")) for k, t in tables.items()}
 
 
-def markdown(tables: Mapping[str, pd.DataFrame], title: str = "GPU-time breakdown and overlap") -> str:
+def markdown(tables: Mapping[str, pd.DataFrame], title: str = "GPU-time breakdown and overlap",
+             suggestion: Mapping | None = None) -> str:
     """The breakdown as GitHub Markdown (an issue or a report section): headlines, the
     definitions, the breakdown and per-step tables, the states and the top kernels."""
     shown = display(tables)
-    parts = [f"### {escape(title, 'text')}", "", *[f"- {escape(h, 'text')}" for h in headlines(tables)], "",
+    parts = [f"### {escape(title, 'text')}", "",
+             *[f"- {escape(h, 'text')}" for h in headlines(tables, suggestion=suggestion)], "",
              DEFINITIONS, "", render(shown["breakdown"], "markdown")]
     if len(shown["step_summary"]):
         parts += ["", "Per step (median over steps, 95% bootstrap CI over steps: the variation between steps of "
