@@ -268,6 +268,22 @@ def with_depth(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def sort_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows in time order (start, longer first, lane, name): for importers of sources that
+    do not promise an order (Nsight Systems 2025.6's export orders no table, not even by time;
+    SQL rows come in whatever order the file stores them), so the table is the same however
+    the source stored its rows."""
+    if len(df) < 2:
+        return df
+    key = pd.DataFrame({"s": df["start_ns"].to_numpy(), "d": -df["dur_ns"].to_numpy(),
+                        "t": df["track"].cat.codes.to_numpy(), "n": df["name"].astype(str).to_numpy(),
+                        "c": df["category"].astype(str).to_numpy()})
+    order = key.sort_values(["s", "d", "t", "n", "c"], kind="stable").index.to_numpy()
+    if (order == np.arange(len(order))).all():
+        return df
+    return df.iloc[order].reset_index(drop=True)
+
+
 #: a GPU with more stream or queue lanes than this lists them busiest first (the source's order
 #: put rocprofv3's 567 streams of one run in id order, the one with 85% of the kernels far down)
 MANY_LANES = 8

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from . import Format, TraceError
-from .model import KERNEL, concat, from_columns, with_depth
+from .model import KERNEL, concat, from_columns, sort_rows, with_depth
 from .rocprof import _DOMAIN_CATS, copy_name
 from .sqlite import SQLITE_MAGIC, Database
 
@@ -182,7 +182,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     negative = sum(int(t.attrs.get("negative", 0)) for t in parts)
     df = concat(parts)
     df["track"] = df["track"].cat.set_categories(_lane_order(df, r), ordered=True)
-    df = with_depth(df)
+    df = with_depth(sort_rows(df))  # SQL rows come in storage order: sorted, the table is the same whatever it is
     procs = frames["processes"]
     meta = {"clock": "ns, rocprofiler-sdk timestamps (one clock per node)", "schema_version": version,
             "sessions": sorted({str(g) for f in frames.values() if f is not None and "guid" in f
