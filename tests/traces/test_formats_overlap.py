@@ -197,7 +197,7 @@ def _packet(**fields) -> bytes:
             return bytes(out) + body
 
 
-def test_android_system_trace_without_trackevents(tmp_path):
+def test_android_system_trace_without_slices_is_refused(tmp_path):
     pytest.importorskip("perfetto")
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -205,7 +205,7 @@ def test_android_system_trace_without_trackevents(tmp_path):
     p = tmp_path / "boot.perfetto-trace"
     p.write_bytes(_packet(timestamp=1, android_log=log) * 3 + _packet(timestamp=2, ftrace_events=pb.FtraceEventBundle(cpu=0)))
     with pytest.raises(TraceError, match=r"^perfetto-pftrace: boot.perfetto-trace: an Android system trace without "
-                                         r"TrackEvent slices \(4 packets: android_log \(3\), ftrace_events \(1\)\)"):
+                                         r"TrackEvent or atrace slices \(4 packets: android_log \(3\), ftrace_events \(1\)\)"):
         load(p)
 
 
