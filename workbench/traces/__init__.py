@@ -166,10 +166,12 @@ def _check_size(p: Path, size: int) -> None:
                                     "file may have (WORKBENCH_TRACE_INFLATE_MAX_MB); nothing was read")
 
 
-def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
+def load(path: str | os.PathLike, args: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a trace file into ``(spans, meta)``; raises :class:`TraceError` on any failure.
 
     ``meta`` always has ``format``, ``path`` and ``clock`` (what ``start_ns`` counts from).
+    ``args=False``: the ``args`` column may be left empty (None) where that makes reading faster
+    and smaller (Chrome JSON): for outputs that never show the events' args.
     """
     p = Path(path)
     if not p.is_file():
@@ -187,7 +189,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                                     f"(supported: {', '.join(f.id for f in formats())})")
     try:
         with _gc_paused():
-            df, meta = mod.load(p)
+            df, meta = mod.load(p, args=False) if not args and getattr(mod, "ARGS_OPTIONAL", False) else mod.load(p)
         validate(df)
         df = busiest_first(df)
     except TraceError:

@@ -62,6 +62,8 @@ INFO = Format(
     "trace event format; torch.profiler/Kineto (torch 2.x), rocprof v1 results.json",
     "X, B/E, async b/e spans; i/I/R instants; M names and sort indices set lanes; Kineto categories, "
     "devices, streams and correlation ids; flows and counters counted only")
+#: ``load(path, args=False)`` skips the args column (workbench.traces.load passes it on)
+ARGS_OPTIONAL = True
 _OLD_CATS = {"Kernel": KERNEL, "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
              "Operator": "cpu_op", "Trace": "trace"}
 _GPU_CATS = {KERNEL, "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
@@ -421,7 +423,7 @@ if msgspec is not None:
         ts: Any = None
         dur: Any = 0
         id: Any = None
-        args: msgspec.Raw = msgspec.Raw(b"null")
+        args: msgspec.Raw = msgspec.Raw(b"{}")  # absent: no fields (an explicit null stays null)
 
     class _Ids(msgspec.Struct, gc=False):
         """The args fields that become columns."""
@@ -439,7 +441,8 @@ if msgspec is not None:
     _TailKeys = msgspec.defstruct("_TailKeys", [(k, Any, msgspec.UNSET) for k in ("baseTimeNanoseconds",
                                                                                  *_META_KEYS)])
     _EVENTS = msgspec.json.Decoder(list[_Event])
-    _IDS = msgspec.json.Decoder(list[_Ids | None])
+    _IDS = msgspec.json.Decoder(list[_Ids])
+    _NO_IDS = _Ids()
 else:
     class _Event:  # never instantiated: the orjson path makes dicts
         pass
@@ -455,6 +458,7 @@ def _decode_events(data: bytes) -> list:
 
 _get_pidtid, _get_ts, _get_dur = attrgetter("pid", "tid"), attrgetter("ts"), attrgetter("dur")
 _get_name, _get_cat, _get_args, _get_ph = attrgetter("name"), attrgetter("cat"), attrgetter("args"), attrgetter("ph")
+_get_device, _get_stream, _get_corr = attrgetter("device"), attrgetter("stream"), attrgetter("correlation")
 
 
 def _take_structs(c: _Collected, evs: list) -> list:
@@ -513,8 +517,10 @@ def _take_columns(c: _Collected, xs: list, instants: bool) -> list:
     if c.args_:
         _flush(c)  # the rows before these first: args batches stay in row order
     c.code_.extend(map(codes.__getitem__, keys))
-    c.name_.extend(map(_get_name, xs))
-    c.cat_.extend(map(_get_cat, xs))
+    # one shared str per distinct name/category: the parser makes one per event, and those kept
+    # alive until the table is built would pin the parser's memory arenas
+    c.name_.extend(_shared(shared, list(map(_get_name, xs))))
+    c.cat_.extend(_shared(shared, list(map(_get_cat, xs))))
     c.ts_.extend(ts_a)
     c.dur_.extend(dur_a)
     c.inst_.extend([instants] * len(xs))
@@ -527,14 +533,22 @@ def _take_columns(c: _Collected, xs: list, instants: bool) -> list:
     else:
         try:
             ids = _IDS.decode(blob)
-        except (msgspec.ValidationError, msgspec.DecodeError):  # an args that is not an object
+        except (msgspec.ValidationError, msgspec.DecodeError):  # an args that is null or not an object
             ids = [_one_ids(r) for r in raws]
-        c.dev_.extend([i.device if i is not None else None for i in ids])
-        c.strm_.extend([i.stream if i is not None else None for i in ids])
-        c.corr_.extend([v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID
-                        for v in (i.correlation if i is not None else None for i in ids)])
+        c.dev_.extend(map(_get_device, ids))
+        c.strm_.extend(map(_get_stream, ids))
+        c.corr_.extend([v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in map(_get_corr, ids)])
     c.args_blobs.append(blob if c.keep_args else len(xs))
     return []
+
+
+def _shared(shared, values: list) -> list:
+    """``values`` with each str replaced by the one shared copy of it (``shared`` is a dict's
+    setdefault); other values (None, numbers, lists) as they are."""
+    try:
+        return list(map(shared, values, values))
+    except TypeError:  # an unhashable value (a list) among them
+        return [shared(v, v) if type(v) is str else v for v in values]
 
 
 def _raw_args(raw) -> Any:
@@ -546,9 +560,9 @@ def _raw_args(raw) -> Any:
 
 def _one_ids(raw):
     try:
-        return msgspec.json.decode(raw, type=_Ids | None)
+        return msgspec.json.decode(raw, type=_Ids)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
+        return _NO_IDS
 
 
 def _as_dict(ev, keep_args: bool) -> dict:
@@ -845,7 +859,7 @@ def _unpack(blobs: list) -> list:
         if isinstance(b, bytes):
             b = msgspec.json.decode(b) if msgspec is not None else _orjson_loads(b)
             _trim_heap()
-        out.extend([a if type(a) is dict else None for a in b])
+        out.extend([a if type(a) is dict and a else None for a in b])  # no fields ({}, absent): None
     return out
 
 

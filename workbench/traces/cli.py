@@ -109,12 +109,13 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT
 
 
-def _load(paths: list[str], args) -> tuple[Any, dict]:
-    """One file, or several as the ranks of one run."""
+def _load(paths: list[str], args, keep_args: bool = True) -> tuple[Any, dict]:
+    """One file, or several as the ranks of one run; ``keep_args=False`` when no output shows
+    the events' args (faster, smaller: :func:`workbench.traces.load`)."""
     if len(paths) == 1:
-        return load(paths[0])
+        return load(paths[0], args=keep_args)
     try:
-        return load_ranks(paths, align=args.align, marker=args.marker)
+        return load_ranks(paths, align=args.align, marker=args.marker, args=keep_args)
     except RankError as exc:
         raise _Bad(f"ranks: {exc}") from None
 
@@ -131,7 +132,7 @@ def _gpu_time(df, args) -> tuple[dict | None, dict | None]:
 
 
 def _summary(args) -> int:
-    df, meta = _load(args.files, args)
+    df, meta = _load(args.files, args, keep_args=bool(args.chrome))  # only the Chrome export writes args
     doc = analysis.summary(df, meta)
     gpu, suggestion = _gpu_time(df, args)
     if args.markdown:
@@ -257,7 +258,7 @@ def _sides(files: list[str]) -> tuple[list[str], list[str]]:
 
 def _diff(args) -> int:
     pa, pb = _sides(args.files[1:])
-    (a, meta_a), (b, meta_b) = _load(pa, args), _load(pb, args)
+    (a, meta_a), (b, meta_b) = _load(pa, args, keep_args=False), _load(pb, args, keep_args=False)
     name_a, name_b = " ".join(pa), " ".join(pb)
     try:
         table = diff.diff(a, b, alpha=args.alpha, correction=args.correction)

@@ -63,7 +63,7 @@ def from_columns(cols: Mapping[str, Any], n: int | None = None, source: str | No
     for col, dtype in COLUMNS.items():
         val = cols.get(col)
         if col == "source" and val is None and source is not None:
-            val = [source] * n
+            val = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[source])
         if val is None:
             if col == "kind":
                 val = ["span"] * n

@@ -127,20 +127,28 @@ def classify(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str]
     bad = set(roles.values()) - set(TYPES)
     if bad:
         raise OverlapError(f"unknown types in roles: {sorted(bad)} (use {', '.join(TYPES)})")
-    names = np.asarray(df["name"].cat.categories, dtype=object)
-    name_type = np.array([_name_type(str(n), user) for n in names] + [None], dtype=object)
-    name_of = name_type[df["name"].cat.codes.to_numpy()]  # -1 (missing name) -> None
-    comm_hit = np.isin(name_of, ("user", "communication"))
-    cat = df["category"].astype(object).to_numpy()
+    code = {t: i for i, t in enumerate(TYPES)}
+    names = df["name"].cat.categories
+    by_rule = {"user": 1, "communication": 1, "fused": 3}
+    name_type = np.array([by_rule.get(_name_type(str(n), user), -1) for n in names] + [-1], dtype=np.int8)
+    name_of = name_type[df["name"].cat.codes.to_numpy()]  # -1 (missing name) -> -1
+    comm_hit = name_of == code["communication"]
+    cats = list(df["category"].cat.categories)
+    cat_codes = df["category"].cat.codes.to_numpy()
     span = (df["kind"] == "span").to_numpy()
-    out = np.full(len(df), None, dtype=object)
-    kernel = span & (cat == KERNEL)
-    out[kernel] = np.where(comm_hit, "communication", np.where(name_of == "fused", "fused", "computation"))[kernel]
-    copies = span & np.isin(cat, ("gpu_memcpy", "gpu_memset"))
-    out[copies] = np.where(comm_hit, "communication", "memory")[copies]
+
+    def of(*wanted: str) -> np.ndarray:
+        return span & np.isin(cat_codes, [i for i, c in enumerate(cats) if c in wanted])
+
+    out = np.full(len(df), -1, dtype=np.int8)
+    kernel = of(KERNEL)
+    out[kernel] = np.where(name_of[kernel] == code["fused"], code["fused"],
+                           np.where(comm_hit[kernel], code["communication"], code["computation"]))
+    copies = of("gpu_memcpy", "gpu_memset")
+    out[copies] = np.where(comm_hit[copies], code["communication"], code["memory"])
     for c, t in roles.items():  # per-program records: the caller's types win
-        out[span & (cat == c)] = t
-    return pd.Categorical(out, categories=list(TYPES))
+        out[of(c)] = code[t]
+    return pd.Categorical.from_codes(out, categories=list(TYPES))
 
 
 def _name_type(name: str, user: re.Pattern | None) -> str | None:
@@ -255,7 +263,10 @@ def breakdown(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str
     communication, ``comp_overlapped_pct`` NaN without computation). One row per group
     with GPU work.
     """
-    w = _work(df, comm, roles, per_device)
+    return _breakdown(_work(df, comm, roles, per_device))
+
+
+def _breakdown(w: pd.DataFrame) -> pd.DataFrame:
     if w.empty:
         return pd.DataFrame(columns=["rank", "device", "spans", *FIGURES])
     return _labels(_table(w, ["rank", "device"]))
@@ -373,7 +384,10 @@ def states(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] |
     ("computation", "computation + communication", ..., and "idle"), with its share of the
     total. Columns: ``rank, device, state, time_us, share_pct``; the states of one group
     tile its total, so the shares add to 100."""
-    w = _work(df, comm, roles)
+    return _states(_work(df, comm, roles))
+
+
+def _states(w: pd.DataFrame) -> pd.DataFrame:
     if w.empty:
         return pd.DataFrame(columns=["rank", "device", "state", "time_us", "share_pct"])
     keys, code = _grouped(w, ["rank", "device"])
@@ -400,13 +414,17 @@ def top_kernels(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, s
     """Per rank, device and type, the ``top`` names by summed duration and one row for the
     rest ("others (n names)"). Columns: ``rank, device, type, name, count, total_us,
     mean_us, share_pct`` (share of the type's summed span time on that device)."""
-    w = _work(df, comm, roles)
+    return _top_kernels(_work(df, comm, roles), top)
+
+
+def _top_kernels(w: pd.DataFrame, top: int) -> pd.DataFrame:
     cols = ["rank", "device", "type", "name", "count", "total_us", "mean_us", "share_pct"]
     if w.empty:
         return pd.DataFrame(columns=cols)
-    w["name"] = w["name"].astype(str)
     g = w.groupby(["rank", "device", "type", "name"], observed=True)["dur_ns"].agg(count="count", total_ns="sum")
-    g = g.reset_index().sort_values(["rank", "device", "type", "total_ns"], ascending=[True, True, True, False],
+    g = g.reset_index()
+    g["name"] = g["name"].astype(str)  # the names that ran, not the table's every category
+    g = g.sort_values(["rank", "device", "type", "total_ns"], ascending=[True, True, True, False],
                                     kind="stable")
     g["pos"] = g.groupby(["rank", "device", "type"], observed=True).cumcount()
     rest = g[g["pos"] >= top]
@@ -427,7 +445,7 @@ def top_kernels(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, s
 def _step_of(df: pd.DataFrame, w: pd.DataFrame, step: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Each GPU work row's step index (-1: none) and the steps (``rank, step, name,
     start_ns, end_ns``) per rank, in time order."""
-    cat = df["category"].astype(str)
+    cat = df["category"]
     host = df[cat.isin(STEP_CATEGORIES) & (df["kind"] == "span")]
     host = host[host["name"].astype(str).str.match(step)]
     steps = pd.DataFrame({"rank": host["rank"].fillna(-1).astype(np.int64).to_numpy(),
@@ -438,7 +456,7 @@ def _step_of(df: pd.DataFrame, w: pd.DataFrame, step: str) -> tuple[np.ndarray, 
     out = np.full(len(w), -1, dtype=np.int64)
     if steps.empty:
         return out, steps
-    calls = df[cat.isin(RUNTIME_CATEGORIES) & df["correlation"].notna()]
+    calls = df.loc[cat.isin(RUNTIME_CATEGORIES) & df["correlation"].notna(), ["rank", "start_ns", "correlation"]]
     for rank, st in steps.groupby("rank"):
         s0, s1 = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
 
@@ -463,7 +481,10 @@ def steps(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | 
     (0, 1, ... per rank), ``name`` (the step's range, e.g. ``ProfilerStep#12``), ``spans``
     and :data:`FIGURES`; ``total_us`` runs from the step's first GPU work start to its last
     end. Empty when the trace has no steps."""
-    w = _work(df, comm, roles)
+    return _steps(df, _work(df, comm, roles), step)
+
+
+def _steps(df: pd.DataFrame, w: pd.DataFrame, step: str) -> pd.DataFrame:
     cols = ["rank", "device", "step", "name", "spans", *FIGURES]
     if w.empty:
         return pd.DataFrame(columns=cols)
@@ -526,9 +547,10 @@ def summary(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] 
             step: str = STEP_NAMES) -> dict[str, pd.DataFrame]:
     """Every table of the breakdown, for the CLI, the page and reports: ``breakdown``,
     ``states``, ``top_kernels``, ``steps`` (per step) and ``step_summary`` (over steps)."""
-    per_step = steps(df, comm, roles, step)
-    return {"breakdown": breakdown(df, comm, roles), "states": states(df, comm, roles),
-            "top_kernels": top_kernels(df, comm, roles, top), "steps": per_step, "step_summary": step_summary(per_step)}
+    w = _work(df, comm, roles)  # classified once for all of them
+    per_step = _steps(df, w, step)
+    return {"breakdown": _breakdown(w), "states": _states(w), "top_kernels": _top_kernels(w, top), "steps": per_step,
+            "step_summary": step_summary(per_step)}
 
 
 def where(rank, device) -> str:

@@ -75,8 +75,8 @@ def _pb():
 
 def detect(head: bytes, name: str) -> bool:
     """Starts with a framed TracePacket that decodes (or is cut only by the head's end)."""
-    if not head or head[0] != 0x0A:
-        return False
+    if not head or head[0] != 0x0A or head.lstrip()[:1] in (b"{", b"["):
+        return False  # a JSON document starting with a newline is not a packet of 0x7B bytes
     try:
         n, o = _varint(head, 1)
     except IndexError:
