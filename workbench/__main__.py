@@ -21,6 +21,11 @@ def console() -> int:
         if len(sys.argv) > 1 and sys.argv[1] in NO_ARROW:
             sys.modules.setdefault("pyarrow", None)  # `import pyarrow` raises ImportError: pandas goes without
         try:
+            if len(sys.argv) > 1 and sys.argv[1] == "trace":  # its own parser: not the whole CLI's imports
+                from .traces.cli import console as trace
+
+                interrupt.check()
+                return trace(sys.argv[2:])
             from .cli import main
 
             interrupt.check()  # recorded while the imports ran
