@@ -426,7 +426,14 @@ if msgspec is not None:
         args: msgspec.Raw = msgspec.Raw(b"{}")  # absent: no fields (an explicit null stays null)
 
     class _Ids(msgspec.Struct, gc=False):
-        """The args fields that become columns."""
+        """The args fields that become columns (a missing correlation id is -2**63)."""
+
+        correlation: int = -(2**63)
+        device: Any = None
+        stream: Any = None
+
+    class _AnyIds(msgspec.Struct, gc=False):
+        """:class:`_Ids` of an args whose correlation is not an integer (checked afterwards)."""
 
         correlation: Any = None
         device: Any = None
@@ -442,7 +449,7 @@ if msgspec is not None:
                                                                                  *_META_KEYS)])
     _EVENTS = msgspec.json.Decoder(list[_Event])
     _IDS = msgspec.json.Decoder(list[_Ids])
-    _NO_IDS = _Ids()
+    _NO_IDS = _AnyIds()
 else:
     class _Event:  # never instantiated: the orjson path makes dicts
         pass
@@ -471,15 +478,14 @@ def _take_structs(c: _Collected, evs: list) -> list:
     except TypeError:  # an unhashable "ph" (a list): every event through the checked loop
         return [_as_dict(ev, c.keep_args) for ev in evs]
     rest: list = []
-    if len(counts) > 1 or "X" not in counts:
-        for ph, n in counts.items():
-            if ph in _COUNTED:
-                c.skipped[ph] = c.skipped.get(ph, 0) + n
+    for ph, n in counts.items():
+        if ph in _COUNTED:
+            c.skipped[ph] = c.skipped.get(ph, 0) + n
+    if any(ph not in _COLUMNS and ph not in _COUNTED for ph in counts):  # B/E, b/e, M: rare
         rest = [_as_dict(ev, c.keep_args) for ev, ph in zip(evs, phs) if ph not in _COLUMNS and ph not in _COUNTED]
-    x_mask = list(map("X".__eq__, phs))
-    xs = list(compress(evs, x_mask)) if counts.get("X", 0) != len(evs) else evs
-    n_inst = sum(counts.get(k, 0) for k in ("i", "I", "R"))
-    inst = [ev for ev, ph in zip(evs, phs) if ph in ("i", "I", "R")] if n_inst else []
+    xs = list(compress(evs, map("X".__eq__, phs))) if counts.get("X", 0) != len(evs) else evs
+    n_inst = sum(counts.get(k, 0) for k in _INSTANTS)
+    inst = list(compress(evs, map(_INSTANTS.__contains__, phs))) if n_inst else []
     for group, is_inst in ((xs, False), (inst, True)):
         if group:
             rest += _take_columns(c, group, is_inst)
@@ -487,7 +493,8 @@ def _take_structs(c: _Collected, evs: list) -> list:
 
 
 #: phases taken as columns by :func:`_take_structs`: complete events and instants
-_COLUMNS = frozenset(("X", "i", "I", "R"))
+_INSTANTS = frozenset(("i", "I", "R"))
+_COLUMNS = _INSTANTS | {"X"}
 
 
 def _take_columns(c: _Collected, xs: list, instants: bool) -> list:
@@ -531,13 +538,15 @@ def _take_columns(c: _Collected, xs: list, instants: bool) -> list:
         c.strm_.extend([None] * len(xs))
         c.corr_.extend(array("q", [_NO_ID]) * len(xs))
     else:
-        try:
+        try:  # typed: every correlation an int, so the ids go to C int64 in one step
             ids = _IDS.decode(blob)
-        except (msgspec.ValidationError, msgspec.DecodeError):  # an args that is null or not an object
+            corr = array("q", map(_get_corr, ids))
+        except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):  # odd args: one at a time
             ids = [_one_ids(r) for r in raws]
+            corr = array("q", [v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in map(_get_corr, ids)])
         c.dev_.extend(map(_get_device, ids))
         c.strm_.extend(map(_get_stream, ids))
-        c.corr_.extend([v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in map(_get_corr, ids)])
+        c.corr_.extend(corr)
     c.args_blobs.append(blob if c.keep_args else len(xs))
     return []
 
@@ -560,7 +569,7 @@ def _raw_args(raw) -> Any:
 
 def _one_ids(raw):
     try:
-        return msgspec.json.decode(raw, type=_Ids)
+        return msgspec.json.decode(raw, type=_AnyIds)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return _NO_IDS
 
@@ -738,15 +747,15 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
     if missing.any():  # rocprof v1: no categories; they come from the process name
         for i in np.flatnonzero(missing):
             cats[i] = _category(None, seen_keys[c.code_[i]][0], c.proc_name)
-    device = np.full(n, None, dtype=object)
-    stream = np.full(n, None, dtype=object)
-    gpu: dict[int, tuple] = {}  # lane code -> (device, stream) of its first GPU event
-    for i in np.flatnonzero(np.isin(cats, list(_GPU_CATS))).tolist():
-        k = seen_keys[c.code_[i]]
-        device[i] = _int_or_none(k[0] if c.dev_[i] is None else c.dev_[i])
-        stream[i] = _int_or_none(k[1] if c.strm_[i] is None else c.strm_[i])
-        if device[i] is not None and stream[i] is not None:
-            gpu.setdefault(c.code_[i], (device[i], stream[i]))
+    # GPU events: device and stream from their args, else from their lane's pid and tid
+    rows = np.flatnonzero(np.isin(cats, list(_GPU_CATS)))
+    lane = code_arr[rows]
+    device = _ints_or_na(c.dev_, rows, np.array([k[0] for k in seen_keys] + [None], dtype=object)[lane], n)
+    stream = _ints_or_na(c.strm_, rows, np.array([k[1] for k in seen_keys] + [None], dtype=object)[lane], n)
+    both = ~(device.isna()[rows] | stream.isna()[rows])
+    first_codes, first = np.unique(lane[both], return_index=True)  # each lane's first GPU event
+    at = rows[both][first]
+    gpu = dict(zip(first_codes.tolist(), zip(device[at].tolist(), stream[at].tolist())))  # lane code -> (device, stream)
     order, lane_of_code, process_of_code = _lanes(c, gpu)
     track = _annotation_lanes(pd.Categorical.from_codes(lane_of_code[code_arr], categories=order, ordered=True),
                               cats == "gpu_user_annotation")
@@ -774,6 +783,20 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
         args = [args[i] for i in keep]
     df["args"] = args
     return df
+
+
+def _ints_or_na(values: list, rows: np.ndarray, fallback: np.ndarray, n: int) -> pd.arrays.IntegerArray:
+    """An Int64 column of ``n`` rows, set at ``rows`` from ``values`` (where None: ``fallback``),
+    each read as ``int()`` would (numbers and numeric text; anything else: NA), NA elsewhere."""
+    got = np.array(values, dtype=object)[rows] if len(values) else np.zeros(0, dtype=object)
+    got = np.where(pd.isna(got), fallback, got)
+    num = pd.to_numeric(pd.Series(got, dtype=object), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    ok = np.isfinite(num) & (np.abs(num) < 2**53)
+    data = np.zeros(n, dtype=np.int64)
+    mask = np.ones(n, dtype=bool)
+    data[rows[ok]] = np.trunc(num[ok]).astype(np.int64)
+    mask[rows[ok]] = False
+    return pd.arrays.IntegerArray(data, mask)
 
 
 def _categorical(values: list, label) -> pd.Categorical:
@@ -918,13 +941,6 @@ def _float_or_nan(v: Any) -> float:
         return float(v)
     except (TypeError, ValueError, OverflowError):
         return float("nan")
-
-
-def _int_or_none(v: Any) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def _proc_label(pid: Any, proc_name: dict) -> str:
