@@ -788,7 +788,7 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
 def _ints_or_na(values: list, rows: np.ndarray, fallback: np.ndarray, n: int) -> pd.arrays.IntegerArray:
     """An Int64 column of ``n`` rows, set at ``rows`` from ``values`` (where None: ``fallback``),
     each read as ``int()`` would (numbers and numeric text; anything else: NA), NA elsewhere."""
-    got = np.array(values, dtype=object)[rows] if len(values) else np.zeros(0, dtype=object)
+    got = np.fromiter(map(values.__getitem__, rows.tolist()), dtype=object, count=len(rows))  # lists stay items
     got = np.where(pd.isna(got), fallback, got)
     num = pd.to_numeric(pd.Series(got, dtype=object), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     ok = np.isfinite(num) & (np.abs(num) < 2**53)

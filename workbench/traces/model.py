@@ -73,8 +73,11 @@ def from_columns(cols: Mapping[str, Any], n: int | None = None, source: str | No
                 raise SpanTableError(f"span table needs column '{col}'")
             elif col == "args":
                 val = [None] * n
+            elif dtype in ("Int32", "Int64"):  # all missing, built without a Python object per row
+                val = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int32 if dtype == "Int32" else np.int64),
+                                             np.ones(n, dtype=bool))
             else:
-                val = pd.array([pd.NA] * n, dtype="object" if dtype == "category" else dtype)
+                val = pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=[])
         out[col] = _coerce(col, dtype, val, n)
     df = pd.DataFrame(out)
     df["track"] = _ordered_tracks(df["track"], track_order)
