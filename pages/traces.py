@@ -426,8 +426,9 @@ def main() -> None:
 def _page() -> None:
     st.title("Traces")
     st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV and JSON, Nsight Systems "
-               "SQLite and Perfetto traces; several files are the ranks of one run, aligned. Lanes keep the "
-               "source's order.")
+               "SQLite and Perfetto traces (Android system traces too); several files are the ranks of one run, "
+               "aligned. Lanes keep the source's order, a GPU's many streams busiest first; the profiler's own "
+               "envelope span is the thin band.")
     picked = _pick()
     if picked is None:
         return

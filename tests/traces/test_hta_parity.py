@@ -116,3 +116,17 @@ def test_a_bad_comm_pattern_is_one_line():
     with pytest.raises(wb.BadInput, match="not a regular expression"):
         tr.overlap(comm="(")
     assert math.isnan(tr.overlap(comm="^nothing-matches$")["comp_overlapped_pct"].iloc[0]) is False
+
+
+def test_the_worked_example_in_the_python_manual_runs(monkeypatch):
+    """docs/python.md's worked example (the block after "A worked example"), run from the checkout."""
+    from tests.support.paths import ROOT
+
+    text = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")
+    block = text.split("A worked example", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(ROOT)
+    names: dict = {}
+    exec(compile(block, "docs/python.md", "exec"), names)  # noqa: S102 - the manual's own example
+    job = names["job"]
+    assert list(job.overlap()["rank"]) == [0, 1] and job.suggest_comm() is None
+    assert str(job.lanes()["track"].iloc[0]).startswith("rank 0 · ")
