@@ -41,6 +41,7 @@ TOP_NAMES = 10
 PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#79706e"]
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
+ENVELOPE_COLOR = "#8c8c8c"
 INSTANTS_MAX = 2_000
 
 
@@ -201,6 +202,7 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     info = {"unit": unit, "scale": scale, "origin_ns": origin, "start": (t0 - origin) / scale,
             "end": (t1 - origin) / scale, "levels": levels, "real": real, "rows": rows_table,
             "lanes_left_out": left_out, "keys": keys, "color_by": color_by, "spans_in_window": int(len(sp)),
+            "envelopes": int(len(band)),
             "marks": int(len(out))}
     return out, info
 
@@ -285,15 +287,18 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     ym = alt.Y("ym:Q", title=None, scale=y_scale, axis=y_axis)
     base = alt.Chart(rows).transform_filter(
         "(datum.level == lvl || datum.level == -1) && datum.end >= lo && datum.start <= hi").transform_calculate(
-        y0="datum.row + (datum.kind == 'band' ? 0.42 : 0.12)", y1="datum.row + (datum.kind == 'band' ? 0.58 : 0.88)", ym="datum.row + 0.5", dur="datum.end - datum.start",
+        y0="datum.row + (datum.kind == 'band' ? 0.35 : 0.12)", y1="datum.row + (datum.kind == 'band' ? 0.65 : 0.88)", ym="datum.row + 0.5", dur="datum.end - datum.start",
         lane="rowlane[datum.row]", depth="rowdepth[datum.row]", what="datum.name || datum.key + ' (most time)'")
     tip = [alt.Tooltip("what:N", title="name"), alt.Tooltip("lane:N"),
            alt.Tooltip("start:Q", title=f"start ({unit})", format=",.4f"),
            alt.Tooltip("dur:Q", title=f"duration ({unit})", format=",.4f"), alt.Tooltip("count:Q", title="spans starting here"),
            alt.Tooltip("busy:Q", title="busy", format=".0%"), alt.Tooltip("depth:Q")]
-    bars = base.transform_filter("datum.kind != 'instant'").mark_rect(clip=True).encode(
+    bars = base.transform_filter("datum.kind != 'instant' && datum.kind != 'band'").mark_rect(clip=True).encode(
         x=x, x2="end:Q", y=y, y2="y1:Q", color=color, tooltip=tip,
         opacity=alt.Opacity("busy:Q", scale=alt.Scale(domain=[0, 1], range=[0.25, 1]), legend=None))
+    # envelope spans (the profiler's own): a thin grey band, outside the colour legend
+    band = base.transform_filter("datum.kind == 'band'").mark_rect(clip=True, color=ENVELOPE_COLOR).encode(
+        x=x, x2="end:Q", y=y, y2="y1:Q", tooltip=tip)
     ticks = base.transform_filter("datum.kind == 'instant'").mark_tick(clip=True, thickness=1, color="black").encode(
         x=x, y=ym, tooltip=tip)
     # the layer that takes the wheel and the drags: invisible, its x scale the selection's own
@@ -301,7 +306,7 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     grip = alt.Chart(pd.DataFrame({"start": [lo0, hi0]})).mark_rule(opacity=0).encode(
         x=alt.X("start:Q", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False), axis=None),
         y=alt.Y("y:Q", scale=y_scale, axis=y_axis, title=None)).transform_calculate(y="0").add_params(zoom)
-    layers = [bars, ticks]
+    layers = [band, bars, ticks]
     if row_px >= 10:  # names on bars wide enough to hold some of the name (about 6 px a character)
         layers.append(base.transform_filter("datum.kind == 'span'").transform_calculate(
             px="(min(datum.end, hi) - max(datum.start, lo)) / max(hi - lo, 1e-12) * width",
@@ -363,6 +368,8 @@ def _note(info: dict[str, Any]) -> str:
         parts.append("cells at full view, each span once zoomed in")
     if info["lanes_left_out"]:
         parts.append(f"{info['lanes_left_out']:,} more lanes not drawn (pick lanes)")
+    if info.get("envelopes"):
+        parts.append("grey band: the profiler's envelope span, off the axis range")
     parts.append(f"colour: {info['color_by']}, top {len([k for k in info['keys'] if k != OTHER])} by time, "
                  f"the rest grey; rows: lanes, nesting below")
     return "; ".join(parts)
