@@ -1,6 +1,7 @@
 """``python -m workbench`` and the ``workbench`` console script: the command-line interface
 (see workbench.cli)."""
 
+import gc
 import os
 import sys
 
@@ -22,8 +23,11 @@ def console() -> int:
             sys.modules.setdefault("pyarrow", None)  # `import pyarrow` raises ImportError: pandas goes without
         try:
             if len(sys.argv) > 1 and sys.argv[1] == "trace":  # its own parser: not the whole CLI's imports
+                gc.disable()  # pandas' import makes ~10^5 objects, none of them garbage: no collection passes
                 from .traces.cli import console as trace
 
+                gc.freeze()  # and later collections do not walk them again
+                gc.enable()
                 interrupt.check()
                 return trace(sys.argv[2:])
             from .cli import main
