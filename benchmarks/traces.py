@@ -23,7 +23,8 @@ inflated, 151k events): whole processes side by side, what a user runs and waits
 peer's is ``TraceAnalysis(trace_dir=...)`` (its parse) plus ``get_temporal_breakdown()``. The two
 alternate, ``--runs`` each (at least 5); each process's wall time, CPU time (user + system) and
 peak RSS (``wait4``'s ``ru_maxrss``: the whole process, interpreter and imports included) are
-recorded. Reported: the medians, and the ratios peer/ours of the medians with a 95% bootstrap CI
+recorded, each side with its modules' bytecode cached as an installed package has it. Reported:
+the medians, and the ratios peer/ours of the medians with a 95% bootstrap CI
 over the runs (:func:`workbench.stats.ratio_bootstrap`): run-to-run variation on this machine,
 whose load is printed; on a loaded machine the CPU time is the steadier figure.
 """
@@ -93,10 +94,15 @@ finally:
 """
 
 
+#: each side runs as an installed package does: with its modules' bytecode cached (pip writes the
+#: peer's at install; the warm-up run writes this checkout's), whatever PYTHONDONTWRITEBYTECODE says
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _timed(cmd: list[str]) -> dict:
     """One process run to completion: wall s, CPU s (user + system) and peak RSS (MiB)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode(errors="replace")
