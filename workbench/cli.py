@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import across, events, interrupt, outfile, procs, readme, report, runner
+from . import across, events, interrupt, manual, outfile, procs, readme, report, runner
 from . import comparison as compare
 from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
@@ -146,13 +146,17 @@ def summary_text(a) -> str:
 # --- commands -------------------------------------------------------------------------------
 
 def cmd_list(args) -> int:
+    """The index of the studies (built here, at run time: no page of the repository lists them),
+    each with its seed and its page."""
     reg = registry()
-    rows = [[m.ID, m.TITLE, m.SEED] for m in reg.values()]
+    pages = {m.ID: manual.page_name(m) for m in reg.values()}
     if args.json:
-        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "summary": m.SEED_SUMMARY}
-                          for m in reg.values()], indent=1))
+        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "seed_title": getattr(m, "SEED_TITLE", None),
+                           "summary": m.SEED_SUMMARY, "page": pages[m.ID]} for m in reg.values()], indent=1))
     else:
-        print(_fmt_table(rows, ["study", "title", "seed"]))
+        rows = [[m.ID, manual.short_title(m), getattr(m, "SEED_TITLE", None) or m.SEED, pages[m.ID]]
+                for m in reg.values()]
+        print(_fmt_table(rows, ["study", "name", "seed", "page"]))
     return EXIT_OK
 
 
