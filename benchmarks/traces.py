@@ -197,7 +197,7 @@ def streams_bench(n_streams: int, per_stream: int = 5, repeat: int = 2) -> dict:
         p = Path(tmp) / "streams.json"
         p.write_text(json.dumps({"traceEvents": ev}))
         loaded = load(p)
-        real_load, cli.load = cli.load, lambda path: loaded  # time the outputs, not the import
+        real_load, cli.load = cli.load, lambda path, args=True: loaded  # time the outputs, not the import
         try:
             for mode, extra in (("text", []), ("chrome", ["--chrome", str(Path(tmp) / "out.json")])):
                 best = float("inf")
