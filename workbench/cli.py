@@ -56,8 +56,12 @@ from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
+<<<<<<< HEAD
 from .untrusted import (OutputStreamError, TerminalStream, UntrustedError, check_attachment_name, has_surrogates, plain,
                         safe_stem)
+=======
+from .untrusted import guarded, has_surrogates, plain, safe_stem
+>>>>>>> traces
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"
@@ -728,33 +732,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code. Standard output and error pass through
     :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
     terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
-    closing the pipe early: exit 0, quietly)."""
-    streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
-    try:
-        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
-        # finished points as interrupted and its child processes are killed, instead of the
-        # CLI dying with the run left running. SIGINT is set too: a process started in the
-        # background inherits it ignored, and the app cancels with it. The signal is recorded
-        # and acted on at the next checkpoint (workbench.interrupt); a second one at once. Set
-        # before parsing, so one that comes meanwhile is not lost either (python -m workbench
-        # sets them before the CLI's imports: workbench.__main__).
-        with interrupt.handled():
-            code = _main(argv)
-        sys.stdout.flush()
-        return code
-    except OutputStreamError as exc:
-        # the buffered rest would fail again when Python flushes at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
-        if isinstance(exc.__cause__, BrokenPipeError):
-            return EXIT_OK
-        try:
-            print(f"error: cannot write the output: {exc.strerror or exc}", file=streams[1])
-        except OSError:
-            pass
-        return EXIT_BAD_INPUT
-    finally:
-        sys.stdout, sys.stderr = streams
+    closing the pipe early: exit 0, quietly): :func:`workbench.untrusted.guarded`.
+
+    SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+    finished points as interrupted and its child processes are killed, instead of the CLI
+    dying with the run left running. SIGINT is set too: a process started in the background
+    inherits it ignored, and the app cancels with it. The signal is recorded and acted on at
+    the next checkpoint (workbench.interrupt); a second one at once. Set before parsing, so one
+    that comes meanwhile is not lost either (python -m workbench sets them before the CLI's
+    imports: workbench.__main__)."""
+    return guarded(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:

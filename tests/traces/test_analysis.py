@@ -51,7 +51,9 @@ def test_name_stats_and_track_gaps():
     st = analysis.name_stats(df).set_index("name")
     assert st.loc["gemm", "count"] == 2 and st.loc["gemm", "total_us"] == 60.0
     assert st.loc["gemm", "min_us"] == 20.0 and st.loc["gemm", "max_us"] == 40.0
-    assert st.loc["step", "share_pct"] == 100.0  # wall = 0..100 us
+    # "step" covers every other row: an envelope, kept out of the per-name table
+    assert "step" not in st.index and analysis.envelopes(df).tolist() == [True, False, False, False, False]
+    assert st.loc["gemm", "self_us"] == 60.0 and st.loc["gemm", "share_pct"] == 75.0  # of the 80 us from the first to the last row inside the envelope
     gaps = analysis.gaps(df)
     assert gaps.to_dict("records") == [{"track": "GPU 0 stream 7", "start_ns": 60_000, "dur_ns": 10_000}]
     ts = analysis.track_summary(df).set_index("track")
@@ -148,7 +150,7 @@ def test_python_zones_keep_a_colour_of_their_own():
 
 
 def test_self_time_subtracts_children():
-    from workbench.traces.charts import self_time
+    from workbench.traces.analysis import self_time
 
     lane = np.array([0, 0, 0, 1])
     st = np.array([0, 10, 50, 0])
