@@ -59,8 +59,9 @@ from .study import Cancelled
 
 #: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-#: worker modules a spec may name (a spec from torchrun's store is data, never a free module path)
-WORKER_MODULE = re.compile(r"studies\.[a-z][a-z0-9_]*\.worker")
+#: worker modules a spec may name (a spec from torchrun's store is data, never a free module path): a
+#: study's worker, or the collective library's probe (:mod:`workbench.collectives`)
+WORKER_MODULE = re.compile(r"studies\.[a-z][a-z0-9_]*\.worker|workbench\.collectives")
 KILL_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to its ranks), SIGKILL after this
 
 
@@ -240,11 +241,13 @@ def _worker_source_sha256(module: str) -> str:
 
 
 def launch(worker: str, config: dict[str, Any], world_size: int, ctx, *, timeout_s: float,
-           topology: Topology | None = None, poll_s: float = 0.1) -> Collected:
+           topology: Topology | None = None, poll_s: float = 0.1, env: dict[str, str] | None = None) -> Collected:
     """Run ``worker``'s ``main(config, emitter)`` on ``world_size`` ranks under torchrun;
     events go to ``ctx`` as they arrive (records, attachments, progress); returns the merged
-    outputs and notes. Raises :class:`LaunchError` when a rank fails or ``timeout_s`` passes,
-    ``Cancelled`` when ``ctx`` is cancelled; the process group is killed on every way out."""
+    outputs and notes. ``env``: variables added to the ranks' environment (on this node; the
+    collective probe's NCCL debug output). Raises :class:`LaunchError` when a rank fails or
+    ``timeout_s`` passes, ``Cancelled`` when ``ctx`` is cancelled; the process group is killed
+    on every way out."""
     if not WORKER_MODULE.fullmatch(worker):
         raise LaunchError(f"{worker!r} is not a study worker module (studies.<study>.worker)")
     topology = topology or Topology.from_env()
@@ -256,7 +259,7 @@ def launch(worker: str, config: dict[str, Any], world_size: int, ctx, *, timeout
                 "worker_sha256": _worker_source_sha256(worker), "timeout_s": timeout_s}
         (folder / "spec.json").write_text(json.dumps(spec))
         events, log_path = folder / "events.jsonl", folder / "torchrun.log"
-        env = worker_env(WORKBENCH_SPEC=str(folder / "spec.json"), WORKBENCH_EVENTS=str(events))
+        env = worker_env(WORKBENCH_SPEC=str(folder / "spec.json"), WORKBENCH_EVENTS=str(events), **(env or {}))
         tail = EventTail(events)
         with open(log_path, "wb") as log:
             proc = start_torchrun(torchrun_command(topology, nproc), stdout=log, stderr=subprocess.STDOUT, env=env)
