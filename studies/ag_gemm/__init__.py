@@ -65,7 +65,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from workbench import launcher, procs
+from workbench import collectives, launcher, procs
 from workbench.env import REPO_ROOT
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
@@ -303,6 +303,12 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     got = launcher.launch("studies.ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
     out = got.outputs | ({"notes": got.notes} if got.notes else {})
+    if params["backend"] == "nccl":  # the baseline's all-gather: each M and dtype, each rank's M x K / ws
+        ctx.progress(0.96, "the collective library's provenance (a short launch of its own)")
+        dtypes = {"fp16": "float16", "bf16": "bfloat16"}
+        out["collective"] = collectives.probe(
+            [{"op": "all_gather", "numel": m * params["k"] // params["world_size"], "dtype": dtypes[d]}
+             for m in params["m"] for d in params["dtype"]], params["world_size"], ctx)
     if params["interpret"]:
         ctx.progress(0.97, "the fused kernel under Triton's interpreter")
         out["interpreter_check"] = interpreter_check(params)
