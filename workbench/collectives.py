@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import launcher
+
 #: NCCL's debug output the probe turns on (rank 0 prints the per-call TUNING lines)
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING"}
 #: the environment variables that steer NCCL/RCCL's choices, recorded as they were set
@@ -151,8 +153,6 @@ def probe(calls: list[dict[str, Any]], world_size: int, ctx, timeout_s: float = 
     ``world_size`` GPU ranks with NCCL's debug output on; rank 0's library facts and parsed log.
     Never raises: a failed probe is a record with its ``error``, so the timed run it describes
     still stands."""
-    from . import launcher
-
     with tempfile.TemporaryDirectory(prefix="wb-nccl-") as tmp:
         env = DEBUG_ENV | {"NCCL_DEBUG_FILE": str(Path(tmp) / "nccl.%h.%p.log")}
         try:
@@ -169,9 +169,7 @@ def main(config: dict[str, Any], emitter) -> None:
     import torch
     import torch.distributed as dist
 
-    from .launcher import init_rank
-
-    device = init_rank("nccl")
+    device = launcher.init_rank("nccl")
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
     world = dist.get_world_size()
     for call in config["calls"]:
