@@ -91,6 +91,10 @@ PLANS = {
         ("emulated ws4: every fetch row first", "emulated", 4, "new", BASE | {"fetchers": 100000}),
         ("emulated ws4: 4 k-tiles per flag", "emulated", 4, "new", BASE | {"k_tiles_per_flag": 4}),
         ("emulated ws4: whole tiles (no stream-K)", "emulated", 4, "new", BASE | {"stream_k": 0}),
+        ("emulated ws4: k-group-major fetch, wait per group", "emulated", 4, "new",
+         BASE | {"fetch_order": "k", "wait_per_group": True}),
+        ("emulated ws4: k-group-major fetch, wait per group, 32 k-tiles per flag", "emulated", 4, "new",
+         BASE | {"fetch_order": "k", "wait_per_group": True, "k_tiles_per_flag": 32}),
     ],
 }
 TRACED = ("GEMM path at ws2 (staged, flags set)", "emulated ws2: 16 k-tiles per flag, 16 fetch rows first")

@@ -18,8 +18,12 @@
 #                                     # and of the kernel mode
 #   bash scripts/gpu/ws4_batch.sh x8  # issue 47 on an 8-GPU host (nvidia-h100-x8 / nvidia-h200-x8): the
 #                                     # seed's table at 8 and 4 ranks with the bound (ag-gemm benchmark,
-#                                     # every provider), mc2-split at 8 ranks (REPEATS_X8 runs) and 4
-#                                     # (2 runs) with the collective probe, pytest at 8 ranks
+#                                     # every provider), mc2-split at 8 ranks (REPEATS_X8 runs) with the
+#                                     # collective probe, M=1024 with k-group-major
+#                                     # fetch and per-group waits at 8 and 4 ranks, pytest at 8 ranks
+#   bash scripts/gpu/ws4_batch.sh x4  # issue 47 on a 4-GPU host: the seed's table at 4 ranks with the
+#                                     # bound, M=1024 with k-group-major fetch at 4 ranks, mc2-split at 4
+#                                     # ranks (REPEATS_X4 runs, each with its collective probe), pytest
 #   bash scripts/gpu/ws4_batch.sh x2  # what a 2-GPU host (nvidia-h100-x2, 32 CPUs) allows while no
 #                                     # 4-GPU kind is lent: the ag-gemm benchmark at 2 ranks,
 #                                     # cpu-reduction at 1-32 workers, mc2-split at 2 ranks REPEATS
@@ -35,9 +39,9 @@
 set -uo pipefail
 CALL="${1:-}"
 case "$CALL" in
-  1|2|x2|x8|g1) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
+  1|2|x2|x4|x8|g1) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
   _*) dir="$WS4_DIR" ;;  # one of this script's own steps (below), run under a stage's time box
-  *) echo "usage: $0 1|2|x2|x8|g1" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|x2|x4|x8|g1" >&2; exit 2 ;;
 esac
 BUDGET_S="${BUDGET_S:-500}"
 TRIALS="${TRIALS:-3700}"  # 0 of 3,700 failed: a two-sided 95% upper bound of 0.10% per shape and setting
@@ -145,6 +149,17 @@ PY
   cat "$dir/collective_probe_ws1.json"
 }
 
+_kmajor() {  # _kmajor WS: M=1024 with k-group-major fetch rows computed per k-group, beside the default
+  # kernel and the baseline in one run per setting (the committed 4-rank traces: remote tiles wait
+  # for their whole row, about 38 us of a 127 us kernel)
+  local rc=0
+  "$PY" benchmarks/ag_gemm.py --world-size "$1" --m 1024 --dtype fp16 --providers nccl,hbm-buffer,all-gather,matmul \
+      --repeat 15 --trace programs --set wait_per_group=true --set fetch_order=k \
+      --bundle-dir "$dir" --tag "m1024-kmajor-ws$1" > "$dir/m1024_kmajor_ws$1.md" || rc=$?
+  cat "$dir/m1024_kmajor_ws$1.md"
+  return $rc
+}
+
 _kernel() {  # _kernel DTYPE: the fused kernel against cuBLAS on one GPU, one bundle per dtype
   local card
   card="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
@@ -207,8 +222,17 @@ elif [ "$CALL" = x8 ]; then
       EXPERIMENTS=breakdown BENCH_TIMEOUT=$((${BOX_bench8:-220} - 15)) PACK=ag_gemm_ws8 bash scripts/gpu/ag_gemm.sh
   stage bench-ws4 "$BOX_bench4" 120 env OUT="$PARTS" WORLD_SIZES=4 STAGES=bench REPEAT="${REPEAT:-15}" \
       EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench4 - 15)) PACK=ag_gemm_ws4 bash scripts/gpu/ag_gemm.sh
+  stage m1024-kmajor-ws8 "${BOX_kmajor:-60}" 40 bash "$0" _kmajor 8
   mc2 8 "${REPEATS_X8:-2}" 90 100
+  stage m1024-kmajor-ws4 "${BOX_kmajor:-60}" 40 bash "$0" _kmajor 4
   gpu_tests pytest_gpu_x8.txt 60
+elif [ "$CALL" = x4 ]; then
+  BOX_bench4="${BOX_bench4:-200}" BOX_mc2="${BOX_mc2:-200}" BOX_pytest="${BOX_pytest:-120}"
+  stage bench-ws4 "$BOX_bench4" 120 env OUT="$PARTS" WORLD_SIZES=4 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench4 - 15)) PACK=ag_gemm_ws4 bash scripts/gpu/ag_gemm.sh
+  stage m1024-kmajor-ws4 "${BOX_kmajor:-60}" 40 bash "$0" _kmajor 4
+  mc2 4 "${REPEATS_X4:-3}" 90 100
+  gpu_tests pytest_gpu_x4_i47.txt 60
 elif [ "$CALL" = x2 ]; then
   BOX_bench2="${BOX_bench2:-150}" BOX_cpu="${BOX_cpu:-100}" BOX_mc2="${BOX_mc2:-120}" BOX_pytest="${BOX_pytest:-90}"
   bench_ws2
