@@ -56,12 +56,7 @@ from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
-<<<<<<< HEAD
-from .untrusted import (OutputStreamError, TerminalStream, UntrustedError, check_attachment_name, has_surrogates, plain,
-                        safe_stem)
-=======
-from .untrusted import guarded, has_surrogates, plain, safe_stem
->>>>>>> traces
+from .untrusted import UntrustedError, check_attachment_name, guarded, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"

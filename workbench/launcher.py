@@ -58,6 +58,9 @@ from .study import Cancelled
 
 #: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+#: the one worker of the workbench's own (not a study's) a spec may name, beside the study ids:
+#: the collective library's probe (:mod:`workbench.collectives`)
+COLLECTIVES_PROBE = "workbench:collectives"
 KILL_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to its ranks), SIGKILL after this
 
 
@@ -229,22 +232,34 @@ def start_torchrun(cmd: list[str], **kw) -> subprocess.Popen:
     return subprocess.Popen(procs.bound(cmd, signal.SIGTERM), cwd=str(REPO_ROOT), start_new_session=True, **kw)
 
 
+def _worker(study: str):
+    """The worker module of a spec's study id (or the collective probe): from the registry,
+    never imported as a module path (a spec from torchrun's store is data)."""
+    if study == COLLECTIVES_PROBE:
+        from . import collectives
+
+        return collectives
+    return registry.worker(study)
+
+
 def _worker_source_sha256(study: str) -> str:
-    """The SHA-256 of the study's worker file (a spec from torchrun's store is data: its study
-    id is checked by the registry, never imported as a module path)."""
+    """The SHA-256 of the study's worker file (the same checkout on every node)."""
     try:
-        return hashlib.sha256(registry.worker_file(study).read_bytes()).hexdigest()
+        path = Path(_worker(study).__file__) if study == COLLECTIVES_PROBE else registry.worker_file(study)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     except KeyError as exc:
         raise LaunchError(f"{exc.args[0]} in this checkout") from None
 
 
 def launch(study: str, config: dict[str, Any], world_size: int, ctx, *, timeout_s: float,
-           topology: Topology | None = None, poll_s: float = 0.1) -> Collected:
-    """Run the worker of the study ``study`` (its id): ``main(config, emitter)`` on
-    ``world_size`` ranks under torchrun; events go to ``ctx`` as they arrive (records,
-    attachments, progress); returns the merged outputs and notes. Raises
-    :class:`LaunchError` when a rank fails or ``timeout_s`` passes, ``Cancelled`` when ``ctx``
-    is cancelled; the process group is killed on every way out."""
+           topology: Topology | None = None, poll_s: float = 0.1, env: dict[str, str] | None = None) -> Collected:
+    """Run the worker of the study ``study`` (its id, or :data:`COLLECTIVES_PROBE`):
+    ``main(config, emitter)`` on ``world_size`` ranks under torchrun; events go to ``ctx`` as
+    they arrive (records, attachments, progress); returns the merged outputs and notes.
+    ``env``: variables added to the ranks' environment (on this node; the collective probe's
+    NCCL debug output). Raises :class:`LaunchError` when a rank fails or ``timeout_s``
+    passes, ``Cancelled`` when ``ctx`` is cancelled; the process group is killed on every way
+    out."""
     worker_sha256 = _worker_source_sha256(study)
     topology = topology or Topology.from_env()
     nproc = topology.local_processes(world_size)
@@ -255,7 +270,7 @@ def launch(study: str, config: dict[str, Any], world_size: int, ctx, *, timeout_
                 "timeout_s": timeout_s}
         (folder / "spec.json").write_text(json.dumps(spec))
         events, log_path = folder / "events.jsonl", folder / "torchrun.log"
-        env = worker_env(WORKBENCH_SPEC=str(folder / "spec.json"), WORKBENCH_EVENTS=str(events))
+        env = worker_env(WORKBENCH_SPEC=str(folder / "spec.json"), WORKBENCH_EVENTS=str(events), **(env or {}))
         tail = EventTail(events)
         with open(log_path, "wb") as log:
             proc = start_torchrun(torchrun_command(topology, nproc), stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -331,7 +346,7 @@ def _run_worker() -> int:
         if emitter.active:
             emitter.outputs(launch={"ranks": [json.loads(store.get(f"rank/{r}")) for r in range(world)],
                                     "reporting_rank": rank})
-        registry.worker(spec["study"]).main(spec["config"], emitter)
+        _worker(spec["study"]).main(spec["config"], emitter)
         emitter.done()
     except BaseException as exc:
         errors.error(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=8))
