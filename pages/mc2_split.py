@@ -3,12 +3,11 @@ import streamlit as st
 
 import studies.mc2_split as study
 from pages._ui import committed, study_page
-from studies.mc2_split.spread import TARGET_PCT, across_runs, display
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _spread(run_ids: tuple[str, ...], _records: tuple):
-    return across_runs(list(_records))[0]
+    return study.across_runs(list(_records))[0]
 
 
 def page_extras(record, tables) -> None:
@@ -23,10 +22,10 @@ def page_extras(record, tables) -> None:
     st.caption(f"Each run's gain is measured within that run (95% CI from its samples) and describes that run. A "
                f"configuration's gain across runs is stated per host (its runs the units; a host is a machine "
                f"fingerprint on one day) and, where runs come from several hosts, across hosts (the hosts the units): "
-               f"the target (at least {TARGET_PCT:.0f}% faster) is met only where that interval clears it. No row "
+               f"the target (at least {study.TARGET_PCT:.0f}% faster) is met only where that interval clears it. No row "
                f"picks the best of each run's configurations (a best-of-N figure overstates the gain). Committed runs "
                f"and this run.")
-    st.dataframe(display(table), hide_index=True, width="stretch")
+    st.dataframe(study.spread_display(table), hide_index=True, width="stretch")
 
 
 study_page(study, extras=page_extras)

@@ -10,6 +10,7 @@
     python -m workbench ab STUDY [--set name=value ...] --a name=value ... --b name=value ... [--rounds R] [--json]
     python -m workbench report RUN --format md|issue|html|ipynb -o PATH
     python -m workbench export RUN -o FILE [--format bundle|gbench]
+    python -m workbench export RUN -o FOLDER --format attachments   # its traces, one file each
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
     python -m workbench trace FILE [FILE ...] [--json] [--phases] [--chrome OUT.json]
@@ -41,7 +42,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import across, events, interrupt, outfile, procs, readme, report, runner
+from . import across, events, interrupt, manual, outfile, procs, readme, report, runner
 from . import comparison as compare
 from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
@@ -55,7 +56,7 @@ from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
 from .tables import render, results_display
 from .traces import cli as trace_cli
-from .untrusted import OutputStreamError, TerminalStream, has_surrogates, plain, safe_stem
+from .untrusted import UntrustedError, check_attachment_name, guarded, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"
@@ -146,13 +147,17 @@ def summary_text(a) -> str:
 # --- commands -------------------------------------------------------------------------------
 
 def cmd_list(args) -> int:
+    """The index of the studies (built here, at run time: no page of the repository lists them),
+    each with its seed and its page."""
     reg = registry()
-    rows = [[m.ID, m.TITLE, m.SEED] for m in reg.values()]
+    pages = {m.ID: manual.page_name(m) for m in reg.values()}
     if args.json:
-        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "summary": m.SEED_SUMMARY}
-                          for m in reg.values()], indent=1))
+        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "seed_title": getattr(m, "SEED_TITLE", None),
+                           "summary": m.SEED_SUMMARY, "page": pages[m.ID]} for m in reg.values()], indent=1))
     else:
-        print(_fmt_table(rows, ["study", "title", "seed"]))
+        rows = [[m.ID, manual.short_title(m), getattr(m, "SEED_TITLE", None) or m.SEED, pages[m.ID]]
+                for m in reg.values()]
+        print(_fmt_table(rows, ["study", "name", "seed", "page"]))
     return EXIT_OK
 
 
@@ -525,6 +530,8 @@ def cmd_export(args) -> int:
     if rec is None:
         return EXIT_BAD_INPUT
     try:
+        if args.format == "attachments":
+            return _export_attachments(rec, Path(args.output))
         if args.format == "gbench":
             out = outfile.write(args.output, json.dumps(to_gbench(rec), indent=1))
         else:
@@ -534,6 +541,23 @@ def cmd_export(args) -> int:
         return EXIT_BAD_INPUT
     print(out)
     return EXIT_OK
+
+
+def _export_attachments(rec, folder: Path) -> int:
+    """Each attachment of the run (captures, traces) as a file in ``folder``, named as attached;
+    a name that is not a plain file name (a bundle is untrusted) is refused, the others kept."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"cannot write {folder}: it is a file (give a folder for --format attachments)")
+    status = EXIT_OK
+    if not rec.attachments:
+        print(f"run {rec.run_id} has no attachments")
+    for name, _kind, blob in rec.attachments:
+        try:
+            print(outfile.write(folder / check_attachment_name(name), blob))
+        except UntrustedError as exc:
+            _err(str(exc))
+            status = EXIT_BAD_INPUT
+    return status
 
 
 def cmd_import(args) -> int:
@@ -668,10 +692,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="issue format: every table, chart and note that fits in one issue (default: about two screens)")
     s.add_argument("-o", "--output")
 
-    s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON")
+    s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON, or its "
+                                      "attached traces as files")
     s.add_argument("run")
     s.add_argument("-o", "--output", required=True)
-    s.add_argument("--format", choices=["bundle", "gbench"], default="bundle")
+    s.add_argument("--format", choices=["bundle", "gbench", "attachments"], default="bundle",
+                   help="attachments: the run's attached traces and captures, one file each, into the folder -o")
 
     s = command("import", cmd_import, "import result bundles into the store")
     s.add_argument("files", nargs="+")
@@ -701,33 +727,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code. Standard output and error pass through
     :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
     terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
-    closing the pipe early: exit 0, quietly)."""
-    streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
-    try:
-        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
-        # finished points as interrupted and its child processes are killed, instead of the
-        # CLI dying with the run left running. SIGINT is set too: a process started in the
-        # background inherits it ignored, and the app cancels with it. The signal is recorded
-        # and acted on at the next checkpoint (workbench.interrupt); a second one at once. Set
-        # before parsing, so one that comes meanwhile is not lost either (python -m workbench
-        # sets them before the CLI's imports: workbench.__main__).
-        with interrupt.handled():
-            code = _main(argv)
-        sys.stdout.flush()
-        return code
-    except OutputStreamError as exc:
-        # the buffered rest would fail again when Python flushes at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
-        if isinstance(exc.__cause__, BrokenPipeError):
-            return EXIT_OK
-        try:
-            print(f"error: cannot write the output: {exc.strerror or exc}", file=streams[1])
-        except OSError:
-            pass
-        return EXIT_BAD_INPUT
-    finally:
-        sys.stdout, sys.stderr = streams
+    closing the pipe early: exit 0, quietly): :func:`workbench.untrusted.guarded`.
+
+    SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+    finished points as interrupted and its child processes are killed, instead of the CLI
+    dying with the run left running. SIGINT is set too: a process started in the background
+    inherits it ignored, and the app cancels with it. The signal is recorded and acted on at
+    the next checkpoint (workbench.interrupt); a second one at once. Set before parsing, so one
+    that comes meanwhile is not lost either (python -m workbench sets them before the CLI's
+    imports: workbench.__main__)."""
+    return guarded(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:

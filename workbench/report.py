@@ -551,7 +551,7 @@ def study_notebook(study: ModuleType):
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
             "import workbench as wb\n\n"
-            "try:  # the knobs: wb.explore(...), or docs/studies/ in the repository\n"
+            "try:  # the knobs: wb.explore(...), or the study's page (its folder's README)\n"
             f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords\n"
             "except wb.Unavailable as exc:  # this machine cannot run it: the newest run committed from one that can\n"
             "    print(exc)\n"

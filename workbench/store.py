@@ -11,6 +11,8 @@ Format history:
   version 1 (2026-11): {"format", "version", "run": <record>, "attachments": [...]}. Since
   2026-11-27 a bundle's variants carry their raw samples only: the summaries written before
   (``median_ns``, ``ci_ns``, ``iqr_ns``, ``noisy``) were never read back, and still load.
+  version 2 (2026-12-06): attachments of 4 KiB or more may be zstd frames (``"encoding":
+  "zstd"``; :func:`attachment_entry`), unpacked with a bound (:func:`_attachment_bytes`).
 
 Store schema history (``meta.schema_version``; an older store is migrated when first opened
 for writing, and a read-only one is read as it is):
@@ -33,6 +35,7 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -649,11 +652,68 @@ def _dead_text(owner: dict) -> str:
 
 # --- bundles ---------------------------------------------------------------------------------
 
+#: attachments smaller than this stay plain base64 (compressing them saves little and hides them)
+ZSTD_MIN_BYTES = 4096
+ZSTD_LEVEL = 19  # slow to write, once; as fast to read as any level
+
+
+def attachment_entry(name: str, kind: str, data: bytes) -> dict[str, Any]:
+    """One attachment of a bundle: its bytes as a zstd frame (bundle version 2) where that saves
+    a fifth or more, else plain; plain too where zstandard is missing (a bare GPU node)."""
+    entry = {"name": name, "kind": kind, "data_b64": base64.b64encode(data).decode()}
+    if len(data) >= ZSTD_MIN_BYTES:
+        try:
+            import zstandard
+        except ImportError:
+            return entry
+        packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+        if len(packed) <= 0.8 * len(data):
+            entry.update(encoding="zstd", data_b64=base64.b64encode(packed).decode())
+    return entry
+
+
+def compress_attachments(doc: dict[str, Any]) -> bool:
+    """Re-encode a bundle document's plain attachments in place (the same bytes, zstd-framed
+    where that pays); True when anything changed. For committed bundles written before version 2."""
+    changed = False
+    for i, a in enumerate(doc.get("attachments", [])):
+        if a.get("encoding"):
+            continue
+        entry = attachment_entry(a["name"], a["kind"], base64.b64decode(a["data_b64"], validate=True))
+        if entry.get("encoding"):
+            doc["attachments"][i] = entry
+            changed = True
+    if changed:
+        doc["version"] = max(int(doc.get("version", 1)), 2)
+    return changed
+
+
 def to_bundle(rec: RunRecord) -> dict[str, Any]:
     return {
         "format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "run": rec.to_json(),
-        "attachments": [{"name": n, "kind": k, "data_b64": base64.b64encode(d).decode()} for n, k, d in rec.attachments],
+        "attachments": [attachment_entry(n, k, d) for n, k, d in rec.attachments],
     }
+
+
+def _attachment_bytes(a: dict[str, Any], i: int, budget: int) -> bytes:
+    """An attachment's bytes, a zstd frame unpacked to at most ``budget`` bytes (a small frame
+    can claim gigabytes: the output is read in bounded steps, never sized from its header)."""
+    try:
+        data = base64.b64decode(a["data_b64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise StoreError(f"bundle field attachments[{i}].data_b64: not valid base64") from None
+    if a.get("encoding") != "zstd":
+        return data
+    import zstandard  # a dependency of the workbench; only version 2 bundles need it here
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+            out = reader.read(budget + 1)
+    except zstandard.ZstdError as exc:
+        raise StoreError(f"bundle field attachments[{i}].data_b64: not a valid zstd frame ({exc})") from None
+    if len(out) > budget:
+        raise StoreError(f"bundle field attachments[{i}]: unpacks to more than the {MAX_BUNDLE_BYTES >> 20} MiB "
+                         "a bundle's attachments may hold")
+    return out
 
 
 def write_bundle(rec: RunRecord, path: str | os.PathLike) -> Path:
@@ -728,12 +788,11 @@ def from_bundle(doc: Any, origin: str = "bundle", checked: bool = False) -> RunR
     rec = RunRecord.from_json(visible(doc["run"]))
     if rec.origin == "local":
         rec.origin = origin
-    attachments = []
+    attachments, budget = [], MAX_BUNDLE_BYTES  # unpacked, the attachments together stay under the file's cap
     for i, a in enumerate(doc.get("attachments", [])):
-        try:
-            attachments.append((a["name"], a["kind"], base64.b64decode(a["data_b64"], validate=True)))
-        except (binascii.Error, ValueError):
-            raise StoreError(f"bundle field attachments[{i}].data_b64: not valid base64") from None
+        data = _attachment_bytes(a, i, budget)
+        budget -= len(data)
+        attachments.append((a["name"], a["kind"], data))
     rec.attachments = attachments
     return rec
 

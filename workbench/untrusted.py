@@ -19,17 +19,23 @@ Markdown, HTML or a notebook cell without being escaped for the place they land 
   other invisible format characters (a reproduce command could display otherwise than it
   copies: "Trojan Source", CVE-2021-42574), line and paragraph separators, and lone
   surrogates (which no UTF-8 file or terminal can hold).
+
+:func:`guarded` runs a command line program with its output through :class:`TerminalStream`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
+import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from . import interrupt  # the standard library only
 
 #: run ids: the workbench's own ``YYYYMMDD-HHMMSS-<study>-<hex>`` or any such plain slug
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
@@ -231,3 +237,30 @@ def has_surrogates(text: str) -> bool:
     """Whether ``text`` holds lone surrogates: undecodable bytes of a command-line argument or
     a file name (Python keeps them as U+DC80..U+DCFF), or a JSON ``\\ud800`` escape."""
     return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def guarded(command: Callable[[], int]) -> int:
+    """Run ``command`` (a CLI's body: returns its exit code) with standard output and error
+    through :class:`TerminalStream` (no control or bidi character reaches the terminal) and
+    SIGINT, SIGTERM and SIGHUP acting as Ctrl-C (:func:`workbench.interrupt.handled`); a failure
+    to write the output is one line on stderr and exit 2 (``| head`` closing the pipe early:
+    exit 0, quietly)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
+    try:
+        with interrupt.handled():
+            code = command()
+        sys.stdout.flush()
+        return code
+    except OutputStreamError as exc:
+        # the buffered rest would fail again when Python flushes at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
+        if isinstance(exc.__cause__, BrokenPipeError):
+            return 0
+        try:
+            print(f"error: cannot write the output: {exc.strerror or exc}", file=streams[1])
+        except OSError:
+            pass
+        return 2
+    finally:
+        sys.stdout, sys.stderr = streams

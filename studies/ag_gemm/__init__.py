@@ -65,7 +65,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from workbench import launcher, procs
+from workbench import collectives, launcher, procs
 from workbench.env import REPO_ROOT
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
@@ -77,6 +77,9 @@ from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null con
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
+# what its page draws beside the generic page (pages/ag_gemm.py): the run's attached traces
+from .analysis import TRACE_KINDS, attachment_spans, merged_ranks, rank_groups  # noqa: F401
+from .spans import ATTACH_KIND as PROGRAMS_KIND  # noqa: F401
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
@@ -85,6 +88,7 @@ SEED = "004_7d53943015c21e67.txt"
 SEED_TITLE = "ROCm/iris PR #346, a fused all-gather + GEMM kernel"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
+RUNS_ON = "2+ NVIDIA GPUs; committed H200 results anywhere"
 KEY_TABLE = "seed_table"
 KEY_CHART = "speedup"
 #: the committed run a page without a run of its own opens on: the benchmark at the most ranks
@@ -139,6 +143,9 @@ SPACE = ParamSpace(
               min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
+        Param("fetch_order", "str", "m", "hbm-buffer: fetch rows M-tile by M-tile (m) or k-group by k-group "
+              "across every peer's M-tiles (k: with wait_per_group, a remote tile starts on its first k-group)",
+              choices=("m", "k")),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
               "kernel: the fused kernel's GEMM and fetch paths on one GPU against cuBLAS",
               choices=("multi-gpu", "kernel")),
@@ -172,7 +179,7 @@ SPACE = ParamSpace(
     headline=("backend", "m", "dtype", "world_size", "providers", "repeat"),
     gpu_only=("interpret", "chunks", "block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag", "stage_layout",
               "num_stages", "num_warps", "programs", "stream_k", "sk_split", "tma", "fetch_evict", "ce_chunks",
-              "wait_per_group", "mode", "emulate", "experiments", "trials"),
+              "wait_per_group", "fetch_order", "mode", "emulate", "experiments", "trials"),
     purposes={
         "smoke": "the tests' gloo run on CPUs: m=64, checks the launcher and the analysis, times nothing of the seed",
         "quick": "the seed's shapes at M=4096 and 16384, fewer samples (2+ GPUs)",
@@ -270,7 +277,7 @@ def requires(params: dict[str, Any]) -> str | None:
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
-                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks")}
+                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks", "fetch_order")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
                                    "timeout_s", "rng_seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
@@ -300,9 +307,15 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     if params["mode"] == "kernel":
         return kernelbench.run(params, ctx)
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
-    got = launcher.launch("studies.ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
+    got = launcher.launch(ID, _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
     out = got.outputs | ({"notes": got.notes} if got.notes else {})
+    if params["backend"] == "nccl":  # the baseline's all-gather: each M and dtype, each rank's M x K / ws
+        ctx.progress(0.96, "the collective library's provenance (a short launch of its own)")
+        dtypes = {"fp16": "float16", "bf16": "bfloat16"}
+        out["collective"] = collectives.probe(
+            [{"op": "all_gather", "numel": m * params["k"] // params["world_size"], "dtype": dtypes[d]}
+             for m in params["m"] for d in params["dtype"]], params["world_size"], ctx)
     if params["interpret"]:
         ctx.progress(0.97, "the fused kernel under Triton's interpreter")
         out["interpreter_check"] = interpreter_check(params)

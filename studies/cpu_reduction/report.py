@@ -7,12 +7,12 @@ import pandas as pd
 
 from workbench import derived
 from workbench.tables import md_table
-from workbench.traces.phases import PHASES
+from workbench.traces.charts import PY_ZONE_COLORS
 from workbench.untrusted import escape as esc
 from workbench.verdict import Finding
 
 from . import profiles
-from .analysis import column_name, key_programs
+from .analysis import CHART_PHASES, column_name, key_programs
 from .plan import GRAIN_SIZE
 from .seed import SEED_MACHINE, SEED_SCALING_MS
 
@@ -21,6 +21,10 @@ SEED_SERIES = {"no-split": "IREE no-split", "c=8 fixed": "IREE c=8 aligned (seed
                "MKL": "torch.sum (seed: MKL)"}
 #: the seed's fork/join figures @32 threads (us), drawn beside the live ones
 SEED_FORKJOIN_US = {"openmp": 13.0, "iree-task": 15.0}
+#: timeline colours by role (:data:`.profiles.ROLES`): Python zones in the colour every trace
+#: view gives them (workbench.traces.charts.PY_ZONE_COLORS)
+ROLE_COLORS = {"python": PY_ZONE_COLORS[1], "dispatch": "#d62728", "wait": "#bbbbbb", "runtime": "#4c78a8"}
+TIMELINE_WIDTH = 620
 
 
 # --- charts ---------------------------------------------------------------------------------------
@@ -106,14 +110,17 @@ def phases_chart(pc: pd.DataFrame):
     y = alt.Y("capture:N", sort=order, title=None, axis=alt.Axis(labelLimit=560))
     bars = alt.Chart(pc).mark_bar().encode(
         y=y, x=alt.X("us:Q", stack="zero", title="us per iteration (an iteration's phases sum to its total)"),
-        color=alt.Color("phase:N", sort=list(PHASES), legend=alt.Legend(orient="bottom", columns=5)),
+        color=alt.Color("phase:N", sort=list(CHART_PHASES), legend=alt.Legend(orient="bottom", columns=4)),
         order=alt.Order("order:Q"), opacity=alt.condition("datum.source == 'seed'", alt.value(0.5), alt.value(1.0)),
         tooltip=["capture", "phase", alt.Tooltip("us:Q", format=".1f"), alt.Tooltip("total_us:Q", format=".1f")])
     totals = alt.Chart(pc.drop_duplicates("capture")).mark_text(align="left", dx=4, fontSize=11).encode(
         y=y, x="total_us:Q", text=alt.Text("total_us:Q", format=".1f"))
     return (bars + totals).properties(
-        title="Phases of one iteration: live (the median steady-state iteration) and the seed's traced one "
-              f"({SEED_MACHINE}, 32 workers, faint)", width=560).properties(autosize=alt.AutoSizeParams(type="pad"))
+        title=alt.TitleParams("Phases of one iteration: live (the median steady-state iteration) and the seed's traced "
+                              f"one ({SEED_MACHINE}, 32 workers, faint)",
+                              subtitle="Python captures: IREE's phases, then the Python binding's part of the call "
+                                       "and the Python iteration outside the call"),
+        width=560).properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
 def grain_chart(g: pd.DataFrame):
@@ -184,22 +191,29 @@ def _sizes_chart(sz: pd.DataFrame):
 
 
 def _timelines(tl: pd.DataFrame) -> dict:
-    import altair as alt
+    """Per capture, its key spans (:func:`.profiles.timeline_table`) on the trace views' timeline:
+    one row per lane and nesting level, the Python zones nested above IREE's on their lane,
+    coloured by role."""
+    from workbench.traces import charts as tcharts
+    from workbench.traces.model import from_columns
 
     out = {}
     tl = tl[tl["kind"] == "span"]
     for cap in tl["capture"].unique():
         d = tl[tl["capture"] == cap]
+        spans = from_columns({"track": d["track"].to_numpy(), "name": d["name"].to_numpy(),
+                              "category": d["role"].to_numpy(),
+                              "start_ns": (d["start_us"] * 1e3).round().to_numpy(dtype="int64"),
+                              "dur_ns": ((d["end_us"] - d["start_us"]) * 1e3).round().to_numpy(dtype="int64"),
+                              "depth": d["level"].to_numpy(dtype="int32")},
+                             source="cpu-reduction", track_order=list(dict.fromkeys(d["track"])))
         key = "timeline_" + "".join(ch for ch in cap.replace(" ", "_") if ch.isalnum() or ch == "_")
-        out[key] = alt.Chart(d).mark_bar(height=10).encode(
-            y=alt.Y("track:N", sort=list(dict.fromkeys(d["track"])), title=None),
-            x=alt.X("start_us:Q", title="us from iteration start"), x2="end_us:Q",
-            color=alt.Color("role:N", scale=alt.Scale(domain=["dispatch", "wait", "runtime"],
-                                                      range=["#d62728", "#bbbbbb", "#4c78a8"])),
-            tooltip=["track", "name", alt.Tooltip("start_us:Q", format=".1f"),
-                     alt.Tooltip("end_us:Q", format=".1f")],
-        ).properties(title=f"Median steady-state iteration, per thread: {cap}", width=560).properties(
-            autosize=alt.AutoSizeParams(type="pad"))
+        out[key] = tcharts.timeline(spans, width=TIMELINE_WIDTH, color_by="category", palette=ROLE_COLORS,
+                                    title=f"Median steady-state iteration, per thread: {cap}",
+                                    note=f"time from {d['origin'].iloc[0]}; " + (
+                                        "Python zones (py.*) nested above IREE's on their thread"
+                                        if (d["role"] != "python").any() else
+                                        "Python zones only: torch has no zones, its OpenMP threads draw no lanes"))
     return out
 
 
@@ -254,6 +268,7 @@ def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
         o = over[(over["capture"] == r["capture"]) & (over["quantity"] == "overhead")].iloc[0]
         out += [Finding(f"IREE's compute share of an iteration ({r['capture']}, {int(r['iterations'])} iterations)", r),
                 Finding(f"IREE's runtime overhead per iteration ({r['capture']})", o)]
+    out += _python_findings(tbls)
     al = _rows(tbls, "alloc")
     one = al[al["w"] == 1].sort_values("n") if len(al) else al
     out += [Finding(f"torch.sum's per-call allocation at w=1, n={int(r['n']):,}", r) for r in one.head(1).to_dict("records")]
@@ -264,6 +279,18 @@ def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
             r = g.iloc[-1].to_dict()
             out.append(Finding(f"{label}'s fork/join, 1 -> {int(r['w'])} workers", r))
     return out
+
+
+def _python_findings(tbls) -> list[Finding]:
+    """The Python path's answer to "in the runtime or around it": IREE's runtime share of a
+    Python iteration in the capture the claim reads (c=8 where captured, most workers)."""
+    ps = _rows(tbls, "python_share")
+    share = ps[ps["quantity"] == "runtime share"] if len(ps) else ps
+    if not len(share):
+        return []
+    r = share.sort_values(["w", "c"], key=lambda c: c == 8 if c.name == "c" else c).iloc[-1].to_dict()
+    return [Finding(f"IREE's runtime share of each Python iteration ({r['capture']}, {int(r['iterations'])} "
+                    f"iterations in Python zones)", r)]
 
 
 # --- report sections ------------------------------------------------------------------------------
@@ -303,7 +330,10 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
             ("forkjoin", "Fork/join: time at w minus time at 1 worker", ["mechanism", "w", "t1_us", "tw_us", "pairing"]),
             ("forkjoin_compare", "Fork/join: IREE's task system over OpenMP", ["w", "openmp_us", "iree_us"]),
             ("python_cost", "IREE's Python cost: iree.runtime call minus iree-benchmark-module",
-             ["c", "split", "w", "python_us", "bench_us"])):
+             ["c", "split", "w", "python_us", "bench_us"]),
+            ("python_share", "In the runtime or around it: the Python side of each call, from Python zones in Tracy "
+                             "(median per steady-state iteration of one capture)",
+             ["capture", "quantity", "iterations"])):
         t = tbls.get(name)
         if t is not None and len(t):
             parts.append(f"## {title}\n\n" + md_table(_rounded(_derived_display(t, context))))

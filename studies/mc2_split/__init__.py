@@ -34,7 +34,7 @@ three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/READM
 
 from __future__ import annotations
 
-from workbench import launcher
+from workbench import collectives, launcher
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 
@@ -49,6 +49,8 @@ from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, charts, findings, report_sections  # noqa: F401
 from .spread import TARGET  # noqa: F401
 from .seed import SEED_FIGURES
+# what its page shows beside the generic page (pages/mc2_split.py): the spread over repeated runs
+from .spread import TARGET_PCT, across_runs, display as spread_display  # noqa: F401
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
@@ -57,6 +59,7 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_TITLE = "Ascend CANN's MC² operator tuning case"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
+RUNS_ON = "gloo on any CPU; NCCL on GPUs"
 
 KEY_TABLE = "key"
 #: what the study holds its figures to (workbench.engine.Target), judged on the CIs
@@ -353,13 +356,19 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     cfg |= {"backend": backend, "dtype": _dtype(params), "providers": params["providers"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
-    got = launcher.launch("studies.mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
+    got = launcher.launch(ID, cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
     by_provider: dict[str, dict] = got.outputs.get("by_provider", {})
     for info in by_provider.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
         model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
         info["planned"] = plan_outputs(params, model, params["contention"], info.get("full"))
-    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_provider": by_provider,
+    live = {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_provider": by_provider,
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
+    if backend == "nccl":  # the serial baseline's library: the full-size all-reduce and the cost points' sizes
+        ctx.progress(0.99, "the collective library's provenance (a short launch of its own)")
+        live["collective"] = collectives.probe(
+            [{"op": "all_reduce", "numel": m * params["n"], "dtype": _dtype(params)}
+             for m in sorted(set(params["points"]) | {params["m"]})], params["world_size"], ctx)
+    return live
 
 

@@ -17,6 +17,9 @@ not use as it stands (0 when nothing): ``malformed_events`` (dropped: unusable t
 unpaired ends, rows of the wrong shape), ``timestamp_overflows`` (dropped: beyond int64 ns),
 ``negative_durations`` (kept with ``dur_ns`` 0: end before start) and ``unclosed_spans`` (kept,
 ending at the last timestamp of the trace or with duration 0, as the importer says).
+
+Lanes keep the source's order, except that a GPU with many streams or queues lists them busiest
+first (:func:`.model.busiest_first`), so the first lanes any view shows hold most of the work.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import pandas as pd
 
 from .base import Format, TraceError
 from .inflate import gunzip_head, max_read_bytes
-from .model import SpanTableError, validate
+from .model import SpanTableError, busiest_first, validate
 
 
 #: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
@@ -163,10 +166,12 @@ def _check_size(p: Path, size: int) -> None:
                                     "file may have (WORKBENCH_TRACE_INFLATE_MAX_MB); nothing was read")
 
 
-def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
+def load(path: str | os.PathLike, args: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a trace file into ``(spans, meta)``; raises :class:`TraceError` on any failure.
 
     ``meta`` always has ``format``, ``path`` and ``clock`` (what ``start_ns`` counts from).
+    ``args=False``: the ``args`` column may be left empty (None) where that makes reading faster
+    and smaller (Chrome JSON): for outputs that never show the events' args.
     """
     p = Path(path)
     if not p.is_file():
@@ -184,8 +189,9 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                                     f"(supported: {', '.join(f.id for f in formats())})")
     try:
         with _gc_paused():
-            df, meta = mod.load(p)
+            df, meta = mod.load(p, args=False) if not args and getattr(mod, "ARGS_OPTIONAL", False) else mod.load(p)
         validate(df)
+        df = busiest_first(df)
     except TraceError:
         raise
     except SpanTableError as exc:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from . import Format, TraceError
-from .model import KERNEL, concat, from_columns, with_depth
+from .model import KERNEL, concat, from_columns, sort_rows, with_depth
 from .sqlite import SQLITE_MAGIC, Database
 
 FORMAT = "nsys-sqlite"
@@ -108,7 +108,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     unclosed = sum(int(t.attrs.get("unclosed", 0)) for t in parts)
     df = concat(parts)
     df["track"] = df["track"].cat.set_categories(_lane_order(df["track"].cat.categories), ordered=True)
-    df = with_depth(df)
+    df = with_depth(sort_rows(df))  # the export's row order means nothing (sort_rows)
     meta: dict[str, Any] = {"clock": "ns from the nsys session start", "export_schema_version": version,
                             "tables": sorted(t for t in tables.values() if t), "export": export,
                             "negative_durations": negative, "unclosed_spans": unclosed}
@@ -228,7 +228,7 @@ def _gpu_activity(db: Database, table: str | None, names: _Names, category: str)
     args = [dict(zip(present, row)) or None for row in df[present].itertuples(index=False, name=None)] if present \
         else [None] * len(df)
     dev, stream = df.get("deviceId", pd.Series([None] * len(df))), df.get("streamId", pd.Series([None] * len(df)))
-    return _table(df, process=[f"GPU {d}" for d in dev], track=[f"GPU {d} stream {s}" for d, s in zip(dev, stream)],
+    return _table(df, process=[f"GPU {d}" for d in dev], track=[f"GPU {d} · stream {s}" for d, s in zip(dev, stream)],
                   device=dev.tolist(), stream=stream.tolist(), name=label, category=[category] * len(df),
                   correlation=df.get("correlationId", pd.Series([None] * len(df))).tolist(), args=args)
 

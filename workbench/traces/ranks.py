@@ -166,10 +166,11 @@ def _relabel(t: pd.DataFrame, rank: int, shift: int) -> pd.DataFrame:
     return out
 
 
-def load_ranks(paths: Sequence[str], align: str = "auto", marker: str | None = None
+def load_ranks(paths: Sequence[str], align: str = "auto", marker: str | None = None, args: bool = True
                ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """:func:`merge` of trace files (raises ``TraceError`` for an unreadable one)."""
-    loaded = [load(p) for p in paths]
+    """:func:`merge` of trace files (raises ``TraceError`` for an unreadable one); ``args`` as
+    :func:`workbench.traces.load` takes it."""
+    loaded = [load(p, args=args) for p in paths]
     return merge(loaded, align=align, marker=marker, names=[Path(p).name for p in paths])
 
 

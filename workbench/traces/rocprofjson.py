@@ -145,7 +145,7 @@ def _entry(entry: dict, rows: _Rows, prefix: str, name: str) -> None:
         dev = gpu.get(_handle(info.get("agent_id")))
         stream = _handle(rec.get("stream_id"))
         lane, q = ("stream", stream) if stream is not None else ("queue", _handle(info.get("queue_id")))
-        rows.add(rec, process=proc, track=f"{prefix}GPU {dev} {lane} {q}", device=dev, stream=q,
+        rows.add(rec, process=proc, track=f"{prefix}GPU {dev} · {lane} {q}", device=dev, stream=q,
                  name=kernels.get(info.get("kernel_id"), f"kernel {info.get('kernel_id')}"), category=KERNEL,
                  args={"thread_id": rec.get("thread_id"), "dispatch_id": info.get("dispatch_id"),
                        "grid": _xyz(info.get("grid_size")), "workgroup": _xyz(info.get("workgroup_size"))})
@@ -154,7 +154,7 @@ def _entry(entry: dict, rows: _Rows, prefix: str, name: str) -> None:
         op = _op(ops, rec.get("kind"), rec.get("operation")) or ""
         label = "Memcpy PtoP" if src is not None and dst is not None and src != dst else copy_name(op)
         dev = dst if dst is not None else src
-        rows.add(rec, process=proc, track=f"{prefix}GPU {dev} copies" if dev is not None else f"{prefix}copies",
+        rows.add(rec, process=proc, track=f"{prefix}GPU {dev} · copies" if dev is not None else f"{prefix}copies",
                  device=dev, name=label, category="gpu_memcpy",
                  args={"bytes": rec.get("bytes"), "direction": op, "src_gpu": src, "dst_gpu": dst})
     for key, category in _API.items():
