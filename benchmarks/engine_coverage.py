@@ -87,6 +87,41 @@ def case_blocks(reps: int, tau: float, nulls: int, n: int, bad: float = 1.0) -> 
     return out
 
 
+def _kinds(rng, ratio: float, n: int = 10, quiet: float = 0.005, loud: float = 0.25):
+    """Calibration's shape: two clock reads and two fork/joins, each with its A/A twin, and a
+    compared pair of fork/joins, every variant a block of its own; fork/joins drift between
+    blocks by ``loud``, clock reads by ``quiet``."""
+    vs, b = [], 0
+
+    def block(name, true, tau, kind, **params):
+        nonlocal b
+        b += 1
+        x = true * np.exp(rng.normal(0, tau / np.sqrt(2))) * np.exp(rng.normal(0, 0.02, n))
+        return _v(name, x, [b] * n, kind=kind, **params)
+
+    for name, kind, tau in (("c1", "clock", quiet), ("c2", "clock", quiet), ("w1", "forkjoin", loud),
+                            ("w2", "forkjoin", loud)):
+        vs += [block(name, 1e4, tau, kind), block(f"aa:{name}", 1e4, tau, kind, twin_of=name)]
+    vs += [block("a", 1e4, loud, "forkjoin"), block("b", 1e4 * ratio, loud, "forkjoin")]
+    return _rec(vs)
+
+
+def case_kinds(reps: int) -> dict[str, Tally]:
+    """Nulls of two kinds that drift apart by different amounts (a fork/join 25%, a clock read
+    0.5%): fork/joins compared with their kind's drift (declared), and, refused, with the drift
+    pooled over every null."""
+    kinds = engine.Nulls(twins="again / first", kind=lambda p: p["kind"])
+    out = {"A/A": Tally(), "1.50x": Tally(), "refused: pooled drift, A/A": Tally()}
+    rng = np.random.default_rng(7)
+    for _ in range(reps):
+        for label, ratio in (("A/A", 1.0), ("1.50x", 1.5)):
+            rec = _kinds(rng, ratio)
+            out[label].add(engine.Evidence(rec, kinds).ratio("a", "b", "b / a"), ratio, ratio == 1.0)
+            if ratio == 1.0:
+                out["refused: pooled drift, A/A"].add(engine.Evidence(rec, TWINS).ratio("a", "b", "b / a"), 1.0, True)
+    return out
+
+
 def case_paired(reps: int, n: int, round_sd: float = 0.10, noise: float = 0.02) -> dict[str, Tally]:
     """Two variants timed in the same n rounds, a drift of ``round_sd`` shared by both in each
     round: an A/A pair and a 1.20x one (the order-statistic interval of per-round ratios)."""
@@ -156,6 +191,8 @@ CASES = {
                  dict(tau=0.03, nulls=0, n=10)),
     "a null that is not": ("drift 3%, 5 twins, one a real 0.61x effect", case_blocks,
                            dict(tau=0.03, nulls=5, n=10, bad=0.61)),
+    "kinds": ("nulls of two kinds (fork/join drift 25%, clock 0.5%), 2 of each; two fork/joins compared",
+              case_kinds, dict()),
     "paired 5 rounds": ("paired by round, 5 rounds (t interval: no 95% interval of a median exists)", case_paired,
                         dict(n=5)),
     "paired 6 rounds": ("paired by round, 6 rounds, round drift 10%", case_paired, dict(n=6)),

@@ -235,13 +235,16 @@ def magnitude(claim: Claim, res: ClaimResult) -> tuple[str, str]:
     if not figures:
         return NOT_COMPARED, ""
     lo, hi = seed.window
-    tol = f" (within its tolerance, {lo:g} to {hi:g})" if hi > lo else ""
     missed = [d for d in figures if not (lo <= d.hi and d.lo <= hi)]
     if not missed:
         cis = "; ".join(fmt_derived(d, status=False) for d in figures)
-        return IN_CI, f"the seed's {seed.label} lies in the live CI{'s' if len(figures) > 1 else ''} {cis}{tol}"
+        plural = "s" if len(figures) > 1 else ""
+        if all(d.lo <= seed.value <= d.hi for d in figures):
+            return IN_CI, f"the seed's {seed.label} lies in the live CI{plural} {cis}"
+        return IN_CI, f"the seed's {seed.label} lies within its tolerance ({lo:g} to {hi:g}) of the live CI{plural} {cis}"
     cis = "; ".join(fmt_derived(d, status=False) for d in missed[:3])
     which = "" if len(figures) == 1 else f" of {len(missed)} of {len(figures)} figures"
+    tol = f", even with its tolerance ({lo:g} to {hi:g})" if hi > lo else ""
     return OUTSIDE_CI, f"the seed's {seed.label} is outside the live CI{which} {cis}{tol}"
 
 

@@ -95,11 +95,14 @@ def _sentence(text: str) -> str:
 
 def moved_nulls(tables: Mapping[str, pd.DataFrame]) -> list[Derived]:
     """The run's null controls that are clearly not null (a variant that disagrees with its own
-    A/A twin beyond its CI), most different first."""
+    A/A twin beyond the bound of all the run's nulls together, so the engine left it out of
+    the drift), most different first. One clear at 95% alone is expected of 1 in 20 true
+    nulls: the nulls table shows it, the verdict does not lead with it."""
     nulls = tables.get("nulls")
     if nulls is None or not len(nulls):
         return []
-    rows = [item(r) for r in nulls.to_dict("records") if r.get("status") == "clear"]
+    rows = [item(r) for r in nulls.to_dict("records")
+            if r.get("status") == "clear" and "left out of the drift" in str(r.get("why", ""))]
     return sorted(rows, key=lambda d: -abs(math.log(d.point)) if d.point > 0 else 0.0)
 
 
@@ -120,7 +123,7 @@ def _loaded(rec, disturbance: Sequence[str]) -> str:
     notes = [n for n in machine_load.variant_notes(rec) if n]
     if notes:
         return f"{len(notes)} of {len(rec.variants)} variants"
-    return "the whole run" if disturbance else ""
+    return "the whole run" if disturbance or machine_load.run_note(rec) else ""
 
 
 def write(rec, tables: Mapping[str, pd.DataFrame], findings: Sequence[Finding], claims: pd.DataFrame | None,
@@ -130,7 +133,7 @@ def write(rec, tables: Mapping[str, pd.DataFrame], findings: Sequence[Finding], 
     failed = [v.variant for v in rec.variants if not v.correct]
     fails = (f"{len(failed)} variant(s) FAILED their check (times not counted): " + escape(", ".join(failed[:6]))
              + (", ..." if len(failed) > 6 else "")) if failed else ""
-    if not checked and not any(f.derived is None for f in findings):
+    if not checked and not findings:  # a run of captures alone (a profile) has findings, no variant
         return _sentence(f"This run shows nothing: no variant passed its check ({len(failed)} failed)"
                          if failed else "This run shows nothing: it measured no variant")
     bullets: list[str] = []

@@ -251,6 +251,28 @@ def test_home_states_this_machines_floor_with_its_ci(store):
     assert "empty-call 32 ns (95% CI" in floor and "forkjoin/w1 42 us" in floor and "perf-counter" not in floor
 
 
+def test_home_floor_is_the_quietest_complete_run_and_says_when_it_was_disturbed(store):
+    """Issue 41: the floor showed a run of 5 threads on 2 CPUs, unflagged. It is the quietest
+    complete run of this machine, and a disturbed one says so."""
+    from workbench import env
+
+    def run(run_id, load):
+        rec = _canned(store, run_id=run_id)
+        rec.env = dict(rec.env, fingerprint=env.capture()["fingerprint"])
+        for v in rec.variants:
+            v.extra = {"load": {"loadavg_1m": load}}
+        store.delete(run_id)  # saved by _canned without its fingerprint and load
+        store.save(rec)
+
+    run("20260101-000003-calibration-dddddd", 9.0)  # newest, loaded: 9 on 2 CPUs
+    run("20260101-000002-calibration-cccccc", 0.3)
+    floor = next(m.value for m in _page("home.py").run().markdown if m.value.startswith("**Floor on this machine**"))
+    assert "cccccc" in floor and "the quietest of 2" in floor and "Disturbed" not in floor, floor
+    store.delete("20260101-000002-calibration-cccccc")
+    floor = next(m.value for m in _page("home.py").run().markdown if m.value.startswith("**Floor on this machine**"))
+    assert "dddddd" in floor and "**Disturbed:**" in floor, floor
+
+
 def test_compare_with_draws_the_forest_plot_of_another_run_of_the_study(store):
     _canned(store, "20260101-000000-calibration-aaaaaa")
     _canned(store, "20260101-000001-calibration-bbbbbb", samples=(20.0, 21.0, 22.0, 23.0, 24.0))

@@ -87,6 +87,40 @@ def test_a_null_that_is_not_null_is_reported_and_left_out_of_the_drift():
     assert "1 left out: clearly not null" in ev.drift.text()
 
 
+def _kinds_run(rng, quiet_sd: float = 0.005, loud_sd: float = 0.25, n: int = 10, effect: float = 1.0):
+    """Two clock reads and two fork/joins, each with its A/A twin, each in a block of its own: the
+    fork/joins drift between blocks by ``loud_sd``, the clock reads by ``quiet_sd``; ``w2`` takes
+    ``effect`` times ``w1``'s time."""
+    blk = iter(range(10_000))
+    vs = []
+    for name, kind, true, sd in (("c1", "clock", 50.0, quiet_sd), ("c2", "clock", 60.0, quiet_sd),
+                                 ("w1", "forkjoin", 20e3, loud_sd), ("w2", "forkjoin", 20e3 * effect, loud_sd)):
+        for variant, extra in ((name, {}), (f"aa:{name}", {"twin_of": name})):
+            x = true * np.exp(rng.normal(0, sd / np.sqrt(2))) * (1 + rng.normal(0, 0.01, n))
+            vs.append(_v(variant, x, [next(blk)] * n, kind=kind, **extra))
+    return _rec(vs, cpus=16)
+
+
+def test_nulls_of_another_kind_do_not_judge_a_null_nor_set_its_kinds_drift():
+    """On a quiet 16-CPU host 10.9% of calibration's fork/join twins were called clear against
+    the pooled drift of its clock and empty-call twins: a thread's fork/join drifts between
+    blocks far more. Declared kinds: a null is judged only against nulls of its kind, and a
+    comparison of two fork/joins takes the fork/joins' drift."""
+    pooled = kinds = 0
+    for seed in range(60):
+        rec = _kinds_run(np.random.default_rng(seed))
+        pooled += sum(d.status == "clear" for d in engine.Evidence(rec, TWINS).null_rows)
+        ev = engine.Evidence(rec, engine.Nulls(twins="again / first", kind=lambda p: p["kind"]))
+        kinds += sum(d.status == "clear" for d in ev.null_rows)
+        assert ev.drift_between(ev.side("w1"), ev.side("w2")) is ev.kind_drift["forkjoin"]
+        assert ev.drift_between(ev.side("c1"), ev.side("w2")) is ev.drift
+    assert pooled >= 12 and kinds == 0, (pooled, kinds)  # two nulls of a kind: neither is "not a null"
+    ev = engine.Evidence(_kinds_run(np.random.default_rng(0)), engine.Nulls(twins="again / first",
+                                                                         kind=lambda p: p["kind"]))
+    assert list(ev.level_tables()["drift"]["kind"]) == ["", "clock", "forkjoin"]
+    assert ev.kind_drift["forkjoin"].pct > 5 * ev.kind_drift["clock"].pct
+
+
 def test_nulls_that_share_blocks_count_as_the_blocks_they_span():
     """Two nulls of the same two blocks are one contrast; k nulls against one common block are
     k (their blocks less one): the t's degrees of freedom count what is independent."""
@@ -260,3 +294,22 @@ def test_variants_pair_by_the_rounds_they_share_and_old_runs_by_position():
     assert ev.ratio("a", "b", "r").n_a == 3  # rounds 0, 2, 3
     old = engine.Evidence(_rec([_v("x", [1.0, 2.0]), _v("y", [3.0, 4.0])]))
     assert not old.share_rounds("x", "y") and old.share_rounds("x", "y", interleaved=True)
+
+
+def test_a_variant_off_its_own_twin_is_named_first_in_the_verdict():
+    """Issue 41: a variant that disagrees with its own A/A twin beyond the run's nulls leads the
+    verdict; a quiet run whose nulls agree does not lead with them."""
+    from workbench import verdict
+
+    rec = _blocks_run(np.random.default_rng(2), 0.03, nulls=5, n=20)
+    rec.env["cpu_logical"] = 64  # no load rule here: a quiet machine
+    rec.variants[1].samples_ns = [x * 0.61 for x in rec.variants[1].samples_ns]
+    ev = engine.Evidence(rec, TWINS)
+    text = verdict.write(rec, ev.level_tables(), [verdict.Finding("b / a", ev.ratio("a", "b", "b / a"))], None, [])
+    assert text.startswith("p0 disagrees with its own A/A twin beyond its CI (0.6"), text
+    assert "this run's blocks moved" in text.splitlines()[0]
+    quiet = _blocks_run(np.random.default_rng(3), 0.03, nulls=5, n=20)
+    quiet.env["cpu_logical"] = 64
+    ev = engine.Evidence(quiet, TWINS)
+    text = verdict.write(quiet, ev.level_tables(), [verdict.Finding("b / a", ev.ratio("a", "b", "b / a"))], None, [])
+    assert text.startswith("This run does not settle b / a: ") and "A/A" not in text, text

@@ -56,8 +56,10 @@ EXPECTED = {
         "000-c8-c2-same-wallclock": "inconclusive", "000-forkjoin-comparable": NT, "000-in-the-runtime": NT},
     "seed-c8-shapes-32cpu.bundle.json": {c.id: NT for c in study.SEED_CLAIMS},
     # the workbench's 2-CPU machine, Python zones at 1 worker: IREE's runtime takes about three
-    # quarters of a Python iteration; every many-worker claim needs more workers
-    "python-zones-2cpu.bundle.json": {c.id: NT for c in study.SEED_CLAIMS} | {"000-in-the-runtime": "holds"},
+    # quarters of a Python iteration (73.8% [72.1, 75.7]), but the run was measured under load
+    # (load average 7.5 on 2 CPUs): inconclusive (issue 41's load rule); every many-worker claim
+    # needs more workers
+    "python-zones-2cpu.bundle.json": {c.id: NT for c in study.SEED_CLAIMS} | {"000-in-the-runtime": "inconclusive"},
 }
 
 
