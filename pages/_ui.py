@@ -41,7 +41,8 @@ from workbench.env import REPO_ROOT, summary_line
 from workbench.record import RunRecord
 from workbench.store import Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
-from workbench.tables import MISSING, key_columns, md_table, number_formats, results_display, variants_table
+from workbench.tables import (MISSING, header_text, key_columns, md_table, number_formats, readable,
+                              results_display, variants_table)
 from workbench.untrusted import escape, safe_stem
 
 #: rows a table shows before it scrolls (the page stays a few screens tall)
@@ -135,6 +136,8 @@ def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[s
     if df is None or len(df.columns) == 0:
         st.caption("(no rows)")
         return
+    df = readable(df)  # units by magnitude, a derived figure in one column, headers in words
+    first = tuple(header_text(c) for c in first)
     cols, constant = (list(map(str, df.columns)), {}) if len(df.columns) <= max_columns else \
         key_columns(df, max_columns, first)
     full = len(cols) < len(df.columns) and st.toggle(f"All {len(df.columns)} columns", key=f"{key}:all")
