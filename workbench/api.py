@@ -17,7 +17,8 @@
 
     wb.runs("cpu-reduction")                       # DataFrame: stored and committed runs, newest first
     old = wb.load("20261121-080417-mc2-split-568a86")   # a run id, a prefix, "latest" or a bundle file
-    wb.compare(old, run)                           # B against A: diffs, per-variant verdicts
+    wb.compare(old, run)                           # B against A: diffs, per-variant verdicts (A = B refused)
+    wb.compare(old, run).regressions("2%")         # variants clearly slower than A by more than 2%
     wb.ab("calibration", a={"threads": 1}, b={"threads": 2}, both={"repeat": 10})  # interleaved A/B
 
     spans = wb.trace("traces/examples/iree_sum_c8_50it.tracy")   # any supported format
@@ -60,7 +61,7 @@ from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
 from .analysis import Analysis, analyse, charts_of
 from .catalog import ORIGINS, Catalog, Header, find_run
-from .cli import plain_block, summary_text
+from .cli import summary_text
 from .outfile import OutputError
 from .record import RunRecord
 from .registry import get, registry
@@ -248,7 +249,7 @@ def compare(a: Run | str | os.PathLike, b: Run | str | os.PathLike, store: Store
     noise of the A/A runs of this configuration in the store and the committed bundles."""
     run_a, run_b = _run_of(a, store), _run_of(b, store)
     catalog, _ = _catalog(store)
-    history = comparison.history(run_a.record, run_b.record, catalog.store, catalog.committed(run_a.record.study))
+    history = comparison.history_in(run_a.record, run_b.record, catalog)
     try:
         return Comparison(comparison.compare_runs(run_a.record, run_b.record, history), run_a, run_b)
     except comparison.CompareError as exc:
@@ -448,14 +449,29 @@ class Comparison:
         return pd.DataFrame(self.data["env_diff"], columns=["key", "a", "b"])
 
     def markdown(self) -> str:
-        """The comparison as the CLI prints it and the Runs page downloads it."""
+        """The comparison as GitHub Markdown (``compare --format md``; the Runs page's download)."""
         return comparison.markdown(self.data)
+
+    def regressions(self, threshold: float | str = 0.0) -> pd.DataFrame:
+        """The variants clearly slower than A by more than ``threshold`` (``0.02`` or ``"2%"``):
+        the comparison calls them slower and their B/A CI lies above 1 + ``threshold``
+        (``compare A B --fail-above 2%`` exits 1 on any; :func:`workbench.comparison.regressions`).
+        Columns ``variant, ratio, ci_lo, ci_hi, verdict``; empty when there is none."""
+        try:
+            t = comparison.parse_threshold(threshold)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        rows = comparison.regressions(self.data, t)
+        return pd.DataFrame([{"variant": r["variant"], "ratio": r["ratio"], "ci_lo": r["ci"][0], "ci_hi": r["ci"][1],
+                              "verdict": r["verdict"]} for r in rows],
+                            columns=["variant", "ratio", "ci_lo", "ci_hi", "verdict"])
 
     def __repr__(self) -> str:
         return f"<Comparison {self.b.id} (B) against {self.a.id} (A)>"
 
     def __str__(self) -> str:
-        return plain_block(self.markdown())
+        """The terminal table ``python -m workbench compare`` prints."""
+        return comparison.terminal(self.data)
 
     def _repr_markdown_(self) -> str:
         return self.markdown()

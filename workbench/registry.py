@@ -20,8 +20,6 @@ from types import ModuleType
 
 import studies
 
-from .claims import check_claims
-
 REQUIRED_ATTRS = ("ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "requires", "run", "analyze", "charts")
 #: extra packages of studies (comma-separated import names)
 PACKAGES_ENV = "WORKBENCH_STUDY_PACKAGES"
@@ -36,6 +34,8 @@ def check_module(mod: ModuleType) -> None:
         raise ImportError(f"study {mod.ID} must declare 'smoke' and 'quick' presets")
     if not (mod.__doc__ or "").strip():
         raise ImportError(f"study module {mod.__name__} needs a docstring stating its question")
+    from .claims import check_claims  # pandas: only once studies are loaded, not for a CLI's error line
+
     check_claims(mod)
     for name in ("KEY_TABLE", "KEY_CHART"):
         if not isinstance(getattr(mod, name, ""), str):
@@ -72,8 +72,29 @@ def registry() -> dict[str, ModuleType]:
     return _CACHE[extra]
 
 
+def study_ids() -> list[str]:
+    """The ids of the studies, from their module names alone (``cpu_reduction`` is
+    ``cpu-reduction``; a test keeps the two in step): what an unknown id is told against without
+    importing every study and its dependencies (a second or more), so a typo gets its line at once."""
+    extra = os.environ.get(PACKAGES_ENV, "")
+    if extra in _CACHE:
+        return sorted(_CACHE[extra])
+    return sorted(info.name.replace("_", "-") for package in _packages(extra)
+                  for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
+
+
+def unknown_study(study_id: str) -> str:
+    """The line for an id that names no study: the closest one, then the known ones."""
+    from .names import did_you_mean
+
+    known = study_ids()
+    return f"unknown study {study_id!r}{did_you_mean(study_id, known)}; the studies: {', '.join(known)}"
+
+
 def get(study_id: str) -> ModuleType:
+    if study_id not in study_ids():
+        raise KeyError(unknown_study(study_id))
     reg = registry()
     if study_id not in reg:
-        raise KeyError(f"unknown study {study_id!r}; known: {', '.join(sorted(reg))}")
+        raise KeyError(unknown_study(study_id))
     return reg[study_id]

@@ -127,13 +127,15 @@ def ci_decimals(point: float, lo: float, hi: float) -> int:
     return max(0, min(6, max(need, default=0)))
 
 
-def fmt_ci(point: float, lo: float, hi: float, unit: str = "ns", decimals: int | None = None) -> str:
+def fmt_ci(point: float, lo: float, hi: float, unit: str = "ns", decimals: int | None = None,
+           shown: str | None = None) -> str:
     """``1.22 s [1.10, 1.31]``: the point and its 95% CI, all three in the point's unit (raised
-    while a bound would read :data:`MAX_READING` or more); ``decimals`` by default enough for
-    two significant digits of the point and of the CI's width."""
+    while a bound would read :data:`MAX_READING` or more; ``shown`` fixes it, e.g. the unit of
+    a row); ``decimals`` by default enough for two significant digits of the point and of the
+    CI's width."""
     if not _finite(point):
         return "n/a"
-    to = pick([point, lo, hi], unit, typical=point) if kind_of(unit) else unit
+    to = shown or (pick([point, lo, hi], unit, typical=point) if kind_of(unit) else unit)
     p, l, h = ((convert(v, unit, to) if kind_of(unit) and _finite(v) else v) for v in (point, lo, hi))
     dec = ci_decimals(p, l, h) if decimals is None else decimals
     text = lambda v: "0" if v == 0 else (f"{v:,.{dec}f}" if _finite(v) else "n/a")  # noqa: E731

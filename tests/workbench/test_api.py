@@ -160,7 +160,7 @@ def test_a_bundle_needs_no_store(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "none" / "results.sqlite"))
     run = wb.load(ROOT / "traces/cpu-reduction/many-core-16cpu.bundle.json")
     assert run.study == "cpu-reduction" and len(run.claims) and "holds" in set(run.claims["status"])
-    with pytest.raises(wb.BadInput, match=r"no run with id 'nope' in the committed bundles \(no results store at"):
+    with pytest.raises(wb.BadInput, match=r"no run with id 'nope' in the committed bundles; no results store at"):
         wb.load("nope")
 
 
