@@ -8,6 +8,7 @@ list every file of ``pages/`` until this script first ran.
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import streamlit as st
 
@@ -49,11 +50,40 @@ def _pages():
     return {"Workbench": tools, "Studies": studies}
 
 
+def _requested_path() -> str:
+    """The path the browser asked for (``cpu-reduction`` of ``/cpu-reduction?run=...``)."""
+    try:
+        return urlparse(st.context.url or "").path.strip("/")
+    except Exception:  # noqa: BLE001 - no browser context (AppTest, bare mode)
+        return ""
+
+
+def _unknown_path(nav) -> None:
+    """A path that names no page opens Home, and said nothing: a study's id (``/cpu-reduction``,
+    the spelling the CLI and the docs use) goes to its page, with the URL's query; anything
+    else says on Home that there is no such page and which one it may have meant."""
+    from pages._ui import APP_PAGES
+
+    from workbench.names import did_you_mean
+    from workbench.untrusted import escape
+
+    asked = _requested_path()
+    if not asked or asked == nav.url_path or "/" in asked:
+        return
+    wanted = asked.replace("_", "-")
+    if wanted in APP_PAGES:
+        st.switch_page(APP_PAGES[wanted], query_params=dict(st.query_params))
+    known = list(APP_PAGES) + ["runs", "traces"]
+    st.warning(escape(f"There is no page at /{asked}{did_you_mean(wanted, known)}: this is Home."))
+
+
 try:
     nav = st.navigation(_pages())
 except ImportError as exc:  # a broken study module must be loud, but not a raw traceback
     st.error(f"A study module failed to load: {exc}")
     st.stop()
+if nav.url_path == "":  # the default page: the browser may have asked for another
+    _unknown_path(nav)
 if nav.url_path != TRACES.url_path:  # another page: what the Traces page held goes
     from pages._ui import release_uploads
 

@@ -16,6 +16,7 @@
     run.export("run.bundle.json")                  # the result bundle
 
     wb.runs("cpu-reduction")                       # DataFrame: stored and committed runs, newest first
+    wb.default_run("ag-gemm")                      # the run its page opens on (a committed one on a CPU machine)
     old = wb.load("20261121-080417-mc2-split-568a86")   # a run id, a prefix, "latest" or a bundle file
     wb.compare(old, run)                           # B against A: diffs, per-variant verdicts (A = B refused)
     wb.compare(old, run).regressions("2%")         # variants clearly slower than A by more than 2%
@@ -61,7 +62,9 @@ from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
 from .analysis import Analysis, analyse, charts_of
 from .catalog import ORIGINS, Catalog, Header, find_run
+from .catalog import default_run as default_run_of
 from .cli import summary_text
+from .names import seed_title
 from .outfile import OutputError
 from .record import RunRecord
 from .registry import get, registry
@@ -118,8 +121,10 @@ class Interrupted(KeyboardInterrupt):
 
 
 def studies() -> pd.DataFrame:
-    """Every study: ``id``, ``title``, ``seed``, ``summary``, its ``knobs`` and ``presets``."""
-    return pd.DataFrame([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "summary": m.SEED_SUMMARY,
+    """Every study: ``id``, ``title``, ``seed`` (its title; ``seed_file`` its file), ``summary``, its
+    ``knobs`` and ``presets``."""
+    return pd.DataFrame([{"id": m.ID, "title": m.TITLE, "seed": seed_title(m), "seed_file": m.SEED,
+                          "summary": m.SEED_SUMMARY,
                           "knobs": m.SPACE.names, "presets": list(m.SPACE.presets)} for m in registry().values()])
 
 
@@ -225,6 +230,24 @@ def runs(study: str | None = None, origin: str | None = None, store: StorePath =
         raise BadInput(str(exc)) from None
     return pd.DataFrame([h.to_json() for h in headers if origin is None or h.origin == origin],
                         columns=[f.name for f in fields(Header)])
+
+
+def default_run(study: str, store: StorePath = None) -> Run | None:
+    """The run the study's page opens on (:func:`workbench.catalog.default_run`): this machine's
+    newest complete run with every check passed that can answer the seed's questions, else the
+    study's committed headline run, else the newest run there is; None when the study has no run
+    at all. A study notebook opens on it, so the notebook and the page show the same run."""
+    from . import env
+
+    mod = study_module(study)
+    catalog, _ = _catalog(store)
+    try:
+        head = default_run_of(catalog.headers(study=mod.ID), mod, env.capture()["fingerprint"])
+        return None if head is None else Run(catalog.load(head.run_id), mod)
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    except KeyError as exc:
+        raise BadInput(exc.args[0]) from None
 
 
 def load(ref: str | os.PathLike, store: StorePath = None) -> Run:

@@ -147,9 +147,23 @@ def upgraded(study_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return study.SPACE.upgrade(params) if study is not None and isinstance(params, dict) else params
 
 
+def on_gpu(study_id: str, params: Any) -> bool:
+    """Whether a run of ``study_id`` with ``params`` used GPUs: the study's ``runs_on_gpu(params)``
+    where it declares one (cpu-reduction: never; mc2-split: not with gloo), else True (its
+    machine is named by its GPUs where it has any)."""
+    hook = getattr(registry().get(study_id), "runs_on_gpu", None)
+    if hook is None or not isinstance(params, dict):
+        return True
+    try:
+        return bool(hook(params))
+    except (TypeError, ValueError, KeyError):  # a bundle's parameters of another shape
+        return True
+
+
 def header_of(rec: RunRecord, source: str = "") -> Header:
     return Header(run_id=rec.run_id, study=rec.study, status=rec.status, created_utc=rec.created_utc,
-                  machine=machine_label(rec.env), origin=origin_kind(rec.origin), source=source or rec.origin,
+                  machine=machine_label(rec.env, on_gpu(rec.study, rec.params)), origin=origin_kind(rec.origin),
+                  source=source or rec.origin,
                   params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants),
                   fingerprint=str(rec.env.get("fingerprint") or ""), finished_utc=rec.finished_utc or "")
 

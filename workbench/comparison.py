@@ -218,12 +218,13 @@ def _row(name: str, verdict: str, **kw) -> dict[str, Any]:
 
 
 def _medians(xa: np.ndarray, xb: np.ndarray, rng) -> dict[str, Any]:
-    """Each side's sample count, median and the median's 95% percentile-bootstrap CI."""
+    """Each side's sample count, median and the median's 95% CI: the run's own
+    (:func:`workbench.stats.median_ci`, seeded), so a run's median reads with the same CI in a
+    comparison as on its page, in its report and in ``run``'s table."""
     def one(x: np.ndarray) -> tuple[float, list[float]]:
         if x.size < 2:
             return (float(np.median(x)) if x.size else _NAN), [_NAN, _NAN]
-        boot = stats.resampled_medians(x, RESAMPLES, rng)
-        return float(np.median(x)), [float(q) for q in np.quantile(boot, [ALPHA / 2, 1 - ALPHA / 2])]
+        return float(np.median(x)), [float(q) for q in stats.median_ci(x, 1 - ALPHA)]
 
     (ma, ca), (mb, cb) = one(xa), one(xb)
     return dict(n_a=int(xa.size), n_b=int(xb.size), median_a=ma, median_b=mb, median_a_ci=ca, median_b_ci=cb)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import time
 from typing import Any
 
@@ -37,6 +38,8 @@ from .untrusted import escape
 HEAD_ROWS = 30
 #: pixels of a chart drawn as a static image where its spec says "as wide as the page"
 STATIC_WIDTH_PX = 900
+#: the largest Vega-Lite spec a chart's output carries (beyond it, only its PNG)
+SPEC_MAX_BYTES = 200_000
 #: seconds between two redraws of a progress bar (each is a message to the front end)
 PROGRESS_EVERY_S = 0.25
 
@@ -61,7 +64,14 @@ class ChartView:
         return self._png
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        bundle: dict[str, Any] = {VEGALITE_MIME: self.chart.to_dict(), "text/plain": f"<chart {self.name}>"}
+        bundle: dict[str, Any] = {"text/plain": f"<chart {self.name}>"}
+        spec = self.chart.to_dict()
+        # a spec with thousands of rows of data (a trace's timeline: 1.6 MB) would make every
+        # notebook that shows it megabytes: the PNG alone leaves then, .chart keeps the spec
+        if len(json.dumps(spec, separators=(",", ":"))) <= SPEC_MAX_BYTES:
+            bundle[VEGALITE_MIME] = spec
+        else:
+            bundle["text/plain"] += " (a picture: its interactive spec is too large for a notebook; .chart has it)"
         png = self.png()
         if png is not None:
             bundle["image/png"] = base64.b64encode(png).decode()
@@ -134,7 +144,7 @@ def run_head_html(a: Analysis, charts: Charts, key_chart: bool = True) -> str:
     rest += [f"> {escape(e)}" for e in a.errors]
     key_table, key = report.key_names(a, charts)
     if key_table:
-        rest.append(f"**{escape(key_table)}**\n\n" + report.narrow_table(a.tables[key_table], HEAD_ROWS))
+        rest.append(f"**{report.table_title(a, key_table)}**\n\n" + report.narrow_table(a.tables[key_table], HEAD_ROWS))
     else:
         rest.append("**Results**\n\n" + report.narrow_table(results_display(a.results), HEAD_ROWS))
     parts.append(report.md_to_html("\n\n".join(rest)))

@@ -13,6 +13,7 @@ presets, run ids).
 from __future__ import annotations
 
 import difflib
+import re
 from types import ModuleType
 from typing import Any, Iterable
 
@@ -31,11 +32,29 @@ def words(name: Any) -> str:
     return text[:1].upper() + text[1:] if text else str(name)
 
 
-def title(study: ModuleType | None, name: str) -> str:
-    """The title of a study's table or chart ``name`` (see the module docstring)."""
+def title(study: ModuleType | None, name: str, tables: dict | None = None, kind: str = "table") -> str:
+    """The title of a study's table (``kind="table"``) or chart (``kind="chart"``) ``name``:
+    the study's ``TITLES`` entry ``"chart:<name>"`` (for a chart named like a table), else
+    ``name``, else the longest ``"<prefix>*"`` entry ``name`` starts with (charts named per
+    capture: its title, then the rest of the name in words), else :data:`COMMON`, else the
+    name in words. An entry may be a function of the run's ``tables`` (a title that says
+    what the run's parameters make of it)."""
     declared = getattr(study, "TITLES", None) if study is not None else None
-    if isinstance(declared, dict) and isinstance(declared.get(name), str):
-        return declared[name]
+    declared = declared if isinstance(declared, dict) else {}
+    value = declared.get(f"{kind}:{name}", declared.get(name))
+    suffix = ""
+    if value is None:
+        prefixes = [k for k in declared if isinstance(k, str) and k.endswith("*") and name.startswith(k[:-1])]
+        if prefixes:
+            best = max(prefixes, key=len)
+            value, suffix = declared[best], words(name[len(best) - 1:]).strip()
+    if callable(value):
+        try:
+            value = value(tables or {})
+        except Exception:  # noqa: BLE001 - a title must never break a page or a report
+            value = None
+    if isinstance(value, str) and value:
+        return f"{value}: {suffix}" if suffix else value
     return COMMON.get(name) or words(name)
 
 
@@ -45,6 +64,17 @@ def seed_title(study: ModuleType | None) -> str:
     if study is None:
         return ""
     return str(getattr(study, "SEED_TITLE", None) or getattr(study, "SEED", ""))
+
+
+#: a seed's file name (``004_7d53943015c21e67.txt``), with the "seed " before it and the colon after
+_SEED_FILE = re.compile(r"(?:\bseed\s+)?\b\d{3}_[0-9a-f]{16}\.txt\b:?\s*")
+
+
+def seed_text(text: Any, study: ModuleType | None = None) -> str:
+    """Text about a seed with its file name taken out (``seed 000_a90...txt: IREE issue #24011``
+    reads ``IREE issue #24011``); the seed's title where nothing is left."""
+    cleaned = _SEED_FILE.sub("", str(text or "")).strip()
+    return cleaned or seed_title(study)
 
 
 def did_you_mean(word: str, known: Iterable[Any], what: str = "") -> str:

@@ -46,6 +46,8 @@ from . import claims as claimsmod
 from . import mermaid, outfile, stats
 from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import REPO_ROOT, summary_line
+from .names import seed_text, seed_title
+from .names import title as name_title
 from .record import RunRecord
 from .registry import registry
 from .store import write_bundle
@@ -128,13 +130,23 @@ def seed_section(study: ModuleType | None) -> str:
     if not seed:
         return ""
     machine = seed.get("machine", "the seed author's machine")
-    parts = [f"## The seed's published figures\n\nAs published in {seed.get('source', study.SEED)}, "
+    parts = [f"## The seed's published figures\n\nAs published in {seed_text(seed.get('source'), study)}, "
              f"measured on **{machine}** (not this machine)."]
     for name, rows in seed.get("tables", {}).items():
         parts.append(f"**{name}** (seed)\n\n" + md_table(pd.DataFrame(rows)))
     for note in seed.get("notes", []):
         parts.append(f"> {note}")
     return "\n\n".join(parts)
+
+
+def table_title(a: Analysis, name: str) -> str:
+    """A table of the run as people read its name (:func:`workbench.names.title`), escaped."""
+    return escape(name_title(a.study, name, a.tables))
+
+
+def chart_title(a: Analysis, name: str) -> str:
+    """A chart of the run as people read its name, escaped."""
+    return escape(name_title(a.study, name, a.tables, kind="chart"))
 
 
 def key_names(a: Analysis, charts: dict) -> tuple[str | None, str | None]:
@@ -164,9 +176,33 @@ def samples_summary(rec: RunRecord) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variant", "check", "samples", "min", "median", "p90", "max"])
 
 
+#: how many device pixels a chart's CSS pixel gets in its PNG (sharp on a high-density screen)
+PNG_SCALE = 1.5
+
+
+def compact_png(png: bytes) -> bytes:
+    """A chart's PNG as a 256-colour palette image: a chart has a few colours and their
+    anti-aliased edges, so it looks the same at a tenth of the bytes (a 900-pixel timeline: 720
+    KB as drawn, 44 KB as a palette), and a notebook with a dozen charts stays small. The
+    bytes as they came when Pillow cannot read them."""
+    import io
+
+    from PIL import Image  # start-up: only where a chart is drawn
+
+    try:
+        with Image.open(io.BytesIO(png)) as im:
+            palette = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+            out = io.BytesIO()
+            palette.save(out, format="PNG", optimize=True)
+    except (OSError, ValueError):
+        return png
+    return out.getvalue() if out.tell() < len(png) else png
+
+
 def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
-    """Each chart as PNG bytes (written to ``out_dir`` too when given); a chart that fails to
-    render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers)."""
+    """Each chart as PNG bytes (:func:`compact_png`; written to ``out_dir`` too when given); a
+    chart that fails to render is left out (its ``<name>.error.txt`` says why; the tables carry
+    the numbers)."""
     import vl_convert as vlc  # start-up: a native renderer, only for PNG charts
 
     if out_dir is not None:
@@ -174,7 +210,7 @@ def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]
     pngs = {}
     for name, chart in charts.items():
         try:
-            pngs[name] = vlc.vegalite_to_png(chart.to_json(), scale=1.5)
+            pngs[name] = compact_png(vlc.vegalite_to_png(chart.to_json(), scale=PNG_SCALE))
         except Exception as exc:  # rendering is best-effort
             if out_dir is not None:
                 (out_dir / f"{name}.error.txt").write_text(str(exc))
@@ -205,13 +241,13 @@ def blocks(a: Analysis, charts: dict) -> list[Block]:
     if rec.error:
         out.append(Block(escape(rec.error, "block"), summary="Error"))
     if key_table:
-        out.append(Block(f"## {escape(key_table)}\n\n" + md_table(a.tables[key_table])))
+        out.append(Block(f"## {table_title(a, key_table)}\n\n" + md_table(a.tables[key_table])))
     if key_chart:
         out.append(Block(chart=key_chart))
     out.append(Block("## Results\n\n" + md_table(results_display(a.results))))
     for name, df in a.tables.items():
         if not name.startswith("_") and name != key_table:  # "_name" tables are chart data, not for reading
-            out.append(Block(f"### {escape(name)}\n\n" + md_table(df)))
+            out.append(Block(f"### {table_title(a, name)}\n\n" + md_table(df)))
     others = [n for n in charts if n != key_chart]
     if others:
         out.append(Block("## Charts"))
@@ -240,7 +276,7 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
     for b in blocks(a, charts):
         if b.chart:
             if b.chart in files:
-                parts.append(f"![{escape(b.chart)}]({charts_rel}{b.chart}.png)")
+                parts.append(f"![{chart_title(a, b.chart)}]({charts_rel}{b.chart}.png)")
         else:
             parts.append(details(b.summary, b.md) if b.summary else b.md)
     return "\n\n".join(parts) + "\n"
@@ -314,14 +350,15 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
     for b in blocks(a, charts):
         if b.chart:
             if b.chart in pngs:
-                body.append(f'<figure><img alt="{htmlmod.escape(b.chart)}" src="data:image/png;base64,'
+                body.append(f'<figure><img alt="{chart_title(a, b.chart)}" src="data:image/png;base64,'
                             f'{base64.b64encode(pngs[b.chart]).decode()}"></figure>')
         elif b.summary:
             body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{md_to_html(b.md)}</details>")
         else:
             body.append(md_to_html(b.md))
     title = escape(f"{rec.study}: run {rec.run_id}", "html")
-    content = _contents("\n".join(body), {"The seed's claims on this machine", key_table or ""})
+    content = _contents("\n".join(body), {"The seed's claims on this machine",
+                                           htmlmod.unescape(table_title(a, key_table)) if key_table else ""})
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f"<style>{_HTML_STYLE}</style></head><body>\n" + content + "\n</body></html>\n")
 
@@ -329,13 +366,14 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
 # --- the issue report ---------------------------------------------------------------------------
 
 def _chart_text(chart, name: str) -> str:
-    """A chart for an issue: Mermaid when its data has that shape, else its data as a table."""
+    """A chart for an issue: Mermaid when its data has that shape, else its data as a table;
+    ``name`` is its title (escaped)."""
     drawn = mermaid.from_chart(chart)
     if drawn:
         return drawn
     got = mermaid.chart_data(chart)
     if got is None:
-        return f"_(chart {escape(name)}: not drawable as text; see the md or html report)_"
+        return f"_(the chart \"{name}\" is not drawable as text; see the md or html report)_"
     df, x, y, series, _, _, _ = got
     cols = list(dict.fromkeys(c for c in (series, x, y) if c))
     return md_table(df[cols].rename(columns={"_series": "series"}), ISSUE_ROWS)
@@ -355,9 +393,10 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
         df = a.tables[key_table]
         more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \
             if len(df) > SHORT_ROWS else ""
-        parts.append(f"#### {escape(key_table)}\n\n" + narrow_table(df, max_rows=SHORT_ROWS, max_columns=8) + more)
+        parts.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(df, max_rows=SHORT_ROWS, max_columns=8)
+                     + more)
     if key_chart:
-        parts.append(f"#### {escape(key_chart)}\n\n" + _chart_text(charts[key_chart], key_chart))
+        parts.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
     parts += [f"> {escape(e)}" for e in a.errors]
     parts.append(run_line(rec) + "\n\nReproduce:\n\n" + escape(rec.reproduce, "block", "sh"))
     parts.append(f"_The full report: `python -m workbench report {rec.run_id} --format issue --full` (every table, "
@@ -383,16 +422,17 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
     title = study.TITLE if study else escape(rec.study)
     lead = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a), run_line(rec)]
     if key_table:
-        lead.append(f"#### {escape(key_table)}\n\n" + narrow_table(a.tables[key_table]))
+        lead.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(a.tables[key_table]))
     if key_chart:
-        lead.append(f"#### {escape(key_chart)}\n\n" + _chart_text(charts[key_chart], key_chart))
+        lead.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
     tail = [env_markdown(rec, indent=None)]
     optional: list[tuple[str, str]] = [("the results table", "#### Results\n\n" + narrow_table(
         results_display(a.results), max_rows=40))]
-    optional += [(f"chart {n}", f"#### {escape(n)}\n\n" + _chart_text(c, n)) for n, c in charts.items()
-                 if n != key_chart]
-    optional += [(f"table {n}", details(f"Table: {n}", narrow_table(df))) for n, df in a.tables.items()
-                 if not n.startswith("_") and n != key_table]
+    optional += [(f"the chart {chart_title(a, n)}", f"#### {chart_title(a, n)}\n\n" + _chart_text(c, chart_title(a, n)))
+                 for n, c in charts.items() if n != key_chart]
+    optional += [(f"the table {table_title(a, n)}", details(f"Table: {name_title(a.study, n, a.tables)}",
+                                                            narrow_table(df)))
+                 for n, df in a.tables.items() if not n.startswith("_") and n != key_table]
     sections = sections_of(a)
     if sections:
         optional.append(("the study's notes", details("The study's notes", "\n\n".join(sections))))
@@ -416,7 +456,7 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
             omitted.append(what)
     parts += tail
     if omitted:
-        parts.append(f"_Left out to fit in one issue: {escape(', '.join(omitted[:12]))}"
+        parts.append(f"_Left out to fit in one issue: {'; '.join(omitted[:12])}"
                      + (f" and {len(omitted) - 12} more" if len(omitted) > 12 else "") + "._")
     parts.append(footer)
     text = "\n\n".join(parts) + "\n"
@@ -490,9 +530,11 @@ def _run_cells() -> list:
 def notebook(rec: RunRecord, bundle_name: str):
     """A notebook that reloads the run from ``bundle_name`` (beside it) and shows it."""
     nbformat = _nbformat()
+    study = registry().get(rec.study)
+    title = study.TITLE if study is not None else escape(rec.study)
     return _notebook([
         nbformat.v4.new_markdown_cell(
-            f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
+            f"# {title}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
             f"{escape(bundle_name, 'code')} beside this notebook: all it needs is the Perf Study Workbench "
             "installed (`pip install -e .` in its checkout), no results store.\n\n"
             f"Reproduce on your machine:\n\n{escape(rec.reproduce, 'block', 'sh')}"),
@@ -540,22 +582,23 @@ def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
 def study_notebook(study: ModuleType):
     """A study's own notebook, generated from the library (never hand-maintained).
 
-    It runs the study's smoke preset live when this machine can, else it loads the newest
-    result bundle committed under ``traces/<study>/``, then shows the run, its charts and
-    tables and the seed's figures.
+    It opens on the run the study's page opens on (:func:`workbench.api.default_run`: this
+    machine's newest complete, checked run that can answer the seed, else the committed headline
+    run), so a GPU study on a CPU machine shows its committed GPU run and never stores a smoke
+    run taken on the CPU; only where there is no run at all does it run the smoke preset, and
+    only where this machine can run the study's defaults. Then the run's charts, tables and the
+    seed's figures.
     """
     sid = study.ID
     nbformat = _nbformat()
     return _notebook([
-        nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
+        nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: {escape(seed_title(study))} — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
             "import workbench as wb\n\n"
-            "try:  # the knobs: wb.explore(...), or docs/studies/ in the repository\n"
-            f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords\n"
-            "except wb.Unavailable as exc:  # this machine cannot run it: the newest run committed from one that can\n"
-            "    print(exc)\n"
-            f"    run = wb.load(wb.runs({sid!r}, origin='committed').run_id.iloc[0])\n"
+            f"run = wb.default_run({sid!r})  # the run its page opens on: yours, else the committed headline run\n"
+            "if run is None:  # no run yet: a smoke run, where this machine can run the study\n"
+            f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords (wb.explore)\n"
             "run"),
         *_run_cells(),
         nbformat.v4.new_code_cell("run.seed()  # the seed's published figures, measured on the seed's machine"),

@@ -75,7 +75,7 @@ from . import methods as _methods
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import README_BLOCKS, charts, report_sections, verdict  # noqa: F401
+from .report import README_BLOCKS, TITLES, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "ag-gemm"
@@ -232,6 +232,11 @@ def gpu_probe() -> dict[str, Any]:
 def answers_seed(params: dict[str, Any]) -> bool:
     """Only GPUs answer the seed: a gloo run on CPUs checks the code path (its baseline fails
     its check, as the seed's did), it times nothing the seed asks about."""
+    return params.get("backend") != "gloo"
+
+
+def runs_on_gpu(params) -> bool:
+    """gloo runs on CPU processes: named by their CPUs; nccl by the GPUs."""
     return params.get("backend") != "gloo"
 
 

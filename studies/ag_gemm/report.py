@@ -192,6 +192,20 @@ def ranks_chart(tbls: dict[str, pd.DataFrame]):
                        title=f"{group}: every rank's trace, aligned", note=f"clocks aligned by {how}")
 
 
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "seed_table": "The seed's table beside this run's", "summary": "Per shape: the best provider and the fused kernel",
+    "variants": "Every variant's median", "checks": "Correctness checks",
+    "mechanisms": "How each provider moves A and computes",
+    "kernel_breakdown": "The fused kernel on one GPU: GEMM path and fetch path",
+    "kernel_experiments": "The seed review's experiments", "program_overlap": "The fused kernel's own overlap",
+    "program_trace_summary": "Per-program trace summary", "rank_traces": "Per-rank traces",
+    "ranks": "Per rank: the slowest rank and the skew", "speedup": "Speed-up over the baseline, per M",
+    "experiments": "The seed review's experiments", "methods": "Median per call of every provider",
+    "timeline": "The fused kernel's timeline, one lane per SM", "chart:ranks": "Every rank's trace, aligned",
+}
+
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     made = {"speedup": speedup_chart(tbls), "experiments": experiments_chart(tbls), "methods": methods_chart(tbls),
             "timeline": timeline_chart(tbls), "ranks": ranks_chart(tbls)}

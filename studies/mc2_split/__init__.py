@@ -46,7 +46,7 @@ from .simulate import inflation_cases, simulate as simulate_split
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import README_BLOCKS, charts, report_sections, verdict  # noqa: F401
+from .report import README_BLOCKS, TITLES, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES
 
 ID = "mc2-split"
@@ -241,6 +241,11 @@ def validate(params) -> None:
     if backend == "gloo" and set(params["providers"]) - {"default"}:
         raise ParamError("providers", "'limited', the copy-engine and the Triton collectives need NCCL on GPUs; with gloo "
                                       "use providers=default")
+
+
+def runs_on_gpu(params) -> bool:
+    """gloo runs on CPU processes: named by their CPUs; nccl (and auto, on a GPU node) by the GPUs."""
+    return params.get("backend") != "gloo"
 
 
 def requires(params) -> str | None:

@@ -211,6 +211,19 @@ def _keep_size(chart):
     return chart.properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "key": "The seed's split beside the measured ones", "live": "Every measured configuration",
+    "contention": "Contention factors per configuration", "bound": "Compute- or communication-bound",
+    "seed_floor": "The seed's floor, from its own figures", "seed_rule": "The seed's splitting rule",
+    "fits": "Cost fits: matmul and all-reduce against size", "fit_points": "The points the cost fits are made of",
+    "derivation": "The seed's split, step by step", "simulated": "Simulated splits",
+    "trace_overlap": "Measured overlap, per trace and rank", "trace_alignment": "Clock alignment of the traces",
+    "configs": "Every configuration's time", "gantt": "Gantt chart of the simulated splits",
+    "splits": "Simulated splits", "measured_timeline": "Measured timeline (torch.profiler)",
+}
+
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     out = charts_sized(tbls)
     return {name: c if name == "measured_timeline" else _keep_size(c) for name, c in out.items()}

@@ -41,7 +41,7 @@ from .measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_l
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import charts, report_sections, verdict  # noqa: F401
+from .report import TITLES, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "opencl-events"

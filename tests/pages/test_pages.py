@@ -196,7 +196,7 @@ def test_study_page_rejects_invalid_widget_values_without_running(store, monkeyp
     calls = []
     monkeypatch.setattr("workbench.jobs.start", lambda *a, **k: calls.append(a))
     at = _study("calibration").run()
-    # threads above 4x the CPUs fails the study's own cross-check.
+    # threads above the usable CPUs fails the study's own cross-check.
     at.number_input(key="calibration:q:threads").set_value(256)
     at.button[0].click().run()
     assert not at.exception and not calls
