@@ -54,8 +54,8 @@ CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os
 SPACE = ParamSpace(
     params=(
         Param("repeat", "int", 30, "samples per variant", min=3, max=10_000),
-        Param("threads", "int", min(4, CPUS), f"largest fork/join thread count (1..{CPUS} here: more threads than "
-              "CPUs would time the scheduler)", min=1, max=256),
+        Param("threads", "int", min(4, CPUS), "largest fork/join thread count (at most this machine's usable CPUs: "
+              "more threads than CPUs would time the scheduler)", min=1, max=256),
         Param("torch", "bool", True, "include the torch dispatch floor"),
     ),
     presets={"smoke": {"repeat": 5, "threads": min(2, CPUS), "torch": False}, "quick": {"repeat": 10}},

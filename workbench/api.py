@@ -57,14 +57,15 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import comparison, jupyter, report, runner
+from . import comparison, env, jupyter, report, runner
 from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
 from .analysis import Analysis, analyse, charts_of
 from .catalog import ORIGINS, Catalog, Header, find_run
 from .catalog import default_run as default_run_of
 from .cli import summary_text
-from .names import seed_title
+from .names import seed_title, title
+from .tables import results_display
 from .outfile import OutputError
 from .record import RunRecord
 from .registry import get, registry
@@ -237,8 +238,6 @@ def default_run(study: str, store: StorePath = None) -> Run | None:
     newest complete run with every check passed that can answer the seed's questions, else the
     study's committed headline run, else the newest run there is; None when the study has no run
     at all. A study notebook opens on it, so the notebook and the page show the same run."""
-    from . import env
-
     mod = study_module(study)
     catalog, _ = _catalog(store)
     try:
@@ -370,6 +369,18 @@ class Run:
     def tables(self) -> dict[str, pd.DataFrame]:
         """The study's tables (its chart data, names starting with ``_``, left out)."""
         return {n: df for n, df in self.analysis.tables.items() if not n.startswith("_")}
+
+    def display(self, name: str | None = None) -> jupyter.TableView:
+        """Tables as people read them: ``"results"`` (per variant: median with its 95% CI, spread,
+        check, notes), a study table's id, or every study table (``None``), each under its title
+        and in the units its figures read in (``run.tables`` keeps ids and stored units)."""
+        if name == "results":
+            return jupyter.TableView([("Results per variant", results_display(self.results))])
+        tables = self.tables
+        if name is not None and name not in tables:
+            raise BadInput(f"no table {name!r} in this run (its tables: {', '.join(tables) or 'none'}; or 'results')")
+        picked = {name: tables[name]} if name is not None else tables
+        return jupyter.TableView([(title(self._study, n, self.analysis.tables), df) for n, df in picked.items()])
 
     @cached_property
     def _charts(self) -> jupyter.Charts:

@@ -61,7 +61,7 @@ from .env import summary_line
 from .catalog import Catalog, Header, upgraded
 from .record import RunRecord
 from .store import Store, StoreError
-from .tables import md_table
+from .tables import md_table, render
 from .untrusted import details, escape, plain
 
 ALPHA = stats.ALPHA
@@ -645,8 +645,6 @@ def terminal(cmp: dict[str, Any], threshold: float | None = None) -> str:
     (:func:`table`), then one line each: how B/A is judged, what differs, the warnings and,
     with ``threshold``, the regression gate's outcome. No Markdown (``--format md``:
     :func:`markdown`). Every string from the runs is made plain (no terminal escapes)."""
-    from .tables import render  # the terminal renderer (aligned, each cell made plain)
-
     mode = (f"an interleaved session of {cmp['rounds']} rounds a side" if cmp["mode"] == "interleaved"
             else "two separate runs")
     head = [f"{cmp['study']}: B {cmp['run_b']} against A {cmp['run_a']} ({mode})"]

@@ -39,7 +39,7 @@ HEAD_ROWS = 30
 #: pixels of a chart drawn as a static image where its spec says "as wide as the page"
 STATIC_WIDTH_PX = 900
 #: the largest Vega-Lite spec a chart's output carries (beyond it, only its PNG)
-SPEC_MAX_BYTES = 200_000
+SPEC_MAX_BYTES = 100_000
 #: seconds between two redraws of a progress bar (each is a message to the front end)
 PROGRESS_EVERY_S = 0.25
 
@@ -93,6 +93,30 @@ class Charts(dict):
             display(view)
         if not self:
             display(HtmlOutput("<p><em>No charts.</em></p>", "(no charts)"))
+
+
+class TableView:
+    """Tables as people read them in a notebook (:meth:`workbench.api.Run.display`): each under
+    its title, in the units its figures read in (:func:`workbench.tables.readable`), at most
+    :data:`HEAD_ROWS` rows each (the DataFrames of ``run.tables`` hold every row, in stored units)."""
+
+    def __init__(self, titled: list[tuple[str, pd.DataFrame]]):
+        self.titled = titled
+
+    def _markdown(self) -> str:
+        parts = []
+        for title, df in self.titled:
+            more = f"\n\n_(the first {HEAD_ROWS} of {len(df)} rows)_" if len(df) > HEAD_ROWS else ""
+            parts.append(f"**{escape(title)}**\n\n" + md_table(df, HEAD_ROWS) + more)
+        return "\n\n".join(parts) or "_No tables._"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        # the HTML once: a Markdown and a plain copy of every table would triple the notebook
+        names = ", ".join(title for title, _ in self.titled)
+        return {"text/html": report.md_to_html(self._markdown()), "text/plain": f"<tables: {names}>"}
+
+    def __str__(self) -> str:
+        return self._markdown()
 
 
 class HtmlOutput:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import units
 from .untrusted import escape
 
 #: line colours, in series order, named in the legend line under a chart
@@ -84,8 +85,6 @@ def _unit_of(y_label: str) -> str:
 
 def _log_ticks(values: list[float], unit: str) -> str:
     """``1 = 10 us, 2 = 100 us, 3 = 1 ms``: what each whole step of a log10 axis is."""
-    from . import units
-
     lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
 
     def read(k: int) -> str:
@@ -98,8 +97,6 @@ def _log_ticks(values: list[float], unit: str) -> str:
 
 def _span(values: list[float], unit: str) -> str:
     """``30 us to 13.0 ms``: the range of the values, each in the unit it reads in."""
-    from . import units
-
     if unit and units.kind_of(unit):
         return f"{units.fmt(min(values), unit)} to {units.fmt(max(values), unit)}"
     return f"{_num(min(values))} to {_num(max(values))}"

@@ -20,6 +20,8 @@ from types import ModuleType
 
 import studies
 
+from .names import did_you_mean
+
 REQUIRED_ATTRS = ("ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "requires", "run", "analyze", "charts")
 #: extra packages of studies (comma-separated import names)
 PACKAGES_ENV = "WORKBENCH_STUDY_PACKAGES"
@@ -85,8 +87,6 @@ def study_ids() -> list[str]:
 
 def unknown_study(study_id: str) -> str:
     """The line for an id that names no study: the closest one, then the known ones."""
-    from .names import did_you_mean
-
     known = study_ids()
     return f"unknown study {study_id!r}{did_you_mean(study_id, known)}; the studies: {', '.join(known)}"
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import html as htmlmod
+import io
 import json
 import os
 import re
@@ -43,7 +44,7 @@ import pandas as pd
 from markdown_it import MarkdownIt
 
 from . import claims as claimsmod
-from . import mermaid, outfile, stats
+from . import mermaid, outfile, stats, units
 from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import REPO_ROOT, summary_line
 from .names import seed_text, seed_title
@@ -51,7 +52,7 @@ from .names import title as name_title
 from .record import RunRecord
 from .registry import registry
 from .store import write_bundle
-from .tables import key_columns, md_table, results_display
+from .tables import cell_text, key_columns, md_table, number_formats, readable, results_display
 from .untrusted import details, escape
 
 #: the longest issue report: GitHub refuses an issue body over 65,536 characters
@@ -70,9 +71,11 @@ FORMATS = ("md", "issue", "html", "ipynb")
 def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int = 10) -> str:
     """A wide table as Markdown: the columns that differ between rows (at most
     ``max_columns``), the constant ones said once above it."""
+    df = readable(df)  # the column names and units people read (the constants' line too)
     cols, constant = key_columns(df, max_columns)
-    same = "; ".join(f"{escape(k)} = {escape(json.dumps(v, default=str) if isinstance(v, (list, dict)) else v)}"
-                     for k, v in constant.items())
+    formats = number_formats(df)
+    said = {k: v for k, v in constant.items() if isinstance(v, (list, dict)) or not (pd.isna(v) or v == "")}
+    same = "; ".join(f"{escape(k)} = {escape(cell_text(v, formats.get(k)))}" for k, v in said.items())
     hidden = [c for c in df.columns if str(c) not in cols and str(c) not in constant]
     notes = (f"All rows: {same}.\n\n" if same else "") + md_table(df[cols], max_rows)
     if hidden:
@@ -185,8 +188,6 @@ def compact_png(png: bytes) -> bytes:
     anti-aliased edges, so it looks the same at a tenth of the bytes (a 900-pixel timeline: 720
     KB as drawn, 44 KB as a palette), and a notebook with a dozen charts stays small. The
     bytes as they came when Pillow cannot read them."""
-    import io
-
     from PIL import Image  # start-up: only where a chart is drawn
 
     try:
@@ -197,6 +198,18 @@ def compact_png(png: bytes) -> bytes:
     except (OSError, ValueError):
         return png
     return out.getvalue() if out.tell() < len(png) else png
+
+
+def raw_samples(rec: RunRecord) -> str:
+    """Every raw sample, a line per variant, in the unit its median reads in (``us``: ``2.03,
+    2.01, ...``; never ``1222847`` ns)."""
+    lines = []
+    for v in rec.variants:
+        x = [float(s) for s in v.samples_ns]
+        unit = units.pick(x, "ns") if x else "ns"
+        shown = ", ".join(units.number(units.convert(s, "ns", unit), 4) for s in x)
+        lines.append(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}, {unit}): {shown}")
+    return "\n".join(lines)
 
 
 def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
@@ -259,9 +272,7 @@ def blocks(a: Analysis, charts: dict) -> list[Block]:
         out.append(Block(seed))
     out.append(Block("## Environment, reproduce and raw samples"))
     out.append(Block(env_markdown(rec)))
-    raw = "\n".join(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}): "
-                     + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
-    out.append(Block(raw or "_(none)_", summary="Raw samples (ns per call)"))
+    out.append(Block(raw_samples(rec) or "_(none)_", summary="Raw samples (per call, each variant in its own unit)"))
     return out
 
 
@@ -521,8 +532,8 @@ def _run_cells() -> list:
     nbformat = _nbformat()
     return [
         nbformat.v4.new_code_cell("run.charts(key=False)  # every chart but the key chart (in the head above)"),
-        nbformat.v4.new_code_cell("run.results  # per variant: median with its 95% CI, spread, check, notes"),
-        nbformat.v4.new_code_cell("for name, table in run.tables.items():\n    print(name)\n    display(table)"),
+        nbformat.v4.new_code_cell("run.display(\"results\")  # per variant: median with its 95% CI, spread, check, notes"),
+        nbformat.v4.new_code_cell("run.display()  # every table, under its title (run.tables: the DataFrames)"),
         nbformat.v4.new_code_cell("print(run.reproduce)"),
     ]
 

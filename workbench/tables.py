@@ -23,6 +23,7 @@ from tabulate import tabulate
 
 from . import machine_load as load
 from . import stats, units
+from .derived import fmt_derived
 from .record import RunRecord
 from .untrusted import escape, plain
 
@@ -288,8 +289,6 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
     - snake_case headers read as words (``vs_torch_status`` -> ``vs torch status``)."""
     if getattr(df, "attrs", {}).get(SCALED) is not None or not len(df.columns):
         return df
-    from .derived import fmt_derived  # derived imports this module's neighbours: on use
-
     out = df.copy()
     if is_derived(out) and len(out):
         figures = [fmt_derived(r, status=False) for r in out.to_dict("records")]
@@ -300,6 +299,19 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
     found = {c: units.column_unit(c) for c in cols}
     found = {c: u for c, u in found.items() if u and units.kind_of(u[1])
              and pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c])}
+    # one quantity stored in two units (median_ns beside median_us): shown once
+    seen: dict[tuple[str, str | None], str] = {}
+    for c, (base, unit) in list(found.items()):
+        key = (base, units.kind_of(unit))
+        if key in seen:
+            first = seen[key]
+            again = pd.to_numeric(out[c], errors="coerce").map(lambda v: units.convert(v, unit, found[first][1]))
+            if np.allclose(again, pd.to_numeric(out[first], errors="coerce"), rtol=1e-6, equal_nan=True):
+                out = out.drop(columns=[c])
+                del found[c]
+                cols.remove(c)
+        else:
+            seen[key] = c
     # a bound joins its point: the column of the same base and unit, or the table's first point
     points = [c for c, (base, _) in found.items() if _ci_base(base) is None]
     group: dict[str, str] = {}

@@ -240,16 +240,20 @@ def runs_on_gpu(params) -> bool:
     return params.get("backend") != "gloo"
 
 
+#: where the results of GPU machines are, said by every refusal (a page and a terminal alike)
+COMMITTED = ("the runs committed from GPU machines read anywhere: python -m workbench runs --all --study ag-gemm, or "
+             "this study's page")
+
+
 def requires(params: dict[str, Any]) -> str | None:
     try:
         import torch
     except ImportError:
-        return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
+        return f"PyTorch is not installed (pip install torch with CUDA); {COMMITTED}"
     if params["mode"] == "kernel":  # one process on the current GPU: no launcher, no peers
         return None if torch.cuda.is_available() else (
             "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton; an AMD GPU under "
-            "ROCm takes the kernel's path without TMA); the committed "
-            "results from GPU machines under traces/ag-gemm/ are shown instead")
+            f"ROCm takes the kernel's path without TMA); {COMMITTED}")
     if params["interpret"]:
         if importlib.util.find_spec("triton") is None:
             return "interpret=true needs triton (pip install triton; its interpreter runs on any CPU)"
@@ -259,8 +263,7 @@ def requires(params: dict[str, Any]) -> str | None:
         return reason
     if not torch.cuda.is_available():
         return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink, or AMD GPUs under ROCm "
-                "(torch with CUDA or ROCm, triton); the committed results from GPU machines under traces/ag-gemm/ are "
-                "shown instead")
+                f"(torch with CUDA or ROCm, triton); {COMMITTED}")
     probe = gpu_probe()
     if local > probe["count"]:
         return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"

@@ -81,7 +81,7 @@ def test_a_run_is_stored_and_reads_as_the_page_shows_it(store):
     assert str(run) == cli.summary_text(run.analysis)  # print(run): the CLI's summary
     bundle = run._repr_mimebundle_()
     page = bundle["text/html"]
-    assert "<strong>Verdict:</strong>" in page and "Per call: harness floor" in page and "<strong>floors</strong>" in page and "<img" in page
+    assert "<strong>Verdict:</strong>" in page and "Per call: harness floor" in page and "<strong>Per-call floors of this machine</strong>" in page and "<img" in page
     assert bundle["text/plain"] == str(run)
     assert wb.load(run.id).id == run.id and wb.load("latest").id == run.id
     assert list(wb.runs("calibration", origin="local").run_id) == [run.id]

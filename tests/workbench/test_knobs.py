@@ -45,7 +45,7 @@ def test_a_knob_changed_run_pressed_and_the_run_drawn_in_place(store):
     assert first is not None and first.params["repeat"] == 4 and first.params["threads"] == 1
     assert [r["run_id"] for r in store.runs()] == [first.id]  # the same store as the CLI
     assert f"run <code>{first.id}</code>" in ex.head.value
-    assert "<strong>Verdict:</strong>" in ex.head.value and "<strong>floors</strong>" in ex.head.value
+    assert "<strong>Verdict:</strong>" in ex.head.value and "<strong>Per-call floors of this machine</strong>" in ex.head.value
     assert ex.charts.value.count("<img") == 2 and "complete" in ex.status.value
     assert not ex.button.disabled and ex.progress.value == 1.0
     ex.widgets["repeat"].value = 5
