@@ -41,17 +41,32 @@ def _pages():
     tools = [st.Page("pages/home.py", title="Home", default=True), st.Page("pages/runs.py", title="Runs"), TRACES]
     from pages._ui import APP_PAGES
 
-    studies = []
+    studies, aliases = [], []
     for study_id, mod in registry().items():
         page = PAGES / f"{mod.__name__.split('.')[-1]}.py"
         source = str(page.relative_to(PAGES.parent)) if page.exists() else _generic(mod)
         studies.append(st.Page(source, title=re.split(r"[:(]", mod.TITLE)[0].strip(), url_path=url_path(study_id)))
         APP_PAGES[study_id] = studies[-1]  # for links to it (Home's studies and recent runs)
-    return {"Workbench": tools, "Studies": studies}
+        if url_path(study_id) != study_id:
+            aliases.append(_alias(study_id))
+    return {"Workbench": tools, "Studies": studies + aliases}  # the aliases are hidden
+
+
+def _alias(study_id: str):
+    """A hidden page at the study's id (``/cpu-reduction``, the spelling the CLI and the docs
+    use) that goes to its page (``/cpu_reduction``) with the URL's query: without it that path
+    opened Home under a "page not found" box."""
+    from pages._ui import APP_PAGES
+
+    def go():
+        st.switch_page(APP_PAGES[study_id], query_params=dict(st.query_params))
+
+    go.__name__ = f"alias_{url_path(study_id)}"
+    return st.Page(go, title=study_id, url_path=study_id, visibility="hidden")
 
 
 def _requested_path() -> str:
-    """The path the browser asked for (``cpu-reduction`` of ``/cpu-reduction?run=...``)."""
+    """The path the browser asked for (``cpu-reductoin`` of ``/cpu-reductoin?run=...``)."""
     try:
         return urlparse(st.context.url or "").path.strip("/")
     except Exception:  # noqa: BLE001 - no browser context (AppTest, bare mode)
@@ -59,9 +74,8 @@ def _requested_path() -> str:
 
 
 def _unknown_path(nav) -> None:
-    """A path that names no page opens Home, and said nothing: a study's id (``/cpu-reduction``,
-    the spelling the CLI and the docs use) goes to its page, with the URL's query; anything
-    else says on Home that there is no such page and which one it may have meant."""
+    """A path that names no page opens Home under Streamlit's "page not found" box: Home says
+    which page it may have meant."""
     from pages._ui import APP_PAGES
 
     from workbench.names import did_you_mean
@@ -70,11 +84,8 @@ def _unknown_path(nav) -> None:
     asked = _requested_path()
     if not asked or asked == nav.url_path or "/" in asked:
         return
-    wanted = asked.replace("_", "-")
-    if wanted in APP_PAGES:
-        st.switch_page(APP_PAGES[wanted], query_params=dict(st.query_params))
     known = list(APP_PAGES) + ["runs", "traces"]
-    st.warning(escape(f"There is no page at /{asked}{did_you_mean(wanted, known)}: this is Home."))
+    st.warning(escape(f"There is no page at /{asked}{did_you_mean(asked.replace('_', '-'), known)}: this is Home."))
 
 
 try:

@@ -179,9 +179,13 @@ def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     browser's grid draws a missing number as 'None' whatever the Styler says."""
     formats = number_formats(df)
     gaps = [c for c in df.columns if str(c) in formats and df[c].isna().any()]
-    if not gaps:
+    # text columns: a missing value is the dash too (the grid draws None as "None")
+    texts = [c for c in df.columns if str(c) not in formats and df[c].dtype == object and df[c].isna().any()]
+    if not gaps and not texts:
         return df, {}
     out = df.copy()
+    for c in texts:
+        out[c] = [MISSING if x is None or (isinstance(x, float) and x != x) else x for x in df[c]]
     for c in gaps:
         out[c] = [MISSING if pd.isna(x) else formats[str(c)](float(x)) for x in df[c]]
     return out, {c: st.column_config.TextColumn(alignment="right") for c in gaps}
@@ -784,7 +788,7 @@ def compare_with(study: ModuleType, runs: Catalog, header: Header, headers: list
     """"Compare with...": another run of this study against the one shown (A), as an A/B
     forest plot below the run's buttons (``slot``)."""
     others = [h.run_id for h in headers if h.run_id != header.run_id]
-    names = {i: f"{t} · {i}" for i, t in titles(headers).items()}  # the run id: alike labels told apart
+    names = {i: f"{i} · {t}" for i, t in titles(headers).items()}  # the run id first: alike labels told apart
     other = st.selectbox("Compare with...", others, index=None, format_func=names.__getitem__,
                          placeholder="Compare with another run of this study...", key=f"{study.ID}:cmp:{header.run_id}",
                          label_visibility="collapsed")

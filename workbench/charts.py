@@ -214,7 +214,7 @@ def magnitude_marks(d: pd.DataFrame, category: str, value: str, lo: str | None =
     positive = [v for v in values if v > 0]
     if log is None:
         log = bool(positive) and len(positive) == len(values) and spans_decades(positive, decades)
-    scale = alt.Scale(type="log", nice=False, domain=[min(positive) / 1.4, max(positive) * 1.4]) if log \
+    scale = alt.Scale(type="log", nice=False, domain=[min(positive) / 2, max(positive) * 2]) if log \
         else alt.Scale(zero=True)
     title = value_title + (", log scale" if log else "")
     cat = alt.Y if horizontal else alt.X
