@@ -298,4 +298,8 @@ def from_chart(chart) -> str | None:
     if got is None:
         return None
     df, x, y, series, mark, title, y_title = got
-    return xychart(df, x, y, series, title=title, y_title=y_title, kind="bar" if mark == "bar" else "line")
+    # points over categories (variants: a chart's points with whiskers on a log axis) are bars
+    # here, on a linear axis: a line between categories would read as a trend
+    numeric = pd.to_numeric(df[x], errors="coerce").notna().all()
+    kind = "bar" if mark == "bar" or (mark == "point" and not numeric) else "line"
+    return xychart(df, x, y, series, title=title, y_title=y_title, kind=kind)

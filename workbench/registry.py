@@ -14,6 +14,7 @@ this repository, or the one a test writes (``tests/studies/test_new_study.py``).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import pkgutil
 from types import ModuleType
@@ -79,8 +80,11 @@ def study_ids() -> list[str]:
     ``cpu-reduction``; a test keeps the two in step): what an unknown id is told against without
     importing every study and its dependencies (a second or more), so a typo gets its line at once."""
     extra = os.environ.get(PACKAGES_ENV, "")
-    if extra in _CACHE:
-        return sorted(_CACHE[extra])
+    return sorted(_CACHE[extra]) if extra in _CACHE else module_ids(extra)
+
+
+def module_ids(extra: str = "") -> list[str]:
+    """The study ids the modules' names give (``cpu_reduction`` -> ``cpu-reduction``), importing none."""
     return sorted(info.name.replace("_", "-") for package in _packages(extra)
                   for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
 
@@ -92,8 +96,22 @@ def unknown_study(study_id: str) -> str:
 
 
 def get(study_id: str) -> ModuleType:
-    if study_id not in study_ids():
+    """The study ``study_id``: its module alone where its name gives it (a command about one
+    study imports no other, checked as :func:`registry` checks each), else from the registry."""
+    extra = os.environ.get(PACKAGES_ENV, "")
+    if extra in _CACHE:
+        if study_id not in _CACHE[extra]:
+            raise KeyError(unknown_study(study_id))
+        return _CACHE[extra][study_id]
+    if study_id not in module_ids(extra):
         raise KeyError(unknown_study(study_id))
+    for package in _packages(extra):
+        name = f"{package.__name__}.{study_id.replace('-', '_')}"
+        if importlib.util.find_spec(name) is not None:
+            mod = importlib.import_module(name)
+            if getattr(mod, "ID", None) == study_id:
+                check_module(mod)
+                return mod
     reg = registry()
     if study_id not in reg:
         raise KeyError(unknown_study(study_id))

@@ -6,7 +6,7 @@ Figures are stored in a fixed unit (times in ns, or in the unit a column's name 
 unit its magnitude calls for:
 
 - one value (:func:`fmt`): the largest unit in which it reads at least 1 (``812 ns``,
-  ``15.2 us``, ``1.87 ms``, ``1.22 s``), three significant digits;
+  ``15.2 us``, ``1.87 ms``, ``1.22 s``, ``42 us``), three significant digits at most;
 - a value with its CI (:func:`fmt_ci`): the point's unit for all three, so a CI never reads in
   another unit than its point (``1.22 s [1.10, 1.31]``);
 - a column (:func:`column_unit`): one unit for the whole column, from its median, raised while
@@ -118,7 +118,9 @@ def fmt(value: float, unit: str = "ns", digits: int = DIGITS) -> str:
     shown = convert(value, unit, to)
     if to == KINDS[kind_of(unit)][0][0] and abs(shown) >= 1:  # ns and B: the smallest step is whole
         return f"{shown:,.0f} {to}"
-    return f"{number(shown, digits)} {to}"
+    text = number(shown, digits)
+    # a value alone reads as %g does (42 us, 1.5 ms): its trailing zeros say nothing
+    return f"{text.rstrip('0').rstrip('.') if '.' in text else text} {to}"
 
 
 def ci_decimals(point: float, lo: float, hi: float) -> int:

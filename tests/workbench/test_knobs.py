@@ -61,6 +61,18 @@ def test_a_bad_knob_gets_the_clis_line_and_runs_nothing(store):
     assert ex.run is None and store.runs() == []
 
 
+def test_explore_refuses_what_the_study_refuses(store):
+    """More fork/join threads than CPUs: calibration refuses it as cpu-reduction refuses more
+    workers than CPUs, on the page, in the CLI and here alike."""
+    from studies.calibration import CPUS
+
+    ex = wb.explore("calibration", preset="smoke")
+    ex.widgets["threads"].value = CPUS + 3
+    ex.button.click()
+    assert f"{CPUS + 3} threads is beyond this machine&#x27;s {CPUS} usable CPUs" in ex.status.value
+    assert ex.run is None and store.runs() == []
+
+
 def test_an_interrupt_keeps_and_shows_the_finished_points(store, monkeypatch):
     def interrupted(params, ctx):
         ctx.record(VariantResult("first", {}, [10.0, 11.0, 12.0], True, "ok"))
