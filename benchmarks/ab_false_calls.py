@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -56,11 +55,11 @@ import numpy as np  # noqa: E402
 from workbench import harness, runner  # noqa: E402
 from workbench.ab_session import execute_ab  # noqa: E402
 from workbench.comparison import UNCONFIRMED, compare_runs  # noqa: E402
-from workbench.env import capture, summary_line  # noqa: E402
 from workbench.record import RunRecord, VariantResult  # noqa: E402
 from workbench.registry import get  # noqa: E402
 from workbench.stats import clopper_pearson  # noqa: E402
 from workbench.store import Store  # noqa: E402
+from benchmarks._run import session  # noqa: E402
 
 TARGET_FALSE_CALL_RATE = 0.05
 CONFIGS = {
@@ -315,20 +314,14 @@ def main() -> int:
         print(f"error: unknown configuration(s) {sorted(unknown)}; have {sorted(CONFIGS)}", file=sys.stderr)
         return 2
     harness.floor_ns()  # measured (and cached) before any spin is injected
-    t0 = time.perf_counter()
-    load_start = Path("/proc/loadavg").read_text().split()[:3]
-    say = lambda m: print(f"[{time.perf_counter() - t0:6.0f} s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "ab.sqlite")
+    with session("ab") as bench:
         for name in configs:
-            results[name] = measure_config(name, pairs, args.rounds, args.sessions, spin_ns, store, say)
-    load_end = Path("/proc/loadavg").read_text().split()[:3]
+            results[name] = measure_config(name, pairs, args.rounds, args.sessions, spin_ns, bench.store, bench.say)
     print(f"A/B false calls and detection: {pairs} A/A and {pairs} A/B pairs per configuration and mode, B spinning "
           f"{args.spin_us:g} us more per timed call; interleaved sessions of {args.rounds} rounds per side; session "
           f"history of {args.sessions} A/A sessions.\n")
-    print(f"Machine: {summary_line(capture())}; load average {' '.join(load_start)} at the start, "
-          f"{' '.join(load_end)} at the end; {time.perf_counter() - t0:.0f} s.\n")
+    print(f"Machine: {bench.machine()}.\n")
     return 0 if report(results) else 1
 
 

@@ -17,7 +17,6 @@ those are the seed review's findings).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,9 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.ag_gemm as study  # noqa: E402
 from studies.ag_gemm import kernelbench  # noqa: E402
-from benchmarks._run import run_benchmark  # noqa: E402
-from workbench.env import summary_line  # noqa: E402
-from workbench.store import read_bundle  # noqa: E402
+from benchmarks._run import print_run_head, run_or_print, study_arguments  # noqa: E402
 from workbench.tables import render  # noqa: E402
 
 
@@ -36,11 +33,7 @@ def show(rec) -> bool:
     if rec.params.get("mode") == "kernel":
         return True  # a one-GPU kernel run: benchmarks/ag_gemm_kernel.py prints those
     tbls = study.analyze(rec)
-    pkgs = rec.env.get("packages", {})
-    print(f"\n## run {rec.run_id} ({rec.origin}, {rec.created_utc} UTC)")
-    print(f"machine: {summary_line(rec.env)}; torch {pkgs.get('torch', '?')}, triton {pkgs.get('triton', '?')}, "
-          f"CUDA {rec.env.get('cuda_runtime', '?')}, NCCL {rec.env.get('nccl', '?')}\n")
-    print(f"reproduce: `{rec.reproduce}`\n")
+    print_run_head(rec)
     print(render(tbls["seed_table"]) if "seed_table" in tbls else "(no row-sharded results)")
     if "ranks" in tbls:
         print(f"\nper rank:\n{render(tbls['ranks'])}")
@@ -58,7 +51,7 @@ def show(rec) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_arguments(__doc__)
     ap.add_argument("--world-size", type=int, default=None, help="default: 2 if present, else all GPUs")
     ap.add_argument("--m", default="1024,4096,16384")
     ap.add_argument("--n", default="3584")
@@ -67,21 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--providers", "--methods", default=",".join(study.PROVIDERS))
     ap.add_argument("--repeat", default="20")
     ap.add_argument("--trace", default="programs", choices=("off", "programs", "all"))
-    ap.add_argument("--set", action="append", default=[], help="other study parameters, name=value")
-    ap.add_argument("--bundle-dir", type=Path, help="write the run's bundle here")
-    ap.add_argument("--tag", default="bench", help="bundle file name part")
-    ap.add_argument("--from", dest="bundles", nargs="*", type=Path, help="print these bundles instead of running")
     args = ap.parse_args(argv)
-
-    if args.bundles is not None:
-        return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    probe = study.gpu_probe()
+    probe = study.gpu_probe() if args.bundles is None else {"count": 0}
     ws = args.world_size or (2 if probe["count"] >= 2 else max(1, probe["count"]))
     values = {"m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype, "providers": args.providers,
               "repeat": args.repeat, "trace": args.trace, "world_size": ws}
-    values.update(dict(s.split("=", 1) for s in args.set))
-    return run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=f"{args.tag}-ws{ws}",
-                         unavailable_status=0)
+    return run_or_print(study, values, show, args, bundle_stem=f"{args.tag}-ws{ws}", unavailable_status=0)
 
 
 if __name__ == "__main__":

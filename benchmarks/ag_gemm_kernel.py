@@ -14,7 +14,6 @@ Without a GPU it prints the committed results (labelled with their machine).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,9 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import studies.ag_gemm as study  # noqa: E402
 from studies.ag_gemm import kernelbench  # noqa: E402
 from studies.ag_gemm.report import escape_headline  # noqa: E402
-from benchmarks._run import run_benchmark  # noqa: E402
-from workbench.env import summary_line  # noqa: E402
-from workbench.store import read_bundle  # noqa: E402
+from benchmarks._run import print_run_head, run_or_print, study_arguments  # noqa: E402
 
 
 def show(rec) -> bool:
@@ -35,11 +32,7 @@ def show(rec) -> bool:
         return True  # a committed multi-GPU run: benchmarks/ag_gemm.py prints those
     tbls = study.analyze(rec)
     table = tbls.get("kernel_breakdown")
-    pkgs = rec.env.get("packages", {})
-    print(f"\n## run {rec.run_id} ({rec.origin}, {rec.created_utc} UTC)")
-    print(f"machine: {summary_line(rec.env)}; torch {pkgs.get('torch', '?')}, triton {pkgs.get('triton', '?')}, "
-          f"CUDA {rec.env.get('cuda_runtime', '?')}\n")
-    print(f"reproduce: `{rec.reproduce}`\n")
+    print_run_head(rec)
     if table is not None:
         print(kernelbench.format_breakdown(table))
         print(f"\n{kernelbench.verdict(table)}")
@@ -54,7 +47,7 @@ def show(rec) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_arguments(__doc__, tag="kernel")
     ap.add_argument("--m", default="1024,4096,16384")
     ap.add_argument("--n", default="3584")
     ap.add_argument("--k", default="8192")
@@ -62,19 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--emulate", default="2,4", help="world sizes emulated on the one GPU")
     ap.add_argument("--repeat", default="30")
     ap.add_argument("--trace", default="programs", choices=("off", "programs"))
-    ap.add_argument("--set", action="append", default=[], help="other study parameters, name=value")
-    ap.add_argument("--bundle-dir", type=Path, help="write the run's bundle here")
-    ap.add_argument("--tag", default="kernel", help="bundle file name part")
-    ap.add_argument("--from", dest="bundles", nargs="*", type=Path, help="print these bundles instead of running")
     args = ap.parse_args(argv)
-
-    if args.bundles is not None:
-        return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
     values = {"mode": "kernel", "m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype, "emulate": args.emulate,
               "repeat": args.repeat, "trace": args.trace}
-    values.update(dict(s.split("=", 1) for s in args.set))
-    return run_benchmark(study, values, show, bundle_dir=args.bundle_dir, bundle_stem=args.tag,
-                                unavailable_status=0)
+    return run_or_print(study, values, show, args, bundle_stem=args.tag, unavailable_status=0)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from studies.cpu_reduction import iree_tools  # noqa: E402
 from workbench import runner  # noqa: E402
 from workbench.tables import md_table  # noqa: E402
 from workbench.store import Store  # noqa: E402
+from benchmarks._run import session  # noqa: E402
 
 TARGET_S = 60.0
 
@@ -43,8 +44,7 @@ def main() -> int:
     ap.add_argument("--skip-cold", action="store_true", help="do not time a run with an empty compile cache")
     args = ap.parse_args()
     rows, ok = [], True
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "bench.sqlite")
+    with session("cpu-reduction") as bench, tempfile.TemporaryDirectory() as tmp:
         runs = [] if args.skip_cold else [("default, cold compile cache", None, Path(tmp) / "cache")]
         runs += [("default, warm cache", None, None), ("quick (--quick)", "quick", None)]
         rec = None
@@ -53,7 +53,7 @@ def main() -> int:
             if cache is not None:
                 iree_tools.CACHE_DIR = cache
             try:
-                wall_s, rec = timed_run(store, preset)
+                wall_s, rec = timed_run(bench.store, preset)
             finally:
                 iree_tools.CACHE_DIR = old
             failed = [v.variant for v in rec.variants if not v.correct]
@@ -66,7 +66,7 @@ def main() -> int:
                          "met": "yes" if hit else "NO"})
         import pandas as pd
 
-        print("## Study speed (this machine)\n")
+        print(f"## Study speed (this machine: {bench.machine()})\n")
         print(md_table(pd.DataFrame(rows)))
         tables = study.analyze(rec)
         print(f"\n## Live results of the last run ({rec.run_id})\n")

@@ -48,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._run import Session, background_load  # noqa: E402
+
 # Sweeps that store a first point within seconds and would run on for a minute or more.
 SWEEPS = {
     "calibration": ["--set", "repeat=3000", "--set", "threads=8", "--set", "torch=false"],
@@ -315,11 +317,6 @@ def unavailable(study_id: str) -> str | None:
     return proc.stdout.strip() or None
 
 
-def busy_loops(n: int) -> list[subprocess.Popen]:
-    """``n`` processes that spin on a CPU each (the background load)."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tries", type=int, default=500)
@@ -350,32 +347,21 @@ def main(argv: list[str] | None = None) -> int:
     # the driver's doing, not the CLI's).
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    load_before = os.getloadavg()
-    loops = busy_loops(args.load)
-    t0 = time.monotonic()
-    try:
+    bench = Session()
+    with background_load(args.load):
         done = stress(args.tries, studies, args.mode, args.parallel, args.stop_s, args.seed,
                       progress=lambda t, n: print(f"[{n}/{args.tries}] {t.study} {t.sig.name} at {t.delay_s:.2f} s: "
                                                   f"{'LOST' if t.lost else 'wrong: ' + '; '.join(t.wrong) if t.wrong else 'ok'}",
                                                   file=sys.stderr, flush=True))
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
     rows = summary(done)
     failures = [{"study": t.study, "signal": t.sig.name, "delay_s": t.delay_s, "from_start": t.early,
                  "at_signal": t.at_signal, "lost": t.lost, "wrong": t.wrong} for t in done if t.lost or t.wrong]
     if args.json:
         print(json.dumps({"rows": rows, "failures": failures}))
     else:
-        from workbench.env import capture
-
-        env = capture()
         print(f"Interrupt stress: {len(done)} tries ({args.mode} mode, {args.parallel} at a time), SIGINT and SIGTERM "
               f"at random times, {args.load} busy loops beside them.\n")
-        print(f"Machine: {env.get('cpu_model', '?')}, {os.cpu_count()} logical CPUs; load average "
-              f"{' '.join(f'{x:.2f}' for x in load_before)} at the start, "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; {time.monotonic() - t0:.0f} s.\n")
+        print(f"Machine: {bench.machine()}.\n")
         print(table(rows))
         for f in failures:
             print(f"- {f}")

@@ -17,16 +17,13 @@ CI; the target met only where that CI clears it).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
-from benchmarks._run import run_benchmark  # noqa: E402
-from studies.mc2_split.spread import TARGET_PCT, across_runs, display  # noqa: E402
-from workbench.env import summary_line  # noqa: E402
+from benchmarks._run import print_run_head, run_or_print, study_arguments  # noqa: E402
 from workbench.tables import md_table  # noqa: E402
 from workbench.store import read_bundle  # noqa: E402
 
@@ -36,11 +33,8 @@ TARGET_ERR = 0.10
 def show(rec) -> bool:
     """Print one run's table; True when all checks passed and the target was met."""
     live = rec.outputs.get("live", {})
-    print(f"\n## {rec.run_id} ({rec.origin}); {live.get('backend')} world size {live.get('world_size')}, "
-          f"M={rec.params['m']} K={rec.params['k']} N={rec.params['n']} {live.get('dtype')}")
-    print(f"machine: {summary_line(rec.env)}; torch {rec.env.get('packages', {}).get('torch', '?')}, "
-          f"NCCL {rec.env.get('nccl', '?')}\n")
-    print(f"reproduce: {rec.reproduce}\n")
+    print_run_head(rec, f"{live.get('backend')} world size {live.get('world_size')}, M={rec.params['m']} "
+                        f"K={rec.params['k']} N={rec.params['n']} {live.get('dtype')}")
     tbl = study.analyze(rec)["live"]
     if not len(tbl):
         print("(no live results)")
@@ -56,43 +50,35 @@ def show(rec) -> bool:
     if len(best) and "gain" in best:
         top = best.sort_values("measured_us").iloc[0]
         err = top.get("err_fit", float("nan"))
-        met = top["gain"] >= TARGET_PCT and abs(err) <= TARGET_ERR
+        met = top["gain"] >= study.TARGET_PCT and abs(err) <= TARGET_ERR
         print(f"\ntarget: best split ({top['variant']}, {top['chunks']}) is {top['gain']:.1f}% "
               f"[{top['gain_lo']:.1f}, {top['gain_hi']:.1f}] faster than serial "
-              f"{str(live.get('backend', '?')).upper()} (target >= {TARGET_PCT:.0f}%; the CI's lower end "
-              f"{'meets' if top['gain_lo'] >= TARGET_PCT else 'misses'} it); prediction error {err:+.1%} "
+              f"{str(live.get('backend', '?')).upper()} (target >= {study.TARGET_PCT:.0f}%; the CI's lower end "
+              f"{'meets' if top['gain_lo'] >= study.TARGET_PCT else 'misses'} it); prediction error {err:+.1%} "
               f"(target within {TARGET_ERR:.0%}): {'MET' if met else 'NOT MET'}")
         ok = ok and met
     return ok
 
 
 def spread(paths: list[Path]) -> int:
-    """The spread over runs (:func:`studies.mc2_split.spread.across_runs`)."""
-    table, _ = across_runs([read_bundle(p) for p in paths])
+    """The spread over runs (the study's ``across_runs``)."""
+    table, _ = study.across_runs([read_bundle(p) for p in paths])
     print(f"Best split's gain over serial NCCL across runs and per run (%), over {len(paths)} bundles; target >= "
-          f"{TARGET_PCT:.0f}% judged on the across-run CI\n")
-    print(md_table(display(table)))
+          f"{study.TARGET_PCT:.0f}% judged on the across-run CI\n")
+    print(md_table(study.spread_display(table)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_arguments(__doc__)
     ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("--set", action="append", default=[], help="study parameters, name=value")
-    ap.add_argument("--bundle-dir", type=Path, help="write the run's bundle here")
-    ap.add_argument("--tag", default="bench")
-    ap.add_argument("--from", dest="bundles", nargs="*", type=Path, help="print these bundles instead of running")
     ap.add_argument("--spread", nargs="*", type=Path, help="print the spread over these bundles' runs")
     args = ap.parse_args(argv)
     if args.spread:
         return spread(args.spread)
-    if args.bundles:
-        return 0 if all([show(read_bundle(p)) for p in args.bundles]) else 1
-    values = {"backend": "nccl", "live": "on", "providers": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent", "carveout": "0,16,24",
-              "world_size": args.world_size}
-    values |= study.SPACE.parse_sets(args.set)
-    return run_benchmark(study, values, show, bundle_dir=args.bundle_dir,
-                         bundle_stem=f"{args.tag}-ws{args.world_size}")
+    values = {"backend": "nccl", "live": "on", "world_size": args.world_size, "carveout": "0,16,24",
+              "providers": "default,limited,ce,ce-oneshot,triton,triton-pull,triton-persistent"}
+    return run_or_print(study, values, show, args, bundle_stem=f"{args.tag}-ws{args.world_size}")
 
 
 if __name__ == "__main__":

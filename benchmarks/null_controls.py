@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench import runner  # noqa: E402
 from workbench.analysis import analyse  # noqa: E402
-from workbench.env import capture, summary_line  # noqa: E402
 from workbench.registry import get  # noqa: E402
 from workbench.stats import clopper_pearson  # noqa: E402
 from workbench.store import Store  # noqa: E402
+from benchmarks._run import background_load, session  # noqa: E402
 
 TARGET = 0.05
 #: per study: (preset, values): a configuration small enough to repeat, with its null controls
@@ -52,18 +50,6 @@ CONFIGS = {
 }
 
 
-def _spinners(n: int) -> list[subprocess.Popen]:
-    """``n`` busy processes (the background load), each spinning on one CPU."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.wait(timeout=10)
-
-
 def measure(name: str, runs: int, load: int, store: Store, say) -> dict:
     preset, values = CONFIGS[name]
     study = get(name)
@@ -72,8 +58,7 @@ def measure(name: str, runs: int, load: int, store: Store, say) -> dict:
         return {"skipped": reason}
     clear = total = excluded = 0
     drifts = []
-    spin = _spinners(load)
-    try:
+    with background_load(load):
         time.sleep(2 if load else 0)  # let the load average see the spinners
         for i in range(runs):
             say(f"{name}, load {load}: run {i + 1}/{runs}")
@@ -85,8 +70,6 @@ def measure(name: str, runs: int, load: int, store: Store, say) -> dict:
                 total += len(nulls)
             if a.drift.measured:
                 drifts.append(a.drift.pct)
-    finally:
-        _stop(spin)
     return {"runs": runs, "clear": clear, "excluded": excluded, "total": total,
             "drift": statistics.median(drifts) if drifts else float("nan")}
 
@@ -104,19 +87,13 @@ def main() -> int:
         print(f"error: unknown studies {sorted(unknown)}; have {sorted(CONFIGS)}", file=sys.stderr)
         return 2
     loads = [int(x) for x in args.loads.split(",")] if args.loads else [0, args.load]
-    t0 = time.perf_counter()
-    load_start = Path("/proc/loadavg").read_text().split()[:3]
-    say = lambda m: print(f"[{time.perf_counter() - t0:6.0f} s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "nulls.sqlite")
+    with session("nulls") as bench:
         for name in names:
             for load in loads:
-                results[(name, load)] = measure(name, args.runs, load, store, say)
-    load_end = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"Null controls called clear: {args.runs} runs per study and load; machine: {summary_line(capture())}; "
-          f"{time.strftime('%Y-%m-%d')}; load average {' '.join(load_start)} at the start, {' '.join(load_end)} at the "
-          f"end (other processes included); {time.perf_counter() - t0:.0f} s.\n")
+                results[(name, load)] = measure(name, args.runs, load, bench.store, bench.say)
+    print(f"Null controls called clear: {args.runs} runs per study and load; {time.strftime('%Y-%m-%d')}; "
+          f"machine: {bench.machine()}.\n")
     print("| study | background load | runs | nulls judged | called clear | 95% upper bound (Clopper-Pearson) | "
           "CI excludes 1 (load rule aside) | 95% upper bound | median drift between blocks |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -3,12 +3,11 @@ import streamlit as st
 
 import studies.mc2_split as study
 from pages._ui import committed, study_page
-from studies.mc2_split.spread import TARGET_PCT, across_runs, display
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _spread(run_ids: tuple[str, ...], _records: tuple):
-    return across_runs(list(_records))[0]
+    return study.across_runs(list(_records))[0]
 
 
 def page_extras(record, tables) -> None:
@@ -22,10 +21,10 @@ def page_extras(record, tables) -> None:
     st.subheader("Across runs: the best split's gain over serial with the backend's own collective")
     st.caption(f"Each run's gain is measured within that run (95% CI from its samples) and describes that run. The "
                f"configuration's gain is the interval across runs (two-level bootstrap: runs, then each run's "
-               f"samples; t interval): the target (at least {TARGET_PCT:.0f}% faster) is met only where that interval "
-               f"clears it, from at least 5 runs. 'best of each run's configurations' is the figure a run's target "
-               f"line states. Committed runs and this run.")
-    st.dataframe(display(table), hide_index=True, width="stretch")
+               f"samples; t interval): the target (at least {study.TARGET_PCT:.0f}% faster) is met only where that "
+               f"interval clears it, from at least 5 runs. 'best of each run's configurations' is the figure a run's "
+               f"target line states. Committed runs and this run.")
+    st.dataframe(study.spread_display(table), hide_index=True, width="stretch")
 
 
 study_page(study, extras=page_extras)

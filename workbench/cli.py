@@ -43,7 +43,7 @@ from typing import Any, Callable
 # Only what every command needs is imported here: an error line (a typo, an unknown run) comes
 # before pandas, the studies and the statistics are imported (half a second or more on a loaded
 # 2-core machine; benchmarks/cli.py times it). The rest is imported by the commands that use it.
-from . import events, interrupt, outfile, procs
+from . import events, interrupt, manual, outfile, procs
 from .catalog import Catalog, find_run
 from .env import REPO_ROOT, STATE_DIR
 from .launcher import LaunchError, Topology
@@ -149,12 +149,16 @@ def summary_text(a) -> str:
 # --- commands -------------------------------------------------------------------------------
 
 def cmd_list(args) -> int:
+    """The index of the studies (built here, at run time: no page of the repository lists them),
+    each with its seed and its page."""
     reg = registry()
+    pages = {m.ID: manual.page_name(m) for m in reg.values()}
     if args.json:  # the seed's file name stays in the JSON; people read its title
         print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "seed_title": seed_title(m),
-                           "summary": m.SEED_SUMMARY} for m in reg.values()], indent=1))
+                           "summary": m.SEED_SUMMARY, "page": pages[m.ID]} for m in reg.values()], indent=1))
     else:
-        print(_fmt_table([[m.ID, m.TITLE, seed_title(m)] for m in reg.values()], ["study", "title", "seed"]))
+        rows = [[m.ID, manual.short_title(m), seed_title(m), pages[m.ID]] for m in reg.values()]
+        print(_fmt_table(rows, ["study", "name", "seed", "page"]))
     return EXIT_OK
 
 

@@ -1,7 +1,7 @@
 """One launcher for the distributed studies: torchrun on this node (and on other nodes), the
 event stream back, and no process left behind.
 
-:func:`launch` starts ``torchrun`` in its own session with a worker module of a study
+:func:`launch` starts ``torchrun`` in its own session with a study's worker module
 (``studies/<study>/worker.py``, which defines ``main(config, emitter)``), tails the run's
 event stream (:mod:`workbench.events`) into the ``RunContext``, and kills torchrun's whole
 process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt`` at the follow loop's
@@ -26,9 +26,10 @@ How the results of other nodes reach the store: the worker's collectives carry t
 sample is reduced to the maximum over all ranks, every rank's samples are all-gathered), and
 one rank writes the events: local rank 0 of the storing node, whatever its global rank (only
 there does the launcher set ``WORKBENCH_EVENTS``). The storing node's launcher publishes the
-run's spec (worker module, config, world size, the worker file's SHA-256) in torchrun's
+run's spec (study id, config, world size, the worker file's SHA-256) in torchrun's
 store, so an agent needs no copy of the parameters, only the same checkout (a different
-worker file is refused). Only the storing node's CLI stores the run: once.
+worker file is refused). Only the storing node's CLI stores the run: once. The spec names the
+study by its id; the ranks get its worker from :func:`workbench.registry.worker`.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
-import importlib
-import importlib.util
 import json
 import os
 import re
@@ -52,15 +51,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import interrupt, procs
+from . import interrupt, procs, registry
 from .env import REPO_ROOT
 from .events import Collected, Emitter, EventTail, apply
 from .study import Cancelled
 
 #: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-#: worker modules a spec may name (a spec from torchrun's store is data, never a free module path)
-WORKER_MODULE = re.compile(r"studies\.[a-z][a-z0-9_]*\.worker")
 KILL_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to its ranks), SIGKILL after this
 
 
@@ -232,28 +229,30 @@ def start_torchrun(cmd: list[str], **kw) -> subprocess.Popen:
     return subprocess.Popen(procs.bound(cmd, signal.SIGTERM), cwd=str(REPO_ROOT), start_new_session=True, **kw)
 
 
-def _worker_source_sha256(module: str) -> str:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin:
-        raise LaunchError(f"worker module {module} not found in this checkout")
-    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+def _worker_source_sha256(study: str) -> str:
+    """The SHA-256 of the study's worker file (a spec from torchrun's store is data: its study
+    id is checked by the registry, never imported as a module path)."""
+    try:
+        return hashlib.sha256(registry.worker_file(study).read_bytes()).hexdigest()
+    except KeyError as exc:
+        raise LaunchError(f"{exc.args[0]} in this checkout") from None
 
 
-def launch(worker: str, config: dict[str, Any], world_size: int, ctx, *, timeout_s: float,
+def launch(study: str, config: dict[str, Any], world_size: int, ctx, *, timeout_s: float,
            topology: Topology | None = None, poll_s: float = 0.1) -> Collected:
-    """Run ``worker``'s ``main(config, emitter)`` on ``world_size`` ranks under torchrun;
-    events go to ``ctx`` as they arrive (records, attachments, progress); returns the merged
-    outputs and notes. Raises :class:`LaunchError` when a rank fails or ``timeout_s`` passes,
-    ``Cancelled`` when ``ctx`` is cancelled; the process group is killed on every way out."""
-    if not WORKER_MODULE.fullmatch(worker):
-        raise LaunchError(f"{worker!r} is not a study worker module (studies.<study>.worker)")
+    """Run the worker of the study ``study`` (its id): ``main(config, emitter)`` on
+    ``world_size`` ranks under torchrun; events go to ``ctx`` as they arrive (records,
+    attachments, progress); returns the merged outputs and notes. Raises
+    :class:`LaunchError` when a rank fails or ``timeout_s`` passes, ``Cancelled`` when ``ctx``
+    is cancelled; the process group is killed on every way out."""
+    worker_sha256 = _worker_source_sha256(study)
     topology = topology or Topology.from_env()
     nproc = topology.local_processes(world_size)
     collected = Collected()
     with tempfile.TemporaryDirectory(prefix="wb-launch-") as tmp:
         folder = Path(tmp)
-        spec = {"worker": worker, "config": config, "world_size": world_size,
-                "worker_sha256": _worker_source_sha256(worker), "timeout_s": timeout_s}
+        spec = {"study": study, "config": config, "world_size": world_size, "worker_sha256": worker_sha256,
+                "timeout_s": timeout_s}
         (folder / "spec.json").write_text(json.dumps(spec))
         events, log_path = folder / "events.jsonl", folder / "torchrun.log"
         env = worker_env(WORKBENCH_SPEC=str(folder / "spec.json"), WORKBENCH_EVENTS=str(events))
@@ -332,7 +331,7 @@ def _run_worker() -> int:
         if emitter.active:
             emitter.outputs(launch={"ranks": [json.loads(store.get(f"rank/{r}")) for r in range(world)],
                                     "reporting_rank": rank})
-        importlib.import_module(spec["worker"]).main(spec["config"], emitter)
+        registry.worker(spec["study"]).main(spec["config"], emitter)
         emitter.done()
     except BaseException as exc:
         errors.error(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=8))
@@ -341,13 +340,13 @@ def _run_worker() -> int:
 
 
 def _check_spec(spec: dict, world: int) -> None:
-    if not isinstance(spec, dict) or not WORKER_MODULE.fullmatch(str(spec.get("worker", ""))):
-        raise LaunchError(f"the run's spec names no study worker module: {str(spec)[:200]}")
+    if not isinstance(spec, dict) or not isinstance(spec.get("study"), str):
+        raise LaunchError(f"the run's spec names no study: {str(spec)[:200]}")
     if spec["world_size"] != world:
         raise LaunchError(f"the run expects {spec['world_size']} ranks but torchrun started {world}: give every "
                           "node's agent --nproc-per-node = world_size / nnodes")
-    if _worker_source_sha256(spec["worker"]) != spec["worker_sha256"]:
-        raise LaunchError(f"{spec['worker']} on {socket.gethostname()} differs from the storing node's: "
+    if _worker_source_sha256(spec["study"]) != spec["worker_sha256"]:
+        raise LaunchError(f"the worker of {spec['study']} on {socket.gethostname()} differs from the storing node's: "
                           "check out the same commit on every node")
 
 

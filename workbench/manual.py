@@ -1,21 +1,41 @@
-"""The manual's generated parts: each study's knob and preset tables in ``docs/studies/<id>.md``.
+"""Each study's page of the manual, generated from its seam: ``studies/<package>/README.md``.
 
-A hand-typed copy of a parameter space drifts from the code at the first new knob, so these
-tables come from the study's ``SPACE``. ``python -m workbench.manual`` rewrites the block
-between :data:`BEGIN` and :data:`END` of every study page; a test fails while a page is out of
-step.
+A study's page lives in its folder (GitHub shows it when the folder is opened), so a new
+study's folder plus its tests folder are the whole change: no page, row or link elsewhere
+names it, and the index of the studies is built at run time (``python -m workbench list``, the
+app's Home page; on GitHub, the ``studies/`` folder). Two blocks of a page come from the seam,
+because a hand-typed copy drifts from the code at the first new knob:
+
+- the head (between :data:`HEAD_BEGIN` and :data:`HEAD_END`): the title from ``TITLE`` and
+  ``ID``, the seed and the summary (``SEED_TITLE``, ``SEED_SUMMARY``), the question (the ``Question:``
+  paragraph of the module docstring), where it runs (``RUNS_ON``), how to start it, and where
+  its committed results live (``traces/<id>/``);
+- the knobs and presets (between :data:`BEGIN` and :data:`END`): every parameter of ``SPACE``
+  with its default, allowed values and form placement, and every preset with its purpose.
+
+Everything else on a page is the study author's prose, kept where it is. ``python -m
+workbench.manual`` rewrites both blocks of every registered study's page and writes a whole
+page for a study that has none; ``--check`` only says which pages are out of step (exit 1),
+and a test fails while one is.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from .env import REPO_ROOT
 from .registry import registry
 from .study import Param, ParamSpace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
+HEAD_BEGIN = "<!-- head: generated from the study's seam by `python -m workbench.manual` -->"
+HEAD_END = "<!-- end of the generated head -->"
 BEGIN = "<!-- knobs and presets: generated from the study's SPACE by `python -m workbench.manual` -->"
 END = "<!-- end of the generated knobs and presets -->"
 
@@ -72,29 +92,129 @@ def space_markdown(space: ParamSpace) -> str:
     return "\n".join(rows)
 
 
-def study_page(study_id: str) -> Path:
-    return ROOT / "docs" / "studies" / f"{study_id}.md"
+def study_page(mod: ModuleType) -> Path:
+    """Where a study's page lives: ``README.md`` in its package's folder."""
+    return Path(mod.__file__).resolve().parent / "README.md"
 
 
-def refreshed(text: str, space: ParamSpace) -> str:
-    """``text`` with its generated block rewritten; ValueError when the markers are missing."""
-    head, sep, rest = text.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
+def page_name(mod: ModuleType) -> str:
+    """The study's page as a path from the repository's root (absolute when it lies elsewhere)."""
+    page = study_page(mod)
+    return page.relative_to(ROOT).as_posix() if ROOT in page.parents else str(page)
+
+
+def short_title(mod: ModuleType) -> str:
+    """The study's name as the app's sidebar and its page show it (``TITLE`` up to a colon or
+    parenthesis)."""
+    return re.split(r"[:(]", mod.TITLE)[0].strip()
+
+
+def question(mod: ModuleType) -> str:
+    """The question the study's docstring states (its ``Question:`` paragraph up to its last
+    question mark, in Markdown); else the docstring's first line."""
+    doc = mod.__doc__ or ""
+    para = next((p for p in re.split(r"\n\s*\n", doc) if p.lstrip().startswith("Question")), None)
+    if para is None:
+        text = doc.strip().splitlines()[0].partition(": ")[2] or doc.strip().splitlines()[0]
+    else:
+        text = re.sub(r"^\s*Question(?: \([^)]*\))?:\s*", "", para)
+    text = re.sub(r":\w+:`", "`", " ".join(text.split()).replace("``", "`"))  # reST literals and roles
+    if "?" in text:  # the question ends at its last question mark; what it measures follows
+        text = text[:text.rindex("?") + 1]
+    return text[:1].upper() + text[1:]
+
+
+def _link(page: Path, target: Path) -> str | None:
+    """``target`` relative to ``page`` for a link GitHub follows, or None when either lies
+    outside this repository (a study registered from elsewhere)."""
+    if ROOT not in page.parents or not (target == ROOT or ROOT in target.parents):
+        return None
+    return Path(os.path.relpath(target, page.parent)).as_posix()
+
+
+def head_markdown(mod: ModuleType, page: Path) -> str:
+    """The generated head of a study's page (see the module doc)."""
+    name = short_title(mod)
+    lines = [f"# {name} (`{mod.ID}`)", ""]
+    nav = [(text, _link(page, target)) for text, target in (
+        ("README", ROOT / "README.md"), ("the manual", ROOT / "docs" / "README.md"), ("all studies", ROOT / "studies"))]
+    if all(href for _, href in nav):
+        lines += [" · ".join(f"[{text}]({href})" for text, href in nav), ""]
+    results = ROOT / "traces" / mod.ID / "README.md"
+    href = _link(page, results) if results.exists() else None
+    lines += [f"- **Seed**: {getattr(mod, 'SEED_TITLE', None) or mod.SEED}", f"- **Summary**: {mod.SEED_SUMMARY}",
+              f"- **Question**: {question(mod)}"]
+    if getattr(mod, "RUNS_ON", None):
+        lines.append(f"- **Runs on**: {mod.RUNS_ON}")
+    lines += [f"- **Run it**: the *{name}* page of the app (`make run`), or "
+              f"`python -m workbench run {mod.ID} --quick` (the presets are below)",
+              f"- **Committed results**: [traces/{mod.ID}/README.md]({href})" if href else
+              f"- **Committed results**: none (runs of other machines would be committed under `traces/{mod.ID}/`)"]
+    return "\n".join(lines)
+
+
+def _replaced(text: str, begin: str, end: str, body: str) -> str:
+    head, sep, rest = text.partition(begin)
+    _, sep2, tail = rest.partition(end)
     if not (sep and sep2):
-        raise ValueError("the page has no generated block (its markers are missing)")
-    return f"{head}{BEGIN}\n{space_markdown(space)}\n{END}{tail}"
+        raise ValueError(f"the page has no generated block {begin!r} (its markers are missing)")
+    return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
-def main() -> int:
-    """Rewrite every study page's generated block; print the pages that changed."""
-    for study_id, mod in registry().items():
-        page = study_page(study_id)
-        old = page.read_text(encoding="utf-8")
-        new = refreshed(old, mod.SPACE)
+def refreshed(text: str, mod: ModuleType, page: Path | None = None) -> str:
+    """``text``, a study's page, with both generated blocks rewritten from the seam;
+    ValueError when a block's markers are missing."""
+    page = page or study_page(mod)
+    text = _replaced(text, HEAD_BEGIN, HEAD_END, head_markdown(mod, page))
+    return _replaced(text, BEGIN, END, space_markdown(mod.SPACE))
+
+
+def new_page(mod: ModuleType, page: Path | None = None) -> str:
+    """The whole page of a study that has none: the generated blocks, room for prose between."""
+    page = page or study_page(mod)
+    return (f"{HEAD_BEGIN}\n{head_markdown(mod, page)}\n{HEAD_END}\n\n## Knobs and presets\n\n"
+            f"{BEGIN}\n{space_markdown(mod.SPACE)}\n{END}\n")
+
+
+def out_of_step(mod: ModuleType) -> str | None:
+    """Why a study's page is not what the generator writes (missing, markers gone, a block
+    out of step), or None when it is."""
+    page = study_page(mod)
+    if not page.is_file():
+        return f"{mod.ID} has no page: {page}"
+    text = page.read_text(encoding="utf-8")
+    try:
+        if refreshed(text, mod, page) != text:
+            return f"{page} is out of step with {mod.ID}'s seam"
+    except ValueError as exc:
+        return f"{page}: {exc}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write every registered study's page (its generated blocks; a whole page where there is
+    none) and print the pages written; ``--check``: print the pages out of step, exit 1;
+    ``--study ID``: that study's page only."""
+    ap = argparse.ArgumentParser(prog="python -m workbench.manual", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing: list the pages out of step (exit 1)")
+    ap.add_argument("--study", action="append", metavar="ID", help="only this study's page (repeatable)")
+    args = ap.parse_args(argv)
+    studies = registry()
+    unknown = sorted(set(args.study or ()) - set(studies))
+    if unknown:
+        ap.error(f"unknown study {', '.join(unknown)}; known: {', '.join(sorted(studies))}")
+    stale = []
+    for mod in (studies[s] for s in args.study) if args.study else studies.values():
+        page = study_page(mod)
+        old = page.read_text(encoding="utf-8") if page.is_file() else None
+        new = new_page(mod, page) if old is None else refreshed(old, mod, page)
         if new != old:
-            page.write_text(new, encoding="utf-8")
-            print(page.relative_to(ROOT))
-    return 0
+            stale.append(page)
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    for page in stale:
+        print(page.relative_to(ROOT) if ROOT in page.parents else page)
+    return 1 if args.check and stale else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ of its tables sits between markers that name what the tool prints there::
     <!-- /generated -->
 
 ``python -m workbench readme --refresh`` rewrites every block from the bundles beside the
-README; plain ``python -m workbench readme`` (and ``tests/workbench/test_readme_blocks.py``) fails when a committed
+README; plain ``python -m workbench readme`` (and ``tests/workbench/test_readme.py``) fails when a committed
 block differs from what the tool prints today. Kinds of block (:data:`KINDS`):
 
 - ``claims bundles=A,B``: each claim of the study, its status and live figure (95% CI) in

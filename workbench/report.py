@@ -607,6 +607,7 @@ def study_notebook(study: ModuleType):
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
             "import workbench as wb\n\n"
+            "# the knobs: wb.explore(...), or the study's page (its folder's README)\n"
             f"run = wb.default_run({sid!r})  # the run its page opens on: yours, else the committed headline run\n"
             "if run is None:  # no run yet: a smoke run, where this machine can run the study\n"
             f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords (wb.explore)\n"

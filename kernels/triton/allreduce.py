@@ -133,6 +133,35 @@ def _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS: tl.constexpr, R
         tl.store(out_dsts[j] + offs, total, mask=mask, cache_modifier=".cs")
 
 
+@triton.jit
+def _signal(arrive, NPEERS: tl.constexpr):
+    """One arrival at every peer's counter (release, system scope: what this rank wrote before
+    is visible to the peer that sees it)."""
+    for j in tl.static_range(NPEERS):
+        tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+
+
+@triton.jit
+def _sum_rows(block, partials, out_dsts, first, numel, NPEERS: tl.constexpr, REMOTE: tl.constexpr,
+              LIVE: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's share of :func:`_sum_and_push` over ``numel`` elements from offset
+    ``first``: BLOCK at a time, strided by the grid, so the programs cover the rows between them."""
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    for start in range(pid * BLOCK, numel, nprog * BLOCK):
+        rel = start + tl.arange(0, BLOCK)
+        _sum_and_push(block, partials, out_dsts, first + rel, rel < numel, NPEERS, REMOTE, LIVE)
+
+
+@triton.jit
+def _reduce_when_arrived(my_counter, target, block, partials, out_dsts, numel, NPEERS: tl.constexpr,
+                         REMOTE: tl.constexpr, MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
+    """The two-shot kernels' second half: wait until every peer has arrived for this chunk
+    (``target``), then sum this program's share of the block and push it to every peer."""
+    _wait_at_least(my_counter, target, MAX_SPINS)
+    tl.debug_barrier()
+    _sum_rows(block, partials, out_dsts, 0, numel, NPEERS, REMOTE, False, BLOCK)
+
+
 @triton.jit(do_not_specialize=["target"])
 def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                      block, partials, out_dsts, numel,
@@ -151,36 +180,24 @@ def _two_shot_kernel(srcs, stage_dsts, push_numels, arrive, my_counter, target,
                          cache_modifier=".cs")
         # every warp's stores are done before one thread publishes them
         tl.debug_barrier()
-        for j in tl.static_range(NPEERS):
-            tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+        _signal(arrive, NPEERS)
     if REDUCE:
-        _wait_at_least(my_counter, target, MAX_SPINS)
-        tl.debug_barrier()
-        for start in range(pid * BLOCK, numel, nprog * BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            mask = offs < numel
-            _sum_and_push(block, partials, out_dsts, offs, mask, NPEERS, False, False)
+        _reduce_when_arrived(my_counter, target, block, partials, out_dsts, numel, NPEERS, False, MAX_SPINS, BLOCK)
 
 
 @triton.jit(do_not_specialize=["target"])
 def _two_shot_pull_kernel(arrive, my_counter, target, block, peer_blocks, out_dsts, numel,
                           NPEERS: tl.constexpr, SIGNAL: tl.constexpr, REDUCE: tl.constexpr,
                           MAX_SPINS: tl.constexpr, BLOCK: tl.constexpr):
-    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    pid = tl.program_id(0)
     if SIGNAL:
         # The launch starts after the chunk's matmul (stream order), so this rank's rows are
         # final: one arrival per peer says so. Nothing was written to a peer before it, so one
         # program signals for the grid.
         if pid == 0:
-            for j in tl.static_range(NPEERS):
-                tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+            _signal(arrive, NPEERS)
     if REDUCE:
-        _wait_at_least(my_counter, target, MAX_SPINS)
-        tl.debug_barrier()
-        for start in range(pid * BLOCK, numel, nprog * BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            mask = offs < numel
-            _sum_and_push(block, peer_blocks, out_dsts, offs, mask, NPEERS, True, False)
+        _reduce_when_arrived(my_counter, target, block, peer_blocks, out_dsts, numel, NPEERS, True, MAX_SPINS, BLOCK)
 
 
 @triton.jit(do_not_specialize=["epoch", "base", "first", "count", "chunk_base"])
@@ -197,8 +214,7 @@ def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, ba
                 if chunk_base + c >= tl.load(progress + nprog):  # not signalled by an earlier launch
                     # this rank's matmul of chunk c is done once the compute stream has set its flag
                     if _wait_at_least(ready + c, epoch, SPINS) >= epoch:
-                        for j in tl.static_range(NPEERS):
-                            tl.atomic_add(arrive[j], 1, sem="release", scope="sys")
+                        _signal(arrive, NPEERS)
                         # this rank's own arrival too: its programs must not sum rows its matmul still writes
                         tl.atomic_add(my_counter, 1, sem="release", scope="sys")
                         tl.store(progress + nprog, chunk_base + c + 1)
@@ -211,11 +227,7 @@ def _pull_persistent_kernel(out, peer_outs, arrive, my_counter, ready, epoch, ba
                     tl.debug_barrier()
                     row0 = tl.load(table + 2 * c).to(tl.int64)
                     numel = tl.load(table + 2 * c + 1).to(tl.int64) * n_cols
-                    for start in range(pid * BLOCK, numel, nprog * BLOCK):
-                        rel = start + tl.arange(0, BLOCK)
-                        mask = rel < numel
-                        offs = row0 * n_cols + rel
-                        _sum_and_push(out, peer_outs, peer_outs, offs, mask, NPEERS, True, True)
+                    _sum_rows(out, peer_outs, peer_outs, row0 * n_cols, numel, NPEERS, True, True, BLOCK)
                     tl.debug_barrier()  # every warp's loads of this chunk done before it counts as reduced
                     tl.store(progress + pid, chunk_base + c + 1)
                 else:

@@ -13,23 +13,17 @@ can be told apart from the fast ones.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from studies.mc2_split.worker import TritonPushComm  # noqa: E402
-from workbench import harness, launcher  # noqa: E402
+import _probe  # first: it puts this checkout on sys.path
+from kernels.triton.collectives import TritonPushComm, set_matmul_carveout
+from workbench import harness
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _probe.arguments(__doc__)
     ap.add_argument("--m", type=int, default=4096)
-    ap.add_argument("--k", type=int, default=3072)
-    ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--comm", choices=("triton", "triton-pull"), default="triton-pull")
     ap.add_argument("--carveout", type=int, default=24)
     ap.add_argument("--ctas", type=int, default=0, help="the all-reduce's grid (0: one CTA per carve-out SM)")
@@ -37,8 +31,11 @@ def main() -> None:
     ap.add_argument("--chunks", default="1024,1024,1024,1024")
     ap.add_argument("--reps", type=int, default=40)
     args = ap.parse_args()
-    dev = launcher.init_rank("nccl")  # NVLink multicast off, however torchrun was started
-    rank = dist.get_rank()
+    with _probe.nccl_rank() as (dev, rank, _world):
+        probe(args, dev, rank)
+
+
+def probe(args, dev, rank: int) -> None:
     chunks = [int(c) for c in args.chunks.split(",")]
     if sum(chunks) != args.m:
         raise SystemExit(f"chunks {chunks} do not add up to m={args.m}")
@@ -48,8 +45,7 @@ def main() -> None:
     ctas = args.ctas or args.carveout
     comm = TritonPushComm(args.m, args.n, torch.float16, dev, dist.group.WORLD.group_name, ctas,
                           args.warps, pull=args.comm == "triton-pull")
-    torch._C._set_sm_carveout_experimental(args.carveout or None)
-    torch.backends.cuda.preferred_blas_library("cublaslt")
+    set_matmul_carveout(args.carveout, torch.backends.cuda.preferred_blas_library())
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
 
     def call(marks=None):
@@ -97,8 +93,6 @@ def main() -> None:
         for row in sorted(t):
             print(f"{row[0]:6.1f} | " + " | ".join(f"{row[1 + 2 * i]:5.1f} {row[2 + 2 * i]:5.1f}"
                                                  for i in range(len(chunks))))
-    torch._C._set_sm_carveout_experimental(None)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

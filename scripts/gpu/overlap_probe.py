@@ -15,24 +15,20 @@ in the environment apply (the header line shows the ones that matter here).
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import time
 
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from studies.mc2_split.worker import TritonPushComm  # noqa: E402
-from workbench import harness, launcher  # noqa: E402
+import _probe  # first: it puts this checkout on sys.path
+from kernels.triton.collectives import TritonPushComm, set_matmul_carveout
+from workbench import harness
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _probe.arguments(__doc__)
     ap.add_argument("--rows", type=int, default=2048)
-    ap.add_argument("--k", type=int, default=3072)
-    ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--triton", nargs="*", default=["16x8", "16x16"],
                     help="grids of the Triton rows, CTAsxWARPS")
@@ -40,8 +36,11 @@ def main() -> None:
     ap.add_argument("--soak-s", type=float, default=0.0,
                     help="then run the first Triton row at the last carve-out this long per mode (clock log)")
     args = ap.parse_args()
-    dev = launcher.init_rank("nccl")  # NVLink multicast off, however torchrun was started
-    rank, world = dist.get_rank(), dist.get_world_size()
+    with _probe.nccl_rank() as (dev, rank, world):
+        probe(args, dev, rank, world)
+
+
+def probe(args, dev, rank: int, world: int) -> None:
     a = torch.randn(args.rows, args.k, device=dev, dtype=torch.float16)
     b = torch.randn(args.k, args.n, device=dev, dtype=torch.float16)
     c = torch.empty(args.rows, args.n, device=dev, dtype=torch.float16)
@@ -138,8 +137,7 @@ def main() -> None:
         """Each of matmul alone, all-reduce alone, both, back to back for soak_s seconds with
         wall-clock stamps, so a clock/power log taken beside (nvidia-smi -lms 100) shows
         whether running both lowers the SM clock (the matmul slows beside the all-reduce)."""
-        torch._C._set_sm_carveout_experimental(cv or None)
-        torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas)
+        set_matmul_carveout(cv, blas)
         for mode, fn in (("mm", mm), ("ar", lambda: run(group, "ar-only")), ("both", lambda: run(group, "ar-first"))):
             dist.barrier()
             torch.cuda.synchronize()
@@ -157,8 +155,7 @@ def main() -> None:
 
     for name, group in groups.items():
         for cv in args.carveouts:
-            torch._C._set_sm_carveout_experimental(cv or None)
-            torch.backends.cuda.preferred_blas_library("cublaslt" if cv else blas)
+            set_matmul_carveout(cv, blas)
             check(group)
             t_mm, t_ar = timed(mm), timed(lambda: run(group, "ar-only"))
             for order in ("ar-first", "mm-first"):
@@ -168,8 +165,6 @@ def main() -> None:
                     print(f"| {name} ({order}) | {cv} | {t_mm:.1f} | {t_ar:.1f} | {t_both:.1f} | {ov:.2f} |")
     if args.soak_s:
         soak(groups[f"triton-{args.triton[0]}"], args.carveouts[-1])
-    torch._C._set_sm_carveout_experimental(None)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -77,6 +77,9 @@ from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, TITLES, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
+# what its page draws beside the generic page (pages/ag_gemm.py): the run's attached traces
+from .analysis import TRACE_KINDS, attachment_spans, merged_ranks, rank_groups  # noqa: F401
+from .spans import ATTACH_KIND as PROGRAMS_KIND  # noqa: F401
 
 ID = "ag-gemm"
 TITLE = "Fused all-gather + GEMM (HBM-buffer kernel vs NCCL, PyTorch symmetric memory, copy engine)"
@@ -85,6 +88,7 @@ SEED = "004_7d53943015c21e67.txt"
 SEED_TITLE = "ROCm/iris PR #346, a fused all-gather + GEMM kernel"
 SEED_SUMMARY = ("iris PR #346: fetcher/GEMM workgroup split with an HBM staging buffer and per-tile flags; "
                 "2.1-3.4x over an all-gather barrier baseline on 8x MI325X (a baseline later found unfair).")
+RUNS_ON = "2+ NVIDIA GPUs; committed H200 results anywhere"
 KEY_TABLE = "seed_table"
 KEY_CHART = "speedup"
 #: the committed run a page without a run of its own opens on: the benchmark at the most ranks
@@ -308,7 +312,7 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     if params["mode"] == "kernel":
         return kernelbench.run(params, ctx)
     ctx.progress(0.0, f"starting torchrun with {params['world_size']} processes ({params['backend']})")
-    got = launcher.launch("studies.ag_gemm.worker", _worker_config(params), params["world_size"], ctx,
+    got = launcher.launch(ID, _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
     out = got.outputs | ({"notes": got.notes} if got.notes else {})
     if params["interpret"]:

@@ -65,6 +65,7 @@ SEED = "003_dccaa0ad43ebb428.txt"
 SEED_TITLE = "the GCC review of caching nvptx's OpenMP soft-stack block"
 SEED_SUMMARY = ("GCC review of caching libgomp's nvptx soft-stack block between OpenMP kernel launches: "
                 "8 host threads, `time` before/after, lock vs pool of 3.")
+RUNS_ON = "any CPU (C); CuPy on NVIDIA GPUs"
 
 CPU_POLICIES = ("per_call", "locked_cache", "size_limit", "pool")
 GPU_POLICIES = ("per_call", "locked_cache", "size_limit", "pool", "framework", "graph")

@@ -48,6 +48,8 @@ from .analysis import analyze  # noqa: F401
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, TITLES, charts, report_sections, verdict  # noqa: F401
 from .seed import SEED_FIGURES
+# what its page shows beside the generic page (pages/mc2_split.py): the spread over repeated runs
+from .spread import TARGET_PCT, across_runs, display as spread_display  # noqa: F401
 
 ID = "mc2-split"
 TITLE = "MC² split: chunking matmul + all-reduce for overlap"
@@ -56,6 +58,7 @@ SEED = "002_f06ad4ccbb701e5b.txt"
 SEED_TITLE = "Ascend CANN's MC² operator tuning case"
 SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short and a long block so compute "
                 "and all-reduce overlap; M=4096 K=3072 N=8192 fp16 gives [512, 896x4], 1874 -> 1262 us (32.7%).")
+RUNS_ON = "gloo on any CPU; NCCL on GPUs"
 
 KEY_TABLE = "key"
 KEY_CHART = "key"
@@ -355,7 +358,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
     cfg |= {"backend": backend, "dtype": _dtype(params), "providers": params["providers"], "carveouts": params["carveout"], "fits_given": mm is not None,
             "mm_fit": mm.to_json() if mm else None, "comm_fit": comm.to_json() if comm else None}
     ctx.progress(0.0, f"starting {params['world_size']} {backend} processes (torchrun)")
-    got = launcher.launch("studies.mc2_split.worker", cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
+    got = launcher.launch(ID, cfg, params["world_size"], ctx, timeout_s=params["timeout_s"])
     by_provider: dict[str, dict] = got.outputs.get("by_provider", {})
     for info in by_provider.values():
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}

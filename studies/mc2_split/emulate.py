@@ -37,7 +37,7 @@ def run_scenario(world: int, rows: int, n: int, chunks: list[int], ctas: int = 2
     import torch
 
     import kernels.triton.allreduce as kmod
-    from studies.mc2_split.worker import row_blocks
+    from kernels.triton.collectives import row_blocks
 
     if max_spins is not None:
         kmod.MAX_SPINS = max_spins

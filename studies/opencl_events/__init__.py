@@ -51,6 +51,7 @@ SEED = "001_5ca36159b3daf8a4.txt"
 SEED_TITLE = "Yichao Yu's wiki page OpenCL Event Overhead"
 SEED_SUMMARY = ("Event callbacks cost up to 3x per small kernel on an AMD GPU and ~10 us on Intel; waiting on "
                 "another thread removes most of it; with chains of work and a final map the overhead shrinks.")
+RUNS_ON = "PoCL on any CPU; NVIDIA OpenCL, CUDA"
 
 EXPERIMENTS = ("callbacks", "wait", "dependency", "cuda")
 ALL_COMBOS = tuple(f"{s}{r}{c}" for s in "01" for r in "01" for c in "01")

@@ -1,6 +1,8 @@
 """A new study written from studies/README.md alone: the README's smallest complete example,
 written into a package of its own and registered for this test only ($WORKBENCH_STUDY_PACKAGES),
-needs no change outside its folder: its page, its CLI run, its report and its notebook work."""
+needs no change outside its folder: its app page, its CLI run, its report, its notebook and its
+page of the manual (generated into its folder) work, every other page stays in step, and the
+index of the studies (built at run time) lists it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import sys
 import pytest
 
 from tests.support.paths import ROOT
-from workbench import report
+from workbench import manual, report
 from workbench.registry import PACKAGES_ENV, registry
 from workbench.store import Store
 
@@ -91,3 +93,27 @@ def test_the_readme_example_has_a_page(registered, tmp_path):
     at = study_app("toy-sum").run()
     assert not at.exception
     assert any("Toy sum" in t.value for t in at.title)
+
+
+def test_the_readme_example_gets_its_manual_page_in_its_folder_and_nothing_else_changes(registered, example):
+    from tests.workbench.test_docs import check_study_page
+
+    root, _ = example
+    study = registry()["toy-sum"]
+    page = manual.study_page(study)
+    assert page.parent == root / PACKAGE / "toy_sum"
+    page.unlink(missing_ok=True)  # the example has no page until the generator writes it
+    cmd = [sys.executable, "-m", "workbench.manual"]
+    proc = subprocess.run([*cmd, "--study", "toy-sum"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and page.is_file(), proc.stderr[-2000:]
+    # the same checks as every built-in study's page: in step with the seam, renders, links resolve
+    assert check_study_page(study, root) == []
+    text = page.read_text()
+    assert "# Toy sum (`toy-sum`)" in text and "how much slower is `math.fsum`" in text and "`rounds`" in text
+    # with the new study registered, no other study's page (nor any list of studies) needs a change
+    proc = subprocess.run([*cmd, "--check"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    # the index of the studies is built at run time
+    proc = subprocess.run([sys.executable, "-m", "workbench", "list"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert "toy-sum" in proc.stdout

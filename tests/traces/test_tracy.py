@@ -213,3 +213,48 @@ def test_tracy_zstd_bomb_is_refused_by_the_per_block_cap(tmp_path):
     with pytest.raises(TraceError, match=r"^tracy: bomb.tracy: corrupted compressed block 0 \(a block inflates "
                                          r"beyond Tracy's 64 KiB buffer\)"):
         load(p)
+
+
+# --- the zone trees: one walker for CPU and GPU zones, one set of bounds --------------------
+
+def _cpu_zone(start: int, children: bytes = b"", n_children: int = 0, end: int = 5) -> bytes:
+    return struct.pack("<hqII", 1, start, 0, n_children) + children + struct.pack("<q", end)
+
+
+def _gpu_zone(start: int, children: bytes = b"", n_children: int = 0, end: int = 5, query: bool = True) -> bytes:
+    head = struct.pack("<qqh3sHQ", start, 2 * start, 2, b"\0\0\0", 0, n_children)  # GPU clock: 2x
+    return head + children + struct.pack("<qq", end, 2 * end) + (b"\0\0" if query else b"")
+
+
+KINDS = {"cpu": (tracy._CPU_ZONE, _cpu_zone), "gpu": (tracy._gpu_zone(query_ids=True), _gpu_zone)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_zone_tree_accumulates_its_deltas_in_write_order(kind):
+    record, zone = KINDS[kind]
+    # root at 100, its child starts 1 later and lasts 5; the root ends 5 after the child; then a sibling
+    data = zone(100, zone(1), 1) + zone(3)
+    fields, start, end, depth = tracy._walk_zones(tracy._Reader(data, "t.tracy"), 2, record, "thread 't'")
+    assert depth.tolist() == [0, 1, 0]
+    assert start[:, -1].tolist() == ([100, 101, 114] if kind == "cpu" else [200, 202, 228])
+    assert end[:, -1].tolist() == ([111, 106, 119] if kind == "cpu" else [222, 212, 238])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("damage, fragment", [
+    ("children", "zone data"), ("top", "zone data"), ("cut", "zone data"), ("times", "zone times out of range")])
+def test_cpu_and_gpu_zone_trees_are_bounded_alike(kind, damage, fragment):
+    """Untrusted input: a child count (or a thread's zone count) larger than the data could
+    hold, a tree cut short, or times no capture has are one line, for either kind of zone."""
+    record, zone = KINDS[kind]
+    data, top = zone(0, zone(1), 1), 1
+    if damage == "children":
+        data = zone(0, zone(1), 1 << 30)
+    elif damage == "top":
+        top = 1 << 60
+    elif damage == "cut":
+        data = data[:-1]
+    else:
+        data = zone(2**61, zone(2**61), 1)
+    with pytest.raises(TraceError, match=fragment):
+        tracy._walk_zones(tracy._Reader(data, "t.tracy"), top, record, "thread 't'")

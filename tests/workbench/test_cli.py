@@ -69,7 +69,8 @@ def test_list_names_studies_with_their_seed(capsys):
     code, out = _run_json(capsys, "list", "--json")
     rows = json.loads(out.out)
     assert code == 0 and any(r["id"] == "calibration" for r in rows)
-    assert all(r["seed"] for r in rows)
+    assert all(r["seed"] and r["seed_title"] for r in rows)
+    assert {r["page"] for r in rows} >= {"studies/calibration/README.md", "studies/mc2_split/README.md"}
 
 
 def test_runs_compare_report_export_import(tmp_path, store, capsys, calib_run):

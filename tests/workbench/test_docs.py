@@ -1,5 +1,6 @@
 """The README and the manual as GitHub shows them: every relative link and anchor resolves, the
-README stays a front door, each study has its page, and the generated tables are in step."""
+README stays a front door, each study has its page in its folder, generated from its seam and in
+step, and no page outside a study's folder lists the studies (the index is built at run time)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ README_MAX_BYTES = 11_000
 
 
 def documents() -> list[Path]:
-    """The project's own Markdown: README, the manual, writing a study, committed results."""
+    """The project's own Markdown: README, the manual, writing a study, the studies' pages,
+    committed results."""
     return [README, *sorted((ROOT / "docs").rglob("*.md")), ROOT / "studies" / "README.md",
-            *sorted((ROOT / "traces").glob("*/README.md"))]
+            *sorted((ROOT / "studies").glob("*/README.md")), *sorted((ROOT / "traces").glob("*/README.md"))]
 
 
 @pytest.mark.parametrize("doc", documents(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -45,17 +47,48 @@ def test_readme_is_a_front_door():
     assert "](studies/README.md)" in text and "](docs/README.md)" in text
 
 
-def test_every_study_has_a_page_a_readme_row_and_current_knob_tables():
-    readme = README.read_text(encoding="utf-8")
-    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
-    for study_id, mod in registry().items():
-        page = manual.study_page(study_id)
-        assert page.exists(), f"{study_id} has no page in the manual: {page.relative_to(ROOT)}"
-        assert f"| [{study_id}](docs/studies/{study_id}.md) |" in readme, f"{study_id}: no row in the README"
-        assert f"](studies/{study_id}.md)" in index, f"{study_id}: not in docs/README.md"
-        text = page.read_text(encoding="utf-8")
-        assert manual.refreshed(text, mod.SPACE) == text, \
-            f"{page.relative_to(ROOT)} is out of step with {study_id}'s SPACE: run python -m workbench.manual"
+def check_study_page(mod, root: Path = ROOT) -> list[str]:
+    """What is wrong with a study's page: missing, out of step with its seam, not rendering, or
+    a link that does not resolve (inside ``root``, the repository the study lives in)."""
+    stale = manual.out_of_step(mod)
+    if stale:
+        return [f"{stale}: run python -m workbench.manual"]
+    page = manual.study_page(mod)
+    return lint_markdown(page.read_text(encoding="utf-8"), base_dir=page.parent) + broken_links(page, root)
+
+
+@pytest.mark.parametrize("study_id", sorted(registry()))
+def test_every_study_has_its_page_in_its_folder_generated_from_its_seam(study_id):
+    mod = registry()[study_id]
+    assert manual.study_page(mod) == ROOT / "studies" / mod.__name__.split(".")[-1] / "README.md"
+    assert check_study_page(mod) == []
+    text = manual.study_page(mod).read_text(encoding="utf-8")
+    assert f"# {manual.short_title(mod)} (`{study_id}`)" in text and manual.question(mod) in text
+    assert "?" in manual.question(mod), f"{study_id}: its docstring's Question: paragraph asks nothing"
+
+
+def test_no_page_outside_the_studies_folders_lists_the_studies():
+    """The index is built at run time, so a new study changes no page outside its folder: the
+    README and the manual may link a study from their prose, but no table lists the studies'
+    pages (one linking two or more is an index that a new study would have to join)."""
+    page = re.compile(r"\]\((?:\.\./)*(?:docs/)?studies/((?!README\.md)[\w-]+)(?:/README)?\.md\)")
+    for doc in [README, *sorted((ROOT / "docs").rglob("*.md")), ROOT / "studies" / "README.md"]:
+        linked = {m for line in doc.read_text(encoding="utf-8").splitlines() if line.startswith("|")
+                  for m in page.findall(line)}
+        assert len(linked) < 2, f"{doc.relative_to(ROOT)} lists the studies in a table: {sorted(linked)}"
+
+
+def test_the_page_generator_writes_a_whole_page_and_refuses_a_page_without_its_blocks():
+    mod = registry()["calibration"]
+    page = manual.study_page(mod)
+    whole = manual.new_page(mod, page)
+    assert manual.refreshed(whole, mod, page) == whole and "## Knobs and presets" in whole
+    assert lint_markdown(whole, base_dir=page.parent) == []
+    with pytest.raises(ValueError, match="markers are missing"):
+        manual.refreshed("# Calibration\n\nprose only\n", mod, page)
+    # prose between the blocks is the author's and stays
+    text = page.read_text(encoding="utf-8")
+    assert "## What it measures" in manual.refreshed(text.replace("- **Runs on**: any CPU", "- stale"), mod, page)
 
 
 def test_slugs_as_github_makes_them():

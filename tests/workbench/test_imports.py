@@ -1,6 +1,8 @@
-"""The import graph of ``workbench/``, read from the source: no cycle, one door to the studies,
-and imports inside functions only for heavy or optional stacks (so the graph a reader sees
-is the whole of it)."""
+"""The import graph of ``workbench/``, read from the source: no cycle, one door to the studies
+(``workbench/registry.py``, for imports by name too: ``importlib.import_module``, ``__import__``,
+``find_spec`` anywhere in the repository), pages that ask a study's seam and not its modules, and
+imports inside functions only for heavy or optional stacks (so the graph a reader sees is the
+whole of it)."""
 
 from __future__ import annotations
 
@@ -106,6 +108,76 @@ def test_functions_import_only_heavy_or_optional_stacks():
             for module, in_function in _imports(path) if in_function and module.split(".")[0] not in DEFERRED_OK
             and (str(path.relative_to(ROOT)), module) not in DEFERRED_HERE]
     assert not late, "imports inside functions (move them to the top of the module): " + "; ".join(late)
+
+
+#: calls that import a module named by a string (or find one to import)
+IMPORTS_BY_NAME = {"import_module", "__import__", "find_spec", "spec_from_file_location", "run_module", "run_path"}
+REGISTRY = CORE / "registry.py"
+
+
+def _python_files() -> list[Path]:
+    """The repository's own Python: the core, studies, kernels, pages, scripts, benchmarks, tests
+    and the app's entry points (not the virtual environment, not build outputs)."""
+    tops = ("workbench", "studies", "kernels", "pages", "scripts", "benchmarks", "tests")
+    return sorted([p for top in tops for p in (ROOT / top).rglob("*.py")] + [ROOT / "app.py", ROOT / "serve.py"])
+
+
+def _leading_text(node: ast.expr) -> str | None:
+    """The literal start of a string argument (a constant, or an f-string's text before its
+    first placeholder); None when the argument does not start with literal text."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value)
+    return None
+
+
+def imports_by_name(source: str) -> list[tuple[int, str | None]]:
+    """(line, the literal start of the name or None) of every import by name in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in IMPORTS_BY_NAME:
+                found.append((node.lineno, _leading_text(node.args[0])))
+    return found
+
+
+def _names_a_study(text: str | None) -> bool:
+    return text is not None and text.replace("/", ".").lstrip(".").startswith("studies")
+
+
+def test_no_import_by_name_of_a_study_outside_the_registry():
+    """Only the registry turns a name into a study module; in the core, every other import by
+    name starts with literal text (its own submodules), so none can name a study from data."""
+    bad = []
+    for path in _python_files():
+        if path == REGISTRY:
+            continue
+        for line, text in imports_by_name(path.read_text()):
+            if _names_a_study(text) or (text is None and path.is_relative_to(CORE)):
+                bad.append(f"{path.relative_to(ROOT)}:{line}")
+    assert not bad, "studies are imported by name only in workbench/registry.py: " + ", ".join(bad)
+
+
+def test_the_check_of_imports_by_name_catches_each_form():
+    source = ("import importlib\nimportlib.import_module('studies.ag_gemm.worker')\n"
+              "__import__(f'studies.{name}.worker')\nimportlib.util.find_spec(spec['worker'])\n"
+              "import_module(f'.{API[name]}', __name__)\nimportlib.import_module('os')\n")
+    found = imports_by_name(source)
+    assert found == [(2, "studies.ag_gemm.worker"), (3, "studies."), (4, None), (5, "."), (6, "os")]
+    assert [_names_a_study(t) for _, t in found] == [True, True, False, False, False]
+    assert _names_a_study("studies/mc2_split/worker.py")
+
+
+def test_pages_ask_a_study_s_seam_not_its_modules():
+    """A page imports ``studies.<package>`` (the seam) and what the seam exports, never a module
+    inside the package: what a page needs, the seam names."""
+    ui = sorted((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]
+    reached = [f"{path.relative_to(ROOT)}: {module}" for path in ui for module, _ in _imports(path)
+               if module.split(".")[0] == "studies" and module.count(".") > 1]
+    assert not reached, "pages reach into a study's modules: " + "; ".join(reached)
 
 
 def test_the_graph_reader_sees_real_edges():

@@ -83,9 +83,23 @@ def test_a_world_the_nodes_cannot_share_is_refused_before_starting(monkeypatch):
     assert "cannot be split evenly over 2 nodes" in reason
 
 
-def test_only_study_worker_modules_are_launched():
-    with pytest.raises(LaunchError, match="not a study worker module"):
-        launcher.launch("os", {}, 1, RunContext(), timeout_s=5)
+@pytest.mark.parametrize("study, fragment", [
+    ("os.path", "is not a study id"), ("studies.mc2_split.worker", "is not a study id"),
+    ("calibration", "no study 'calibration' with a worker"), ("no-such-study", "no study 'no-such-study'"),
+])
+def test_only_a_study_s_worker_is_launched_and_the_spec_names_its_id(study, fragment):
+    # a spec is data (torchrun's store on another node): it names a study, never a module path
+    with pytest.raises(LaunchError, match=fragment):
+        launcher.launch(study, {}, 1, RunContext(), timeout_s=5)
+    with pytest.raises(LaunchError, match=fragment):
+        launcher._check_spec({"study": study, "world_size": 1, "worker_sha256": ""}, 1)
+
+
+def test_the_registry_finds_a_worker_by_study_id():
+    from workbench import registry
+
+    assert registry.worker_file("mc2-split") == ROOT / "studies" / "mc2_split" / "worker.py"
+    assert registry.worker_file("ag-gemm").name == "worker.py"
 
 
 def test_the_shell_scripts_read_the_one_multicast_off_setting():
@@ -130,7 +144,7 @@ def test_a_timeout_kills_the_whole_process_group(monkeypatch, tmp_path):
     seen = []
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match="did not finish within timeout_s=2 s.*stuck"):
-        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(progress=lambda f, m: seen.append((f, m))),
+        launcher.launch("mc2-split", {}, 2, RunContext(progress=lambda f, m: seen.append((f, m))),
                         timeout_s=2)
     assert time.monotonic() - t0 < 30 and (0.5, "stuck") in seen
     assert _gone(pidfile)
@@ -141,7 +155,7 @@ def test_a_cancel_kills_the_whole_process_group(monkeypatch, tmp_path):
     cancel = threading.Event()
     ctx = RunContext(progress=lambda f, m: cancel.set(), cancel=cancel)  # cancelled once the run is under way
     with pytest.raises(Cancelled):
-        launcher.launch("studies.mc2_split.worker", {}, 2, ctx, timeout_s=60)
+        launcher.launch("mc2-split", {}, 2, ctx, timeout_s=60)
     assert _gone(pidfile)
 
 
@@ -152,7 +166,7 @@ def test_ctrl_c_or_any_error_while_reading_events_kills_the_whole_process_group(
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(progress=interrupted), timeout_s=60)
+        launcher.launch("mc2-split", {}, 2, RunContext(progress=interrupted), timeout_s=60)
     assert _gone(pidfile)
 
 
@@ -162,7 +176,7 @@ def test_torchrun_ends_when_the_process_that_started_it_is_killed(monkeypatch, t
     script = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
     cli = (f"import sys\nfrom workbench import launcher\nfrom workbench.study import RunContext\n"
            f"launcher.torchrun_command = lambda topo, nproc: [sys.executable, '-c', {script!r}]\n"
-           f"launcher.launch('studies.mc2_split.worker', {{}}, 2, RunContext(), timeout_s=60)\n")
+           f"launcher.launch('mc2-split', {{}}, 2, RunContext(), timeout_s=60)\n")
     proc = subprocess.Popen([sys.executable, "-c", cli], cwd=ROOT, env=launcher.worker_env())
     try:
         for _ in range(300):
@@ -182,13 +196,13 @@ def test_a_failed_rank_s_error_and_torchrun_s_log_are_reported(monkeypatch, tmp_
             "print('torchrun: child failed', flush=True)\nsys.exit(1)\n")
     _fake_torchrun(monkeypatch, tmp_path, body)
     with pytest.raises(LaunchError, match=r"(?s)exited with 1: rank 0: ValueError: rank 1 broke.*child failed"):
-        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(), timeout_s=30)
+        launcher.launch("mc2-split", {}, 2, RunContext(), timeout_s=30)
 
 
 def test_a_run_whose_reporting_rank_never_finished_is_a_failure(monkeypatch, tmp_path):
     _fake_torchrun(monkeypatch, tmp_path, "emit(event='progress', fraction=0.1, message='m')\n")
     with pytest.raises(LaunchError, match="without the reporting rank finishing"):
-        launcher.launch("studies.mc2_split.worker", {}, 2, RunContext(), timeout_s=30)
+        launcher.launch("mc2-split", {}, 2, RunContext(), timeout_s=30)
 
 
 # --- two local nodes -----------------------------------------------------------------------

@@ -39,7 +39,7 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -396,7 +396,7 @@ def _threads(r: _Reader, fv: int, strings: _Strings, thread_map: list[int]
     ``thread_map`` (the saved compressed-thread table) is extended in place with each thread
     not yet in it, in file order, as Tracy does while loading: the result maps the thread
     indices of Tracy's tools (tracy-csvexport's ``thread`` column) to thread ids."""
-    cols: dict[str, list] = {"track": [], "srcloc": [], "extra": [], "start": [], "end": [], "depth": []}
+    cols: dict[str, list] = {"track": [], "srcloc": [], "extra": [], "start": [], "end": [], "depth": []}  # arrays
     track_tid: dict[str, int] = {}
     message_tid: dict[int, int] = {}
     thread_fmt = "QQQBiI" if fv >= _ver(0, 11, 1) else "QQQBI"
@@ -409,7 +409,8 @@ def _threads(r: _Reader, fv: int, strings: _Strings, thread_map: list[int]
         track = tname if tname not in track_tid else f"{tname} ({tid})"
         track_tid[track] = tid
         if tsz:
-            _read_zones(r, tsz, track, cols)
+            fields, start, end, depth = _walk_zones(r, tsz, _CPU_ZONE, f"thread '{track}'")
+            _add_zones(cols, track, fields, start[:, 0], end[:, 0], depth, srcloc=0, extra=2)
         for ptr in r.array("<u8", r.count("thread messages", 8), "thread messages").tolist():
             message_tid[ptr] = tid
         for what in ("context switch samples", "samples"):
@@ -417,54 +418,92 @@ def _threads(r: _Reader, fv: int, strings: _Strings, thread_map: list[int]
     return cols, track_tid, message_tid
 
 
-def _read_zones(r: _Reader, top_count: int, track: str, cols: dict[str, list]) -> None:
-    """Decode one thread's zone tree (iteratively: IREE nests deep enough to hurt recursion).
+class _ZoneRecord(NamedTuple):
+    """How one kind of zone is written: a head before its children (its last field the child
+    count), a tail after them, and the fields of each that are time deltas (one per clock)."""
 
-    Each zone is: i16 srcloc, i64 start delta, u32 extra, u32 child count, the children,
-    i64 end delta; deltas accumulate over the thread in write order.
-    """
-    b = r.b
-    zone = struct.Struct("<hqII").unpack_from
-    i64 = struct.Struct("<q").unpack_from
-    n_b = len(b)
-    o = r.o
-    ref = 0
-    tr_, sl_, ex_, st_, en_, dp_ = (cols["track"], cols["srcloc"], cols["extra"], cols["start"], cols["end"],
-                                    cols["depth"])
+    head: struct.Struct
+    tail: struct.Struct
+    tail_size: int  # the tail's bytes: it may end in a field that is not read
+    head_deltas: tuple[int, ...]
+
+
+#: a CPU zone: i16 srcloc, i64 start delta, u32 extra, u32 child count | i64 end delta
+_CPU_ZONE = _ZoneRecord(struct.Struct("<hqII"), struct.Struct("<q"), 8, (1,))
+
+
+def _gpu_zone(query_ids: bool) -> _ZoneRecord:
+    """A GPU zone: i64 CPU and GPU start deltas, i16 srcloc, u24 callstack (skipped), u16
+    thread, u64 child count | i64 CPU and GPU end deltas [, u16 query id, skipped]."""
+    return _ZoneRecord(struct.Struct("<qqh3xHQ"), struct.Struct("<qq"), 18 if query_ids else 16, (0, 1))
+
+
+#: times beyond this many ns (about 146 years) are corruption, and their sums could overflow int64
+_MAX_ABS_NS = float(2**62)
+
+
+def _walk_zones(r: _Reader, top_count: int, rec: _ZoneRecord, what: str
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Decode one thread's zone tree, CPU or GPU (iteratively: IREE nests deep enough to hurt
+    recursion): per zone in write order, its head's fields, its start and end per clock (the
+    deltas accumulate over the tree in write order) and its depth.
+
+    Each zone is its head, its children, its tail. Untrusted input, one set of bounds: a child
+    count (the top level's too) larger than the bytes left could hold, a record cut short, or
+    times out of range raise TraceError naming ``what`` and the byte offset."""
+    b, o, n_b = r.b, r.o, len(r.b)
+    head, tail, head_size, tail_size = rec.head.unpack_from, rec.tail.unpack_from, rec.head.size, rec.tail_size
+    smallest = head_size + tail_size
+    heads: list[tuple] = []
+    tails: list[tuple] = []
+    order: list[int] = []  # the records in write order: zone i's head as i, its tail as ~i
+    depth: list[int] = []
     stack = [[top_count, -1]]  # [zones left at this level, index of the parent zone]
     try:
+        if top_count > (n_b - o) // smallest:
+            raise struct.error("zone count larger than the data left")
         while stack:
             top = stack[-1]
             if top[0] == 0:
                 stack.pop()
                 if top[1] >= 0:
-                    ref += i64(b, o)[0]
-                    o += 8
-                    en_[top[1]] = ref
+                    tails.append(tail(b, o))
+                    order.append(~top[1])
+                    o += tail_size
                 continue
             top[0] -= 1
-            srcloc, dstart, extra, child = zone(b, o)
-            o += 18
-            ref += dstart
-            idx = len(st_)
-            tr_.append(track)
-            sl_.append(srcloc)
-            ex_.append(extra)
-            st_.append(ref)
-            en_.append(0)
-            dp_.append(len(stack) - 1)
-            if child:
-                if child > (n_b - o) // 26:  # every zone needs at least 26 bytes
+            fields = head(b, o)
+            o += head_size
+            idx = len(heads)
+            heads.append(fields)
+            order.append(idx)
+            depth.append(len(stack) - 1)
+            if fields[-1]:
+                if fields[-1] > (n_b - o) // smallest:
                     raise struct.error("child count larger than the data left")
-                stack.append([child, idx])
+                stack.append([fields[-1], idx])
             else:
-                ref += i64(b, o)[0]
-                o += 8
-                en_[idx] = ref
+                tails.append(tail(b, o))
+                order.append(~idx)
+                o += tail_size
+        if o > n_b:  # a last tail whose unread field is cut short
+            raise struct.error("record cut short")
     except struct.error:
-        raise TraceError(FORMAT, f"{r.name}: truncated or corrupted zone data (thread '{track}', "
-                                 f"byte {o} of {n_b})") from None
+        raise TraceError(FORMAT, f"{r.name}: truncated or corrupted zone data ({what}, byte {min(o, n_b)} of {n_b})") \
+            from None
     r.o = o
+    fields = np.array(heads, dtype=np.int64).reshape(len(heads), len(rec.head.unpack_from(bytes(head_size))))
+    seq = np.array(order, dtype=np.int64)
+    is_head = seq >= 0
+    deltas = np.empty((len(seq), len(rec.head_deltas)), dtype=np.int64)
+    deltas[is_head] = fields[:, list(rec.head_deltas)]
+    deltas[~is_head] = np.array(tails, dtype=np.int64).reshape(-1, len(rec.head_deltas))
+    if len(deltas) and np.abs(deltas.astype(np.float64)).sum(axis=0).max() >= _MAX_ABS_NS:
+        raise TraceError(FORMAT, f"{r.name}: zone times out of range ({what}): corrupted zone data")
+    clock = np.cumsum(deltas, axis=0)
+    ends = np.empty((len(heads), len(rec.head_deltas)), dtype=np.int64)
+    ends[~seq[~is_head]] = clock[~is_head]
+    return fields, clock[is_head], ends, np.array(depth, dtype=np.int32)
 
 
 _GPU_TYPES = ("Invalid", "OpenGL", "Vulkan", "OpenCL", "Direct3D12", "Direct3D11", "Metal", "Custom", "CUDA",
@@ -477,6 +516,7 @@ def _gpu_contexts(r: _Reader, fv: int, strings: _Strings) -> dict[str, Any]:
     cols: dict[str, Any] = {"track": [], "srcloc": [], "cpu_start": [], "cpu_end": [], "start": [], "end": [],
                             "depth": [], "contexts": []}
     notes = fv >= _ver(0, 12, 4)
+    zone = _gpu_zone(query_ids=notes)
     r.u64("gpu zone total")
     r.u64("gpu children total")
     for i in range(r.count("gpu contexts", 33)):
@@ -490,67 +530,15 @@ def _gpu_contexts(r: _Reader, fv: int, strings: _Strings) -> dict[str, Any]:
         for _ in range(r.count("gpu context threads", 16)):
             _tid, tsz = r.unpack("QQ", "gpu context thread")
             if tsz:
-                _read_gpu_zones(r, tsz, track, cols, notes)
+                fields, start, end, depth = _walk_zones(r, tsz, zone, f"'{track}'")
+                _add_zones(cols, track, fields, start[:, 1], end[:, 1], depth, srcloc=2)
+                cols["cpu_start"].append(start[:, 0])
+                cols["cpu_end"].append(end[:, 0])
         if notes:
             for _ in range(r.count("gpu notes", 10)):
                 r.unpack("H", "gpu note query")
                 r.skip(16 * r.count("gpu note values", 16), "gpu note values")
     return cols
-
-
-def _read_gpu_zones(r: _Reader, top_count: int, track: str, cols: dict[str, list], query_ids: bool) -> None:
-    """One GPU context thread's zone tree: i64 CPU and GPU start deltas, i16 srcloc, u24
-    callstack, u16 thread, u64 child count, the children, i64 CPU and GPU end deltas
-    [, u16 query id]; both times accumulate over the tree in write order.
-
-    The same walk as :func:`_read_zones` over other records; kept apart rather than given a
-    per-zone callback because the CPU walk is the hot loop of every Tracy import."""
-    b, o, n_b = r.b, r.o, len(r.b)
-    head = struct.Struct("<qqh3sHQ").unpack_from
-    tail = struct.Struct("<qq").unpack_from
-    tail_size = 18 if query_ids else 16
-    ref_cpu = ref_gpu = 0
-    cs_, ce_, gs_, ge_ = cols["cpu_start"], cols["cpu_end"], cols["start"], cols["end"]
-    stack = [[top_count, -1]]
-    try:
-        while stack:
-            top = stack[-1]
-            if top[0] == 0:
-                stack.pop()
-                if top[1] >= 0:
-                    dc, dg = tail(b, o)
-                    o += tail_size
-                    ref_cpu += dc
-                    ref_gpu += dg
-                    ce_[top[1]], ge_[top[1]] = ref_cpu, ref_gpu
-                continue
-            top[0] -= 1
-            dc, dg, srcloc, _callstack, _thread, child = head(b, o)
-            o += 31
-            ref_cpu += dc
-            ref_gpu += dg
-            idx = len(gs_)
-            cols["track"].append(track)
-            cols["srcloc"].append(srcloc)
-            cols["depth"].append(len(stack) - 1)
-            cs_.append(ref_cpu)
-            gs_.append(ref_gpu)
-            ce_.append(0)
-            ge_.append(0)
-            if child:
-                if child > (n_b - o) // (31 + tail_size):
-                    raise struct.error("child count larger than the data left")
-                stack.append([child, idx])
-            else:
-                dc, dg = tail(b, o)
-                o += tail_size
-                ref_cpu += dc
-                ref_gpu += dg
-                ce_[idx], ge_[idx] = ref_cpu, ref_gpu
-    except struct.error:
-        raise TraceError(FORMAT, f"{r.name}: truncated or corrupted GPU zone data ('{track}', byte {o} of {n_b})") \
-            from None
-    r.o = o
 
 
 def _plots(r: _Reader, strings: _Strings) -> dict[str, list]:
@@ -591,37 +579,51 @@ def _zone_names(srcloc: np.ndarray, extra: np.ndarray, locs: _SourceLocations,
     return tuple(np.array(v, dtype=object)[inv] for v in (names, zones, statics, texts, files))
 
 
+def _add_zones(cols: dict[str, list], track: str, fields: np.ndarray, start: np.ndarray, end: np.ndarray,
+               depth: np.ndarray, srcloc: int, extra: int | None = None) -> None:
+    """One thread's zones into ``cols`` (lists of arrays, joined by :func:`_joined`)."""
+    cols["track"].append(np.full(len(start), track, dtype=object))
+    cols["srcloc"].append(fields[:, srcloc])
+    if extra is not None:
+        cols["extra"].append(fields[:, extra])
+    cols["start"].append(start)
+    cols["end"].append(end)
+    cols["depth"].append(depth)
+
+
+def _joined(cols: dict[str, list], name: str) -> np.ndarray:
+    return np.concatenate(cols[name])
+
+
 def _zone_table(cols: dict[str, list], locs: _SourceLocations, extra_name: np.ndarray, extra_text: np.ndarray,
                 strings: _Strings, last_time: int) -> tuple[pd.DataFrame, int]:
-    n = len(cols["start"])
-    start = np.array(cols["start"], dtype=np.int64)
-    end = np.array(cols["end"], dtype=np.int64)
+    start, end = _joined(cols, "start"), _joined(cols, "end")
+    n = len(start)
     unfinished = end < start  # a zone still open when the capture stopped is written with end -1
     end[unfinished] = max(int(last_time), int(start.max()))
-    names, zones, statics, texts, files = _zone_names(np.array(cols["srcloc"]), np.array(cols["extra"]), locs,
+    names, zones, statics, texts, files = _zone_names(_joined(cols, "srcloc"), _joined(cols, "extra"), locs,
                                                       (extra_name, extra_text, strings))
     args = [{"zone": z, "srcloc": sl, "text": t, "src": f, **({"unfinished": True} if u else {})}
             for z, sl, t, f, u in zip(zones.tolist(), statics.tolist(), texts.tolist(), files.tolist(),
                                       unfinished.tolist())]
-    df = from_columns({"track": cols["track"], "name": names, "category": ["zone"] * n, "start_ns": start,
-                       "dur_ns": end - start, "depth": np.array(cols["depth"], dtype=np.int32), "args": args},
+    df = from_columns({"track": _joined(cols, "track"), "name": names, "category": ["zone"] * n, "start_ns": start,
+                       "dur_ns": end - start, "depth": _joined(cols, "depth"), "args": args},
                       n=n, source=FORMAT)
     return df, int(unfinished.sum())
 
 
 def _gpu_table(cols: dict[str, list], locs: _SourceLocations) -> tuple[pd.DataFrame, int]:
-    n = len(cols["start"])
-    start = np.array(cols["start"], dtype=np.int64)
-    end = np.array(cols["end"], dtype=np.int64)
+    start, end = _joined(cols, "start"), _joined(cols, "end")
+    n = len(start)
     unfinished = end < start  # a query never resolved: the GPU end is unknown
     end[unfinished] = start[unfinished]
-    names, zones, _statics, _texts, files = _zone_names(np.array(cols["srcloc"]), np.zeros(n, dtype=np.int64), locs,
+    names, zones, _statics, _texts, files = _zone_names(_joined(cols, "srcloc"), np.zeros(n, dtype=np.int64), locs,
                                                         None)
     args = [{"zone": z, "src": f, "cpu_start_ns": cs, "cpu_end_ns": ce, **({"unfinished": True} if u else {})}
-            for z, f, cs, ce, u in zip(zones.tolist(), files.tolist(), cols["cpu_start"], cols["cpu_end"],
-                                       unfinished.tolist())]
-    df = from_columns({"track": cols["track"], "name": names, "category": ["kernel"] * n, "start_ns": start,
-                       "dur_ns": end - start, "depth": np.array(cols["depth"], dtype=np.int32), "args": args},
+            for z, f, cs, ce, u in zip(zones.tolist(), files.tolist(), _joined(cols, "cpu_start").tolist(),
+                                       _joined(cols, "cpu_end").tolist(), unfinished.tolist())]
+    df = from_columns({"track": _joined(cols, "track"), "name": names, "category": ["kernel"] * n, "start_ns": start,
+                       "dur_ns": end - start, "depth": _joined(cols, "depth"), "args": args},
                       n=n, source=FORMAT)
     return df, int(unfinished.sum())
 

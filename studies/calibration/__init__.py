@@ -38,6 +38,7 @@ SEED = "(none: the floor every seed's figures are read against)"
 #: the seed by what it is (its file name is SEED)
 SEED_TITLE = "none: the floor every seed is read against"
 SEED_SUMMARY = "Empty call, clock resolution, torch dispatch and thread wake-up cost on this machine."
+RUNS_ON = "any CPU"
 #: every variant is timed by ``harness.time_callable``, which repeats to ``--precision``
 HONOURS_PRECISION = True
 #: no seed, so no seed claims: the claims table of a calibration run is empty
