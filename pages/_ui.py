@@ -483,7 +483,7 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
     key_table, key_chart = report.key_names(a, charts)
     if key_table:
         st.markdown(f"**{report.table_title(a, key_table)}**", help=f"table `{key_table}` in the API and the bundle")
-        show_table(a.tables[key_table], key=f"{key}:key")
+        show_table(report.shown_table(a, key_table), key=f"{key}:key")
     if key_chart:
         show_chart(charts[key_chart])
     tables = {n: df for n, df in a.tables.items() if not n.startswith("_") and n != key_table}
@@ -510,9 +510,9 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
                 st.caption("No other charts.")
     if tabs[names[2]].open:
         with tabs[names[2]]:
-            for name, df in tables.items():
+            for name in tables:
                 st.markdown(f"**{report.table_title(a, name)}**", help=f"table `{name}` in the API and the bundle")
-                show_table(df, key=f"{key}:t:{name}")
+                show_table(report.shown_table(a, name), key=f"{key}:t:{name}")
             if not tables:
                 st.caption("No other tables.")
     if extras and tabs[extras_tab].open:

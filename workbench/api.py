@@ -379,8 +379,9 @@ class Run:
         tables = self.tables
         if name is not None and name not in tables:
             raise BadInput(f"no table {name!r} in this run (its tables: {', '.join(tables) or 'none'}; or 'results')")
-        picked = {name: tables[name]} if name is not None else tables
-        return jupyter.TableView([(title(self._study, n, self.analysis.tables), df) for n, df in picked.items()])
+        picked = [name] if name is not None else list(tables)
+        return jupyter.TableView([(title(self._study, n, self.analysis.tables), report.shown_table(self.analysis, n))
+                                  for n in picked])
 
     @cached_property
     def _charts(self) -> jupyter.Charts:

@@ -168,7 +168,8 @@ def run_head_html(a: Analysis, charts: Charts, key_chart: bool = True) -> str:
     rest += [f"> {escape(e)}" for e in a.errors]
     key_table, key = report.key_names(a, charts)
     if key_table:
-        rest.append(f"**{report.table_title(a, key_table)}**\n\n" + report.narrow_table(a.tables[key_table], HEAD_ROWS))
+        rest.append(f"**{report.table_title(a, key_table)}**\n\n" + report.narrow_table(report.shown_table(a, key_table),
+                                                                                       HEAD_ROWS))
     else:
         rest.append("**Results**\n\n" + report.narrow_table(results_display(a.results), HEAD_ROWS))
     parts.append(report.md_to_html("\n\n".join(rest)))

@@ -58,6 +58,16 @@ def title(study: ModuleType | None, name: str, tables: dict | None = None, kind:
     return COMMON.get(name) or words(name)
 
 
+def titled_cells(df, study: ModuleType | None, tables: dict | None = None):
+    """``df`` with the ids of a ``table`` column (a derived table's rows say which table they
+    belong to: ``vs_torch``) read as those tables' titles; ``df`` itself where it has none."""
+    if df is None or "table" not in getattr(df, "columns", ()) or not tables:
+        return df
+    known = set(tables)
+    return df.assign(table=[title(study, v, tables) if isinstance(v, str) and v in known else v
+                            for v in df["table"]])
+
+
 def seed_title(study: ModuleType | None) -> str:
     """The seed as people name it (``IREE issue #24011, a 1M-float sum against PyTorch``), not its
     file name."""

@@ -47,7 +47,7 @@ from . import claims as claimsmod
 from . import mermaid, outfile, stats, units
 from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import REPO_ROOT, summary_line
-from .names import seed_text, seed_title
+from .names import seed_text, seed_title, titled_cells
 from .names import title as name_title
 from .record import RunRecord
 from .registry import registry
@@ -145,6 +145,12 @@ def seed_section(study: ModuleType | None) -> str:
 def table_title(a: Analysis, name: str) -> str:
     """A table of the run as people read its name (:func:`workbench.names.title`), escaped."""
     return escape(name_title(a.study, name, a.tables))
+
+
+def shown_table(a: Analysis, name: str) -> pd.DataFrame:
+    """A table of the run as a report shows it: its rows' table ids as titles
+    (:func:`workbench.names.titled_cells`); the units and headers come with the rendering."""
+    return titled_cells(a.tables[name], a.study, a.tables)
 
 
 def chart_title(a: Analysis, name: str) -> str:
@@ -254,13 +260,13 @@ def blocks(a: Analysis, charts: dict) -> list[Block]:
     if rec.error:
         out.append(Block(escape(rec.error, "block"), summary="Error"))
     if key_table:
-        out.append(Block(f"## {table_title(a, key_table)}\n\n" + md_table(a.tables[key_table])))
+        out.append(Block(f"## {table_title(a, key_table)}\n\n" + md_table(shown_table(a, key_table))))
     if key_chart:
         out.append(Block(chart=key_chart))
     out.append(Block("## Results\n\n" + md_table(results_display(a.results))))
     for name, df in a.tables.items():
         if not name.startswith("_") and name != key_table:  # "_name" tables are chart data, not for reading
-            out.append(Block(f"### {table_title(a, name)}\n\n" + md_table(df)))
+            out.append(Block(f"### {table_title(a, name)}\n\n" + md_table(shown_table(a, name))))
     others = [n for n in charts if n != key_chart]
     if others:
         out.append(Block("## Charts"))
@@ -404,7 +410,8 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
         df = a.tables[key_table]
         more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \
             if len(df) > SHORT_ROWS else ""
-        parts.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(df, max_rows=SHORT_ROWS, max_columns=8)
+        parts.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(shown_table(a, key_table), max_rows=SHORT_ROWS,
+                                                                            max_columns=8)
                      + more)
     if key_chart:
         parts.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
@@ -433,7 +440,7 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
     title = study.TITLE if study else escape(rec.study)
     lead = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a), run_line(rec)]
     if key_table:
-        lead.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(a.tables[key_table]))
+        lead.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(shown_table(a, key_table)))
     if key_chart:
         lead.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
     tail = [env_markdown(rec, indent=None)]
@@ -442,8 +449,8 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
     optional += [(f"the chart {chart_title(a, n)}", f"#### {chart_title(a, n)}\n\n" + _chart_text(c, chart_title(a, n)))
                  for n, c in charts.items() if n != key_chart]
     optional += [(f"the table {table_title(a, n)}", details(f"Table: {name_title(a.study, n, a.tables)}",
-                                                            narrow_table(df)))
-                 for n, df in a.tables.items() if not n.startswith("_") and n != key_table]
+                                                            narrow_table(shown_table(a, n))))
+                 for n in a.tables if not n.startswith("_") and n != key_table]
     sections = sections_of(a)
     if sections:
         optional.append(("the study's notes", details("The study's notes", "\n\n".join(sections))))
