@@ -41,6 +41,7 @@ from .record import RunRecord, machine_label
 from .names import did_you_mean
 from .registry import registry, study_ids
 from .store import Store, StoreError, read_bundle
+from .untrusted import safe_stem
 
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
@@ -421,8 +422,8 @@ class CommittedIndex:
             if stat.S_ISREG(st.st_mode) and e and st.st_size <= wbstore.MAX_BUNDLE_BYTES:
                 data = path.read_bytes()
                 if hashlib.sha256(data).hexdigest() == e.get("sha256"):
-                    rec = wbstore.from_bundle(json.loads(data), origin=f"bundle:{path.name}", checked=True)
-                    return rec
+                    return wbstore.from_bundle(json.loads(data), origin=f"bundle:{safe_stem(path.name, 'bundle')}",
+                                               checked=True)
         except (OSError, ValueError):
             pass  # read it the checked way, which says what is wrong
         rec = read_bundle(path)
