@@ -401,7 +401,7 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
     both figures), the key table (its first :data:`SHORT_ROWS` rows), the key chart in real
     units with the seed's line, machine and reproduce, and where the rest is."""
     study = a.study
-    charts = charts_of(a)
+    charts = charts_of(a, only=getattr(study, "KEY_CHART", None))  # the key chart: the others are not drawn here
     key_table, key_chart = key_names(a, charts)
     title = study.TITLE if study else escape(rec.study)
     parts = [f"### {title}: run {escape(rec.run_id, 'code')}",

@@ -206,9 +206,11 @@ TITLES = {
     "timeline": "The fused kernel's timeline, one lane per SM", "chart:ranks": "Every rank's trace, aligned",
 }
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    made = {"speedup": speedup_chart(tbls), "experiments": experiments_chart(tbls), "methods": methods_chart(tbls),
-            "timeline": timeline_chart(tbls), "ranks": ranks_chart(tbls)}
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
+    """Every chart the run's tables make (``only``: that one alone, for a short report)."""
+    makers = {"speedup": speedup_chart, "experiments": experiments_chart, "methods": methods_chart,
+              "timeline": timeline_chart, "ranks": ranks_chart}
+    made = {k: make(tbls) for k, make in makers.items() if only in (None, k)}
     return {k: v for k, v in made.items() if v is not None}
 
 

@@ -250,15 +250,16 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
     return " ".join(parts)
 
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
     from workbench import charts as wbcharts  # altair is not installed on the GPU nodes
 
     # floors span ns (a clock read) to tens of us (a fork/join): points with whiskers on a log
     # axis (the helper's choice when values span a decade or more), in the unit the largest reads in
     f = tbls["_floors"]
     unit = wbcharts.units.pick(list(f["median_ns"]) + list(f["ci_hi_ns"]), "ns")
-    out = {"floors": wbcharts.median_ci_bars(f, unit=unit, title="Per-call floor: median per call, 95% CI whiskers")}
-    if len(tbls["forkjoin"]):
+    out = {} if only not in (None, "floors") else \
+        {"floors": wbcharts.median_ci_bars(f, unit=unit, title="Per-call floor: median per call, 95% CI whiskers")}
+    if len(tbls["forkjoin"]) and only in (None, "forkjoin"):
         fj = tbls["forkjoin"].replace({"provider": {"python-threads": "Python threads: barrier in, barrier out"}})
         out["forkjoin"] = wbcharts.sweep_chart(fj, x="threads", x_title="threads",
                                                title="Thread fork/join round trip vs threads (median, 95% CI)")

@@ -53,21 +53,20 @@ TITLES = {
     "timeline_*": "Per-thread timeline of the median iteration",
 }
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    out = {}
-    if "scaling" in tbls and len(tbls["scaling"]):
-        out["scaling"] = scaling_chart(tbls)
-    if "overview" in tbls and len(tbls["overview"]):
-        out["overview"] = _overview_chart(tbls["overview"], tbls["_run"].iloc[0])
-    if "_phase_chart" in tbls and len(tbls["_phase_chart"]):
-        out["phases"] = phases_chart(tbls["_phase_chart"])
-    if "_grain" in tbls and len(tbls["_grain"]):
-        out["grain"] = grain_chart(tbls["_grain"])
-    if "forkjoin" in tbls and len(tbls["forkjoin"]):
-        out["forkjoin"] = _forkjoin_chart(tbls["forkjoin"])
-    if "sizes" in tbls and len(tbls["sizes"]):
-        out["sizes"] = _sizes_chart(tbls["sizes"])
-    if "timeline" in tbls and len(tbls["timeline"]):
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
+    """Every chart the run's tables make; ``only``: that one alone (a short report draws its key
+    chart only, and each chart costs tens of milliseconds to build)."""
+    def has(name: str) -> bool:
+        return name in tbls and len(tbls[name]) > 0
+
+    made = {"scaling": (lambda: scaling_chart(tbls)) if has("scaling") else None,
+            "overview": (lambda: _overview_chart(tbls["overview"], tbls["_run"].iloc[0])) if has("overview") else None,
+            "phases": (lambda: phases_chart(tbls["_phase_chart"])) if has("_phase_chart") else None,
+            "grain": (lambda: grain_chart(tbls["_grain"])) if has("_grain") else None,
+            "forkjoin": (lambda: _forkjoin_chart(tbls["forkjoin"])) if has("forkjoin") else None,
+            "sizes": (lambda: _sizes_chart(tbls["sizes"])) if has("sizes") else None}
+    out = {name: build() for name, build in made.items() if build is not None and only in (None, name)}
+    if only is None and has("timeline"):
         out.update(_timelines(tbls["timeline"]))
     return out
 

@@ -224,9 +224,13 @@ TITLES = {
     "splits": "Simulated splits", "measured_timeline": "Measured timeline (torch.profiler)",
 }
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
+    """Every chart the run's tables make (``only``: the key chart alone, for a short report)."""
+    if only == "key":
+        return {"key": _keep_size(key_chart(tbls["_key_chart"]))} if len(tbls.get("_key_chart", [])) else {}
     out = charts_sized(tbls)
-    return {name: c if name == "measured_timeline" else _keep_size(c) for name, c in out.items()}
+    return {name: c if name == "measured_timeline" else _keep_size(c) for name, c in out.items()
+            if only in (None, name)}
 
 
 def charts_sized(tbls: dict[str, pd.DataFrame]) -> dict:
