@@ -298,8 +298,9 @@ def from_chart(chart) -> str | None:
     if got is None:
         return None
     df, x, y, series, mark, title, y_title = got
-    # points over categories (variants: a chart's points with whiskers on a log axis) are bars
-    # here, on a linear axis: a line between categories would read as a trend
+    # one series of points over categories (variants: points with whiskers on a log axis) is
+    # bars here, on a linear axis (a line between categories would read as a trend); several
+    # stay lines: xychart draws bar series over each other, the front ones hiding the rest
     numeric = pd.to_numeric(df[x], errors="coerce").notna().all()
-    kind = "bar" if mark == "bar" or (mark == "point" and not numeric) else "line"
+    kind = "bar" if mark == "bar" or (mark == "point" and not numeric and series is None) else "line"
     return xychart(df, x, y, series, title=title, y_title=y_title, kind=kind)
