@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import launcher
 
 #: NCCL's debug output the probe turns on (rank 0 prints the per-call TUNING lines)
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING"}
@@ -143,24 +141,6 @@ def summary(record: dict | None) -> list[dict[str, str]]:
     env = record.get("env") or {}
     rows.append({"fact": "NCCL/RCCL variables set", "value": ", ".join(f"{k}={v}" for k, v in env.items()) or "none"})
     return rows
-
-
-# --- the probe: a launch of its own ------------------------------------------------------------------
-
-def probe(calls: list[dict[str, Any]], world_size: int, ctx, timeout_s: float = 120.0) -> dict[str, Any]:
-    """Each of ``calls`` (``{"op": "all_reduce"|"all_gather", "numel": elements per rank's
-    input, "dtype": "float16"|"bfloat16"|"float32"}``) made once (after one warm-up) on
-    ``world_size`` GPU ranks with NCCL's debug output on; rank 0's library facts and parsed log.
-    Never raises: a failed probe is a record with its ``error``, so the timed run it describes
-    still stands."""
-    with tempfile.TemporaryDirectory(prefix="wb-nccl-") as tmp:
-        env = DEBUG_ENV | {"NCCL_DEBUG_FILE": str(Path(tmp) / "nccl.%h.%p.log")}
-        try:
-            got = launcher.launch(launcher.COLLECTIVES_PROBE, {"calls": calls, "log_dir": tmp}, world_size, ctx,
-                                  timeout_s=timeout_s, env=env)
-        except Exception as exc:  # the probe is provenance, not the measurement
-            return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
-    return got.outputs.get("collective") or {"error": "the probe's rank 0 reported nothing"}
 
 
 def main(config: dict[str, Any], emitter) -> None:

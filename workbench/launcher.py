@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import interrupt, procs, registry
+from . import collectives, interrupt, procs, registry
 from .env import REPO_ROOT
 from .events import Collected, Emitter, EventTail, apply
 from .study import Cancelled
@@ -235,11 +235,7 @@ def start_torchrun(cmd: list[str], **kw) -> subprocess.Popen:
 def _worker(study: str):
     """The worker module of a spec's study id (or the collective probe): from the registry,
     never imported as a module path (a spec from torchrun's store is data)."""
-    if study == COLLECTIVES_PROBE:
-        from . import collectives
-
-        return collectives
-    return registry.worker(study)
+    return collectives if study == COLLECTIVES_PROBE else registry.worker(study)
 
 
 def _worker_source_sha256(study: str) -> str:
@@ -363,6 +359,23 @@ def _check_spec(spec: dict, world: int) -> None:
     if _worker_source_sha256(spec["study"]) != spec["worker_sha256"]:
         raise LaunchError(f"the worker of {spec['study']} on {socket.gethostname()} differs from the storing node's: "
                           "check out the same commit on every node")
+
+
+def probe_collectives(calls: list[dict[str, Any]], world_size: int, ctx, timeout_s: float = 120.0) -> dict[str, Any]:
+    """The collective library's provenance (:mod:`workbench.collectives`): each of ``calls``
+    (``{"op": "all_reduce"|"all_gather", "numel": elements per rank's input, "dtype":
+    "float16"|"bfloat16"|"float32"}``) made once (after one warm-up) on ``world_size`` GPU ranks
+    with NCCL's debug output on, in a launch of its own; rank 0's library facts and parsed log.
+    Never raises: a failed probe is a record with its ``error``, so the timed run it describes
+    still stands."""
+    with tempfile.TemporaryDirectory(prefix="wb-nccl-") as tmp:
+        env = collectives.DEBUG_ENV | {"NCCL_DEBUG_FILE": str(Path(tmp) / "nccl.%h.%p.log")}
+        try:
+            got = launch(COLLECTIVES_PROBE, {"calls": calls, "log_dir": tmp}, world_size, ctx, timeout_s=timeout_s,
+                         env=env)
+        except Exception as exc:  # the probe is provenance, not the measurement
+            return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
+    return got.outputs.get("collective") or {"error": "the probe's rank 0 reported nothing"}
 
 
 # --- command line: the agent of another node, the environment for shell scripts ---------

@@ -65,7 +65,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from workbench import collectives, launcher, procs
+from workbench import launcher, procs
 from workbench.env import REPO_ROOT
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
@@ -313,7 +313,7 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     if params["backend"] == "nccl":  # the baseline's all-gather: each M and dtype, each rank's M x K / ws
         ctx.progress(0.96, "the collective library's provenance (a short launch of its own)")
         dtypes = {"fp16": "float16", "bf16": "bfloat16"}
-        out["collective"] = collectives.probe(
+        out["collective"] = launcher.probe_collectives(
             [{"op": "all_gather", "numel": m * params["k"] // params["world_size"], "dtype": dtypes[d]}
              for m in params["m"] for d in params["dtype"]], params["world_size"], ctx)
     if params["interpret"]:

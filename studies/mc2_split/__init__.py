@@ -34,7 +34,7 @@ three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/READM
 
 from __future__ import annotations
 
-from workbench import collectives, launcher
+from workbench import launcher
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 
@@ -363,7 +363,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
     if backend == "nccl":  # the serial baseline's library: the full-size all-reduce and the cost points' sizes
         ctx.progress(0.99, "the collective library's provenance (a short launch of its own)")
-        live["collective"] = collectives.probe(
+        live["collective"] = launcher.probe_collectives(
             [{"op": "all_reduce", "numel": m * params["n"], "dtype": _dtype(params)}
              for m in sorted(set(params["points"]) | {params["m"]})], params["world_size"], ctx)
     return live

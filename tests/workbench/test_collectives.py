@@ -65,7 +65,7 @@ def test_a_probe_that_cannot_launch_returns_its_error(monkeypatch):
         raise launcher.LaunchError("torchrun exited with 1: no GPU\nlog tail")
 
     monkeypatch.setattr(launcher, "launch", fail)
-    got = collectives.probe([{"op": "all_reduce", "numel": 4, "dtype": "float16"}], 2, RunContext())
+    got = launcher.probe_collectives([{"op": "all_reduce", "numel": 4, "dtype": "float16"}], 2, RunContext())
     assert got == {"error": "LaunchError: torchrun exited with 1: no GPU"}
 
 
@@ -78,7 +78,7 @@ def test_the_probe_is_the_one_worker_outside_the_studies_a_spec_may_name():
 
 @pytest.mark.gpu
 def test_the_probe_on_one_gpu_names_the_library_torch_loaded():
-    got = collectives.probe([{"op": "all_reduce", "numel": 1 << 20, "dtype": "float16"}], 1, RunContext(),
+    got = launcher.probe_collectives([{"op": "all_reduce", "numel": 1 << 20, "dtype": "float16"}], 1, RunContext(),
                             timeout_s=180)
     assert "error" not in got, got
     assert got["vendor"] in ("NCCL", "RCCL") and got["version"][0].isdigit()
