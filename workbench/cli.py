@@ -527,6 +527,8 @@ def cmd_report(args) -> int:
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+    if args.format != "issue" and report.png_blocked():  # the report says it too, where its charts would be
+        print(f"note: {report.png_blocked()}", file=sys.stderr)
     print(path)
     return EXIT_OK
 

@@ -131,10 +131,11 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
         raise ValueError(f"unknown context {where!r}; one of {_CONTEXTS}")
     text = _CONTROL.sub("\ufffd", "" if value is None else str(value))
     if where == "block":
+        text = clip(text, MAX_BLOCK_CHARS)
         # A fence longer than any backtick run inside cannot be closed by the content.
         fence = "`" * max(3, _longest_run(text, "`") + 1)
         return f"{fence}{lang}\n{text}\n{fence}"
-    one_line = " ".join(text.split())
+    one_line = clip(" ".join(text.split()), MAX_FIELD_CHARS)
     if where == "html":
         return quiet_mentions(html.escape(one_line, quote=True))
     if where == "mermaid":
@@ -171,6 +172,19 @@ def quiet_mentions(markup: str) -> str:
     """``markup`` (Markdown or HTML text, escaped already) with every @mention and issue
     reference made inert for GitHub; it renders and reads the same."""
     return _REFERENCE.sub(lambda m: m.group(1) + ZWSP_ENTITY, _MENTION.sub("@" + ZWSP_ENTITY, markup))
+
+
+#: the most characters of one string from a run that reach a report, inline and as a code block:
+#: a bundle's field may hold 300,000, and an issue report holds 65,536 at most (GitHub's limit)
+MAX_FIELD_CHARS = 2_000
+MAX_BLOCK_CHARS = 20_000
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} … ({len(text) - limit:,} more characters cut)"
 
 
 _MERMAID_FOLD = str.maketrans({'"': "'", "`": "'", "[": "(", "]": ")", "{": "(", "}": ")", ";": ",",

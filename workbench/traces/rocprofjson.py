@@ -161,12 +161,16 @@ def _entry(entry: dict, rows: _Rows, prefix: str, name: str) -> None:
     buffers = entry.get("buffer_records")
     if not isinstance(buffers, dict):
         raise _unsupported(name, "no 'buffer_records' object")
+    strings = _shaped(entry, "strings", (dict,), name)
+    for part, kinds in (("agents", (list,)), ("kernel_symbols", (list, dict))):
+        _shaped(entry, part, kinds, name)
+    for part in ("buffer_records", "marker_api"):
+        _shaped(strings, part, (list,), name, "strings.")
     gpu = _gpu_index(entry.get("agents"))
     kernels = _kernel_names(entry.get("kernel_symbols"))
-    ops = _op_names(entry.get("strings"))
-    marks = entry["strings"].get("marker_api") if isinstance(entry.get("strings"), dict) else None
-    messages = {_handle(m.get("key")): str(m.get("value")) for m in marks if isinstance(m, dict)} \
-        if isinstance(marks, list) else {}
+    ops = _op_names(strings)
+    messages = {_handle(m.get("key")): str(m.get("value")) for m in strings.get("marker_api") or []
+                if isinstance(m, dict)}
     proc = f"{prefix}GPU" if prefix else "GPU"
     shapes: dict[tuple, list] = {}  # grid and workgroup sizes repeat: one list each
     for rec in _records(buffers, "kernel_dispatch", name):
@@ -195,6 +199,18 @@ def _entry(entry: dict, rows: _Rows, prefix: str, name: str) -> None:
             label = messages.get(_handle(internal), op) if key == "marker_api" else op
             rows.add(rec, process=f"{prefix}process", track=f"{prefix}thread {rec.get('thread_id')}", name=label,
                      category=category, args={"operation": op} if label != op else None)
+
+
+def _shaped(parent: dict, key: str, kinds: tuple[type, ...], name: str, where: str = "") -> Any:
+    """``parent[key]`` when it is absent ({} then) or of one of ``kinds``; a part of another
+    shape is refused with its name (what a reader cannot read is said, not guessed)."""
+    v = parent.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, kinds):
+        raise _unsupported(name, f"'{where}{key}' is a {_json_type(v)}, not "
+                                 + " or ".join("an object" if k is dict else "a list" for k in kinds))
+    return v
 
 
 def _records(buffers: dict, key: str, name: str) -> Iterator[dict]:
