@@ -208,7 +208,7 @@ def _shaped(parent: dict, key: str, kinds: tuple[type, ...], name: str, where: s
     if v is None:
         return {}
     if not isinstance(v, kinds):
-        raise _unsupported(name, f"'{where}{key}' is a {_json_type(v)}, not "
+        raise _unsupported(name, f"'{where}{key}' is {_json_type(v)}, not "
                                  + " or ".join("an object" if k is dict else "a list" for k in kinds))
     return v
 
@@ -223,12 +223,14 @@ def _records(buffers: dict, key: str, name: str) -> Iterator[dict]:
             yield from (r for r in piece if isinstance(r, dict))
         return
     if not isinstance(recs, list):
-        raise _unsupported(name, f"'buffer_records.{key}' is a {_json_type(recs)}, not a list")
+        raise _unsupported(name, f"'buffer_records.{key}' is {_json_type(recs)}, not a list")
     yield from (r for r in recs if isinstance(r, dict))
 
 
 def _json_type(v: Any) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(v), "number")
+    """What a JSON value is, with its article: "an object", "a list", "a number"."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), "a number")
 
 
 def _xyz(v: Any, shapes: dict[tuple, list]) -> list | None:
@@ -254,6 +256,18 @@ _CLOSE = re.compile(rb"\}\s*\]")
 _PLACEHOLDER = "\x00records:"
 
 
+def _loads(data: bytes) -> Any:
+    """``orjson.loads``, its "Not enough memory" (a JSONDecodeError) raised as the MemoryError it is."""
+    import orjson
+
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "enough memory" in str(exc):
+            raise MemoryError(str(exc)) from None
+        raise
+
+
 class _Unsplittable(Exception):
     """A record list that does not parse in pieces: the document is parsed whole."""
 
@@ -266,13 +280,11 @@ class _Pieces:
         self.data, self.start, self.end = data, start, end
 
     def __iter__(self) -> Iterator[list]:
-        import orjson
-
         pos = self.start + 1
         while pos < self.end:
             cut = _CUT.search(self.data, pos + CHUNK_BYTES, self.end)
             stop = cut.start() + 1 if cut else self.end - 1
-            yield orjson.loads(b"[" + self.data[pos:stop] + b"]")
+            yield _loads(b"[" + self.data[pos:stop] + b"]")
             pos = cut.end() - 1 if cut else self.end
 
 
@@ -288,11 +300,11 @@ def _list_end(data: bytes, start: int) -> int:
         close = _CLOSE.search(data, pos, cut.start() + 1 if cut else len(data))
         try:
             if close is not None:
-                orjson.loads(b"[" + data[pos:close.end()])
+                _loads(b"[" + data[pos:close.end()])
                 return close.end()
             if cut is None:
                 raise _Unsplittable
-            orjson.loads(b"[" + data[pos:cut.start() + 1] + b"]")
+            _loads(b"[" + data[pos:cut.start() + 1] + b"]")
         except orjson.JSONDecodeError:
             raise _Unsplittable from None
         pos = cut.end() - 1
@@ -312,17 +324,15 @@ def _split(data: bytes) -> tuple[Any, dict[str, tuple[int, int]]]:
         ranges[key] = (start, end)
         pos = end
     parts.append(data[pos:])
-    return orjson.loads(b"".join(parts)), ranges
+    return _loads(b"".join(parts)), ranges
 
 
 def _restored(doc: Any, data: bytes, ranges: dict[str, tuple[int, int]]) -> Any:
     """``doc`` with every placeholder read back: as :class:`_Pieces` where it stands for the
     records of an entry's ``buffer_records``, parsed whole elsewhere (``strings.marker_api``)."""
-    import orjson
-
     def whole(v: Any) -> Any:
         if isinstance(v, str) and v in ranges:
-            return orjson.loads(data[ranges[v][0]:ranges[v][1]])
+            return _loads(data[ranges[v][0]:ranges[v][1]])
         if isinstance(v, list):
             return [whole(x) for x in v]
         if isinstance(v, dict):
@@ -353,7 +363,7 @@ def _document(data: bytes, name: str) -> Any:
             doc, ranges = _split(data)
             return _restored(doc, data, ranges)
         except (_Unsplittable, orjson.JSONDecodeError):
-            return orjson.loads(data)
+            return _loads(data)
     except (ImportError, ValueError):  # no orjson, or not valid JSON: the json module says where
         return read_json(data, name)[0]
 
