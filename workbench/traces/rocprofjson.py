@@ -136,7 +136,14 @@ class _Rows:
                                                       "correlation", "args")}
         self.start, self.end = array("q"), array("q")
         self.bad = self.overflow = 0
-        self._text: dict[str, str] = {}
+        self._same: dict = {}
+
+    def same(self, v: Any) -> Any:
+        """One object for each repeated value (a lane's text, a thread id), not one per record."""
+        try:
+            return self._same.setdefault((type(v), v), v)  # the type too: True is not 1
+        except TypeError:  # unhashable: its own
+            return v
 
     def add(self, rec: dict, **cols: Any) -> None:
         start, end = rec.get("start_timestamp"), rec.get("end_timestamp")
@@ -148,8 +155,8 @@ class _Rows:
             return
         corr = rec.get("correlation_id")
         cols.setdefault("correlation", _int(corr.get("internal")) if isinstance(corr, dict) else None)
-        for c in ("process", "track", "name"):
-            cols[c] = self._text.setdefault(cols[c], cols[c])
+        for c in ("process", "track", "name", "stream"):
+            cols[c] = self.same(cols.get(c))
         for c, column in self.cols.items():
             column.append(cols.get(c))
         self.start.append(start)
@@ -181,7 +188,7 @@ def _entry(entry: dict, rows: _Rows, prefix: str, name: str) -> None:
         kernel = _handle(info.get("kernel_id"))
         rows.add(rec, process=proc, track=f"{prefix}GPU {dev} {lane} {q}", device=dev, stream=q,
                  name=kernels.get(kernel) or f"kernel {kernel}", category=KERNEL,
-                 args={"thread_id": rec.get("thread_id"), "dispatch_id": info.get("dispatch_id"),
+                 args={"thread_id": rows.same(rec.get("thread_id")), "dispatch_id": info.get("dispatch_id"),
                        "grid": _xyz(info.get("grid_size"), shapes), "workgroup": _xyz(info.get("workgroup_size"), shapes)})
     for rec in _records(buffers, "memory_copy", name):
         src, dst = gpu.get(_handle(rec.get("src_agent_id"))), gpu.get(_handle(rec.get("dst_agent_id")))
