@@ -437,14 +437,12 @@ class Catalog:
 
 
 def is_path(ref: str) -> bool:
-    """Whether ``ref`` names a file rather than a run: it holds a path separator, ends with
-    ``.json``, or something by that name exists (a file, a link, a folder, a device; ``latest``
-    aside). Such a ref is read as a bundle file, which says in one line what is wrong with it,
-    and is never looked up among the runs (which would read every committed bundle to say "no
-    run with id ...")."""
-    if os.sep in ref or ref.lower().endswith(".json"):
-        return True
-    return ref not in RESERVED_RUN_IDS and os.path.lexists(ref)
+    """Whether ``ref`` names a file rather than a run: it ends with ``.json``, or something by
+    that name exists (a file, a link, a folder, a device; ``latest`` aside). Such a ref is read
+    as a bundle file, which says in one line what is wrong with it, and is never looked up among
+    the runs (which would read every committed bundle to say "no run with id ..."). Anything
+    else is an id, whatever it holds (a store of an old workbench may hold ids with a '/')."""
+    return ref.lower().endswith(".json") or (ref not in RESERVED_RUN_IDS and os.path.lexists(ref))
 
 
 def find_run(ref: str, opened: Callable[[], tuple[Catalog, str]]) -> RunRecord:

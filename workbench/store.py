@@ -723,17 +723,15 @@ def read_bundle(path: str | os.PathLike) -> RunRecord:
         if not stat.S_ISREG(st.st_mode):
             kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
                     or stat.S_ISBLK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket")
-            raise StoreError(f"{path} is {kind}, not a result bundle file"
+            raise StoreError(f"{path} is {kind}, not a regular file (a result bundle is one)"
                              + (" (a link to it)" if path.is_symlink() else ""))
         if st.st_size > MAX_BUNDLE_BYTES:
             raise StoreError(f"{path} is larger than the {MAX_BUNDLE_BYTES >> 20} MiB a result bundle may have")
         with open(path, "rb", opener=_no_wait_opener) as fh:
             data = fh.read(MAX_BUNDLE_BYTES + 1)
-    except FileNotFoundError:
-        raise StoreError(f"{path}: no such file" + (" (a link to a missing file)" if path.is_symlink() else "")) \
-            from None
     except OSError as exc:
         why = ("a link that loops or a chain of links too long to follow" if exc.errno == errno.ELOOP else
+               f"{exc.strerror} (a link to a missing file)" if exc.errno == errno.ENOENT and path.is_symlink() else
                exc.strerror or str(exc))
         raise StoreError(f"{path} is not a readable result bundle: {why}") from None
     return parse_bundle(data, origin=f"bundle:{safe_stem(path.name, 'bundle')}", what=str(path))

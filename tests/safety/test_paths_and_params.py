@@ -35,7 +35,7 @@ def _chain(tmp_path: Path, links: int) -> Path:
     (lambda p: (p / "plainfolder").mkdir() or p / "plainfolder", "a folder"),
     (lambda p: (os.mkfifo(p / "fifo.json"), p / "fifo.json")[1], "a FIFO"),
     (lambda p: (p / "dangling.json").symlink_to(p / "gone.json") or p / "dangling.json", "a link to a missing file"),
-    (lambda p: p / "missing.json", "no such file"),
+    (lambda p: p / "missing.json", "No such file"),
 ])
 def test_a_path_that_is_not_a_regular_file_is_one_line_and_no_id_lookup(make, why, tmp_path, monkeypatch):
     path = make(tmp_path)
