@@ -61,8 +61,8 @@ def lock_path() -> Path:
 
 
 def _lock_name(path: Path) -> str:
-    """The lock as the user set it: ``WORKBENCH_LOCK=PATH``, or the default path."""
-    return f"WORKBENCH_LOCK={path}" if os.environ.get("WORKBENCH_LOCK") else f"the machine lock {path}"
+    """The lock as the user set it (``WORKBENCH_LOCK=PATH``), or the default path."""
+    return f"the machine lock WORKBENCH_LOCK={path}" if os.environ.get("WORKBENCH_LOCK") else f"the machine lock {path}"
 
 
 def _open_lock(path: Path) -> tuple[int, bool]:
