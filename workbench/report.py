@@ -34,6 +34,7 @@ import html as htmlmod
 import json
 import os
 import re
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -169,8 +170,6 @@ def png_blocked() -> str | None:
     engine (V8) reserves tens of GiB of address space as it starts and aborts the whole process
     (SIGTRAP, no Python exception) when it cannot: under any address-space limit (``ulimit -v``,
     RLIMIT_AS; 64 GiB was tried). Charts are then left out and their data stays in the tables."""
-    import resource
-
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
         return None

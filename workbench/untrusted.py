@@ -21,8 +21,8 @@ Markdown, HTML or a notebook cell without being escaped for the place they land 
   surrogates (which no UTF-8 file or terminal can hold). Text that reaches Markdown or HTML
   also has its GitHub @mentions and ``#123`` references made inert (:func:`quiet_mentions`);
 - :func:`user_regex` compiles a regular expression typed by a user (``trace --comm``/``--marker``,
-  the Traces page's fields, the API's ``comm=``/``marker=``) for a linear-time engine, and
-  :func:`search_mask` matches it against a column of names, each distinct name once.
+  the Traces page's fields, the API's ``comm=``/``marker=``) for a linear-time engine
+  (:func:`workbench.traces.analysis.search_mask` matches it against a column of names).
 """
 
 from __future__ import annotations
@@ -33,11 +33,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
+from typing import Any, Iterator
 
 #: run ids: the workbench's own ``YYYYMMDD-HHMMSS-<study>-<hex>`` or any such plain slug
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
@@ -238,7 +234,7 @@ def user_regex(pattern: str, what: str = "the pattern"):
     refused: not valid, a feature RE2 leaves out (backreferences, lookaround), a repetition
     count over :data:`MAX_REPEAT`, or more than :data:`MAX_PATTERN_CHARS` characters or RE2's
     memory budget. The result has ``search``, like a compiled ``re`` pattern."""
-    import re2  # google-re2: imported on use, the CLI's start-up stays light
+    import re2  # google-re2: on use, so a machine without it (a GPU node's image) still runs studies
 
     shown = _show(pattern)
     if not isinstance(pattern, str):
@@ -261,18 +257,6 @@ def user_regex(pattern: str, what: str = "the pattern"):
                 if re.search(r"escape sequence: \\\d|perl operator: \(\?<?[=!]", why) else "")
         raise PatternError(f"{what} {shown} is not a regular expression of RE2's syntax (matched in time linear in "
                            f"the text): {plain(why)}{hint}") from None
-
-
-def search_mask(regex, values: pd.Series) -> np.ndarray:
-    """Whether ``regex`` (from :func:`user_regex`, or any compiled pattern) finds a match in
-    each of ``values`` (missing: False). Each distinct value is matched once (a trace's names
-    repeat), so the cost is that of its distinct names."""
-    import numpy as np
-    import pandas as pd
-
-    codes, uniques = pd.factorize(values)
-    hit = np.fromiter((regex.search(str(u)) is not None for u in uniques), dtype=bool, count=len(uniques))
-    return np.append(hit, False)[codes]  # code -1 (missing) takes the appended False
 
 
 def _longest_run(text: str, ch: str) -> int:

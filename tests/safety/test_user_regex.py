@@ -15,7 +15,8 @@ import pytest
 
 from tests.safety.hostile import cli, refused
 from workbench.traces import overlap, ranks
-from workbench.untrusted import MAX_PATTERN_CHARS, PatternError, search_mask, user_regex
+from workbench.traces.analysis import search_mask
+from workbench.untrusted import MAX_PATTERN_CHARS, PatternError, user_regex
 
 EVIL = "a" * 60 + "!"  # (a+)+$ backtracks 2^60 times over it in Python's re
 CATASTROPHIC = ["(a+)+$", "(a|aa)+$", "(a*)*b", "(.*a){20}$", "((a+)+)+$"]

@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import re
+import resource
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -165,8 +166,6 @@ def _check_size(p: Path, size: int) -> None:
 
 def _memory_limit() -> str:
     """The address-space limit that stopped an import, said with the figure ('' without one)."""
-    import resource
-
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return "" if soft == resource.RLIM_INFINITY else \
         f" under an address-space limit of {soft >> 20:,} MiB (ulimit -v); an import takes a few times the file's size"

@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..untrusted import PatternError, search_mask, user_regex
+from ..untrusted import PatternError, user_regex
 from . import load
-from .analysis import DROP_REASONS, STEP_NAMES, dropped_events
+from .analysis import DROP_REASONS, STEP_NAMES, dropped_events, search_mask
 from .model import concat, end_ns, spans
 from .overlap import breakdown
 
