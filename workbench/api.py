@@ -41,7 +41,7 @@ shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..65536)`
 traceback (:class:`Error`, with the CLI's exit code in its docstring).
 
 A run in a notebook shows a progress bar in its cell (``progress=False``: none; a callable
-gets ``(fraction, message)``). Interrupting the kernel (or Ctrl-C) stops it within seconds
+gets ``(fraction, message)``). Interrupting the kernel (Ctrl-C, SIGTERM, SIGHUP) stops it within seconds
 and keeps its finished points: :class:`Interrupted` says where (``exc.run``).
 
 ``wb.explore`` (:func:`workbench.knobs.explore`) is the notebook twin of a study page.

@@ -227,11 +227,9 @@ def _deprecations(study, values: dict) -> None:
 
 
 def cmd_run(args) -> int:
-    if args.repeat_runs != 1:
-        return _repeat_runs(args)
     try:
         with _topology_flags(args):
-            return _run(args)
+            return _repeat_runs(args) if args.repeat_runs != 1 else _run(args)
     except ParamError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -252,6 +250,8 @@ def _repeat_runs(args) -> int:
     if args.json or args.progress_file:
         _err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
         return EXIT_BAD_INPUT
+    if _prepared(args) is None:  # the children's checks, once, before any of them starts
+        return EXIT_BAD_INPUT
     group = secrets.token_hex(4)
     base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")
             and not (i and args.argv[i - 1] == "--repeat-runs")]
@@ -260,8 +260,9 @@ def _repeat_runs(args) -> int:
         print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
         code, out = _child_run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
                                 f"{group}:{i + 1}/{args.repeat_runs}"])
-        if code not in (EXIT_OK, EXIT_FAILED):
-            _err(f"run {i + 1} of the group ended with exit status {code}; the runs before it are kept")
+        if code not in (EXIT_OK, EXIT_FAILED):  # the child said why on stderr
+            kept = f"; the {len(ids)} run(s) before it are kept ({', '.join(ids)})" if ids else ""
+            _err(f"the group stopped at run {i + 1} of {args.repeat_runs} (exit status {code}){kept}")
             return code
         ids.append(json.loads(out)["run_id"])
     store = _open_store(args.store, create=False)
@@ -270,14 +271,16 @@ def _repeat_runs(args) -> int:
     return EXIT_OK
 
 
-def _run(args) -> int:
+def _prepared(args) -> tuple | None:
+    """``(study, values, preset, precision, store)`` of ``run``, every argument checked before
+    anything is made or measured (bad input stores nothing); None with the reason on stderr."""
     study = _study(args.study)
     if study is None:
-        return EXIT_BAD_INPUT
+        return None
     try:
         values = study.SPACE.parse_sets(args.set or [])
-        _deprecations(study, values)
-        # Validate before touching the store, so bad input stores nothing.
+        if not args.run_group:  # said once, by the command the user typed
+            _deprecations(study, values)
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
         precision = runner.parse_precision(args.precision, args.precision_cap)
@@ -286,7 +289,15 @@ def _run(args) -> int:
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
         _err(str(exc))
+        return None
+    return study, values, preset, precision, store
+
+
+def _run(args) -> int:
+    prepared = _prepared(args)
+    if prepared is None:
         return EXIT_BAD_INPUT
+    study, values, preset, precision, store = prepared
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
@@ -521,6 +532,8 @@ def cmd_report(args) -> int:
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+    if args.format != "issue" and report.png_blocked():  # the report says it too, where its charts would be
+        print(f"note: {report.png_blocked()}", file=sys.stderr)
     print(path)
     return EXIT_OK
 

@@ -66,7 +66,7 @@ class ChartView:
         if png is not None:
             bundle["image/png"] = base64.b64encode(png).decode()
         else:
-            bundle["text/plain"] += " (no PNG: vl-convert could not draw it)"
+            bundle["text/plain"] += f" (no PNG: {report.png_blocked() or 'vl-convert could not draw it'})"
         return bundle
 
     def __repr__(self) -> str:

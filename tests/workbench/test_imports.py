@@ -14,7 +14,7 @@ CORE = ROOT / "workbench"
 #: what a function may import for itself: stacks that cost start-up or may be missing
 DEFERRED_OK = {"torch", "triton", "cupy", "pyopencl", "iree", "streamlit", "scipy", "altair", "vl_convert", "nbclient",
                "nbformat", "IPython", "ipywidgets",
-               "jsonschema", "orjson", "zstandard", "lz4", "perfetto"}
+               "jsonschema", "orjson", "zstandard", "lz4", "perfetto", "re2"}
 
 
 def _module_name(path: Path) -> str:

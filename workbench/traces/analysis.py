@@ -289,3 +289,12 @@ def summary(df: pd.DataFrame, meta: dict) -> dict:
         doc["ranks"] = meta["ranks"]
         doc["alignment"] = meta.get("alignment")
     return doc
+
+
+def search_mask(regex, values: pd.Series) -> np.ndarray:
+    """Whether ``regex`` (from :func:`workbench.untrusted.user_regex`, or any compiled pattern) finds a match in
+    each of ``values`` (missing: False). Each distinct value is matched once (a trace's names
+    repeat), so the cost is that of its distinct names."""
+    codes, uniques = pd.factorize(values)
+    hit = np.fromiter((regex.search(str(u)) is not None for u in uniques), dtype=bool, count=len(uniques))
+    return np.append(hit, False)[codes]  # code -1 (missing) takes the appended False
