@@ -25,6 +25,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .rank import init_rank
+
 
 #: NCCL's debug output the probe turns on (rank 0 prints the per-call TUNING lines)
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING"}
@@ -149,7 +151,7 @@ def main(config: dict[str, Any], emitter) -> None:
     import torch
     import torch.distributed as dist
 
-    device = launcher.init_rank("nccl")
+    device = init_rank("nccl")
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
     world = dist.get_world_size()
     for call in config["calls"]:

@@ -8,7 +8,7 @@ process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt`` at the follo
 checkpoint, :mod:`workbench.interrupt`; the CLI turns SIGTERM into the same) or any error,
 and Linux ends torchrun if the process that started it dies (SIGKILL too,
 :func:`workbench.procs.bound`), so no rank keeps timing after the machine lock is released.
-:data:`MULTICAST_OFF` is the one definition of the NVLink-multicast-off environment, used by
+:data:`workbench.rank.MULTICAST_OFF` is the one definition of the NVLink-multicast-off environment, used by
 every launch and by ``scripts/gpu/common.sh`` (``python -m workbench.launcher env``).
 
 Several nodes. A run spans nodes with torchrun's rendezvous; the topology comes from the
@@ -52,12 +52,11 @@ from pathlib import Path
 from typing import Any
 
 from . import collectives, interrupt, procs, registry
+from .rank import MULTICAST_OFF
 from .env import REPO_ROOT
 from .events import Collected, Emitter, EventTail, apply
 from .study import Cancelled
 
-#: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 #: the one worker of the workbench's own (not a study's) a spec may name, beside the study ids:
 #: the collective library's probe (:mod:`workbench.collectives`)
 COLLECTIVES_PROBE = "workbench:collectives"
@@ -159,36 +158,6 @@ def local_share(world_size: int, backend: str) -> tuple[int, str | None]:
                        f"cores to run side by side and this machine has {cpus}. Lower world_size to "
                        f"{cpus * topo.nnodes} or less")
     return local, None
-
-
-def init_rank(backend: str, timeout_s: float | None = None, profiled: bool = False):
-    """This rank's default process group under torchrun: ``nccl`` on the GPU of its local
-    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device.
-
-    ``profiled``: the rank will run ``torch.profiler``. Its first start then comes here,
-    before the group exists: a profiler first started while a group exists keeps references
-    to the group (torch 2.13, held in C++), so ``destroy_process_group`` cannot free it and
-    its threads (gloo's loop and workers) run on into the interpreter's teardown, where
-    now and then they abort the rank ("terminate called without an active exception")
-    after every result is out. Started once before, later profiles leave the group alone."""
-    import torch
-    import torch.distributed as dist
-
-    if profiled:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]):
-            pass
-    kw = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
-    if backend == "nccl":
-        os.environ.update(MULTICAST_OFF)  # read when NCCL and symmetric memory set up, below
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device, **kw)
-        return device
-    torch.set_num_threads(1)  # one rank per core
-    dist.init_process_group(backend, **kw)
-    return torch.device("cpu")
 
 
 def torchrun_command(topology: Topology, nproc_per_node: int) -> list[str]:
