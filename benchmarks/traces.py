@@ -1,7 +1,7 @@
 """Trace import and timeline performance against the targets of the traces issue.
 
     .venv/bin/python benchmarks/traces.py [--spans 200000] [--timeline-spans 1000000] [--streams 20000]
-        [--hta-python /tmp/htavenv/bin/python] [--hta-mb 50]
+        [--peer-python /tmp/tivenv/bin/python --peer-trace df_index_resolver.json.gz [--runs 5]]
 
 Each import runs in a fresh child process (one core, as the importers are single-threaded)
 that first loads a small trace of the same format (warm-up), resets the peak-RSS counter
@@ -14,13 +14,19 @@ time the CLI's text summary and ``--chrome`` export (the command minus its impor
 cuda_runtime and kernel events with args, float us timestamps); the Tracy file is the real
 IREE capture in tests/data (about 1.6 MB, the size the issue names).
 
-Against Holistic Trace Analysis (``--hta-python``: an interpreter with HolisticTraceAnalysis
-installed, kept out of this environment): a Kineto-shaped trace of about ``--hta-mb`` MB with
-NCCL kernels on their own stream and ProfilerSteps is imported by both, each in fresh
-processes measured the same way (a warm-up parse of a small trace of the same format, then the
-peak-RSS counter reset; best time, worst memory of 3), and the breakdown itself (our
-``overlap.breakdown`` against HTA's ``get_temporal_breakdown`` plus ``get_comm_comp_overlap``) is
-timed after the import. HTA runs with HTA_DISABLE_NS_ROUNDING=1 and its last step kept.
+Against the peer, Holistic Trace Analysis (``--peer-python``: an interpreter with ``traceinsight``
+0.6.1, HTA's name on PyPI, installed in an environment of its own: ``python -m venv /tmp/tivenv &&
+/tmp/tivenv/bin/pip install traceinsight==0.6.1``), on a real Kineto trace (``--peer-trace``; the
+issue's is HTA's own test file ``tests/data/df_index_resolver/df_index_resolver.json.gz``, 54 MB
+inflated, 151k events): whole processes side by side, what a user runs and waits for. Ours is
+``python -m workbench trace FILE --json`` (import, every GPU-time table, the JSON document); the
+peer's is ``TraceAnalysis(trace_dir=...)`` (its parse) plus ``get_temporal_breakdown()``. The two
+alternate, ``--runs`` each (at least 5); each process's wall time, CPU time (user + system) and
+peak RSS (``wait4``'s ``ru_maxrss``: the whole process, interpreter and imports included) are
+recorded, each side with its modules' bytecode cached as an installed package has it. Reported:
+the medians, and the ratios peer/ours of the medians with a 95% bootstrap CI
+over the runs (:func:`workbench.stats.ratio_bootstrap`): run-to-run variation on this machine,
+whose load is printed; on a loaded machine the CPU time is the steadier figure.
 """
 
 from __future__ import annotations
@@ -75,44 +81,67 @@ print(json.dumps(out))
 """
 
 
-_HTA_CHILD = r"""
-import json, logging, os, shutil, sys, tempfile, time
+_PEER = r"""
+import logging, shutil, sys, tempfile
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
-def parse(path):
-    tmp = tempfile.mkdtemp()
-    shutil.copy(path, tmp)
-    try:
-        return TraceAnalysis(trace_dir=tmp, include_last_profiler_step=True)
-    finally:
-        shutil.rmtree(tmp)
-parse(sys.argv[2])  # warm-up: imports, allocator pools
-def status_kb(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1])
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")
-base = status_kb("VmRSS:")
-t = time.perf_counter()
-ta = parse(sys.argv[1])
-dt = time.perf_counter() - t
-peak = status_kb("VmHWM:")
-t = time.perf_counter()
-ta.get_temporal_breakdown(visualize=False)
-ta.get_comm_comp_overlap(visualize=False)
-print(json.dumps({"s": dt, "extra_rss_kb": peak - base, "breakdown_s": time.perf_counter() - t}))
+tmp = tempfile.mkdtemp()
+shutil.copy(sys.argv[1], tmp)
+try:
+    TraceAnalysis(trace_dir=tmp).get_temporal_breakdown(visualize=False)
+finally:
+    shutil.rmtree(tmp)
 """
 
-_OUR_BREAKDOWN = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[2])
-from workbench.traces import load, overlap
-df, _ = load(sys.argv[1])
-t = time.perf_counter()
-overlap.breakdown(df)
-print(json.dumps({"breakdown_s": time.perf_counter() - t}))
-"""
+
+#: each side runs as an installed package does: with its modules' bytecode cached (pip writes the
+#: peer's at install; the warm-up run writes this checkout's), whatever PYTHONDONTWRITEBYTECODE says
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _timed(cmd: list[str]) -> dict:
+    """One process run to completion: wall s, CPU s (user + system) and peak RSS (MiB)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}): {err.strip()[-300:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}
+
+
+def peer_rows(peer_python: str, trace: Path, runs: int) -> list[tuple]:
+    """``trace FILE --json`` against traceinsight's parse + temporal breakdown, whole processes,
+    alternated (see the module docstring)."""
+    import numpy as np
+
+    from workbench import stats
+
+    ours_cmd = [sys.executable, "-m", "workbench", "trace", str(trace), "--json"]
+    peer_cmd = [peer_python, "-c", _PEER, str(trace)]
+    _timed(ours_cmd), _timed(peer_cmd)  # warm-up: the page cache, .pyc files
+    ours, peer = [], []
+    for _ in range(max(runs, 5)):
+        ours.append(_timed(ours_cmd))
+        peer.append(_timed(peer_cmd))
+    rows = []
+    for key, label, unit in (("wall_s", "wall time", "s"), ("cpu_s", "CPU time (user + system)", "s"),
+                             ("rss_mib", "peak memory (RSS)", "MiB")):
+        a = np.array([r[key] for r in ours])
+        b = np.array([r[key] for r in peer])
+        ratio = stats.ratio_bootstrap(a, b)  # peer / ours
+        lo, hi = np.percentile(ratio, [2.5, 97.5])
+        med = float(np.median(b) / np.median(a))
+        if key == "rss_mib":
+            shown, target, ok = f"{1 / med:.2f}x the peer's [95% CI {1 / hi:.2f}, {1 / lo:.2f}]", "<= 0.5x", hi >= 2
+        else:
+            shown, target, ok = f"{med:.2f}x faster [95% CI {lo:.2f}, {hi:.2f}]", ">= 4x faster", lo >= 4
+        rows.append((f"trace --json vs traceinsight: {label}", f"{trace.name}, {len(a)} runs each, alternated",
+                     f"{np.median(a):,.2f} {unit} vs {np.median(b):,.2f} {unit}", shown, target, ok))
+    return rows
 
 
 def _kernel_launch(i: int, corr: int, t: float) -> list[dict]:
@@ -123,65 +152,6 @@ def _kernel_launch(i: int, corr: int, t: float) -> list[dict]:
              "dur": 4.125, "args": {"correlation": corr, "External id": corr}},
             {"ph": "X", "cat": "kernel", "name": f"kernel_{i % 25}", "pid": 0, "tid": 7, "ts": t + 9.75, "dur": 7.5,
              "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [128, 1, 1]}}]
-
-
-def synthetic_nccl_job(target_mb: float, path: Path) -> int:
-    """A Kineto-shaped trace of one rank of about ``target_mb`` MB (uncompressed): per step a
-    ProfilerStep range, cpu_ops launching GEMM-like kernels on stream 7 and an NCCL all-reduce
-    on stream 20 overlapping them, with distributedInfo so HTA finds the rank. Returns its size."""
-    ev = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
-          {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
-    per_step, t, corr, step = 200, 1.0e6, 0, 0
-    size = 0
-    while size < target_mb * 2**20:
-        start = t
-        for i in range(per_step):
-            corr += 1
-            ev += _kernel_launch(i, corr, t)
-            if i % 20 == 0:  # an all-reduce every 20 kernels, overlapping the next ones
-                corr += 1
-                ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": t + 7.0, "dur": 2.0, "args": {"correlation": corr, "External id": corr}})
-                ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0,
-                           "tid": 20, "ts": t + 10.0, "dur": 150.0,
-                           "args": {"device": 0, "stream": 20, "correlation": corr}})
-            t += 20.0
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
-                   "ts": start, "dur": t - start, "args": {"External id": corr + 1}})
-        step += 1
-        size += per_step * 530  # about 530 bytes of JSON per kernel with its op and launch
-    text = json.dumps({"traceEvents": ev, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2},
-                       "baseTimeNanoseconds": 1_700_000_000_000_000_000})
-    path.write_text(text)
-    return len(text.encode())
-
-
-def hta_rows(hta_python: str, mb: float) -> list[tuple]:
-    """Import time, peak memory and breakdown time: ours against HTA's on one ~``mb`` MB trace."""
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        big, warm = Path(tmp) / "rank0.json", Path(tmp) / "warm.json"
-        size = synthetic_nccl_job(mb, big)
-        synthetic_nccl_job(0.2, warm)
-        ours = child_load(big, warm)
-        theirs = []
-        for _ in range(3):
-            out = subprocess.run([hta_python, "-c", _HTA_CHILD, str(big), str(warm)], capture_output=True, text=True,
-                                 check=True, env={**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"})
-            theirs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        hta_s = min(r["s"] for r in theirs)
-        hta_kb = max(r["extra_rss_kb"] for r in theirs)
-        ours_bd = min(json.loads(subprocess.run([sys.executable, "-c", _OUR_BREAKDOWN, str(big), str(ROOT)],
-                                                capture_output=True, text=True, check=True).stdout.strip()
-                                 .splitlines()[-1])["breakdown_s"] for _ in range(3))
-        label = f"{ours['rows']:,} events, {size / 2**20:.0f} MB"
-        rows.append(("Kineto import vs HTA parse", label, f"{ours['s']:.2f} s", f"HTA {hta_s:.2f} s "
-                     f"({ours['s'] / hta_s:.2f}x)", "<= HTA", ours["s"] <= hta_s))
-        rows.append(("  ... peak memory", "same file", f"{ours['extra_rss_kb'] / 1024:.0f} MB",
-                     f"HTA {hta_kb / 1024:.0f} MB", "<= HTA", ours["extra_rss_kb"] <= hta_kb))
-        rows.append(("  ... breakdown after import", "overlap.breakdown vs HTA temporal + overlap",
-                     f"{ours_bd:.3f} s", f"HTA {min(r['breakdown_s'] for r in theirs):.3f} s", "(info)", None))
-    return rows
 
 
 def synthetic_chrome(n_spans: int, path: Path) -> int:
@@ -227,7 +197,7 @@ def streams_bench(n_streams: int, per_stream: int = 5, repeat: int = 2) -> dict:
         p = Path(tmp) / "streams.json"
         p.write_text(json.dumps({"traceEvents": ev}))
         loaded = load(p)
-        real_load, cli.load = cli.load, lambda path: loaded  # time the outputs, not the import
+        real_load, cli.load = cli.load, lambda path, args=True: loaded  # time the outputs, not the import
         try:
             for mode, extra in (("text", []), ("chrome", ["--chrome", str(Path(tmp) / "out.json")])):
                 best = float("inf")
@@ -279,11 +249,19 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=200_000)
     ap.add_argument("--timeline-spans", type=int, default=1_000_000)
     ap.add_argument("--streams", type=int, default=20_000, help="lanes of the many-lanes trace")
-    ap.add_argument("--hta-python", metavar="PYTHON",
-                    help="an interpreter with HolisticTraceAnalysis installed: compare import time and memory with it")
-    ap.add_argument("--hta-mb", type=float, default=50, help="size of the trace compared with HTA (MB, default 50)")
+    ap.add_argument("--peer-python", metavar="PYTHON",
+                    help="an interpreter with traceinsight (Holistic Trace Analysis) installed: compare with it")
+    ap.add_argument("--peer-trace", metavar="FILE", type=Path,
+                    help="the Kineto trace compared with the peer (HTA's df_index_resolver.json.gz)")
+    ap.add_argument("--runs", type=int, default=5, help="processes per side against the peer (at least 5)")
+    ap.add_argument("--peer-only", action="store_true", help="only the comparison with the peer")
     args = ap.parse_args()
-    rows = []
+    if args.peer_python and not args.peer_trace:
+        ap.error("--peer-python needs --peer-trace FILE")
+    rows = peer_rows(args.peer_python, args.peer_trace, args.runs) if args.peer_python else []
+    if args.peer_only:
+        _print(rows)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "synthetic.json"
         size = synthetic_chrome(args.spans, p)
@@ -322,19 +300,22 @@ def main() -> None:
                  f"{sb['text']:.2f} s", "imported beforehand", "< 1 s", sb["text"] < 1))
     rows.append(("--chrome export, many lanes", "same trace", f"{sb['chrome']:.2f} s", "imported beforehand", "< 2 s",
                  sb["chrome"] < 2))
-    if args.hta_python:
-        rows += hta_rows(args.hta_python, args.hta_mb)
     dt, spec_bytes, info = timeline_bench(args.timeline_spans)
     rows.append(("Timeline view", f"{args.timeline_spans:,} spans, 16 lanes", f"{dt:.2f} s",
                  f"{info['marks']:,} rows to the browser (<= {charts_max():,}), spec {spec_bytes / 2**20:.1f} MB",
                  "< 3 s", dt < 3))
 
+    _print(rows)
+
+
+def _print(rows: list[tuple]) -> None:
     from tabulate import tabulate
 
     print(tabulate([(a, b, c, d, e, "-" if ok is None else ("PASS" if ok else "FAIL")) for a, b, c, d, e, ok in rows],
                    headers=["measure", "input", "time/size", "rate", "target", "verdict"]))
     print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs visible, load average "
-          f"{os.getloadavg()[0]:.1f}; each import: best of 3 fresh processes (time), worst of 3 (memory)")
+          f"{os.getloadavg()[0]:.1f}; each import: best of 3 fresh processes (time), worst of 3 (memory); against the "
+          "peer: medians of whole processes, ratios peer/ours with 95% bootstrap CIs over the runs")
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ import streamlit as st
 from pages._ui import held, release_uploads
 from workbench import traces
 from workbench.stats import fmt_ns
-from workbench.untrusted import escape
-from workbench.traces import TraceError, analysis, charts, diff, export, load, overlap, phases, ranks
+from workbench.untrusted import PatternError, escape, user_regex
+from workbench.traces import TraceError, analysis, charts, diff, export, idle, load, overlap, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
 MAX_UPLOAD_MB = 200
@@ -170,7 +170,9 @@ def _window(df, key: str) -> tuple[int, int]:
     """The server-side window (statistics, and the chart's data for huge traces): W/S/A/D
     (buttons with those keys, as in Perfetto) zoom and pan it, and a form sets it, applied on
     submit only, so nothing reruns while values are typed."""
-    t0, t1 = int(df["start_ns"].min()), int((df["start_ns"] + df["dur_ns"]).max())
+    inner = df[~analysis.envelopes(df)]  # the profiler's envelope spans stay off the range
+    inner = inner if len(inner) else df
+    t0, t1 = int(inner["start_ns"].min()), int((inner["start_ns"] + inner["dur_ns"]).max())
     span = max(t1 - t0, 1)
     unit, scale = ("ms", 1e6) if span >= 5e6 else ("us", 1e3)
     state = st.session_state.setdefault(f"win{key}", (0.0, span / scale))
@@ -256,7 +258,14 @@ def _ranks(df, meta) -> None:
 
 @st.cache_data(show_spinner="breaking GPU time down...", max_entries=6)
 def _gpu_tables(key: str, comm: str, _df):
-    return overlap.summary(_df, comm=comm or None), overlap.state_spans(_df, comm=comm or None)
+    comm = comm or None
+    return (overlap.summary(_df, comm=comm), overlap.state_spans(_df, comm=comm), overlap.suggest_comm(_df, comm=comm),
+            overlap.temporal(_df, comm=comm), idle.breakdown(_df, comm=comm))
+
+
+def _set_comm(key: str, pattern: str) -> None:
+    """The suggestion's button: its pattern into the communication field (before the rerun)."""
+    st.session_state[key] = pattern
 
 
 def _gpu_time(df, name: str, tkey: str) -> str:
@@ -267,21 +276,35 @@ def _gpu_time(df, name: str, tkey: str) -> str:
     st.subheader("GPU time: breakdown and overlap")
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     comm = c1.text_input("Also communication: kernels whose names match (regular expression, before the built-in "
-                         "NCCL/RCCL/MSCCL, symmetric-memory and peer-copy rules)", key=f"comm{tkey}",
-                         placeholder="e.g. deep_ep::|dispatch|combine", help="the CLI's --comm")
+                         "NCCL/RCCL, DeepEP, symmetric-memory, NVSHMEM, custom all-reduce and peer-copy rules)",
+                         key=f"comm{tkey}", placeholder="e.g. (?i)dispatch|combine",
+                         help="Kernels and copies whose names match count as communication in every figure below "
+                              "and in the comparison.")
     try:
-        tables, band = _gpu_tables(name, comm, df)
+        tables, band, suggestion, temporal, idle_causes = _gpu_tables(name, comm, df)
     except overlap.OverlapError as exc:
         st.error(_md(exc))
         return ""
-    c2.download_button("Markdown (for an issue)", partial(overlap.markdown, tables), file_name="gpu-time.md",
+    if suggestion:
+        h1, h2 = st.columns([4, 1], vertical_alignment="center")
+        h1.info(f"No known communication kernels, but {_md(overlap.suggestion_text(suggestion))}, e.g. "
+                + ", ".join(escape(n[:80], "code") for n in suggestion["examples"]) + ".")
+        h2.button("Count them as communication", key=f"suggest{tkey}", on_click=_set_comm,
+                  args=(f"comm{tkey}", suggestion["pattern"]), help=f"Sets the field to {suggestion['pattern']}")
+    c2.download_button("Markdown (for an issue)", partial(overlap.markdown, tables, suggestion=suggestion),
+                       file_name="gpu-time.md",
                        mime="text/markdown", key=f"gpumd{tkey}")
-    for line in overlap.headlines(tables):
+    for line in overlap.headlines(tables, surface="page", suggestion=suggestion):
         st.markdown(f"- {_md(line)}")
     # tabs: the page's default view stays short; the figures are one click away
-    per_rank, over_time, details = st.tabs(["Per rank", "Over time", "Definitions and tables"])
+    per_rank, over_time, idle_tab, details = st.tabs(["Per rank", "Over time", "Idle by cause", "Definitions and tables"])
     per_rank.altair_chart(charts.breakdown_bars(tables["states"]), width="stretch")
+    per_rank.dataframe(temporal, hide_index=True, width="stretch")
     over_time.altair_chart(charts.overlap_band(band), width="stretch")
+    idle_tab.caption("Per stream, why it waited between two pieces of work: host wait (the launch came after the "
+                     "stream went idle), kernel wait (a gap under 30 us: launch overhead), other (e.g. an event "
+                     "from another stream). A communication stream waits by design.")
+    idle_tab.dataframe(idle_causes, hide_index=True, width="stretch")
     shown = overlap.display(tables)
     with details:
         st.caption(_md(overlap.DEFINITIONS))
@@ -305,9 +328,9 @@ def _lane_filter(df, tkey: str):
         view = view[view["rank"].isin(pick)]
     if pattern:
         try:
-            view = view[view["track"].astype(str).str.contains(pattern, regex=True)]
-        except re.error as exc:
-            c1.error(f"Not a regular expression: {_md(exc)}")
+            view = view[analysis.search_mask(user_regex(pattern, "The lane filter"), view["track"])]
+        except PatternError as exc:
+            c1.error(_md(exc))
     return view, (pattern, tuple(sorted(view["rank"].dropna().unique().tolist())))
 
 
@@ -411,8 +434,9 @@ def main() -> None:
 def _page() -> None:
     st.title("Traces")
     st.caption("One span table for Tracy, IREE native profiles, Chrome/Kineto JSON, rocprof CSV and JSON, Nsight Systems "
-               "SQLite and Perfetto traces; several files are the ranks of one run, aligned. Lanes keep the "
-               "source's order.")
+               "SQLite and Perfetto traces (Android system traces too); several files are the ranks of one run, "
+               "aligned. Lanes keep the source's order, a GPU's many streams busiest first; the profiler's own "
+               "envelope span is the thin band.")
     picked = _pick()
     if picked is None:
         return

@@ -1,10 +1,16 @@
 """``python -m workbench`` and the ``workbench`` console script: the command-line interface
 (see workbench.cli)."""
 
+import gc
 import os
 import sys
 
 from . import interrupt  # the standard library only: its handlers are set before the CLI's imports
+
+#: commands that read no Arrow data: pandas imports pyarrow, when installed, only to back its
+#: strings with it (36 MiB of memory and ~0.1 s per process, a third of `trace --json`'s peak on
+#: a 54 MB trace: benchmarks/traces.py); without it pandas keeps strings in Python objects
+NO_ARROW = ("trace",)
 
 
 def console() -> int:
@@ -13,7 +19,17 @@ def console() -> int:
     where the shell left it ignored. A reader that closed the pipe (``... | head``) is not an
     error of ours."""
     with interrupt.handled():
+        if len(sys.argv) > 1 and sys.argv[1] in NO_ARROW:
+            sys.modules.setdefault("pyarrow", None)  # `import pyarrow` raises ImportError: pandas goes without
         try:
+            if len(sys.argv) > 1 and sys.argv[1] == "trace":  # its own parser: not the whole CLI's imports
+                gc.disable()  # pandas' import makes ~10^5 objects, none of them garbage: no collection passes
+                from .traces.cli import console as trace
+
+                gc.freeze()  # and later collections do not walk them again
+                gc.enable()
+                interrupt.check()
+                return trace(sys.argv[2:])
             from .cli import main
 
             interrupt.check()  # recorded while the imports ran

@@ -25,8 +25,13 @@
     spans = wb.trace("traces/examples/iree_sum_c8_50it.tracy")   # any supported format
     spans.breakdown()                              # {name: DataFrame}: per name, phases, ...
     spans.timeline()                               # the timeline chart
+    gpu = wb.trace("rank0.json.gz", "rank1.json.gz")   # several files: the ranks of one run
+    gpu.overlap(), gpu.temporal(), gpu.idle(), gpu.kernels()   # per rank, as Holistic Trace Analysis
 
     wb.explore("cpu-reduction")                    # the study's knobs as widgets, a Run button
+
+    with wb.tracy_zone("py.step", text=i):         # a Python zone in IREE's Tracy capture
+        f(x)                                       # (inert without IREE_PY_RUNTIME=tracy)
 
 Each function is a thin layer over what ``python -m workbench`` and the pages call: the study
 registry, :func:`workbench.study.validate` (the same checks and messages as ``run --set``),
@@ -38,15 +43,18 @@ shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..65536)`
 traceback (:class:`Error`, with the CLI's exit code in its docstring).
 
 A run in a notebook shows a progress bar in its cell (``progress=False``: none; a callable
-gets ``(fraction, message)``). Interrupting the kernel (or Ctrl-C) stops it within seconds
+gets ``(fraction, message)``). Interrupting the kernel (Ctrl-C, SIGTERM, SIGHUP) stops it within seconds
 and keeps its finished points: :class:`Interrupted` says where (``exc.run``).
 
 ``wb.explore`` (:func:`workbench.knobs.explore`) is the notebook twin of a study page.
+``wb.tracy_zone``, ``wb.tracy_message``, ``wb.tracy_plot`` and ``wb.tracy_thread_name`` are
+:mod:`workbench.tracy`'s zones, messages, plots and lane names for a user's own code.
 Documentation: docs/python.md.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 from dataclasses import fields
@@ -71,11 +79,16 @@ from .record import RunRecord
 from .registry import get, registry
 from .store import Store, StoreError, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
-from .traces import TraceError, phases, ranks
+from .traces import TraceError, overlap, phases
+from .traces import idle as trace_idle
 from .traces import analysis as trace_analysis
 from .traces import charts as trace_charts
 from .traces import load as load_trace
 from .traces.ranks import RankError, load_ranks
+from .tracy import message as tracy_message
+from .tracy import plot as tracy_plot
+from .tracy import thread_name as tracy_thread_name
+from .tracy import zone as tracy_zone
 
 StorePath = str | os.PathLike | None
 
@@ -532,23 +545,23 @@ def trace(path: str | os.PathLike, *more: str | os.PathLike, align: str = "auto"
     return Trace(spans, meta, ", ".join(Path(p).name for p in paths))
 
 
-def _phases(spans: pd.DataFrame) -> pd.DataFrame:
-    """Each phase's median per iteration (:func:`workbench.traces.phases.breakdown`), per rank
-    for several ranks (a ``rank`` column)."""
-    if not ranks.is_multi_rank(spans):
-        return phases.breakdown(spans)
-    return pd.concat([phases.breakdown(g).assign(rank=int(r)) for r, g in spans.groupby("rank", observed=True)],
-                     ignore_index=True)
-
-
 #: the analyses of :meth:`Trace.breakdown`, in order: (name, span table -> table); one that does
-#: not apply to a trace raises ValueError (phases.PhaseError) and is left out with its reason.
-#: The GPU-time breakdown (busy, idle, computation, communication, overlap; issue 31's
-#: workbench/traces/overlap.py) joins here as ("gpu time", ...).
+#: not apply to a trace raises ValueError (phases.PhaseError) and is left out with its reason
 BREAKDOWNS: tuple[tuple[str, Callable[[pd.DataFrame], pd.DataFrame]], ...] = (
     ("by name", trace_analysis.name_stats),
-    ("phases", _phases),
+    ("phases", phases.per_rank),
 )
+
+
+def _gpu(fn: Callable) -> Callable:
+    """A GPU-time analysis of :class:`Trace`: a bad ``comm`` pattern is one line (BadInput)."""
+    @functools.wraps(fn)
+    def call(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except overlap.OverlapError as exc:
+            raise BadInput(str(exc)) from None
+    return call
 
 
 class Breakdown(dict):
@@ -568,7 +581,15 @@ class Breakdown(dict):
 
 class Trace:
     """A trace read into one span table (``spans``, with ``meta``): summary, lanes, per-name
-    statistics, breakdowns and the timeline; a notebook shows its summary and timeline."""
+    statistics, the GPU-time analyses per rank and the timeline; a notebook shows its summary
+    and timeline.
+
+    Every method is one call of a function of :mod:`workbench.traces` (the CLI and the Traces
+    page call the same ones). The GPU-time analyses take ``comm``: a regular expression of
+    kernel names that are communication, before the built-in rules (NCCL/RCCL, DeepEP,
+    symmetric memory, peer copies); :meth:`suggest_comm` offers one when no rule finds any.
+    Times are in us; where a table has times of day they are offsets from the trace's start.
+    """
 
     def __init__(self, spans: pd.DataFrame, meta: dict[str, Any], name: str):
         self.spans, self.meta, self.name = spans, meta, name
@@ -579,18 +600,54 @@ class Trace:
         return trace_analysis.summary(self.spans, self.meta)
 
     def lanes(self) -> pd.DataFrame:
-        """Per lane: spans, busy and idle time, utilisation, largest gap."""
+        """Per lane: spans, first start and last end (us from the trace's start), busy and
+        idle time, utilisation, largest gap."""
         return trace_analysis.track_summary(self.spans)
 
     def breakdown(self) -> Breakdown:
         """Where the time goes: every analysis of :data:`BREAKDOWNS` that applies to this trace."""
-        tables, skipped = {}, {}
-        for name, fn in BREAKDOWNS:
-            try:
-                tables[name] = fn(self.spans)
-            except ValueError as exc:
-                skipped[name] = str(exc)
-        return Breakdown(tables, skipped)
+        return Breakdown(*trace_analysis.apply(self.spans, BREAKDOWNS))
+
+    @_gpu
+    def overlap(self, comm: str | None = None) -> pd.DataFrame:
+        """Communication against computation per rank and GPU: hidden, exposed, ``overlap_pct``
+        (HTA's ``get_comm_comp_overlap``)."""
+        return overlap.comm_overlap(self.spans, comm)
+
+    @_gpu
+    def temporal(self, comm: str | None = None) -> pd.DataFrame:
+        """GPU time per rank and GPU in parts that tile it: computation, fused, communication,
+        memory, idle (HTA's ``get_temporal_breakdown``)."""
+        return overlap.temporal(self.spans, comm)
+
+    @_gpu
+    def idle(self, comm: str | None = None, kernel_wait_us: float = trace_idle.KERNEL_WAIT_US) -> pd.DataFrame:
+        """Idle time per stream by cause: host wait, kernel wait, other (HTA's
+        ``get_idle_time_breakdown``)."""
+        return trace_idle.breakdown(self.spans, comm, kernel_wait_us=kernel_wait_us)
+
+    @_gpu
+    def kernels(self, comm: str | None = None) -> pd.DataFrame:
+        """Every kernel, copy and memset name per rank, GPU and type: count, total, mean, std,
+        min, max, share of its type (HTA's ``get_gpu_kernel_breakdown``)."""
+        return overlap.kernels(self.spans, comm)
+
+    @_gpu
+    def kernel_types(self, comm: str | None = None) -> pd.DataFrame:
+        """Exclusive GPU time per rank and GPU by the combination of types running
+        ("computation + communication", ..., "idle"): HTA's kernel-type breakdown."""
+        return overlap.states(self.spans, comm)
+
+    @_gpu
+    def steps(self, comm: str | None = None) -> pd.DataFrame:
+        """The GPU-time figures of each profiler step per rank and GPU."""
+        return overlap.steps(self.spans, comm)
+
+    @_gpu
+    def suggest_comm(self, comm: str | None = None) -> dict | None:
+        """When no communication is found but kernels are named like it (dispatch, combine,
+        all_gather...): the pattern to pass as ``comm``, with how many kernels it counts."""
+        return overlap.suggest_comm(self.spans, comm)
 
     def timeline(self, start_ns: int | None = None, end_ns: int | None = None,
                  width: int = jupyter.STATIC_WIDTH_PX) -> jupyter.ChartView:

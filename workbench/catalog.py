@@ -41,7 +41,7 @@ from .record import RunRecord, machine_label
 from .names import did_you_mean
 from .registry import registry, study_ids
 from .store import Store, StoreError, read_bundle
-from .untrusted import safe_stem
+from .untrusted import RESERVED_RUN_IDS, safe_stem
 
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
@@ -644,12 +644,21 @@ def _config_fields(rec: RunRecord) -> tuple:
     return (rec.study, rec.params, env.get("fingerprint"), env.get("workbench_commit"), env.get("packages"))
 
 
+def is_path(ref: str) -> bool:
+    """Whether ``ref`` names a file rather than a run: it ends with ``.json``, or something by
+    that name exists (a file, a link, a folder, a device; ``latest`` aside). Such a ref is read
+    as a bundle file, which says in one line what is wrong with it, and is never looked up among
+    the runs (which would read every committed bundle to say "no run with id ..."). Anything
+    else is an id, whatever it holds (a store of an old workbench may hold ids with a '/')."""
+    return ref.lower().endswith(".json") or (ref not in RESERVED_RUN_IDS and os.path.lexists(ref))
+
+
 def find_run(ref: str, opened: Callable[[], tuple[Catalog, str]]) -> RunRecord:
     """The run ``ref`` names: the path of a result bundle (``*.json``), else an id, a unique
     prefix or ``latest`` among the runs of the catalog ``opened()`` gives (called only then: a
     bundle needs no store; see :meth:`Catalog.open`). Raises :class:`StoreError`, or KeyError
     with one line that says why the store is missing when it is."""
-    if ref.endswith(".json") and Path(ref).is_file():
+    if is_path(ref):
         return read_bundle(ref)
     catalog, missing = opened()
     try:

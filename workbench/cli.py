@@ -10,6 +10,7 @@
     python -m workbench ab STUDY [--set name=value ...] --a name=value ... --b name=value ... [--rounds R] [--json]
     python -m workbench report RUN --format md|issue|html|ipynb -o PATH
     python -m workbench export RUN -o FILE [--format bundle|gbench]
+    python -m workbench export RUN -o FOLDER --format attachments   # its traces, one file each
     python -m workbench import FILE [FILE ...]
     python -m workbench notebooks [-o DIR]
     python -m workbench trace FILE [FILE ...] [--json] [--phases] [--chrome OUT.json]
@@ -52,7 +53,7 @@ from .outfile import OutputError
 from .registry import get, registry
 from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
-from .untrusted import OutputStreamError, TerminalStream, has_surrogates, plain, safe_stem
+from .untrusted import UntrustedError, check_attachment_name, guarded, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"
@@ -314,11 +315,9 @@ def _deprecations(study, values: dict) -> None:
 
 
 def cmd_run(args) -> int:
-    if args.repeat_runs != 1:
-        return _repeat_runs(args)
     try:
         with _topology_flags(args):
-            return _run(args)
+            return _repeat_runs(args) if args.repeat_runs != 1 else _run(args)
     except ParamError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -339,6 +338,8 @@ def _repeat_runs(args) -> int:
     if args.json or args.progress_file:
         _err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
         return EXIT_BAD_INPUT
+    if _prepared(args) is None:  # the children's checks, once, before any of them starts
+        return EXIT_BAD_INPUT
     from . import across
     from .analysis import analyse
 
@@ -350,8 +351,9 @@ def _repeat_runs(args) -> int:
         print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
         code, out = _child_run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
                                 f"{group}:{i + 1}/{args.repeat_runs}"])
-        if code not in (EXIT_OK, EXIT_FAILED):
-            _err(f"run {i + 1} of the group ended with exit status {code}; the runs before it are kept")
+        if code not in (EXIT_OK, EXIT_FAILED):  # the child said why on stderr
+            kept = f"; the {len(ids)} run(s) before it are kept ({', '.join(ids)})" if ids else ""
+            _err(f"the group stopped at run {i + 1} of {args.repeat_runs} (exit status {code}){kept}")
             return code
         ids.append(json.loads(out)["run_id"])
     store = _open_store(args.store, create=False)
@@ -360,14 +362,16 @@ def _repeat_runs(args) -> int:
     return EXIT_OK
 
 
-def _run(args) -> int:
+def _prepared(args) -> tuple | None:
+    """``(study, values, preset, precision, store)`` of ``run``, every argument checked before
+    anything is made or measured (bad input stores nothing); None with the reason on stderr."""
     study = _study(args.study)
     if study is None:
-        return EXIT_BAD_INPUT
+        return None
     try:
         values = study.SPACE.parse_sets(args.set or [])
-        _deprecations(study, values)
-        # Validate before touching the store, so bad input stores nothing.
+        if not args.run_group:  # said once, by the command the user typed
+            _deprecations(study, values)
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
         from . import runner
@@ -378,7 +382,17 @@ def _run(args) -> int:
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
         _err(str(exc))
+        return None
+    return study, values, preset, precision, store
+
+
+def _run(args) -> int:
+    prepared = _prepared(args)
+    if prepared is None:
         return EXIT_BAD_INPUT
+    study, values, preset, precision, store = prepared
+    from . import runner
+
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
@@ -659,6 +673,8 @@ def cmd_report(args) -> int:
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+    if args.format != "issue" and report.png_blocked():  # the report says it too, where its charts would be
+        print(f"note: {report.png_blocked()}", file=sys.stderr)
     print(path)
     return EXIT_OK
 
@@ -668,6 +684,8 @@ def cmd_export(args) -> int:
     if rec is None:
         return EXIT_BAD_INPUT
     try:
+        if args.format == "attachments":
+            return _export_attachments(rec, Path(args.output))
         if args.format == "gbench":
             out = outfile.write(args.output, json.dumps(to_gbench(rec), indent=1))
         else:
@@ -677,6 +695,23 @@ def cmd_export(args) -> int:
         return EXIT_BAD_INPUT
     print(out)
     return EXIT_OK
+
+
+def _export_attachments(rec, folder: Path) -> int:
+    """Each attachment of the run (captures, traces) as a file in ``folder``, named as attached;
+    a name that is not a plain file name (a bundle is untrusted) is refused, the others kept."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"cannot write {folder}: it is a file (give a folder for --format attachments)")
+    status = EXIT_OK
+    if not rec.attachments:
+        print(f"run {rec.run_id} has no attachments")
+    for name, _kind, blob in rec.attachments:
+        try:
+            print(outfile.write(folder / check_attachment_name(name), blob))
+        except UntrustedError as exc:
+            _err(str(exc))
+            status = EXIT_BAD_INPUT
+    return status
 
 
 def cmd_import(args) -> int:
@@ -826,7 +861,8 @@ def _report_arguments(s: argparse.ArgumentParser) -> None:
 def _export_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("run")
     s.add_argument("-o", "--output", required=True)
-    s.add_argument("--format", choices=["bundle", "gbench"], default="bundle")
+    s.add_argument("--format", choices=["bundle", "gbench", "attachments"], default="bundle",
+                   help="attachments: the run's attached traces and captures, one file each, into the folder -o")
 
 
 def _import_arguments(s: argparse.ArgumentParser) -> None:
@@ -865,7 +901,8 @@ COMMANDS: dict[str, tuple[Callable, str, bool, Callable]] = {
     "report": (cmd_report, "a run's report: md (full, PNG charts beside it), issue (one GitHub issue body, nothing "
                            "attached), html (one self-contained file), ipynb (notebook and its bundle, executed)", True,
                _report_arguments),
-    "export": (cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON", True, _export_arguments),
+    "export": (cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON, or its attached traces as "
+                           "files", True, _export_arguments),
     "import": (cmd_import, "import result bundles into the store", True, _import_arguments),
     "notebooks": (cmd_notebooks, "generate one study notebook per study", False, _notebooks_arguments),
     "trace": (cmd_trace, "summarise traces (several files: ranks of one run) or 'trace diff A B'", False,
@@ -921,33 +958,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code. Standard output and error pass through
     :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
     terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
-    closing the pipe early: exit 0, quietly)."""
-    streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
-    try:
-        # SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
-        # finished points as interrupted and its child processes are killed, instead of the
-        # CLI dying with the run left running. SIGINT is set too: a process started in the
-        # background inherits it ignored, and the app cancels with it. The signal is recorded
-        # and acted on at the next checkpoint (workbench.interrupt); a second one at once. Set
-        # before parsing, so one that comes meanwhile is not lost either (python -m workbench
-        # sets them before the CLI's imports: workbench.__main__).
-        with interrupt.handled():
-            code = _main(argv)
-        sys.stdout.flush()
-        return code
-    except OutputStreamError as exc:
-        # the buffered rest would fail again when Python flushes at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
-        if isinstance(exc.__cause__, BrokenPipeError):
-            return EXIT_OK
-        try:
-            print(f"error: cannot write the output: {exc.strerror or exc}", file=streams[1])
-        except OSError:
-            pass
-        return EXIT_BAD_INPUT
-    finally:
-        sys.stdout, sys.stderr = streams
+    closing the pipe early: exit 0, quietly): :func:`workbench.untrusted.guarded`.
+
+    SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
+    finished points as interrupted and its child processes are killed, instead of the CLI
+    dying with the run left running. SIGINT is set too: a process started in the background
+    inherits it ignored, and the app cancels with it. The signal is recorded and acted on at
+    the next checkpoint (workbench.interrupt); a second one at once. Set before parsing, so one
+    that comes meanwhile is not lost either (python -m workbench sets them before the CLI's
+    imports: workbench.__main__)."""
+    return guarded(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:

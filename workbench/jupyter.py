@@ -76,7 +76,7 @@ class ChartView:
         if png is not None:
             bundle["image/png"] = base64.b64encode(png).decode()
         else:
-            bundle["text/plain"] += " (no PNG: vl-convert could not draw it)"
+            bundle["text/plain"] += f" (no PNG: {report.png_blocked() or 'vl-convert could not draw it'})"
         return bundle
 
     def __repr__(self) -> str:
@@ -193,9 +193,9 @@ def trace_html(spans: pd.DataFrame, meta: dict, name: str, top: int = 10, lanes:
           "Categories: " + escape(", ".join(f"{k}={v}" for k, v in doc["by_category"].items()))]
     lane_table = trace_analysis.track_summary(spans)
     if len(lane_table):
-        shown = lane_table.drop(columns=["first_ns", "last_ns"]).head(lanes)
+        shown = lane_table.drop(columns=["first_us", "last_us"]).head(lanes)
         md.append(f"**Lanes** ({len(shown)} of {len(lane_table)})\n\n" + md_table(shown))
-        md.append(f"**Top {top} names by total time**\n\n" + md_table(trace_analysis.name_stats(spans).head(top)))
+        md.append(f"**Top {top} names by self time**\n\n" + md_table(trace_analysis.name_stats(spans).head(top)))
     if ranks.is_multi_rank(spans):
         md.append(f"**Ranks**: {escape(ranks.slowest(spans)['text'])}\n\n" + md_table(ranks.rank_summary(spans)))
     body = report.md_to_html("\n\n".join(md))

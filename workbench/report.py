@@ -35,6 +35,7 @@ import io
 import json
 import os
 import re
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -53,7 +54,7 @@ from .record import RunRecord
 from .registry import registry
 from .store import write_bundle
 from .tables import cell_text, key_columns, md_table, number_formats, readable, results_display
-from .untrusted import details, escape
+from .untrusted import MAX_FIELD_CHARS, clip, details, escape
 
 #: the longest issue report: GitHub refuses an issue body over 65,536 characters
 ISSUE_LIMIT = 60_000
@@ -218,10 +219,24 @@ def raw_samples(rec: RunRecord) -> str:
     return "\n".join(lines)
 
 
+def png_blocked() -> str | None:
+    """Why this process cannot draw charts as PNG, or None when it can. vl-convert's JavaScript
+    engine (V8) reserves tens of GiB of address space as it starts and aborts the whole process
+    (SIGTRAP, no Python exception) when it cannot: under any address-space limit (``ulimit -v``,
+    RLIMIT_AS; 64 GiB was tried). Charts are then left out and their data stays in the tables."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return (f"charts not drawn as PNG: this process has an address-space limit (ulimit -v {soft >> 10} KiB) "
+            "under which the chart renderer (vl-convert) would abort it; the tables hold the charts' data")
+
+
 def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
-    """Each chart as PNG bytes (:func:`compact_png`; written to ``out_dir`` too when given); a
-    chart that fails to render is left out (its ``<name>.error.txt`` says why; the tables carry
-    the numbers)."""
+    """Each chart as PNG bytes (written to ``out_dir`` too when given); a chart that fails to
+    render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers), and
+    every chart where :func:`png_blocked` says the renderer cannot start."""
+    if charts and png_blocked():
+        return {}
     import vl_convert as vlc  # start-up: a native renderer, only for PNG charts
 
     if out_dir is not None:
@@ -289,11 +304,15 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
     a = analysis or analyse(rec)
     charts = charts_of(a)
     files = set(render_charts(charts, charts_dir)) if charts_dir is not None else set()
+    blocked = png_blocked() if charts_dir is not None and charts else None
     parts = []
     for b in blocks(a, charts):
         if b.chart:
             if b.chart in files:
                 parts.append(f"![{chart_title(a, b.chart)}]({charts_rel}{b.chart}.png)")
+            elif blocked:
+                parts.append(f"_({escape(blocked)}.)_")
+                blocked = None  # said once
         else:
             parts.append(details(b.summary, b.md) if b.summary else b.md)
     return "\n\n".join(parts) + "\n"
@@ -364,11 +383,15 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
     pngs = render_charts(charts)
     key_table, _ = key_names(a, charts)
     body = []
+    blocked = png_blocked() if charts else None
     for b in blocks(a, charts):
         if b.chart:
             if b.chart in pngs:
                 body.append(f'<figure><img alt="{chart_title(a, b.chart)}" src="data:image/png;base64,'
                             f'{base64.b64encode(pngs[b.chart]).decode()}"></figure>')
+            elif blocked:
+                body.append(f"<p><em>{escape(blocked, 'html')}.</em></p>")
+                blocked = None  # said once
         elif b.summary:
             body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{md_to_html(b.md)}</details>")
         else:
@@ -416,7 +439,8 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
     if key_chart:
         parts.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
     parts += [f"> {escape(e)}" for e in a.errors]
-    parts.append(run_line(rec) + "\n\nReproduce:\n\n" + escape(rec.reproduce, "block", "sh"))
+    # a reproduce command is a line or two: one of thousands of characters is cut like an inline field
+    parts.append(run_line(rec) + "\n\nReproduce:\n\n" + escape(clip(rec.reproduce, MAX_FIELD_CHARS), "block", "sh"))
     parts.append(f"_The full report: `python -m workbench report {rec.run_id} --format issue --full` (every table, "
                  f"chart and note in one issue), `--format md` or `--format html` (charts as images); the run with "
                  f"every raw sample and its environment: `python -m workbench export {rec.run_id} -o "
@@ -484,16 +508,34 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
 
 
 def _shrunk(text: str, limit: int) -> str:
-    """A last resort for a lead that does not fit: table rows dropped from the end."""
+    """A last resort for a lead that does not fit: table rows dropped from the end, then (text
+    that no table holds: many long warnings, say) the text cut at a line with its open code
+    fence and ``<details>`` closed, saying how much was left out."""
     lines = text.splitlines()
-    while len("\n".join(lines)) + 200 > limit:
+    size = sum(len(line) + 1 for line in lines)
+    while size + 200 > limit:
         # a data row has the header and the separator (or other rows) above it
         rows = [i for i, l in enumerate(lines) if i >= 2 and l.startswith("|") and lines[i - 1].startswith("|")
                 and lines[i - 2].startswith("|")]
         if not rows:
             break
-        del lines[rows[-1]]
-    return "\n".join(lines) + "\n\n_(tables cut to fit in one issue)_\n"
+        size -= len(lines.pop(rows[-1])) + 1
+    out = "\n".join(lines)
+    if len(out) + 200 <= limit:
+        return out + "\n\n_(tables cut to fit in one issue)_\n"
+    kept, fence, opened = [], None, 0
+    for line in lines:
+        if sum(len(k) + 1 for k in kept) + len(line) + 400 > limit:
+            break
+        kept.append(line)
+        m = re.match(r"^(`{3,})", line)
+        if m and (fence is None or m.group(1) == fence):
+            fence = None if fence else m.group(1)
+        opened += line.count("<details>") - line.count("</details>")
+    cut = len(out) - sum(len(k) + 1 for k in kept)
+    tail = ([fence] if fence else []) + ["</details>"] * max(opened, 0)
+    return "\n".join(kept + tail) + f"\n\n_(cut to fit in one issue: the last {cut:,} characters are left out; the md " \
+        "and html reports have everything)_\n"
 
 
 def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis | None = None,

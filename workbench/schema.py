@@ -20,6 +20,13 @@ Format history of the record (``"format": "perf-workbench-run"``):
   Still version 1 (2026-11-27): a variant may carry ``blocks`` (one block or round number per
   sample); records without it read as before (each variant its own block). A record whose
   ``blocks`` length differs from its samples is refused (:func:`check_blocks`).
+
+Format history of the bundle (``"format": "perf-workbench-bundle"``):
+  version 1 (2026-11): ``format``, ``version``, ``run`` (the record), ``attachments`` (name,
+  kind, ``data_b64``: the bytes in base64).
+  version 2 (2026-12-06): an attachment may carry ``"encoding": "zstd"``: ``data_b64`` is then
+  a zstd frame of its bytes (the committed GPU bundles were 3-6 MB of base64 JSON traces; a
+  checkout must stay small enough to travel to a GPU node). Version 1 bundles still read.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from .untrusted import ATTACHMENT_NAME_RE, RUN_ID_RE, VARIANT_RE
 RECORD_FORMAT = "perf-workbench-run"
 RECORD_VERSION = 1
 BUNDLE_FORMAT = "perf-workbench-bundle"
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = 2
 #: deepest nesting of lists and objects a bundle may have (the workbench writes under 10)
 MAX_DEPTH = 64
 #: most variants a run may have: twice the largest sweep (workbench.study.MAX_SWEEP_POINTS), as
@@ -155,6 +162,8 @@ BUNDLE_SCHEMA: dict[str, Any] = {
                     "name": {"type": "string", "pattern": f"^{ATTACHMENT_NAME_RE.pattern}$"},
                     "kind": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9./+-]{0,63}$"},
                     "data_b64": {"type": "string", "contentEncoding": "base64"},
+                    # version 2: "zstd" when data_b64 holds a zstd frame of the attachment's bytes
+                    "encoding": {"enum": ["zstd"]},
                 },
             },
         },

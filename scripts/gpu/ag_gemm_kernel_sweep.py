@@ -79,6 +79,23 @@ PLANS = {
         ("emulated ws4: evict-first fetch loads", "emulated", 4, "new", BASE | {"fetch_evict": True}),
         ("emulated ws4: 4 fetch rows first", "emulated", 4, "new", BASE | {"fetchers": 4}),
     ],
+    # issue 47, M=1024 (one wave: 112 tiles of 128 x 256 on 132 SMs, so every remote tile's fetch is
+    # exposed): more, smaller tiles; k-groups computed as they land; fetch order and flag size
+    "small-m": [
+        ("GEMM path ws1: 64-row tiles", "kernel", 1, "new", BASE | {"block_m": 64}),
+        *[(f"emulated ws{ws}: flags by shape", "emulated", ws, "new", BASE) for ws in (2, 4)],
+        *[(f"emulated ws{ws}: 64-row tiles", "emulated", ws, "new", BASE | {"block_m": 64}) for ws in (2, 4)],
+        ("emulated ws4: wait per group", "emulated", 4, "new", BASE | {"wait_per_group": True}),
+        ("emulated ws4: 64-row tiles, wait per group", "emulated", 4, "new",
+         BASE | {"block_m": 64, "wait_per_group": True}),
+        ("emulated ws4: every fetch row first", "emulated", 4, "new", BASE | {"fetchers": 100000}),
+        ("emulated ws4: 4 k-tiles per flag", "emulated", 4, "new", BASE | {"k_tiles_per_flag": 4}),
+        ("emulated ws4: whole tiles (no stream-K)", "emulated", 4, "new", BASE | {"stream_k": 0}),
+        ("emulated ws4: k-group-major fetch, wait per group", "emulated", 4, "new",
+         BASE | {"fetch_order": "k", "wait_per_group": True}),
+        ("emulated ws4: k-group-major fetch, wait per group, 32 k-tiles per flag", "emulated", 4, "new",
+         BASE | {"fetch_order": "k", "wait_per_group": True, "k_tiles_per_flag": 32}),
+    ],
 }
 TRACED = ("GEMM path at ws2 (staged, flags set)", "emulated ws2: 16 k-tiles per flag, 16 fetch rows first")
 

@@ -11,6 +11,19 @@
 #   bash scripts/gpu/ws4_batch.sh 2   # the review's experiments at 4 ranks (TRIALS checked launches
 #                                     # per shape and barrier setting), mc2-split at 4 ranks REPEATS
 #                                     # separate runs, pytest -m "gpu or multigpu" at 4 ranks
+#   bash scripts/gpu/ws4_batch.sh g1  # issue 47 on ONE GPU: NCCL's own log of the baseline's calls and
+#                                     # the collective probe at world size 1, the fused kernel against
+#                                     # cuBLAS at emulated world sizes 2 and 4 (fp16 and bf16, one bundle
+#                                     # each), the M=1024 sweep (plan small-m), the GPU tests of the probe
+#                                     # and of the kernel mode
+#   bash scripts/gpu/ws4_batch.sh x8  # issue 47 on an 8-GPU host (nvidia-h100-x8 / nvidia-h200-x8): the
+#                                     # seed's table at 8 and 4 ranks with the bound (ag-gemm benchmark,
+#                                     # every provider), mc2-split at 8 ranks (REPEATS_X8 runs) with the
+#                                     # collective probe, M=1024 with k-group-major
+#                                     # fetch and per-group waits at 8 and 4 ranks, pytest at 8 ranks
+#   bash scripts/gpu/ws4_batch.sh x4  # issue 47 on a 4-GPU host: the seed's table at 4 ranks with the
+#                                     # bound, M=1024 with k-group-major fetch at 4 ranks, mc2-split at 4
+#                                     # ranks (REPEATS_X4 runs, each with its collective probe), pytest
 #   bash scripts/gpu/ws4_batch.sh x2  # what a 2-GPU host (nvidia-h100-x2, 32 CPUs) allows while no
 #                                     # 4-GPU kind is lent: the ag-gemm benchmark at 2 ranks,
 #                                     # cpu-reduction at 1-32 workers, mc2-split at 2 ranks REPEATS
@@ -26,9 +39,9 @@
 set -uo pipefail
 CALL="${1:-}"
 case "$CALL" in
-  1|2|x2) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
+  1|2|x2|x4|x8|g1) source "$(dirname "$0")/common.sh" "ws4-batch-$CALL" ;;
   _*) dir="$WS4_DIR" ;;  # one of this script's own steps (below), run under a stage's time box
-  *) echo "usage: $0 1|2|x2" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|x2|x4|x8|g1" >&2; exit 2 ;;
 esac
 BUDGET_S="${BUDGET_S:-500}"
 TRIALS="${TRIALS:-3700}"  # 0 of 3,700 failed: a two-sided 95% upper bound of 0.10% per shape and setting
@@ -108,8 +121,57 @@ _review() {
   return $rc
 }
 
+_nccl_log() {
+  # NCCL's own debug output of the baselines' calls at world size 1 (the raw log the probe parses,
+  # kept as a test sample), then the probe itself through the launcher
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING NCCL_DEBUG_FILE="$dir/nccl_ws1.%h.%p.log" \
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 "$PY" - <<'PY'
+import torch, torch.distributed as dist
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", device_id=torch.device("cuda", 0))
+for numel in (4096 * 8192, 1024 * 8192):  # mc2-split's full all-reduce; ag-gemm's all-gather input at M=1024
+    x = torch.zeros(numel, dtype=torch.float16, device="cuda")
+    dist.all_reduce(x)
+    out = torch.empty_like(x)
+    dist.all_gather_into_tensor(out, x)
+torch.cuda.synchronize()
+dist.destroy_process_group()
+print("nccl", torch.cuda.nccl.version())
+PY
+  "$PY" - <<'PY' > "$dir/collective_probe_ws1.json"
+import json
+from workbench import launcher
+from workbench.study import RunContext
+print(json.dumps(launcher.probe_collectives([{"op": "all_reduce", "numel": 4096 * 8192, "dtype": "float16"},
+                                             {"op": "all_gather", "numel": 1024 * 8192, "dtype": "float16"}], 1,
+                                            RunContext()), indent=1))
+PY
+  cat "$dir/collective_probe_ws1.json"
+}
+
+_kmajor() {  # _kmajor WS: M=1024 with k-group-major fetch rows computed per k-group, beside the default
+  # kernel and the baseline in one run per setting (the committed 4-rank traces: remote tiles wait
+  # for their whole row, about 38 us of a 127 us kernel)
+  local rc=0
+  "$PY" benchmarks/ag_gemm.py --world-size "$1" --m 1024 --dtype fp16 --providers nccl,hbm-buffer,all-gather,matmul \
+      --repeat 15 --trace programs --set wait_per_group=true --set fetch_order=k \
+      --bundle-dir "$dir" --tag "m1024-kmajor-ws$1" > "$dir/m1024_kmajor_ws$1.md" || rc=$?
+  cat "$dir/m1024_kmajor_ws$1.md"
+  return $rc
+}
+
+_kernel() {  # _kernel DTYPE: the fused kernel against cuBLAS on one GPU, one bundle per dtype
+  local card
+  card="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
+  "$PY" benchmarks/ag_gemm_kernel.py --m 1024,4096,16384 --dtype "$1" --emulate 2,4 --repeat "${REPEAT:-20}" \
+      --trace off --bundle-dir "$dir" --tag "kernel-$card-i47-$1" > "$dir/kernel_${card}_i47_$1.md"
+  local rc=$?
+  cat "$dir/kernel_${card}_i47_$1.md"
+  return $rc
+}
+
 if [[ "$CALL" == _* ]]; then
-  "$CALL"
+  "$CALL" "${@:2}"
   exit $?
 fi
 export PY WS4_DIR="$dir" PARTS="$(mktemp -d)" TRIALS BOX_review="${BOX_review:-170}"
@@ -144,6 +206,33 @@ if [ "$CALL" = 1 ]; then
   stage k-shard-ws4 "$BOX_kshard" 40 env OUT="$PARTS" WORLD_SIZES=4 STAGES=k-shard REPEAT="${REPEAT:-15}" \
       PACK=ag_gemm_kshard bash scripts/gpu/ag_gemm.sh
   stage cpu-reduction "$BOX_cpu" 60 bash "$0" _cpu
+elif [ "$CALL" = g1 ]; then
+  stage nccl-log 90 40 bash "$0" _nccl_log
+  stage kernel-fp16 "${BOX_kernel:-170}" 100 bash "$0" _kernel fp16
+  stage sweep-small-m "${BOX_sweep:-130}" 80 "$PY" scripts/gpu/ag_gemm_kernel_sweep.py --plan small-m --m 1024,4096 \
+      --dtype fp16 --repeat 15 --out "$dir/kernel-sweep-i47"
+  stage pytest-gpu "${BOX_pytest:-90}" 60 "$PY" -m pytest -q -p no:cacheprovider -m gpu \
+      tests/workbench/test_collectives.py tests/studies/ag_gemm
+  stage kernel-bf16 "${BOX_kernel:-170}" 100 bash "$0" _kernel bf16
+elif [ "$CALL" = x8 ]; then
+  # the seed's rows 4 and 8 with the bound (timing_ws4_batch_1: 69 s for the 4-rank benchmark), then
+  # mc2-split at 8 and 4 ranks for the planner's validation on a new host
+  BOX_bench4="${BOX_bench4:-200}" BOX_mc2="${BOX_mc2:-150}" BOX_pytest="${BOX_pytest:-120}"
+  stage bench-ws8 "${BOX_bench8:-220}" 120 env OUT="$PARTS" WORLD_SIZES=8 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((${BOX_bench8:-220} - 15)) PACK=ag_gemm_ws8 bash scripts/gpu/ag_gemm.sh
+  stage bench-ws4 "$BOX_bench4" 120 env OUT="$PARTS" WORLD_SIZES=4 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench4 - 15)) PACK=ag_gemm_ws4 bash scripts/gpu/ag_gemm.sh
+  stage m1024-kmajor-ws8 "${BOX_kmajor:-60}" 40 bash "$0" _kmajor 8
+  mc2 8 "${REPEATS_X8:-2}" 90 100
+  stage m1024-kmajor-ws4 "${BOX_kmajor:-60}" 40 bash "$0" _kmajor 4
+  gpu_tests pytest_gpu_x8.txt 60
+elif [ "$CALL" = x4 ]; then
+  BOX_bench4="${BOX_bench4:-200}" BOX_mc2="${BOX_mc2:-200}" BOX_pytest="${BOX_pytest:-120}"
+  stage bench-ws4 "$BOX_bench4" 120 env OUT="$PARTS" WORLD_SIZES=4 STAGES=bench REPEAT="${REPEAT:-15}" \
+      EXPERIMENTS=breakdown BENCH_TIMEOUT=$((BOX_bench4 - 15)) PACK=ag_gemm_ws4 bash scripts/gpu/ag_gemm.sh
+  stage m1024-kmajor-ws4 "${BOX_kmajor:-60}" 40 bash "$0" _kmajor 4
+  mc2 4 "${REPEATS_X4:-3}" 90 100
+  gpu_tests pytest_gpu_x4_i47.txt 60
 elif [ "$CALL" = x2 ]; then
   BOX_bench2="${BOX_bench2:-150}" BOX_cpu="${BOX_cpu:-100}" BOX_mc2="${BOX_mc2:-120}" BOX_pytest="${BOX_pytest:-90}"
   bench_ws2

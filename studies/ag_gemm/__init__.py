@@ -143,6 +143,9 @@ SPACE = ParamSpace(
               min=0, max=256),
         Param("wait_per_group", "bool", False, "hbm-buffer: a remote tile computes each k-group as its flag "
               "is set (else it waits for all of its flags first)"),
+        Param("fetch_order", "str", "m", "hbm-buffer: fetch rows M-tile by M-tile (m) or k-group by k-group "
+              "across every peer's M-tiles (k: with wait_per_group, a remote tile starts on its first k-group)",
+              choices=("m", "k")),
         Param("mode", "str", "multi-gpu", "multi-gpu: every provider across world_size GPUs (torchrun); "
               "kernel: the fused kernel's GEMM and fetch paths on one GPU against cuBLAS",
               choices=("multi-gpu", "kernel")),
@@ -176,7 +179,7 @@ SPACE = ParamSpace(
     headline=("backend", "m", "dtype", "world_size", "providers", "repeat"),
     gpu_only=("interpret", "chunks", "block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag", "stage_layout",
               "num_stages", "num_warps", "programs", "stream_k", "sk_split", "tma", "fetch_evict", "ce_chunks",
-              "wait_per_group", "mode", "emulate", "experiments", "trials"),
+              "wait_per_group", "fetch_order", "mode", "emulate", "experiments", "trials"),
     purposes={
         "smoke": "the tests' gloo run on CPUs: m=64, checks the launcher and the analysis, times nothing of the seed",
         "quick": "the seed's shapes at M=4096 and 16384, fewer samples (2+ GPUs)",
@@ -282,7 +285,7 @@ def requires(params: dict[str, Any]) -> str | None:
 def _worker_config(params: dict[str, Any]) -> dict[str, Any]:
     hbm = {k: params[k] for k in ("block_m", "block_n", "block_k", "fetchers", "k_tiles_per_flag",
                                   "stage_layout", "num_stages", "num_warps", "programs", "stream_k", "sk_split",
-                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks")}
+                                  "tma", "fetch_evict", "wait_per_group", "ce_chunks", "fetch_order")}
     return {k: params[k] for k in ("m", "n", "k", "dtype", "shard", "providers", "chunks", "repeat", "trace",
                                    "timeout_s", "rng_seed", "backend", "experiments", "trials")} | {"hbm": hbm}
 
@@ -315,6 +318,12 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     got = launcher.launch(ID, _worker_config(params), params["world_size"], ctx,
                           timeout_s=params["timeout_s"])
     out = got.outputs | ({"notes": got.notes} if got.notes else {})
+    if params["backend"] == "nccl":  # the baseline's all-gather: each M and dtype, each rank's M x K / ws
+        ctx.progress(0.96, "the collective library's provenance (a short launch of its own)")
+        dtypes = {"fp16": "float16", "bf16": "bfloat16"}
+        out["collective"] = launcher.probe_collectives(
+            [{"op": "all_gather", "numel": m * params["k"] // params["world_size"], "dtype": dtypes[d]}
+             for m in params["m"] for d in params["dtype"]], params["world_size"], ctx)
     if params["interpret"]:
         ctx.progress(0.97, "the fused kernel under Triton's interpreter")
         out["interpreter_check"] = interpreter_check(params)

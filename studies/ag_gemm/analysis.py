@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench import derived, stats, tables
+from workbench import collectives, derived, stats, tables
 from workbench.derived import Derived
 from workbench.record import RunRecord
 from workbench.traces import load
@@ -464,8 +464,18 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     if len(ex):
         out["kernel_experiments"] = ex
     out["derived"] = derived.derived_table(items + kitems + eitems)
+    if rec.params.get("mode", "multi-gpu") != "kernel":
+        out["collective"] = collective_table(rec)
     out |= _trace_tables(rec)
     return out
+
+
+def collective_table(rec: RunRecord) -> pd.DataFrame:
+    """The NCCL baseline's collective library (:mod:`workbench.collectives`): NCCL or RCCL, its
+    file, version, algorithm and protocol per all-gather size; "not recorded" for older runs."""
+    if rec.params.get("backend", "nccl") != "nccl":
+        return pd.DataFrame([{"fact": "collective library", "value": f"{rec.params['backend']} (torch.distributed)"}])
+    return pd.DataFrame(collectives.summary(rec.outputs.get("collective")))
 
 
 # --- display ----------------------------------------------------------------------------------

@@ -302,6 +302,11 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
                    "a provider's fraction of it (bound / provider time: 1 is perfect overlap). Medians per call, "
                    "maximum over ranks, 95% CIs; speedups and fractions are medians of per-round ratios.\n\n"
                    + render(st))
+    lib = tbls.get("collective")
+    if lib is not None and len(lib):
+        out.append("### The baseline's collective library\nWhich NCCL (RCCL on ROCm) ran the baseline's "
+                   "all-gather and how its tuner chose, from a short launch of its own with NCCL's debug output on "
+                   "(the timed run is not changed by it): `workbench/collectives.py`.\n\n" + render(lib))
     mech = tbls.get("mechanisms")
     if mech is not None and len(mech):
         out.append("### How each provider moves A and computes\nWho moves the peers' rows (SM loads, copy engine, "

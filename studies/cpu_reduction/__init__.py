@@ -24,7 +24,9 @@ padded), ``partial-tile`` (the seed's exact 9-shard shape, a slow path in IREE 3
 Experiments: ``grid`` (every provider x c x w at n: overview, thread scaling), ``sizes``
 (size sweep against the copy-bandwidth floor measured in the same run), ``phases``
 (per-iteration phase breakdown, key timestamps, per-call allocation spans and per-thread
-timelines from IREE's profiler and Tracy, at ``profile_workers``), ``grain`` (torch at w=1
+timelines from IREE's profiler and Tracy, at ``profile_workers``; the Python runtime's and
+torch.sum's iterations in the workbench's own Tracy zones, :mod:`workbench.tracy`, give the
+Python binding's share of each call), ``grain`` (torch at w=1
 and the largest w around PyTorch's GRAIN_SIZE 32,768), ``alloc`` (torch.sum vs
 torch.sum(out=) in interleaved rounds at w=1, the serial path, and at the largest w, the
 two-pass path the seed measured: the per-call allocation with a CI),
@@ -132,10 +134,11 @@ SPACE = ParamSpace(
               "capture and gives the per-thread timeline)", choices=("ireeperf", "tracy", "both")),
         Param("profile_workers", "int", [0], "worker counts of the phase profiles (0 = the largest of workers)",
               min=0, max=1024, multi=True),
-        Param("profile_via", "str", ["bench", "python"], "what the Tracy profiles run: iree-benchmark-module "
-              "(bench) and/or the iree.runtime call (python)", choices=("bench", "python"), multi=True),
-        Param("capture_iterations", "int", 30, "iterations of iree-benchmark-module per profile (the first "
-              "3 are warm-up)", min=4, max=10_000),
+        Param("profile_via", "str", ["bench", "python", "torch"], "what the Tracy profiles run: "
+              "iree-benchmark-module (bench), the iree.runtime call in Python zones (python), torch.sum in "
+              "Python zones (torch, once per worker count)", choices=("bench", "python", "torch"), multi=True),
+        Param("capture_iterations", "int", 30, "iterations per profile (iree-benchmark-module's, or the Python "
+              "loop's; the first 3 are warm-up)", min=4, max=10_000),
         Param("trace_iterations", "int", 0, "0: attach raw Tracy captures; k > 0: attach them trimmed to "
               "their first 3 + k iterations as gzip'd Chrome JSON (small committed bundles)", min=0, max=1000),
         Param("target_cpu", "str", "host", "LLVM CPU the programs are compiled for (the seed: host; e.g. "
@@ -157,6 +160,10 @@ SPACE = ParamSpace(
         "many-core-phases": {"n": 1_000_000, "chunks": [2, 8], "workers": [8, 16], "profile_workers": [8, 16],
                              "experiments": ["phases"], "providers": ["iree-bench"], "trace_iterations": 12,
                              "capture_iterations": 30, "profile_via": ["bench"]},
+        # the Python side in Tracy: the iree.runtime call and torch.sum in the workbench's own zones
+        "python-zones": {"n": 1_000_000, "chunks": [8], "workers": [1], "experiments": ["phases"],
+                         "providers": ["iree-task", "torch"], "profiler": "tracy", "profile_via": ["python", "torch"],
+                         "capture_iterations": 200},
     },
     headline=("n", "chunks", "workers", "providers", "experiments", "repeat"),
     purposes={
@@ -164,6 +171,8 @@ SPACE = ParamSpace(
         "quick": "the seed's N=1M at 1 and every worker, c=1, 2, 8, fewer samples",
         "many-core": "the committed many-core run: c=1-16 at 1-16 workers, every experiment but the profiles",
         "many-core-phases": "the committed profiles: c=2 and the aligned c=8 at 8 and 16 workers (IREE's tools)",
+        "python-zones": "the Python side in Tracy: 200 iterations of the iree.runtime call (aligned c=8) and of "
+                        "torch.sum in Python zones, one worker; about 20 s",
     },
     renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
 )

@@ -42,7 +42,7 @@ from workbench.traces.phases import PHASES
 SEED_MACHINE = "seed, 7975WX"
 #: the tables in derived form (one row per derived quantity); together they are ``derived``
 DERIVED_TABLES = ("vs_torch", "speedup", "python_cost", "grain", "alloc", "forkjoin", "forkjoin_compare", "overhead",
-                  "phase_diff")
+                  "phase_diff", "python_share")
 #: torch.sum's time at w threads over its time at 1 thread inside this band: the thread count
 #: does not matter (the serial path); outside it the parallel path runs (a run-to-run drift of
 #: ~10% between two separately timed variants stays inside)
@@ -433,10 +433,15 @@ def _forkjoin_compare(ok, p, samples: derived.RunSamples) -> pd.DataFrame:
 # --- phases -----------------------------------------------------------------------------------------
 
 def _phase_tables(profs, iters, over, out, drift: derived.Drift) -> None:
-    out["phases"] = profiles.phase_table(profs, iters)
+    py = profiles.python_table(profs)
+    out["phases"] = profiles.phase_table(profs, iters, py)
     if len(iters):
         out["_phase_iterations"] = iters
-        out["_phase_chart"] = _phase_chart(iters)
+    if len(iters):
+        out["_phase_chart"] = _phase_chart(iters, py)
+    if len(py):
+        out["_python_iterations"] = py
+    _put(out, "python_share", _python_share(py))
     _put(out, "overhead", over)
     _put(out, "phase_compare", _phase_compare(out["phases"]))
     _put(out, "phase_diff", _phase_differences(iters, drift))
@@ -457,20 +462,72 @@ def _phase_tables(profs, iters, over, out, drift: derived.Drift) -> None:
         out["timeline_ascii"] = pd.DataFrame(pictures)
 
 
-def _phase_chart(iters: pd.DataFrame) -> pd.DataFrame:
+#: the chart's stacking order: IREE's phases, then the Python side's parts
+CHART_PHASES = (*PHASES, *profiles.PY_PHASES)
+
+
+def _phase_chart(iters: pd.DataFrame, py: pd.DataFrame) -> pd.DataFrame:
     """Chart data: per capture, the phases of its median steady-state iteration (the one whose
     total is nearest the median total: the iteration the key timestamps and the timeline show),
-    which sum to that iteration's total; and the seed's one traced iteration per c."""
+    which sum to that iteration's total, then, where the capture has Python zones, the Python
+    side's parts of the same iteration (the bar then ends at the Python iteration's total); and
+    the seed's one traced iteration per c. torch.sum's capture has no phases: its breakdown and
+    timeline show it."""
     rows = []
+    st = py[~py["warmup"]] if len(py) else py
     for cap, g in iters[~iters["warmup"]].groupby("capture", sort=False):
         it = g.loc[(g["total_us"] - g["total_us"].median()).abs().idxmin()]
         label = f"live {cap}: iteration {int(it['iteration'])}, the median of {len(g)}"
+        parts = [(ph, float(it[ph])) for ph in PHASES]
+        total = float(it["total_us"])
+        mine = st[(st["capture"] == cap) & (st["vm_start_ns"] == it["start_ns"])] if len(st) else st
+        if len(mine):
+            m = mine.iloc[0]
+            parts += [(profiles.PY_PHASES[0], float(m["binding_us"])), (profiles.PY_PHASES[1], float(m["outside_us"]))]
+            total = float(m["total_us"])
         rows += [{"capture": label, "source": "live", "c": int(it["c"]), "w": int(it["w"]), "phase": ph,
-                  "order": i, "us": float(it[ph]), "total_us": float(it["total_us"])} for i, ph in enumerate(PHASES)]
+                  "order": CHART_PHASES.index(ph), "us": us, "total_us": total} for ph, us in parts]
     for c, seed in SEED_PHASES.items():
         label = f"seed c={c}{' fixed' if c == 8 else ''} @32w (7975WX, one traced iteration)"
         rows += [{"capture": label, "source": "seed", "c": c, "w": 32, "phase": ph, "order": i, "us": seed[ph],
                   "total_us": seed["total"]} for i, ph in enumerate(PHASES)]
+    return pd.DataFrame(rows)
+
+
+#: (quantity, column, name) of the Python side per traced capture (:func:`_python_share`)
+PYTHON_PARTS = (
+    ("iteration", "total_us", "Python iteration (py.iteration)"),
+    ("call", "call_us", "the call (py.invoke / py.torch_sum)"),
+    ("binding in the call", "binding_us", "Python binding in the call (py.invoke - iree_vm_invoke)"),
+    ("outside the call", "outside_us", "Python outside the call (py.iteration - the call)"),
+    ("to_host", "to_host_us", "result to a Python float (py.to_host)"),
+)
+
+
+def _python_share(py: pd.DataFrame) -> pd.DataFrame:
+    """The seed's question "in the runtime or around it?" from the Python zones of each traced
+    capture (:mod:`.traced`): per capture, the median over its steady-state iterations, with a
+    bootstrap CI (one capture, one block: drift cannot enter), of the Python iteration, the
+    call, the binding's part of the call (IREE captures), the iteration outside the call and
+    ``py.to_host``, and IREE's runtime's share of the Python iteration (``iree_vm_invoke`` /
+    ``py.iteration``, paired per iteration). Tracy's own cost per zone
+    (``benchmarks/tracy_zones.py``) is inside the Python parts."""
+    if py.empty:
+        return pd.DataFrame()
+    rows = []
+    for cap, g in py[~py["warmup"]].groupby("capture", sort=False):
+        first = g.iloc[0]
+        base = {k: first[k] for k in ("capture", "provider", "via", "n", "c", "split", "w")} | {"iterations": len(g)}
+        items = [(q, derived.median_of(g[col].to_numpy(), f"{name}, {cap}", "us", physical_min=0.0))
+                 for q, col, name in PYTHON_PARTS if g[col].notna().any()]
+        if g["runtime_us"].notna().any():
+            items.append(("runtime share", derived.share(g["runtime_us"].to_numpy(), g["total_us"].to_numpy(),
+                                                         f"IREE's runtime share of the Python iteration (iree_vm_invoke "
+                                                         f"/ py.iteration), {cap}")))
+        for q, d in items:
+            if len(g) < profiles.MIN_FOR_MEDIAN:
+                d = derived.not_meaningful(d.name, f"only {len(g)} steady-state iteration(s): not a median", d.unit)
+            rows.append(d.row(**base, quantity=q))
     return pd.DataFrame(rows)
 
 
@@ -512,15 +569,17 @@ def _phase_compare(ph: pd.DataFrame) -> pd.DataFrame:
         caps = {int(c): gc for c, gc in g.groupby("c")}
         if not ({2, 8} & set(caps)):
             continue
-        for phase in [*PHASES, "total"]:
+        shown = [ph for ph in dict.fromkeys(g["phase"]) if all((caps[c]["phase"] == ph).any() for c in caps)]
+        for phase in shown:
             row = {"w": int(w), "profiler": f"{source} ({via})", "phase": phase}
             for c in sorted(caps):
                 r = caps[c][caps[c]["phase"] == phase].iloc[0]
-                share = "" if phase == "total" else f" ({r['share_pct']:.0f}%)"
+                share = "" if phase in ("total", profiles.PY_TOTAL) else f" ({r['share_pct']:.0f}%)"
                 row[f"c={c} {r['split'] or ''}".strip()] = f"{_ci_text(r['median_us'], r['lo_us'], r['hi_us'])}{share}"
             for c, seed in SEED_PHASES.items():
-                v = seed[phase]
+                v = seed.get(phase)
                 row[f"seed c={c}{' fixed' if c == 8 else ''} @32w"] = (
+                    "n/a (C++ harness, no Python)" if v is None else
                     f"{v:.1f}" if phase == "total" else f"{v:.1f} ({100 * v / seed['total']:.0f}%)")
             out.append(row)
         stat = {"w": int(w), "profiler": f"{source} ({via})", "phase": "statistic"}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from kernels.iree.sum_programs import Program
-from workbench import procs
+from workbench import capture
 from workbench.env import STATE_DIR
 from workbench.harness import ExternalCommandError, parse_gbench, run_command
 
@@ -219,7 +219,8 @@ def run_module(vmfb: Path, input_npy: Path, driver: str, workers: int) -> float:
 
 
 def benchmark(vmfb: Path, input_npy: Path, workers: int, repeat: int, min_time: str,
-              extra: list[str] | None = None, tracy: bool = False, env: dict | None = None) -> tuple[list[float], str]:
+              extra: list[str] | None = None, tracy: bool = False, env: dict | None = None,
+              timeout_s: float = 300) -> tuple[list[float], str]:
     """``iree-benchmark-module`` on local-task: per-iteration ns of each repetition, and the command.
 
     ``min_time`` is google-benchmark's: ``"0.01s"`` (run at least that long) or ``"30x"``
@@ -228,7 +229,7 @@ def benchmark(vmfb: Path, input_npy: Path, workers: int, repeat: int, min_time: 
            *device_flags("local-task", workers), f"--input=@{input_npy}",
            f"--benchmark_repetitions={repeat}", f"--benchmark_min_time={min_time}",
            "--benchmark_format=json", *(extra or [])]
-    proc = _run(cmd, env=env)
+    proc = _run(cmd, timeout_s, env=env)
     rows = parse_gbench(proc.stdout)
     if not rows:
         raise ExternalCommandError(cmd, 0, "no benchmark rows in the JSON output:\n" + proc.stderr[-2000:])
@@ -247,36 +248,15 @@ def capture_ireeperf(vmfb: Path, input_npy: Path, workers: int, out_dir: Path,
     return jsonl, cmd
 
 
-def capture_tracy(out_dir: Path, traced: Callable[[dict], str], timeout_s: float = 60) -> tuple[Path, str]:
-    """A Tracy capture of ``traced(env)``, which runs an IREE program under ``env`` (the
-    Tracy-instrumented runtime: ``IREE_PY_RUNTIME=tracy``) and returns its command line.
-
-    ``iree-tracy-capture`` is started first and listens; the program runs with
-    ``TRACY_NO_EXIT=1`` so it stays alive until the capture has drained its events.
-    """
+def capture_tracy(out_dir: Path, traced: Callable[[dict, float], str], timeout_s: float = 120) -> tuple[Path, str]:
+    """A Tracy capture of ``traced(env, timeout_s)``, which runs an IREE program under ``env``
+    (the Tracy-instrumented runtime on a private port: :func:`workbench.capture.run`), kills
+    it at ``timeout_s`` and returns its command line."""
     out = out_dir / "run.tracy"
-    log_path = out_dir / "capture.log"
-    cap_cmd = [runtime_tool("iree-tracy-capture", tracy=True), "-o", str(out), "-f"]
-    # The capture's progress goes to a file: a pipe nobody reads fills up, blocks the capture
-    # and loses most of the zones.
-    with open(log_path, "w") as log_fh:
-        cap = subprocess.Popen(procs.bound(cap_cmd), stdout=log_fh, stderr=subprocess.STDOUT)
-        try:
-            cmd = traced(dict(os.environ, TRACY_NO_EXIT="1", IREE_PY_RUNTIME="tracy"))
-            try:
-                procs.wait(cap, timeout_s)
-            except subprocess.TimeoutExpired:
-                raise ExternalCommandError(cap_cmd, -1, f"capture did not finish in {timeout_s:.0f} s") from None
-        finally:
-            if cap.poll() is None:
-                cap.kill()
-                cap.wait()
-    log = log_path.read_text(errors="replace").replace("\r", "\n")[-2000:]
-    if cap.returncode != 0 or not out.exists():
-        raise ExternalCommandError(cap_cmd, cap.returncode or -1, log or "no capture file written")
-    return out, f"TRACY_NO_EXIT=1 IREE_PY_RUNTIME=tracy {cmd}  # with: {' '.join(cap_cmd)}"
+    return out, capture.run(out, traced, timeout_s)
 
 
-def traced_benchmark(vmfb: Path, input_npy: Path, workers: int, iterations: int = 30) -> Callable[[dict], str]:
+def traced_benchmark(vmfb: Path, input_npy: Path, workers: int, iterations: int = 30) -> Callable[[dict, float], str]:
     """For :func:`capture_tracy`: ``iterations`` iterations of ``iree-benchmark-module``'s Tracy build."""
-    return lambda env: benchmark(vmfb, input_npy, workers, 1, f"{iterations}x", tracy=True, env=env)[1]
+    return lambda env, timeout_s: benchmark(vmfb, input_npy, workers, 1, f"{iterations}x", tracy=True, env=env,
+                                            timeout_s=timeout_s)[1]

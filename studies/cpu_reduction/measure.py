@@ -149,25 +149,43 @@ def numpy_point(p: Point, x: np.ndarray, ref: float, repeat: int, block: int | N
 
 
 def run_iree_python(jobs: list[dict], driver: str, workers: int, repeat: int, env: dict | None = None,
-                    timeout_s: float = 600, exit_crash_ok: bool = False) -> tuple[list[dict], str]:
+                    timeout_s: float = 600) -> tuple[list[dict], str]:
     """Run ``studies.cpu_reduction.iree_py`` on ``[{"key", "vmfb", "input"}]``: (results, command).
 
-    Raises :class:`ExternalCommandError` when the child fails as a whole. ``exit_crash_ok``
-    accepts a child that wrote its complete results and then died: the Tracy runtime under a
-    live capture intermittently segfaults in interpreter teardown (IREE 3.13 wheels).
-    """
-    cmd = [sys.executable, "-m", "studies.cpu_reduction.iree_py"]
+    Raises :class:`ExternalCommandError` when the child fails as a whole."""
     job = {"driver": driver, "workers": workers, "repeat": repeat, "programs": jobs}
-    shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
-    try:
-        proc = procs.run(procs.bound(cmd), timeout_s, input=json.dumps(job), cwd=str(REPO_ROOT), env=env)
-    except subprocess.TimeoutExpired:
-        raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
+    proc, shown = _child("studies.cpu_reduction.iree_py", job, env, timeout_s)
     if proc.returncode != 0:
-        if exit_crash_ok and proc.stdout.rstrip().endswith("]"):
-            return json.loads(proc.stdout), f"{shown}  # child died at exit (status {proc.returncode}) after its results"
         raise ExternalCommandError([shown], proc.returncode, proc.stderr)
     return json.loads(proc.stdout), shown
+
+
+def _child(module: str, job: dict, env: dict | None, timeout_s: float) -> tuple[subprocess.CompletedProcess, str]:
+    """``python -m module`` with ``job`` as JSON on stdin, killed at ``timeout_s``: (the
+    finished process, the command as a shell line)."""
+    cmd = [sys.executable, "-m", module]
+    shown = f"echo '{json.dumps(job)}' | {' '.join(cmd)}"
+    try:
+        return procs.run(procs.bound(cmd), timeout_s, input=json.dumps(job), cwd=str(REPO_ROOT), env=env), shown
+    except subprocess.TimeoutExpired:
+        raise ExternalCommandError([shown], -1, f"timed out after {timeout_s:.0f} s") from None
+
+
+def run_traced(job: dict, env: dict, timeout_s: float) -> tuple[dict, str]:
+    """Run ``studies.cpu_reduction.traced`` (one provider's iterations in Tracy zones) under
+    ``env``, killed at ``timeout_s``: (result, command). A child that wrote its result and then
+    died is accepted: the Tracy runtime under a live capture intermittently segfaults in
+    interpreter teardown (IREE 3.13 wheels). Raises :class:`ExternalCommandError` otherwise."""
+    proc, shown = _child("studies.cpu_reduction.traced", job, env, timeout_s)
+    try:
+        result = json.loads(proc.stdout)
+    except ValueError:
+        raise ExternalCommandError([shown], proc.returncode, proc.stderr[-2000:] or "no result") from None
+    if "error" in result:
+        raise ExternalCommandError([shown], proc.returncode, result["error"])
+    if proc.returncode != 0:
+        shown += f"  # died at exit (status {proc.returncode}) after its result"
+    return result, shown
 
 
 def _module_extra(module) -> dict:
@@ -327,35 +345,43 @@ def measure_iree_bench(pts, modules, inputs: _Inputs, repeat: int, ctx: RunConte
 def profile(params, modules, broken, inputs: _Inputs, tmpdir: Path, outputs: dict, ctx: RunContext,
             progress: Steps) -> None:
     """Profiles of each c (and split) at n and each profile worker count: IREE's profiler and
-    Tracy around iree-benchmark-module, and Tracy around the Python runtime path."""
+    Tracy around iree-benchmark-module, Tracy around the Python runtime path with the Python
+    zones (:mod:`.traced`), and once per worker count Tracy around torch.sum in the same zones."""
     n = params["n"]
-    captures = [("ireeperf", "bench")] + [("tracy", via) for via in params["profile_via"]]
+    captures = [("ireeperf", "bench")] + [("tracy", via) for via in params["profile_via"] if via != "torch"]
     captures = [cap for cap in captures if params["profiler"] in ("both", cap[0])]
+    torch_too = "torch" in params["profile_via"] and params["profiler"] in ("both", "tracy")
     for w in profile_workers(params):
+        if torch_too:
+            progress.say(f"profile torch.sum w={w}")
+            _profile_one(params, None, inputs.npy[n], inputs.refs[n], (None, None, w), ("tracy", "torch"), tmpdir,
+                         outputs, ctx)
         for c in params["chunks"]:
             for split in (params["split"] if c > 1 else [None]):
                 what = f"profile c={c}{' ' + split if split else ''} w={w}"
                 progress.say(what)
                 if (n, c, split) not in broken:
                     for source, via in captures:
-                        _profile_one(params, modules[(n, c, split)], inputs.npy[n], (c, split, w), (source, via),
-                                     tmpdir, outputs, ctx)
+                        _profile_one(params, modules[(n, c, split)], inputs.npy[n], inputs.refs[n], (c, split, w),
+                                     (source, via), tmpdir, outputs, ctx)
                 progress.tick(what)
 
 
-def _profile_one(params, module, input_npy: Path, point: tuple, capture: tuple[str, str], tmpdir: Path,
+def _profile_one(params, module, input_npy: Path, ref: float, point: tuple, capture: tuple[str, str], tmpdir: Path,
                  outputs: dict, ctx: RunContext) -> None:
-    """One capture of one program, attached (trimmed when ``trace_iterations`` asks), or its
-    failure in ``outputs["capture_errors"]``."""
+    """One capture of one program (or of torch.sum: ``module`` None), attached (trimmed when
+    ``trace_iterations`` asks), or its failure in ``outputs["capture_errors"]``."""
     (c, split, w), (source, via), n = point, capture, params["n"]
     capdir = tmpdir / f"cap_{c}_{split}_{w}_{source}_{via}"
     capdir.mkdir()
+    what = f"{source} via {via}" + (f" c={c}" if c else "") + f" w={w}"
     try:
-        path, cmd = _capture(source, via, module.vmfb, input_npy, w, capdir, params["capture_iterations"])
+        path, cmd = capture_profile(source, via, module.vmfb if module else None, input_npy, ref, w, capdir,
+                                    params["capture_iterations"])
         trim = source == "tracy" and params["trace_iterations"] > 0
         blob = profiles.trim_tracy(path, params["trace_iterations"]) if trim else path.read_bytes()
     except (ExternalCommandError, FileNotFoundError, TraceError, PhaseError) as exc:
-        outputs["capture_errors"].append(f"{source} via {via} c={c} w={w}: {exc}")
+        outputs["capture_errors"].append(f"{what}: {exc}")
         return
     name = profiles.attachment_name(n, c, w, source, via, split, trimmed=trim)
     kind = "ireeperf-jsonl" if source == "ireeperf" else ("chrome-json" if trim else "tracy")
@@ -365,15 +391,30 @@ def _profile_one(params, module, input_npy: Path, point: tuple, capture: tuple[s
                                 "trimmed_to_iterations": params["trace_iterations"] if trim else None})
 
 
-def _capture(source: str, via: str, vmfb: Path, input_npy: Path, workers: int, capdir: Path,
-             iterations: int) -> tuple[Path, str]:
-    """One profile of the module: IREE's profiler around iree-benchmark-module ("ireeperf"), or
-    a Tracy capture around iree-benchmark-module ("bench") or the iree.runtime call ("python").
+#: a Tracy capture's traced program is killed after this long: generous, for a loaded 2-core
+#: machine where importing torch alone can take half a minute; a capture ends long before
+CAPTURE_TIMEOUT_S = 300
+
+
+def capture_profile(source: str, via: str, vmfb: Path | None, input_npy: Path, ref: float, workers: int,
+                    capdir: Path, iterations: int, timeout_s: float = CAPTURE_TIMEOUT_S) -> tuple[Path, str]:
+    """One profile: IREE's profiler around iree-benchmark-module ("ireeperf"), or a Tracy
+    capture around iree-benchmark-module ("bench"), the iree.runtime call ("python") or
+    torch.sum ("torch"), the last two in Python zones (:mod:`.traced`), their result checked.
     Returns the capture file and the command that produced it."""
     if source == "ireeperf":
         return iree_tools.capture_ireeperf(vmfb, input_npy, workers, capdir, iterations)
     if via == "bench":
-        return iree_tools.capture_tracy(capdir, iree_tools.traced_benchmark(vmfb, input_npy, workers, iterations))
-    job = [{"key": "profile", "vmfb": str(vmfb), "input": str(input_npy)}]
-    return iree_tools.capture_tracy(capdir, lambda env: run_iree_python(
-        job, "local-task", workers, repeat=3, env=env, exit_crash_ok=True)[1])
+        return iree_tools.capture_tracy(capdir, iree_tools.traced_benchmark(vmfb, input_npy, workers, iterations),
+                                        timeout_s)
+    job = {"provider": "torch" if via == "torch" else "iree-task", "workers": workers, "iterations": iterations,
+           "input": str(input_npy), "connect_s": timeout_s / 2, **({"vmfb": str(vmfb)} if vmfb else {})}
+
+    def traced(env: dict, timeout_s: float) -> str:
+        result, cmd = run_traced(job, env, timeout_s)
+        ok, text = data.check(result["value"], ref)
+        if not ok:
+            raise ExternalCommandError([cmd], 0, f"wrong result under Tracy: {text}")
+        return cmd
+
+    return iree_tools.capture_tracy(capdir, traced, timeout_s)

@@ -32,12 +32,13 @@ from workbench.traces.phases import PHASES, zone_names
 from workbench.untrusted import attachment_file
 
 
-#: attachment name: profile_n<N>_c<C>[_<split>]_w<W>_<bench|python>.<ext>; ``bench`` profiles
-#: iree-benchmark-module, ``python`` the iree.runtime call path; ``tracy.json.gz`` is a Tracy
-#: capture trimmed to a few iterations (Chrome JSON of its zones, gzip'd)
-NAME_RE = re.compile(r"profile_n(\d+)_c(\d+)(?:_(aligned|even|partial-tile))?_w(\d+)_(bench|python)\."
+#: attachment name: profile_n<N>[_c<C>[_<split>]]_w<W>_<bench|python|torch>.<ext>; ``bench``
+#: profiles iree-benchmark-module, ``python`` the iree.runtime call path and ``torch`` torch.sum
+#: (no c), both in Python zones (:mod:`.traced`); ``tracy.json.gz`` is a Tracy capture trimmed
+#: to a few iterations (Chrome JSON of its zones, gzip'd)
+NAME_RE = re.compile(r"profile_n(\d+)(?:_c(\d+)(?:_(aligned|even|partial-tile))?)?_w(\d+)_(bench|python|torch)\."
                      r"(ireeperf\.jsonl|tracy|tracy\.json\.gz)$")
-VIA = {"bench": "iree-benchmark-module", "python": "iree.runtime (Python)"}
+VIA = {"bench": "iree-benchmark-module", "python": "iree.runtime (Python)", "torch": "torch.sum (Python)"}
 SOURCES = {"ireeperf.jsonl": "ireeperf", "tracy": "tracy", "tracy.json.gz": "tracy"}
 #: the first iterations of every capture are warm-up: first-touch page faults, workers
 #: woken from cold, lazy executable set-up; they are dropped before any median
@@ -73,44 +74,108 @@ SIGNAL_ZONES = ("iree_hal_semaphore_list_signal", "iree_hal_semaphore_signal")
 #: worker zones the per-thread timeline shows beside the shards: the warm wait for work and
 #: the signal (neither overlaps a shard on its thread)
 WORKER_ZONES = ("iree_task_worker_wait_warm_compute_process", "iree_hal_semaphore_list_signal")
+#: the Python zones of a traced capture (:mod:`.traced`): one iteration, the provider's call in
+#: it (IREE's ``f(x)``, or ``torch.sum``), the result to a Python float
+PY_ITERATION, PY_CALLS, PY_TO_HOST = "py.iteration", ("py.invoke", "py.torch_sum"), "py.to_host"
+PY_PREFIX = "py."
+#: the Python side's parts of an iteration, beside IREE's phases: in the call but outside IREE's
+#: runtime (``py.invoke`` - ``iree_vm_invoke``), and outside the call (``py.iteration`` -
+#: ``py.invoke``: ``py.to_host`` and the loop); torch's call is one part, torch.sum's own work
+PY_PHASES = ("Python binding, in the call", "Python, outside the call")
+TORCH_CALL = "torch.sum (the call)"
+PY_TOTAL = "py.iteration"
 
 
-def attachment_name(n: int, c: int, w: int, source: str, via: str, split: str | None = None,
+def attachment_name(n: int, c: int | None, w: int, source: str, via: str, split: str | None = None,
                     trimmed: bool = False) -> str:
     ext = "ireeperf.jsonl" if source == "ireeperf" else ("tracy.json.gz" if trimmed else "tracy")
-    tag = f"_{split}" if split and c > 1 else ""
-    return f"profile_n{n}_c{c}{tag}_w{w}_{via}.{ext}"
+    chunks = "" if c is None else f"_c{c}" + (f"_{split}" if split and c > 1 else "")
+    return f"profile_n{n}{chunks}_w{w}_{via}.{ext}"
 
 
 def load_profiles(rec: RunRecord) -> list[dict]:
-    """Each attached profile as ``{n, c, split, w, source, via, spans, meta, per_iter, error}``
-    (``analyze`` calls this once per record)."""
+    """Each attached profile as ``{n, c, split, w, source, via, spans, meta, per_iter, py_iter,
+    error}`` (``analyze`` calls this once per record): ``per_iter`` IREE's phases per iteration
+    (None for torch), ``py_iter`` the Python zones' iterations (:func:`python_iterations`; None
+    without them)."""
     out = []
     for name, _kind, blob in rec.attachments:
         m = NAME_RE.fullmatch(name)
-        if not m:
+        if not m or (m[2] is None) != (m[5] == "torch"):
             continue
-        n, c, w, via, ext = int(m[1]), int(m[2]), int(m[4]), m[5], m[6]
-        split = m[3] or ("even" if c > 1 else None)  # names before the split existed were even splits
+        c = None if m[2] is None else int(m[2])
+        n, w, via, ext = int(m[1]), int(m[4]), m[5], m[6]
+        split = m[3] or ("even" if c and c > 1 else None)  # names before the split existed were even splits
         item = {"n": n, "c": c, "split": split, "w": w, "source": SOURCES[ext], "via": VIA[via], "name": name,
-                "trimmed": ext == "tracy.json.gz", "spans": None, "per_iter": None, "error": None}
+                "trimmed": ext == "tracy.json.gz", "spans": None, "per_iter": None, "py_iter": None, "error": None}
         with attachment_file(name, blob) as path:
             try:
                 spans, meta = traces.load(path)
                 item["spans"], item["meta"] = spans, meta
-                item["per_iter"] = phases.iterations(spans, source="tracy" if item["source"] == "tracy" else None)
+                item["py_iter"] = python_iterations(spans)
+                if via != "torch":
+                    item["per_iter"] = phases.iterations(spans, source="tracy" if item["source"] == "tracy" else None)
             except Exception as exc:  # TraceError / PhaseError: shown in the tables, never fatal
                 item["error"] = f"{type(exc).__name__}: {exc}"
         out.append(item)
     return out
 
 
+def python_iterations(spans: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per ``py.iteration`` zone (outermost on its thread, in time order), None when the
+    capture has none: ``start_ns``, ``total_ns``, the call inside it (``call_ns``,
+    ``call_start_ns``, ``call``: ``py.invoke`` or ``py.torch_sum``), IREE's runtime inside the
+    call (``runtime_ns``: the outermost ``iree_vm_invoke`` zones within the call's window; NaN
+    without any), ``to_host_ns`` and ``vm_start_ns`` (the first ``iree_vm_invoke``'s start: the
+    key of IREE's phase row of the same iteration). A zone belongs to the iteration whose window
+    holds it whole, on the same thread."""
+    zones = zone_names(spans)
+    it = spans[zones == PY_ITERATION]
+    if it.empty:
+        return None
+    rows = []
+    for track, g in it.groupby("track", observed=True, sort=False):
+        g = g[g["depth"] == g["depth"].min()].sort_values("start_ns")
+        st = g["start_ns"].to_numpy()
+        en = st + g["dur_ns"].to_numpy()
+        on = spans["track"] == track
+        part = {}
+        for what, names in (("call", PY_CALLS), ("to_host", (PY_TO_HOST,)), ("vm", (phases.VM_INVOKE,))):
+            z = spans[on & zones.isin(names)]
+            if what == "vm" and len(z):
+                z = z[z["depth"] == z["depth"].min()]
+            zs = z["start_ns"].to_numpy()
+            ze = zs + z["dur_ns"].to_numpy()
+            i = np.searchsorted(st, zs, side="right") - 1
+            ok = (i >= 0) & (ze <= en[np.maximum(i, 0)])
+            part[what] = pd.DataFrame({"i": i[ok], "start": zs[ok], "end": ze[ok],
+                                       "name": zones[z.index].to_numpy()[ok]})
+        call = part["call"].drop_duplicates("i")
+        vm = part["vm"].merge(call[["i", "start", "end"]], on="i", suffixes=("", "_call"))
+        vm = vm[(vm["start"] >= vm["start_call"]) & (vm["end"] <= vm["end_call"])]
+        k = pd.RangeIndex(len(st))
+        call = call.set_index("i").reindex(k)
+        rows.append(pd.DataFrame({
+            "track": str(track), "start_ns": st, "total_ns": en - st, "call": call["name"].to_numpy(),
+            "call_ns": (call["end"] - call["start"]).to_numpy(dtype=float),
+            "call_start_ns": call["start"].to_numpy(dtype=float),
+            "runtime_ns": (vm["end"] - vm["start"]).groupby(vm["i"]).sum().reindex(k).to_numpy(dtype=float),
+            "to_host_ns": (part["to_host"]["end"] - part["to_host"]["start"]).groupby(part["to_host"]["i"]).sum()
+            .reindex(k).to_numpy(dtype=float),
+            "vm_start_ns": vm.groupby("i")["start"].min().reindex(k).to_numpy(dtype=float)}))
+    out = pd.concat(rows, ignore_index=True)
+    return out.assign(iteration=np.arange(len(out)))
+
+
 def trim_tracy(path: Path, keep: int) -> bytes:
-    """A Tracy capture cut to its first ``WARMUP_ITERATIONS + keep`` iterations (every zone
-    of every thread that overlaps them), as gzip'd Chrome JSON: a committed bundle keeps a
-    few tens of KB instead of megabytes, and the phase rules read it as they read the capture."""
+    """A Tracy capture cut to its first ``WARMUP_ITERATIONS + keep`` iterations (Python
+    iterations where it has them; every zone of every thread that overlaps them), as gzip'd
+    Chrome JSON: a committed bundle keeps a few tens of KB instead of megabytes, and the phase
+    rules read it as they read the capture."""
     spans, _ = traces.load(path)
-    per_iter = phases.iterations(spans)
+    # a capture with Python zones is cut at whole Python iterations (torch.sum's has no others)
+    per_iter = python_iterations(spans)
+    per_iter = phases.iterations(spans) if per_iter is None else per_iter
     last = per_iter.iloc[min(len(per_iter), WARMUP_ITERATIONS + keep) - 1]
     t0, t1 = int(per_iter["start_ns"].iloc[0]), int(last["start_ns"] + last["total_ns"])
     win = spans[(spans["start_ns"] + spans["dur_ns"] >= t0) & (spans["start_ns"] <= t1)]
@@ -118,6 +183,8 @@ def trim_tracy(path: Path, keep: int) -> bytes:
 
 
 def capture_label(p: dict) -> str:
+    if p["c"] is None:
+        return f"{p['source']} torch.sum w={p['w']} (python)"
     split = f" {p['split']}" if p.get("split") and p["c"] > 1 else ""
     return f"{p['source']} c={p['c']}{split} w={p['w']} ({'python' if 'Python' in p['via'] else 'bench'})"
 
@@ -144,6 +211,7 @@ def iteration_table(profiles: list[dict]) -> pd.DataFrame:
         cols = phases.phase_columns(it)
         df = pd.DataFrame({c: it[c] / 1e3 for c in cols})
         df.insert(0, "iteration", it["iteration"].to_numpy())
+        df["start_ns"] = it["start_ns"].to_numpy()
         df["total_us"] = it["total_ns"] / 1e3
         df["compute_us"] = it["dispatch compute"] / 1e3
         df["overhead_us"] = df["total_us"] - df["compute_us"]
@@ -154,33 +222,83 @@ def iteration_table(profiles: list[dict]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def phase_table(profiles: list[dict], iters: pd.DataFrame) -> pd.DataFrame:
+def python_table(profiles: list[dict]) -> pd.DataFrame:
+    """One row per Python iteration (``py.iteration``) of every capture with Python zones, in us:
+    the iteration, the call (``py.invoke`` / ``py.torch_sum``), IREE's runtime inside the call
+    (``iree_vm_invoke``; NaN for torch), the binding's part of the call (call - runtime), the
+    result to a float (``py.to_host``) and the iteration outside the call (iteration - call);
+    ``vm_start_ns`` keys the row to IREE's phase row of the same iteration."""
+    frames = []
+    for p in profiles:
+        py = p.get("py_iter")
+        if py is None or not len(py):
+            continue
+        df = pd.DataFrame({"iteration": py["iteration"].to_numpy(), "call": py["call"].to_numpy(),
+                           "total_us": py["total_ns"] / 1e3, "call_us": py["call_ns"] / 1e3,
+                           "runtime_us": py["runtime_ns"] / 1e3, "to_host_us": py["to_host_ns"] / 1e3,
+                           "vm_start_ns": py["vm_start_ns"].to_numpy()})
+        df["binding_us"] = df["call_us"] - df["runtime_us"]
+        df["outside_us"] = df["total_us"] - df["call_us"]
+        df["warmup"] = np.arange(len(df)) < (WARMUP_ITERATIONS if len(df) > WARMUP_ITERATIONS else 0)
+        for k, v in reversed(list((_key(p) | {"provider": "torch" if p["c"] is None else "iree-task"}).items())):
+            df.insert(0, k, v)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+#: what the Python rows of a breakdown cover
+PY_NOTES = {
+    PY_PHASES[0]: "py.invoke - iree_vm_invoke: the binding's argument and result handling around IREE's call",
+    PY_PHASES[1]: "py.iteration - the call: py.to_host (the result as a float) and the Python loop",
+    TORCH_CALL: "py.torch_sum: torch.sum's whole call (torch has no zones of its own)",
+    PY_TOTAL: "the Python iteration (py.iteration): what a Python caller waits per call",
+}
+
+
+def phase_table(profiles: list[dict], iters: pd.DataFrame, py: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (capture, phase): median us over the steady-state iterations (or the
-    iteration values when there are too few), share of the median total, p10/p90, count."""
+    iteration values when there are too few), share of the median total, p10/p90, count.
+    Captures with Python zones add the Python side's parts (:data:`PY_PHASES`, or torch.sum's
+    call) and the Python iteration, their shares of the Python iteration's median."""
     rows = []
+    py = py if py is not None else pd.DataFrame()
     for p in profiles:
         key = _key(p)
-        if p["per_iter"] is None:
+        mine = py[(py["capture"] == key["capture"]) & ~py["warmup"]] if len(py) else py
+        if p["per_iter"] is None and not len(mine):
             rows.append(key | {"phase": "unavailable", "median_us": np.nan, "lo_us": np.nan, "hi_us": np.nan,
                                "share_pct": np.nan, "p10_us": np.nan,
                                "p90_us": np.nan, "iterations": 0, "warmup_dropped": 0, "statistic": "",
-                               "note": p["error"]})
+                               "note": p["error"] or "no IREE iterations and no Python zones in the capture"})
             continue
-        it = iters[(iters["capture"] == key["capture"]) & ~iters["warmup"]]
-        k = len(it)
-        stat = f"median of {k} steady-state iterations" if k >= MIN_FOR_MEDIAN else (
-            f"only {k} steady-state iteration(s): not a median")
-        total = float(it["total_us"].median())
-        for phase in [*PHASES, "total"]:
-            col = "total_us" if phase == "total" else phase
-            d = derived.median_of(it[col].to_numpy(), f"{phase}, {key['capture']}", "us")
-            med = float(it[col].median())
-            rows.append(key | {"phase": phase, "median_us": med, "lo_us": d.lo, "hi_us": d.hi,
-                               "share_pct": 100.0 * med / total if total else np.nan,
-                               "p10_us": float(it[col].quantile(0.1)), "p90_us": float(it[col].quantile(0.9)),
-                               "iterations": k, "warmup_dropped": len(p["per_iter"]) - k, "statistic": stat,
-                               "note": DESCRIPTIONS.get(phase, "median iteration time (not the sum of the medians)")})
+        if p["per_iter"] is not None:
+            it = iters[(iters["capture"] == key["capture"]) & ~iters["warmup"]]
+            parts = [(phase, it["total_us" if phase == "total" else phase])
+                     for phase in [*PHASES, "total"]]
+            rows += _breakdown_rows(key, parts, len(p["per_iter"]),
+                                    lambda ph: DESCRIPTIONS.get(ph, "median iteration time (not the sum of the medians)"))
+        if len(mine):
+            call = (TORCH_CALL, mine["call_us"]) if p["c"] is None else (PY_PHASES[0], mine["binding_us"])
+            rows += _breakdown_rows(key, [call, (PY_PHASES[1], mine["outside_us"]), (PY_TOTAL, mine["total_us"])],
+                                    len(p["py_iter"]), PY_NOTES.get)
     return pd.DataFrame(rows)
+
+
+def _breakdown_rows(key: dict, parts: list[tuple[str, pd.Series]], captured: int, note) -> list[dict]:
+    """Rows of :func:`phase_table` for one capture's parts; the last part is the total."""
+    k = len(parts[-1][1])
+    stat = f"median of {k} steady-state iterations" if k >= MIN_FOR_MEDIAN else (
+        f"only {k} steady-state iteration(s): not a median")
+    total = float(parts[-1][1].median())
+    rows = []
+    for phase, x in parts:
+        d = derived.median_of(x.to_numpy(), f"{phase}, {key['capture']}", "us")
+        med = float(x.median())
+        rows.append(key | {"phase": phase, "median_us": med, "lo_us": d.lo, "hi_us": d.hi,
+                           "share_pct": 100.0 * med / total if total else np.nan,
+                           "p10_us": float(x.quantile(0.1)), "p90_us": float(x.quantile(0.9)),
+                           "iterations": k, "warmup_dropped": captured - k, "statistic": stat, "note": note(phase)})
+    return rows
 
 
 def overhead_table(iters: pd.DataFrame) -> pd.DataFrame:
@@ -267,10 +385,47 @@ def key_times(profiles: list[dict]) -> pd.DataFrame:
                 r = sig.loc[sig["start_ns"].idxmin()]
                 events.append(("semaphore signal (wakes the main thread)", (r["start_ns"] - t0) / 1e3, str(r["track"])))
         events.append(("iteration ends (vm_end_invoke)", (t1 - t0) / 1e3, _main_track(p)))
-        for what, t_us, track in events:
+        events += _python_events(p, t0)
+        for what, t_us, track in sorted(events, key=lambda e: e[1]):
             rows.append({"capture": capture_label(p), "c": p["c"], "w": p["w"], "source": p["source"],
                          "event": what, "t_us": t_us, "thread": track})
     return pd.DataFrame(rows)
+
+
+def _python_events(p: dict, t0: int) -> list[tuple[str, float, str]]:
+    """The Python side of the iteration that starts its ``iree_vm_invoke`` at ``t0``: when the
+    Python iteration and the call start (before 0) and when the call returns and the iteration
+    ends (after IREE's last event), us from ``t0``."""
+    py = _python_row(p, t0)
+    if py is None:
+        return []
+    start, call0, call1 = py["start_ns"], py["call_start_ns"], py["call_start_ns"] + py["call_ns"]
+    return [("Python iteration starts (py.iteration)", (start - t0) / 1e3, py["track"]),
+            ("Python call starts (py.invoke)", (call0 - t0) / 1e3, py["track"]),
+            ("Python call returns (py.invoke ends)", (call1 - t0) / 1e3, py["track"]),
+            ("Python iteration ends (after py.to_host)", (start + py["total_ns"] - t0) / 1e3, py["track"])]
+
+
+def _python_row(p: dict, t0: int) -> pd.Series | None:
+    """The Python iteration whose call holds the ``iree_vm_invoke`` that starts at ``t0``."""
+    py = p.get("py_iter")
+    if py is None or not len(py):
+        return None
+    row = py[py["vm_start_ns"] == t0]
+    return row.iloc[0] if len(row) else None
+
+
+def display_window(p: dict) -> tuple[int, int]:
+    """(start_ns, end_ns) a timeline shows: the median steady-state iteration, widened to the
+    Python iteration that holds it where the capture has Python zones; torch.sum's capture
+    (no IREE iterations): its median steady-state Python iteration."""
+    if p["per_iter"] is None:
+        st = steady(p["py_iter"])
+        row = st.loc[(st["total_ns"] - st["total_ns"].median()).abs().idxmin()]
+        return int(row["start_ns"]), int(row["start_ns"] + row["total_ns"])
+    t0, t1 = steady_window(p)
+    py = _python_row(p, t0)
+    return (t0, t1) if py is None else (int(py["start_ns"]), int(py["start_ns"] + py["total_ns"]))
 
 
 def per_iter_row(p: dict, t0: int) -> pd.Series:
@@ -337,31 +492,53 @@ def _outermost(a: pd.DataFrame) -> pd.DataFrame:
     return a.loc[keep]
 
 
+#: the roles a timeline colours spans by
+ROLES = ("python", "dispatch", "wait", "runtime")
+
+
 def timeline_table(profiles: list[dict], max_rows_per_capture: int = 400) -> pd.DataFrame:
-    """Key spans (see :func:`_key_spans`) of the median steady-state iteration of each capture,
-    times relative to the iteration's start."""
+    """Key spans (see :func:`_key_spans`) of each capture's :func:`display_window`, times
+    relative to its start; ``role`` is one of :data:`ROLES` and ``level`` the span's row in a
+    drawing of its lane: the Python zones nested at the top of their lane, every other key span
+    of the lane on the row below them (they do not overlap)."""
     frames = []
     for p in profiles:
-        if p["per_iter"] is None or p["spans"] is None:
+        if p["spans"] is None or (p["per_iter"] is None and p.get("py_iter") is None):
             continue
-        t0, t1 = steady_window(p)
-        s = _key_spans(p["spans"], p["source"])
+        t0, t1 = display_window(p)
+        s = _key_spans(p["spans"], p["source"], python=True)
         win = s[(s["start_ns"] + s["dur_ns"] >= t0) & (s["start_ns"] <= t1)].head(max_rows_per_capture)
         names = win["name"].astype(str)
-        role = np.where(names.str.contains("_dispatch_") | (win["category"].astype(str) == "dispatch"), "dispatch",
-                        np.where(names.str.contains("wait", case=False), "wait", "runtime"))
+        role = np.select([names.str.startswith(PY_PREFIX),
+                          names.str.contains("_dispatch_") | (win["category"].astype(str) == "dispatch"),
+                          names.str.contains("wait", case=False)], list(ROLES[:3]), ROLES[3])
         frames.append(pd.DataFrame({
             "capture": capture_label(p), "source": p["source"], "via": p["via"], "c": p["c"], "w": p["w"],
             "track": win["track"].astype(str), "name": win["name"].astype(str),
             "category": win["category"].astype(str), "depth": win["depth"].astype("Int64"),
-            "kind": win["kind"].astype(str), "role": role,
+            "level": _levels(win, role == "python"), "kind": win["kind"].astype(str), "role": role,
             "start_us": (win["start_ns"].clip(lower=t0) - t0) / 1e3,
             "end_us": (win["start_ns"].clip(lower=t0) - t0 + win["dur_ns"]).clip(upper=t1 - t0) / 1e3,
             "iteration_us": (t1 - t0) / 1e3,
+            "origin": "the Python iteration's start" if p.get("py_iter") is not None else "the iteration's start",
         }))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["capture", "source", "via", "c", "w", "track", "name", "category", "depth", "kind", "role", "start_us",
-                 "end_us", "iteration_us"])
+        columns=["capture", "source", "via", "c", "w", "track", "name", "category", "depth", "level", "kind", "role",
+                 "start_us", "end_us", "iteration_us", "origin"])
+
+
+def _levels(win: pd.DataFrame, python: np.ndarray) -> np.ndarray:
+    """Drawing row per span: Python zones by their nesting order on the lane, the lane's other
+    key spans one row below its deepest Python zone."""
+    depth = win["depth"].fillna(0).to_numpy(dtype=np.int64)
+    track = win["track"].astype(str).to_numpy()
+    level = np.zeros(len(win), dtype=np.int64)
+    for t in np.unique(track):
+        on = track == t
+        py_depths = np.unique(depth[on & python])
+        level[on & python] = np.searchsorted(py_depths, depth[on & python])
+        level[on & ~python] = len(py_depths)
+    return level
 
 
 def steady_window(p: dict) -> tuple[int, int]:
@@ -369,10 +546,11 @@ def steady_window(p: dict) -> tuple[int, int]:
     return phases.iteration_window(p["spans"], steady(p["per_iter"]))
 
 
-def _key_spans(spans: pd.DataFrame, source: str) -> pd.DataFrame:
+def _key_spans(spans: pd.DataFrame, source: str, python: bool = False) -> pd.DataFrame:
     """The spans the seed's picture shows: the main thread's phases and, per worker, its
     dispatch shards, its warm wait for work (a worker that woke; the seed's "T7 asleep -- woke
-    but no shard") and the semaphore signal that wakes the main thread.
+    but no shard") and the semaphore signal that wakes the main thread; with ``python``, the
+    Python zones (``py.*``) too.
 
     Tracy: the main thread's HAL calls (the level of ``iree_hal_device_queue_execute``:
     semaphore/fence create, alloca, execute, fence await, buffer view) and those worker zones;
@@ -384,13 +562,14 @@ def _key_spans(spans: pd.DataFrame, source: str) -> pd.DataFrame:
         zones = _zones(spans)
         inv = spans[zones == "iree_vm_invoke"]
         on_worker = is_dispatch | zones.isin(WORKER_ZONES)
+        py = zones.str.startswith(PY_PREFIX) & (spans["kind"].astype(str) == "span") if python else False
         if len(inv):
             main = inv["track"].iloc[0]
             qexec = spans[(zones == "iree_hal_device_queue_execute") & (spans["track"] == main)]
             level = int(qexec["depth"].min()) if len(qexec) else int(inv["depth"].min()) + 1
             on_main = (spans["track"] == main) & (spans["depth"] == level)
-            return spans[on_main | (on_worker & (spans["track"] != main))]
-        return spans[on_worker]
+            return spans[on_main | py | (on_worker & (spans["track"] != main))]
+        return spans[on_worker | py]
     return spans[is_dispatch | spans["track"].astype(str).str.contains("command regions")]
 
 

@@ -7,11 +7,11 @@ import pandas as pd
 
 from workbench import derived
 from workbench.tables import md_table
-from workbench.traces.phases import PHASES
+from workbench.traces.charts import PY_ZONE_COLORS
 from workbench.untrusted import escape as esc
 
 from . import profiles
-from .analysis import column_name, key_programs
+from .analysis import CHART_PHASES, column_name, key_programs
 from .plan import GRAIN_SIZE
 from .claims import SEED_N
 from .seed import SEED_MACHINE, SEED_SCALING_MS
@@ -21,6 +21,10 @@ from .seed import SEED_MACHINE, SEED_SCALING_MS
 SEED_SERIES = {"no-split": "IREE no-split", "c=8 fixed": "IREE c=8 aligned", "MKL": "torch.sum"}
 #: the seed's fork/join figures @32 threads (us), drawn beside the live ones
 SEED_FORKJOIN_US = {"openmp": 13.0, "iree-task": 15.0}
+#: timeline colours by role (:data:`.profiles.ROLES`): Python zones in the colour every trace
+#: view gives them (workbench.traces.charts.PY_ZONE_COLORS)
+ROLE_COLORS = {"python": PY_ZONE_COLORS[1], "dispatch": "#d62728", "wait": "#bbbbbb", "runtime": "#4c78a8"}
+TIMELINE_WIDTH = 620
 
 
 # --- charts ---------------------------------------------------------------------------------------
@@ -131,14 +135,17 @@ def phases_chart(pc: pd.DataFrame):
     bars = alt.Chart(pc).mark_bar().encode(
         y=y, x=alt.X("us:Q", stack="normalize", title="share of the iteration (its total in us at the bar's end)",
                      axis=alt.Axis(format="%")),
-        color=alt.Color("phase:N", sort=list(PHASES), legend=alt.Legend(orient="bottom", columns=5)),
+        color=alt.Color("phase:N", sort=list(CHART_PHASES), legend=alt.Legend(orient="bottom", columns=4)),
         order=alt.Order("order:Q"), opacity=alt.condition("datum.source == 'seed'", alt.value(0.5), alt.value(1.0)),
         tooltip=["capture", "phase", alt.Tooltip("us:Q", format=".1f"), alt.Tooltip("total_us:Q", format=".1f")])
     totals = alt.Chart(pc.drop_duplicates("capture").assign(end=1.0)).mark_text(align="left", dx=4, fontSize=11).encode(
         y=y, x=alt.X("end:Q"), text=alt.Text("total_us:Q", format=",.1f"))
     return (bars + totals).properties(
-        title="Phases of one iteration: live (the median steady-state iteration) and the seed's traced one "
-              f"({SEED_MACHINE}, 32 workers, faint)", width=560).properties(autosize=alt.AutoSizeParams(type="pad"))
+        title=alt.TitleParams("Phases of one iteration: live (the median steady-state iteration) and the seed's traced "
+                              f"one ({SEED_MACHINE}, 32 workers, faint)",
+                              subtitle="Python captures: IREE's phases, then the Python binding's part of the call "
+                                       "and the Python iteration outside the call"),
+        width=560).properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
 def grain_chart(g: pd.DataFrame):
@@ -209,22 +216,29 @@ def _sizes_chart(sz: pd.DataFrame):
 
 
 def _timelines(tl: pd.DataFrame) -> dict:
-    import altair as alt
+    """Per capture, its key spans (:func:`.profiles.timeline_table`) on the trace views' timeline:
+    one row per lane and nesting level, the Python zones nested above IREE's on their lane,
+    coloured by role."""
+    from workbench.traces import charts as tcharts
+    from workbench.traces.model import from_columns
 
     out = {}
     tl = tl[tl["kind"] == "span"]
     for cap in tl["capture"].unique():
         d = tl[tl["capture"] == cap]
+        spans = from_columns({"track": d["track"].to_numpy(), "name": d["name"].to_numpy(),
+                              "category": d["role"].to_numpy(),
+                              "start_ns": (d["start_us"] * 1e3).round().to_numpy(dtype="int64"),
+                              "dur_ns": ((d["end_us"] - d["start_us"]) * 1e3).round().to_numpy(dtype="int64"),
+                              "depth": d["level"].to_numpy(dtype="int32")},
+                             source="cpu-reduction", track_order=list(dict.fromkeys(d["track"])))
         key = "timeline_" + "".join(ch for ch in cap.replace(" ", "_") if ch.isalnum() or ch == "_")
-        out[key] = alt.Chart(d).mark_bar(height=10).encode(
-            y=alt.Y("track:N", sort=list(dict.fromkeys(d["track"])), title=None),
-            x=alt.X("start_us:Q", title="us from iteration start"), x2="end_us:Q",
-            color=alt.Color("role:N", scale=alt.Scale(domain=["dispatch", "wait", "runtime"],
-                                                      range=["#d62728", "#bbbbbb", "#4c78a8"])),
-            tooltip=["track", "name", alt.Tooltip("start_us:Q", format=".1f"),
-                     alt.Tooltip("end_us:Q", format=".1f")],
-        ).properties(title=f"Median steady-state iteration, per thread: {cap}", width=560).properties(
-            autosize=alt.AutoSizeParams(type="pad"))
+        out[key] = tcharts.timeline(spans, width=TIMELINE_WIDTH, color_by="category", palette=ROLE_COLORS,
+                                    title=f"Median steady-state iteration, per thread: {cap}",
+                                    note=f"time from {d['origin'].iloc[0]}; " + (
+                                        "Python zones (py.*) nested above IREE's on their thread"
+                                        if (d["role"] != "python").any() else
+                                        "Python zones only: torch has no zones, its OpenMP threads draw no lanes"))
     return out
 
 
@@ -287,6 +301,7 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
             parts.append(f"{esc(r['capture'])} ({int(r['iterations'])} iterations): compute "
                          f"{derived.fmt_derived(r, status=False)} of each iteration, runtime overhead "
                          f"{derived.fmt_derived(o, status=False)}.")
+    parts.append(_python_sentence(tbls))
     al = _rows(tbls, "alloc")
     clear = al[(al["status"] == "clear") & (al["w"] == 1)].sort_values("n") if len(al) else al
     if len(clear):
@@ -307,6 +322,22 @@ def verdict(tbls: dict[str, pd.DataFrame]) -> str:
         parts.append(f"{vague} derived figure(s) inconclusive (not stated; see the derived table).")
     text = " ".join(p for p in parts if p)
     return text or "No checked variant."
+
+
+def _python_sentence(tbls) -> str:
+    """The Python path's answer to "in the runtime or around it", when IREE's runtime share of
+    a Python iteration is clear (the capture the claim reads: c=8 where captured, most workers)."""
+    ps = _rows(tbls, "python_share")
+    share = ps[(ps["quantity"] == "runtime share") & (ps["status"] == "clear")] if len(ps) else ps
+    if not len(share):
+        return ""
+    r = share.sort_values(["w", "c"], key=lambda c: c == 8 if c.name == "c" else c).iloc[-1]
+    mine = ps[(ps["capture"] == r["capture"]) & (ps["status"] == "clear")].set_index("quantity")
+    rest = [f"{q} {derived.fmt_derived(mine.loc[q], status=False)}" for q in ("binding in the call", "outside the call")
+            if q in mine.index]
+    return (f"Python path ({esc(r['capture'])}, {int(r['iterations'])} iterations in Python zones): IREE's runtime "
+            f"takes {derived.fmt_derived(r, status=False)} of each Python iteration"
+            + (f"; the binding around it: {', '.join(rest)}" if rest else "") + ".")
 
 
 # --- report sections ------------------------------------------------------------------------------
@@ -348,7 +379,10 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
             ("forkjoin", "Fork/join: time at w minus time at 1 worker", ["mechanism", "w", "t1_us", "tw_us", "pairing"]),
             ("forkjoin_compare", "Fork/join: IREE's task system over OpenMP", ["w", "openmp_us", "iree_us"]),
             ("python_cost", "IREE's Python cost: iree.runtime call minus iree-benchmark-module",
-             ["c", "split", "w", "python_us", "bench_us"])):
+             ["c", "split", "w", "python_us", "bench_us"]),
+            ("python_share", "In the runtime or around it: the Python side of each call, from Python zones in Tracy "
+                             "(median per steady-state iteration of one capture)",
+             ["capture", "quantity", "iterations"])):
         t = tbls.get(name)
         if t is not None and len(t):
             parts.append(f"## {title}\n\n" + md_table(_rounded(_derived_display(t, context))))

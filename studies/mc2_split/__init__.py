@@ -364,7 +364,13 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
         fits = info.get("fits") or {"mm": mm.to_json(), "comm": comm.to_json()}
         model = _model(params, Fit.from_json(fits["mm"]), Fit.from_json(fits["comm"]))
         info["planned"] = plan_outputs(params, model, params["contention"], info.get("full"))
-    return {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_provider": by_provider,
+    live = {"backend": backend, "dtype": _dtype(params), "world_size": params["world_size"], "by_provider": by_provider,
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
+    if backend == "nccl":  # the serial baseline's library: the full-size all-reduce and the cost points' sizes
+        ctx.progress(0.99, "the collective library's provenance (a short launch of its own)")
+        live["collective"] = launcher.probe_collectives(
+            [{"op": "all_reduce", "numel": m * params["n"], "dtype": _dtype(params)}
+             for m in sorted(set(params["points"]) | {params["m"]})], params["world_size"], ctx)
+    return live
 
 

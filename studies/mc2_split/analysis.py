@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from workbench import derived, stats, tables
+from workbench import collectives, derived, stats, tables
 from workbench.derived import Derived
 from workbench.record import RunRecord
 from workbench.traces import chrome
@@ -48,6 +48,7 @@ from workbench.untrusted import attachment_file
 
 from . import seed
 from .plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic
+from .planner import planner_configs, planner_table, with_planner
 from .search import best_split, unsearchable
 from .simulate import simulate
 
@@ -838,6 +839,15 @@ def rule_row(rule: str) -> dict:
             "ok": plan.ok, "reason": plan.reason or ""}
 
 
+def collective_table(rec: RunRecord) -> pd.DataFrame:
+    """The serial baseline's collective library (:mod:`workbench.collectives`): NCCL or RCCL,
+    its file, version, algorithm and protocol per size; "not recorded" for older runs."""
+    live = rec.outputs.get("live") or {}
+    if live.get("backend") not in (None, "nccl"):
+        return pd.DataFrame([{"fact": "collective library", "value": f"{live.get('backend')} (torch.distributed)"}])
+    return pd.DataFrame(collectives.summary(live.get("collective")))
+
+
 # --- analyze ---------------------------------------------------------------------------------
 
 def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
@@ -851,6 +861,8 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
     vt = tables.variants_table(rec)
     rs, nulls = run_samples(rec)
     live, items = live_table(rec, vt, rs)
+    planned = planner_table(rec) if len(live) else pd.DataFrame()
+    live = with_planner(live, planned)
     contention, factors = contention_table(rec, live)
     top = headline(live)
     head_fits = (out.get("live", {}).get("by_provider", {}).get(top["provider"], {}).get("fits") if top is not None
@@ -867,6 +879,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         "live": live,
         "derived": derived.derived_table(items + factors + [derived.item(r) for r in bound.to_dict("records")]),
         "contention": contention,
+        "planner": planned,
+        "collective": collective_table(rec),
+        "planner_configs": planner_configs(planned),
         "bound": bound,
         "seed_floor": seed_rows,
         "seed_rule": seed_rule,

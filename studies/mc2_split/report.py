@@ -24,6 +24,7 @@ from workbench.untrusted import escape as esc
 from . import seed
 from .analysis import headline, is_inflation, x_order
 from .plan import short_chunks
+from .planner import readme_planner
 from .spread import TARGET_PCT, across_runs, display
 
 
@@ -425,10 +426,42 @@ def _gantt_section(tbls: dict[str, pd.DataFrame]) -> str:
     return "## Gantt (simulated, ASCII)\n\n" + esc(ascii_gantt(gantt[gantt["shown"].astype(bool)]), "block")
 
 
+def _planner_section(tbls: dict[str, pd.DataFrame]) -> str:
+    """The planner learned on other hosts' runs, per configuration of this run."""
+    cfg = tbls.get("planner_configs")
+    if cfg is None or not len(cfg):
+        return ""
+    rows = pd.DataFrame({
+        "configuration": cfg["provider"].map(esc),
+        "recommended split (search)": [f"[{esc(short_chunks(c))}] {u:,.1f} us" if c else "" for c, u in
+                                       zip(cfg["recommended"], cfg["recommended_us"])],
+        "planner's pick (measured)": [f"{esc(p)} [{esc(short_chunks(c))}] {u:,.1f} us" for p, c, u in
+                                      zip(cfg["pick"], cfg["pick_chunks"], cfg["pick_us"])],
+        "fastest measured": [f"{esc(f)} {u:,.1f} us" for f, u in zip(cfg["fastest"], cfg["fastest_us"])],
+        "pick over fastest": [f"{100 * x:+.1f}%" for x in cfg["pick_over_fastest"]],
+        "predicted within 10%": [f"{k} of {n}" for k, n in zip(cfg["within"], cfg["splits"])]})
+    hosts = "; ".join(dict.fromkeys(esc(t) for t in cfg["trained_on"]))
+    return ("## The planner, learned on other hosts' runs\n\n"
+            "Each overlapped split predicted by the study's pipeline model with this run's own cost fits and overlap "
+            f"terms learned on the committed runs of other hosts ({hosts}), never on this run's host: the `planner` "
+            "table has every split (`planned_us` beside `measured_us`, also in `live`). The planner's pick is the "
+            "measured split it ranks first; the recommended split is its exact search, measured only where it "
+            "equals a split the run timed.\n\n" + md_table(rows))
+
+
+def _collective_section(tbls: dict[str, pd.DataFrame]) -> str:
+    lib = tbls.get("collective")
+    if lib is None or not len(lib):
+        return ""
+    return ("## The baseline's collective library\n\nWhich NCCL (RCCL on ROCm) ran the serial baseline's "
+            "all-reduce and how its tuner chose, from a short launch of its own with NCCL's debug output on (the "
+            "timed run is not changed by it): `workbench/collectives.py`.\n\n" + md_table(lib))
+
+
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     plan = _row(tbls, "_plan")
     secs = [_fits_section(plan), _derivation_section(tbls, plan), _gantt_section(tbls), _floor_section(tbls),
-            _trace_section(tbls)]
+            _trace_section(tbls), _planner_section(tbls), _collective_section(tbls)]
     if plan.get("live"):
         secs.append("`live`: `err` uses the given contention factor, `err_fit` the (compute, comm) factors fitted "
                     "to the seed's and the uniform splits of the same collective (the best split is then searched "
@@ -511,4 +544,4 @@ def readme_spread(analyses: list, args: dict) -> str:
     return md_table(display(across_runs([a.rec for a in analyses])[0]))
 
 
-README_BLOCKS = {"runs": readme_runs, "spread": readme_spread}
+README_BLOCKS = {"runs": readme_runs, "spread": readme_spread, "planner": readme_planner}

@@ -2,11 +2,14 @@
 
     python trim_public.py kineto SRC.json.gz DST.json.gz [STEPS]
     python trim_public.py rocprofv3 SRC.json.gz DST.json.gz START_MS WINDOW_MS
+    python trim_public.py rocprofv3-streams SRC.json.gz DST.json.gz EVERY
 
 kineto: keep the first STEPS ProfilerSteps (host step ranges and the runtime calls inside them
 that launched GPU work, and that GPU work), drop CPU ops, Python functions and flows, keep
 only the args the importers read. rocprofv3: the kernel dispatches of one time window, the
-symbols they use, the agents' identifying fields and the record-kind strings. The tests pin
+symbols they use, the agents' identifying fields and the record-kind strings. rocprofv3-streams:
+every stream kept, with every EVERY-th dispatch of each (at least its first), so the streams keep
+their order of size. The tests pin
 figures that Holistic Trace Analysis computed on the trimmed files themselves
 (tests/traces/test_overlap.py).
 """
@@ -58,12 +61,20 @@ def kineto(src, dst, steps=None):
     _write(d, dst)
 
 
-def rocprofv3(src, dst, start_ms, window_ms):
+def rocprofv3(src, dst, start_ms, window_ms, every=None):
     d = json.load(gzip.open(src))
     n = d["rocprofiler-sdk-tool"][0]
     disp = sorted(n["buffer_records"]["kernel_dispatch"], key=lambda r: r["start_timestamp"])
-    t0 = disp[0]["start_timestamp"] + int(start_ms * 1e6)
-    keep = [r for r in disp if t0 <= r["start_timestamp"] < t0 + int(window_ms * 1e6)]
+    if every:
+        seen = {}
+        keep = []
+        for r in disp:
+            i = seen[r.get("stream_id", {}).get("handle")] = seen.get(r.get("stream_id", {}).get("handle"), -1) + 1
+            if i % every == 0:
+                keep.append(r)
+    else:
+        t0 = disp[0]["start_timestamp"] + int(start_ms * 1e6)
+        keep = [r for r in disp if t0 <= r["start_timestamp"] < t0 + int(window_ms * 1e6)]
     ids = {r["dispatch_info"]["kernel_id"] for r in keep}
     out = {"metadata": {k: v for k, v in n["metadata"].items() if k in ("pid", "init_time", "fini_time")},
            "agents": [{k: a[k] for k in AGENT_KEYS if k in a} for a in n["agents"]],
@@ -77,6 +88,8 @@ if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
     if cmd == "kineto":
         kineto(rest[0], rest[1], int(rest[2]) if len(rest) > 2 else None)
+    elif cmd == "rocprofv3-streams":
+        rocprofv3(rest[0], rest[1], 0, 0, every=int(rest[2]))
     else:
         rocprofv3(rest[0], rest[1], float(rest[2]), float(rest[3]))
     print(rest[1], os.path.getsize(rest[1]))

@@ -376,6 +376,32 @@ def test_study_page_with_a_committed_run_leads_with_its_verdict_and_draws(app, b
         page.close()
 
 
+def test_cpu_reduction_draws_python_zones_nested_above_irees(app, browser):
+    """The committed Python-zones run (issue #43): its Charts tab draws the iree.runtime capture's
+    median iteration with the Python zones (py.iteration holding py.invoke) on the main thread's
+    lane above IREE's zones and the workers' dispatch shards, and torch.sum's capture in the same
+    chart form."""
+    runs = [r for r in committed_runs("cpu-reduction") if "torch" in r.params.get("profile_via", [])]
+    if not runs:
+        pytest.skip("no committed cpu-reduction run with Python zones")
+    page = Page(browser, f"{app['url']}{_study_path('cpu-reduction')}?run={runs[0].run_id}")
+    try:
+        page.open_tab(page.page.locator("[data-testid='stTab']").filter(has_text="Charts").first)
+        panel = page.page.locator("[role=tabpanel]:visible")
+        iree = panel.locator(".vega-embed").filter(has_text="(python)").filter(has_text="c=8")
+        torch = panel.locator(".vega-embed").filter(has_text="torch.sum")
+        iree.first.wait_for(state="visible")
+        texts = " ".join(iree.first.locator("svg text").all_text_contents())
+        for name in ("py.iteration", "py.invoke", "Main thread", "iree-worker", "python", "dispatch"):
+            assert name in texts, f"the Python-zones timeline does not show {name!r}"
+        assert "py.torch_sum" in " ".join(torch.first.locator("svg text").all_text_contents())
+        page.assert_healthy()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        iree.first.screenshot(path=str(SHOTS / "cpu-reduction-python-zones.png"))
+    finally:
+        page.close()
+
+
 def test_the_issue_report_preview_renders_its_tables_and_mermaid_charts(app, browser):
     """The Share tab's preview of a committed mc2-split run's issue report (the default, about
     two screens), as Markdown renders it: tables as tables, the key chart's Mermaid xychart

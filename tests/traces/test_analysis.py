@@ -51,7 +51,9 @@ def test_name_stats_and_track_gaps():
     st = analysis.name_stats(df).set_index("name")
     assert st.loc["gemm", "count"] == 2 and st.loc["gemm", "total_us"] == 60.0
     assert st.loc["gemm", "min_us"] == 20.0 and st.loc["gemm", "max_us"] == 40.0
-    assert st.loc["step", "share_pct"] == 100.0  # wall = 0..100 us
+    # "step" covers every other row: an envelope, kept out of the per-name table
+    assert "step" not in st.index and analysis.envelopes(df).tolist() == [True, False, False, False, False]
+    assert st.loc["gemm", "self_us"] == 60.0 and st.loc["gemm", "share_pct"] == 75.0  # of the 80 us from the first to the last row inside the envelope
     gaps = analysis.gaps(df)
     assert gaps.to_dict("records") == [{"track": "GPU 0 stream 7", "start_ns": 60_000, "dur_ns": 10_000}]
     ts = analysis.track_summary(df).set_index("track")
@@ -131,8 +133,24 @@ def test_timeline_colours_by_self_time_and_by_category_for_per_tile_names():
     assert info["color_by"] == "category" and set(info["keys"]) == {"gemm", "wait"}
 
 
+def test_python_zones_keep_a_colour_of_their_own():
+    """The workbench's py.* zones (workbench.tracy) are coloured whatever their self time (an
+    enclosing py.iteration has almost none), from their own colour family, nested as usual."""
+    recs = [{"track": "main", "name": "py.iteration", "start_ns": 0, "dur_ns": 1_000},
+            {"track": "main", "name": "py.invoke", "start_ns": 5, "dur_ns": 990}]
+    recs += [{"track": "main", "name": f"op{i % 3}", "start_ns": 10 + 100 * i, "dur_ns": 90} for i in range(9)]
+    rows, info = charts.timeline_data(with_depth(from_records(recs, source="t")), top_names=2)
+    assert info["keys"][:2] == ["op0", "op1"] and {"py.iteration", "py.invoke"} <= set(info["keys"])
+    assert rows.loc[rows["name"] == "py.iteration", "key"].iloc[0] == "py.iteration"
+    by = rows.groupby("name", observed=True)["row"].first()
+    assert by["py.iteration"] < by["py.invoke"] < by["op0"]  # nested rows, outermost first
+    colours = dict(zip(info["keys"], charts._colors(info["keys"])))
+    assert colours["py.iteration"] in charts.PY_ZONE_COLORS and colours["py.invoke"] in charts.PY_ZONE_COLORS
+    assert colours["op0"] not in charts.PY_ZONE_COLORS
+
+
 def test_self_time_subtracts_children():
-    from workbench.traces.charts import self_time
+    from workbench.traces.analysis import self_time
 
     lane = np.array([0, 0, 0, 1])
     st = np.array([0, 10, 50, 0])

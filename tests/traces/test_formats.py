@@ -20,7 +20,7 @@ def test_torch_cuda_kernels_on_gpu_stream_lanes():
     validate(df)
     k = df[df["category"] == "kernel"]
     assert len(k) > 0 and (k["device"] == 0).all()
-    assert set(k["track"].astype(str)) <= {"GPU 0 stream 7", "GPU 0 stream 18"}
+    assert set(k["track"].astype(str)) <= {"GPU 0 · stream 7", "GPU 0 · stream 18"}
     # runtime launches and kernels share Kineto's correlation ids
     rt = df[df["category"] == "cuda_runtime"]
     assert set(k["correlation"].dropna()) <= set(rt["correlation"].dropna())
@@ -66,12 +66,12 @@ def test_rocprof_v1_json_quirks():
 
 
 @pytest.mark.parametrize("name,cat,n,tracks", [
-    ("1234_kernel_trace.csv", "kernel", 4, ["GPU 2 queue 1", "GPU 3 queue 2"]),
-    ("5678_kernel_trace.csv", "kernel", 3, ["GPU 2 stream 0", "GPU 3 stream 1"]),
+    ("1234_kernel_trace.csv", "kernel", 4, ["GPU 2 · queue 1", "GPU 3 · queue 2"]),
+    ("5678_kernel_trace.csv", "kernel", 3, ["GPU 2 · stream 0", "GPU 3 · stream 1"]),
     ("1234_hip_api_trace.csv", "hip_api", 6, ["thread 1234", "thread 1240"]),
     ("1234_marker_api_trace.csv", "marker", 2, ["thread 1234"]),
     ("1234_memory_copy_trace.csv", "gpu_memcpy", 2, ["copy stream 0"]),
-    ("results.csv", "kernel", 2, ["GPU 2 queue 0"]),
+    ("results.csv", "kernel", 2, ["GPU 2 · queue 0"]),
 ])
 def test_rocprof_csv_column_sets(name, cat, n, tracks):
     df, meta = load(DATA / "rocprofv3_csv_versions" / name)
@@ -94,8 +94,8 @@ def test_nsys_sqlite_tables():
     counts = df["category"].astype(str).value_counts().to_dict()
     assert counts == {"cuda_runtime": 6, "kernel": 3, "nvtx": 3, "gpu_memcpy": 1, "gpu_memset": 1, "cuda_sync": 1,
                       "osrt": 2}
-    assert list(df["track"].cat.categories) == ["python3 (4242)", "NVTX python3 (4242)", "GPU 0 stream 7",
-                                               "GPU 0 stream 18"]
+    assert list(df["track"].cat.categories) == ["python3 (4242)", "NVTX python3 (4242)", "GPU 0 · stream 7",
+                                               "GPU 0 · stream 18"]
     nv = df[df["category"] == "nvtx"]
     assert set(nv["name"].astype(str)) == {"step", "marker"}  # text and textId names
     assert (nv[nv["name"] == "marker"]["kind"] == "instant").all()
@@ -292,5 +292,6 @@ def test_chrome_lane_order_follows_sort_indices_then_first_appearance(tmp_path):
     df, _ = load(p)
     cats = list(df["track"].cat.categories)
     sorted_tids = list(range(2996, -1, -7))  # most negative sort index first
-    assert len(cats) == 3000 and cats[:len(sorted_tids)] == [f"1/{t}" for t in sorted_tids]
-    assert cats[len(sorted_tids)] == "1/1"  # then unsorted lanes in order of appearance
+    # no process or thread names: "process 1 · thread 2996", never a raw "1/2996"
+    assert len(cats) == 3000 and cats[:len(sorted_tids)] == [f"process 1 · thread {t}" for t in sorted_tids]
+    assert cats[len(sorted_tids)] == "thread 1"  # then unsorted lanes in order of appearance (pid = tid: main)

@@ -40,7 +40,7 @@ def test_rocprofv3_json_kernels():
     assert len(df) == 495 and set(df["category"].astype(str)) == {"kernel"}
     # the MI350X's first GPU agent is GPU 0; lanes per HIP stream
     assert set(df["device"].dropna()) == {0}
-    assert all(t.startswith("GPU 0 stream ") for t in df["track"].astype(str))
+    assert all(t.startswith("GPU 0 · stream ") for t in df["track"].astype(str))
     names = df["name"].astype(str)
     assert names.str.startswith("ncclDevKernel_Generic").any()  # from kernel_symbols, not ids
     assert df["correlation"].notna().all()
@@ -74,7 +74,7 @@ def test_rocprofv3_json_copies_and_markers(tmp_path):
     df, _ = load(_write(tmp_path, doc))
     copies = df[df["category"] == "gpu_memcpy"].sort_values("start_ns")
     assert list(copies["name"].astype(str)) == ["Memcpy HtoD", "Memcpy PtoP"]  # GPU 1 -> GPU 0 is a peer copy
-    assert set(copies["track"].astype(str)) == {"GPU 0 copies"}
+    assert set(copies["track"].astype(str)) == {"GPU 0 · copies"}
     assert list(overlap.classify(copies)) == ["memory", "communication"]
     marker = df[df["category"] == "marker"]
     assert list(marker["name"].astype(str)) == ["step"] and list(marker["track"].astype(str)) == ["thread 908"]
@@ -127,13 +127,13 @@ def test_nsys_export_schema_2_is_read():
                     "osrt": 2}
     # host lanes from ThreadNames, pid and tid taken from below the VM id; GPU lanes per stream
     assert list(df["track"].cat.categories) == ["cuda-EvtHandlr (7316)", "saxpy_pipeline (7311)",
-                                                "NVTX saxpy_pipeline (7311)", "GPU 0 stream 13", "GPU 0 stream 14"]
+                                                "NVTX saxpy_pipeline (7311)", "GPU 0 · stream 13", "GPU 0 · stream 14"]
     assert set(df["process"].astype(str)) == {"process 7311", "GPU 0"}
     kernels = df[df["category"] == "kernel"].sort_values("start_ns")
     assert [str(n) for n in kernels["name"]] == ["saxpy(int, float, const float *, float *)",
                                                  "scale_rows(float *, int)",
                                                  "saxpy(int, float, const float *, float *)"]
-    assert [str(t) for t in kernels["track"]] == ["GPU 0 stream 13", "GPU 0 stream 14", "GPU 0 stream 14"]
+    assert [str(t) for t in kernels["track"]] == ["GPU 0 · stream 13", "GPU 0 · stream 14", "GPU 0 · stream 14"]
     copies = df[df["category"] == "gpu_memcpy"].sort_values("start_ns")
     assert [str(n) for n in copies["name"]] == ["Memcpy HtoD", "Memcpy HtoD", "Memcpy DtoH"]
     runtime = df[df["category"] == "cuda_runtime"]
@@ -197,7 +197,7 @@ def _packet(**fields) -> bytes:
             return bytes(out) + body
 
 
-def test_android_system_trace_without_trackevents(tmp_path):
+def test_android_system_trace_without_slices_is_refused(tmp_path):
     pytest.importorskip("perfetto")
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -205,7 +205,7 @@ def test_android_system_trace_without_trackevents(tmp_path):
     p = tmp_path / "boot.perfetto-trace"
     p.write_bytes(_packet(timestamp=1, android_log=log) * 3 + _packet(timestamp=2, ftrace_events=pb.FtraceEventBundle(cpu=0)))
     with pytest.raises(TraceError, match=r"^perfetto-pftrace: boot.perfetto-trace: an Android system trace without "
-                                         r"TrackEvent slices \(4 packets: android_log \(3\), ftrace_events \(1\)\)"):
+                                         r"TrackEvent or atrace slices \(4 packets: android_log \(3\), ftrace_events \(1\)\)"):
         load(p)
 
 

@@ -100,13 +100,13 @@ def test_annotation_ranges_have_their_own_lane_and_never_change_busy_or_idle():
     ann = df["category"] == "gpu_user_annotation"
     assert ann.sum() == 2
     lanes = set(df.loc[ann, "track"].astype(str))
-    assert lanes == {"GPU 2 stream 0 annotations"}  # beside the stream's lane, not on it
+    assert lanes == {"GPU 2 · stream 0 annotations"}  # beside the stream's lane, not on it
     cats = list(df["track"].cat.categories)
-    assert cats.index("GPU 2 stream 0 annotations") == cats.index("GPU 2 stream 0") + 1
+    assert cats.index("GPU 2 · stream 0 annotations") == cats.index("GPU 2 · stream 0") + 1
     without = df[~ann]
     pd.testing.assert_frame_equal(overlap.breakdown(df), overlap.breakdown(without))
-    lane = analysis.track_summary(df).set_index("track").loc["GPU 2 stream 0"]
-    lane_without = analysis.track_summary(without).set_index("track").loc["GPU 2 stream 0"]
+    lane = analysis.track_summary(df).set_index("track").loc["GPU 2 · stream 0"]
+    lane_without = analysis.track_summary(without).set_index("track").loc["GPU 2 · stream 0"]
     assert lane["busy_us"] == lane_without["busy_us"] and lane["idle_us"] == lane_without["idle_us"]
     # the annotations span 12% of the stream's range; its kernels and copies keep it 1.7% busy
     assert lane["busy_pct"] == pytest.approx(1.67, abs=0.01)
@@ -129,14 +129,14 @@ def test_lanes_of_a_trace_without_metadata_are_named_by_device_and_stream(tmp_pa
     p.write_text(json.dumps(doc))
     df, _ = load(p)
     kernel_lanes = set(df.loc[df["category"] == "kernel", "track"].astype(str))
-    assert kernel_lanes == {"GPU 2 stream 0"}
-    assert set(df.loc[df["category"] == "gpu_user_annotation", "track"].astype(str)) == {"GPU 2 stream 0 annotations"}
+    assert kernel_lanes == {"GPU 2 · stream 0"}
+    assert set(df.loc[df["category"] == "gpu_user_annotation", "track"].astype(str)) == {"GPU 2 · stream 0 annotations"}
 
 
 # --- classification ----------------------------------------------------------------------------------
 
 def _kernels(names: list[str], category: str = "kernel") -> pd.DataFrame:
-    return from_records([{"track": "GPU 0 stream 7", "name": n, "category": category, "device": 0, "stream": 7,
+    return from_records([{"track": "GPU 0 · stream 7", "name": n, "category": category, "device": 0, "stream": 7,
                           "start_ns": 1000 * i, "dur_ns": 500} for i, n in enumerate(names)], source="test")
 
 
@@ -147,9 +147,11 @@ def test_builtin_rules():
              "c10d::symmetric_memory::barrier_kernel(unsigned int**, int, int, int, unsigned long)",
              "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16, 8>(...)",
              "ag_gemm_hbm_kernel", "void cutlass::Kernel<flux::GemmRS_Kernel>(...)",
-             "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT", "void deep_ep::intranode::dispatch<8, 768>(...)"]
+             "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT", "void deep_ep::intranode::dispatch<8, 768>(...)",
+             "void dpsk::ep::internode::combine<false, 8, 4>(...)", "nvshmemi_transfer_kernel",
+             "void vllm::cross_device_reduce_1stage<half, 8>(...)"]
     got = list(overlap.classify(_kernels(names)))
-    assert got == ["communication"] * 5 + ["fused"] * 2 + ["computation"] * 2
+    assert got == ["communication"] * 5 + ["fused"] * 2 + ["computation"] + ["communication"] * 4
     copies = _kernels(["Memcpy HtoD (Pinned -> Device)", "Memcpy PtoP (Device -> Device)", "Memset (Device)"],
                       "gpu_memcpy")
     assert list(overlap.classify(copies)) == ["memory", "communication", "memory"]
@@ -158,8 +160,8 @@ def test_builtin_rules():
                     _kernels(["Stream Sync"], "cuda_sync")])
     assert overlap.classify(other).isna().all()
     # the user's pattern comes first, even over a built-in fused kernel
-    assert list(overlap.classify(_kernels(names[5:]), comm="deep_ep::|hbm")) == [
-        "communication", "fused", "computation", "communication"]
+    assert list(overlap.classify(_kernels(names[5:9]), comm="nvjet|hbm")) == [
+        "communication", "fused", "communication", "communication"]
 
 
 def test_comm_moves_a_kernel_family_into_communication():

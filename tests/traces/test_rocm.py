@@ -42,7 +42,7 @@ def test_rocprof_counter_collection_one_kernel_span_per_dispatch():
 def test_rocprof_memory_allocations():
     df, _ = load(ROCPROF / "9012_memory_allocation_trace.csv")
     assert (df["category"] == "memory_allocation").all()
-    assert df["track"].astype(str).tolist() == ["GPU 2 memory", "host memory"]
+    assert df["track"].astype(str).tolist() == ["GPU 2 · memory", "host memory"]
 
 
 @pytest.mark.parametrize("name,header,msg", [
@@ -67,7 +67,7 @@ def test_rocpd_through_views_lanes_and_correlation():
     df, meta = load(ROCPD / "rank0.db")
     validate(df)
     assert meta["format"] == "rocpd" and meta["schema_version"] == "3" and len(meta["sessions"]) == 1
-    assert list(df["track"].cat.categories) == ["thread 4100", "thread 4107", "GPU 0 memory", "GPU 0 stream 0"]
+    assert list(df["track"].cat.categories) == ["thread 4100", "thread 4107", "GPU 0 · memory", "GPU 0 · stream 0"]
     counts = df["category"].astype(str).value_counts().to_dict()
     assert counts == {"hip_api": 7, "kernel": 2, "gpu_memcpy": 2, "marker": 2, "memory_allocation": 1}
     k = df[df["category"] == "kernel"].set_index("name")
@@ -89,8 +89,8 @@ def test_rocpd_two_sessions_in_one_database_keep_apart():
     df, meta = load(ROCPD / "rank1.db")
     assert len(meta["sessions"]) == 2 and [p["pid"] for p in meta["processes"]] == [4200, 4300]
     tracks = list(df["track"].cat.categories)
-    assert tracks[:4] == ["pid 4200 thread 4200", "pid 4200 thread 4207", "pid 4200 GPU 1 memory",
-                          "pid 4200 GPU 1 stream 0"]
+    assert tracks[:4] == ["pid 4200 thread 4200", "pid 4200 thread 4207", "pid 4200 GPU 1 · memory",
+                          "pid 4200 GPU 1 · stream 0"]
     assert len(tracks) == 8 and (df[df["category"] == "kernel"]["device"] == 1).all()
     assert df["process"].astype(str).nunique() == 2
 

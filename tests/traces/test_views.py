@@ -104,7 +104,7 @@ def _trace(seed: int, slow: float = 1.0, names=("gemm", "relu"), n: int = 40):
     for i in range(n):
         for name in names:
             d = int(rng.normal(10_000 if name == "gemm" else 2_000, 300) * (slow if name == "gemm" else 1.0))
-            recs.append({"track": "GPU 0 stream 7", "name": name, "category": "kernel", "start_ns": t, "dur_ns": d})
+            recs.append({"track": "GPU 0 · stream 7", "name": name, "category": "kernel", "start_ns": t, "dur_ns": d})
             t += d + 500
     return from_records(recs, source="test")
 
@@ -176,9 +176,9 @@ def test_lane_summaries_match_a_per_lane_reference():
 
 def test_chrome_export_keeps_lane_order_with_interleaved_processes(tmp_path):
     recs = [{"process": p, "track": t, "name": "x", "start_ns": i, "dur_ns": 1}
-            for i, (p, t) in enumerate([("gpu", "GPU 0 stream 7"), ("host", "main"), ("gpu", "GPU 0 stream 9"),
+            for i, (p, t) in enumerate([("gpu", "GPU 0 · stream 7"), ("host", "main"), ("gpu", "GPU 0 · stream 9"),
                                         ("host", "worker")])]
-    order = ["GPU 0 stream 9", "main", "GPU 0 stream 7", "worker"]
+    order = ["GPU 0 · stream 9", "main", "GPU 0 · stream 7", "worker"]
     df = from_records(recs, source="t", track_order=order)
     write_chrome_json(df, tmp_path / "o.json")
     back, _ = load(tmp_path / "o.json")
@@ -220,7 +220,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_several_files_are_ranks():
     res = _cli(*map(str, RANK_FILES), "--phases")
     assert res.returncode == 0, res.stderr
-    assert "rank 1 · GPU 1 stream 7" in res.stdout and "slowest rank: 1" in res.stdout
+    assert "rank 1 · GPU 1 · stream 7" in res.stdout and "slowest rank: 1" in res.stdout
     assert "Phases of rank 0" in res.stdout and "Phases of rank 1" in res.stdout
     res = _cli(*map(str, RANK_FILES), "--json")
     doc = json.loads(res.stdout)

@@ -186,7 +186,7 @@ def test_a_trace_reads_as_the_cli_summarises_it():
     assert list(parts) == ["by name", "phases"] and parts.skipped == {}
     assert parts["phases"]["phase"].iloc[-1] == "total" and parts["by name"]["count"].sum() > 0
     page = spans._repr_html_()
-    assert "<strong>Lanes</strong>" in page and "Top 10 names by total time" in page and "<img" in page
+    assert "<strong>Lanes</strong>" in page and "Top 10 names by self time" in page and "<img" in page
     assert spans.timeline()._repr_mimebundle_()["image/png"]
 
 

@@ -107,6 +107,33 @@ def test_runs_compare_report_export_import(tmp_path, store, capsys, calib_run):
     assert json.loads(gb.read_text())["benchmarks"]
 
 
+def test_export_attachments_writes_each_trace_and_refuses_a_bad_name(tmp_path, store, capsys):
+    """A run's captures come out as files that ``trace FILE`` reads; an attachment whose name is
+    a path (a bundle is untrusted) is refused, the others still written."""
+    from workbench.record import RunRecord
+    from workbench.store import read_bundle
+    from workbench.traces import load
+
+    bundle = ROOT / "traces" / "cpu-reduction" / "python-zones-2cpu.bundle.json"
+    sp = str(store.path)
+    assert main(["--store", sp, "import", str(bundle)]) == 0
+    run_id = read_bundle(bundle).run_id
+    out = tmp_path / "captures"
+    assert main(["--store", sp, "export", run_id, "--format", "attachments", "-o", str(out)]) == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["profile_n1000000_c8_aligned_w1_python.tracy.json.gz", "profile_n1000000_w1_torch.tracy.json.gz"]
+    spans, _ = load(out / files[0])
+    assert (spans["name"].astype(str) == "py.invoke").sum() > 0
+    rec = RunRecord("20260101-000000-calibration-abcdef", "calibration", {}, env={}, status="complete",
+                    created_utc="2026-01-01T00:00:00Z", outputs={})
+    rec.attachments = [("../escape.txt", "text/plain", b"x"), ("ok.txt", "text/plain", b"y")]
+    store.save(rec)
+    capsys.readouterr()
+    assert main(["--store", sp, "export", rec.run_id, "--format", "attachments", "-o", str(tmp_path / "a")]) == 2
+    assert "not a plain file name" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["ok.txt"] and not (tmp_path / "escape.txt").exists()
+
+
 def test_notebook_report_executes(tmp_path, store, calib_run):
     import nbformat
     from nbclient import NotebookClient

@@ -14,7 +14,7 @@ CORE = ROOT / "workbench"
 #: what a function may import for itself: stacks that cost start-up or may be missing
 DEFERRED_OK = {"torch", "triton", "cupy", "pyopencl", "iree", "streamlit", "scipy", "altair", "vl_convert", "nbclient",
                "nbformat", "IPython", "ipywidgets", "PIL",
-               "jsonschema", "orjson", "zstandard", "lz4", "perfetto"}
+               "jsonschema", "orjson", "zstandard", "lz4", "perfetto", "re2"}
 
 
 def _module_name(path: Path) -> str:
@@ -89,9 +89,11 @@ def test_only_the_registry_imports_the_studies_and_nothing_imports_the_ui():
                 assert path == CORE / "registry.py", f"{path.relative_to(ROOT)} imports {module}: only registry.py may"
 
 
-#: the one deferred import of the workbench itself: the entry point sets the signal handlers
-#: before the CLI's imports (workbench.interrupt), so a Ctrl-C while they run is not lost
-DEFERRED_HERE = {("workbench/__main__.py", "workbench.cli")}
+#: the deferred imports of the workbench itself: the entry point sets the signal handlers
+#: before the CLI's imports (workbench.interrupt), so a Ctrl-C while they run is not lost; the
+#: trace command imports only its own module (the rest of the CLI's imports cost it a third of
+#: its time on a small trace)
+DEFERRED_HERE = {("workbench/__main__.py", "workbench.cli"), ("workbench/__main__.py", "workbench.traces.cli")}
 #: the CLI's commands import what only they use (pandas, the studies' analyses, the statistics,
 #: the report writers): a typo's error line comes before them, within a second (issue 44;
 #: benchmarks/cli.py), and test_cli's test_an_error_line_comes_before_the_heavy_imports keeps it so

@@ -17,6 +17,9 @@ not use as it stands (0 when nothing): ``malformed_events`` (dropped: unusable t
 unpaired ends, rows of the wrong shape), ``timestamp_overflows`` (dropped: beyond int64 ns),
 ``negative_durations`` (kept with ``dur_ns`` 0: end before start) and ``unclosed_spans`` (kept,
 ending at the last timestamp of the trace or with duration 0, as the importer says).
+
+Lanes keep the source's order, except that a GPU with many streams or queues lists them busiest
+first (:func:`.model.busiest_first`), so the first lanes any view shows hold most of the work.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import importlib
 import json
 import os
 import re
+import resource
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,7 +39,7 @@ import pandas as pd
 
 from .base import Format, TraceError
 from .inflate import gunzip_head, max_read_bytes
-from .model import SpanTableError, validate
+from .model import SpanTableError, busiest_first, validate
 
 
 #: importer modules in detection order. rocpd before nsys (both are SQLite: rocpd is
@@ -163,10 +167,19 @@ def _check_size(p: Path, size: int) -> None:
                                     "file may have (WORKBENCH_TRACE_INFLATE_MAX_MB); nothing was read")
 
 
-def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
+def _memory_limit() -> str:
+    """The address-space limit that stopped an import, said with the figure ('' without one)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "" if soft == resource.RLIM_INFINITY else \
+        f" under an address-space limit of {soft >> 20:,} MiB (ulimit -v); an import takes a few times the file's size"
+
+
+def load(path: str | os.PathLike, args: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a trace file into ``(spans, meta)``; raises :class:`TraceError` on any failure.
 
     ``meta`` always has ``format``, ``path`` and ``clock`` (what ``start_ns`` counts from).
+    ``args=False``: the ``args`` column may be left empty (None) where that makes reading faster
+    and smaller (Chrome JSON): for outputs that never show the events' args.
     """
     p = Path(path)
     if not p.is_file():
@@ -184,14 +197,15 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                                     f"(supported: {', '.join(f.id for f in formats())})")
     try:
         with _gc_paused():
-            df, meta = mod.load(p)
+            df, meta = mod.load(p, args=False) if not args and getattr(mod, "ARGS_OPTIONAL", False) else mod.load(p)
         validate(df)
+        df = busiest_first(df)
     except TraceError:
         raise
     except SpanTableError as exc:
         raise TraceError(mod.FORMAT, f"{p.name}: importer produced an invalid span table ({exc})") from None
     except MemoryError:
-        raise TraceError(mod.FORMAT, f"{p.name}: out of memory while reading") from None
+        raise TraceError(mod.FORMAT, f"{p.name}: out of memory while reading{_memory_limit()}") from None
     except Exception as exc:  # noqa: BLE001 - the contract: one clear line, never a traceback
         raise TraceError(mod.FORMAT, f"{p.name}: unreadable ({type(exc).__name__}: {exc})") from None
     meta = {"format": mod.FORMAT, "path": str(p), **meta}

@@ -33,28 +33,115 @@ def wall_ns(df: pd.DataFrame) -> int:
     return int(end_ns(df).max() - df["start_ns"].min())
 
 
-def name_stats(df: pd.DataFrame, by: tuple[str, ...] = ("category", "name")) -> pd.DataFrame:
-    """Per-name statistics of the spans, longest total first.
+#: categories of spans a profiler draws around everything it recorded (Kineto's "PyTorch
+#: Profiler (0)" and its own step spans on the "Spans" lane): never the program's own work
+ENVELOPE_CATEGORIES = ("trace",)
 
-    Columns: ``by`` + ``count, total_us, mean_us, median_us, min_us, max_us, share_pct``, where
-    ``share_pct`` is total time over the trace's wall time (nested and parallel spans can
-    make the shares add up past 100%).
+
+def envelopes(df: pd.DataFrame) -> np.ndarray:
+    """Which rows are envelope spans: a profiler's own spans (:data:`ENVELOPE_CATEGORIES`),
+    and any span that covers every other row of the trace (a process-wide range).
+
+    Envelopes say when the profiler ran, not where time went: they are kept out of the
+    timeline's axis range and of the per-name tables, and drawn as a thin band.
     """
-    s = spans(df)
+    n = len(df)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    env = df["category"].isin(ENVELOPE_CATEGORIES).to_numpy() & (df["kind"] == "span").to_numpy()
+    rest = ~env
+    if rest.sum() < 2:
+        return env
+    st = df["start_ns"].to_numpy()
+    en = st + df["dur_ns"].to_numpy()
+    lo, hi = st[rest].min(), en[rest].max()
+    # a span from the first start to the last end of all the others (not itself the only one)
+    cover = rest & (st <= lo) & (en >= hi) & (df["kind"] == "span").to_numpy()
+    if cover.sum() < rest.sum():  # unless every row is one (nothing inside them)
+        env |= cover
+    return env
+
+
+def self_time(lane: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Each span's time not covered by its children (the spans one level deeper that start
+    inside it on its lane), so that enclosing zones do not outrank the work inside them."""
+    dur = (end - start).astype(np.int64)
+    out = dur.copy()
+    if len(dur) == 0:
+        return out
+    order = np.lexsort((-dur, start, lane))
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))  # rank in nesting order (lane first): parents precede children
+    for d in np.unique(depth[depth > 0]):
+        child = np.flatnonzero(depth == d)
+        par = np.flatnonzero(depth == d - 1)
+        if len(par) == 0:  # their parents are not in the table (a window, envelopes left out)
+            continue
+        par = par[np.argsort(pos[par])]
+        # the parent: the last span one level up before the child in nesting order, on its lane
+        j = np.searchsorted(pos[par], pos[child]) - 1
+        ok = j >= 0
+        p = par[np.maximum(j, 0)]
+        ok &= (lane[p] == lane[child]) & (end[p] > start[child])
+        np.subtract.at(out, p[ok], dur[child[ok]])
+    return np.maximum(out, 0)
+
+
+def span_self_ns(df: pd.DataFrame) -> np.ndarray:
+    """:func:`self_time` of every row of a table (instants: 0)."""
+    st = df["start_ns"].to_numpy()
+    en = st + df["dur_ns"].to_numpy()
+    out = self_time(df["track"].cat.codes.to_numpy().astype(np.int64), st, en,
+                    df["depth"].to_numpy(dtype=np.int64, na_value=0))
+    out[(df["kind"] != "span").to_numpy()] = 0
+    return out
+
+
+def name_stats(df: pd.DataFrame, by: tuple[str, ...] = ("category", "name")) -> pd.DataFrame:
+    """Per-name statistics of the spans, most self time first (envelopes left out).
+
+    Columns: ``by`` + ``count, self_us, total_us, mean_us, median_us, min_us, max_us, lanes,
+    share_pct``. ``total_us`` sums the spans' durations (a name nested in itself, or running
+    on several lanes at once, counts each span); ``self_us`` is the time no child of the
+    span covers, so the self times of a lane add up to its busy time. ``share_pct`` is self
+    time over the time of the lanes the name runs on (the trace's wall time per lane): never
+    over 100%, and the shares of one lane's names add up to its busy share.
+    """
     keys = list(by)
+    cols = keys + ["count", "self_us", "total_us", "mean_us", "median_us", "min_us", "max_us", "lanes", "share_pct"]
+    is_span = (df["kind"] == "span").to_numpy()
+    env = envelopes(df)
+    s = df[is_span & ~env]
     if s.empty:
-        return pd.DataFrame(columns=keys + ["count", "total_us", "mean_us", "median_us", "min_us", "max_us",
-                                            "share_pct"])
-    g = s.groupby(keys, observed=True, sort=False)["dur_ns"]
-    out = g.agg(count="count", total_ns="sum", mean_ns="mean", median_ns="median", min_ns="min", max_ns="max")
+        return pd.DataFrame(columns=cols)
+    self_ns = span_self_ns(df)[is_span & ~env]
+    s = s.assign(self_ns=self_ns)
+    g = s.groupby(keys, observed=True, sort=False)
+    out = g["dur_ns"].agg(count="count", total_ns="sum", mean_ns="mean", median_ns="median", min_ns="min",
+                          max_ns="max")
+    out["self_ns"] = g["self_ns"].sum()
+    out["lanes"] = g["track"].nunique()
     out = out.reset_index()
-    wall = wall_ns(df) or 1
-    for c in ("total", "mean", "median", "min", "max"):
+    wall = wall_ns(df[~env]) or 1
+    for c in ("self", "total", "mean", "median", "min", "max"):
         out[f"{c}_us"] = out.pop(f"{c}_ns") / 1e3
-    out["share_pct"] = 100.0 * out["total_us"] * 1e3 / wall
+    out["share_pct"] = 100.0 * out["self_us"] * 1e3 / (wall * out["lanes"].clip(lower=1))
     for k in keys:
         out[k] = out[k].astype(str)
-    return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    out = out.sort_values(["self_us", "total_us"], ascending=False, kind="stable").reset_index(drop=True)
+    return out[cols]
+
+
+def apply(df: pd.DataFrame, analyses) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """Run ``(name, table -> table)`` analyses: ``(tables, skipped)``, where an analysis that
+    does not apply to this trace (it raised ValueError) is left out with its reason."""
+    tables, skipped = {}, {}
+    for name, fn in analyses:
+        try:
+            tables[name] = fn(df)
+        except ValueError as exc:
+            skipped[name] = str(exc)
+    return tables, skipped
 
 
 def busy_intervals(start_ns: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,13 +206,15 @@ def gaps(df: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
                          "start_ns": gs[keep].astype(np.int64), "dur_ns": (ge - gs)[keep].astype(np.int64)})
 
 
-def track_summary(df: pd.DataFrame) -> pd.DataFrame:
+def track_summary(df: pd.DataFrame, origin_ns: int | None = None) -> pd.DataFrame:
     """Per track: spans, busy time (union), idle time inside its active range, utilisation.
 
-    Columns: ``track, spans, first_ns, last_ns, busy_us, idle_us, busy_pct, largest_gap_us``, one
-    row per lane with spans, in lane order.
+    Columns: ``track, spans, first_us, last_us`` (the lane's first start and last end, from
+    ``origin_ns``: by default the table's first start), ``busy_us, idle_us, busy_pct,
+    largest_gap_us``, one row per lane with spans, in lane order.
     """
     lane, bs, be = lane_intervals(df)
+    origin = (int(df["start_ns"].min()) if len(df) else 0) if origin_ns is None else int(origin_ns)
     n_lanes = len(df["track"].cat.categories)
     counts = np.bincount(spans(df)["track"].cat.codes.to_numpy().clip(-1) + 1, minlength=n_lanes + 1)[1:]
     used = np.flatnonzero(counts)
@@ -142,7 +231,8 @@ def track_summary(df: pd.DataFrame) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.where(active > 0, 100.0 * busy_u / np.where(active > 0, active, 1), 100.0)
     return pd.DataFrame({"track": np.asarray(df["track"].cat.categories, dtype=object)[used].astype(str),
-                         "spans": counts[used], "first_ns": first[used], "last_ns": last[used],
+                         "spans": counts[used], "first_us": (first[used] - origin) / 1e3,
+                         "last_us": (last[used] - origin) / 1e3,
                          "busy_us": busy_u / 1e3, "idle_us": (active - busy_u) / 1e3, "busy_pct": pct,
                          "largest_gap_us": gap[used] / 1e3})
 
@@ -199,3 +289,12 @@ def summary(df: pd.DataFrame, meta: dict) -> dict:
         doc["ranks"] = meta["ranks"]
         doc["alignment"] = meta.get("alignment")
     return doc
+
+
+def search_mask(regex, values: pd.Series) -> np.ndarray:
+    """Whether ``regex`` (from :func:`workbench.untrusted.user_regex`, or any compiled pattern) finds a match in
+    each of ``values`` (missing: False). Each distinct value is matched once (a trace's names
+    repeat), so the cost is that of its distinct names."""
+    codes, uniques = pd.factorize(values)
+    hit = np.fromiter((regex.search(str(u)) is not None for u in uniques), dtype=bool, count=len(uniques))
+    return np.append(hit, False)[codes]  # code -1 (missing) takes the appended False

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..units import PER_NS, time_unit
+from .analysis import envelopes, self_time
 from .model import end_ns
 from .ranks import merge
 from .overlap import where
@@ -40,30 +41,11 @@ TOP_NAMES = 10
 PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#79706e"]
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
+#: Python zones (``py.*``, the workbench's own Tracy zones: :mod:`workbench.tracy`) always get a
+#: colour of their own, from this family (indigo, apart from the palette), top names or not
+PY_ZONE_PREFIX, PY_ZONE_COLORS = "py.", ["#393b79", "#5254a3", "#6b6ecf", "#9c9ede"]
+ENVELOPE_COLOR = "#8c8c8c"
 INSTANTS_MAX = 2_000
-
-
-def self_time(lane: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Each span's time not covered by its children (the spans one level deeper that start
-    inside it on its lane), so that enclosing zones do not outrank the work inside them."""
-    dur = (end - start).astype(np.int64)
-    out = dur.copy()
-    if len(dur) == 0:
-        return out
-    order = np.lexsort((-dur, start, lane))
-    pos = np.empty(len(order), dtype=np.int64)
-    pos[order] = np.arange(len(order))  # rank in nesting order (lane first): parents precede children
-    for d in np.unique(depth[depth > 0]):
-        child = np.flatnonzero(depth == d)
-        par = np.flatnonzero(depth == d - 1)
-        par = par[np.argsort(pos[par])]
-        # the parent: the last span one level up before the child in nesting order, on its lane
-        j = np.searchsorted(pos[par], pos[child]) - 1
-        ok = j >= 0
-        p = par[np.maximum(j, 0)]
-        ok &= (lane[p] == lane[child]) & (end[p] > start[child])
-        np.subtract.at(out, p[ok], dur[child[ok]])
-    return np.maximum(out, 0)
 
 
 def _color_keys(names: np.ndarray, cats: np.ndarray, dur: np.ndarray, color_by: str, top: int
@@ -84,6 +66,9 @@ def _color_keys(names: np.ndarray, cats: np.ndarray, dur: np.ndarray, color_by: 
         color_by = "category" if share < 0.5 and 1 < n_cats <= top else "name"
     vals = names if color_by == "name" else cats
     keys, _ = top_of(vals)
+    if color_by == "name":  # Python zones keep their own colour (PY_ZONE_COLORS) whatever their time
+        py = sorted({str(v) for v in pd.unique(vals) if str(v).startswith(PY_ZONE_PREFIX)} - set(keys))
+        keys += py[:max(0, len(PY_ZONE_COLORS) - sum(k.startswith(PY_ZONE_PREFIX) for k in keys))]
     key = np.where(pd.Series(vals).isin(keys).to_numpy(), vals, OTHER)
     legend = keys + ([OTHER] if (key == OTHER).any() else [])
     return key, legend, color_by
@@ -150,14 +135,18 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     ``rows`` (table ``row, lane, depth, label``), ``lanes_left_out``, ``keys`` (legend order),
     ``color_by``, ``spans_in_window``, ``marks``.
     """
-    origin = int(df["start_ns"].min()) if len(df) else 0
+    env = envelopes(df)
+    env &= not env.all()  # only envelopes: draw them as spans
+    inner = df[~env]
+    origin = int(inner["start_ns"].min()) if len(inner) else 0
     t0 = origin if start_ns is None else int(start_ns)
-    t1 = (int(end_ns(df).max()) if len(df) else origin) if end is None else int(end)
+    t1 = (int(end_ns(inner).max()) if len(inner) else origin) if end is None else int(end)
     t1 = max(t1, t0 + 1)
     unit = time_unit(t1 - t0, min_reading=5)
     scale = PER_NS[unit]
-    sp = df[(df["kind"] == "span") & df["track"].notna()]
-    sp = sp[(sp["start_ns"] < t1) & (end_ns(sp) > t0)]
+    in_window = ((df["start_ns"] < t1) & (end_ns(df) > t0)).to_numpy()
+    is_span = (df["kind"] == "span").to_numpy() & df["track"].notna().to_numpy() & in_window
+    band, sp = df[is_span & env], df[is_span & ~env]
     lane_names = [str(c) for c in df["track"].cat.categories]
     st = np.clip(sp["start_ns"].to_numpy(), t0, t1) - t0
     en = np.clip(sp["start_ns"].to_numpy() + sp["dur_ns"].to_numpy(), t0, t1) - t0
@@ -168,7 +157,8 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     key, keys, color_by = _color_keys(names, cats, self_time(lanes, st, en, depth), color_by, top_names)
     inst_lanes = df.loc[(df["kind"] == "instant") & (df["start_ns"] >= t0) & (df["start_ns"] <= t1),
                         "track"].cat.codes.to_numpy().astype(np.int64)
-    inst_lanes = np.unique(inst_lanes[inst_lanes >= 0])
+    inst_lanes = np.unique(np.r_[inst_lanes, band["track"].cat.codes.to_numpy().astype(np.int64)])
+    inst_lanes = inst_lanes[inst_lanes >= 0]
     row, rows_table, left_out = _rows(np.r_[lanes, inst_lanes], np.r_[depth, np.zeros(len(inst_lanes), np.int64)],
                                       lane_names, max_rows)
     row = row[:len(lanes)]
@@ -210,12 +200,15 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     out["end"] = ((out["end"].astype("float64") + (t0 - origin)) / scale).round(decimals)
     out.loc[out["kind"] == "cell", "name"] = None  # a cell's name is its key
     inst = _instants(df, t0, t1, origin, scale, rows_table)
-    if len(inst):
-        out = pd.concat([out, inst.assign(level=-1)], ignore_index=True)
+    bands = _bands(band, t0, t1, origin, scale, rows_table)
+    extra = [p.assign(level=-1) for p in (inst, bands) if len(p)]
+    if extra:
+        out = pd.concat([out, *extra], ignore_index=True)
     out["busy"] = out["busy"].astype("float64").round(3)
     info = {"unit": unit, "scale": scale, "origin_ns": origin, "start": (t0 - origin) / scale,
             "end": (t1 - origin) / scale, "levels": levels, "real": real, "rows": rows_table,
             "lanes_left_out": left_out, "keys": keys, "color_by": color_by, "spans_in_window": int(len(sp)),
+            "envelopes": int(len(band)),
             "marks": int(len(out))}
     return out, info
 
@@ -235,6 +228,20 @@ def _instants(df: pd.DataFrame, t0: int, t1: int, origin: int, scale: float, row
     t = (inst["start_ns"].to_numpy() - origin) / scale
     return pd.DataFrame({"row": row, "start": t, "end": t, "name": inst["name"].astype(str).to_numpy(),
                          "key": OTHER, "count": 1, "busy": 1.0, "kind": "instant"})
+
+
+def _bands(band: pd.DataFrame, t0: int, t1: int, origin: int, scale: float, rows_table: pd.DataFrame
+           ) -> pd.DataFrame:
+    """Envelope spans in the window, clipped to it, on their lane's first row."""
+    first_row = rows_table[rows_table["depth"] == rows_table.groupby("lane")["depth"].transform("min")]
+    row_of = dict(zip(first_row["lane"], first_row["row"]))
+    row = np.array([row_of.get(c, -1) for c in band["track"].cat.codes.to_numpy()], dtype=np.int64)
+    band, row = band[row >= 0], row[row >= 0]
+    st = np.clip(band["start_ns"].to_numpy(), t0, t1)
+    en = np.clip((band["start_ns"] + band["dur_ns"]).to_numpy(), t0, t1)
+    return pd.DataFrame({"row": row, "start": (st - origin) / scale, "end": (en - origin) / scale,
+                         "name": band["name"].astype(str).to_numpy(), "key": OTHER, "count": 1, "busy": 1.0,
+                         "kind": "band"})
 
 
 def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = None, max_marks: int = MAX_MARKS,
@@ -286,15 +293,18 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     ym = alt.Y("ym:Q", title=None, scale=y_scale, axis=y_axis)
     base = alt.Chart(rows).transform_filter(
         "(datum.level == lvl || datum.level == -1) && datum.end >= lo && datum.start <= hi").transform_calculate(
-        y0="datum.row + 0.12", y1="datum.row + 0.88", ym="datum.row + 0.5", dur="datum.end - datum.start",
+        y0="datum.row + (datum.kind == 'band' ? 0.35 : 0.12)", y1="datum.row + (datum.kind == 'band' ? 0.65 : 0.88)", ym="datum.row + 0.5", dur="datum.end - datum.start",
         lane="rowlane[datum.row]", depth="rowdepth[datum.row]", what="datum.name || datum.key + ' (most time)'")
     tip = [alt.Tooltip("what:N", title="name"), alt.Tooltip("lane:N"),
            alt.Tooltip("start:Q", title=f"start ({unit})", format=",.4f"),
            alt.Tooltip("dur:Q", title=f"duration ({unit})", format=",.4f"), alt.Tooltip("count:Q", title="spans starting here"),
            alt.Tooltip("busy:Q", title="busy", format=".0%"), alt.Tooltip("depth:Q")]
-    bars = base.transform_filter("datum.kind != 'instant'").mark_rect(clip=True).encode(
+    bars = base.transform_filter("datum.kind != 'instant' && datum.kind != 'band'").mark_rect(clip=True).encode(
         x=x, x2="end:Q", y=y, y2="y1:Q", color=color, tooltip=tip,
         opacity=alt.Opacity("busy:Q", scale=alt.Scale(domain=[0, 1], range=[0.25, 1]), legend=None))
+    # envelope spans (the profiler's own): a thin grey band, outside the colour legend
+    band = base.transform_filter("datum.kind == 'band'").mark_rect(clip=True, color=ENVELOPE_COLOR).encode(
+        x=x, x2="end:Q", y=y, y2="y1:Q", tooltip=tip)
     ticks = base.transform_filter("datum.kind == 'instant'").mark_tick(clip=True, thickness=1, color="black").encode(
         x=x, y=ym, tooltip=tip)
     # the layer that takes the wheel and the drags: invisible, its x scale the selection's own
@@ -302,7 +312,7 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     grip = alt.Chart(pd.DataFrame({"start": [lo0, hi0]})).mark_rule(opacity=0).encode(
         x=alt.X("start:Q", scale=alt.Scale(domain=[lo0, hi0], zero=False, nice=False), axis=None),
         y=alt.Y("y:Q", scale=y_scale, axis=y_axis, title=None)).transform_calculate(y="0").add_params(zoom)
-    layers = [bars, ticks]
+    layers = [band, bars, ticks]
     if row_px >= 10:  # names on bars wide enough to hold some of the name (about 6 px a character)
         layers.append(base.transform_filter("datum.kind == 'span'").transform_calculate(
             px="(min(datum.end, hi) - max(datum.start, lo)) / max(hi - lo, 1e-12) * width",
@@ -345,7 +355,8 @@ def ranks_timeline(traces: Sequence, align: str = "auto", marker: str | None = N
 
 def _colors(keys: list[str]) -> list[str]:
     pal = iter(PALETTE * (len(keys) // len(PALETTE) + 1))
-    return [OTHER_COLOR if k == OTHER else next(pal) for k in keys]
+    py = iter(PY_ZONE_COLORS * (len(keys) // len(PY_ZONE_COLORS) + 1))
+    return [OTHER_COLOR if k == OTHER else next(py) if k.startswith(PY_ZONE_PREFIX) else next(pal) for k in keys]
 
 
 def _label_px(rt: pd.DataFrame) -> int:
@@ -364,6 +375,8 @@ def _note(info: dict[str, Any]) -> str:
         parts.append("cells at full view, each span once zoomed in")
     if info["lanes_left_out"]:
         parts.append(f"{info['lanes_left_out']:,} more lanes not drawn (pick lanes)")
+    if info.get("envelopes"):
+        parts.append("grey band: the profiler's envelope span, off the axis range")
     parts.append(f"colour: {info['color_by']}, top {len([k for k in info['keys'] if k != OTHER])} by time, "
                  f"the rest grey; rows: lanes, nesting below")
     return "; ".join(parts)

@@ -12,20 +12,23 @@ set lane names and order). Flows and counters are counted in ``meta`` only.
 
 Kineto GPU events have ``pid`` = device and ``tid`` = stream; their category is kept as
 Kineto writes it (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...). Annotation ranges Kineto
-puts on a stream (``gpu_user_annotation``) get a lane of their own beside it ("GPU 0 stream 7
+puts on a stream (``gpu_user_annotation``) get a lane of their own beside it ("GPU 0 · stream 7
 annotations"), so that lane statistics of the stream count its kernels only; a trace without
 metadata events names its GPU lanes from the events' device and stream. Older Kineto spelled the
 categories ``Kernel``/``Memcpy``/``Memset``/``Runtime``/``Operator``; rocprof v1 has no
 categories, so they come from the process name (``GPU0`` -> ``kernel``, ``COPY`` ->
 ``gpu_memcpy``, ``HIP``/``HSA`` -> ``hip_api``/``hsa_api``).
 
-Speed and memory (benchmarks/traces.py): the event array is parsed with orjson a few MB at a
-time (:func:`_chunks`), ``X`` events are taken column-wise per piece, timestamps are kept as
-C doubles and ``args`` as compact orjson batches until the table is built, so only one
-piece of parsed events is alive at a time; the args dicts are rebuilt last, after the other
-columns' buffers are freed and their heap pages handed back (:func:`_trim_heap`). Peak RSS
-is ~3x the file. Without orjson the whole document is parsed with the json module (slower,
-same result).
+Speed and memory (benchmarks/traces.py). The file is inflated as it is parsed (never whole in
+memory) and the event array is parsed a few MB at a time (:func:`_pieces`). With msgspec (a
+dependency) each event is decoded into a small struct of the fields read, its ``args`` kept as
+raw JSON bytes (:class:`_Event`): no dict per event, unread fields skipped in C; the column ids
+(correlation, device, stream) are decoded from the raw args of a whole piece at once. Timestamps
+stay C doubles until the table is built; ``args`` are kept as one raw JSON batch per piece and
+decoded last, after the other columns' buffers are freed (:func:`_trim_heap`), or not at all
+when the caller does not want them (``load(path, args=False)``: the CLI's summaries). Without
+msgspec the pieces are parsed with orjson into dicts, and without orjson the whole document
+with the json module (slower, same result).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ import json
 import os
 import re
 from array import array
+from collections import Counter
 from itertools import compress
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +48,13 @@ import numpy as np
 import pandas as pd
 
 from . import Format, TraceError
-from .inflate import gunzip
+from .inflate import gunzip, gunzip_stream
 from .model import KERNEL, from_columns, with_depth
+
+try:
+    import msgspec
+except ImportError:  # the GPU machines may lack it: the orjson/json paths below read the same
+    msgspec = None
 
 FORMAT = "chrome-json"
 INFO = Format(
@@ -53,6 +62,8 @@ INFO = Format(
     "trace event format; torch.profiler/Kineto (torch 2.x), rocprof v1 results.json",
     "X, B/E, async b/e spans; i/I/R instants; M names and sort indices set lanes; Kineto categories, "
     "devices, streams and correlation ids; flows and counters counted only")
+#: ``load(path, args=False)`` skips the args column (workbench.traces.load passes it on)
+ARGS_OPTIONAL = True
 _OLD_CATS = {"Kernel": KERNEL, "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
              "Operator": "cpu_op", "Trace": "trace"}
 _GPU_CATS = {KERNEL, "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
@@ -113,60 +124,114 @@ def read_json(data: bytes, name: str) -> tuple[Any, int]:
         raise TraceError(FORMAT, f"{name}: JSON nested too deeply") from None
 
 
-def _chunks(data: bytes, header: dict):
-    """Yield the event list in pieces of about CHUNK_BYTES, parsed with orjson.
+#: inflated bytes read at a time from a file
+READ_BYTES = 4 << 20
 
-    Holding the whole parsed document costs ~6x the file size (a dict per event); parsing
-    a piece at a time keeps only the columns. Pieces are cut at ``}, {`` between events; a
-    cut that falls inside a string or a nested array makes a piece invalid JSON, which
-    raises :class:`_Unchunkable` (the caller then parses the whole document), so a
-    successful parse is always a correct one. ``header`` receives the top-level keys.
+
+def _blocks(path: Path):
+    """The file's bytes in blocks, inflated as they are read when it is gzip (bounded:
+    :mod:`.inflate`)."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+        if magic == b"\x1f\x8b":
+            data = magic + fh.read()
+        else:
+            yield magic
+            while block := fh.read(READ_BYTES):
+                yield block
+            return
+    yield from gunzip_stream(data, FORMAT, path.name, step=READ_BYTES)
+
+
+def _pieces(blocks, header: dict, decode):
+    """Yield the event list in pieces of about CHUNK_BYTES, each parsed by ``decode`` (bytes
+    of a JSON array -> list), from ``blocks`` of the document's bytes.
+
+    Holding the whole parsed document costs ~6x the file size; parsing a piece at a time keeps
+    only the columns, and reading the blocks as they come keeps only a piece of the text.
+    Pieces are cut at ``}, {`` between events; a cut that falls inside a string or a nested
+    array makes a piece invalid JSON, which raises :class:`_Unchunkable` (the caller then
+    parses the whole document), so a successful parse is always a correct one. ``header``
+    receives the top-level keys (those before and after the event array).
     """
-    try:
-        import orjson
-    except ImportError:
-        raise _Unchunkable from None
-    lead = len(data) - len(data.lstrip())
-    bare = data[lead:lead + 1] == b"["
-    if bare:
-        pos = lead + 1
-    else:
-        m = re.search(rb'"traceEvents"\s*:\s*\[', data)
-        if m is None:
+    blocks = iter(blocks)
+    buf = b""
+    for block in blocks:  # up to the event array: the header keys must be in the first MBs
+        buf += block
+        lead = len(buf) - len(buf.lstrip())
+        if buf[lead:lead + 1] == b"[":
+            bare, pos = True, lead + 1
+            break
+        m = re.search(rb'"traceEvents"\s*:\s*\[', buf)
+        if m is not None:
+            try:
+                header.update(_loads(buf[:m.end() - 1] + b"[]}"))
+            except ValueError:
+                raise _Unchunkable from None
+            bare, pos = False, m.end()
+            break
+        if len(buf) > 4 * CHUNK_BYTES:
             raise _Unchunkable
-        try:
-            header.update(orjson.loads(data[:m.end() - 1] + b"[]}"))
-        except (orjson.JSONDecodeError, TypeError):
-            raise _Unchunkable from None
-        pos = m.end()
+    else:
+        raise _Unchunkable
     split = re.compile(rb"\}\s*,\s*\{")
+    done = False
     while True:
-        m = split.search(data, pos + CHUNK_BYTES) if len(data) - pos > CHUNK_BYTES else None
+        m = split.search(buf, pos + CHUNK_BYTES) if len(buf) - pos > CHUNK_BYTES else None
+        if m is None and not done:
+            block = next(blocks, None)
+            if block is None:
+                done = True
+            else:
+                buf = buf[pos:] + block  # drop what was parsed
+                pos = 0
+            continue
         try:
-            if m is None:
+            if m is None:  # the last piece, and what follows the array
                 if bare:
-                    yield orjson.loads(b"[" + data[pos:])
+                    yield decode(b"[" + buf[pos:])
                 else:
-                    tail = orjson.loads(b'{"traceEvents":[' + data[pos:])
+                    tail = _loads(b'{"traceEvents":[' + buf[pos:], events_as=decode)
                     events = tail.pop("traceEvents")
                     header.update(tail)
                     yield events
                 return
-            piece = orjson.loads(b"[" + data[pos:m.start() + 1] + b"]")
-        except orjson.JSONDecodeError:
+            piece = decode(b"[" + buf[pos:m.start() + 1] + b"]")
+        except ValueError:  # orjson's and msgspec's decode errors are ValueErrors
             raise _Unchunkable from None
         yield piece
         piece = None  # drop it before the next parse: only one piece alive at a time
         pos = m.end() - 1
 
 
-def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a Chrome trace JSON file (see module docstring)."""
+def _loads(data: bytes, events_as=None) -> Any:
+    """A JSON object (the header, or the tail after the events), with orjson or msgspec;
+    ``events_as`` decodes its ``traceEvents`` list the way the pieces are decoded."""
+    if msgspec is not None:
+        if events_as is not None and events_as is not _orjson_loads:
+            keys = msgspec.json.decode(data, type=_TailKeys)
+            out = {k: getattr(keys, k) for k in keys.__struct_fields__ if getattr(keys, k) is not msgspec.UNSET}
+            return {**out, "traceEvents": msgspec.json.decode(data, type=_Tail).traceEvents}
+        return msgspec.json.decode(data)
+    return _orjson_loads(data)
+
+
+def _orjson_loads(data: bytes) -> Any:
+    try:
+        import orjson
+    except ImportError:
+        raise _Unchunkable from None
+    return orjson.loads(data)
+
+
+def load(path: str | os.PathLike, args: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read a Chrome trace JSON file (see module docstring); ``args=False`` leaves the ``args``
+    column empty (faster, less memory: for outputs that do not show them)."""
     p = Path(path)
     header: dict[str, Any] = {}
     try:
-        # the generator owns the file bytes, so they are freed as soon as the last piece is parsed
-        df, meta = parse_events(_chunks(read_bytes(p), header), 0, p.name)
+        decode = _decode_events if msgspec is not None else _orjson_loads
+        df, meta = parse_events(_pieces(_blocks(p), header, decode), 0, p.name, args=args)
         doc: Any = header or []
     except _Unchunkable:
         doc, bad_utf8 = read_json(read_bytes(p), p.name)
@@ -179,7 +244,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         else:
             raise TraceError(FORMAT, f"{p.name}: top-level JSON is a {type(doc).__name__}, "
                                      "not an event list") from None
-        df, meta = parse_events(events, 0, p.name)
+        df, meta = parse_events(events, 0, p.name, args=args)
         if bad_utf8:
             meta["non_utf8_replaced"] = bad_utf8
     base_ns = 0
@@ -212,7 +277,7 @@ def _rebase(df: pd.DataFrame, base_ns: int, meta: dict) -> pd.DataFrame:
     return df
 
 
-def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = None
+def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = None, args: bool = True
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Span table from trace events: a list of events, or an iterable of such lists (pieces).
 
@@ -220,7 +285,7 @@ def parse_events(events, base_ns: int = 0, name: str = "", extra: dict | None = 
     :func:`_usable_rows` (drops and counts rows whose timestamps cannot be used),
     :func:`_lanes` (lane labels and order) and :func:`_table` (the span table).
     """
-    c = _collect(events)
+    c = _collect(events, args)
     start_us, dur_us, keep, dropped = _usable_rows(c, base_ns)
     unclosed = sum(len(s) for s in c.open_b.values()) + len(c.open_async)
     if len(start_us) == 0:
@@ -255,6 +320,7 @@ class _Collected:
         self.bad = 0
         self.shared = {}.setdefault  # one str per distinct name/category (the parser makes one per event)
         self.args_blobs: list = []
+        self.keep_args = True  # False: args are not kept (only their column ids are read)
         # the args fields that become columns, taken before packing; correlation ids as C int64
         # (int objects from the parser would pin its arenas, see _pack)
         self.corr_, self.dev_, self.strm_ = array("q"), [], []
@@ -266,7 +332,7 @@ def _flush(c: _Collected) -> None:
         out.extend([a.get(key) if type(a) is dict else None for a in c.args_])
     ids = [a.get("correlation") if type(a) is dict else None for a in c.args_]
     c.corr_.extend([v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in ids])
-    c.args_blobs.append(_pack(c.args_))
+    c.args_blobs.append(_pack(c.args_) if c.keep_args else len(c.args_))
     c.args_.clear()
 
 
@@ -310,33 +376,207 @@ def _take_x(c: _Collected, xs: list) -> list:
     return []
 
 
-def _collect(events) -> _Collected:
+def _collect(events, args: bool = True) -> _Collected:
     """The per-event loop: raw values of every usable event into buffers, one row each.
 
     ``X`` events, the bulk of any trace, are taken a piece at a time, column by column
-    (:func:`_take_x`); the other phases go through a per-event loop (:func:`_take_rest`). Only
-    raw values are collected; conversion to ns happens once, vectorised, in :func:`_table`.
+    (:func:`_take_x`, or :func:`_take_structs` for msgspec's structs); the other phases go
+    through a per-event loop (:func:`_take_rest`). Only raw values are collected; conversion
+    to ns happens once, vectorised, in :func:`_table`.
     """
     pieces = [events] if isinstance(events, list) else events
     buf = _Collected()
+    buf.keep_args = args
     for piece in pieces:
         if type(piece) is not list:
             raise _Unchunkable
-        try:
-            phs = list(map(itemgetter("ph"), piece))
-        except (KeyError, TypeError):  # an event without "ph" (rocprof v1's leading {}) or not an object
-            phs = [ev.get("ph") if type(ev) is dict else None for ev in piece]
-        is_x = [ph == "X" for ph in phs]
-        xs = list(compress(piece, is_x))
-        rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
-        rest = _take_x(buf, xs) + rest
+        if piece and type(piece[0]) is _Event:
+            rest = _take_structs(buf, piece)
+        else:
+            try:
+                phs = list(map(itemgetter("ph"), piece))
+            except (KeyError, TypeError):  # an event without "ph" (rocprof v1's leading {}) or not an object
+                phs = [ev.get("ph") if type(ev) is dict else None for ev in piece]
+            is_x = [ph == "X" for ph in phs]
+            xs = list(compress(piece, is_x))
+            rest = [] if len(xs) == len(piece) else [ev for ev, x in zip(piece, is_x) if not x]
+            rest = _take_x(buf, xs) + rest
+            xs = phs = None
         if rest:
             buf.bad += _take_rest(buf, rest)
         if len(buf.args_) >= _ARGS_BATCH:
             _flush(buf)
-        piece = xs = rest = phs = None  # free the parsed piece before the next one is parsed
+        piece = rest = None  # free the parsed piece before the next one is parsed
     _flush(buf)
     return buf
+
+
+if msgspec is not None:
+    class _Event(msgspec.Struct, gc=False):
+        """The fields of a trace event that are read; ``args`` stays raw JSON until needed."""
+
+        ph: Any = None
+        cat: Any = None
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        ts: Any = None
+        dur: Any = 0
+        id: Any = None
+        args: msgspec.Raw = msgspec.Raw(b"{}")  # absent: no fields (an explicit null stays null)
+
+    class _Ids(msgspec.Struct, gc=False):
+        """The args fields that become columns (a missing correlation id is -2**63)."""
+
+        correlation: int = -(2**63)
+        device: Any = None
+        stream: Any = None
+
+    class _AnyIds(msgspec.Struct, gc=False):
+        """:class:`_Ids` of an args whose correlation is not an integer (checked afterwards)."""
+
+        correlation: Any = None
+        device: Any = None
+        stream: Any = None
+
+    class _Tail(msgspec.Struct):
+        """The event array's last piece (the top-level keys after it: :data:`_TAIL_KEYS`)."""
+
+        traceEvents: list[_Event] = []
+
+    #: the top-level keys read, wherever they stand (Kineto writes some after the events)
+    _TailKeys = msgspec.defstruct("_TailKeys", [(k, Any, msgspec.UNSET) for k in ("baseTimeNanoseconds",
+                                                                                 *_META_KEYS)])
+    _EVENTS = msgspec.json.Decoder(list[_Event])
+    _IDS = msgspec.json.Decoder(list[_Ids])
+    _NO_IDS = _AnyIds()
+else:
+    class _Event:  # never instantiated: the orjson path makes dicts
+        pass
+
+#: phases counted, never read (flows, counters, ...): a struct path skips them without a dict
+_COUNTED = frozenset(("s", "f", "t", "C", "P", "O", "N", "D", "c", "n"))
+
+
+def _decode_events(data: bytes) -> list:
+    """A JSON array of events as :class:`_Event` structs (msgspec)."""
+    return _EVENTS.decode(data)
+
+
+_get_pidtid, _get_ts, _get_dur = attrgetter("pid", "tid"), attrgetter("ts"), attrgetter("dur")
+_get_name, _get_cat, _get_args, _get_ph = attrgetter("name"), attrgetter("cat"), attrgetter("args"), attrgetter("ph")
+_get_device, _get_stream, _get_corr = attrgetter("device"), attrgetter("stream"), attrgetter("correlation")
+
+
+def _take_structs(c: _Collected, evs: list) -> list:
+    """Column-wise path for a piece of msgspec structs: X events and instants into the
+    columns, flows and counters counted; returns the other events (B/E, b/e, M) as dicts for
+    :func:`_take_rest`."""
+    phs = list(map(_get_ph, evs))
+    try:
+        counts = Counter(phs)
+    except TypeError:  # an unhashable "ph" (a list): every event through the checked loop
+        return [_as_dict(ev, c.keep_args) for ev in evs]
+    rest: list = []
+    for ph, n in counts.items():
+        if ph in _COUNTED:
+            c.skipped[ph] = c.skipped.get(ph, 0) + n
+    if any(ph not in _COLUMNS and ph not in _COUNTED for ph in counts):  # B/E, b/e, M: rare
+        rest = [_as_dict(ev, c.keep_args) for ev, ph in zip(evs, phs) if ph not in _COLUMNS and ph not in _COUNTED]
+    xs = list(compress(evs, map("X".__eq__, phs))) if counts.get("X", 0) != len(evs) else evs
+    n_inst = sum(counts.get(k, 0) for k in _INSTANTS)
+    inst = list(compress(evs, map(_INSTANTS.__contains__, phs))) if n_inst else []
+    for group, is_inst in ((xs, False), (inst, True)):
+        if group:
+            rest += _take_columns(c, group, is_inst)
+    return rest
+
+
+#: phases taken as columns by :func:`_take_structs`: complete events and instants
+_INSTANTS = frozenset(("i", "I", "R"))
+_COLUMNS = _INSTANTS | {"X"}
+
+
+def _take_columns(c: _Collected, xs: list, instants: bool) -> list:
+    """One group of structs (complete events, or instants) into the columns; returns them as
+    dicts for the checked loop when a pid/tid cannot be a key."""
+    codes, shared = c.codes, c.shared
+    try:
+        keys = list(map(_get_pidtid, xs))
+        new = [k for k in dict.fromkeys(keys) if k not in codes]
+    except TypeError:  # an unhashable pid/tid (a list): each event through the checked loop
+        return [_as_dict(ev, c.keep_args) for ev in xs]
+    for k in new:
+        codes[k] = len(codes)
+    ts = list(map(_get_ts, xs))
+    try:
+        ts_a = array("d", ts)
+    except (TypeError, OverflowError):  # strings (rocprof v1), None, out of range: NaN if unusable
+        ts_a = array("d", [_float_or_nan(v) for v in ts])
+    if instants:
+        dur_a = array("d", bytes(8 * len(xs)))
+    else:
+        dur = list(map(_get_dur, xs))
+        try:
+            dur_a = array("d", dur)
+        except (TypeError, OverflowError):
+            dur_a = array("d", [_float_or_nan(v) for v in dur])
+    if c.args_:
+        _flush(c)  # the rows before these first: args batches stay in row order
+    c.code_.extend(map(codes.__getitem__, keys))
+    # one shared str per distinct name/category: the parser makes one per event, and those kept
+    # alive until the table is built would pin the parser's memory arenas
+    c.name_.extend(_shared(shared, list(map(_get_name, xs))))
+    c.cat_.extend(_shared(shared, list(map(_get_cat, xs))))
+    c.ts_.extend(ts_a)
+    c.dur_.extend(dur_a)
+    c.inst_.extend([instants] * len(xs))
+    raws = list(map(_get_args, xs))
+    blob = b"[" + b",".join(raws) + b"]"
+    if instants:  # no column ids on instants
+        c.dev_.extend([None] * len(xs))
+        c.strm_.extend([None] * len(xs))
+        c.corr_.extend(array("q", [_NO_ID]) * len(xs))
+    else:
+        try:  # typed: every correlation an int, so the ids go to C int64 in one step
+            ids = _IDS.decode(blob)
+            corr = array("q", map(_get_corr, ids))
+        except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):  # odd args: one at a time
+            ids = [_one_ids(r) for r in raws]
+            corr = array("q", [v if type(v) is int and _NO_ID < v < 2**63 else _NO_ID for v in map(_get_corr, ids)])
+        c.dev_.extend(map(_get_device, ids))
+        c.strm_.extend(map(_get_stream, ids))
+        c.corr_.extend(corr)
+    c.args_blobs.append(blob if c.keep_args else len(xs))
+    return []
+
+
+def _shared(shared, values: list) -> list:
+    """``values`` with each str replaced by the one shared copy of it (``shared`` is a dict's
+    setdefault); other values (None, numbers, lists) as they are."""
+    try:
+        return list(map(shared, values, values))
+    except TypeError:  # an unhashable value (a list) among them
+        return [shared(v, v) if type(v) is str else v for v in values]
+
+
+def _raw_args(raw) -> Any:
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
+def _one_ids(raw):
+    try:
+        return msgspec.json.decode(raw, type=_AnyIds)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return _NO_IDS
+
+
+def _as_dict(ev, keep_args: bool) -> dict:
+    return {"ph": ev.ph, "cat": ev.cat, "name": ev.name, "pid": ev.pid, "tid": ev.tid, "ts": ev.ts, "dur": ev.dur,
+            "id": ev.id, "args": _raw_args(ev.args) if keep_args else None}
 
 
 def _take_rest(buf: _Collected, rest: list) -> int:
@@ -459,7 +699,7 @@ def _lanes(c: _Collected, gpu: dict[int, tuple]) -> tuple[list[str], np.ndarray,
     """Lane order and labels: ``(order, lane index per code, process label per code)``.
 
     One lane per (pid, tid), ordered by sort indices then first appearance (as Perfetto
-    does); GPU lanes read "GPU 0 stream 7", from the metadata events or, in a trace without
+    does); GPU lanes read "GPU 0 · stream 7", from the metadata events or, in a trace without
     them, from the device and stream of the lane's GPU events (``gpu``: code -> (device,
     stream)); labels that collide get their process and tid.
     """
@@ -471,10 +711,10 @@ def _lanes(c: _Collected, gpu: dict[int, tuple]) -> tuple[list[str], np.ndarray,
     keys = sorted(seen_keys, key=lambda k: (_num(proc_sort.get(k[0])), first_pid[k[0]], _num(thread_sort.get(k)),
                                             codes[k]))
     labels = {k: _lane_label(k, c.proc_name, c.thread_name, gpu.get(codes[k])) for k in keys}
-    for k in keys:  # GPU lanes: "GPU 0 stream 7"
+    for k in keys:  # GPU lanes: "GPU 0 · stream 7"
         pl = c.proc_labels.get(k[0], "")
         if pl and pl != "CPU" and not labels[k].startswith(pl):
-            labels[k] = f"{pl} {labels[k]}"
+            labels[k] = f"{pl} · {labels[k]}"
     counts: dict[str, int] = {}
     for v in labels.values():
         counts[v] = counts.get(v, 0) + 1
@@ -501,30 +741,31 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
     dur_ns[inst] = 0
     seen_keys = list(c.codes)
     code_arr = np.array(c.code_, dtype=np.int64)
-    raw_cat = pd.Categorical([v if type(v) is str else None if v is None else str(v) for v in c.cat_])
+    raw_cat = _categorical(c.cat_, lambda v: None if v is None else str(v))
     cats = np.array([_category(v, None, {}) for v in raw_cat.categories] + [None], dtype=object)[raw_cat.codes]
     missing = pd.isna(cats)
     if missing.any():  # rocprof v1: no categories; they come from the process name
         for i in np.flatnonzero(missing):
             cats[i] = _category(None, seen_keys[c.code_[i]][0], c.proc_name)
-    device = np.full(n, None, dtype=object)
-    stream = np.full(n, None, dtype=object)
-    gpu: dict[int, tuple] = {}  # lane code -> (device, stream) of its first GPU event
-    for i in np.flatnonzero(np.isin(cats, list(_GPU_CATS))).tolist():
-        k = seen_keys[c.code_[i]]
-        device[i] = _int_or_none(k[0] if c.dev_[i] is None else c.dev_[i])
-        stream[i] = _int_or_none(k[1] if c.strm_[i] is None else c.strm_[i])
-        if device[i] is not None and stream[i] is not None:
-            gpu.setdefault(c.code_[i], (device[i], stream[i]))
+    # GPU events: device and stream from their args, else from their lane's pid and tid
+    rows = np.flatnonzero(np.isin(cats, list(_GPU_CATS)))
+    lane = code_arr[rows]
+    device = _ints_or_na(c.dev_, rows, np.array([k[0] for k in seen_keys] + [None], dtype=object)[lane], n)
+    stream = _ints_or_na(c.strm_, rows, np.array([k[1] for k in seen_keys] + [None], dtype=object)[lane], n)
+    both = ~(device.isna()[rows] | stream.isna()[rows])
+    first_codes, first = np.unique(lane[both], return_index=True)  # each lane's first GPU event
+    at = rows[both][first]
+    gpu = dict(zip(first_codes.tolist(), zip(device[at].tolist(), stream[at].tolist())))  # lane code -> (device, stream)
     order, lane_of_code, process_of_code = _lanes(c, gpu)
     track = _annotation_lanes(pd.Categorical.from_codes(lane_of_code[code_arr], categories=order, ordered=True),
                               cats == "gpu_user_annotation")
-    process = np.array(process_of_code, dtype=object)[code_arr]
+    proc_codes, proc_names = pd.factorize(np.array(process_of_code, dtype=object))
+    process = pd.Categorical.from_codes(proc_codes[code_arr], categories=proc_names)
     ids = np.frombuffer(c.corr_, dtype=np.int64)
     has_id = ids != _NO_ID
     df = from_columns({
         "process": process, "track": track, "device": device, "stream": stream,
-        "name": ["" if v is None else v if type(v) is str else str(v) for v in c.name_],
+        "name": _categorical(c.name_, lambda v: "" if v is None else str(v)),
         "category": cats, "start_ns": start_ns, "dur_ns": dur_ns,
         "correlation": pd.arrays.IntegerArray(np.where(has_id, ids, 0), ~has_id),
         "kind": pd.Categorical.from_codes(inst.astype(np.int8), categories=["span", "instant"]),
@@ -542,6 +783,45 @@ def _table(c: _Collected, start_us: np.ndarray, dur_us: np.ndarray, keep: np.nda
         args = [args[i] for i in keep]
     df["args"] = args
     return df
+
+
+def _ints_or_na(values: list, rows: np.ndarray, fallback: np.ndarray, n: int) -> pd.arrays.IntegerArray:
+    """An Int64 column of ``n`` rows, set at ``rows`` from ``values`` (where None: ``fallback``),
+    each read as ``int()`` would (numbers and numeric text; anything else: NA), NA elsewhere."""
+    got = np.fromiter(map(values.__getitem__, rows.tolist()), dtype=object, count=len(rows))  # lists stay items
+    got = np.where(pd.isna(got), fallback, got)
+    num = pd.to_numeric(pd.Series(got, dtype=object), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    ok = np.isfinite(num) & (np.abs(num) < 2**53)
+    data = np.zeros(n, dtype=np.int64)
+    mask = np.ones(n, dtype=bool)
+    data[rows[ok]] = np.trunc(num[ok]).astype(np.int64)
+    mask[rows[ok]] = False
+    return pd.arrays.IntegerArray(data, mask)
+
+
+def _categorical(values: list, label) -> pd.Categorical:
+    """A categorical of raw values (shared strings, mostly): each distinct value labelled once
+    (``label`` for those that are not str), the rows mapped to codes in C; values that label
+    alike (1 and "1") become one category, unhashable ones their text."""
+    try:
+        index = {k: i for i, k in enumerate(dict.fromkeys(values))}
+    except TypeError:  # a list or dict where a name should be
+        values = [v if v is None or type(v) is str else str(v) for v in values]
+        index = {k: i for i, k in enumerate(dict.fromkeys(values))}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    labels = [k if type(k) is str else label(k) for k in index]
+    if None in labels:  # missing values: code -1
+        remap = np.array([-1 if v is None else i for i, v in enumerate(labels)], dtype=np.int64)
+        labels = [v for v in labels if v is not None]
+        remap[remap >= 0] = np.arange(len(labels))
+        codes = remap[codes]
+    # sorted categories, as pd.Categorical makes them (sorting by name sorts by text); labels
+    # that collided become one
+    if not labels:
+        return pd.Categorical.from_codes(np.full(len(values), -1), categories=[])
+    cats, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    codes = np.where(codes >= 0, inverse[np.maximum(codes, 0)], -1)
+    return pd.Categorical.from_codes(codes, categories=list(cats))
 
 
 _NO_ID = -(2**63)  # missing correlation id in the int64 buffer
@@ -591,22 +871,24 @@ _MALLOC_TRIM = _find_malloc_trim()  # glibc only
 
 
 def _unpack(blobs: list) -> list:
-    """The args of every row (None where not a dict); empties ``blobs`` batch by batch."""
+    """The args of every row (None where not a dict); empties ``blobs`` batch by batch. A batch
+    is raw JSON (an array of args), a list of dicts, or a count of rows whose args were not kept."""
     out: list = []
     for i, b in enumerate(blobs):
         blobs[i] = None  # each batch is freed (and its pages trimmed) once decoded
+        if type(b) is int:
+            out.extend([None] * b)
+            continue
         if isinstance(b, bytes):
-            import orjson  # bytes only exist where _pack had orjson; GPU nodes may lack it
-
-            b = orjson.loads(b)
+            b = msgspec.json.decode(b) if msgspec is not None else _orjson_loads(b)
             _trim_heap()
-        out.extend([a if type(a) is dict else None for a in b])
+        out.extend([a if type(a) is dict and a else None for a in b])  # no fields ({}, absent): None
     return out
 
 
 def _annotation_lanes(track: pd.Categorical, is_annotation: np.ndarray) -> pd.Categorical:
     """GPU annotation ranges (``gpu_user_annotation``) moved from their stream's lane to a
-    lane of their own right after it ("GPU 0 stream 7 annotations"): on the stream's lane
+    lane of their own right after it ("GPU 0 · stream 7 annotations"): on the stream's lane
     their union would count as the stream's busy time, though no kernel ran."""
     if not is_annotation.any():
         return track
@@ -618,7 +900,7 @@ def _annotation_lanes(track: pd.Categorical, is_annotation: np.ndarray) -> pd.Ca
         base.append(len(cats))
         cats.append(lane)
         if i in has:
-            label = f"{lane} annotations"
+            label = f"{lane} annotations"  # "GPU 0 · stream 7 annotations"
             while label in taken:  # a lane of that name exists already
                 label += " (GPU)"
             ann.append(len(cats))
@@ -661,13 +943,6 @@ def _float_or_nan(v: Any) -> float:
         return float("nan")
 
 
-def _int_or_none(v: Any) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 def _proc_label(pid: Any, proc_name: dict) -> str:
     return proc_name.get(pid) or f"process {pid}"
 
@@ -679,14 +954,27 @@ def _lane_label(key: tuple, proc_name: dict, thread_name: dict, gpu: tuple | Non
         return tn.strip()
     pn = proc_name.get(pid)
     if pn and re.match(r"GPU\s*\d+", pn):
-        return f"{pn} stream {tid}"
+        return f"{pn} · stream {tid}"
     if pn:
-        return f"{pn} {tid}"
+        return f"{pn} · {_thread(tid)}"
     if gpu is not None:  # no metadata: the lane's GPU events say where they ran
-        return f"GPU {gpu[0]} stream {gpu[1]}"
+        return f"GPU {gpu[0]} · stream {gpu[1]}"
     if pid in (None, "") and tid in (None, ""):
         return "global"
-    return f"thread {tid}" if pid is None else f"{pid}/{tid}"
+    if pid == -1:  # Kineto's own activity (buffer requests, flushes): not a thread of the program
+        return "profiler overhead"
+    if pid is None or pid == tid:  # a process's main thread
+        return _thread(tid)
+    return f"{_process(pid)} · {_thread(tid)}"
+
+
+def _thread(tid: Any) -> str:
+    """"thread 6583" for a numeric id, the name itself for a named one ("PyTorch Profiler")."""
+    return f"thread {tid}" if isinstance(tid, int) or (isinstance(tid, str) and tid.isdigit()) else str(tid)
+
+
+def _process(pid: Any) -> str:
+    return f"process {pid}" if isinstance(pid, int) or (isinstance(pid, str) and pid.isdigit()) else str(pid)
 
 
 def _category(cat: Any, pid: Any, proc_name: dict) -> str:

@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from ..tables import render
-from ..untrusted import OutputStreamError, TerminalStream, plain
+from ..untrusted import OutputStreamError, guarded, plain
 from . import TraceError, analysis, diff, load, overlap, phases, ranks
 from .export import write_chrome_json
 from .ranks import RankError, load_ranks
@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="print the GPU-time breakdown as GitHub Markdown (for an issue or a report)")
     p.add_argument("--comm", metavar="REGEX",
                    help="kernels (or copies) whose names match REGEX are communication, before the built-in rules "
-                        "(NCCL/RCCL/MSCCL, symmetric memory, peer copies); e.g. 'deep_ep::|dispatch|combine'")
+                        "(NCCL/RCCL/MSCCL, DeepEP, symmetric memory, NVSHMEM, custom all-reduce, peer copies); "
+                        "e.g. '(?i)dispatch|combine'; when none is found the output suggests one")
     p.add_argument("--phases", action="store_true", help="phase breakdown per iteration (IREE, Kineto steps)")
     p.add_argument("--chrome", metavar="OUT.json", help="write the spans as Chrome trace JSON (ui.perfetto.dev)")
     p.add_argument("--top", type=int, default=15, help="rows of per-name statistics (default 15)")
@@ -108,34 +109,36 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT
 
 
-def _load(paths: list[str], args) -> tuple[Any, dict]:
-    """One file, or several as the ranks of one run."""
+def _load(paths: list[str], args, keep_args: bool = True) -> tuple[Any, dict]:
+    """One file, or several as the ranks of one run; ``keep_args=False`` when no output shows
+    the events' args (faster, smaller: :func:`workbench.traces.load`)."""
     if len(paths) == 1:
-        return load(paths[0])
+        return load(paths[0], args=keep_args)
     try:
-        return load_ranks(paths, align=args.align, marker=args.marker)
+        return load_ranks(paths, align=args.align, marker=args.marker, args=keep_args)
     except RankError as exc:
         raise _Bad(f"ranks: {exc}") from None
 
 
-def _gpu_time(df, args) -> dict | None:
-    """The GPU-time tables (None without GPU work); a bad --comm is bad input."""
+def _gpu_time(df, args) -> tuple[dict | None, dict | None]:
+    """The GPU-time tables (None without GPU work) and the communication suggestion
+    (:func:`.overlap.suggest_comm`); a bad --comm is bad input."""
     if not overlap.has_gpu_work(df):
-        return None
+        return None, None
     try:
-        return overlap.summary(df, comm=args.comm)
+        return overlap.summary(df, comm=args.comm), overlap.suggest_comm(df, comm=args.comm)
     except overlap.OverlapError as exc:
         raise _Bad(str(exc)) from None
 
 
 def _summary(args) -> int:
-    df, meta = _load(args.files, args)
+    df, meta = _load(args.files, args, keep_args=bool(args.chrome))  # only the Chrome export writes args
     doc = analysis.summary(df, meta)
-    gpu = _gpu_time(df, args)
+    gpu, suggestion = _gpu_time(df, args)
     if args.markdown:
         if gpu is None:
             raise _Bad(f"{meta['format']}: no GPU kernels, copies or memsets in the trace: no GPU-time breakdown")
-        print(overlap.markdown(gpu))
+        print(overlap.markdown(gpu, suggestion=suggestion))
         return EXIT_OK
     phase_tables, phase_error = _phases(df, meta) if args.phases else ({}, None)
     if args.chrome:
@@ -148,7 +151,8 @@ def _summary(args) -> int:
         if multi:
             doc["rank_summary"] = ranks.rank_summary(df, comm=args.comm).to_dict(orient="records")
             doc["slowest"] = ranks.slowest(df)
-        doc["gpu_time"] = None if gpu is None else {"comm": args.comm, **overlap.to_json(gpu)}
+        doc["gpu_time"] = None if gpu is None else {"comm": args.comm, "comm_suggestion": suggestion,
+                                                    **overlap.to_json(gpu)}
         if args.phases and phase_error is not None:
             doc["phases"] = {"error": phase_error}
         elif args.phases and multi:  # per rank: {"0": [...], "1": [...]}
@@ -163,7 +167,7 @@ def _summary(args) -> int:
         if multi:
             _print_ranks(df, args.comm)
         if gpu is not None:
-            _print_gpu_time(gpu)
+            _print_gpu_time(gpu, suggestion)
         for key, table in phase_tables.items():
             n = table.attrs["iterations"]
             warm = ", first skipped as warm-up" if table.attrs.get("skipped") else ""
@@ -204,17 +208,18 @@ def _print_text(df, doc: dict, top: int, lanes: int) -> None:
     shown = ts if lanes <= 0 else ts.head(lanes)
     print(f"\nLanes ({len(ts):,}):" if len(shown) == len(ts) else f"\nLanes (first {len(shown):,} of {len(ts):,}; "
                                                                "--lanes 0 lists all):")
-    print(render(shown.drop(columns=["first_ns", "last_ns"]), "plain", max_rows=None))
-    print(f"\nTop {top} by total time:")
+    print(render(shown.drop(columns=["first_us", "last_us"]), "plain", max_rows=None))
+    print(f"\nTop {top} by self time (time no child span covers; envelopes such as the profiler's own span left "
+          "out):")
     stats = analysis.name_stats(df).head(top)
     stats["name"] = stats["name"].str.slice(0, 60)
     print(render(stats, "plain", max_rows=None))
 
 
-def _print_gpu_time(gpu: dict) -> None:
+def _print_gpu_time(gpu: dict, suggestion: dict | None = None) -> None:
     shown = overlap.display(gpu)
     print("\nGPU time per rank and device:")
-    for line in overlap.headlines(gpu):
+    for line in overlap.headlines(gpu, suggestion=suggestion):
         print(f"  {line}")
     print(render(shown["breakdown"], "plain", max_rows=None))
     print(overlap.DEFINITIONS)
@@ -253,7 +258,7 @@ def _sides(files: list[str]) -> tuple[list[str], list[str]]:
 
 def _diff(args) -> int:
     pa, pb = _sides(args.files[1:])
-    (a, meta_a), (b, meta_b) = _load(pa, args), _load(pb, args)
+    (a, meta_a), (b, meta_b) = _load(pa, args, keep_args=False), _load(pb, args, keep_args=False)
     name_a, name_b = " ".join(pa), " ".join(pb)
     try:
         table = diff.diff(a, b, alpha=args.alpha, correction=args.correction)
@@ -294,6 +299,19 @@ def _diff(args) -> int:
     return EXIT_OK
 
 
-if __name__ == "__main__":  # no control or bidi character from a trace reaches the terminal
-    sys.stdout, sys.stderr = TerminalStream(sys.stdout), TerminalStream(sys.stderr)
-    sys.exit(trace_main(sys.argv[1:]))
+def console(argv: list[str]) -> int:
+    """``python -m workbench trace ...`` without the rest of the CLI's imports (a third of the
+    command's time on a small trace): the same guards as :func:`workbench.cli.main` (no control
+    or bidi character from a trace reaches the terminal, signals as Ctrl-C, one line when the
+    output cannot be written)."""
+    def command() -> int:
+        try:
+            return trace_main(argv)
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
+    return guarded(command)
+
+
+if __name__ == "__main__":
+    sys.exit(console(sys.argv[1:]))

@@ -75,21 +75,30 @@ def gunzip(data: bytes, fmt: str, name: str, limit: int | None = None) -> bytes:
 
     ``limit`` stops early after that many output bytes without an error (content sniffing).
     """
-    budget = Budget(fmt, name, len(data))
     out: list[bytes] = []
     got = 0
+    for piece in gunzip_stream(data, fmt, name):
+        out.append(piece)
+        got += len(piece)
+        if limit is not None and got >= limit:
+            return b"".join(out)[:limit]
+    return b"".join(out)
+
+
+def gunzip_stream(data: bytes, fmt: str, name: str, step: int = STEP_BYTES):
+    """:func:`gunzip` as it goes: the inflated bytes in pieces of at most ``step``, so a reader
+    that parses as it inflates never holds the whole inflated file (same budget and errors)."""
+    budget = Budget(fmt, name, len(data))
     pos = 0
     try:
         while pos < len(data):
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # one gzip member
-            chunk = data[pos:]
+            chunk = memoryview(data)[pos:]
             while True:
-                piece = d.decompress(chunk, STEP_BYTES)
+                piece = d.decompress(chunk, step)
                 budget.add(len(piece))
-                out.append(piece)
-                got += len(piece)
-                if limit is not None and got >= limit:
-                    return b"".join(out)[:limit]
+                if piece:
+                    yield piece
                 chunk = d.unconsumed_tail
                 if d.eof or (not chunk and not piece):
                     break
@@ -101,7 +110,6 @@ def gunzip(data: bytes, fmt: str, name: str, limit: int | None = None) -> bytes:
                 break
     except zlib.error as exc:
         raise TraceError(fmt, f"{name}: corrupted gzip ({exc})") from None
-    return b"".join(out)
 
 
 def gunzip_head(path: str | os.PathLike, n: int) -> bytes | None:

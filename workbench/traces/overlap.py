@@ -7,9 +7,12 @@ its ``gemm`` lanes to computation). Annotation ranges (``gpu_user_annotation``, 
 host calls and synchronisation waits are never GPU work. Each span of GPU work gets one type
 (:func:`classify`):
 
-- **communication**: the user's ``comm`` pattern first (DeepEP's ``dispatch``/``combine``, a
-  custom all-to-all), then the built-in :data:`COMM_RULES` (NCCL/RCCL/MSCCL kernels,
-  PyTorch symmetric-memory and NVSHMEM kernels, peer-to-peer copies on the copy engines);
+- **communication**: the user's ``comm`` pattern first (a custom all-to-all), then the
+  built-in :data:`COMM_RULES` (NCCL/RCCL/MSCCL kernels, DeepEP's expert-parallel
+  dispatch/combine, PyTorch symmetric-memory and NVSHMEM kernels, custom all-reduce kernels,
+  peer-to-peer copies on the copy engines). When none of them finds any communication but
+  kernel names look like it (``dispatch``, ``combine``, ``all_gather``...),
+  :func:`suggest_comm` says how many and offers a pattern for them;
 - **fused**: kernels that communicate and compute inside one launch (:data:`FUSED_RULES`);
   from a kernel-level trace their inner overlap is unknown, so they count in neither
   computation nor communication. Per-program records of such a kernel (``roles``) show it;
@@ -45,7 +48,7 @@ import pandas as pd
 
 from .. import stats
 from ..tables import render
-from ..untrusted import escape
+from ..untrusted import PatternError, escape, user_regex
 from .analysis import STEP_NAMES, merged_intervals
 from .model import KERNEL, from_columns
 
@@ -63,8 +66,13 @@ STEP_CATEGORIES = ("user_annotation", "nvtx", "marker")
 COMM_RULES: dict[str, str] = {
     # NCCL and RCCL kernels (ncclKernel_*, ncclDevKernel_*; RCCL keeps NCCL's names), MSCCL, MSCCL++
     "NCCL/RCCL/MSCCL": r"^(?:void\s+)?(?:nccl|rccl|msccl)",
+    # DeepEP's expert-parallel all-to-all (intranode over NVLink, internode over NVSHMEM/IBGDA):
+    # deep_ep::intranode::dispatch, dpsk::ep::internode::combine (DeepSeek's own builds), ...
+    "DeepEP": r"\b(?:deep_ep|dpsk::ep)::",
     # PyTorch symmetric memory (one/two-shot and multimem all-reduce, all-gather, barriers), NVSHMEM
-    "symmetric memory": r"c10d::symmetric_memory::|\bnvshmemi?_",
+    "symmetric memory": r"c10d::symmetric_memory::|\bnvshmemi?_|\bnvshmem::",
+    # custom all-reduce kernels over peer memory: vLLM/SGLang's cross_device_reduce, TensorRT-LLM's
+    "custom all-reduce": r"\bcross_device_reduce|\b(?:one|two)ShotAllReduce|\ballreduce_fusion_kernel",
     # copies between devices on the copy engines (Kineto, nsys and rocprof name them "Memcpy PtoP")
     "peer-to-peer copy": r"^Memcpy PtoP",
     # TransformerEngine's userbuffers (tensor-parallel comm overlap) communication kernels
@@ -77,6 +85,12 @@ FUSED_RULES: dict[str, str] = {
 }
 _COMM = re.compile("|".join(f"(?:{p})" for p in COMM_RULES.values()))
 _FUSED = re.compile("|".join(f"(?:{p})" for p in FUSED_RULES.values()))
+
+#: kernel names that look like communication (searched case-insensitively) when no rule found any:
+#: :func:`suggest_comm` offers them, it never counts them by itself
+LOOKS_LIKE_COMM = ("dispatch", "combine", "all_?gather", "all_?reduce", "reduce_?scatter", "all_?to_?all", "a2a",
+                   "send", "recv", "broadcast", "barrier")
+_LOOKS = re.compile("|".join(f"({w})" for w in LOOKS_LIKE_COMM), re.I)
 
 #: figures of :func:`breakdown` (and per step), in output order
 FIGURES = ("total_us", "busy_us", "idle_us", "computation_us", "communication_us", "memory_us", "fused_us",
@@ -91,14 +105,15 @@ class OverlapError(ValueError):
     """A breakdown that cannot be computed as asked (a bad pattern); one line."""
 
 
-def comm_pattern(comm: str | None) -> re.Pattern | None:
-    """The user's communication pattern, compiled; raises :class:`OverlapError` for a bad one."""
+def comm_pattern(comm: str | None):
+    """The user's communication pattern, compiled for a linear-time engine
+    (:func:`workbench.untrusted.user_regex`); raises :class:`OverlapError` for a bad one."""
     if not comm:
         return None
     try:
-        return re.compile(comm)
-    except re.error as exc:
-        raise OverlapError(f"--comm {comm!r} is not a regular expression ({exc})") from None
+        return user_regex(comm, "--comm")
+    except PatternError as exc:
+        raise OverlapError(str(exc)) from None
 
 
 def classify(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.Categorical:
@@ -113,23 +128,31 @@ def classify(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str]
     bad = set(roles.values()) - set(TYPES)
     if bad:
         raise OverlapError(f"unknown types in roles: {sorted(bad)} (use {', '.join(TYPES)})")
-    names = np.asarray(df["name"].cat.categories, dtype=object)
-    name_type = np.array([_name_type(str(n), user) for n in names] + [None], dtype=object)
-    name_of = name_type[df["name"].cat.codes.to_numpy()]  # -1 (missing name) -> None
-    comm_hit = np.isin(name_of, ("user", "communication"))
-    cat = df["category"].astype(object).to_numpy()
+    code = {t: i for i, t in enumerate(TYPES)}
+    names = df["name"].cat.categories
+    by_rule = {"user": 1, "communication": 1, "fused": 3}
+    name_type = np.array([by_rule.get(_name_type(str(n), user), -1) for n in names] + [-1], dtype=np.int8)
+    name_of = name_type[df["name"].cat.codes.to_numpy()]  # -1 (missing name) -> -1
+    comm_hit = name_of == code["communication"]
+    cats = list(df["category"].cat.categories)
+    cat_codes = df["category"].cat.codes.to_numpy()
     span = (df["kind"] == "span").to_numpy()
-    out = np.full(len(df), None, dtype=object)
-    kernel = span & (cat == KERNEL)
-    out[kernel] = np.where(comm_hit, "communication", np.where(name_of == "fused", "fused", "computation"))[kernel]
-    copies = span & np.isin(cat, ("gpu_memcpy", "gpu_memset"))
-    out[copies] = np.where(comm_hit, "communication", "memory")[copies]
+
+    def of(*wanted: str) -> np.ndarray:
+        return span & np.isin(cat_codes, [i for i, c in enumerate(cats) if c in wanted])
+
+    out = np.full(len(df), -1, dtype=np.int8)
+    kernel = of(KERNEL)
+    out[kernel] = np.where(name_of[kernel] == code["fused"], code["fused"],
+                           np.where(comm_hit[kernel], code["communication"], code["computation"]))
+    copies = of("gpu_memcpy", "gpu_memset")
+    out[copies] = np.where(comm_hit[copies], code["communication"], code["memory"])
     for c, t in roles.items():  # per-program records: the caller's types win
-        out[span & (cat == c)] = t
-    return pd.Categorical(out, categories=list(TYPES))
+        out[of(c)] = code[t]
+    return pd.Categorical.from_codes(out, categories=list(TYPES))
 
 
-def _name_type(name: str, user: re.Pattern | None) -> str | None:
+def _name_type(name: str, user) -> str | None:
     """A name's type by the rules: "user" (the user's pattern), a built-in type, or None."""
     if user is not None and user.search(name):
         return "user"
@@ -241,10 +264,120 @@ def breakdown(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str
     communication, ``comp_overlapped_pct`` NaN without computation). One row per group
     with GPU work.
     """
-    w = _work(df, comm, roles, per_device)
+    return _breakdown(_work(df, comm, roles, per_device))
+
+
+def _breakdown(w: pd.DataFrame) -> pd.DataFrame:
     if w.empty:
         return pd.DataFrame(columns=["rank", "device", "spans", *FIGURES])
     return _labels(_table(w, ["rank", "device"]))
+
+
+#: the exclusive parts of :func:`temporal`, by priority: a moment with computation running is
+#: computation, else fused, else communication, else memory; nothing running is idle
+TEMPORAL = ("computation", "fused", "communication", "memory", "idle")
+
+
+def temporal(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None,
+             per_device: bool = True) -> pd.DataFrame:
+    """Where each rank's GPU time goes, in parts that tile its total: columns ``rank, device,
+    total_us``, then per part of :data:`TEMPORAL` its time (``computation_us``, ...,
+    ``idle_us``) and share of the total (``computation_pct``, ...).
+
+    ``computation_us``, ``idle_us`` and ``total_us`` are Holistic Trace Analysis's
+    ``get_temporal_breakdown`` compute, idle and kernel time; its non-compute time is the sum of
+    fused, communication and memory (``per_device=False``: the union over a rank's GPUs, as HTA
+    computes it; the same for one GPU per rank).
+    """
+    cols = ["rank", "device", "total_us", *[f"{p}_us" for p in TEMPORAL], *[f"{p}_pct" for p in TEMPORAL]]
+    w = _work(df, comm, roles, per_device)
+    if w.empty:
+        return pd.DataFrame(columns=cols)
+    keys, code = _grouped(w, ["rank", "device"])
+    st = w["start_ns"].to_numpy()
+    g, s, e, state = _sweep(code, _type_code(w["type"]), st, st + w["dur_ns"].to_numpy())
+    part = np.full(len(state), len(TEMPORAL) - 1)  # idle unless a type runs
+    for i, bit in reversed(list(enumerate((COMP, FUSED, COMM, MEM)))):  # the highest priority wins
+        part[(state & bit) > 0] = i
+    ns = np.zeros((len(keys), len(TEMPORAL)))
+    np.add.at(ns, (g, part), (e - s).astype(np.float64))
+    total = ns.sum(axis=1)
+    out = keys.assign(total_us=total / 1e3)
+    for i, name in enumerate(TEMPORAL):
+        out[f"{name}_us"] = ns[:, i] / 1e3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for i, name in enumerate(TEMPORAL):
+            out[f"{name}_pct"] = np.where(total > 0, 100.0 * ns[:, i] / np.where(total > 0, total, 1), np.nan)
+    return _labels(out)[cols]
+
+
+def comm_overlap(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None,
+                 per_device: bool = True) -> pd.DataFrame:
+    """Communication against computation per rank and device: columns ``rank, device,
+    communication_us, computation_us, comm_hidden_us`` (communication ∩ computation),
+    ``comm_exposed_us``, ``overlap_pct`` (hidden / communication: Holistic Trace Analysis's
+    ``comp_comm_overlap_pctg``, NaN without communication) and ``comp_overlapped_pct``
+    (hidden / computation)."""
+    cols = ["rank", "device", "communication_us", "computation_us", "comm_hidden_us", "comm_exposed_us",
+            "overlap_pct", "comp_overlapped_pct"]
+    b = breakdown(df, comm, roles, per_device)
+    return b[cols].reset_index(drop=True) if len(b) else pd.DataFrame(columns=cols)
+
+
+def kernels(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Every kernel, copy and memset name per rank, device and type: columns ``rank, device,
+    type, name, count, total_us, self_us`` (the same: GPU work does not nest), ``mean_us,
+    std_us`` (sample standard deviation, 0 for one span), ``min_us, max_us, share_pct`` (of the
+    type's summed time on that rank and device), most time first within each type. Holistic
+    Trace Analysis's ``get_gpu_kernel_breakdown`` lists the same per name, its smaller names
+    folded into "others"; :func:`top_kernels` folds them the same way."""
+    cols = ["rank", "device", "type", "name", "count", "total_us", "self_us", "mean_us", "std_us", "min_us", "max_us",
+            "share_pct"]
+    w = _work(df, comm, roles)
+    if w.empty:
+        return pd.DataFrame(columns=cols)
+    g = w.groupby(["rank", "device", "type", "name"], observed=True, sort=False)["dur_ns"]
+    t = g.agg(count="count", total_ns="sum", mean_ns="mean", std_ns="std", min_ns="min", max_ns="max").reset_index()
+    t["std_ns"] = t["std_ns"].fillna(0.0)
+    t["type"] = t["type"].astype(str)
+    t["name"] = t["name"].astype(str)
+    t = t.sort_values(["rank", "device", "type", "total_ns"], ascending=[True, True, True, False], kind="stable")
+    type_ns = t.groupby(["rank", "device", "type"])["total_ns"].transform("sum")
+    for c in ("total", "mean", "std", "min", "max"):
+        t[f"{c}_us"] = t.pop(f"{c}_ns") / 1e3
+    t["self_us"] = t["total_us"]
+    t["share_pct"] = 100.0 * t["total_us"] * 1e3 / type_ns.where(type_ns > 0, 1)
+    return _labels(t.reset_index(drop=True))[cols]
+
+
+def suggest_comm(df: pd.DataFrame, comm: str | None = None) -> dict | None:
+    """When the rules (and ``comm``) find no communication but kernels are named like it
+    (:data:`LOOKS_LIKE_COMM`): ``{"pattern", "kernels", "names", "words", "examples"}``, the
+    pattern that would count them (case-insensitive), how many kernel spans and distinct
+    names it matches, the words found and up to three names. None otherwise."""
+    types = classify(df, comm)
+    if (np.asarray(types) == "communication").any():
+        return None
+    kern = (df["category"] == KERNEL).to_numpy() & (df["kind"] == "span").to_numpy()
+    names = np.asarray(df["name"].cat.categories, dtype=object)
+    words_of = {}
+    for i, n in enumerate(names):
+        found = {m.lastgroup or next(w for w, g in zip(LOOKS_LIKE_COMM, m.groups()) if g)
+                 for m in _LOOKS.finditer(str(n))}
+        if found:
+            words_of[i] = found
+    if not words_of:
+        return None
+    codes = df["name"].cat.codes.to_numpy()
+    hit = kern & np.isin(codes, list(words_of))
+    if not hit.any():
+        return None
+    used = sorted(set(codes[hit].tolist()))
+    words = sorted({w for i in used for w in words_of[i]}, key=LOOKS_LIKE_COMM.index)
+    by_count = pd.Series(codes[hit]).value_counts()
+    return {"pattern": "(?i)" + "|".join(words), "kernels": int(hit.sum()), "names": len(used),
+            "words": [w.replace("_?", "_") for w in words],
+            "examples": [str(names[i]) for i in by_count.index[:3]]}
 
 
 def states(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -252,7 +385,10 @@ def states(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] |
     ("computation", "computation + communication", ..., and "idle"), with its share of the
     total. Columns: ``rank, device, state, time_us, share_pct``; the states of one group
     tile its total, so the shares add to 100."""
-    w = _work(df, comm, roles)
+    return _states(_work(df, comm, roles))
+
+
+def _states(w: pd.DataFrame) -> pd.DataFrame:
     if w.empty:
         return pd.DataFrame(columns=["rank", "device", "state", "time_us", "share_pct"])
     keys, code = _grouped(w, ["rank", "device"])
@@ -279,13 +415,17 @@ def top_kernels(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, s
     """Per rank, device and type, the ``top`` names by summed duration and one row for the
     rest ("others (n names)"). Columns: ``rank, device, type, name, count, total_us,
     mean_us, share_pct`` (share of the type's summed span time on that device)."""
-    w = _work(df, comm, roles)
+    return _top_kernels(_work(df, comm, roles), top)
+
+
+def _top_kernels(w: pd.DataFrame, top: int) -> pd.DataFrame:
     cols = ["rank", "device", "type", "name", "count", "total_us", "mean_us", "share_pct"]
     if w.empty:
         return pd.DataFrame(columns=cols)
-    w["name"] = w["name"].astype(str)
     g = w.groupby(["rank", "device", "type", "name"], observed=True)["dur_ns"].agg(count="count", total_ns="sum")
-    g = g.reset_index().sort_values(["rank", "device", "type", "total_ns"], ascending=[True, True, True, False],
+    g = g.reset_index()
+    g["name"] = g["name"].astype(str)  # the names that ran, not the table's every category
+    g = g.sort_values(["rank", "device", "type", "total_ns"], ascending=[True, True, True, False],
                                     kind="stable")
     g["pos"] = g.groupby(["rank", "device", "type"], observed=True).cumcount()
     rest = g[g["pos"] >= top]
@@ -306,7 +446,7 @@ def top_kernels(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, s
 def _step_of(df: pd.DataFrame, w: pd.DataFrame, step: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Each GPU work row's step index (-1: none) and the steps (``rank, step, name,
     start_ns, end_ns``) per rank, in time order."""
-    cat = df["category"].astype(str)
+    cat = df["category"]
     host = df[cat.isin(STEP_CATEGORIES) & (df["kind"] == "span")]
     host = host[host["name"].astype(str).str.match(step)]
     steps = pd.DataFrame({"rank": host["rank"].fillna(-1).astype(np.int64).to_numpy(),
@@ -317,7 +457,7 @@ def _step_of(df: pd.DataFrame, w: pd.DataFrame, step: str) -> tuple[np.ndarray, 
     out = np.full(len(w), -1, dtype=np.int64)
     if steps.empty:
         return out, steps
-    calls = df[cat.isin(RUNTIME_CATEGORIES) & df["correlation"].notna()]
+    calls = df.loc[cat.isin(RUNTIME_CATEGORIES) & df["correlation"].notna(), ["rank", "start_ns", "correlation"]]
     for rank, st in steps.groupby("rank"):
         s0, s1 = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
 
@@ -342,7 +482,10 @@ def steps(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | 
     (0, 1, ... per rank), ``name`` (the step's range, e.g. ``ProfilerStep#12``), ``spans``
     and :data:`FIGURES`; ``total_us`` runs from the step's first GPU work start to its last
     end. Empty when the trace has no steps."""
-    w = _work(df, comm, roles)
+    return _steps(df, _work(df, comm, roles), step)
+
+
+def _steps(df: pd.DataFrame, w: pd.DataFrame, step: str) -> pd.DataFrame:
     cols = ["rank", "device", "step", "name", "spans", *FIGURES]
     if w.empty:
         return pd.DataFrame(columns=cols)
@@ -405,9 +548,10 @@ def summary(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] 
             step: str = STEP_NAMES) -> dict[str, pd.DataFrame]:
     """Every table of the breakdown, for the CLI, the page and reports: ``breakdown``,
     ``states``, ``top_kernels``, ``steps`` (per step) and ``step_summary`` (over steps)."""
-    per_step = steps(df, comm, roles, step)
-    return {"breakdown": breakdown(df, comm, roles), "states": states(df, comm, roles),
-            "top_kernels": top_kernels(df, comm, roles, top), "steps": per_step, "step_summary": step_summary(per_step)}
+    w = _work(df, comm, roles)  # classified once for all of them
+    per_step = _steps(df, w, step)
+    return {"breakdown": _breakdown(w), "states": _states(w), "top_kernels": _top_kernels(w, top), "steps": per_step,
+            "step_summary": step_summary(per_step)}
 
 
 def where(rank, device) -> str:
@@ -416,8 +560,15 @@ def where(rank, device) -> str:
     return " ".join(parts) or "GPU work"
 
 
-def headlines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """One line per rank and device: the overlap, and its median and CI over steps."""
+#: how each surface names the communication pattern in a hint (a web page names no CLI flag)
+COMM_HINT = {"cli": "--comm {pattern}", "python": "comm={pattern}", "page": "the communication field above"}
+
+
+def headlines(tables: Mapping[str, pd.DataFrame], surface: str = "cli", suggestion: Mapping | None = None
+              ) -> list[str]:
+    """One line per rank and device: the overlap, and its median and CI over steps. Without
+    communication, the line says so and how to name it on ``surface`` (:data:`COMM_HINT`),
+    with ``suggestion`` (:func:`suggest_comm`): how many kernels look like communication."""
     out = []
     summ = tables["step_summary"]
     for r in tables["breakdown"].to_dict("records"):
@@ -433,13 +584,29 @@ def headlines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
                 n = int(s["steps"])
                 head += f" (per step: median {s['median']:.1f}%{ci} over {n} step{'s' if n != 1 else ''}{few})"
         else:
-            head += "no communication found (add the kernels' names with --comm REGEX)"
+            head += "no known communication kernels found" + _hint(surface, suggestion)
         head += (f"; computation {r['computation_us']:,.1f} us; idle {r['idle_pct']:.1f}% of "
                  f"{r['total_us']:,.1f} us")
         if r["fused_us"] > 0:
             head += f"; fused comm+compute kernels {r['fused_us']:,.1f} us (their inner overlap is not in a kernel trace)"
         out.append(head)
     return out
+
+
+def suggestion_text(suggestion: Mapping) -> str:
+    """"96 kernels (4 names) look like communication (dispatch, combine)"."""
+    n, k = suggestion["kernels"], suggestion["names"]
+    return (f"{n:,} kernel{'s' if n != 1 else ''} ({k} name{'s' if k != 1 else ''}) look like communication "
+            f"({', '.join(suggestion['words'])})")
+
+
+def _hint(surface: str, suggestion: Mapping | None) -> str:
+    if suggestion:
+        pattern = repr(suggestion["pattern"])
+        return f" but {suggestion_text(suggestion)}: count them with {COMM_HINT[surface].format(pattern=pattern)}" \
+            if surface != "page" else f" but {suggestion_text(suggestion)}"
+    return f" (name them with {COMM_HINT[surface].format(pattern='REGEX')})" if surface != "page" else \
+        " (name them in the communication field above)"
 
 
 def _same(t: pd.DataFrame, r: Mapping) -> pd.Series:
@@ -484,8 +651,9 @@ def display(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
 #: the definitions in a few lines (the CLI's text, reports and the page show them)
 DEFINITIONS = ("Each figure is the length of a union of intervals of one rank's GPU (never a sum of kernel times): "
                "total = first GPU op start to last end; busy = any kernel, copy or memset; idle = total - busy; "
-               "computation, communication and memory = the union of kernels of that type (NCCL/RCCL/MSCCL, "
-               "symmetric-memory and peer-to-peer copies are communication, plus --comm); comm hidden = "
+               "computation, communication and memory = the union of kernels of that type (NCCL/RCCL/MSCCL, DeepEP, "
+               "symmetric-memory, NVSHMEM, custom all-reduce kernels and peer-to-peer copies are communication, "
+               "plus the names given as communication); comm hidden = "
                "communication ∩ computation; comm hidden % = hidden / communication (HTA's overlap); comp under "
                "comm % = hidden / computation. Annotation ranges are never GPU work.")
 
@@ -495,11 +663,13 @@ def to_json(tables: Mapping[str, pd.DataFrame]) -> dict:
     return {k: json.loads(t.to_json(orient="records")) for k, t in tables.items()}
 
 
-def markdown(tables: Mapping[str, pd.DataFrame], title: str = "GPU-time breakdown and overlap") -> str:
+def markdown(tables: Mapping[str, pd.DataFrame], title: str = "GPU-time breakdown and overlap",
+             suggestion: Mapping | None = None) -> str:
     """The breakdown as GitHub Markdown (an issue or a report section): headlines, the
     definitions, the breakdown and per-step tables, the states and the top kernels."""
     shown = display(tables)
-    parts = [f"### {escape(title, 'text')}", "", *[f"- {escape(h, 'text')}" for h in headlines(tables)], "",
+    parts = [f"### {escape(title, 'text')}", "",
+             *[f"- {escape(h, 'text')}" for h in headlines(tables, suggestion=suggestion)], "",
              DEFINITIONS, "", render(shown["breakdown"], "markdown")]
     if len(shown["step_summary"]):
         parts += ["", "Per step (median over steps, 95% bootstrap CI over steps: the variation between steps of "

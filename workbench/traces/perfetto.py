@@ -1,4 +1,5 @@
-"""Perfetto protobuf traces (``.pftrace``) with TrackEvent slices, read without trace_processor.
+"""Perfetto protobuf traces (``.pftrace``): TrackEvent slices, and the atrace slices of Android
+system traces, read without trace_processor.
 
 The ``perfetto`` wheel's TraceProcessor downloads a native binary on first use (fails
 offline), but the wheel also ships the generated protobuf classes, which are enough here.
@@ -10,9 +11,20 @@ Read: ``track_descriptor`` (lane names: name / static_name / thread / process, o
 appearance, ``sibling_order_rank`` first), ``track_event`` SLICE_BEGIN/END paired per track
 uuid, INSTANT as instants, interned ``event_names`` / ``event_categories`` /
 ``debug_annotation_names`` per ``trusted_packet_sequence_id`` (cleared on
-SEQ_INCREMENTAL_STATE_CLEARED), ``trace_packet_defaults`` for the default track. Counters
-and other data sources are skipped. Timestamps are TracePacket ns (the trace's clock,
-BOOTTIME unless the producer set another).
+SEQ_INCREMENTAL_STATE_CLEARED), ``trace_packet_defaults`` for the default track.
+
+Android system traces (and Linux ones with userspace markers) carry their slices as atrace
+text in ftrace ``print`` events, read as Perfetto's TraceProcessor reads them (its systrace
+line parser): ``B|<pid>|<name>`` opens a slice on the writing thread (the ftrace event's pid is
+the thread id) and ``E|<pid>`` closes that thread's innermost one; ``S|<pid>|<name>|<cookie>``
+and ``F|<pid>|<name>|<cookie>`` are an async slice of the process, paired by name and cookie,
+on a lane of its own ("<name> (async)"); ``I|<pid>|<name>`` is an instant. Counters
+(``C|...``) and track-scoped events (``G``/``H``/``N``/``T``/``U``) are counted, not read.
+Thread and process names come from ``process_tree`` packets, else from ``sched_switch``'s
+``next_comm``; lanes are the threads ("RenderThread 1010"), grouped by process.
+
+Other data sources are skipped. Timestamps are TracePacket (or ftrace event) ns on the trace's
+clock, BOOTTIME unless the producer set another.
 """
 
 from __future__ import annotations
@@ -30,9 +42,10 @@ from .model import from_columns
 FORMAT = "perfetto-pftrace"
 INFO = Format(
     FORMAT, "Perfetto protobuf", (".pftrace", ".perfetto-trace"),
-    "TrackEvent packets (any Perfetto SDK)",
+    "TrackEvent packets (any Perfetto SDK); Android/Linux system traces' atrace markers (ftrace print)",
     "track_event slices (begin/end per track) and instants with interned names, categories and debug "
-    "annotations; track descriptors name and order lanes")
+    "annotations; track descriptors name and order lanes; atrace B/E slices per thread, S/F async slices, "
+    "I instants (thread and process names from process_tree)")
 _SEQ_CLEARED = 1  # TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 
 
@@ -62,8 +75,8 @@ def _pb():
 
 def detect(head: bytes, name: str) -> bool:
     """Starts with a framed TracePacket that decodes (or is cut only by the head's end)."""
-    if not head or head[0] != 0x0A:
-        return False
+    if not head or head[0] != 0x0A or head.lstrip()[:1] in (b"{", b"["):
+        return False  # a JSON document starting with a newline is not a packet of 0x7B bytes
     try:
         n, o = _varint(head, 1)
     except IndexError:
@@ -123,8 +136,8 @@ def describe(sources: dict[str, int], n_packets: int) -> str:
         kind = "a Linux system trace (ftrace)"
     else:
         kind = "a Perfetto trace"
-    return (f"{kind} without TrackEvent slices ({n_packets:,} packets" + (f": {held}" if held else "") +
-            "); this reader takes TrackEvent slices only: open it in ui.perfetto.dev")
+    return (f"{kind} without TrackEvent or atrace slices ({n_packets:,} packets" + (f": {held}" if held else "") +
+            "); this reader takes TrackEvent slices and atrace markers (ftrace print): open it in ui.perfetto.dev")
 
 
 def _annotation_value(a) -> Any:
@@ -133,6 +146,103 @@ def _annotation_value(a) -> Any:
         if a.HasField(f):
             return getattr(a, f)
     return None
+
+
+class _Atrace:
+    """atrace slices from ftrace ``print`` events (see the module docstring): rows in the same
+    column lists as the TrackEvent slices, keyed by a lane key instead of a track uuid."""
+
+    def __init__(self, cols: dict[str, list]):
+        self.cols = cols
+        self.open: dict[int, list[int]] = {}          # tid -> stack of row indices
+        self.open_async: dict[tuple, int] = {}        # (pid, name, cookie) -> row index
+        self.tgid: dict[int, int] = {}                # tid -> pid, from the markers and process_tree
+        self.thread_names: dict[int, str] = {}
+        self.proc_names: dict[int, str] = {}
+        self.comm: dict[int, str] = {}                # from sched_switch, where process_tree lacks one
+        self.unmatched = self.skipped = self.overflows = 0
+
+    def process_tree(self, tree) -> None:
+        for pr in tree.processes:
+            if pr.cmdline:
+                self.proc_names[pr.pid] = _text(pr.cmdline[0]).split("\0")[0]
+        for th in tree.threads:
+            self.tgid[th.tid] = th.tgid
+            if th.name:
+                self.thread_names[th.tid] = _text(th.name)
+
+    def bundle(self, bundle) -> None:
+        for ev in bundle.event:
+            if ev.timestamp >= 2**63:  # uint64 in the protocol; beyond int64 ns it cannot be placed
+                self.overflows += 1
+            elif ev.HasField("print"):
+                self.marker(int(ev.timestamp), int(ev.pid), _text(getattr(ev, "print").buf))
+            elif ev.HasField("sched_switch") and ev.sched_switch.next_pid:
+                self.comm.setdefault(ev.sched_switch.next_pid, _text(ev.sched_switch.next_comm))
+
+    def marker(self, ts: int, tid: int, buf: str) -> None:
+        parts = buf.rstrip("\n").split("|", 2)
+        kind = parts[0].strip()
+        pid = int(parts[1]) if len(parts) > 1 and parts[1].strip().isdigit() else None
+        if pid is not None:
+            self.tgid.setdefault(tid, pid)
+        if kind == "E":
+            stack = self.open.get(tid)
+            if not stack:
+                self.unmatched += 1
+                return
+            i = stack.pop()
+            self.cols["dur"][i] = max(ts - self.cols["start"][i], 0)
+            return
+        if kind in ("B", "I") and len(parts) == 3:
+            stack = self.open.setdefault(tid, [])
+            self._row(("thread", tid), parts[2], ts, len(stack) if kind == "B" else 0, kind == "B")
+            if kind == "B":
+                stack.append(len(self.cols["start"]) - 1)
+            return
+        if kind in ("S", "F") and len(parts) == 3 and pid is not None:
+            name, _, cookie = parts[2].rpartition("|")
+            key = (pid, name or cookie, cookie if name else "")
+            if kind == "S":
+                self._row(("async", pid, key[1]), key[1], ts, 0, True)
+                self.open_async[key] = len(self.cols["start"]) - 1
+            elif key in self.open_async:
+                i = self.open_async.pop(key)
+                self.cols["dur"][i] = max(ts - self.cols["start"][i], 0)
+            else:
+                self.unmatched += 1
+            return
+        self.skipped += 1  # counters, track-scoped and malformed markers
+
+    def _row(self, lane: tuple, name: str, ts: int, depth: int, span: bool) -> None:
+        c = self.cols
+        c["uuid"].append(lane)
+        c["name"].append(name.strip() or "(unnamed)")
+        c["cat"].append("atrace")
+        c["start"].append(ts)
+        c["dur"].append(0)
+        c["depth"].append(depth)
+        c["corr"].append(None)
+        c["args"].append(None)
+        c["kind"].append("span" if span else "instant")
+
+    def unclosed(self) -> int:
+        return sum(len(s) for s in self.open.values()) + len(self.open_async)
+
+    def process(self, pid: int | None) -> str:
+        if pid is None:
+            return "process ?"
+        name = self.proc_names.get(pid) or self.thread_names.get(pid) or self.comm.get(pid)
+        return f"{name} {pid}" if name else f"process {pid}"
+
+    def lane(self, key: tuple) -> tuple[str, str, tuple]:
+        """(lane label, process label, sort key) of a lane key."""
+        if key[0] == "async":
+            return f"{self.process(key[1])} · {key[2]} (async)", self.process(key[1]), (key[1], 1, key[2])
+        tid = key[1]
+        pid = self.tgid.get(tid, tid)
+        name = self.thread_names.get(tid) or self.comm.get(tid) or "thread"
+        return f"{name} {tid}", self.process(pid), (pid, 0, tid)
 
 
 def _lanes(uuids: list[int], track_names: dict[int, str], track_rank: dict[int, int]
@@ -163,6 +273,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     default_track: dict[int, int] = {}
     open_slices: dict[int, list[tuple]] = {}
     cols: dict[str, list] = {k: [] for k in ("uuid", "name", "cat", "start", "dur", "depth", "corr", "args", "kind")}
+    atrace = _Atrace(cols)
     n_packets = overflows = negative = 0
     sources: dict[str, int] = {}  # TracePacket fields seen: what the trace holds, for a refusal
     for pkt in packets(data, p.name):
@@ -198,6 +309,11 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
             track_rank.setdefault(td.uuid, td.sibling_order_rank if td.HasField("sibling_order_rank") else 0)
             if td.HasField("parent_uuid") and td.uuid not in track_proc:
                 track_proc[td.uuid] = track_proc.get(td.parent_uuid) or track_names.get(td.parent_uuid, "")
+        if pkt.HasField("process_tree"):
+            atrace.process_tree(pkt.process_tree)
+        if pkt.HasField("ftrace_events"):
+            atrace.bundle(pkt.ftrace_events)
+            continue
         if not pkt.HasField("track_event"):
             continue
         ev = pkt.track_event
@@ -240,9 +356,15 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     n = len(cols["start"])
     if n == 0:
         raise TraceError(FORMAT, f"{p.name}: {describe(sources, n_packets)}")
-    unclosed = sum(len(s) for s in open_slices.values())
-    order, label = _lanes(cols["uuid"], track_names, track_rank)
-    df = from_columns({"process": [track_proc.get(u) or "trace" for u in cols["uuid"]],
+    unclosed = sum(len(s) for s in open_slices.values()) + atrace.unclosed()
+    keys = [u for u in cols["uuid"] if not isinstance(u, tuple)]
+    order, label = _lanes(keys, track_names, track_rank)
+    procs = {u: track_proc.get(u) or "trace" for u in order}
+    marked = sorted({u for u in cols["uuid"] if isinstance(u, tuple)}, key=lambda k: atrace.lane(k)[2])
+    for k in marked:  # atrace lanes after the TrackEvent ones, by process then thread
+        label[k], procs[k], _ = atrace.lane(k)
+    order += marked
+    df = from_columns({"process": [procs[u] for u in cols["uuid"]],
                        "track": [label[u] for u in cols["uuid"]], "name": cols["name"], "category": cols["cat"],
                        "start_ns": np.array(cols["start"], dtype=np.int64),
                        "dur_ns": np.array(cols["dur"], dtype=np.int64),
@@ -250,5 +372,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                        "args": cols["args"], "kind": cols["kind"]}, n=n, source=FORMAT,
                       track_order=[label[u] for u in order])
     return df, {"clock": "TracePacket timestamp ns (BOOTTIME unless set otherwise)", "packets": n_packets,
-                "unclosed_slices": unclosed, "unclosed_spans": unclosed, "timestamp_overflows": overflows,
-                "negative_durations": negative}
+                "unclosed_slices": unclosed, "unclosed_spans": unclosed,
+                "timestamp_overflows": overflows + atrace.overflows,
+                "negative_durations": negative, "malformed_events": atrace.unmatched,
+                "atrace_markers_skipped": atrace.skipped}

@@ -275,6 +275,14 @@ def breakdown(df: pd.DataFrame, source: str | None = None, skip_first: int = 1) 
     return summarize(iterations(df, source), skip_first=skip_first)
 
 
+def per_rank(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`breakdown` of a trace, per rank for several ranks (a ``rank`` column)."""
+    if df["rank"].nunique(dropna=True) <= 1:
+        return breakdown(df)
+    return pd.concat([breakdown(g).assign(rank=int(r)) for r, g in df.groupby("rank", observed=True)],
+                     ignore_index=True)
+
+
 def iteration_window(df: pd.DataFrame, per_iter: pd.DataFrame, which: str | int = "median") -> tuple[int, int]:
     """(start_ns, end_ns) of one iteration: an index, or ``"median"`` (the one nearest the median)."""
     if which == "median":

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from . import Format, TraceError
-from .model import KERNEL, concat, from_columns, with_depth
+from .model import KERNEL, concat, from_columns, sort_rows, with_depth
 from .rocprof import _DOMAIN_CATS, copy_name
 from .sqlite import SQLITE_MAGIC, Database
 
@@ -182,7 +182,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     negative = sum(int(t.attrs.get("negative", 0)) for t in parts)
     df = concat(parts)
     df["track"] = df["track"].cat.set_categories(_lane_order(df, r), ordered=True)
-    df = with_depth(df)
+    df = with_depth(sort_rows(df))  # SQL rows come in storage order: sorted, the table is the same whatever it is
     procs = frames["processes"]
     meta = {"clock": "ns, rocprofiler-sdk timestamps (one clock per node)", "schema_version": version,
             "sessions": sorted({str(g) for f in frames.values() if f is not None and "guid" in f
@@ -237,7 +237,7 @@ def _kernels(r: _Reader, k: pd.DataFrame | None) -> pd.DataFrame | None:
     use_streams = any(stream_ids)  # every kernel on the default stream (0): streams were not tracked
     names = _pick(k, "stream") if use_streams else _pick(k, "queue")
     lanes = r.gpu(r.lanes(pd.DataFrame({"g": _pick(k, "guid"), "p": _pick(k, "pid"), "d": dev, "q": names}),
-                          lambda d, q: f"GPU {d} {str(q).lower() if q is not None else 'queue'}"))
+                          lambda d, q: f"GPU {d} · {str(q).lower() if q is not None else 'queue'}"))
     extra = [c for c in ("dispatch_id", "kernel_id", "grid_x", "grid_y", "grid_z", "workgroup_x", "workgroup_y",
                          "workgroup_z", "lds_size", "scratch_size", "sgpr_count", "arch_vgpr_count", "region",
                          "queue_id", "stream_id", "guid") if c in k.columns]
@@ -258,7 +258,7 @@ def _copies(r: _Reader, m: pd.DataFrame | None) -> pd.DataFrame | None:
                                            _ints(_pick(m, "src_agent_type_index")), dst_gpu)]
     lanes = r.gpu(r.lanes(pd.DataFrame({"g": _pick(m, "guid"), "p": _pick(m, "pid"), "d": dev,
                                         "s": _pick(m, "stream_name")}),
-                          lambda d, s: f"GPU {d} {str(s).lower() if s is not None else 'copies'}"))
+                          lambda d, s: f"GPU {d} · {str(s).lower() if s is not None else 'copies'}"))
     args = [{"size": sz, "src": sd, "dst": dd, "external_correlation": ext} for sz, sd, dd, ext in
             zip(_ints(_pick(m, "size")), _pick(m, "src_device"), _pick(m, "dst_device"), _ext(m))]
     return _spans(len(m), _pick(m, "start"), _pick(m, "end"), process=_process(m), track=lanes, device=dev,
@@ -271,7 +271,7 @@ def _allocations(r: _Reader, m: pd.DataFrame | None) -> pd.DataFrame | None:
         return None
     dev = _ints(_pick(m, "agent_type_index", "agent_abs_index", "agent_absolute_index"))
     lanes = r.gpu(r.lanes(pd.DataFrame({"g": _pick(m, "guid"), "p": _pick(m, "pid"), "d": dev}),
-                          lambda d: f"GPU {d} memory" if d is not None else "host memory"))
+                          lambda d: f"GPU {d} · memory" if d is not None else "host memory"))
     names = [f"{t} {lvl}".strip() if t is not None else "allocation" for t, lvl in zip(_pick(m, "type"), _pick(m, "level"))]
     args = [{"size": sz, "address": a, "external_correlation": ext}
             for sz, a, ext in zip(_ints(_pick(m, "size")), _ints(_pick(m, "address")), _ext(m))]

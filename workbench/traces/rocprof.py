@@ -192,7 +192,7 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def _gpu_lanes(dev: list, queue: list, lane: str) -> tuple[list[str], list[str]]:
-    tracks = [f"GPU {d} {lane} {q}" for d, q in zip(dev, queue)]
+    tracks = [f"GPU {d} · {lane} {q}" for d, q in zip(dev, queue)]
     return tracks, sorted(set(tracks), key=_natural)
 
 
@@ -233,7 +233,7 @@ def _allocations(rows: _Rows) -> tuple[dict, list[str]]:
     """memory_allocation / scratch_memory traces: spans per agent (``memory_allocation`` category)."""
     scratch = "Alloc_Flags" in rows.col
     dev = rows.ints("Agent_Id")
-    tracks = [f"GPU {d} {'scratch' if scratch else 'memory'}" if d is not None else "host memory" for d in dev]
+    tracks = [f"GPU {d} · {'scratch' if scratch else 'memory'}" if d is not None else "host memory" for d in dev]
     start, end = rows.times(_START, _END)
     return {"process": ["GPU"] * rows.n, "track": tracks, "device": dev,
             "stream": rows.ints("Queue_Id") if "Queue_Id" in rows.col else [None] * rows.n,

@@ -57,6 +57,20 @@ def test_layout_covers_every_tile_once_local_first(ws, m_shard, n, k, bm, bn, bk
         assert order == [src for src, _, _ in fetched[::lay.tiles_per_shard * lay.k_groups]]
 
 
+def test_k_group_major_fetch_lists_every_k_group_of_every_peer_before_the_next():
+    lay = HbmLayout(256, 3584, 8192, 4, 128, 256, 64, 8, fetch_order="k")
+    for rank in range(4):
+        fetched = [lay.fetch_task(f, rank) for f in range(lay.num_fetch_tasks)]
+        assert set(fetched) == {(s, mt, kg) for s in range(4) if s != rank for mt in range(2) for kg in range(16)}
+        assert [kg for _, _, kg in fetched] == sorted(kg for _, _, kg in fetched)
+        assert [src for src, _, _ in fetched[:2]] == [(rank + 1) % 4] * 2, "nearest peer first within a k-group"
+    with pytest.raises(ValueError, match="fetch_order"):
+        from kernels.triton.ag_gemm import HbmBuffer, HbmKnobs
+        import torch
+        a = torch.zeros(8, 8)
+        HbmBuffer(a, torch.zeros(1, dtype=torch.int64), a, 0, 1, HbmKnobs(fetch_order="x"))
+
+
 @pytest.mark.parametrize("ws,m_shard,n,k,bm,bn,bk,kpf,programs,fetchers,stream_k,split", [
     (2, 2048, 3584, 8192, 128, 256, 64, 32, 132, 16, 1, 0),  # the issue's M=4096: 52 tail tiles in 2 pieces
     (2, 512, 3584, 8192, 128, 256, 64, 8, 132, 10**5, 1, 0),  # M=1024: one partial wave, no cut
@@ -123,6 +137,10 @@ SCENARIOS = {
     "ws1-stream-k": dict(world_size=1, m=48, n=48, k=80, knobs=dict(SMALL, programs=4), launches=3),
     "ws2-pointers-wait-per-group": dict(world_size=2, m=40, n=24, k=40, knobs=dict(SMALL, tma=False, wait_per_group=True,
                                                                                  k_tiles_per_flag=1, programs=3)),
+    # k-group-major fetch order with per-group waits (issue 47's M=1024 idea), TMA loads
+    "ws4-k-major-wait-per-group": dict(world_size=4, m=64, n=24, k=48, knobs=dict(SMALL, wait_per_group=True,
+                                                                                 fetch_order="k", k_tiles_per_flag=1,
+                                                                                 programs=5, fetchers=3)),
     "ws2-gemm-path": dict(world_size=2, m=64, n=32, k=48, knobs=dict(SMALL, programs=2), gemm_path=True),
     "swapped-peers": dict(world_size=2, m=32, n=16, k=16, knobs=SMALL, swap_peers=True),
     "no-fetchers": dict(world_size=2, m=32, n=16, k=16, knobs=dict(SMALL, fetchers=2), launches=1,
@@ -143,7 +161,8 @@ def emulated():
 # No bf16 here: triton 3.9's interpreter gets a bf16 tl.dot wrong (a plain 16x16 dot is off by
 # 1e10), so bf16 is covered by the GPU tests only.
 @pytest.mark.parametrize("name", ["ws2-kflags", "ws3-tiles", "ws4-more-fetchers-than-tasks", "ws1", "ws2-stream-k",
-                                  "ws1-stream-k", "ws2-pointers-wait-per-group", "ws2-gemm-path", "ws2-no-barrier"])
+                                  "ws1-stream-k", "ws2-pointers-wait-per-group", "ws4-k-major-wait-per-group",
+                                  "ws2-gemm-path", "ws2-no-barrier"])
 def test_kernel_matches_reference_with_emulated_peers(emulated, name):
     for rank in emulated[name]:
         assert rank["ok"], rank["check"]
