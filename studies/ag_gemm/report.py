@@ -204,6 +204,7 @@ TITLES = {
     "ranks": "Per rank: the slowest rank and the skew", "speedup": "Speed-up over the baseline, per M",
     "experiments": "The seed review's experiments", "methods": "Median per call of every provider",
     "timeline": "The fused kernel's timeline, one lane per SM", "chart:ranks": "Every rank's trace, aligned",
+    "collective": "The collective library of the NCCL baseline (version, algorithm, protocol)",
 }
 
 def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:

@@ -223,6 +223,9 @@ TITLES = {
     "trace_overlap": "Measured overlap, per trace and rank", "trace_alignment": "Clock alignment of the traces",
     "configs": "Every configuration's time", "gantt": "Gantt chart of the simulated splits",
     "splits": "Simulated splits", "measured_timeline": "Measured timeline (torch.profiler)",
+    "planner": "Each measured split beside the planner's prediction from other hosts' runs",
+    "planner_configs": "Per configuration: the planner's pick and recommended split against the fastest measured",
+    "collective": "The collective library of the serial baseline (version, algorithm, protocol)",
 }
 
 def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
