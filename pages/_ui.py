@@ -38,10 +38,12 @@ from workbench.analysis import Analysis, analyse, charts_of, sections_of
 from workbench import env as wbenv
 from workbench.catalog import Catalog, Header, default_run, duration_text, estimate_s, titles
 from workbench.env import REPO_ROOT, summary_line
+from workbench.names import seed_text, seed_title
 from workbench.record import RunRecord
 from workbench.store import Store, StoreError, to_bundle
 from workbench.study import ParamError, validate
-from workbench.tables import MISSING, key_columns, md_table, number_formats, results_display, variants_table
+from workbench.tables import (MISSING, header_text, key_columns, md_table, number_formats, readable,
+                              results_display, variants_table)
 from workbench.untrusted import escape, safe_stem
 
 #: rows a table shows before it scrolls (the page stays a few screens tall)
@@ -135,6 +137,8 @@ def show_table(df: pd.DataFrame, key: str, max_columns: int = 10, first: tuple[s
     if df is None or len(df.columns) == 0:
         st.caption("(no rows)")
         return
+    df = readable(df)  # units by magnitude, a derived figure in one column, headers in words
+    first = tuple(header_text(c) for c in first)
     cols, constant = (list(map(str, df.columns)), {}) if len(df.columns) <= max_columns else \
         key_columns(df, max_columns, first)
     full = len(cols) < len(df.columns) and st.toggle(f"All {len(df.columns)} columns", key=f"{key}:all")
@@ -175,9 +179,13 @@ def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     browser's grid draws a missing number as 'None' whatever the Styler says."""
     formats = number_formats(df)
     gaps = [c for c in df.columns if str(c) in formats and df[c].isna().any()]
-    if not gaps:
+    # text columns: a missing value is the dash too (the grid draws None as "None")
+    texts = [c for c in df.columns if str(c) not in formats and df[c].dtype == object and df[c].isna().any()]
+    if not gaps and not texts:
         return df, {}
     out = df.copy()
+    for c in texts:
+        out[c] = [MISSING if x is None or (isinstance(x, float) and x != x) else x for x in df[c]]
     for c in gaps:
         out[c] = [MISSING if pd.isna(x) else formats[str(c)](float(x)) for x in df[c]]
     return out, {c: st.column_config.TextColumn(alignment="right") for c in gaps}
@@ -474,8 +482,8 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
         _show_group(study, rec, group["id"])
     key_table, key_chart = report.key_names(a, charts)
     if key_table:
-        st.markdown(f"**{escape(key_table)}**")
-        show_table(a.tables[key_table], key=f"{key}:key")
+        st.markdown(f"**{report.table_title(a, key_table)}**", help=f"table `{key_table}` in the API and the bundle")
+        show_table(report.shown_table(a, key_table), key=f"{key}:key")
     if key_chart:
         show_chart(charts[key_chart])
     tables = {n: df for n, df in a.tables.items() if not n.startswith("_") and n != key_table}
@@ -502,9 +510,9 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
                 st.caption("No other charts.")
     if tabs[names[2]].open:
         with tabs[names[2]]:
-            for name, df in tables.items():
-                st.markdown(f"**{escape(name)}**")
-                show_table(df, key=f"{key}:t:{name}")
+            for name in tables:
+                st.markdown(f"**{report.table_title(a, name)}**", help=f"table `{name}` in the API and the bundle")
+                show_table(report.shown_table(a, name), key=f"{key}:t:{name}")
             if not tables:
                 st.caption("No other tables.")
     if extras and tabs[extras_tab].open:
@@ -557,11 +565,11 @@ def _show_group(study: ModuleType, rec: RunRecord, group_id: str) -> None:
 def seed_figures(study: ModuleType) -> None:
     """The seed's published figures, labelled as the seed's with its machine."""
     seed = getattr(study, "SEED_FIGURES", None)
-    st.markdown(f"Seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))} ({escape(study.SEED, 'code')}) — {escape(study.SEED_SUMMARY)}")
+    st.markdown(f"Seed: {escape(seed_title(study))} — {escape(study.SEED_SUMMARY)}", help=f"seed file `{study.SEED}`")
     if not seed:
         st.caption("This study has no seed figures.")
         return
-    st.markdown(f"As published in {seed.get('source', study.SEED)}; measured on **{seed.get('machine', '?')}**, "
+    st.markdown(f"As published in {seed_text(seed.get('source'), study)}; measured on **{seed.get('machine', '?')}**, "
                 "not on this machine.")
     for name, rows in seed.get("tables", {}).items():
         st.markdown(f"**{name}** (seed)")
@@ -620,8 +628,13 @@ def _finished(study: ModuleType, job: jobs.Job) -> None:
                                                                   if run_id else "."))
     elif doc:
         show(study.ID, run_id)
-        st.session_state[notice] = ("success", f"Run `{run_id}` finished in {took}: "
-                                               f"{_plural(len(doc.get('variants', [])), 'variant')} (shown below).")
+        variants = len(doc.get("variants", []))
+        # the progress counted the study's steps (compiles, profiles, rounds too): say how the two relate
+        steps = state.step[1] if state.step else None
+        also = (f" from its {steps} {state.step[2]} (compiling, profiling and interleaved rounds are steps, not "
+                "variants)" if steps is not None and steps != variants else "")
+        st.session_state[notice] = ("success", f"Run `{run_id}` finished in {took}: {_plural(variants, 'variant')}"
+                                               f"{escape(also)} (shown below).")
     else:
         if run_id:
             show(study.ID, run_id)  # a failed run keeps its finished variants and says why
@@ -775,14 +788,14 @@ def compare_with(study: ModuleType, runs: Catalog, header: Header, headers: list
     """"Compare with...": another run of this study against the one shown (A), as an A/B
     forest plot below the run's buttons (``slot``)."""
     others = [h.run_id for h in headers if h.run_id != header.run_id]
-    names = titles(headers)
+    names = {i: f"{i} · {t}" for i, t in titles(headers).items()}  # the run id first: alike labels told apart
     other = st.selectbox("Compare with...", others, index=None, format_func=names.__getitem__,
                          placeholder="Compare with another run of this study...", key=f"{study.ID}:cmp:{header.run_id}",
                          label_visibility="collapsed")
     if not other:
         return
     a, b = runs.load(header.run_id), runs.load(other)
-    with slot.expander(f"A/B: {names[other]} (B) against the run shown (A)", expanded=True):
+    with slot.expander(f"A/B: {escape(names[other])} (B) against the run shown (A)", expanded=True):
         try:
             show_comparison(comparison(a, b, runs, len(headers)))
         except Exception as exc:  # noqa: BLE001 - a run from a bundle may hold what no analysis expects
@@ -793,8 +806,7 @@ def study_page(study: ModuleType, extras: Callable | None = None, extras_tab: st
     """The whole page of a study: what it measures, parameters and run (progress right under
     Run), the run shown (its lead and tabs), every stored and committed run to pick from."""
     st.title(study.TITLE)
-    st.caption(f"Study `{study.ID}` · seed: {escape(getattr(study, 'SEED_TITLE', study.SEED))} — "
-               f"{escape(study.SEED_SUMMARY)}")
+    st.caption(f"Study `{study.ID}` · seed: {escape(seed_title(study))} — {escape(study.SEED_SUMMARY)}")
     store = get_store()
     runs = catalog(store)
     headers = runs.headers(study=study.ID)

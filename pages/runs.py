@@ -115,7 +115,9 @@ with tab_ab:
     mine = [h for h in headers if h.study == study_id]
     ids_ab = [h.run_id for h in mine]
     pair = compare.most_similar_pair(mine) or (ids_ab[1], ids_ab[0])
-    names = titles(mine)
+    # the run id first in every label: two runs of one label and machine minutes apart read alike otherwise,
+    # and a long label is cut at the box's end
+    names = {i: f"{i} · {t}" for i, t in titles(mine).items()}
     a_id = c1.selectbox("A (baseline)", ids_ab, index=ids_ab.index(pair[0]), key=f"runs:a:{study_id}",
                         format_func=names.__getitem__)
     b_id = c2.selectbox("B", ids_ab, index=ids_ab.index(pair[1]), key=f"runs:b:{study_id}", format_func=names.__getitem__)

@@ -29,7 +29,7 @@ import streamlit as st
 from pages._ui import held, release_uploads
 from workbench import traces
 from workbench.stats import fmt_ns
-from workbench.untrusted import escape
+from workbench.untrusted import PatternError, escape, user_regex
 from workbench.traces import TraceError, analysis, charts, diff, export, idle, load, overlap, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
@@ -328,9 +328,9 @@ def _lane_filter(df, tkey: str):
         view = view[view["rank"].isin(pick)]
     if pattern:
         try:
-            view = view[view["track"].astype(str).str.contains(pattern, regex=True)]
-        except re.error as exc:
-            c1.error(f"Not a regular expression: {_md(exc)}")
+            view = view[analysis.search_mask(user_regex(pattern, "The lane filter"), view["track"])]
+        except PatternError as exc:
+            c1.error(_md(exc))
     return view, (pattern, tuple(sorted(view["rank"].dropna().unique().tolist())))
 
 

@@ -13,7 +13,7 @@ import importlib
 __version__ = "0.1.0"
 
 #: the public API: name -> the module that defines it
-API = {name: "api" for name in ("studies", "runs", "run", "load", "compare", "ab", "trace", "Run", "Comparison",
+API = {name: "api" for name in ("studies", "runs", "run", "load", "default_run", "compare", "ab", "trace", "Run", "Comparison",
                                 "Trace", "Error", "BadInput", "Unavailable", "RunFailed", "Interrupted",
                                 "tracy_zone", "tracy_message", "tracy_plot", "tracy_thread_name")}
 API["explore"] = "knobs"

@@ -11,6 +11,7 @@ hook lands in ``errors`` instead of killing a page or a report. A study without
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -118,10 +119,16 @@ def findings_of(study: ModuleType | None, rec: RunRecord, results: pd.DataFrame,
     return out
 
 
-def charts_of(a: Analysis) -> dict:
-    """``study.charts(tables)``; a failure is appended to ``a.errors`` and gives no charts."""
+def charts_of(a: Analysis, only: str | None = None) -> dict:
+    """``study.charts(tables)``; a failure is appended to ``a.errors`` and gives no charts.
+    ``only``: that chart alone where the study's ``charts`` takes ``only=`` and makes it (a
+    short report draws its key chart only), else every chart."""
     if a.study is None or not a.tables:
         return {}
+    if only is not None and "only" in inspect.signature(a.study.charts).parameters:
+        one = _attempt(a.errors, "The charts", lambda: a.study.charts(a.tables, only=only), {}) or {}
+        if only in one:
+            return one
     return _attempt(a.errors, "The charts", lambda: a.study.charts(a.tables), {}) or {}
 
 

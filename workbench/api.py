@@ -16,8 +16,10 @@
     run.export("run.bundle.json")                  # the result bundle
 
     wb.runs("cpu-reduction")                       # DataFrame: stored and committed runs, newest first
+    wb.default_run("ag-gemm")                      # the run its page opens on (a committed one on a CPU machine)
     old = wb.load("20261121-080417-mc2-split-568a86")   # a run id, a prefix, "latest" or a bundle file
-    wb.compare(old, run)                           # B against A: diffs, per-variant verdicts
+    wb.compare(old, run)                           # B against A: diffs, per-variant verdicts (A = B refused)
+    wb.compare(old, run).regressions("2%")         # variants clearly slower than A by more than 2%
     wb.ab("calibration", a={"threads": 1}, b={"threads": 2}, both={"repeat": 10})  # interleaved A/B
 
     spans = wb.trace("traces/examples/iree_sum_c8_50it.tracy")   # any supported format
@@ -41,7 +43,7 @@ shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..65536)`
 traceback (:class:`Error`, with the CLI's exit code in its docstring).
 
 A run in a notebook shows a progress bar in its cell (``progress=False``: none; a callable
-gets ``(fraction, message)``). Interrupting the kernel (or Ctrl-C) stops it within seconds
+gets ``(fraction, message)``). Interrupting the kernel (Ctrl-C, SIGTERM, SIGHUP) stops it within seconds
 and keeps its finished points: :class:`Interrupted` says where (``exc.run``).
 
 ``wb.explore`` (:func:`workbench.knobs.explore`) is the notebook twin of a study page.
@@ -63,12 +65,15 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import comparison, jupyter, report, runner
+from . import comparison, env, jupyter, report, runner
 from .ab_session import DEFAULT_ROUNDS, execute_ab
 from .ab_session import interrupted_text as ab_interrupted_text
 from .analysis import Analysis, analyse, charts_of
 from .catalog import ORIGINS, Catalog, Header, find_run
-from .cli import plain_block, summary_text
+from .catalog import default_run as default_run_of
+from .cli import summary_text
+from .names import seed_title, title
+from .tables import results_display
 from .outfile import OutputError
 from .record import RunRecord
 from .registry import get, registry
@@ -130,8 +135,10 @@ class Interrupted(KeyboardInterrupt):
 
 
 def studies() -> pd.DataFrame:
-    """Every study: ``id``, ``title``, ``seed``, ``summary``, its ``knobs`` and ``presets``."""
-    return pd.DataFrame([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "summary": m.SEED_SUMMARY,
+    """Every study: ``id``, ``title``, ``seed`` (its title; ``seed_file`` its file), ``summary``, its
+    ``knobs`` and ``presets``."""
+    return pd.DataFrame([{"id": m.ID, "title": m.TITLE, "seed": seed_title(m), "seed_file": m.SEED,
+                          "summary": m.SEED_SUMMARY,
                           "knobs": m.SPACE.names, "presets": list(m.SPACE.presets)} for m in registry().values()])
 
 
@@ -239,6 +246,22 @@ def runs(study: str | None = None, origin: str | None = None, store: StorePath =
                         columns=[f.name for f in fields(Header)])
 
 
+def default_run(study: str, store: StorePath = None) -> Run | None:
+    """The run the study's page opens on (:func:`workbench.catalog.default_run`): this machine's
+    newest complete run with every check passed that can answer the seed's questions, else the
+    study's committed headline run, else the newest run there is; None when the study has no run
+    at all. A study notebook opens on it, so the notebook and the page show the same run."""
+    mod = study_module(study)
+    catalog, _ = _catalog(store)
+    try:
+        head = default_run_of(catalog.headers(study=mod.ID), mod, env.capture()["fingerprint"])
+        return None if head is None else Run(catalog.load(head.run_id), mod)
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    except KeyError as exc:
+        raise BadInput(exc.args[0]) from None
+
+
 def load(ref: str | os.PathLike, store: StorePath = None) -> Run:
     """A run: the path of a result bundle (only the file is needed: no store, no checkout), or
     a run id, a unique prefix of one or ``latest`` from the store or the committed bundles."""
@@ -261,7 +284,7 @@ def compare(a: Run | str | os.PathLike, b: Run | str | os.PathLike, store: Store
     noise of the A/A runs of this configuration in the store and the committed bundles."""
     run_a, run_b = _run_of(a, store), _run_of(b, store)
     catalog, _ = _catalog(store)
-    history = comparison.history(run_a.record, run_b.record, catalog.store, catalog.committed(run_a.record.study))
+    history = comparison.history_in(run_a.record, run_b.record, catalog)
     try:
         return Comparison(comparison.compare_runs(run_a.record, run_b.record, history), run_a, run_b)
     except comparison.CompareError as exc:
@@ -359,6 +382,19 @@ class Run:
     def tables(self) -> dict[str, pd.DataFrame]:
         """The study's tables (its chart data, names starting with ``_``, left out)."""
         return {n: df for n, df in self.analysis.tables.items() if not n.startswith("_")}
+
+    def display(self, name: str | None = None) -> jupyter.TableView:
+        """Tables as people read them: ``"results"`` (per variant: median with its 95% CI, spread,
+        check, notes), a study table's id, or every study table (``None``), each under its title
+        and in the units its figures read in (``run.tables`` keeps ids and stored units)."""
+        if name == "results":
+            return jupyter.TableView([("Results per variant", results_display(self.results))])
+        tables = self.tables
+        if name is not None and name not in tables:
+            raise BadInput(f"no table {name!r} in this run (its tables: {', '.join(tables) or 'none'}; or 'results')")
+        picked = [name] if name is not None else list(tables)
+        return jupyter.TableView([(title(self._study, n, self.analysis.tables), report.shown_table(self.analysis, n))
+                                  for n in picked])
 
     @cached_property
     def _charts(self) -> jupyter.Charts:
@@ -461,14 +497,29 @@ class Comparison:
         return pd.DataFrame(self.data["env_diff"], columns=["key", "a", "b"])
 
     def markdown(self) -> str:
-        """The comparison as the CLI prints it and the Runs page downloads it."""
+        """The comparison as GitHub Markdown (``compare --format md``; the Runs page's download)."""
         return comparison.markdown(self.data)
+
+    def regressions(self, threshold: float | str = 0.0) -> pd.DataFrame:
+        """The variants clearly slower than A by more than ``threshold`` (``0.02`` or ``"2%"``):
+        the comparison calls them slower and their B/A CI lies above 1 + ``threshold``
+        (``compare A B --fail-above 2%`` exits 1 on any; :func:`workbench.comparison.regressions`).
+        Columns ``variant, ratio, ci_lo, ci_hi, verdict``; empty when there is none."""
+        try:
+            t = comparison.parse_threshold(threshold)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        rows = comparison.regressions(self.data, t)
+        return pd.DataFrame([{"variant": r["variant"], "ratio": r["ratio"], "ci_lo": r["ci"][0], "ci_hi": r["ci"][1],
+                              "verdict": r["verdict"]} for r in rows],
+                            columns=["variant", "ratio", "ci_lo", "ci_hi", "verdict"])
 
     def __repr__(self) -> str:
         return f"<Comparison {self.b.id} (B) against {self.a.id} (A)>"
 
     def __str__(self) -> str:
-        return plain_block(self.markdown())
+        """The terminal table ``python -m workbench compare`` prints."""
+        return comparison.terminal(self.data)
 
     def _repr_markdown_(self) -> str:
         return self.markdown()

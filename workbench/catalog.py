@@ -23,9 +23,12 @@ or failed-check run only when there is nothing else.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import re
+import stat
+import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
@@ -33,9 +36,12 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import store as wbstore
+from .env import REPO_ROOT, STATE_DIR
 from .record import RunRecord, machine_label
-from .registry import registry
+from .names import did_you_mean
+from .registry import registry, study_ids
 from .store import Store, StoreError, read_bundle
+from .untrusted import RESERVED_RUN_IDS, safe_stem
 
 ORIGINS = ("local", "imported", "committed")
 #: longest parameter label; a label is for telling runs apart, the full parameters are on the page
@@ -142,9 +148,23 @@ def upgraded(study_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return study.SPACE.upgrade(params) if study is not None and isinstance(params, dict) else params
 
 
+def on_gpu(study_id: str, params: Any) -> bool:
+    """Whether a run of ``study_id`` with ``params`` used GPUs: the study's ``runs_on_gpu(params)``
+    where it declares one (cpu-reduction: never; mc2-split: not with gloo), else True (its
+    machine is named by its GPUs where it has any)."""
+    hook = getattr(registry().get(study_id), "runs_on_gpu", None)
+    if hook is None or not isinstance(params, dict):
+        return True
+    try:
+        return bool(hook(params))
+    except (TypeError, ValueError, KeyError):  # a bundle's parameters of another shape
+        return True
+
+
 def header_of(rec: RunRecord, source: str = "") -> Header:
     return Header(run_id=rec.run_id, study=rec.study, status=rec.status, created_utc=rec.created_utc,
-                  machine=machine_label(rec.env), origin=origin_kind(rec.origin), source=source or rec.origin,
+                  machine=machine_label(rec.env, on_gpu(rec.study, rec.params)), origin=origin_kind(rec.origin),
+                  source=source or rec.origin,
                   params=rec.params, variants=len(rec.variants), failed_checks=sum(not v.correct for v in rec.variants),
                   fingerprint=str(rec.env.get("fingerprint") or ""), finished_utc=rec.finished_utc or "")
 
@@ -321,16 +341,177 @@ def estimate_s(study: ModuleType, params: dict[str, Any], headers: list[Header],
                      "to this sweep)")
 
 
+# --- the committed bundles, known without reading them ----------------------------------------------
+
+#: where :class:`CommittedIndex` keeps what it learnt about the committed bundles
+INDEX_PATH = STATE_DIR / "cache" / "committed-bundles.json"
+INDEX_VERSION = 1
+
+
+def _validator_digest() -> str:
+    """A digest of the code that decides whether a bundle is valid (the schema and the reader):
+    a bundle checked under other code is checked again."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(str(INDEX_VERSION).encode())
+    for name in ("schema.py", "store.py", "untrusted.py"):
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
+    return h.hexdigest()
+
+
+class CommittedIndex:
+    """What each bundle committed under ``traces/<study>/`` is (run id, study, the fields of its
+    configuration) and the SHA-256 of its bytes once they passed the schema check, kept in
+    :data:`INDEX_PATH` by path, size and modification time.
+
+    Resolving a run id, or finding a run's A/A candidates, then reads only the bundles it needs
+    instead of parsing and checking all of them (60 MB, about 10 s on a 2-core machine: the
+    schema check is most of it); a bundle whose bytes hash to the digest that passed is built
+    without the check again (the same bytes get the same verdict, as the store's in-process
+    cache does). An entry counts only while the file's size and time match and the checking
+    code is the same (:func:`_validator_digest`); the record itself is always built from the
+    file's bytes. The index is a cache: it is rebuilt when missing, unreadable or stale, and a
+    read-only checkout just goes without it."""
+
+    def __init__(self, root: Path | None = None, path: Path | None = None):
+        self.root = root or REPO_ROOT / "traces"
+        self.path = path or INDEX_PATH
+        self._entries: dict[str, dict[str, Any]] | None = None
+        self._validator = ""
+        self._dirty = False
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._entries is None:
+            self._validator = _validator_digest()
+            try:
+                doc = json.loads(self.path.read_text(encoding="utf-8"))
+                ok = isinstance(doc, dict) and doc.get("validator") == self._validator \
+                    and isinstance(doc.get("entries"), dict)
+                self._entries = {k: v for k, v in doc["entries"].items() if isinstance(v, dict)} if ok else {}
+            except (OSError, ValueError):
+                self._entries = {}
+        return self._entries
+
+    def files(self, study: str) -> list[Path]:
+        folder = self.root / study
+        return sorted(folder.rglob("*.bundle.json")) if folder.is_dir() else []
+
+    def _key(self, path: Path) -> str:
+        return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+
+    def entry(self, path: Path) -> dict[str, Any] | None:
+        """The index's entry for ``path`` while it is current (same size and time), else None."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        e = self._load().get(self._key(path))
+        if e and e.get("size") == st.st_size and e.get("mtime_ns") == st.st_mtime_ns:
+            return e
+        return None
+
+    def read(self, path: Path) -> RunRecord:
+        """The bundle at ``path`` as :func:`workbench.store.read_bundle` gives it, its schema
+        check skipped when these bytes passed it before; the index learns it. Raises
+        :class:`StoreError`."""
+        e = self.entry(path)
+        try:
+            st = path.stat()
+            if stat.S_ISREG(st.st_mode) and e and st.st_size <= wbstore.MAX_BUNDLE_BYTES:
+                data = path.read_bytes()
+                if hashlib.sha256(data).hexdigest() == e.get("sha256"):
+                    return wbstore.from_bundle(json.loads(data), origin=f"bundle:{safe_stem(path.name, 'bundle')}",
+                                               checked=True)
+        except (OSError, ValueError):
+            pass  # read it the checked way, which says what is wrong
+        rec = read_bundle(path)
+        try:
+            st = path.stat()
+            data = path.read_bytes()
+        except OSError:
+            return rec
+        env = rec.env if isinstance(rec.env, dict) else {}
+        self._load()[self._key(path)] = {
+            "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": hashlib.sha256(data).hexdigest(),
+            "run_id": rec.run_id, "study": rec.study, "params": rec.params, "fingerprint": env.get("fingerprint"),
+            "workbench_commit": env.get("workbench_commit"), "packages": env.get("packages")}
+        self._dirty = True
+        return rec
+
+    def save(self) -> None:
+        """Write what was learnt (atomically; quietly not where the state folder is read-only)."""
+        if not self._dirty or self._entries is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, suffix=".tmp",
+                                             encoding="utf-8") as fh:
+                json.dump({"validator": self._validator, "entries": self._entries}, fh, default=str)
+            os.replace(fh.name, self.path)
+            self._dirty = False
+        except OSError:
+            try:
+                os.unlink(fh.name)  # noqa: F821 - only where the temporary file was made
+            except (OSError, NameError, UnboundLocalError):
+                pass
+
+    def run_ids(self, study: str) -> dict[str, Path]:
+        """Run id -> bundle file of a study's committed bundles (each read once, then known)."""
+        out = {}
+        for path in self.files(study):
+            e = self.entry(path)
+            if e is None:
+                try:
+                    self.read(path)
+                except StoreError:
+                    continue
+                e = self.entry(path)
+            if e is not None and isinstance(e.get("run_id"), str):
+                out[e["run_id"]] = path
+        self.save()
+        return out
+
+    def committed(self, study: str) -> tuple[list[RunRecord], list[str]]:
+        """:func:`workbench.store.committed` through the index (checks skipped for known bytes)."""
+        runs, errors = [], []
+        for path in self.files(study):
+            try:
+                rec = self.read(path)
+            except StoreError as exc:
+                errors.append(f"{path}: {exc}")
+                continue
+            rec.origin = f"committed:{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
+            runs.append(rec)
+        self.save()
+        return runs, errors
+
+    def configurations(self, study: str) -> list[tuple[Path, tuple]]:
+        """(file, the fields :func:`workbench.comparison.config_key` reads) of a study's bundles."""
+        self.run_ids(study)
+        out = []
+        for path in self.files(study):
+            e = self.entry(path)
+            if e is not None:
+                out.append((path, (e.get("study"), e.get("params"), e.get("fingerprint"), e.get("workbench_commit"),
+                                   e.get("packages"))))
+        return out
+
+
 class Catalog:
     """The store's runs (``store`` may be None: no store, or none wanted) and the committed
     bundles (read by ``committed``, by default :func:`workbench.store.committed`; the app
     passes its cached reader). Headers are newest first."""
 
     def __init__(self, store: Store | None,
-                 committed: Callable[[str], tuple[list[RunRecord], list[str]]] = wbstore.committed):
+                 committed: Callable[[str], tuple[list[RunRecord], list[str]]] | None = None,
+                 index: CommittedIndex | None = None):
         self.store = store
-        self._read_committed = committed
+        self.index = index or CommittedIndex()
+        self._read_committed = committed or self.index.committed
         self._committed: dict[str, tuple[list[RunRecord], list[str]]] = {}
+        self._one: dict[Path, RunRecord] = {}
 
     @classmethod
     def open(cls, store_path: str | os.PathLike | None = None) -> tuple[Catalog, str]:
@@ -345,6 +526,27 @@ class Catalog:
             if path.exists():
                 raise
             return cls(None), str(exc)
+
+    def committed_ids(self) -> dict[str, Path]:
+        """Every committed run id -> its bundle file, without reading more than new files."""
+        return {i: p for sid in study_ids() for i, p in self.index.run_ids(sid).items()}
+
+    def _committed_one(self, path: Path) -> RunRecord:
+        """One committed bundle, read once (its record's origin as :meth:`committed` gives it)."""
+        if path not in self._one:
+            rec = self.index.read(path)
+            rec.origin = f"committed:{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
+            self._one[path] = rec
+            self.index.save()
+        return self._one[path]
+
+    def committed_like(self, study: str, matches: Callable[[tuple], bool]) -> list[RunRecord]:
+        """The committed runs of ``study`` whose configuration fields (study, params,
+        fingerprint, workbench commit, packages) ``matches`` accepts: A/A candidates, read
+        without reading the study's other bundles."""
+        if study in self._committed:
+            return [r for r in self._committed[study][0] if matches(_config_fields(r))]
+        return [self._committed_one(p) for p, fields in self.index.configurations(study) if matches(fields)]
 
     def committed(self, study: str) -> list[RunRecord]:
         if study not in self._committed:
@@ -409,19 +611,21 @@ class Catalog:
             except KeyError as exc:
                 if "ambiguous" in str(exc):
                     raise
-        committed = {r.run_id: r for sid in registry() for r in self.committed(sid) if r.run_id.startswith(ref)}
+        ids = self.committed_ids()
+        committed = {i: p for i, p in ids.items() if i.startswith(ref)}
         if ref in stored:
             return ref, None
         if ref in committed:
-            return ref, committed[ref]
+            return ref, self._committed_one(committed[ref])
         matches = sorted(set(stored) | set(committed))
         if not matches:
             where = "the results store or the committed bundles" if self.store is not None else "the committed bundles"
-            raise KeyError(f"no run with id {ref!r} in {where}")
+            known = list(ids) + ([r["run_id"] for r in self.store.runs()] if self.store is not None else [])
+            raise KeyError(f"no run with id {ref!r} in {where}" + did_you_mean(ref, known))
         if len(matches) > 1:
             raise KeyError(f"run id prefix {ref!r} is ambiguous: {', '.join(matches[:5])}")
         run_id = matches[0]
-        return run_id, None if run_id in stored else committed[run_id]
+        return run_id, None if run_id in stored else self._committed_one(committed[run_id])
 
     def load(self, ref: str, attachments: bool = True) -> RunRecord:
         """The run ``ref`` names (see :meth:`resolve`)."""
@@ -435,15 +639,29 @@ class Catalog:
         return next(h for h in self.headers(study=rec.study) if h.run_id == run_id)
 
 
+def _config_fields(rec: RunRecord) -> tuple:
+    env = rec.env if isinstance(rec.env, dict) else {}
+    return (rec.study, rec.params, env.get("fingerprint"), env.get("workbench_commit"), env.get("packages"))
+
+
+def is_path(ref: str) -> bool:
+    """Whether ``ref`` names a file rather than a run: it ends with ``.json``, or something by
+    that name exists (a file, a link, a folder, a device; ``latest`` aside). Such a ref is read
+    as a bundle file, which says in one line what is wrong with it, and is never looked up among
+    the runs (which would read every committed bundle to say "no run with id ..."). Anything
+    else is an id, whatever it holds (a store of an old workbench may hold ids with a '/')."""
+    return ref.lower().endswith(".json") or (ref not in RESERVED_RUN_IDS and os.path.lexists(ref))
+
+
 def find_run(ref: str, opened: Callable[[], tuple[Catalog, str]]) -> RunRecord:
     """The run ``ref`` names: the path of a result bundle (``*.json``), else an id, a unique
     prefix or ``latest`` among the runs of the catalog ``opened()`` gives (called only then: a
     bundle needs no store; see :meth:`Catalog.open`). Raises :class:`StoreError`, or KeyError
     with one line that says why the store is missing when it is."""
-    if ref.endswith(".json") and Path(ref).is_file():
+    if is_path(ref):
         return read_bundle(ref)
     catalog, missing = opened()
     try:
         return catalog.load(ref)
     except KeyError as exc:
-        raise KeyError(f"{exc.args[0]} ({missing})" if missing else exc.args[0]) from None
+        raise KeyError(f"{exc.args[0]}; {missing}" if missing else exc.args[0]) from None

@@ -1,14 +1,18 @@
 """Shared Altair chart builders (tables in, charts out; no drawing inside analyses), and the
 rules every study's charts follow, as helpers:
 
-- a value axis goes logarithmic when its values span decades (:func:`value_scale`);
+- a value axis goes logarithmic when its values span a decade or more (:func:`value_scale`), and
+  then draws points with whiskers, never bars: a bar's length means nothing on a log axis
+  (:func:`magnitude_marks`);
 - counts (threads, workers, chunks) get integer ticks (:func:`count_axis`);
 - every axis title carries its unit (:func:`titled`), times are put in a unit that reads
   (:func:`time_unit`);
 - facets are ordered by number, not as strings (:func:`numeric_order`), with independent
   scales where their magnitudes differ (:func:`facet`);
 - the seed's published figure is a reference layer on the live chart, labelled as the seed's,
-  with its machine (:func:`seed_layer`);
+  with its machine (:func:`seed_layer`); where the run's parameters are not the seed's (a smoke
+  run at N=16K against the seed's N=1M) it is greyed and its legend says so
+  (``seed_note="seed at N=1M: not comparable"``), never drawn in the live series' colours;
 - the declared sweep of any study is one chart: median vs x, one line per ``provider``, a CI
   band (:func:`sweep_chart`; the compared dimension is named ``provider``, as in Triton's
   benchmarks).
@@ -32,7 +36,9 @@ alt.data_transformers.disable_max_rows()
 
 WIDTH, HEIGHT = 460, 280
 #: a value axis spanning at least this many decades is drawn logarithmic
-LOG_DECADES = 2.0
+LOG_DECADES = 1.0
+#: the colour of a seed's figures that are not comparable with the run (other parameters)
+NOT_COMPARABLE_COLOR = "#bbbbbb"
 
 
 #: narrowest plot of a bar chart (px), however few the bars
@@ -44,12 +50,12 @@ def _pad(chart):
 
 
 def time_unit(values_ns: Iterable[float]) -> str:
-    """``ns``, ``us``, ``ms`` or ``s``: the unit in which the median of ``values_ns`` reads
-    between 1 and 1000."""
-    finite = sorted(v for v in values_ns if v is not None and math.isfinite(v) and v > 0)
+    """``ns``, ``us``, ``ms`` or ``s``: the unit in which the median of ``values_ns`` reads at
+    least 1, raised while the largest would read 10,000 or more (:func:`workbench.units.pick`)."""
+    finite = [v for v in values_ns if v is not None and math.isfinite(v) and v > 0]
     if not finite:
         return "us"
-    return units.time_unit(finite[len(finite) // 2])
+    return units.pick(finite, "ns")
 
 
 def spans_decades(values: Iterable[float], decades: float = LOG_DECADES) -> bool:
@@ -113,11 +119,13 @@ def in_unit(df: pd.DataFrame, unit: str, median: str = "median_ns", lo: str = "c
 
 
 def seed_layer(seed: pd.DataFrame, x: str, machine: str, x_type: str = "Q", y_scale: alt.Scale | None = None,
-               unit: str = "us", provider: str = "provider") -> alt.Chart:
+               unit: str = "us", provider: str = "provider", seed_note: str = "") -> alt.Chart:
     """The seed's published figures as a reference layer: dashed grey lines and hollow points,
-    labelled ``seed (<machine>)`` in the legend and tooltips. ``seed`` has ``x`` and
-    ``median_ns`` (the seed's figure, in ns) and optionally ``provider`` (one line each)."""
-    label = f"seed ({machine})"
+    labelled ``seed (<machine>)`` in the legend and tooltips (``seed_note``, e.g. ``seed at
+    N=1M: not comparable``, instead where the run's parameters are not the seed's: lighter).
+    ``seed`` has ``x`` and ``median_ns`` (the seed's figure, in ns) and optionally ``provider``
+    (one line each)."""
+    label = seed_note or f"seed ({machine})"
     d = seed.assign(median=seed["median_ns"] / units.PER_NS[unit], source=label)
     if provider not in d.columns:
         d = d.assign(**{provider: "seed"})
@@ -127,22 +135,24 @@ def seed_layer(seed: pd.DataFrame, x: str, machine: str, x_type: str = "Q", y_sc
         strokeDash=alt.StrokeDash("source:N", title="reference",
                                   scale=alt.Scale(domain=[label], range=[[5, 3]])),
         tooltip=[alt.Tooltip("source:N", title="figure"), provider, x, alt.Tooltip("median:Q", format=".4g")])
-    return base.mark_line(color="#666666") + base.mark_point(color="#666666", filled=False, size=50)
+    grey = NOT_COMPARABLE_COLOR if seed_note else "#666666"
+    return base.mark_line(color=grey) + base.mark_point(color=grey, filled=False, size=50)
 
 
 def sweep_chart(df: pd.DataFrame, x: str, provider: str = "provider", title: str = "", unit: str | None = None,
                 x_title: str | None = None, log_x: bool | None = None, log_y: bool | None = None,
                 seed: pd.DataFrame | None = None, seed_machine: str = "", facet_by: str | None = None,
                 median: str = "median_ns", lo: str = "ci_lo_ns", hi: str = "ci_hi_ns",
-                width: int = WIDTH, height: int = HEIGHT):
+                width: int = WIDTH, height: int = HEIGHT, seed_note: str = ""):
     """Median vs ``x``, one line per ``provider``, a 95% CI band: the chart of a declared sweep.
 
     ``df`` has ``x``, ``provider`` and nanosecond ``median``/``lo``/``hi`` columns (a variants
     table). The time unit is chosen from the data unless given; each axis goes logarithmic
     when it spans decades unless ``log_x``/``log_y`` say otherwise; an ``x`` of small
     integers (threads, workers) gets integer ticks. ``seed`` (x, median_ns[, provider]) adds
-    the seed's figures as a dashed reference layer labelled with ``seed_machine``;
-    ``facet_by`` draws one panel per value in numeric order with independent scales."""
+    the seed's figures as a dashed reference layer labelled with ``seed_machine`` (greyed and
+    labelled ``seed_note`` where the run's parameters are not the seed's); ``facet_by`` draws one
+    panel per value in numeric order with independent scales."""
     unit = unit or time_unit(df[median])
     d = in_unit(df, unit, median, lo, hi)
     d = d[d["median"].notna()]
@@ -171,7 +181,7 @@ def sweep_chart(df: pd.DataFrame, x: str, provider: str = "provider", title: str
     layers = [band, line]
     if seed is not None and len(seed):
         layers.append(seed_layer(seed, x, seed_machine or "the seed's machine", "Q" if x_numeric else "O",
-                                 y_scale, unit, provider))
+                                 y_scale, unit, provider, seed_note))
     chart = alt.layer(*layers).properties(width=width, height=height)
     if facet_by:
         return _pad(facet(chart, facet_by, df[facet_by]).properties(title=title))
@@ -179,32 +189,58 @@ def sweep_chart(df: pd.DataFrame, x: str, provider: str = "provider", title: str
 
 
 def median_ci_bars(df: pd.DataFrame, x: str = "variant", title: str = "", unit: str | None = None) -> alt.Chart:
-    """Bars of the median with 95% CI whiskers per ``x`` (a variants table); failed checks in
-    red. Values spanning decades get a log axis (bars then start at the smallest value's
-    decade, so a nanosecond floor beside a millisecond one stays visible)."""
+    """The median with its 95% CI per ``x`` (a variants table), failed checks in red: bars from 0
+    with whiskers while the values span less than a decade, else points with whiskers on a log
+    axis (:func:`magnitude_marks`: a nanosecond floor beside a millisecond one stays readable)."""
     unit = unit or time_unit(df["median_ns"])
     d = in_unit(df, unit)
     d = d[d["median"].notna()]
-    ys = d["median"].tolist() + d["lo"].tolist() + d["hi"].tolist()
-    log = spans_decades(ys) and all(v > 0 for v in ys)
-    y_scale = value_scale(ys, zero=True, log=log)
-    base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=None, title=x, axis=alt.Axis(labelLimit=240)))
-    bars = base.mark_bar().encode(
-        y=alt.Y("median:Q", scale=y_scale, title=titled("median", unit)),
-        # a log scale has no 0: bars start at the axis' bottom
-        **({"y2": alt.Y2(datum=min(v for v in ys if v > 0) / 2)} if log else {}),
-        color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
-        tooltip=[x, alt.Tooltip("median:Q", format=".4g", title=titled("median", unit)),
-                 alt.Tooltip("lo:Q", format=".4g", title="95% CI lo"), alt.Tooltip("hi:Q", format=".4g",
-                                                                                  title="95% CI hi")]
-        + [c if c != "noise" else alt.Tooltip("noise:Q", format=".1%") for c in ("samples", "noise", "check")
-           if c in d.columns],
-    )
-    whiskers = base.mark_errorbar(color="black").encode(y=alt.Y("lo:Q", scale=y_scale, title=titled("median", unit)),
-                                                        y2="hi:Q")
-    # 40 px a bar, but not a sliver when there are few
+    tips = [alt.Tooltip(c, format=".1%") if c == "noise" else c for c in ("samples", "noise", "check") if c in d.columns]
+    chart = magnitude_marks(d, x, "median", "lo", "hi", value_title=titled("median", unit), horizontal=False,
+                            failed="correct" if "correct" in d.columns else None, tooltip=tips)
+    # 40 px a category, but not a sliver when there are few
     width = max(40 * d[x].nunique(), MIN_BARS_WIDTH)
-    return _pad((bars + whiskers).properties(title=title or "median with 95% CI", width=width, height=260))
+    return _pad(chart.properties(title=title or "median with 95% CI", width=width, height=260))
+
+
+def magnitude_marks(d: pd.DataFrame, category: str, value: str, lo: str | None = None, hi: str | None = None, *,
+                    value_title: str, horizontal: bool = True, failed: str | None = None, sort: Any = None,
+                    color: Any = None, tooltip: list | None = None, log: bool | None = None,
+                    decades: float = LOG_DECADES) -> alt.LayerChart:
+    """One mark per ``category`` for ``value`` (with a ``lo``-``hi`` whisker where given): bars
+    from 0 on a linear axis while the values span less than ``decades``, else points with
+    whiskers on a log axis whose title says so (a bar's length means nothing on a log axis).
+    ``failed``: a boolean column, False drawn red; ``color``: an encoding instead; not sized."""
+    values = [v for c in (value, lo, hi) if c for v in d[c].tolist() if v is not None and math.isfinite(v)]
+    positive = [v for v in values if v > 0]
+    if log is None:
+        log = bool(positive) and len(positive) == len(values) and spans_decades(positive, decades)
+    scale = alt.Scale(type="log", nice=False, domain=[min(positive) / 2, max(positive) * 2]) if log \
+        else alt.Scale(zero=True)
+    title = value_title + (", log scale" if log else "")
+    cat = alt.Y if horizontal else alt.X
+    val, val2 = (alt.X, alt.X2) if horizontal else (alt.Y, alt.Y2)
+    base = alt.Chart(d).encode(**{("y" if horizontal else "x"): cat(
+        f"{category}:N", sort=sort, title=None if horizontal else category,
+        axis=alt.Axis(labelLimit=240, labelOverlap=False))})
+    paint = color if color is not None else (
+        alt.condition(f"datum.{failed}", alt.value("#4c78a8"), alt.value("#d62728")) if failed else alt.value("#4c78a8"))
+    tip = [category, alt.Tooltip(f"{value}:Q", format=".4g", title=value_title)] + \
+        ([alt.Tooltip(f"{lo}:Q", format=".4g", title="95% CI lo"), alt.Tooltip(f"{hi}:Q", format=".4g",
+                                                                               title="95% CI hi")] if lo and hi else []) \
+        + list(tooltip or [])
+    channel = "x" if horizontal else "y"
+    if log:
+        mark = base.mark_point(filled=True, size=70).encode(**{channel: val(f"{value}:Q", scale=scale, title=title)},
+                                                           color=paint, tooltip=tip)
+    else:
+        mark = base.mark_bar(**({"height": 12} if horizontal else {})).encode(
+            **{channel: val(f"{value}:Q", scale=scale, title=title)}, color=paint, tooltip=tip)
+    layers = [mark]
+    if lo and hi:
+        layers.append(base.mark_rule(color="black", strokeWidth=1.5).encode(
+            **{channel: val(f"{lo}:Q", scale=scale, title=title), f"{channel}2": val2(f"{hi}:Q")}, tooltip=tip))
+    return alt.layer(*layers)
 
 
 def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: str | None = None,
@@ -217,14 +253,16 @@ def line_with_ci(df: pd.DataFrame, x: str, color: str, title: str = "", unit: st
 def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title: str = "", unit: str | None = None,
                     x_title: str | None = None, log_x: bool | None = None, log_y: bool | None = None,
                     seed: pd.DataFrame | None = None, seed_machine: str = "", clip: float = 3.0,
-                    width: int = WIDTH, height: int = HEIGHT):
+                    width: int = WIDTH, height: int = HEIGHT, seed_note: str = ""):
     """Median vs ``x``, one line per ``provider``, the 95% CIs as thin error bars: for sweeps of
     many lines, where CI bands cover each other. A bound beyond ``clip`` x the largest median is
     clipped at the axis' top (the true bound stays in the tooltip), so one heavy tail cannot
     flatten every line. ``seed`` (``x``, ``median_ns``, ``provider``) draws the seed's figures as
     dashed lines with hollow points in the colour of the live provider of the same name,
-    labelled ``seed (<seed_machine>)`` in the legend. Count axes (workers) get integer ticks at
-    the measured values, on a log-2 scale when they double."""
+    labelled ``seed (<seed_machine>)`` in the legend; where the run's parameters are not the
+    seed's, ``seed_note`` (``seed at N=1M: not comparable``) labels them instead and they are
+    drawn light grey, in no live series' colour. Count axes (workers) get integer ticks at the
+    measured values, on a log-2 scale when they double."""
     unit = unit or time_unit(df["median_ns"])
     d = in_unit(df, unit)
     d = d[d["median"].notna()]
@@ -250,7 +288,7 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
     x_enc = alt.X(f"{x}:Q", scale=x_scale, axis=count_axis(x_title or x, xs) if _is_count(xs)
                   else alt.Axis(title=x_title or x))
     y_title = titled("median", unit) + (", log scale" if log else "")
-    live, ref = "live (95% CI bars)", f"seed ({seed_machine or 'the seed' + chr(39) + 's machine'})"
+    live, ref = "live (95% CI bars)", seed_note or f"seed ({seed_machine or 'the seed' + chr(39) + 's machine'})"
     dash = alt.StrokeDash("source:N", title=None, scale=alt.Scale(domain=[live, ref] if s is not None else [live],
                                                                    range=[[1, 0], [5, 3]]),
                           legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#555", symbolStrokeWidth=2, labelLimit=360))
@@ -266,7 +304,9 @@ def sweep_errorbars(df: pd.DataFrame, x: str, provider: str = "provider", title:
                                                                 y2="hi:Q", tooltip=tip),
               base.mark_line().encode(y=y, strokeDash=dash), base.mark_point(filled=True, size=45).encode(y=y, tooltip=tip)]
     if s is not None:
-        ref_base = alt.Chart(s.assign(source=ref)).encode(x=x_enc, y=y, color=color)
+        # a seed at other parameters: light grey, one line per series, no live colour borrowed
+        paint = {"color": alt.value(NOT_COMPARABLE_COLOR), "detail": f"{provider}:N"} if seed_note else {"color": color}
+        ref_base = alt.Chart(s.assign(source=ref)).encode(x=x_enc, y=y, **paint)
         layers += [ref_base.mark_line().encode(strokeDash=dash),
                    ref_base.mark_point(filled=False, size=45).encode(
                        tooltip=[alt.Tooltip("source:N", title="figure"), provider, x,

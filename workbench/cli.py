@@ -37,25 +37,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any, Callable
 
-import pandas as pd
-
-from . import across, events, interrupt, manual, outfile, procs, readme, report, runner
-from . import comparison as compare
-from .ab_session import DEFAULT_ROUNDS, execute_ab
-from .ab_session import interrupted_text as ab_interrupted_text
-from .analysis import analyse, json_fields
+# Only what every command needs is imported here: an error line (a typo, an unknown run) comes
+# before pandas, the studies and the statistics are imported (half a second or more on a loaded
+# 2-core machine; benchmarks/cli.py times it). The rest is imported by the commands that use it.
+from . import events, interrupt, manual, outfile, procs
 from .catalog import Catalog, find_run
 from .env import REPO_ROOT, STATE_DIR
 from .launcher import LaunchError, Topology
+from .names import did_you_mean, seed_title
 from .outfile import OutputError
 from .registry import get, registry
 from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
 from .study import Cancelled, ParamError, StudyUnavailable, validate
-from .tables import render, results_display
-from .traces import cli as trace_cli
 from .untrusted import UntrustedError, check_attachment_name, guarded, has_surrogates, plain, safe_stem
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -127,11 +124,17 @@ def _load_one(args):
 
 def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
+    import pandas as pd
+
+    from .tables import render
+
     return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
 def summary_text(a) -> str:
     """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
+    from .tables import render, results_display
+
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
     lines.append(f"levels: {a.levels}")
@@ -151,14 +154,97 @@ def cmd_list(args) -> int:
     each with its seed and its page."""
     reg = registry()
     pages = {m.ID: manual.page_name(m) for m in reg.values()}
-    if args.json:
-        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "seed_title": getattr(m, "SEED_TITLE", None),
+    if args.json:  # the seed's file name stays in the JSON; people read its title
+        print(json.dumps([{"id": m.ID, "title": m.TITLE, "seed": m.SEED, "seed_title": seed_title(m),
                            "summary": m.SEED_SUMMARY, "page": pages[m.ID]} for m in reg.values()], indent=1))
     else:
-        rows = [[m.ID, manual.short_title(m), getattr(m, "SEED_TITLE", None) or m.SEED, pages[m.ID]]
-                for m in reg.values()]
+        rows = [[m.ID, manual.short_title(m), seed_title(m), pages[m.ID]] for m in reg.values()]
         print(_fmt_table(rows, ["study", "name", "seed", "page"]))
     return EXIT_OK
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(_value_text(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _allowed_text(p) -> str:
+    """What a knob takes: its choices, its range, true/false or text."""
+    if p.choices:
+        return ("any of " if p.multi else "one of ") + ", ".join(map(_value_text, p.choices))
+    if p.kind == "bool":
+        return "true or false"
+    if p.kind in ("int", "float"):
+        lo = "" if p.min is None else _value_text(p.min)
+        hi = "" if p.max is None else _value_text(p.max)
+        span = f"{lo}..{hi}" if lo or hi else "any number"
+        return span + (" (a list)" if p.multi else "")
+    return "text" + (" (a list)" if p.multi else "")
+
+
+def knobs_table(study) -> list[dict[str, str]]:
+    """A study's knobs as rows: name, default, allowed values, unit, where the page shows it
+    (headline, advanced, GPU only) and what it does."""
+    space = study.SPACE
+    rows = []
+    for p in space.params:
+        where = "GPU only" if p.name in space.gpu_only else "headline" if p.name in space.headline or not space.headline \
+            else "advanced"
+        rows.append({"knob": p.name, "default": _value_text(p.default), "allowed": _allowed_text(p), "unit": p.unit,
+                     "shown": where, "what it does": p.help})
+    return rows
+
+
+def knobs_text(study) -> str:
+    """``knobs STUDY`` (and ``run STUDY --help``): the knobs table, then each preset with its
+    purpose and the knobs it sets."""
+    from .tables import render
+    import pandas as pd
+
+    table = pd.DataFrame(knobs_table(study))
+    table["what it does"] = table["what it does"].map(lambda t: textwrap.fill(t, 70))
+    table["allowed"] = table["allowed"].map(lambda t: textwrap.fill(t, 36))
+    table["default"] = table["default"].map(lambda t: textwrap.fill(t.replace(",", ", "), 30).replace(", ", ","))
+    lines = [render(table, "plain", max_rows=None), "", "presets (--preset NAME):"]
+    for name, values in study.SPACE.presets.items():
+        purpose = study.SPACE.purposes.get(name, "")
+        sets = " ".join(f"{k}={_value_text(v)}" for k, v in values.items())
+        lines.append(f"  {name}: {purpose}{' ' if purpose else ''}({sets or 'the defaults'})")
+    return "\n".join(lines)
+
+
+def cmd_knobs(args) -> int:
+    """``knobs STUDY``: what ``--set`` takes."""
+    study = _study(args.study)
+    if study is None:
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps({"study": study.ID, "knobs": knobs_table(study),
+                          "presets": {k: {"purpose": study.SPACE.purposes.get(k, ""), "sets": v}
+                                      for k, v in study.SPACE.presets.items()}}, default=str, indent=1))
+    else:
+        print(f"{study.ID}: {study.TITLE}\n")
+        print(knobs_text(study))
+        print(f"\nrun it: python -m workbench run {study.ID} --preset smoke --set NAME=VALUE")
+    return EXIT_OK
+
+
+def _help_study(argv: list[str]):
+    """The study of ``run STUDY --help`` (None where argv is not that, or names no study)."""
+    if "-h" not in argv and "--help" not in argv:
+        return None
+    words = [w for w in argv if not w.startswith("-")]
+    if len(words) < 2 or words[0] != "run":
+        return None
+    try:
+        return get(words[1])
+    except KeyError:
+        return None
 
 
 @contextlib.contextmanager
@@ -199,6 +285,8 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
     ``close()`` ends the progress bar). ``kept`` names what a failed run keeps (its finished
     points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
+    from . import runner
+
     try:
         result = measure()
     except (ParamError, runner.LockError) as exc:
@@ -227,11 +315,9 @@ def _deprecations(study, values: dict) -> None:
 
 
 def cmd_run(args) -> int:
-    if args.repeat_runs != 1:
-        return _repeat_runs(args)
     try:
         with _topology_flags(args):
-            return _run(args)
+            return _repeat_runs(args) if args.repeat_runs != 1 else _run(args)
     except ParamError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -252,6 +338,11 @@ def _repeat_runs(args) -> int:
     if args.json or args.progress_file:
         _err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
         return EXIT_BAD_INPUT
+    if _prepared(args) is None:  # the children's checks, once, before any of them starts
+        return EXIT_BAD_INPUT
+    from . import across
+    from .analysis import analyse
+
     group = secrets.token_hex(4)
     base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")
             and not (i and args.argv[i - 1] == "--repeat-runs")]
@@ -260,8 +351,9 @@ def _repeat_runs(args) -> int:
         print(f"run {i + 1} of {args.repeat_runs} (group {group}), in a fresh process", flush=True)
         code, out = _child_run([sys.executable, "-m", "workbench", *base, "--json", "--run-group",
                                 f"{group}:{i + 1}/{args.repeat_runs}"])
-        if code not in (EXIT_OK, EXIT_FAILED):
-            _err(f"run {i + 1} of the group ended with exit status {code}; the runs before it are kept")
+        if code not in (EXIT_OK, EXIT_FAILED):  # the child said why on stderr
+            kept = f"; the {len(ids)} run(s) before it are kept ({', '.join(ids)})" if ids else ""
+            _err(f"the group stopped at run {i + 1} of {args.repeat_runs} (exit status {code}){kept}")
             return code
         ids.append(json.loads(out)["run_id"])
     store = _open_store(args.store, create=False)
@@ -270,23 +362,37 @@ def _repeat_runs(args) -> int:
     return EXIT_OK
 
 
-def _run(args) -> int:
+def _prepared(args) -> tuple | None:
+    """``(study, values, preset, precision, store)`` of ``run``, every argument checked before
+    anything is made or measured (bad input stores nothing); None with the reason on stderr."""
     study = _study(args.study)
     if study is None:
-        return EXIT_BAD_INPUT
+        return None
     try:
         values = study.SPACE.parse_sets(args.set or [])
-        _deprecations(study, values)
-        # Validate before touching the store, so bad input stores nothing.
+        if not args.run_group:  # said once, by the command the user typed
+            _deprecations(study, values)
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
+        from . import runner
+
         precision = runner.parse_precision(args.precision, args.precision_cap)
         runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
         store = _open_store(args.store)
         store.check_writable()  # before the machine is taken and anything is measured
     except (ParamError, StoreError) as exc:
         _err(str(exc))
+        return None
+    return study, values, preset, precision, store
+
+
+def _run(args) -> int:
+    prepared = _prepared(args)
+    if prepared is None:
         return EXIT_BAD_INPUT
+    study, values, preset, precision, store = prepared
+    from . import runner
+
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
     emitter = events.Emitter(args.progress_file) if args.progress_file else None
@@ -298,6 +404,8 @@ def _run(args) -> int:
                                                   run_group=_run_group(args.run_group)))
     if rec is None:
         return code
+    from .analysis import analyse, json_fields
+
     a = analyse(rec, study)
     if args.json:
         print(json.dumps(rec.to_json() | json_fields(a), default=str))
@@ -347,6 +455,8 @@ def _run_group(text: str | None) -> dict | None:
 def cmd_readme(args) -> int:
     """``readme``: every committed result README's generated blocks against what the tool prints
     today (exit 1 and the blocks that differ), or ``--refresh`` them (:mod:`workbench.readme`)."""
+    from . import readme
+
     paths = readme.readmes(REPO_ROOT)
     if args.study:
         paths = [p for p in paths if p.parent.name == safe_stem(args.study)]
@@ -443,11 +553,22 @@ def cmd_tag(args) -> int:
     return EXIT_OK
 
 
-def _print_comparison(cmp: dict, as_json: bool, extra: dict | None = None) -> None:
-    if as_json:
-        print(compare.to_json({**cmp, **(extra or {})}))
+def _print_comparison(cmp: dict, fmt: str, extra: dict | None = None, threshold: float | None = None) -> None:
+    """A comparison on stdout: ``table`` (one aligned table, then a line each for what
+    differs, the warnings and the gate), ``md`` (GitHub Markdown) or ``json``."""
+    from . import comparison as compare
+
+    if fmt == "json":
+        doc = {**cmp, **(extra or {})}
+        if threshold is not None:
+            doc["gate"] = {"threshold": threshold, "regressions": compare.regressions(cmp, threshold),
+                           "unconfirmed": compare.unconfirmed_regressions(cmp, threshold)}
+        print(compare.to_json(doc))
+    elif fmt == "md":
+        print(plain_block(compare.markdown(cmp) + ("\n" + compare.gate_text(cmp, threshold) if threshold is not None
+                                                   else "")))
     else:
-        print(plain_block(compare.markdown(cmp)))
+        print(compare.terminal(cmp, threshold))  # plain text already, cell by cell
 
 
 def plain_block(text: str) -> str:
@@ -455,7 +576,23 @@ def plain_block(text: str) -> str:
     return "\n".join(plain(line) for line in text.splitlines())
 
 
+def _compare_format(args) -> str:
+    return "json" if args.json else args.format
+
+
 def cmd_compare(args) -> int:
+    """``compare A B``: B against A as one terminal table (``--format md``: Markdown; ``--json``);
+    ``--fail-above 2%``: exit 1 when a variant is clearly slower by more than 2%
+    (:func:`workbench.comparison.regressions`)."""
+    threshold = None
+    if args.fail_above is not None:
+        from .comparison import parse_threshold
+
+        try:
+            threshold = parse_threshold(args.fail_above)
+        except ValueError as exc:
+            _err(f"--fail-above: {exc}")
+            return EXIT_BAD_INPUT
     try:
         catalog, missing = _catalog(args)
     except StoreError as exc:
@@ -465,17 +602,30 @@ def cmd_compare(args) -> int:
     if runs is None:
         return EXIT_BAD_INPUT
     a, b = runs
+    if a.run_id == b.run_id:  # said before the statistics are imported (the comparison refuses it too)
+        _err(f"A and B are the same run ({a.run_id}): a run compared with itself shows no change by construction; "
+             "give two runs (python -m workbench runs --all lists them)")
+        return EXIT_BAD_INPUT
+    from . import comparison as compare
+
     try:
         # A/A candidates: the store's runs and the committed bundles with A's or B's configuration
-        cmp = compare.compare_runs(a, b, compare.history(a, b, catalog.store, catalog.committed(a.study)))
+        cmp = compare.compare_runs(a, b, compare.history_in(a, b, catalog))
     except compare.CompareError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    _print_comparison(cmp, args.json)
+    _print_comparison(cmp, _compare_format(args), threshold=threshold)
+    if threshold is not None and compare.regressions(cmp, threshold):
+        return EXIT_FAILED
     return EXIT_OK
 
 
 def cmd_ab(args) -> int:
+    from . import comparison as compare
+    from . import runner
+    from .ab_session import execute_ab
+    from .ab_session import interrupted_text as ab_interrupted_text
+
     study = _study(args.study)
     if study is None:
         return EXIT_BAD_INPUT
@@ -502,7 +652,7 @@ def cmd_ab(args) -> int:
     a, b = pair
     if not args.json:
         print(f"runs {a.run_id} (A) and {b.run_id} (B) stored in {store.path}")
-    _print_comparison(compare.compare_runs(a, b, compare.history(a, b, store)), args.json,
+    _print_comparison(compare.compare_runs(a, b, compare.history(a, b, store)), "json" if args.json else "table",
                       {"runs": [a.run_id, b.run_id]})
     return EXIT_OK if all(v.correct for v in a.variants + b.variants) else EXIT_FAILED
 
@@ -511,6 +661,8 @@ def cmd_report(args) -> int:
     rec = _load_one(args)
     if rec is None:
         return EXIT_BAD_INPUT
+    from . import report
+
     # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
     # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
     stem = safe_stem(rec.run_id)
@@ -521,6 +673,8 @@ def cmd_report(args) -> int:
     except OutputError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+    if args.format != "issue" and report.png_blocked():  # the report says it too, where its charts would be
+        print(f"note: {report.png_blocked()}", file=sys.stderr)
     print(path)
     return EXIT_OK
 
@@ -582,6 +736,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_notebooks(args) -> int:
+    from . import report
+
     try:
         paths = report.write_study_notebooks(args.output)
     except OSError as exc:
@@ -593,35 +749,29 @@ def cmd_notebooks(args) -> int:
 
 
 def cmd_trace(args) -> int:
+    from .traces import cli as trace_cli
+
     return trace_cli.run(args)
 
 
 def _precision_arguments(s: argparse.ArgumentParser) -> None:
+    from .runner import DEFAULT_PRECISION_CAP_S
+
     s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
                                                       "within PCT of the median (e.g. 2%%), or until --precision-cap")
-    s.add_argument("--precision-cap", type=float, default=runner.DEFAULT_PRECISION_CAP_S, metavar="S",
+    s.add_argument("--precision-cap", type=float, default=DEFAULT_PRECISION_CAP_S, metavar="S",
                    help="seconds the whole run may spend on --precision (default %(default)g)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workbench", description="Perf Study Workbench")
-    p.add_argument("--store", help="results store (SQLite file); default $WORKBENCH_STORE or .workbench/results.sqlite")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    def command(name: str, fn, help: str, store: bool = True) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, help=help)
-        if store:  # also after the command; SUPPRESS keeps the top-level value when absent
-            s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
-        s.set_defaults(fn=fn)
-        return s
-
-    s = command("list", cmd_list, "list the studies with their seed")
+def _list_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true")
 
-    s = command("run", cmd_run, "run a study and store the result")
-    s.add_argument("study")
+
+def _run_arguments(s: argparse.ArgumentParser, argv: list[str] | None = None) -> None:
+    s.add_argument("study", help="a study id (python -m workbench list); 'run STUDY --help' lists its knobs")
     s.add_argument("--set", action="append", metavar="NAME=VALUE",
-                   help="parameter value; comma-separated values sweep a list parameter")
+                   help="parameter value; comma-separated values sweep a list parameter "
+                        "(python -m workbench knobs STUDY lists them)")
     presets = s.add_mutually_exclusive_group()
     presets.add_argument("--quick", action="store_true", help="the study's quick preset (same as --preset quick)")
     presets.add_argument("--preset", help="start from one of the study's presets (smoke, quick, or its own, e.g. "
@@ -642,35 +792,51 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "leave out for elastic c10d")
     nodes.add_argument("--rdzv-id", help="names an elastic rendezvous (default: workbench)")
     _precision_arguments(s)
+    # `run STUDY --help`: the study's knobs under the options
+    named = _help_study(argv or [])
+    if named is not None:
+        s.epilog = f"{named.ID}'s knobs (--set NAME=VALUE):\n\n{knobs_text(named)}"
+        s.formatter_class = argparse.RawDescriptionHelpFormatter
 
-    s = command("runs", cmd_runs, "list stored runs (--all: and the bundles committed under traces/)")
+
+def _runs_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--study")
     s.add_argument("--all", action="store_true", help="also the result bundles committed under traces/<study>/")
     s.add_argument("--json", action="store_true")
 
-    s = command("delete", cmd_delete, "delete stored runs (asks first)")
+
+def _delete_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("runs", nargs="+", metavar="RUN")
     s.add_argument("--yes", action="store_true", help="do not ask")
 
-    s = command("tag", cmd_tag, "tag a run and set its note (stored or committed run; kept in the store)")
+
+def _tag_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("run")
     s.add_argument("tags", nargs="*", metavar="TAG", help="tags to add (plain words)")
     s.add_argument("--remove", action="append", metavar="TAG", help="a tag to remove")
     s.add_argument("--note", help="the run's note ('' clears it)")
 
-    s = command("compare", cmd_compare, "A/B verdict table of two runs (B against A): parameter and environment "
-                                        "diffs, per-variant ratios with CIs and Holm-adjusted p-values")
-    s.add_argument("run_a", help="baseline: run id, unique prefix, latest, a bundle file or a committed bundle's id")
-    s.add_argument("run_b")
-    s.add_argument("--json", action="store_true")
 
-    s = command("readme", cmd_readme, "check (or --refresh) the generated tables of the committed result READMEs "
-                                      "(traces/<study>/README.md) against the bundles", store=False)
+def _compare_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("run_a", help="baseline: run id, unique prefix, latest, a bundle file or a committed bundle's id")
+    s.add_argument("run_b", help="the run judged against A (not A itself)")
+    s.add_argument("--format", choices=["table", "md", "json"], default="table",
+                   help="table: one aligned table for the terminal (default); md: GitHub Markdown with the "
+                        "parameter and environment diffs; json: the comparison as data")
+    s.add_argument("--json", action="store_true", help="same as --format json")
+    s.add_argument("--fail-above", metavar="PCT",
+                   help="regression gate: exit 1 when a variant is clearly slower than A by more than PCT (2%% or "
+                        "0.02): the comparison calls it slower and its B/A CI lies above 1 + PCT")
+
+
+def _readme_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--refresh", action="store_true", help="rewrite every generated block from the bundles")
     s.add_argument("--study", help="only traces/<study>/README.md")
 
-    s = command("ab", cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, "
-                              "stored as two linked runs, then compared")
+
+def _ab_arguments(s: argparse.ArgumentParser) -> None:
+    from .ab_session import DEFAULT_ROUNDS
+
     s.add_argument("study")
     s.add_argument("--set", action="append", metavar="NAME=VALUE", help="a parameter of both sides")
     s.add_argument("--a", action="append", metavar="NAME=VALUE", help="a parameter of side A (the baseline)")
@@ -683,30 +849,95 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print only the comparison (JSON) on stdout")
     _precision_arguments(s)
 
-    s = command("report", cmd_report, "a run's report: md (full, PNG charts beside it), issue (one GitHub issue "
-                                      "body, nothing attached), html (one self-contained file), ipynb (notebook "
-                                      "and its bundle, executed)")
+
+def _report_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("run")
     s.add_argument("--format", choices=["md", "issue", "html", "ipynb"], default="md")
     s.add_argument("--full", action="store_true",
                    help="issue format: every table, chart and note that fits in one issue (default: about two screens)")
     s.add_argument("-o", "--output")
 
-    s = command("export", cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON, or its "
-                                      "attached traces as files")
+
+def _export_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("run")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--format", choices=["bundle", "gbench", "attachments"], default="bundle",
                    help="attachments: the run's attached traces and captures, one file each, into the folder -o")
 
-    s = command("import", cmd_import, "import result bundles into the store")
+
+def _import_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("files", nargs="+")
 
-    s = command("notebooks", cmd_notebooks, "generate one study notebook per study", store=False)
+
+def _notebooks_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("-o", "--output", default="notebooks")
 
-    trace_cli.add_arguments(command("trace", cmd_trace, "summarise traces (several files: ranks of one run) or "
-                                    "'trace diff A B'", store=False))
+
+def _knobs_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("study", help="a study id (python -m workbench list)")
+    s.add_argument("--json", action="store_true", help="the knobs and presets as JSON")
+
+
+def _trace_arguments(s: argparse.ArgumentParser) -> None:
+    from .traces import cli as trace_cli
+
+    trace_cli.add_arguments(s)
+
+
+#: the commands: name -> (function, help, takes --store, its arguments)
+COMMANDS: dict[str, tuple[Callable, str, bool, Callable]] = {
+    "list": (cmd_list, "list the studies with their seed", True, _list_arguments),
+    "knobs": (cmd_knobs, "a study's knobs: ranges, defaults, units, presets", False, _knobs_arguments),
+    "run": (cmd_run, "run a study and store the result", True, _run_arguments),
+    "runs": (cmd_runs, "list stored runs (--all: and the bundles committed under traces/)", True, _runs_arguments),
+    "delete": (cmd_delete, "delete stored runs (asks first)", True, _delete_arguments),
+    "tag": (cmd_tag, "tag a run and set its note (stored or committed run; kept in the store)", True, _tag_arguments),
+    "compare": (cmd_compare, "B against A as one table: per variant the medians, B/A with its 95% CI and a verdict "
+                             "(--fail-above PCT: a regression gate)", True, _compare_arguments),
+    "readme": (cmd_readme, "check (or --refresh) the generated tables of the committed result READMEs "
+                           "(traces/<study>/README.md) against the bundles", False, _readme_arguments),
+    "ab": (cmd_ab, "interleaved A/B session: rounds of two parameter sets alternate in one session, stored as two "
+                   "linked runs, then compared", True, _ab_arguments),
+    "report": (cmd_report, "a run's report: md (full, PNG charts beside it), issue (one GitHub issue body, nothing "
+                           "attached), html (one self-contained file), ipynb (notebook and its bundle, executed)", True,
+               _report_arguments),
+    "export": (cmd_export, "export a run as a result bundle (JSON) or google-benchmark JSON, or its attached traces as "
+                           "files", True, _export_arguments),
+    "import": (cmd_import, "import result bundles into the store", True, _import_arguments),
+    "notebooks": (cmd_notebooks, "generate one study notebook per study", False, _notebooks_arguments),
+    "trace": (cmd_trace, "summarise traces (several files: ranks of one run) or 'trace diff A B'", False,
+              _trace_arguments),
+}
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not an option or --store's value)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--store":
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. With ``argv`` only the command it names gets its arguments (and the
+    imports they need: the trace command's parser imports pandas), so a mistyped run id or
+    study is answered before the heavy imports; without, every command's."""
+    p = argparse.ArgumentParser(prog="python -m workbench", description="Perf Study Workbench")
+    p.add_argument("--store", help="results store (SQLite file); default $WORKBENCH_STORE or .workbench/results.sqlite")
+    sub = p.add_subparsers(dest="command", required=True)
+    chosen = _chosen(argv) if argv is not None else None
+    for name, (fn, help_text, store, arguments) in COMMANDS.items():
+        s = sub.add_parser(name, help=help_text, description=help_text)
+        if store:  # also after the command; SUPPRESS keeps the top-level value when absent
+            s.add_argument("--store", default=argparse.SUPPRESS, help="results store (SQLite file)")
+        s.set_defaults(fn=fn)
+        if argv is None or name == chosen:
+            arguments(s, argv) if arguments is _run_arguments else arguments(s)
     return p
 
 
@@ -742,7 +973,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:

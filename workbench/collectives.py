@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import launcher
+from .rank import init_rank
+
 
 #: NCCL's debug output the probe turns on (rank 0 prints the per-call TUNING lines)
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING"}
@@ -36,6 +36,10 @@ ENV_PREFIXES = ("NCCL_", "RCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM_")
 MAX_LOG_BYTES = 4 << 20
 NOT_RECORDED = "not recorded (runs before the collective probe, issue 47)"
 NOT_IN_LOG = "not in the library's log"
+#: why a one-rank probe's log has no TUNING line: NCCL's taskAppend hands a collective of a
+#: one-rank communicator to ncclLaunchOneRank (a copy to itself, or nothing in place) before
+#: any algorithm or protocol is chosen (src/enqueue.cc; NCCL 2.28.9's log on one H100 agrees)
+ONE_RANK = "no algorithm choice at one rank (NCCL runs no collective algorithm for a single rank)"
 
 _VERSION = re.compile(r"\b(NCCL|RCCL) version (\S+)")
 _CALL = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|Send|Recv): (\d+) Bytes -> "
@@ -121,7 +125,8 @@ def _first(lines: list[str], hints: tuple[str, ...]) -> str:
 
 def summary(record: dict | None) -> list[dict[str, str]]:
     """One row per fact of a probe's record (``outputs["collective"]``) for tables and reports;
-    a run without one says :data:`NOT_RECORDED`; a probe that failed says why."""
+    a run without one says :data:`NOT_RECORDED`; a probe that failed says why; a probe at one
+    rank, whose log never has an algorithm, says so (:data:`ONE_RANK`)."""
     if not record:
         return [{"fact": "collective library", "value": NOT_RECORDED}]
     if record.get("error"):
@@ -134,7 +139,8 @@ def summary(record: dict | None) -> list[dict[str, str]]:
                      "value": f"algorithm {call['algo']}, protocol {call['proto']}"
                               + (f", channels {call['channels']}" if call.get("channels") else "")})
     if not record.get("calls"):
-        rows.append({"fact": "algorithm and protocol", "value": NOT_IN_LOG})
+        rows.append({"fact": "algorithm and protocol",
+                     "value": ONE_RANK if record.get("world_size") == 1 else NOT_IN_LOG})
     rows += [{"fact": "channels", "value": str(record.get("channels", NOT_IN_LOG))},
              {"fact": "NVLink multicast (NVLS)", "value": str(record.get("nvls", NOT_IN_LOG))},
              {"fact": "symmetric memory", "value": str(record.get("symmetric_memory", NOT_IN_LOG))},
@@ -145,31 +151,13 @@ def summary(record: dict | None) -> list[dict[str, str]]:
     return rows
 
 
-# --- the probe: a launch of its own ------------------------------------------------------------------
-
-def probe(calls: list[dict[str, Any]], world_size: int, ctx, timeout_s: float = 120.0) -> dict[str, Any]:
-    """Each of ``calls`` (``{"op": "all_reduce"|"all_gather", "numel": elements per rank's
-    input, "dtype": "float16"|"bfloat16"|"float32"}``) made once (after one warm-up) on
-    ``world_size`` GPU ranks with NCCL's debug output on; rank 0's library facts and parsed log.
-    Never raises: a failed probe is a record with its ``error``, so the timed run it describes
-    still stands."""
-    with tempfile.TemporaryDirectory(prefix="wb-nccl-") as tmp:
-        env = DEBUG_ENV | {"NCCL_DEBUG_FILE": str(Path(tmp) / "nccl.%h.%p.log")}
-        try:
-            got = launcher.launch(launcher.COLLECTIVES_PROBE, {"calls": calls, "log_dir": tmp}, world_size, ctx,
-                                  timeout_s=timeout_s, env=env)
-        except Exception as exc:  # the probe is provenance, not the measurement
-            return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
-    return got.outputs.get("collective") or {"error": "the probe's rank 0 reported nothing"}
-
-
 def main(config: dict[str, Any], emitter) -> None:
     """The probe on every rank (under torchrun): each call once to warm up and once more,
     then rank 0 reads its own process's library and NCCL log."""
     import torch
     import torch.distributed as dist
 
-    device = launcher.init_rank("nccl")
+    device = init_rank("nccl")
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
     world = dist.get_world_size()
     for call in config["calls"]:
@@ -183,7 +171,7 @@ def main(config: dict[str, Any], emitter) -> None:
         torch.cuda.synchronize(device)
     dist.barrier()
     if dist.get_rank() == 0:
-        record = library(torch)
+        record = library(torch) | {"world_size": world}
         pid = os.getpid()
         logs = [p for p in Path(config["log_dir"]).glob(f"nccl.*.{pid}.log")]
         text = logs[0].read_text(errors="replace")[:MAX_LOG_BYTES] if logs else ""

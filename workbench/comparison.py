@@ -56,13 +56,13 @@ import numpy as np
 import pandas as pd
 
 from . import machine_load as load
-from . import stats
+from . import stats, units
 from .env import summary_line
-from .catalog import Header, upgraded
+from .catalog import Catalog, Header, upgraded
 from .record import RunRecord
 from .store import Store, StoreError
-from .tables import md_table
-from .untrusted import details, escape
+from .tables import md_table, render
+from .untrusted import details, escape, plain
 
 ALPHA = stats.ALPHA
 CORRECTION = "holm"
@@ -126,8 +126,13 @@ def config_key(rec: RunRecord) -> tuple:
     """What makes two runs an A/A pair: study, parameters, machine fingerprint and software
     (the workbench commit and package versions; a dirty checkout counts as its commit)."""
     env = rec.env if isinstance(rec.env, dict) else {}
-    return (rec.study, _canon(upgraded(rec.study, rec.params)), env.get("fingerprint"), _canon(env.get("workbench_commit")),
-            _canon(env.get("packages")))
+    return config_key_of(rec.study, rec.params, env.get("fingerprint"), env.get("workbench_commit"), env.get("packages"))
+
+
+def config_key_of(study: str, params: Any, fingerprint: Any, commit: Any, packages: Any) -> tuple:
+    """:func:`config_key` from its fields (a committed bundle's, known without reading it:
+    :meth:`workbench.catalog.Catalog.committed_like`)."""
+    return (study, _canon(upgraded(study, params)), fingerprint, _canon(commit), _canon(packages))
 
 
 # --- interleaved sessions -------------------------------------------------------------------------
@@ -213,12 +218,13 @@ def _row(name: str, verdict: str, **kw) -> dict[str, Any]:
 
 
 def _medians(xa: np.ndarray, xb: np.ndarray, rng) -> dict[str, Any]:
-    """Each side's sample count, median and the median's 95% percentile-bootstrap CI."""
+    """Each side's sample count, median and the median's 95% CI: the run's own
+    (:func:`workbench.stats.median_ci`, seeded), so a run's median reads with the same CI in a
+    comparison as on its page, in its report and in ``run``'s table."""
     def one(x: np.ndarray) -> tuple[float, list[float]]:
         if x.size < 2:
             return (float(np.median(x)) if x.size else _NAN), [_NAN, _NAN]
-        boot = stats.resampled_medians(x, RESAMPLES, rng)
-        return float(np.median(x)), [float(q) for q in np.quantile(boot, [ALPHA / 2, 1 - ALPHA / 2])]
+        return float(np.median(x)), [float(q) for q in stats.median_ci(x, 1 - ALPHA)]
 
     (ma, ca), (mb, cb) = one(xa), one(xb)
     return dict(n_a=int(xa.size), n_b=int(xb.size), median_a=ma, median_b=mb, median_a_ci=ca, median_b_ci=cb)
@@ -358,6 +364,9 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
     ``ci``, ``p_adjusted``, ``verdict``, ...), ``summary``, ``warnings``. ``history``: other
     runs to find A/A pairs among (see the module docstring). Raises :class:`CompareError`
     for runs of different studies."""
+    if a.run_id == b.run_id:
+        raise CompareError(f"A and B are the same run ({a.run_id}): a run compared with itself shows no change by "
+                           "construction; give two runs (python -m workbench runs lists them)")
     if a.study != b.study:
         raise CompareError(f"runs of different studies are not compared: A ({a.run_id}) is {a.study}, "
                            f"B ({b.run_id}) is {b.study}")
@@ -391,10 +400,10 @@ def compare_runs(a: RunRecord, b: RunRecord, history: Iterable[RunRecord] = (), 
     same_machine = a.env.get("fingerprint") == b.env.get("fingerprint")
     warnings = []
     if pdiff and not is_linked:
-        warnings.append(f"parameters differ ({', '.join(d['param'] for d in pdiff)}): the differences below mix "
+        warnings.append(f"parameters differ ({', '.join(d['param'] for d in pdiff)}): the differences mix "
                         "your change with these parameters")
     if not same_machine:
-        warnings.append("different machines: the differences below mix the change with the machine")
+        warnings.append("different machines: the differences mix the change with the machine")
     skipped = [r["variant"] for r in rows if r["verdict"].startswith("not compared")]
     if skipped:
         warnings.append(f"{len(skipped)} variant(s) ran with different parameters in A and B and are not compared")
@@ -527,6 +536,154 @@ def markdown(cmp: dict[str, Any], level: int = 1, reproduce: bool = True) -> str
     return "\n\n".join(parts) + "\n"
 
 
+# --- the terminal table and the regression gate ---------------------------------------------------
+
+def parse_threshold(text: str | float) -> float:
+    """A regression threshold: ``2%`` or ``0.02`` (a fraction of A's time) -> 0.02. Raises
+    ValueError with one line for anything else, or a threshold outside 0-1000%."""
+    raw = text.strip() if isinstance(text, str) else text
+    try:
+        value = float(raw[:-1]) / 100 if isinstance(raw, str) and raw.endswith("%") else float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold {text!r}: give a percentage (2%) or a fraction (0.02) of A's time") from None
+    if not (math.isfinite(value) and 0 <= value <= 10):
+        raise ValueError(f"threshold {text!r}: outside 0% to 1000%")
+    return value
+
+
+def regressions(cmp: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+    """The rows of a comparison that are **clear regressions beyond** ``threshold`` (0.02: 2%):
+    the comparison calls them ``slower`` (its within-run and run-to-run tests both reject, Holm
+    adjusted: :func:`_decide`) and the lower end of their B/A CI lies above 1 + ``threshold``, so
+    the CI excludes the threshold. The geometric mean over the variants counts as a row of its
+    own (``variant``: ``geometric mean``) when its CI lies above it and the run-to-run noise of
+    every variant in it is known."""
+    out = [r for r in cmp["rows"] if r["verdict"] == "slower" and r["ci"][0] == r["ci"][0]
+           and r["ci"][0] > 1 + threshold]
+    s = cmp["summary"]
+    if s.get("run_to_run_known") and s["ci"][0] == s["ci"][0] and s["ci"][0] > 1 + threshold:
+        out.append({"variant": GEOMEAN, "ratio": s["geomean_ratio"], "ci": list(s["ci"]), "verdict": "slower"})
+    return out
+
+
+def unconfirmed_regressions(cmp: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+    """Rows slower beyond ``threshold`` within the run only (``unconfirmed slower``: no A/A runs
+    measured the run-to-run noise), which a gate reports but does not fail on."""
+    return [r for r in cmp["rows"] if r["verdict"] == "unconfirmed slower" and r["ci"][0] > 1 + threshold]
+
+
+#: the summary row of the terminal table and of :func:`regressions`
+GEOMEAN = "geometric mean"
+
+
+def _ratio_text(ratio: float, ci: list[float]) -> str:
+    if ratio != ratio:
+        return "n/a"
+    dec = max(3, min(6, 1 - math.floor(math.log10(max(abs(ci[1] - ci[0]), 1e-9))))) if ci[0] == ci[0] else 3
+    text = f"{ratio:.{dec}f}"
+    return text + (f" [{ci[0]:.{dec}f}, {ci[1]:.{dec}f}]" if ci[0] == ci[0] and ci[1] == ci[1] else "")
+
+
+def _change_text(ratio: float, verdict: str) -> str:
+    """pyperf's words: ``1.05x slower``, ``1.20x faster``; nothing where no change is shown."""
+    if ratio != ratio or ratio <= 0 or not any(w in verdict for w in ("faster", "slower")):
+        return ""
+    return f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
+
+
+def _row_medians(r: dict[str, Any]) -> tuple[str, str]:
+    """A's and B's medians with their CIs, both in one unit (the row's, from A's median)."""
+    values = [v for v in (r["median_a"], r["median_b"], *r["median_a_ci"], *r["median_b_ci"]) if v == v]
+    if not values:
+        return "n/a", "n/a"
+    shown = units.pick(values, "ns", typical=r["median_a"] if r["median_a"] == r["median_a"] else None)
+
+    # three significant digits of A's median, and as many decimals for every figure of the row
+    lead = abs(units.convert(values[0], "ns", shown)) or 1.0
+    decimals = max(0, 2 - math.floor(math.log10(lead)))
+
+    def one(m: float, ci: list[float]) -> str:
+        if m != m:
+            return "n/a"
+        if ci[0] != ci[0]:
+            return f"{units.convert(m, 'ns', shown):,.{decimals}f} {shown}"
+        return units.fmt_ci(m, ci[0], ci[1], "ns", decimals=decimals, shown=shown)
+    return one(r["median_a"], r["median_a_ci"]), one(r["median_b"], r["median_b_ci"])
+
+
+def table(cmp: dict[str, Any]) -> pd.DataFrame:
+    """The comparison as one table, a row per variant and the geometric mean last (what the
+    CLI prints, in the manner of ``pyperf compare_to --table``)."""
+    rows = []
+    for r in cmp["rows"]:
+        a_text, b_text = _row_medians(r)
+        rows.append({"variant": r["variant"], "A: median [95% CI]": a_text, "B: median [95% CI]": b_text,
+                     "B/A [95% CI]": _ratio_text(r["ratio"], r["ci"]), "change": _change_text(r["ratio"], r["verdict"]),
+                     "verdict": r["verdict"]})
+    s = cmp["summary"]
+    if s["compared"]:
+        overall = ("no overall direction (run-to-run noise unknown)" if not s["run_to_run_known"] else
+                   "slower overall" if s["ci"][0] > 1 else "faster overall" if s["ci"][1] < 1 else "no overall change")
+        rows.append({"variant": GEOMEAN, "A: median [95% CI]": "", "B: median [95% CI]": "",
+                     "B/A [95% CI]": _ratio_text(s["geomean_ratio"], s["ci"]),
+                     "change": _change_text(s["geomean_ratio"], overall if s["run_to_run_known"] else ""),
+                     "verdict": overall})
+    return pd.DataFrame(rows, columns=["variant", "A: median [95% CI]", "B: median [95% CI]", "B/A [95% CI]",
+                                       "change", "verdict"])
+
+
+def _diff_line(what: str, diffs: list[dict[str, Any]], key: str, limit: int = 4) -> str:
+    if not diffs:
+        return ""
+    shown = "; ".join(f"{d[key]}: {_short(d['a'], 24)} (A) -> {_short(d['b'], 24)} (B)" for d in diffs[:limit])
+    more = f"; and {len(diffs) - limit} more (--format md lists them)" if len(diffs) > limit else ""
+    return f"{what}: {shown}{more}"
+
+
+def terminal(cmp: dict[str, Any], threshold: float | None = None) -> str:
+    """The comparison for a terminal: one line saying what is compared, one aligned table
+    (:func:`table`), then one line each: how B/A is judged, what differs, the warnings and,
+    with ``threshold``, the regression gate's outcome. No Markdown (``--format md``:
+    :func:`markdown`). Every string from the runs is made plain (no terminal escapes)."""
+    mode = (f"an interleaved session of {cmp['rounds']} rounds a side" if cmp["mode"] == "interleaved"
+            else "two separate runs")
+    head = [f"{cmp['study']}: B {cmp['run_b']} against A {cmp['run_a']} ({mode})"]
+    s = cmp["summary"]
+    if cmp["mode"] == "interleaved":
+        tail = ["B/A: geometric mean over rounds of each round's ratio of medians, t interval over the rounds."]
+    else:
+        known = "confirmed against the run-to-run noise of A/A runs" if s["run_to_run_known"] else \
+            "run-to-run noise unknown (no A/A runs): a within-run difference is only 'unconfirmed'"
+        tail = [f"B/A: ratio of medians with its 95% bootstrap CI; verdicts Holm-adjusted over {s['compared']} "
+                f"variant(s), {known}."]
+    tail += [x for x in (_diff_line("parameters that differ", cmp["param_diff"], "param"),
+                         _diff_line("environment that differs", cmp["env_diff"], "key")) if x]
+    if cmp["only_in_a"] or cmp["only_in_b"]:
+        tail.append(f"only in A: {', '.join(cmp['only_in_a']) or '-'}; only in B: {', '.join(cmp['only_in_b']) or '-'}")
+    tail += [f"warning: {w}" for w in cmp["warnings"]]
+    if threshold is not None:
+        tail.append(gate_text(cmp, threshold))
+    body = render(table(cmp), "plain", max_rows=None) if cmp["rows"] else "(no variant in common)"
+    return "\n".join([*map(plain, head), "", body, "", *map(plain, tail)])
+
+
+def gate_text(cmp: dict[str, Any], threshold: float) -> str:
+    """One line: what the regression gate at ``threshold`` found (:func:`regressions`)."""
+    pct = f"{100 * threshold:.4g}%"
+    found = regressions(cmp, threshold)
+    maybe = unconfirmed_regressions(cmp, threshold)
+    if found:
+        return (f"regression: {len(found)} clearly slower by more than {pct}: "
+                + "; ".join(f"{r['variant']} {_ratio_text(r['ratio'], r['ci'])}" for r in found[:6])
+                + (f" and {len(found) - 6} more" if len(found) > 6 else ""))
+    text = f"no clear regression beyond {pct}"
+    if maybe:
+        text += (f" ({len(maybe)} slower by more than {pct} within the runs only, unconfirmed: "
+                 + ", ".join(r["variant"] for r in maybe[:4]) + (" ..." if len(maybe) > 4 else "")
+                 + "; confirm with A/A runs or an interleaved session: python -m workbench ab)")
+    return text
+
+
 # --- finding runs ---------------------------------------------------------------------------------
 
 def history(a: RunRecord, b: RunRecord, store: Store | None = None,
@@ -549,6 +706,13 @@ def history(a: RunRecord, b: RunRecord, store: Store | None = None,
             if config_key(rec) in keys:
                 out.append(rec)
     return out
+
+
+def history_in(a: RunRecord, b: RunRecord, catalog: Catalog) -> list[RunRecord]:
+    """:func:`history` among a catalog's runs: its store's, and only those committed bundles
+    whose configuration is A's or B's (the others are not read)."""
+    keys = {config_key(a), config_key(b)}
+    return history(a, b, catalog.store, catalog.committed_like(a.study, lambda f: config_key_of(*f) in keys))
 
 
 def most_similar_pair(runs: Sequence[Header], per_study: int = 100) -> tuple[str, str] | None:

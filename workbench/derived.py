@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import stats, units
 
 CONFIDENCE = 0.95
 #: fewer samples (rounds, runs, hosts) than this a side: shown, but inconclusive whatever the CI
@@ -222,18 +222,23 @@ def fmt_number(x: float, decimals: int) -> str:
 
 def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     """``1.2 us [0.9, 2.8] (clear)``, ``77% [74, 80]``, ``0.0040x [0.0038, 0.0043] (1/250)``;
-    never a bare point, never ``0.00x``; a not-meaningful value shows its reason instead."""
+    never a bare point, never ``0.00x``; a not-meaningful value shows its reason instead. A
+    time, a size or a bandwidth reads in the unit its point's magnitude calls for, its CI in
+    the same unit (:mod:`workbench.units`: ``1.22 s [1.10, 1.31]``, not ``1,222,847.0 us``)."""
     d = item(d)
     if not math.isfinite(d.point):
         return f"n/a ({d.why or d.status})"
+    shown = units.pick([d.point, d.lo, d.hi], d.unit, typical=d.point) if units.kind_of(d.unit) else d.unit
+    scale = (lambda v: units.convert(v, d.unit, shown) if math.isfinite(v) else v) if shown != d.unit else (lambda v: v)
+    point, lo_v, hi_v, null = scale(d.point), scale(d.lo), scale(d.hi), scale(d.null) if d.null else d.null
     if not (math.isfinite(d.lo) and math.isfinite(d.hi)):
-        return f"{fmt_number(d.point, _decimals(d.point, 0.0, 0.0))} {d.unit} (no CI: {d.why or d.status})"
-    dec = _decimals(d.point, d.lo, d.hi)
+        return f"{fmt_number(point, _decimals(point, 0.0, 0.0))} {shown} (no CI: {d.why or d.status})"
+    dec = _decimals(point, lo_v, hi_v)
     # a clear CI never prints reaching its null: 0.9978 shows as 0.998, not as 1.00
-    while d.status == "clear" and dec < 6 and round(d.lo, dec) <= d.null <= round(d.hi, dec):
+    while d.status == "clear" and dec < 6 and round(lo_v, dec) <= null <= round(hi_v, dec):
         dec += 1
     # an exact 0 (a time under its clock's resolution) reads "0", not a rounded "0.000"
-    p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (d.point, d.lo, d.hi))
+    p, lo, hi = ("0" if v == 0 else fmt_number(v, dec) for v in (point, lo_v, hi_v))
     if d.unit == "x":
         # a small ratio also as 1/N (1/250 reads better than 0.0040x), while its CI excludes 0
         inverse = 1 / d.point if 0 < d.point < 0.1 and d.lo > 0 else None
@@ -242,7 +247,7 @@ def fmt_derived(d: Derived | Mapping[str, Any], status: bool = True) -> str:
     elif d.unit == "%":
         text = f"{p}% [{lo}, {hi}]"
     else:
-        text = f"{p} {d.unit} [{lo}, {hi}]".replace("  ", " ")
+        text = f"{p} {shown} [{lo}, {hi}]".replace("  ", " ")
     if not status:
         return text
     return text + (f" (not meaningful: {d.why})" if d.status == "not meaningful" else f" ({d.status})")

@@ -121,16 +121,19 @@ def deferred() -> Iterator[None]:
     or at its end, unless an exception (that one, raised at a checkpoint) is on its way out;
     none is left recorded after it.
 
-    Where SIGINT still has Python's default handler (the Python API, a notebook kernel),
-    :func:`on_signal` takes it over for the block."""
+    Where a signal of :data:`SIGNALS` still has Python's default handling (the Python API in a
+    script or a notebook kernel: SIGINT raises at once, SIGTERM and SIGHUP end the process
+    with the run left ``running``), :func:`on_signal` takes it over for the block, so the run
+    stops as it does in the CLI."""
     global _deferring, _pending
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _open_pipe()
     _drain()
-    takeover = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    old = signal.signal(signal.SIGINT, on_signal) if takeover else None
+    defaults = {signal.SIGINT: signal.default_int_handler}
+    taken = {sig: signal.signal(sig, on_signal) for sig in SIGNALS
+             if signal.getsignal(sig) is defaults.get(sig, signal.SIG_DFL)}
     _deferring += 1
     try:
         yield
@@ -138,8 +141,8 @@ def deferred() -> Iterator[None]:
             check()  # the stop came after the last checkpoint
     finally:
         _deferring -= 1
-        if takeover:
-            signal.signal(signal.SIGINT, old)
+        for sig, handler in taken.items():
+            signal.signal(sig, handler)
         if not _deferring:
             _pending = None
             requested.clear()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import time
 from typing import Any
 
@@ -37,6 +38,8 @@ from .untrusted import escape
 HEAD_ROWS = 30
 #: pixels of a chart drawn as a static image where its spec says "as wide as the page"
 STATIC_WIDTH_PX = 900
+#: the largest Vega-Lite spec a chart's output carries (beyond it, only its PNG)
+SPEC_MAX_BYTES = 100_000
 #: seconds between two redraws of a progress bar (each is a message to the front end)
 PROGRESS_EVERY_S = 0.25
 
@@ -61,12 +64,19 @@ class ChartView:
         return self._png
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        bundle: dict[str, Any] = {VEGALITE_MIME: self.chart.to_dict(), "text/plain": f"<chart {self.name}>"}
+        bundle: dict[str, Any] = {"text/plain": f"<chart {self.name}>"}
+        spec = self.chart.to_dict()
+        # a spec with thousands of rows of data (a trace's timeline: 1.6 MB) would make every
+        # notebook that shows it megabytes: the PNG alone leaves then, .chart keeps the spec
+        if len(json.dumps(spec, separators=(",", ":"))) <= SPEC_MAX_BYTES:
+            bundle[VEGALITE_MIME] = spec
+        else:
+            bundle["text/plain"] += " (a picture: its interactive spec is too large for a notebook; .chart has it)"
         png = self.png()
         if png is not None:
             bundle["image/png"] = base64.b64encode(png).decode()
         else:
-            bundle["text/plain"] += " (no PNG: vl-convert could not draw it)"
+            bundle["text/plain"] += f" (no PNG: {report.png_blocked() or 'vl-convert could not draw it'})"
         return bundle
 
     def __repr__(self) -> str:
@@ -83,6 +93,30 @@ class Charts(dict):
             display(view)
         if not self:
             display(HtmlOutput("<p><em>No charts.</em></p>", "(no charts)"))
+
+
+class TableView:
+    """Tables as people read them in a notebook (:meth:`workbench.api.Run.display`): each under
+    its title, in the units its figures read in (:func:`workbench.tables.readable`), at most
+    :data:`HEAD_ROWS` rows each (the DataFrames of ``run.tables`` hold every row, in stored units)."""
+
+    def __init__(self, titled: list[tuple[str, pd.DataFrame]]):
+        self.titled = titled
+
+    def _markdown(self) -> str:
+        parts = []
+        for title, df in self.titled:
+            more = f"\n\n_(the first {HEAD_ROWS} of {len(df)} rows)_" if len(df) > HEAD_ROWS else ""
+            parts.append(f"**{escape(title)}**\n\n" + md_table(df, HEAD_ROWS) + more)
+        return "\n\n".join(parts) or "_No tables._"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        # the HTML once: a Markdown and a plain copy of every table would triple the notebook
+        names = ", ".join(title for title, _ in self.titled)
+        return {"text/html": report.md_to_html(self._markdown()), "text/plain": f"<tables: {names}>"}
+
+    def __str__(self) -> str:
+        return self._markdown()
 
 
 class HtmlOutput:
@@ -134,7 +168,8 @@ def run_head_html(a: Analysis, charts: Charts, key_chart: bool = True) -> str:
     rest += [f"> {escape(e)}" for e in a.errors]
     key_table, key = report.key_names(a, charts)
     if key_table:
-        rest.append(f"**{escape(key_table)}**\n\n" + report.narrow_table(a.tables[key_table], HEAD_ROWS))
+        rest.append(f"**{report.table_title(a, key_table)}**\n\n" + report.narrow_table(report.shown_table(a, key_table),
+                                                                                       HEAD_ROWS))
     else:
         rest.append("**Results**\n\n" + report.narrow_table(results_display(a.results), HEAD_ROWS))
     parts.append(report.md_to_html("\n\n".join(rest)))

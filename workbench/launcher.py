@@ -8,7 +8,7 @@ process group on a timeout, a cancel, Ctrl-C (``KeyboardInterrupt`` at the follo
 checkpoint, :mod:`workbench.interrupt`; the CLI turns SIGTERM into the same) or any error,
 and Linux ends torchrun if the process that started it dies (SIGKILL too,
 :func:`workbench.procs.bound`), so no rank keeps timing after the machine lock is released.
-:data:`MULTICAST_OFF` is the one definition of the NVLink-multicast-off environment, used by
+:data:`workbench.rank.MULTICAST_OFF` is the one definition of the NVLink-multicast-off environment, used by
 every launch and by ``scripts/gpu/common.sh`` (``python -m workbench.launcher env``).
 
 Several nodes. A run spans nodes with torchrun's rendezvous; the topology comes from the
@@ -51,13 +51,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import interrupt, procs, registry
+from . import collectives, interrupt, procs, registry
+from .rank import MULTICAST_OFF
 from .env import REPO_ROOT
 from .events import Collected, Emitter, EventTail, apply
 from .study import Cancelled
 
-#: NVLink multicast stays off on the shared GPU hosts (it can take their GPUs out of service).
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 #: the one worker of the workbench's own (not a study's) a spec may name, beside the study ids:
 #: the collective library's probe (:mod:`workbench.collectives`)
 COLLECTIVES_PROBE = "workbench:collectives"
@@ -161,36 +160,6 @@ def local_share(world_size: int, backend: str) -> tuple[int, str | None]:
     return local, None
 
 
-def init_rank(backend: str, timeout_s: float | None = None, profiled: bool = False):
-    """This rank's default process group under torchrun: ``nccl`` on the GPU of its local
-    rank (multicast off whoever started it), ``gloo`` on the CPU; returns the device.
-
-    ``profiled``: the rank will run ``torch.profiler``. Its first start then comes here,
-    before the group exists: a profiler first started while a group exists keeps references
-    to the group (torch 2.13, held in C++), so ``destroy_process_group`` cannot free it and
-    its threads (gloo's loop and workers) run on into the interpreter's teardown, where
-    now and then they abort the rank ("terminate called without an active exception")
-    after every result is out. Started once before, later profiles leave the group alone."""
-    import torch
-    import torch.distributed as dist
-
-    if profiled:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]):
-            pass
-    kw = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
-    if backend == "nccl":
-        os.environ.update(MULTICAST_OFF)  # read when NCCL and symmetric memory set up, below
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device, **kw)
-        return device
-    torch.set_num_threads(1)  # one rank per core
-    dist.init_process_group(backend, **kw)
-    return torch.device("cpu")
-
-
 def torchrun_command(topology: Topology, nproc_per_node: int) -> list[str]:
     """torchrun with the worker bootstrap of this module as every rank's program."""
     return [sys.executable, "-m", "torch.distributed.run", *topology.torchrun_args(nproc_per_node),
@@ -235,11 +204,7 @@ def start_torchrun(cmd: list[str], **kw) -> subprocess.Popen:
 def _worker(study: str):
     """The worker module of a spec's study id (or the collective probe): from the registry,
     never imported as a module path (a spec from torchrun's store is data)."""
-    if study == COLLECTIVES_PROBE:
-        from . import collectives
-
-        return collectives
-    return registry.worker(study)
+    return collectives if study == COLLECTIVES_PROBE else registry.worker(study)
 
 
 def _worker_source_sha256(study: str) -> str:
@@ -363,6 +328,23 @@ def _check_spec(spec: dict, world: int) -> None:
     if _worker_source_sha256(spec["study"]) != spec["worker_sha256"]:
         raise LaunchError(f"the worker of {spec['study']} on {socket.gethostname()} differs from the storing node's: "
                           "check out the same commit on every node")
+
+
+def probe_collectives(calls: list[dict[str, Any]], world_size: int, ctx, timeout_s: float = 120.0) -> dict[str, Any]:
+    """The collective library's provenance (:mod:`workbench.collectives`): each of ``calls``
+    (``{"op": "all_reduce"|"all_gather", "numel": elements per rank's input, "dtype":
+    "float16"|"bfloat16"|"float32"}``) made once (after one warm-up) on ``world_size`` GPU ranks
+    with NCCL's debug output on, in a launch of its own; rank 0's library facts and parsed log.
+    Never raises: a failed probe is a record with its ``error``, so the timed run it describes
+    still stands."""
+    with tempfile.TemporaryDirectory(prefix="wb-nccl-") as tmp:
+        env = collectives.DEBUG_ENV | {"NCCL_DEBUG_FILE": str(Path(tmp) / "nccl.%h.%p.log")}
+        try:
+            got = launch(COLLECTIVES_PROBE, {"calls": calls, "log_dir": tmp}, world_size, ctx, timeout_s=timeout_s,
+                         env=env)
+        except Exception as exc:  # the probe is provenance, not the measurement
+            return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
+    return got.outputs.get("collective") or {"error": "the probe's rank 0 reported nothing"}
 
 
 # --- command line: the agent of another node, the environment for shell scripts ---------

@@ -29,11 +29,16 @@ def new_run_id(study: str) -> str:
     return f"{stamp}-{study}-{secrets.token_hex(3)}"
 
 
-def machine_label(env: Any) -> str:
-    """The machine in a few words: its GPUs, else its CPU model. Any ``env`` gives a label (a
-    run imported before bundles were typed may hold anything there)."""
+def machine_label(env: Any, gpu: bool = True) -> str:
+    """The machine in a few words: its GPUs, else its CPU model. ``gpu=False`` (a run that used
+    only the CPUs, on a GPU node or not): the CPU model and count, whatever GPUs the host has.
+    Any ``env`` gives a label (a run imported before bundles were typed may hold anything there)."""
     env = env if isinstance(env, dict) else {}
     gpus = env.get("gpu_names")
+    if not gpu:
+        cpus = env.get("cpu_logical")
+        count = f", {cpus} CPUs" if isinstance(cpus, int) and not isinstance(cpus, bool) else ""
+        return f"{env.get('cpu_model') or 'unknown CPU'}{count}"
     if isinstance(gpus, list) and gpus:
         count = env.get("gpu_count")
         return f"{count if isinstance(count, int) else len(gpus)}x {gpus[0]}"

@@ -28,7 +28,7 @@ from types import ModuleType
 
 import studies
 
-from .claims import check_claims
+from .names import did_you_mean
 
 REQUIRED_ATTRS = ("ID", "TITLE", "SEED", "SEED_SUMMARY", "SPACE", "requires", "run", "analyze", "charts")
 #: extra packages of studies (comma-separated import names)
@@ -55,6 +55,8 @@ def check_module(mod: ModuleType) -> None:
             or mod.__name__.rpartition(".")[2] != mod.ID.replace("-", "_"):
         raise ImportError(f"study module {mod.__name__}: its ID {mod.ID!r} must be its module name with hyphens "
                           "for underscores (lower-case words, e.g. mc2-split in studies/mc2_split)")
+    from .claims import check_claims  # pandas: only once studies are loaded, not for a CLI's error line
+
     check_claims(mod)
     for name in ("KEY_TABLE", "KEY_CHART"):
         if not isinstance(getattr(mod, name, ""), str):
@@ -91,10 +93,46 @@ def registry() -> dict[str, ModuleType]:
     return _CACHE[extra]
 
 
+def study_ids() -> list[str]:
+    """The ids of the studies, from their module names alone (``cpu_reduction`` is
+    ``cpu-reduction``; a test keeps the two in step): what an unknown id is told against without
+    importing every study and its dependencies (a second or more), so a typo gets its line at once."""
+    extra = os.environ.get(PACKAGES_ENV, "")
+    return sorted(_CACHE[extra]) if extra in _CACHE else module_ids(extra)
+
+
+def module_ids(extra: str = "") -> list[str]:
+    """The study ids the modules' names give (``cpu_reduction`` -> ``cpu-reduction``), importing none."""
+    return sorted(info.name.replace("_", "-") for package in _packages(extra)
+                  for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
+
+
+def unknown_study(study_id: str) -> str:
+    """The line for an id that names no study: the closest one, then the known ones."""
+    known = study_ids()
+    return f"unknown study {study_id!r}{did_you_mean(study_id, known)}; the studies: {', '.join(known)}"
+
+
 def get(study_id: str) -> ModuleType:
+    """The study ``study_id``: its module alone where its name gives it (a command about one
+    study imports no other, checked as :func:`registry` checks each), else from the registry."""
+    extra = os.environ.get(PACKAGES_ENV, "")
+    if extra in _CACHE:
+        if study_id not in _CACHE[extra]:
+            raise KeyError(unknown_study(study_id))
+        return _CACHE[extra][study_id]
+    if study_id not in module_ids(extra):
+        raise KeyError(unknown_study(study_id))
+    for package in _packages(extra):
+        name = f"{package.__name__}.{study_id.replace('-', '_')}"
+        if importlib.util.find_spec(name) is not None:
+            mod = importlib.import_module(name)
+            if getattr(mod, "ID", None) == study_id:
+                check_module(mod)
+                return mod
     reg = registry()
     if study_id not in reg:
-        raise KeyError(f"unknown study {study_id!r}; known: {', '.join(sorted(reg))}")
+        raise KeyError(unknown_study(study_id))
     return reg[study_id]
 
 

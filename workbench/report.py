@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import base64
 import html as htmlmod
+import io
 import json
 import os
 import re
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,14 +45,16 @@ import pandas as pd
 from markdown_it import MarkdownIt
 
 from . import claims as claimsmod
-from . import mermaid, outfile, stats
+from . import mermaid, outfile, stats, units
 from .analysis import Analysis, analyse, charts_of, sections_of
 from .env import REPO_ROOT, summary_line
+from .names import seed_text, seed_title, titled_cells
+from .names import title as name_title
 from .record import RunRecord
 from .registry import registry
 from .store import write_bundle
-from .tables import key_columns, md_table, results_display
-from .untrusted import details, escape
+from .tables import cell_text, key_columns, md_table, number_formats, readable, results_display
+from .untrusted import MAX_FIELD_CHARS, clip, details, escape
 
 #: the longest issue report: GitHub refuses an issue body over 65,536 characters
 ISSUE_LIMIT = 60_000
@@ -68,9 +72,11 @@ FORMATS = ("md", "issue", "html", "ipynb")
 def narrow_table(df: pd.DataFrame, max_rows: int = ISSUE_ROWS, max_columns: int = 10) -> str:
     """A wide table as Markdown: the columns that differ between rows (at most
     ``max_columns``), the constant ones said once above it."""
+    df = readable(df)  # the column names and units people read (the constants' line too)
     cols, constant = key_columns(df, max_columns)
-    same = "; ".join(f"{escape(k)} = {escape(json.dumps(v, default=str) if isinstance(v, (list, dict)) else v)}"
-                     for k, v in constant.items())
+    formats = number_formats(df)
+    said = {k: v for k, v in constant.items() if isinstance(v, (list, dict)) or not (pd.isna(v) or v == "")}
+    same = "; ".join(f"{escape(k)} = {escape(cell_text(v, formats.get(k)))}" for k, v in said.items())
     hidden = [c for c in df.columns if str(c) not in cols and str(c) not in constant]
     notes = (f"All rows: {same}.\n\n" if same else "") + md_table(df[cols], max_rows)
     if hidden:
@@ -128,13 +134,29 @@ def seed_section(study: ModuleType | None) -> str:
     if not seed:
         return ""
     machine = seed.get("machine", "the seed author's machine")
-    parts = [f"## The seed's published figures\n\nAs published in {seed.get('source', study.SEED)}, "
+    parts = [f"## The seed's published figures\n\nAs published in {seed_text(seed.get('source'), study)}, "
              f"measured on **{machine}** (not this machine)."]
     for name, rows in seed.get("tables", {}).items():
         parts.append(f"**{name}** (seed)\n\n" + md_table(pd.DataFrame(rows)))
     for note in seed.get("notes", []):
         parts.append(f"> {note}")
     return "\n\n".join(parts)
+
+
+def table_title(a: Analysis, name: str) -> str:
+    """A table of the run as people read its name (:func:`workbench.names.title`), escaped."""
+    return escape(name_title(a.study, name, a.tables))
+
+
+def shown_table(a: Analysis, name: str) -> pd.DataFrame:
+    """A table of the run as a report shows it: its rows' table ids as titles
+    (:func:`workbench.names.titled_cells`); the units and headers come with the rendering."""
+    return titled_cells(a.tables[name], a.study, a.tables)
+
+
+def chart_title(a: Analysis, name: str) -> str:
+    """A chart of the run as people read its name, escaped."""
+    return escape(name_title(a.study, name, a.tables, kind="chart"))
 
 
 def key_names(a: Analysis, charts: dict) -> tuple[str | None, str | None]:
@@ -164,9 +186,57 @@ def samples_summary(rec: RunRecord) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variant", "check", "samples", "min", "median", "p90", "max"])
 
 
+#: how many device pixels a chart's CSS pixel gets in its PNG (sharp on a high-density screen)
+PNG_SCALE = 1.5
+
+
+def compact_png(png: bytes) -> bytes:
+    """A chart's PNG as a 256-colour palette image: a chart has a few colours and their
+    anti-aliased edges, so it looks the same at a tenth of the bytes (a 900-pixel timeline: 720
+    KB as drawn, 44 KB as a palette), and a notebook with a dozen charts stays small. The
+    bytes as they came when Pillow cannot read them."""
+    from PIL import Image  # start-up: only where a chart is drawn
+
+    try:
+        with Image.open(io.BytesIO(png)) as im:
+            palette = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+            out = io.BytesIO()
+            palette.save(out, format="PNG", optimize=True)
+    except (OSError, ValueError):
+        return png
+    return out.getvalue() if out.tell() < len(png) else png
+
+
+def raw_samples(rec: RunRecord) -> str:
+    """Every raw sample, a line per variant, in the unit its median reads in (``us``: ``2.03,
+    2.01, ...``; never ``1222847`` ns)."""
+    lines = []
+    for v in rec.variants:
+        x = [float(s) for s in v.samples_ns]
+        unit = units.pick(x, "ns") if x else "ns"
+        shown = ", ".join(units.number(units.convert(s, "ns", unit), 4) for s in x)
+        lines.append(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}, {unit}): {shown}")
+    return "\n".join(lines)
+
+
+def png_blocked() -> str | None:
+    """Why this process cannot draw charts as PNG, or None when it can. vl-convert's JavaScript
+    engine (V8) reserves tens of GiB of address space as it starts and aborts the whole process
+    (SIGTRAP, no Python exception) when it cannot: under any address-space limit (``ulimit -v``,
+    RLIMIT_AS; 64 GiB was tried). Charts are then left out and their data stays in the tables."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return (f"charts not drawn as PNG: this process has an address-space limit (ulimit -v {soft >> 10} KiB) "
+            "under which the chart renderer (vl-convert) would abort it; the tables hold the charts' data")
+
+
 def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]:
     """Each chart as PNG bytes (written to ``out_dir`` too when given); a chart that fails to
-    render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers)."""
+    render is left out (its ``<name>.error.txt`` says why; the tables carry the numbers), and
+    every chart where :func:`png_blocked` says the renderer cannot start."""
+    if charts and png_blocked():
+        return {}
     import vl_convert as vlc  # start-up: a native renderer, only for PNG charts
 
     if out_dir is not None:
@@ -174,7 +244,7 @@ def render_charts(charts: dict, out_dir: Path | None = None) -> dict[str, bytes]
     pngs = {}
     for name, chart in charts.items():
         try:
-            pngs[name] = vlc.vegalite_to_png(chart.to_json(), scale=1.5)
+            pngs[name] = compact_png(vlc.vegalite_to_png(chart.to_json(), scale=PNG_SCALE))
         except Exception as exc:  # rendering is best-effort
             if out_dir is not None:
                 (out_dir / f"{name}.error.txt").write_text(str(exc))
@@ -205,13 +275,13 @@ def blocks(a: Analysis, charts: dict) -> list[Block]:
     if rec.error:
         out.append(Block(escape(rec.error, "block"), summary="Error"))
     if key_table:
-        out.append(Block(f"## {escape(key_table)}\n\n" + md_table(a.tables[key_table])))
+        out.append(Block(f"## {table_title(a, key_table)}\n\n" + md_table(shown_table(a, key_table))))
     if key_chart:
         out.append(Block(chart=key_chart))
     out.append(Block("## Results\n\n" + md_table(results_display(a.results))))
     for name, df in a.tables.items():
         if not name.startswith("_") and name != key_table:  # "_name" tables are chart data, not for reading
-            out.append(Block(f"### {escape(name)}\n\n" + md_table(df)))
+            out.append(Block(f"### {table_title(a, name)}\n\n" + md_table(shown_table(a, name))))
     others = [n for n in charts if n != key_chart]
     if others:
         out.append(Block("## Charts"))
@@ -223,9 +293,7 @@ def blocks(a: Analysis, charts: dict) -> list[Block]:
         out.append(Block(seed))
     out.append(Block("## Environment, reproduce and raw samples"))
     out.append(Block(env_markdown(rec)))
-    raw = "\n".join(f"- {escape(v.variant, 'code')} ({'ok' if v.correct else 'FAILED'}): "
-                     + ", ".join(f"{x:.0f}" for x in v.samples_ns) for v in rec.variants)
-    out.append(Block(raw or "_(none)_", summary="Raw samples (ns per call)"))
+    out.append(Block(raw_samples(rec) or "_(none)_", summary="Raw samples (per call, each variant in its own unit)"))
     return out
 
 
@@ -236,11 +304,15 @@ def markdown(rec: RunRecord, charts_dir: Path | None = None, charts_rel: str = "
     a = analysis or analyse(rec)
     charts = charts_of(a)
     files = set(render_charts(charts, charts_dir)) if charts_dir is not None else set()
+    blocked = png_blocked() if charts_dir is not None and charts else None
     parts = []
     for b in blocks(a, charts):
         if b.chart:
             if b.chart in files:
-                parts.append(f"![{escape(b.chart)}]({charts_rel}{b.chart}.png)")
+                parts.append(f"![{chart_title(a, b.chart)}]({charts_rel}{b.chart}.png)")
+            elif blocked:
+                parts.append(f"_({escape(blocked)}.)_")
+                blocked = None  # said once
         else:
             parts.append(details(b.summary, b.md) if b.summary else b.md)
     return "\n\n".join(parts) + "\n"
@@ -311,17 +383,22 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
     pngs = render_charts(charts)
     key_table, _ = key_names(a, charts)
     body = []
+    blocked = png_blocked() if charts else None
     for b in blocks(a, charts):
         if b.chart:
             if b.chart in pngs:
-                body.append(f'<figure><img alt="{htmlmod.escape(b.chart)}" src="data:image/png;base64,'
+                body.append(f'<figure><img alt="{chart_title(a, b.chart)}" src="data:image/png;base64,'
                             f'{base64.b64encode(pngs[b.chart]).decode()}"></figure>')
+            elif blocked:
+                body.append(f"<p><em>{escape(blocked, 'html')}.</em></p>")
+                blocked = None  # said once
         elif b.summary:
             body.append(f"<details><summary>{escape(b.summary, 'html')}</summary>\n{md_to_html(b.md)}</details>")
         else:
             body.append(md_to_html(b.md))
     title = escape(f"{rec.study}: run {rec.run_id}", "html")
-    content = _contents("\n".join(body), {"The seed's claims on this machine", key_table or ""})
+    content = _contents("\n".join(body), {"The seed's claims on this machine",
+                                           htmlmod.unescape(table_title(a, key_table)) if key_table else ""})
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f"<style>{_HTML_STYLE}</style></head><body>\n" + content + "\n</body></html>\n")
 
@@ -329,13 +406,14 @@ def html_report(rec: RunRecord, analysis: Analysis | None = None) -> str:
 # --- the issue report ---------------------------------------------------------------------------
 
 def _chart_text(chart, name: str) -> str:
-    """A chart for an issue: Mermaid when its data has that shape, else its data as a table."""
+    """A chart for an issue: Mermaid when its data has that shape, else its data as a table;
+    ``name`` is its title (escaped)."""
     drawn = mermaid.from_chart(chart)
     if drawn:
         return drawn
     got = mermaid.chart_data(chart)
     if got is None:
-        return f"_(chart {escape(name)}: not drawable as text; see the md or html report)_"
+        return f"_(the chart \"{name}\" is not drawable as text; see the md or html report)_"
     df, x, y, series, _, _, _ = got
     cols = list(dict.fromkeys(c for c in (series, x, y) if c))
     return md_table(df[cols].rename(columns={"_series": "series"}), ISSUE_ROWS)
@@ -346,7 +424,7 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
     both figures), the key table (its first :data:`SHORT_ROWS` rows), the key chart in real
     units with the seed's line, machine and reproduce, and where the rest is."""
     study = a.study
-    charts = charts_of(a)
+    charts = charts_of(a, only=getattr(study, "KEY_CHART", None))  # the key chart: the others are not drawn here
     key_table, key_chart = key_names(a, charts)
     title = study.TITLE if study else escape(rec.study)
     parts = [f"### {title}: run {escape(rec.run_id, 'code')}",
@@ -355,11 +433,14 @@ def short_issue_markdown(rec: RunRecord, a: Analysis, limit: int = ISSUE_SHORT_L
         df = a.tables[key_table]
         more = f"\n\n_(the first {SHORT_ROWS} of {len(df)} rows; the full report has every one)_" \
             if len(df) > SHORT_ROWS else ""
-        parts.append(f"#### {escape(key_table)}\n\n" + narrow_table(df, max_rows=SHORT_ROWS, max_columns=8) + more)
+        parts.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(shown_table(a, key_table), max_rows=SHORT_ROWS,
+                                                                            max_columns=8)
+                     + more)
     if key_chart:
-        parts.append(f"#### {escape(key_chart)}\n\n" + _chart_text(charts[key_chart], key_chart))
+        parts.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
     parts += [f"> {escape(e)}" for e in a.errors]
-    parts.append(run_line(rec) + "\n\nReproduce:\n\n" + escape(rec.reproduce, "block", "sh"))
+    # a reproduce command is a line or two: one of thousands of characters is cut like an inline field
+    parts.append(run_line(rec) + "\n\nReproduce:\n\n" + escape(clip(rec.reproduce, MAX_FIELD_CHARS), "block", "sh"))
     parts.append(f"_The full report: `python -m workbench report {rec.run_id} --format issue --full` (every table, "
                  f"chart and note in one issue), `--format md` or `--format html` (charts as images); the run with "
                  f"every raw sample and its environment: `python -m workbench export {rec.run_id} -o "
@@ -383,16 +464,17 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
     title = study.TITLE if study else escape(rec.study)
     lead = [f"### {title}: run {escape(rec.run_id, 'code')}", *head_markdown(a), run_line(rec)]
     if key_table:
-        lead.append(f"#### {escape(key_table)}\n\n" + narrow_table(a.tables[key_table]))
+        lead.append(f"#### {table_title(a, key_table)}\n\n" + narrow_table(shown_table(a, key_table)))
     if key_chart:
-        lead.append(f"#### {escape(key_chart)}\n\n" + _chart_text(charts[key_chart], key_chart))
+        lead.append(f"#### {chart_title(a, key_chart)}\n\n" + _chart_text(charts[key_chart], chart_title(a, key_chart)))
     tail = [env_markdown(rec, indent=None)]
     optional: list[tuple[str, str]] = [("the results table", "#### Results\n\n" + narrow_table(
         results_display(a.results), max_rows=40))]
-    optional += [(f"chart {n}", f"#### {escape(n)}\n\n" + _chart_text(c, n)) for n, c in charts.items()
-                 if n != key_chart]
-    optional += [(f"table {n}", details(f"Table: {n}", narrow_table(df))) for n, df in a.tables.items()
-                 if not n.startswith("_") and n != key_table]
+    optional += [(f"the chart {chart_title(a, n)}", f"#### {chart_title(a, n)}\n\n" + _chart_text(c, chart_title(a, n)))
+                 for n, c in charts.items() if n != key_chart]
+    optional += [(f"the table {table_title(a, n)}", details(f"Table: {name_title(a.study, n, a.tables)}",
+                                                            narrow_table(shown_table(a, n))))
+                 for n in a.tables if not n.startswith("_") and n != key_table]
     sections = sections_of(a)
     if sections:
         optional.append(("the study's notes", details("The study's notes", "\n\n".join(sections))))
@@ -416,7 +498,7 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
             omitted.append(what)
     parts += tail
     if omitted:
-        parts.append(f"_Left out to fit in one issue: {escape(', '.join(omitted[:12]))}"
+        parts.append(f"_Left out to fit in one issue: {'; '.join(omitted[:12])}"
                      + (f" and {len(omitted) - 12} more" if len(omitted) > 12 else "") + "._")
     parts.append(footer)
     text = "\n\n".join(parts) + "\n"
@@ -426,16 +508,34 @@ def issue_markdown(rec: RunRecord, analysis: Analysis | None = None, limit: int 
 
 
 def _shrunk(text: str, limit: int) -> str:
-    """A last resort for a lead that does not fit: table rows dropped from the end."""
+    """A last resort for a lead that does not fit: table rows dropped from the end, then (text
+    that no table holds: many long warnings, say) the text cut at a line with its open code
+    fence and ``<details>`` closed, saying how much was left out."""
     lines = text.splitlines()
-    while len("\n".join(lines)) + 200 > limit:
+    size = sum(len(line) + 1 for line in lines)
+    while size + 200 > limit:
         # a data row has the header and the separator (or other rows) above it
         rows = [i for i, l in enumerate(lines) if i >= 2 and l.startswith("|") and lines[i - 1].startswith("|")
                 and lines[i - 2].startswith("|")]
         if not rows:
             break
-        del lines[rows[-1]]
-    return "\n".join(lines) + "\n\n_(tables cut to fit in one issue)_\n"
+        size -= len(lines.pop(rows[-1])) + 1
+    out = "\n".join(lines)
+    if len(out) + 200 <= limit:
+        return out + "\n\n_(tables cut to fit in one issue)_\n"
+    kept, fence, opened = [], None, 0
+    for line in lines:
+        if sum(len(k) + 1 for k in kept) + len(line) + 400 > limit:
+            break
+        kept.append(line)
+        m = re.match(r"^(`{3,})", line)
+        if m and (fence is None or m.group(1) == fence):
+            fence = None if fence else m.group(1)
+        opened += line.count("<details>") - line.count("</details>")
+    cut = len(out) - sum(len(k) + 1 for k in kept)
+    tail = ([fence] if fence else []) + ["</details>"] * max(opened, 0)
+    return "\n".join(kept + tail) + f"\n\n_(cut to fit in one issue: the last {cut:,} characters are left out; the md " \
+        "and html reports have everything)_\n"
 
 
 def write_report(rec: RunRecord, fmt: str, path: str | Path, analysis: Analysis | None = None,
@@ -481,8 +581,8 @@ def _run_cells() -> list:
     nbformat = _nbformat()
     return [
         nbformat.v4.new_code_cell("run.charts(key=False)  # every chart but the key chart (in the head above)"),
-        nbformat.v4.new_code_cell("run.results  # per variant: median with its 95% CI, spread, check, notes"),
-        nbformat.v4.new_code_cell("for name, table in run.tables.items():\n    print(name)\n    display(table)"),
+        nbformat.v4.new_code_cell("run.display(\"results\")  # per variant: median with its 95% CI, spread, check, notes"),
+        nbformat.v4.new_code_cell("run.display()  # every table, under its title (run.tables: the DataFrames)"),
         nbformat.v4.new_code_cell("print(run.reproduce)"),
     ]
 
@@ -490,9 +590,11 @@ def _run_cells() -> list:
 def notebook(rec: RunRecord, bundle_name: str):
     """A notebook that reloads the run from ``bundle_name`` (beside it) and shows it."""
     nbformat = _nbformat()
+    study = registry().get(rec.study)
+    title = study.TITLE if study is not None else escape(rec.study)
     return _notebook([
         nbformat.v4.new_markdown_cell(
-            f"# {escape(rec.study)}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
+            f"# {title}: run {escape(rec.run_id, 'code')}\n\nReloads the run from "
             f"{escape(bundle_name, 'code')} beside this notebook: all it needs is the Perf Study Workbench "
             "installed (`pip install -e .` in its checkout), no results store.\n\n"
             f"Reproduce on your machine:\n\n{escape(rec.reproduce, 'block', 'sh')}"),
@@ -540,22 +642,24 @@ def execute_notebook(nb, folder: Path, timeout_s: int = 600) -> str:
 def study_notebook(study: ModuleType):
     """A study's own notebook, generated from the library (never hand-maintained).
 
-    It runs the study's smoke preset live when this machine can, else it loads the newest
-    result bundle committed under ``traces/<study>/``, then shows the run, its charts and
-    tables and the seed's figures.
+    It opens on the run the study's page opens on (:func:`workbench.api.default_run`: this
+    machine's newest complete, checked run that can answer the seed, else the committed headline
+    run), so a GPU study on a CPU machine shows its committed GPU run and never stores a smoke
+    run taken on the CPU; only where there is no run at all does it run the smoke preset, and
+    only where this machine can run the study's defaults. Then the run's charts, tables and the
+    seed's figures.
     """
     sid = study.ID
     nbformat = _nbformat()
     return _notebook([
-        nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: `{study.SEED}` — {study.SEED_SUMMARY}\n\n"
+        nbformat.v4.new_markdown_cell(f"# {study.TITLE}\n\nSeed: {escape(seed_title(study))} — {study.SEED_SUMMARY}\n\n"
                                       f"{(study.__doc__ or '').strip()}"),
         nbformat.v4.new_code_cell(
             "import workbench as wb\n\n"
-            "try:  # the knobs: wb.explore(...), or the study's page (its folder's README)\n"
-            f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords\n"
-            "except wb.Unavailable as exc:  # this machine cannot run it: the newest run committed from one that can\n"
-            "    print(exc)\n"
-            f"    run = wb.load(wb.runs({sid!r}, origin='committed').run_id.iloc[0])\n"
+            "# the knobs: wb.explore(...), or the study's page (its folder's README)\n"
+            f"run = wb.default_run({sid!r})  # the run its page opens on: yours, else the committed headline run\n"
+            "if run is None:  # no run yet: a smoke run, where this machine can run the study\n"
+            f"    run = wb.run({sid!r}, preset='smoke')  # or preset='quick', or knobs as keywords (wb.explore)\n"
             "run"),
         *_run_cells(),
         nbformat.v4.new_code_cell("run.seed()  # the seed's published figures, measured on the seed's machine"),

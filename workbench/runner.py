@@ -13,6 +13,7 @@ watchdog stops a run that reports no progress for :func:`stall_limit_s` seconds.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import getpass
 import json
@@ -20,6 +21,7 @@ import math
 import os
 import shlex
 import signal
+import stat
 import threading
 import traceback
 from pathlib import Path
@@ -58,19 +60,37 @@ def lock_path() -> Path:
     return Path(os.environ.get("WORKBENCH_LOCK") or DEFAULT_LOCK)
 
 
+def _lock_name(path: Path) -> str:
+    """The lock as the user set it (``WORKBENCH_LOCK=PATH``), or the default path."""
+    return f"the machine lock WORKBENCH_LOCK={path}" if os.environ.get("WORKBENCH_LOCK") else f"the machine lock {path}"
+
+
 def _open_lock(path: Path) -> tuple[int, bool]:
     """(fd, writable). Created mode 0666 so every user can queue on it; a file another user
-    created read-only still locks (flock needs no write access), it only cannot say who holds it."""
+    created read-only still locks (flock needs no write access), it only cannot say who holds it.
+    Only a regular file is a lock: a device (``/dev/full``), a FIFO or a folder is refused by
+    name before anything is written to it."""
     try:
-        return _open_lock_file(path)
+        fd, writable = _open_lock_file(path)
     except OSError as exc:
-        raise LockError(f"cannot open the machine lock {path}: {exc.strerror or exc}; set WORKBENCH_LOCK to a file "
-                        "every user of this machine can read") from None
+        why = "a symbolic link (never followed)" if exc.errno == errno.ELOOP and path.is_symlink() else \
+            exc.strerror or str(exc)
+        raise LockError(f"cannot open {_lock_name(path)}: {why}; set WORKBENCH_LOCK to a file every user of this "
+                        "machine can read") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise LockError(f"{_lock_name(path)} is {kind}, not a lock file; set WORKBENCH_LOCK to a regular file every "
+                        "user of this machine can read")
+    return fd, writable
 
 
 def _open_lock_file(path: Path) -> tuple[int, bool]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    # O_NONBLOCK: opening a FIFO would wait for a writer (it is refused once open)
+    flags = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
         # Open an existing file without O_CREAT: in a sticky /tmp the kernel refuses O_CREAT on
         # another user's file (fs.protected_regular), even when its mode allows writing.
@@ -119,7 +139,7 @@ def machine_lock(on_wait: Callable[[str], None] | None = None, study: str = "?",
                 on_wait(f"queued: waiting for {holder_text(os.pread(fd, 65536, 0).decode(errors='replace'))} to finish")
             _wait_for_lock(fd)
         except OSError as exc:  # a file system or file that cannot be locked (nothing is stored yet)
-            raise LockError(f"cannot lock the machine lock {path}: {exc.strerror or exc}; set WORKBENCH_LOCK to a "
+            raise LockError(f"cannot lock {_lock_name(path)}: {exc.strerror or exc}; set WORKBENCH_LOCK to a "
                             "file on a local file system that every user of this machine can read") from None
         if writable:
             info = json.dumps({"pid": os.getpid(), "user": _user(), "study": study, "params": params or {},
@@ -134,7 +154,8 @@ def machine_lock(on_wait: Callable[[str], None] | None = None, study: str = "?",
                 yield
         finally:
             if writable:
-                os.ftruncate(fd, 0)
+                with contextlib.suppress(OSError):  # a file that takes no truncation: the lock goes all the same
+                    os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

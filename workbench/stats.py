@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .units import PER_NS, time_unit
+from . import units
 
 NOISE_WARN = 0.10  # IQR/median above this is flagged as noisy
 MIN_SAMPLES_FOR_VERDICT = 5  # fewer samples than this per side: no statistical verdict
@@ -318,14 +318,9 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 def fmt_ns(ns: float) -> str:
-    """Human time with a unit chosen for the magnitude: 812 ns, 15.2 us, 1.87 ms, 3.4 s."""
-    if ns != ns:  # NaN
-        return "n/a"
-    unit = time_unit(ns)
-    if unit == "ns":
-        return f"{ns:.0f} ns"
-    value = ns / PER_NS[unit]
-    return f"{value:.0f} {unit}" if unit == "us" and abs(ns) >= 1e5 else f"{value:.3g} {unit}"
+    """Human time with a unit chosen for the magnitude: 812 ns, 15.2 us, 1.87 ms, 3.4 s
+    (:func:`workbench.units.fmt`)."""
+    return units.fmt(ns, "ns")
 
 
 def adjust_pvalues(p, method: str = "holm") -> np.ndarray:

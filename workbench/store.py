@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -112,9 +113,11 @@ class Store:
         self._write_error = ""  # why the last write probe failed (see writable)
         if not self._check_path(create, default=path is None and "WORKBENCH_STORE" not in os.environ):
             self._create()
+        self._immutable = False  # set by _check_foreign: read as a file nothing can change
         self._check_foreign()
         try:
-            self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
+            self._conn = (sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+                          if self._immutable else sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S))
             self._conn.execute("PRAGMA foreign_keys = ON")
             self.schema_version = int(self._conn.execute(
                 "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
@@ -213,7 +216,7 @@ class Store:
         if app_id is not None and app_id != APPLICATION_ID:
             raise StoreError(f"{self.path} is an SQLite file of another application; it was left untouched")
         try:
-            ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            ro = self._read_only(uri)
             try:
                 if app_id is None and ro.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                     raise StoreError(f"{self.path} is not a workbench results file; it was left untouched")
@@ -238,6 +241,30 @@ class Store:
         if int(version[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has results schema {version[0]}, newer than this workbench's "
                              f"{SCHEMA_VERSION}; update the workbench")
+
+    def _read_only(self, uri: str) -> sqlite3.Connection:
+        """A read-only connection. A WAL store is read through its shared-memory file
+        (``-shm``), which SQLite cannot make in a folder it cannot write (a read-only mount, a
+        CD, a store another user left in a folder of theirs): the store is then read as
+        immutable, which is exact while it has no write-ahead log with changes in it (none can
+        be added where nothing can be written)."""
+        con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            con.execute("PRAGMA application_id").fetchone()
+            return con
+        except sqlite3.OperationalError as exc:
+            con.close()
+            if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF != _SQLITE_CANTOPEN or os.access(
+                    self.path.parent, os.W_OK | os.X_OK) and not _read_only_fs(self.path.parent):
+                raise
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StoreError(f"{self.path} cannot be read where it is: its write-ahead log {wal.name} holds "
+                                 f"changes, and {self.path.name}-shm, which reads them, cannot be made in "
+                                 f"{self.path.parent} (read-only); copy the store's files to a writable folder") \
+                    from None
+        self._immutable = True
+        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
     def _migrate(self) -> None:
         """Bring an older store to :data:`SCHEMA_VERSION`: new tables and new nullable
@@ -269,6 +296,9 @@ class Store:
     def writable(self) -> bool:
         """Whether this process can write the store (file and folder permissions, read-only
         mounts): takes and drops a write lock, so a run knows before it measures."""
+        if self._immutable:
+            self._write_error = f"the folder {self.path.parent} cannot be written"
+            return False
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.execute("ROLLBACK")
@@ -556,7 +586,16 @@ def _writing(store: Store, what: str) -> Iterator[None]:
 
 
 # SQLite's primary result codes (the low byte of sqlite_errorcode)
-_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL = 10, 11, 13
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 10, 11, 13, 14
+
+
+def _read_only_fs(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only (root may write any folder
+    of a writable one, but none of these)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def disk_full(path: Path, exc: sqlite3.Error) -> str | None:
@@ -729,6 +768,12 @@ def write_run_bundle(rec: RunRecord, directory: str | os.PathLike, stem: str, fa
     return write_bundle(rec, Path(directory) / name)
 
 
+def _no_wait_opener(path: str, flags: int) -> int:
+    """open() that never waits: a file swapped for a FIFO after the check above is refused by
+    read() instead of blocking the reader."""
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
 def read_bundle(path: str | os.PathLike) -> RunRecord:
     """Parse a bundle file (JSON only; never executed or unpickled; at most
     :data:`MAX_BUNDLE_BYTES`)."""
@@ -736,13 +781,19 @@ def read_bundle(path: str | os.PathLike) -> RunRecord:
     try:
         st = path.stat()  # before open(): opening a FIFO would wait for a writer
         if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"{path} is not a regular file")
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                    or stat.S_ISBLK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket")
+            raise StoreError(f"{path} is {kind}, not a regular file (a result bundle is one)"
+                             + (" (a link to it)" if path.is_symlink() else ""))
         if st.st_size > MAX_BUNDLE_BYTES:
             raise StoreError(f"{path} is larger than the {MAX_BUNDLE_BYTES >> 20} MiB a result bundle may have")
-        with open(path, "rb") as fh:
+        with open(path, "rb", opener=_no_wait_opener) as fh:
             data = fh.read(MAX_BUNDLE_BYTES + 1)
     except OSError as exc:
-        raise StoreError(f"{path} is not a readable result bundle: {exc.strerror or exc}") from None
+        why = ("a link that loops or a chain of links too long to follow" if exc.errno == errno.ELOOP else
+               f"{exc.strerror} (a link to a missing file)" if exc.errno == errno.ENOENT and path.is_symlink() else
+               exc.strerror or str(exc))
+        raise StoreError(f"{path} is not a readable result bundle: {why}") from None
     return parse_bundle(data, origin=f"bundle:{safe_stem(path.name, 'bundle')}", what=str(path))
 
 

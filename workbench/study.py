@@ -70,6 +70,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterable, Sequence
 
 from . import interrupt
+from .names import did_you_mean
 from .record import VariantResult
 from .untrusted import check_attachment_name, check_variant_name
 
@@ -286,12 +287,14 @@ class ParamSpace:
         base = {p.name: p.default for p in self.params}
         if preset:
             if preset not in self.presets:
-                raise ParamError("preset", f"unknown preset {preset!r}; have {sorted(self.presets)}")
+                raise ParamError("preset", f"unknown preset {preset!r}{did_you_mean(preset, self.presets)}; this study's "
+                                           f"presets: {', '.join(self.presets)}")
             base.update(self.presets[preset])
         values = self.upgrade(values)
         for name in values:
             if name not in base:
-                raise ParamError(name, f"unknown parameter; this study takes: {', '.join(self.names)}")
+                raise ParamError(name, f"unknown parameter{did_you_mean(name, self.names)}; this study takes: "
+                                       f"{', '.join(self.names)} (python -m workbench knobs STUDY lists them)")
         base.update(values)
         return {p.name: p.coerce(base[p.name]) for p in self.params}
 

@@ -22,7 +22,8 @@ import pandas as pd
 from tabulate import tabulate
 
 from . import machine_load as load
-from . import stats
+from . import stats, units
+from .derived import fmt_derived
 from .record import RunRecord
 from .untrusted import escape, plain
 
@@ -135,6 +136,8 @@ class NumberFormat:
     def __call__(self, x: float) -> str:
         if self.kind == "sci":
             return f"{x:.{self.decimals}e}"
+        if self.kind == "sig":  # a column in a unit picked by magnitude: three significant digits a cell
+            return units.number(x, self.decimals or units.DIGITS)
         return f"{x:,.{self.decimals if self.kind == 'fixed' else 0}f}"
 
 
@@ -170,8 +173,12 @@ def number_formats(df: pd.DataFrame) -> dict[str, NumberFormat]:
 
 def _formats_by_position(df: pd.DataFrame) -> dict[int, NumberFormat]:
     out = {}
+    scaled = df.attrs.get(SCALED, ())  # columns readable() put in a unit: significant digits
     for i in range(len(df.columns)):
         s = df.iloc[:, i]
+        if str(df.columns[i]) in scaled:
+            out[i] = NumberFormat("sig", units.DIGITS)
+            continue
         if pd.api.types.is_bool_dtype(s):
             continue
         numbers = s.map(lambda x: _is_missing(x) or (isinstance(x, (int, float, np.integer, np.floating))
@@ -209,6 +216,7 @@ def render(df: pd.DataFrame, style: str = "markdown", max_rows: int | None = 200
     characters replaced). One number format per column (:func:`number_formats`)."""
     if df is None or len(df.columns) == 0:
         return "_(no rows)_" if style == "markdown" else "(no rows)"
+    df = readable(df)
     shown = df.head(max_rows) if max_rows else df
     formats = _formats_by_position(shown)
     text = escape if style == "markdown" else (lambda x, *_: plain(x))
@@ -227,6 +235,111 @@ def render(df: pd.DataFrame, style: str = "markdown", max_rows: int | None = 200
     if max_rows and len(df) > max_rows:
         out += f"\n\n_({len(df) - max_rows} more rows in the result bundle)_" if style == "markdown" else \
             f"\n({len(df) - max_rows} more rows)"
+    return out
+
+
+# --- the display form of a table: units by magnitude, derived figures in one column, headers in words
+
+#: ``df.attrs`` key: the columns :func:`readable` scaled into a unit (read with significant digits)
+SCALED = "workbench_scaled_columns"
+#: what a derived table's figure columns collapse into
+FIGURE = "figure [95% CI]"
+_DERIVED_COLUMNS = {"name", "point", "lo", "hi", "unit", "status"}
+#: columns of a derived table that say nothing a reader needs once the figure is one column
+_DERIVED_DROPPED = ("point", "lo", "hi", "unit", "null")
+#: a bound of a CI: its point column has the same name without this part
+_CI_PART = re.compile(r"^(?:ci_)?(lo|hi)(?:_|$)|_(?:ci_)?(lo|hi)$")
+#: a header's words for a name part (``ci_lo`` reads ``95% CI lo``)
+_WORDS = {"ci lo": "95% CI lo", "ci hi": "95% CI hi", "n a": "n (A)", "n b": "n (B)"}
+
+
+def is_derived(df: pd.DataFrame) -> bool:
+    """A table of :class:`workbench.derived.Derived` rows (``name, point, lo, hi, unit, status``...)."""
+    return _DERIVED_COLUMNS <= {str(c) for c in df.columns}
+
+
+def header_text(name: Any) -> str:
+    """A column's header in words: ``vs_torch_lo`` -> ``vs torch lo``; a header that has spaces
+    or capitals is the study's own wording and kept."""
+    if not isinstance(name, str) or " " in name or "_" not in name:
+        return name if isinstance(name, str) else str(name)
+    text = name.replace("_", " ").strip()
+    return _WORDS.get(text, text)
+
+
+def _ci_base(base: str) -> str | None:
+    """The point a CI bound's base name belongs to (``ci_lo`` -> '', ``vs_torch_lo`` ->
+    ``vs_torch``), None for a name that is not a bound."""
+    m = _CI_PART.search(base)
+    if not m:
+        return None
+    return (base[:m.start()] + base[m.end():]).strip("_")
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as people read it (every table a report, page, notebook or the CLI shows goes
+    through here; the DataFrames of the API and the JSON keep their ids and stored units):
+
+    - a derived table's ``point, lo, hi, unit`` become one ``figure [95% CI]`` column in the
+      unit its magnitude calls for (:func:`workbench.derived.fmt_derived`);
+    - a column whose name says a time, size or bandwidth unit (``total_us``, ``median_ns``,
+      ``predicted (us)``, ``copy_gbps``) is put in one unit for the whole column by its
+      magnitude (:func:`workbench.units.pick`: no ``19,381.2 us``), its CI bounds
+      (``ci_lo_us``, ``vs_x_lo``) in their point's unit, the unit said in the header;
+    - snake_case headers read as words (``vs_torch_status`` -> ``vs torch status``)."""
+    if getattr(df, "attrs", {}).get(SCALED) is not None or not len(df.columns):
+        return df
+    out = df.copy()
+    if is_derived(out) and len(out):
+        figures = [fmt_derived(r, status=False) for r in out.to_dict("records")]
+        at = list(map(str, out.columns)).index("name") + 1
+        out = out.drop(columns=[c for c in _DERIVED_DROPPED if c in out.columns])
+        out.insert(min(at, len(out.columns)), FIGURE, figures)
+    cols = list(map(str, out.columns))
+    found = {c: units.column_unit(c) for c in cols}
+    found = {c: u for c, u in found.items() if u and units.kind_of(u[1])
+             and pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c])}
+    # one quantity stored in two units (median_ns beside median_us): shown once
+    seen: dict[tuple[str, str | None], str] = {}
+    for c, (base, unit) in list(found.items()):
+        key = (base, units.kind_of(unit))
+        if key in seen:
+            first = seen[key]
+            again = pd.to_numeric(out[c], errors="coerce").map(lambda v: units.convert(v, unit, found[first][1]))
+            if np.allclose(again, pd.to_numeric(out[first], errors="coerce"), rtol=1e-6, equal_nan=True):
+                out = out.drop(columns=[c])
+                del found[c]
+                cols.remove(c)
+        else:
+            seen[key] = c
+    # a bound joins its point: the column of the same base and unit, or the table's first point
+    points = [c for c, (base, _) in found.items() if _ci_base(base) is None]
+    group: dict[str, str] = {}
+    for c, (base, unit) in found.items():
+        owner = _ci_base(base)
+        if owner is None:
+            group[c] = c
+            continue
+        same_unit = [p for p in points if found[p][1] == unit]
+        group[c] = next((p for p in same_unit if found[p][0] == owner), same_unit[0] if same_unit else c)
+    renames: dict[str, str] = {}
+    scaled: list[str] = []
+    for point in dict.fromkeys(group.values()):
+        members = [c for c, g in group.items() if g == point]
+        unit = found[point][1]
+        values = pd.concat([pd.to_numeric(out[c], errors="coerce") for c in members]).tolist()
+        typical = pd.to_numeric(out[point], errors="coerce").abs()
+        typical = typical[typical > 0].median() if (typical > 0).any() else None
+        shown = units.pick(values, unit, typical=typical)
+        for c in members:
+            if shown != unit:
+                out[c] = pd.to_numeric(out[c], errors="coerce").map(
+                    lambda v, u=unit: units.convert(v, u, shown) if v == v else v)
+            base = found[c][0]
+            renames[c] = f"{header_text(base) if base else header_text(c)} ({shown})"
+            scaled.append(renames[c])
+    out = out.rename(columns={c: renames.get(c, header_text(c)) for c in cols})
+    out.attrs[SCALED] = tuple(scaled)
     return out
 
 

@@ -18,7 +18,11 @@ Markdown, HTML or a notebook cell without being escaped for the place they land 
   C0 and C1 controls (a terminal acts on escape sequences), the bidirectional controls and
   other invisible format characters (a reproduce command could display otherwise than it
   copies: "Trojan Source", CVE-2021-42574), line and paragraph separators, and lone
-  surrogates (which no UTF-8 file or terminal can hold).
+  surrogates (which no UTF-8 file or terminal can hold). Text that reaches Markdown or HTML
+  also has its GitHub @mentions and ``#123`` references made inert (:func:`quiet_mentions`);
+- :func:`user_regex` compiles a regular expression typed by a user (``trace --comm``/``--marker``,
+  the Traces page's fields, the API's ``comm=``/``marker=``) for a linear-time engine
+  (:func:`workbench.traces.analysis.search_mask` matches it against a column of names).
 
 :func:`guarded` runs a command line program with its output through :class:`TerminalStream`.
 """
@@ -129,12 +133,13 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
         raise ValueError(f"unknown context {where!r}; one of {_CONTEXTS}")
     text = _CONTROL.sub("\ufffd", "" if value is None else str(value))
     if where == "block":
+        text = clip(text, MAX_BLOCK_CHARS)
         # A fence longer than any backtick run inside cannot be closed by the content.
         fence = "`" * max(3, _longest_run(text, "`") + 1)
         return f"{fence}{lang}\n{text}\n{fence}"
-    one_line = " ".join(text.split())
+    one_line = clip(" ".join(text.split()), MAX_FIELD_CHARS)
     if where == "html":
-        return html.escape(one_line, quote=True)
+        return quiet_mentions(html.escape(one_line, quote=True))
     if where == "mermaid":
         # Mermaid ends a label at a quote or bracket, a statement at ';' or a newline, starts a
         # comment at '#' and separates a Gantt task from its data at ':'; a backtick run could
@@ -152,7 +157,36 @@ def escape(value: Any, where: str = "text", lang: str = "") -> str:
     out = _MD_INLINE.sub(r"\\\1", out)
     if _MD_LINK.search(out):
         out = re.sub(r"([\[\]])", r"\\\1", out)
-    return _MD_LINE_START.sub(r"\1\\\2", out)
+    return quiet_mentions(_MD_LINE_START.sub(r"\1\\\2", out))
+
+
+# GitHub turns "@name" and "@org/team" into mentions that notify (a backslash does not stop
+# it: the mention is found in the rendered text), and "#123", "GH-123" and "owner/repo#123"
+# into cross-references that leave a link on that issue. A zero-width space written as an
+# entity after the '@' or '#' (Renovate's way) keeps the text as it reads and copies, and
+# matches neither. An '@' inside a word (an e-mail address, "f@2x") mentions no one.
+_MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
+_REFERENCE = re.compile(r"((?<!&)#|\bGH-)(?=\d)", re.I)
+ZWSP_ENTITY = "&#8203;"
+
+
+def quiet_mentions(markup: str) -> str:
+    """``markup`` (Markdown or HTML text, escaped already) with every @mention and issue
+    reference made inert for GitHub; it renders and reads the same."""
+    return _REFERENCE.sub(lambda m: m.group(1) + ZWSP_ENTITY, _MENTION.sub("@" + ZWSP_ENTITY, markup))
+
+
+#: the most characters of one string from a run that reach a report, inline and as a code block:
+#: a bundle's field may hold 300,000, and an issue report holds 65,536 at most (GitHub's limit)
+MAX_FIELD_CHARS = 2_000
+MAX_BLOCK_CHARS = 20_000
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} … ({len(text) - limit:,} more characters cut)"
 
 
 _MERMAID_FOLD = str.maketrans({'"': "'", "`": "'", "[": "(", "]": ")", "{": "(", "}": ")", ";": ",",
@@ -184,6 +218,51 @@ def visible(doc: Any) -> Any:
     if isinstance(doc, dict):
         return {visible(k): visible(v) for k, v in doc.items()}
     return doc
+
+
+# --- regular expressions typed by a user ------------------------------------------------------
+
+#: the longest pattern compiled (a list of kernel names joined by '|' fits many times over)
+MAX_PATTERN_CHARS = 10_000
+#: RE2's limit of one repetition count; a larger one it would read as literal text
+MAX_REPEAT = 1000
+_REPEAT_COUNT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+
+
+class PatternError(ValueError):
+    """A regular expression from a user that is refused; the message names it and says why."""
+
+
+def user_regex(pattern: str, what: str = "the pattern"):
+    """``pattern`` compiled for RE2, a matching engine whose time grows linearly with the text
+    (never with backtracking: ``(a+)+$`` is as fast as ``a+$``); ``what`` names where it was
+    typed (``--comm``) for the message of :class:`PatternError`, which says why a pattern is
+    refused: not valid, a feature RE2 leaves out (backreferences, lookaround), a repetition
+    count over :data:`MAX_REPEAT`, or more than :data:`MAX_PATTERN_CHARS` characters or RE2's
+    memory budget. The result has ``search``, like a compiled ``re`` pattern."""
+    import re2  # google-re2: on use, so a machine without it (a GPU node's image) still runs studies
+
+    shown = _show(pattern)
+    if not isinstance(pattern, str):
+        raise PatternError(f"{what} {shown} is not text")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise PatternError(f"{what} is {len(pattern):,} characters long; at most {MAX_PATTERN_CHARS:,} are matched")
+    if has_surrogates(pattern):
+        raise PatternError(f"{what} {shown} is not valid Unicode text (it holds a lone surrogate)")
+    for m in _REPEAT_COUNT.finditer(pattern):
+        if any(g and int(g) > MAX_REPEAT for g in m.groups()):
+            raise PatternError(f"{what} {shown}: the repetition {_show(m.group(0))} counts past {MAX_REPEAT}, the most "
+                               "a pattern may repeat")
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its own line on stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        hint = ("; backreferences and lookaround are left out, as no linear-time engine can match them"
+                if re.search(r"escape sequence: \\\d|perl operator: \(\?<?[=!]", why) else "")
+        raise PatternError(f"{what} {shown} is not a regular expression of RE2's syntax (matched in time linear in "
+                           f"the text): {plain(why)}{hint}") from None
 
 
 def _longest_run(text: str, ch: str) -> int:

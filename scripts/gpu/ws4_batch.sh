@@ -140,11 +140,11 @@ print("nccl", torch.cuda.nccl.version())
 PY
   "$PY" - <<'PY' > "$dir/collective_probe_ws1.json"
 import json
-from workbench import collectives
+from workbench import launcher
 from workbench.study import RunContext
-print(json.dumps(collectives.probe([{"op": "all_reduce", "numel": 4096 * 8192, "dtype": "float16"},
-                                    {"op": "all_gather", "numel": 1024 * 8192, "dtype": "float16"}], 1, RunContext()),
-                 indent=1))
+print(json.dumps(launcher.probe_collectives([{"op": "all_reduce", "numel": 4096 * 8192, "dtype": "float16"},
+                                             {"op": "all_gather", "numel": 1024 * 8192, "dtype": "float16"}], 1,
+                                            RunContext()), indent=1))
 PY
   cat "$dir/collective_probe_ws1.json"
 }
@@ -171,7 +171,7 @@ _kernel() {  # _kernel DTYPE: the fused kernel against cuBLAS on one GPU, one bu
 }
 
 if [[ "$CALL" == _* ]]; then
-  "$CALL"
+  "$CALL" "${@:2}"
   exit $?
 fi
 export PY WS4_DIR="$dir" PARTS="$(mktemp -d)" TRIALS BOX_review="${BOX_review:-170}"

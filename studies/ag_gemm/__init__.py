@@ -65,7 +65,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from workbench import collectives, launcher, procs
+from workbench import launcher, procs
 from workbench.env import REPO_ROOT
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
@@ -75,7 +75,7 @@ from . import methods as _methods
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import README_BLOCKS, charts, findings, report_sections  # noqa: F401
+from .report import README_BLOCKS, TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 # what its page draws beside the generic page (pages/ag_gemm.py): the run's attached traces
 from .analysis import TRACE_KINDS, attachment_spans, merged_ranks, rank_groups  # noqa: F401
@@ -242,16 +242,25 @@ def answers_seed(params: dict[str, Any]) -> bool:
     return params.get("backend") != "gloo"
 
 
+def runs_on_gpu(params) -> bool:
+    """gloo runs on CPU processes: named by their CPUs; nccl by the GPUs."""
+    return params.get("backend") != "gloo"
+
+
+#: where the results of GPU machines are, said by every refusal (a page and a terminal alike)
+COMMITTED = ("the runs committed from GPU machines read anywhere: python -m workbench runs --all --study ag-gemm, or "
+             "this study's page")
+
+
 def requires(params: dict[str, Any]) -> str | None:
     try:
         import torch
     except ImportError:
-        return "PyTorch is not installed (pip install torch with CUDA); committed GPU results are shown instead"
+        return f"PyTorch is not installed (pip install torch with CUDA); {COMMITTED}"
     if params["mode"] == "kernel":  # one process on the current GPU: no launcher, no peers
         return None if torch.cuda.is_available() else (
             "no CUDA GPU on this machine: mode=kernel needs one NVIDIA GPU (torch with CUDA, triton; an AMD GPU under "
-            "ROCm takes the kernel's path without TMA); the committed "
-            "results from GPU machines under traces/ag-gemm/ are shown instead")
+            f"ROCm takes the kernel's path without TMA); {COMMITTED}")
     if params["interpret"]:
         if importlib.util.find_spec("triton") is None:
             return "interpret=true needs triton (pip install triton; its interpreter runs on any CPU)"
@@ -261,8 +270,7 @@ def requires(params: dict[str, Any]) -> str | None:
         return reason
     if not torch.cuda.is_available():
         return ("no CUDA GPU on this machine: this study needs NVIDIA GPUs linked by NVLink, or AMD GPUs under ROCm "
-                "(torch with CUDA or ROCm, triton); the committed results from GPU machines under traces/ag-gemm/ are "
-                "shown instead")
+                f"(torch with CUDA or ROCm, triton); {COMMITTED}")
     probe = gpu_probe()
     if local > probe["count"]:
         return f"world_size={ws} needs {local} GPUs but {probe['count']} are present on this node; lower world_size"
@@ -313,7 +321,7 @@ def run(params: dict[str, Any], ctx: RunContext) -> dict:
     if params["backend"] == "nccl":  # the baseline's all-gather: each M and dtype, each rank's M x K / ws
         ctx.progress(0.96, "the collective library's provenance (a short launch of its own)")
         dtypes = {"fp16": "float16", "bf16": "bfloat16"}
-        out["collective"] = collectives.probe(
+        out["collective"] = launcher.probe_collectives(
             [{"op": "all_gather", "numel": m * params["k"] // params["world_size"], "dtype": dtypes[d]}
              for m in params["m"] for d in params["dtype"]], params["world_size"], ctx)
     if params["interpret"]:

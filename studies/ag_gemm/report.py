@@ -193,9 +193,26 @@ def ranks_chart(tbls: dict[str, pd.DataFrame]):
                        title=f"{group}: every rank's trace, aligned", note=f"clocks aligned by {how}")
 
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    made = {"speedup": speedup_chart(tbls), "experiments": experiments_chart(tbls), "methods": methods_chart(tbls),
-            "timeline": timeline_chart(tbls), "ranks": ranks_chart(tbls)}
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "seed_table": "The seed's table beside this run's", "summary": "Per shape: the best provider and the fused kernel",
+    "variants": "Every variant's median", "checks": "Correctness checks",
+    "mechanisms": "How each provider moves A and computes",
+    "kernel_breakdown": "The fused kernel on one GPU: GEMM path and fetch path",
+    "kernel_experiments": "The seed review's experiments", "program_overlap": "The fused kernel's own overlap",
+    "program_trace_summary": "Per-program trace summary", "rank_traces": "Per-rank traces",
+    "ranks": "Per rank: the slowest rank and the skew", "speedup": "Speed-up over the baseline, per M",
+    "experiments": "The seed review's experiments", "methods": "Median per call of every provider",
+    "timeline": "The fused kernel's timeline, one lane per SM", "chart:ranks": "Every rank's trace, aligned",
+    "collective": "The collective library of the NCCL baseline (version, algorithm, protocol)",
+}
+
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
+    """Every chart the run's tables make (``only``: that one alone, for a short report)."""
+    makers = {"speedup": speedup_chart, "experiments": experiments_chart, "methods": methods_chart,
+              "timeline": timeline_chart, "ranks": ranks_chart}
+    made = {k: make(tbls) for k, make in makers.items() if only in (None, k)}
     return {k: v for k, v in made.items() if v is not None}
 
 
@@ -341,21 +358,25 @@ def _missed(shape: pd.DataFrame) -> str:
     return "; ".join(out) or "none"
 
 
-def readme_kernel_runs(analyses: list, args: dict) -> str:
-    """Per kernel-mode run named in ``runs=`` (run-id suffixes, rows in that order), dtype and
-    M: cuBLAS's time and the kernel's ratios to it (medians of per-round ratios, 95% CIs) and
-    the issue #23 targets the run missed."""
+def _kernel_runs(analyses: list, args: dict) -> list[tuple[str, object]]:
+    """The kernel-mode analyses named in ``runs=`` (run-id suffixes), in that order."""
     by_run = {a.rec.run_id.rsplit("-", 1)[-1]: a for a in analyses if a.tables.get("kernel_breakdown") is not None}
     runs = args["runs"].split(",")
     if absent := [r for r in runs if r not in by_run]:
         raise BlockError(f"no kernel-mode bundle beside the README for run(s) {absent}")
+    return [(run, by_run[run]) for run in runs]
+
+
+def readme_kernel_runs(analyses: list, args: dict) -> str:
+    """Per kernel-mode run named in ``runs=`` (run-id suffixes, rows in that order), dtype and
+    M: the run's card and date, cuBLAS's time and the kernel's ratios to it (medians of
+    per-round ratios, 95% CIs) and the issue #23 targets the run missed."""
     rows = []
-    for run in runs:
-        a = by_run[run]
+    for run, a in _kernel_runs(analyses, args):
         kb, d = a.tables["kernel_breakdown"], a.tables["derived"]
         for (dtype, m), shape in kb.groupby(["dtype", "M"], sort=False):
             cublas = shape[shape["method"] == "cublas"]
-            row = {"run": run, "GPU": machine_label(a.rec.env), "dtype": dtype, "M": m,
+            row = {"run": run, "GPU": machine_label(a.rec.env), "date": a.rec.created_utc[:10], "dtype": dtype, "M": m,
                    "cuBLAS us (95% CI)": "" if cublas.empty else
                    "{median_us:,.1f} [{ci_lo_us:,.1f}, {ci_hi_us:,.1f}]".format(**cublas.iloc[0].to_dict())}
             for column, method, ws, name in KERNEL_RATIOS:
@@ -364,6 +385,20 @@ def readme_kernel_runs(analyses: list, args: dict) -> str:
                 row[column] = derived.fmt_derived(hit.iloc[0].to_dict(), status=False) if len(hit) else ""
             row["targets missed (on the CI)"] = _missed(shape)
             rows.append(row)
+    return md_table(pd.DataFrame(rows))
+
+
+def readme_kernel_targets(analyses: list, args: dict) -> str:
+    """Per kernel-mode run named in ``runs=``: its card, date and dtypes, and how many of the
+    issue #23 targets its shapes carry it met on the 95% CI, missed, or did not measure."""
+    rows = []
+    for run, a in _kernel_runs(analyses, args):
+        kb = a.tables["kernel_breakdown"]
+        met = kb.loc[kb["target"].notna(), "met"]
+        rows.append({"run": run, "GPU": machine_label(a.rec.env), "date": a.rec.created_utc[:10],
+                     "dtype": ", ".join(map(str, kb["dtype"].unique())), "targets": len(met),
+                     "met": int((met == True).sum()), "missed": int((met == False).sum()),  # noqa: E712
+                     "not measured": int(met.isna().sum())})
     return md_table(pd.DataFrame(rows))
 
 
@@ -453,4 +488,24 @@ def readme_ablation(analyses: list, args: dict) -> str:
     return md_table(pd.DataFrame(rows).fillna(""))
 
 
-README_BLOCKS = {"kernel_runs": readme_kernel_runs, "ablation": readme_ablation}
+def readme_sweep(analyses: list, args: dict) -> str:
+    """Every checked variant of one kernel sweep (``sweep=``, a ``kernel-sweeps/`` stem), in the
+    sweep's order, for ``dtype=`` (default fp16): its time over cuBLAS's at each M, computed
+    from the sweep's raw samples as :func:`readme_ablation` computes it."""
+    stem, dtype = args["sweep"], args.get("dtype", "fp16")
+    sweep = [r for r in sweep_rows(stem) if r.get("dtype") == dtype and r.get("ok") and isinstance(r.get("M"), int)]
+    base = {r["M"]: _samples_ns(r, stem) for r in sweep if r.get("label") == "cuBLAS"}
+    rows: dict[str, dict] = {}
+    for r in sweep:
+        if r.get("label") == "cuBLAS" or r["M"] not in base:
+            continue
+        row = rows.setdefault(str(r.get("label")), {"variant": str(r.get("label"))})
+        row[f"M={r['M']}"] = derived.fmt_derived(kernelbench.paired_ratio(base[r["M"]], _samples_ns(r, stem)),
+                                                 status=False)
+    if not rows:
+        raise BlockError(f"kernel sweep {stem} has no checked {dtype} variant beside cuBLAS")
+    return md_table(pd.DataFrame(list(rows.values())).fillna(""))
+
+
+README_BLOCKS = {"kernel_runs": readme_kernel_runs, "kernel_targets": readme_kernel_targets,
+                 "ablation": readme_ablation, "sweep": readme_sweep}

@@ -25,7 +25,8 @@ from typing import Any
 from studies.ag_gemm import autoconfig, methods, spans
 from studies.ag_gemm.autoconfig import BASELINE
 from studies.ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
-from workbench import harness, launcher
+from workbench import harness
+from workbench.rank import init_rank
 from workbench.events import Emitter
 from workbench.record import VariantResult
 from workbench.study import expand
@@ -50,7 +51,7 @@ class Worker:
         self.rank = int(os.environ["RANK"])
         self.ws = int(os.environ["WORLD_SIZE"])
         self.cuda = cfg.get("backend", "nccl") == "nccl"
-        self.device = launcher.init_rank(cfg.get("backend", "nccl"), float(cfg.get("timeout_s", 600)),
+        self.device = init_rank(cfg.get("backend", "nccl"), float(cfg.get("timeout_s", 600)),
                                          profiled=cfg.get("trace", "off") == "all").type
         self.group = dist.group.WORLD
         self.timer = harness.DistTimer(self.device, group=self.group)

@@ -46,6 +46,12 @@ HONOURS_PRECISION = True
 SEED_CLAIMS: list = []
 KEY_TABLE = "floors"
 KEY_CHART = "floors"
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {"floors": "Per-call floors of this machine", "forkjoin": "Thread fork/join round trip per thread count",
+          "chart:floors": "Per-call floors (median, 95% CI)", "chart:forkjoin": "Thread fork/join round trip against threads"}
+
+#: the CPUs this process may run on (its affinity; the machine's count where that is not readable)
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 #: what the study compares (workbench.engine): each probe's time per call (the default metric);
 #: torch dispatch and each fork/join against their baselines, timed in blocks of their own (so
@@ -67,14 +73,20 @@ NULLS = engine.Nulls(twins="again (reverse order) / first", source="every probe 
 SPACE = ParamSpace(
     params=(
         Param("repeat", "int", 30, "samples per variant", min=3, max=10_000),
-        Param("threads", "int", min(4, os.cpu_count() or 1), "largest fork/join thread count", min=1, max=256),
+        Param("threads", "int", min(4, CPUS), "largest fork/join thread count (at most this machine's usable CPUs: "
+              "more threads than CPUs would time the scheduler)", min=1, max=256),
         Param("torch", "bool", True, "include the torch dispatch floor"),
     ),
-    presets={"smoke": {"repeat": 5, "threads": 2, "torch": False}, "quick": {"repeat": 10}},
+    presets={"smoke": {"repeat": 5, "threads": min(2, CPUS), "torch": False}, "quick": {"repeat": 10}},
     headline=("repeat", "threads", "torch"),
     purposes={"smoke": "the tests' run: 5 samples, 2 threads, no torch; seconds",
               "quick": "10 samples of every floor: well under a minute"},
 )
+
+
+def runs_on_gpu(params) -> bool:
+    """The floors of the CPU side: the machine is named by its CPUs, on a GPU node too."""
+    return False
 
 
 def requires(params) -> str | None:
@@ -85,8 +97,11 @@ def requires(params) -> str | None:
 
 
 def validate(params) -> None:
-    if params["threads"] > 4 * (os.cpu_count() or 1):
-        raise ParamError("threads", f"{params['threads']} is more than 4x the {os.cpu_count()} CPUs here")
+    # as cpu-reduction refuses more workers than CPUs: a fork/join of more threads than CPUs times
+    # the scheduler's queue, not a wake-up (the page, the CLI and wb.explore all refuse it here)
+    if params["threads"] > CPUS:
+        raise ParamError("threads", f"{params['threads']} threads is beyond this machine's {CPUS} usable CPUs "
+                                    f"(allowed 1..{CPUS})")
 
 
 class _ForkJoin:
@@ -242,14 +257,16 @@ def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
     return out + [Finding(str(r["name"]), r) for r in tbls["derived"].to_dict("records")]
 
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
     from workbench import charts as wbcharts  # altair is not installed on the GPU nodes
 
-    # floors span ns (a clock read) to tens of us (a fork/join): in ns on a log axis (the
-    # helper's choice when values span decades), the nanosecond bars stay visible
-    out = {"floors": wbcharts.median_ci_bars(tbls["_floors"], unit="ns",
-                                             title="Per-call floor: median per call, 95% CI whiskers")}
-    if len(tbls["forkjoin"]):
+    # floors span ns (a clock read) to tens of us (a fork/join): points with whiskers on a log
+    # axis (the helper's choice when values span a decade or more), in the unit the largest reads in
+    f = tbls["_floors"]
+    unit = wbcharts.units.pick(list(f["median_ns"]) + list(f["ci_hi_ns"]), "ns")
+    out = {} if only not in (None, "floors") else \
+        {"floors": wbcharts.median_ci_bars(f, unit=unit, title="Per-call floor: median per call, 95% CI whiskers")}
+    if len(tbls["forkjoin"]) and only in (None, "forkjoin"):
         fj = tbls["forkjoin"].replace({"provider": {"python-threads": "Python threads: barrier in, barrier out"}})
         out["forkjoin"] = wbcharts.sweep_chart(fj, x="threads", x_title="threads",
                                                title="Thread fork/join round trip vs threads (median, 95% CI)")

@@ -57,7 +57,7 @@ from .plan import AA, GRAIN_SIZE, IREE_PROVIDERS, Sweep, profile_workers
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import charts, findings, report_sections  # noqa: F401
+from .report import TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "cpu-reduction"
@@ -223,6 +223,11 @@ def answers_seed(params) -> bool:
     """The seed's table, scaling and claims are at N = 1M floats: a smaller N times a
     different regime (a sum under PyTorch's grain size runs on one thread)."""
     return params.get("n", 0) >= 1_000_000
+
+
+def runs_on_gpu(params) -> bool:
+    """A CPU study: its machine is named by its CPUs, on a GPU node too."""
+    return False
 
 
 def requires(params) -> str | None:

@@ -14,11 +14,12 @@ from workbench.verdict import Finding
 from . import profiles
 from .analysis import CHART_PHASES, column_name, key_programs
 from .plan import GRAIN_SIZE
+from .claims import SEED_N
 from .seed import SEED_MACHINE, SEED_SCALING_MS
 
-#: the seed's scaling series and the live series drawn in the same colour
-SEED_SERIES = {"no-split": "IREE no-split", "c=8 fixed": "IREE c=8 aligned (seed: c=8 fixed)",
-               "MKL": "torch.sum (seed: MKL)"}
+#: the seed's scaling series (its names: no-split, c=8 fixed, MKL) by the live series drawn in the
+#: same colour: one name for both, the seed's dashed ("torch.sum" live; "torch.sum", the seed's)
+SEED_SERIES = {"no-split": "IREE no-split", "c=8 fixed": "IREE c=8 aligned", "MKL": "torch.sum"}
 #: the seed's fork/join figures @32 threads (us), drawn beside the live ones
 SEED_FORKJOIN_US = {"openmp": 13.0, "iree-task": 15.0}
 #: timeline colours by role (:data:`.profiles.ROLES`): Python zones in the colour every trace
@@ -29,21 +30,48 @@ TIMELINE_WIDTH = 620
 
 # --- charts ---------------------------------------------------------------------------------------
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
-    out = {}
-    if "scaling" in tbls and len(tbls["scaling"]):
-        out["scaling"] = scaling_chart(tbls)
-    if "overview" in tbls and len(tbls["overview"]):
-        out["overview"] = _overview_chart(tbls["overview"], tbls["_run"].iloc[0])
-    if "_phase_chart" in tbls and len(tbls["_phase_chart"]):
-        out["phases"] = phases_chart(tbls["_phase_chart"])
-    if "_grain" in tbls and len(tbls["_grain"]):
-        out["grain"] = grain_chart(tbls["_grain"])
-    if "forkjoin" in tbls and len(tbls["forkjoin"]):
-        out["forkjoin"] = _forkjoin_chart(tbls["forkjoin"])
-    if "sizes" in tbls and len(tbls["sizes"]):
-        out["sizes"] = _sizes_chart(tbls["sizes"])
-    if "timeline" in tbls and len(tbls["timeline"]):
+
+def _seed_overview_title(tbls: dict[str, pd.DataFrame]) -> str:
+    """The key table's title; at another N than the seed's it says the two are not comparable."""
+    run = tbls.get("_run")
+    n = int(run["n"].iloc[0]) if run is not None and len(run) and "n" in run else SEED_N
+    head = "The seed's overview beside this run's"
+    return head if n == SEED_N else (f"{head} (this run at N={n:,}: the seed's figures, at N={SEED_N // 1_000_000}M, "
+                                     "are not comparable with it)")
+
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "seed_overview": _seed_overview_title,
+    "overview": "Time per call of every implementation", "scaling": "Thread scaling: time per call against workers",
+    "python_cost": "IREE's Python cost: the iree.runtime call minus iree-benchmark-module",
+    "vs_torch": "IREE against torch.sum at the same worker count",
+    "alloc": "torch.sum's per-call allocation (interleaved rounds)",
+    "dispatch_model": "Dispatch model: PyTorch/OpenMP against IREE", "speedup": "Speed-up from 1 worker to w",
+    "sizes": "Size sweep with the copy-bandwidth floor", "grain": "torch.sum around GRAIN_SIZE",
+    "forkjoin": "Fork/join: time at w workers minus time at 1",
+    "forkjoin_compare": "Fork/join: IREE's task system against OpenMP", "bandwidth": "Copy bandwidth per worker count",
+    "phases": "Phases of one iteration, per capture", "phase_compare": "Phases: c=2 beside c=8",
+    "phase_diff": "Phases: c=8 minus c=2", "overhead": "Runtime overhead per iteration (total minus compute)",
+    "key_times": "Key moments of one iteration", "iree_allocs": "IREE's allocations per iteration",
+    "timeline": "Per-thread timeline of the median iteration", "timeline_ascii": "Per-thread timeline, as text",
+    "timeline_*": "Per-thread timeline of the median iteration",
+}
+
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
+    """Every chart the run's tables make; ``only``: that one alone (a short report draws its key
+    chart only, and each chart costs tens of milliseconds to build)."""
+    def has(name: str) -> bool:
+        return name in tbls and len(tbls[name]) > 0
+
+    made = {"scaling": (lambda: scaling_chart(tbls)) if has("scaling") else None,
+            "overview": (lambda: _overview_chart(tbls["overview"], tbls["_run"].iloc[0])) if has("overview") else None,
+            "phases": (lambda: phases_chart(tbls["_phase_chart"])) if has("_phase_chart") else None,
+            "grain": (lambda: grain_chart(tbls["_grain"])) if has("_grain") else None,
+            "forkjoin": (lambda: _forkjoin_chart(tbls["forkjoin"])) if has("forkjoin") else None,
+            "sizes": (lambda: _sizes_chart(tbls["sizes"])) if has("sizes") else None}
+    out = {name: build() for name, build in made.items() if build is not None and only in (None, name)}
+    if only is None and has("timeline"):
         out.update(_timelines(tbls["timeline"]))
     return out
 
@@ -68,53 +96,51 @@ def scaling_chart(tbls: dict[str, pd.DataFrame]):
     sc = sc.assign(series=[live_series(p, c, s) for p, c, s in zip(sc["provider"], sc["c"], sc["split"])])
     seed = pd.DataFrame([{"w": w, "median_ns": ms * 1e6, "series": SEED_SERIES[name]}
                          for name, by_w in SEED_SCALING_MS.items() for w, ms in by_w.items()])
+    n = int(run["n"])
+    # the seed's lines are at N=1M: beside another N they are context, not a comparison
+    note = "" if n == SEED_N else f"seed at N={SEED_N // 1_000_000}M: not comparable (this run: N={n:,})"
     return wbcharts.sweep_errorbars(
         sc, x="w", provider="series", x_title="workers / threads", log_y=True, seed=seed,
-        seed_machine=f"{SEED_MACHINE}, N=1M", width=520, height=320,
-        title=f"Thread scaling, N={int(run['n']):,}: {iree} and torch.sum (CI bars clipped at the top)")
+        seed_machine=f"{SEED_MACHINE}, N=1M", width=520, height=320, seed_note=note,
+        title=f"Thread scaling, N={n:,}: {iree} and torch.sum (CI bars clipped at the top)")
 
 
 def _overview_chart(ov: pd.DataFrame, run):
-    """Bars of the total per call with CI whiskers, one row per implementation (every name
-    readable); a log axis when the medians span decades (a 13 ms numpy beside 50 us IREE
-    programs), from a little under the smallest; a whisker far above every median (a heavy
-    tail) is clipped at the axis' end, its true bound in the tooltip."""
+    """The total per call with its CI, one row per implementation (every name readable): bars
+    on a linear axis, or points with whiskers on a log axis when the medians span a decade or
+    more (a 13 ms numpy beside 50 us IREE programs; :func:`workbench.charts.magnitude_marks`)."""
     import altair as alt
 
     from workbench import charts as wbcharts
 
-    meds = [v for v in ov["total_us"] if v > 0]
-    log = wbcharts.spans_decades(meds, 1.5)
-    top = float(max(meds)) * (3.0 if log else 1.6)
-    lo = float(min(meds)) / 2 if log else 0.0
-    x = alt.Scale(type="log", domain=[lo, top], clamp=True) if log else alt.Scale(domain=[0, top], clamp=True)
-    title = "time per call, median (us)" + (", log scale" if log else "")
-    base = alt.Chart(ov).encode(y=alt.Y("series:N", sort=None, title=None, axis=alt.Axis(labelLimit=320)))
-    tip = ["series", "w", alt.Tooltip("total_us:Q", format=".1f"), alt.Tooltip("ci_lo_us:Q", format=".1f"),
-           alt.Tooltip("ci_hi_us:Q", format=".1f"), alt.Tooltip("noise:Q", format=".1%")]
-    bars = base.mark_bar().encode(x=alt.X("total_us:Q", scale=x, title=title),
-                                  **({"x2": alt.X2(datum=lo)} if log else {}), tooltip=tip)
-    whiskers = base.mark_errorbar(color="black", clip=True).encode(
-        x=alt.X("ci_lo_us:Q", scale=x, title=title), x2="ci_hi_us:Q")
-    return (bars + whiskers).properties(
-        title=f"Time per call, N={int(run['n']):,}, {int(run['w_max'])} workers (median, 95% CI; whiskers clipped)",
+    unit = wbcharts.time_unit([v * 1e3 for v in ov["total_us"]])
+    scale = 1e3 / wbcharts.units.PER_NS[unit]
+    d = ov.assign(total=ov["total_us"] * scale, lo=ov["ci_lo_us"] * scale, hi=ov["ci_hi_us"] * scale)
+    tip = ["w", alt.Tooltip("noise:Q", format=".1%")]
+    chart = wbcharts.magnitude_marks(d, "series", "total", "lo", "hi", value_title=wbcharts.titled("time per call, "
+                                     "median", unit), sort=None, tooltip=tip)
+    return chart.properties(
+        title=f"Time per call, N={int(run['n']):,}, {int(run['w_max'])} workers (median, 95% CI)",
         width=460, height=alt.Step(20)).properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
 def phases_chart(pc: pd.DataFrame):
-    """Stacked phases of each capture's median steady-state iteration (they sum to its total,
-    printed at the bar's end) and the seed's one traced iteration per c, fainter."""
+    """Each capture's median steady-state iteration as the shares of its phases (an iteration's
+    phases sum to its total, printed at the bar's end) and the seed's one traced iteration per c,
+    fainter. Shares, not times: the totals span 56 us to 6 ms, and on one linear time axis the
+    short iterations (the seed's) were slivers; stacked phases cannot go on a log axis."""
     import altair as alt
 
     order = list(dict.fromkeys(pc.sort_values(["source", "c", "w"], ascending=[False, True, True])["capture"]))
     y = alt.Y("capture:N", sort=order, title=None, axis=alt.Axis(labelLimit=560))
     bars = alt.Chart(pc).mark_bar().encode(
-        y=y, x=alt.X("us:Q", stack="zero", title="us per iteration (an iteration's phases sum to its total)"),
+        y=y, x=alt.X("us:Q", stack="normalize", title="share of the iteration (its total in us at the bar's end)",
+                     axis=alt.Axis(format="%")),
         color=alt.Color("phase:N", sort=list(CHART_PHASES), legend=alt.Legend(orient="bottom", columns=4)),
         order=alt.Order("order:Q"), opacity=alt.condition("datum.source == 'seed'", alt.value(0.5), alt.value(1.0)),
         tooltip=["capture", "phase", alt.Tooltip("us:Q", format=".1f"), alt.Tooltip("total_us:Q", format=".1f")])
-    totals = alt.Chart(pc.drop_duplicates("capture")).mark_text(align="left", dx=4, fontSize=11).encode(
-        y=y, x="total_us:Q", text=alt.Text("total_us:Q", format=".1f"))
+    totals = alt.Chart(pc.drop_duplicates("capture").assign(end=1.0)).mark_text(align="left", dx=4, fontSize=11).encode(
+        y=y, x=alt.X("end:Q"), text=alt.Text("total_us:Q", format=",.1f"))
     return (bars + totals).properties(
         title=alt.TitleParams("Phases of one iteration: live (the median steady-state iteration) and the seed's traced "
                               f"one ({SEED_MACHINE}, 32 workers, faint)",

@@ -55,7 +55,7 @@ from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, check_checksums, trace_
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import README_BLOCKS, charts, findings, report_sections  # noqa: F401
+from .report import README_BLOCKS, TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "launch-cache"
@@ -129,6 +129,11 @@ SPACE = ParamSpace(
               "quick": "the seed's 8 threads and 50 MB blocks, 4,096 launches"},
     renamed={"seed": "rng_seed"},  # "seed" means the report a study reproduces
 )
+
+def runs_on_gpu(params) -> bool:
+    """Launches on the GPU only with target=gpu; a CPU run is named by its CPUs."""
+    return params.get("target") == "gpu"
+
 
 def requires(params) -> str | None:
     if params["target"] == "gpu":

@@ -80,8 +80,9 @@ def _bar_height(n: int) -> int:
 
 
 def _clock_panels(pol: pd.DataFrame) -> object:
-    """real, user, sys per variant (median of phases, the range over phases as a rule), one
-    facet each with its own log axis: per_call and the caches differ by 10-1000x."""
+    """real, user, sys per variant (median of phases as a point, the range over phases as a
+    rule), one facet each with its own log axis: per_call and the caches differ by 10-1000x (a
+    bar's length would mean nothing on it)."""
     import altair as alt
 
     from workbench import charts as wb
@@ -99,37 +100,43 @@ def _clock_panels(pol: pd.DataFrame) -> object:
     order = list(pol["variant"])
     scale = alt.Scale(type="log")
     base = alt.Chart().encode(y=alt.Y("variant:N", sort=order, title=None, axis=alt.Axis(labelLimit=200)))
-    bars = base.mark_bar(height=12).encode(
-        x=alt.X("med:Q", scale=scale, title="seconds (log scale)"), x2="floor:Q",
+    bars = base.mark_point(filled=True, size=60).encode(
+        x=alt.X("med:Q", scale=scale, title="seconds (log scale)"),
         color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
         tooltip=["variant", "clock", alt.Tooltip("text:N", title="median of phases (s)"),
                  alt.Tooltip("lo:Q", format=".4f", title="min"), alt.Tooltip("hi:Q", format=".4f", title="max")])
     rng = base.mark_rule(color="black").encode(x=alt.X("lo:Q", scale=scale, title="seconds (log scale)"), x2="hi:Q")
     chart = alt.layer(bars, rng, data=d).properties(width=240, height=_bar_height(len(order)))
     return wb._pad(wb.facet(chart, "clock", list(CLOCKS), title=None, columns=3, independent=("x",)).properties(
-        title="real / user / sys of the launch phase per variant (s: median of phases, rule: range; 0 s: no bar)"))
+        title="real / user / sys of the launch phase per variant (s: median of phases, rule: range; 0 s at the floor)"))
 
 
 def _per_variant_bars(pol: pd.DataFrame, field: str, title: str, axis_title: str, fmt: str) -> object:
-    """One horizontal bar per variant, log when the values span decades (0 drawn at the floor)."""
+    """One mark per variant: bars from 0, or points on a log axis when the values span a decade
+    or more (:func:`workbench.charts.magnitude_marks`; a 0 is drawn at the axis' floor)."""
     import altair as alt
 
     from workbench import charts as wb
 
-    vals = [v for v in pol[field].tolist() if v == v]
-    positive = [v for v in vals if v > 0]
-    log = bool(positive) and wb.spans_decades(positive, 1.5)
-    floor = min(positive) / 3 if log else 0.0
-    d = pol.assign(v=pol[field].clip(lower=floor) if log else pol[field])
-    scale = alt.Scale(type="log", domain=[floor, max(positive) * 1.5]) if log else alt.Scale(zero=True)
-    chart = alt.Chart(d).mark_bar(height=12).encode(
-        y=alt.Y("variant:N", sort=list(pol["variant"]), title=None, axis=alt.Axis(labelLimit=200)),
-        x=alt.X("v:Q", scale=scale, title=axis_title + (", log scale" if log else "")),
-        **({"x2": alt.X2(datum=floor)} if log else {}),
-        color=alt.condition("datum.correct", alt.value("#4c78a8"), alt.value("#d62728")),
-        tooltip=["variant", alt.Tooltip(f"{field}:Q", format=fmt, title=axis_title)])
+    positive = [v for v in pol[field].tolist() if v == v and v > 0]
+    log = bool(positive) and wb.spans_decades(positive, wb.LOG_DECADES)
+    d = pol.assign(v=pol[field].clip(lower=min(positive) / 3) if log else pol[field])
+    chart = wb.magnitude_marks(d, "variant", "v", value_title=axis_title, sort=list(pol["variant"]), failed="correct",
+                               log=log, tooltip=[alt.Tooltip(f"{field}:Q", format=fmt, title=axis_title)])
     return wb._pad(chart.properties(title=title, width=WIDTH, height=_bar_height(len(pol))))
 
+
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "key": "The seed's figures beside this run's", "phases": "Launch phases, one per round",
+    "policies": "Per policy: clocks, latency, scratch memory, page faults",
+    "seed_summary": "The seed's `time` figures", "segments": "Where a launch's host time goes",
+    "vs_per_call": "Each policy's real, user and sys time over per_call's", "time": "real, user and sys time per policy",
+    "latency": "Per-launch latency", "tail": "Per-launch latency: median and p99", "memory": "Peak scratch memory",
+    "faults": "Minor page faults per launch", "latency_cdf": "Per-launch latency distribution",
+    "seed": "The seed's `time` figures",
+}
 
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     """``vs_per_call`` (the key chart), ``time`` (real/user/sys per variant), ``latency``
@@ -153,10 +160,11 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
         vals = [v for v in tail["us"] if v > 0]
         floor = min(vals) / 2
         scale = alt.Scale(type="log", domain=[floor, max(vals) * 1.5])
-        out["tail"] = wb._pad(alt.Chart(tail).mark_bar(height=8).encode(
+        out["tail"] = wb._pad(alt.Chart(tail).mark_point(filled=True, size=60).encode(
             y=alt.Y("variant:N", sort=list(pol["variant"]), title=None, axis=alt.Axis(labelLimit=200)),
             yOffset=alt.YOffset("quantile:N", sort=["p50", "p99"]),
-            x=alt.X("us:Q", scale=scale, title="per-launch latency (us, log scale)"), x2=alt.X2(datum=floor),
+            x=alt.X("us:Q", scale=scale, title="per-launch latency (us, log scale)"),
+            shape=alt.Shape("quantile:N", sort=["p50", "p99"], title="quantile"),
             color=alt.Color("quantile:N", sort=["p50", "p99"], title="quantile"),
             tooltip=["variant", "quantile", alt.Tooltip("us:Q", format=",.2f")],
         ).properties(title="Per-launch latency: median (p50) and p99 (us)", width=WIDTH,

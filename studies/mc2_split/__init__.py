@@ -34,7 +34,7 @@ three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/READM
 
 from __future__ import annotations
 
-from workbench import collectives, launcher
+from workbench import launcher
 from workbench.launcher import local_share
 from workbench.study import Param, ParamError, ParamSpace, RunContext
 
@@ -46,7 +46,7 @@ from .simulate import inflation_cases, simulate as simulate_split
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import README_BLOCKS, charts, findings, report_sections  # noqa: F401
+from .report import README_BLOCKS, TITLES, charts, findings, report_sections  # noqa: F401
 from .spread import TARGET  # noqa: F401
 from .seed import SEED_FIGURES
 # what its page shows beside the generic page (pages/mc2_split.py): the spread over repeated runs
@@ -249,6 +249,11 @@ def validate(params) -> None:
                                       "use providers=default")
 
 
+def runs_on_gpu(params) -> bool:
+    """gloo runs on CPU processes: named by their CPUs; nccl (and auto, on a GPU node) by the GPUs."""
+    return params.get("backend") != "gloo"
+
+
 def requires(params) -> str | None:
     if not _live(params):
         return None
@@ -366,7 +371,7 @@ def _run_live(params, ctx: RunContext, mm: Fit | None, comm: Fit | None) -> dict
             "notes": got.notes, "launch": got.outputs.get("launch", {})}
     if backend == "nccl":  # the serial baseline's library: the full-size all-reduce and the cost points' sizes
         ctx.progress(0.99, "the collective library's provenance (a short launch of its own)")
-        live["collective"] = collectives.probe(
+        live["collective"] = launcher.probe_collectives(
             [{"op": "all_reduce", "numel": m * params["n"], "dtype": _dtype(params)}
              for m in sorted(set(params["points"]) | {params["m"]})], params["world_size"], ctx)
     return live

@@ -854,9 +854,9 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
         "live": live,
         "derived": derived.derived_table(items + factors + [derived.item(r) for r in bound.to_dict("records")]),
         "contention": contention,
-        "planner": planned,
+        # the planner's tables only where it predicted (a live NCCL run: nothing on gloo)
+        **({"planner": planned, "planner_configs": planner_configs(planned)} if len(planned) else {}),
         "collective": collective_table(rec),
-        "planner_configs": planner_configs(planned),
         "bound": bound,
         "seed_floor": seed_rows,
         "seed_rule": seed_rule,

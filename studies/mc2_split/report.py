@@ -213,9 +213,29 @@ def _keep_size(chart):
     return chart.properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
-def charts(tbls: dict[str, pd.DataFrame]) -> dict:
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "key": "The seed's split beside the measured ones", "live": "Every measured configuration",
+    "contention": "Contention factors per configuration", "bound": "Compute- or communication-bound",
+    "seed_floor": "The seed's floor, from its own figures", "seed_rule": "The seed's splitting rule",
+    "fits": "Cost fits: matmul and all-reduce against size", "fit_points": "The points the cost fits are made of",
+    "derivation": "The seed's split, step by step", "simulated": "Simulated splits",
+    "trace_overlap": "Measured overlap, per trace and rank", "trace_alignment": "Clock alignment of the traces",
+    "configs": "Every configuration's time", "gantt": "Gantt chart of the simulated splits",
+    "splits": "Simulated splits", "measured_timeline": "Measured timeline (torch.profiler)",
+    "planner": "Each measured split beside the planner's prediction from other hosts' runs",
+    "planner_configs": "Per configuration: the planner's pick and recommended split against the fastest measured",
+    "collective": "The collective library of the serial baseline (version, algorithm, protocol)",
+}
+
+def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
+    """Every chart the run's tables make (``only``: the key chart alone, for a short report)."""
+    if only == "key":
+        return {"key": _keep_size(key_chart(tbls["_key_chart"]))} if len(tbls.get("_key_chart", [])) else {}
     out = charts_sized(tbls)
-    return {name: c if name == "measured_timeline" else _keep_size(c) for name, c in out.items()}
+    return {name: c if name == "measured_timeline" else _keep_size(c) for name, c in out.items()
+            if only in (None, name)}
 
 
 def charts_sized(tbls: dict[str, pd.DataFrame]) -> dict:

@@ -88,7 +88,8 @@ from kernels.triton.collectives import CopyEngineComm, TritonPersistentComm, Tri
 from studies.mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks
 from studies.mc2_split.search import best_split, unsearchable
 from studies.mc2_split.simulate import fit_contention
-from workbench import harness, launcher
+from workbench import harness
+from workbench.rank import init_rank
 from workbench.events import Emitter
 from workbench.record import VariantResult
 
@@ -140,7 +141,7 @@ class Mc2Worker:
     def __init__(self, cfg: dict, emit: Emitter):
         self.cfg, self.emit = cfg, emit
         self.cuda = cfg["backend"] == "nccl"
-        self.device = launcher.init_rank(cfg["backend"], profiled=cfg.get("trace", True))
+        self.device = init_rank(cfg["backend"], profiled=cfg.get("trace", True))
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         # the rank that writes the events (local rank 0 of the storing node, whatever its global
         # rank): every rank's trace is gathered there

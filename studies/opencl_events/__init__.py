@@ -41,7 +41,7 @@ from .measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_l
 # the hooks and the seed's data (workbench.study lists them)
 from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
-from .report import charts, findings, report_sections  # noqa: F401
+from .report import TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
 
 ID = "opencl-events"

@@ -168,6 +168,15 @@ def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, title: str):
     return wb._pad(chart.properties(title=title))
 
 
+
+#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+TITLES = {
+    "key": "The seed's figures beside this run's", "overhead": "Extra time per run over the baseline",
+    "per_size": "Extra time per run, per size range", "points": "Time per run at every size",
+    "relative": "Time per run relative to the baseline's", "timing": "Time per run against size",
+    "timing_*": "Time per run against size", "per_worker_size": "Time per run against size, per worker count",
+}
+
 def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     """``overhead`` (the key chart: extra time per run over the baseline, CI bars, the seed's
     figures), ``relative`` (time per run over the baseline's), ``timing`` (time per run vs size:

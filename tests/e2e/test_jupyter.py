@@ -64,7 +64,10 @@ def errors(nb) -> list[str]:
 
 
 def chart_outputs(nb) -> list:
-    return [o for o in outputs(nb) if VEGALITE_MIME in o.get("data", {})]
+    """Every chart's output: its PNG, with its Vega-Lite spec where the spec is small (a trace's
+    timeline, a spec of thousands of rows, leaves as its PNG alone: workbench.jupyter.SPEC_MAX_BYTES)."""
+    return [o for o in outputs(nb) if VEGALITE_MIME in o.get("data", {})
+            or str(o.get("data", {}).get("text/plain", "")).startswith("<chart ")]
 
 
 def html_of(nb) -> str:

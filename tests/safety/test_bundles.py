@@ -147,7 +147,8 @@ def test_terminal_escapes_from_a_bundle_never_reach_the_terminal(tmp_path, capsy
     store = str(tmp_path / "results.sqlite")
     assert main(["--store", store, "import", str(path)]) == 0
     assert main(["--store", store, "runs"]) == 0
-    assert main(["--store", store, "compare", "latest", "latest"]) == 0
+    assert main(["--store", store, "compare", "latest", "latest"]) == 2  # a run against itself: refused, in one line
+    assert main(["--store", store, "report", "latest", "--format", "issue", "-o", str(tmp_path / "r.md")]) == 0
     out = capsys.readouterr()
     assert "\x1b" not in out.out + out.err and "CPU" in out.out
 

@@ -236,13 +236,13 @@ def test_cpu_reduction_claim_on_its_committed_bundles():
         a = analyse(rec)
         assert not a.errors, a.errors
         row = a.claims.set_index("id").loc["000-overhead-dominates"]
-        statuses[rec.run_id] = row["status"]
+        statuses[rec.origin.rsplit("/", 1)[-1]] = row["status"]
         if row["status"] in ("holds", "direction holds"):  # phases runs: IREE's compute share < 50% at c=8
             assert "compute" in row["live"] and "%" in row["live"] and "c=8" in row["live"]
             assert "the seed's 18%" in row["why"]  # the magnitude is judged too
     assert set(statuses.values()) <= {"holds", "direction holds", "not testable here"}
     # the 16-core run: compute 28.6% [25.3, 33.2], so overhead dominates, but not at the seed's 18%
-    assert statuses["20261124-041548-cpu-reduction-7a0f4f"] == "direction holds"
+    assert statuses["many-core-phases-16cpu.bundle.json"] == "direction holds"
 
 
 @pytest.mark.parametrize("study_id", ["ag-gemm", "launch-cache", "mc2-split", "opencl-events", "calibration"])

@@ -81,7 +81,7 @@ def test_a_run_is_stored_and_reads_as_the_page_shows_it(store):
     assert str(run) == cli.summary_text(run.analysis)  # print(run): the CLI's summary
     bundle = run._repr_mimebundle_()
     page = bundle["text/html"]
-    assert "<strong>Verdict:</strong>" in page and "Per call: harness floor" in page and "<strong>floors</strong>" in page and "<img" in page
+    assert "<strong>Verdict:</strong>" in page and "Per call: harness floor" in page and "<strong>Per-call floors of this machine</strong>" in page and "<img" in page
     assert bundle["text/plain"] == str(run)
     assert wb.load(run.id).id == run.id and wb.load("latest").id == run.id
     assert list(wb.runs("calibration", origin="local").run_id) == [run.id]
@@ -160,7 +160,7 @@ def test_a_bundle_needs_no_store(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "none" / "results.sqlite"))
     run = wb.load(ROOT / "traces/cpu-reduction/many-core-16cpu.bundle.json")
     assert run.study == "cpu-reduction" and len(run.claims) and "direction holds" in set(run.claims["status"])
-    with pytest.raises(wb.BadInput, match=r"no run with id 'nope' in the committed bundles \(no results store at"):
+    with pytest.raises(wb.BadInput, match=r"no run with id 'nope' in the committed bundles; no results store at"):
         wb.load("nope")
 
 

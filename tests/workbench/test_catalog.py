@@ -167,3 +167,58 @@ def test_an_imported_bundle_is_labelled_imported(store, tmp_path, capsys):
     main(["--store", str(store.path), "runs", "--json"])
     (row,) = json.loads(capsys.readouterr().out)
     assert row["origin"] == "imported" and row["source"] == "bundle:x.bundle.json"
+
+
+# --- committed bundles known without reading them (issue 44: an error line in under a second) ------
+
+def _committed_tree(tmp_path, n: int = 3):
+    from workbench.store import write_bundle
+
+    root = tmp_path / "traces"
+    (root / "calibration").mkdir(parents=True)
+    paths = []
+    for i in range(n):
+        rec = _rec(f"2026010{i}-000000-calibration-{i:06x}", repeat=5 + i)
+        paths.append(write_bundle(rec, root / "calibration" / f"run{i}.bundle.json"))
+    return root, paths
+
+
+def test_the_index_resolves_run_ids_then_reads_only_the_bundle_asked_for(tmp_path, monkeypatch):
+    from workbench import catalog as cat
+
+    root, paths = _committed_tree(tmp_path)
+    index_file = tmp_path / "cache" / "committed.json"
+    first = cat.CommittedIndex(root, index_file)
+    assert set(first.run_ids("calibration")) == {"20260100-000000-calibration-000000", "20260101-000000-calibration-000001",
+                                                 "20260102-000000-calibration-000002"}
+    assert index_file.exists()
+    # a fresh process: the ids come from the index, and a known bundle is built without its schema check
+    checked = []
+    monkeypatch.setattr(cat.wbstore, "check_bundle", lambda doc: checked.append(doc), raising=False)
+    monkeypatch.setattr("workbench.store.check_bundle", lambda doc: checked.append(doc))
+    again = cat.CommittedIndex(root, index_file)
+    assert len(again.run_ids("calibration")) == 3 and checked == []
+    rec = again.read(paths[1])
+    assert rec.run_id == "20260101-000000-calibration-000001" and checked == []
+    # a bundle that changed is read (and checked) again, whatever the index says
+    doc = json.loads(paths[1].read_text())
+    doc["run"]["params"]["repeat"] = 99
+    paths[1].write_text(json.dumps(doc))
+    rec = cat.CommittedIndex(root, index_file).read(paths[1])
+    assert rec.params["repeat"] == 99 and len(checked) == 1
+
+
+def test_bytes_that_differ_from_the_index_are_checked_even_at_the_same_size_and_time(tmp_path):
+    from workbench import catalog as cat
+
+    root, paths = _committed_tree(tmp_path, 1)
+    index_file = tmp_path / "index.json"
+    cat.CommittedIndex(root, index_file).run_ids("calibration")
+    st = paths[0].stat()
+    text = paths[0].read_text()
+    bad = text.replace('"status": "complete"', '"status": "complet3"')  # same length, not a valid status
+    assert len(bad) == len(text)
+    paths[0].write_text(bad)
+    os.utime(paths[0], ns=(st.st_atime_ns, st.st_mtime_ns))  # size and time as the index knows them
+    with pytest.raises(StoreError):
+        cat.CommittedIndex(root, index_file).read(paths[0])

@@ -223,3 +223,52 @@ def test_preset_option_and_its_validation(store, capsys):
     assert code == 0 and json.loads(out.out)["params"]["repeat"] == 5
     code, out = _run_json(capsys, "--store", str(store.path), "run", "calibration", "--preset", "nope")
     assert code == 2 and "unknown preset" in out.err
+
+
+# --- a CLI that speaks terminal (issue 44 item 6) ---------------------------------------------------
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "calibraton"], "unknown study 'calibraton' (did you mean 'calibration'?)"),
+    (["knobs", "cpu-reduktion"], "(did you mean 'cpu-reduction'?)"),
+    (["run", "calibration", "--set", "thread=2"], "unknown parameter (did you mean 'threads'?)"),
+    (["run", "calibration", "--preset", "quik"], "unknown preset 'quik' (did you mean 'quick'?)"),
+    (["report", "20261124-041556-cpu-reduction-663d3e"], "(did you mean '20261124-041556-cpu-reduction-663d3f'?)"),
+], ids=["study", "knobs-study", "knob", "preset", "run-id"])
+def test_a_typo_gets_one_line_with_the_closest_name(store, capsys, argv, said):
+    code, out = _run_json(capsys, "--store", str(store.path), *argv)
+    assert code == 2 and said in out.err and out.err.count("\n") == 1 and out.out == ""
+    assert store.runs() == []
+
+
+def test_knobs_lists_ranges_defaults_units_and_presets(capsys):
+    code, out = _run_json(capsys, "knobs", "cpu-reduction")
+    assert code == 0
+    text = out.out
+    for words in ("knob", "default", "allowed", "unit", "n ", "1000000", "1024..67108864", "elements",
+                  "any of torch, torch-out", "presets (--preset NAME):", "smoke:", "quick:"):
+        assert words in text, words
+    code, out = _run_json(capsys, "knobs", "calibration", "--json")
+    doc = json.loads(out.out)
+    assert {k["knob"] for k in doc["knobs"]} == {"repeat", "threads", "torch"} and "smoke" in doc["presets"]
+
+
+def test_run_study_help_lists_its_knobs(capsys):
+    code, out = _run_json(capsys, "run", "calibration", "--help")
+    assert code == 0 and "calibration's knobs (--set NAME=VALUE):" in out.out and "threads" in out.out
+    assert "presets (--preset NAME):" in out.out
+
+
+def test_an_error_line_comes_before_the_heavy_imports():
+    """A mistyped study or run id is answered without pandas, the studies or the statistics
+    (what made such a line take 9-12 s on a loaded 2-core machine; benchmarks/cli.py times it)."""
+    probe = ("import sys\nfrom workbench.cli import main\n"
+             "codes = [main(['run', 'calibraton']), main(['report', 'no-such-run'])]\n"
+             "heavy = sorted(m for m in ('pandas', 'scipy', 'altair', 'torch', 'streamlit', 'studies.cpu_reduction') "
+             "if m in sys.modules)\nprint(codes, heavy)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.stdout.strip() == "[2, 2] []", out.stdout + out.stderr
+
+
+def test_list_names_seeds_by_their_title_not_their_file(capsys):
+    code, out = _run_json(capsys, "list")
+    assert code == 0 and "IREE issue #24011" in out.out and ".txt" not in out.out

@@ -3,10 +3,15 @@ facts said to be absent, old runs "not recorded", a failed probe never failing i
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from workbench import collectives, launcher
+from workbench.env import REPO_ROOT
 from workbench.study import RunContext
+
+TRACES = REPO_ROOT / "traces" / "ag-gemm"
 
 # The lines NCCL 2.28 writes with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING, as its
 # format strings make them (src/init.cc, src/enqueue.cc); host, pid, tid and device vary.
@@ -43,6 +48,25 @@ def test_facts_the_log_does_not_hold_are_said_to_be_missing():
     assert rows["algorithm and protocol"] == collectives.NOT_IN_LOG
 
 
+def test_one_rank_chooses_no_algorithm_and_the_summary_says_so():
+    """NCCL's own log of the baselines' calls at one rank (1x H100, NCCL 2.28.9, 2026-12-06; the
+    committed excerpt) has no TUNING line: at one rank NCCL copies instead of choosing."""
+    text = (TRACES / "nccl_ws1_h100_20261206.log").read_text()
+    got = collectives.parse_log(text)
+    assert got["log_version"] == "NCCL 2.28.9+cuda13.0" and got["calls"] == []
+    assert got["channels"] == "64 coll, 64 collnet, 0 nvls, 64 p2p"
+    facts = lambda ws: {r["fact"]: r["value"] for r in collectives.summary(
+        {"vendor": "NCCL", "version": "2.28.9", "world_size": ws, **got})}
+    assert facts(1)["algorithm and protocol"] == collectives.ONE_RANK
+    assert facts(4)["algorithm and protocol"] == collectives.NOT_IN_LOG  # at 4 ranks it is only missing
+    # the probe's record from the same call (written before records carried their world size)
+    # read the same library from its own launch's log
+    record = json.loads((TRACES / "collective_probe_ws1_h100_20261206.json").read_text())
+    assert {k: record[k] for k in ("log_version", "calls", "channels")} == \
+        {k: got[k] for k in ("log_version", "calls", "channels")}
+    assert record["path"].endswith("libnccl.so.2") and "world_size" not in record
+
+
 def test_rccl_says_so():
     got = collectives.parse_log("h:1:1 [0] NCCL INFO RCCL version 2.22.3+hip6.4 HEAD:abc\n")
     assert got["log_version"] == "RCCL 2.22.3+hip6.4"
@@ -65,7 +89,7 @@ def test_a_probe_that_cannot_launch_returns_its_error(monkeypatch):
         raise launcher.LaunchError("torchrun exited with 1: no GPU\nlog tail")
 
     monkeypatch.setattr(launcher, "launch", fail)
-    got = collectives.probe([{"op": "all_reduce", "numel": 4, "dtype": "float16"}], 2, RunContext())
+    got = launcher.probe_collectives([{"op": "all_reduce", "numel": 4, "dtype": "float16"}], 2, RunContext())
     assert got == {"error": "LaunchError: torchrun exited with 1: no GPU"}
 
 
@@ -78,8 +102,11 @@ def test_the_probe_is_the_one_worker_outside_the_studies_a_spec_may_name():
 
 @pytest.mark.gpu
 def test_the_probe_on_one_gpu_names_the_library_torch_loaded():
-    got = collectives.probe([{"op": "all_reduce", "numel": 1 << 20, "dtype": "float16"}], 1, RunContext(),
+    got = launcher.probe_collectives([{"op": "all_reduce", "numel": 1 << 20, "dtype": "float16"}], 1, RunContext(),
                             timeout_s=180)
     assert "error" not in got, got
     assert got["vendor"] in ("NCCL", "RCCL") and got["version"][0].isdigit()
-    assert got["log_version"].startswith(got["vendor"])
+    assert got["log_version"].startswith(got["vendor"]) and got["world_size"] == 1
+    if not got["calls"]:
+        assert {r["fact"]: r["value"] for r in collectives.summary(got)}["algorithm and protocol"] == \
+            collectives.ONE_RANK

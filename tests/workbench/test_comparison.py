@@ -357,3 +357,94 @@ def test_cli_compare_finds_aa_runs_in_the_store(store, capsys):
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["verdict"] for r in rows} == {"within run-to-run noise"}
     assert all(r["noise"].startswith("A/A range ") and "7 runs" in r["noise"] for r in rows)
+
+
+# --- the terminal table and the regression gate (issue 41 item 8, issue 44 item 6) ---------------
+
+def _gate_pair(factor: float, seed: int = 2):
+    """A and B of one configuration with A/A history: B's level ``factor`` times A's."""
+    runs = _drifting_runs(8, 0.02, seed=seed)
+    a = _with_level(runs[0], 1.0, "20260101-010000-calibration-aaaaaa")
+    b = _with_level(runs[0], factor, "20260101-010000-calibration-bbbbbb")
+    return compare.compare_runs(a, b, runs), a, b, runs
+
+
+def test_the_gate_fails_on_a_clear_regression_beyond_the_threshold_only():
+    slower, *_ = _gate_pair(1.5)
+    assert {r["verdict"] for r in slower["rows"]} == {"slower"}
+    found = compare.regressions(slower, 0.02)
+    # every variant clearly slower by more than 2% (its CI above 1.02), and the geometric mean
+    assert {r["variant"] for r in found} == {"a", "b", "c", compare.GEOMEAN}
+    assert all(r["ci"][0] > 1.02 for r in found)
+    # a threshold the CIs do not clear: no regression, though every verdict is "slower"
+    assert compare.regressions(slower, 0.6) == []
+    assert compare.gate_text(slower, 0.6).startswith("no clear regression beyond 60%")
+    same, *_ = _gate_pair(1.0)
+    assert compare.regressions(same, 0.0) == []
+
+
+def test_an_unconfirmed_slowdown_is_named_but_does_not_fail_the_gate():
+    runs = _drifting_runs(2, 0.02, seed=4)
+    a = _with_level(runs[0], 1.0, "20260101-010000-calibration-aaaaaa")
+    b = _with_level(runs[0], 1.5, "20260101-010000-calibration-bbbbbb")
+    cmp = compare.compare_runs(a, b)  # no A/A runs: the run-to-run noise is unknown
+    assert {r["verdict"] for r in cmp["rows"]} == {"unconfirmed slower"}
+    assert compare.regressions(cmp, 0.02) == []
+    assert len(compare.unconfirmed_regressions(cmp, 0.02)) == 3
+    text = compare.gate_text(cmp, 0.02)
+    assert text.startswith("no clear regression beyond 2%") and "unconfirmed" in text and "ab" in text
+
+
+@pytest.mark.parametrize("text, value", [("2%", 0.02), ("0.02", 0.02), (" 5 % ".replace(" ", ""), 0.05), (0.1, 0.1)])
+def test_thresholds_read_as_a_percentage_or_a_fraction(text, value):
+    assert compare.parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["two", "-1%", "inf", "5000%", ""])
+def test_a_threshold_that_is_not_one_is_refused(text):
+    with pytest.raises(ValueError, match="threshold"):
+        compare.parse_threshold(text)
+
+
+def test_a_run_compared_with_itself_is_refused(store, capsys):
+    rng = np.random.default_rng(0)
+    a = _run("20260101-000000-calibration-aaaaaa", {"x": rng.normal(100, 1, 20)})
+    with pytest.raises(compare.CompareError, match="same run"):
+        compare.compare_runs(a, a)
+    store.save(a)
+    assert main(["--store", str(store.path), "compare", a.run_id, a.run_id]) == 2
+    assert "same run" in capsys.readouterr().err
+
+
+def test_compare_prints_one_terminal_table_then_one_line_each(store, capsys):
+    cmp, a, b, history = _gate_pair(1.5)
+    for rec in [a, b, *history]:  # the A/A runs of the configuration: the run-to-run noise is known
+        store.save(rec)
+    assert main(["--store", str(store.path), "compare", a.run_id, b.run_id]) == 0
+    out = capsys.readouterr().out
+    assert not any(mark in out for mark in ("**", "| ", "<details>", "> ", "#"))  # no Markdown
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("variant "))
+    assert set(lines[header + 1].replace(" ", "")) == {"-"}  # one aligned table: its rule under the header
+    width = {len(line) for line in lines[header + 2:header + 5]}
+    assert len(width) == 1  # aligned rows
+    assert any(line.startswith("geometric mean") for line in lines)
+    after = lines[lines.index("", header):]
+    assert all(len(line) < 400 for line in after)  # each warning one line
+    assert "1.5" in out or "1.50x slower" in out
+    # the Markdown form on request, the gate's exit status
+    assert main(["--store", str(store.path), "compare", a.run_id, b.run_id, "--format", "md"]) == 0
+    assert "**Verdict:**" in capsys.readouterr().out
+    assert main(["--store", str(store.path), "compare", a.run_id, b.run_id, "--fail-above", "2%"]) == 1
+    assert "regression: 4 clearly slower by more than 2%" in capsys.readouterr().out
+    assert main(["--store", str(store.path), "compare", a.run_id, b.run_id, "--fail-above", "80%"]) == 0
+    assert main(["--store", str(store.path), "compare", a.run_id, b.run_id, "--fail-above", "two"]) == 2
+
+
+def test_a_run_reads_with_the_same_median_ci_in_a_comparison_as_on_its_page():
+    from workbench.tables import variants_table
+
+    cmp, a, b, _ = _gate_pair(1.2)
+    page = variants_table(a).set_index("variant")
+    for r in cmp["rows"]:
+        assert r["median_a_ci"] == pytest.approx([page.loc[r["variant"], "ci_lo_ns"], page.loc[r["variant"], "ci_hi_ns"]])

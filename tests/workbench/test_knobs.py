@@ -45,7 +45,7 @@ def test_a_knob_changed_run_pressed_and_the_run_drawn_in_place(store):
     assert first is not None and first.params["repeat"] == 4 and first.params["threads"] == 1
     assert [r["run_id"] for r in store.runs()] == [first.id]  # the same store as the CLI
     assert f"run <code>{first.id}</code>" in ex.head.value
-    assert "<strong>Verdict:</strong>" in ex.head.value and "<strong>floors</strong>" in ex.head.value
+    assert "<strong>Verdict:</strong>" in ex.head.value and "<strong>Per-call floors of this machine</strong>" in ex.head.value
     assert ex.charts.value.count("<img") == 2 and "complete" in ex.status.value
     assert not ex.button.disabled and ex.progress.value == 1.0
     ex.widgets["repeat"].value = 5
@@ -58,6 +58,18 @@ def test_a_bad_knob_gets_the_clis_line_and_runs_nothing(store):
     ex.widgets["threads"].value = 0
     ex.button.click()
     assert "parameter &#x27;threads&#x27;: 0 is below the minimum (allowed 1..256)" in ex.status.value
+    assert ex.run is None and store.runs() == []
+
+
+def test_explore_refuses_what_the_study_refuses(store):
+    """More fork/join threads than CPUs: calibration refuses it as cpu-reduction refuses more
+    workers than CPUs, on the page, in the CLI and here alike."""
+    from studies.calibration import CPUS
+
+    ex = wb.explore("calibration", preset="smoke")
+    ex.widgets["threads"].value = CPUS + 3
+    ex.button.click()
+    assert f"{CPUS + 3} threads is beyond this machine&#x27;s {CPUS} usable CPUs" in ex.status.value
     assert ex.run is None and store.runs() == []
 
 

@@ -5,6 +5,7 @@ in. (An exported notebook run outside the checkout, rendered in a browser offlin
 tests/e2e/test_notebook_travels.py.)"""
 
 import json
+import re
 import shutil
 
 import nbformat
@@ -47,7 +48,23 @@ def test_study_notebook_executes(notebooks, study_id, tmp_path, monkeypatch):
                    resources={"metadata": {"path": str(path.parent.parent)}}).execute(env=kernel_env())
     errors = _errors(nb)
     assert not errors, errors[0].get("evalue")
-    assert "<strong>Verdict:</strong>" in _outputs_text(nb)  # the run's head (warnings, verdict, claims) leads
+    text = _outputs_text(nb)
+    assert "<strong>Verdict:</strong>" in text  # the run's head (warnings, verdict, claims) leads
+    # it opens on the run its page opens on: where the study has committed runs, that one, and a
+    # study this machine cannot run with its defaults (a GPU study on a CPU) stores no run of its own
+    from workbench.catalog import Catalog, default_run
+    from workbench.store import Store
+
+    study = registry()[study_id]
+    head = default_run(Catalog(None).headers(study=study_id), study)  # an empty store: the committed runs
+    if head is not None:
+        assert head.run_id in text
+    if study.requires(study.SPACE.defaults()):
+        stored = tmp_path / "results.sqlite"
+        assert not stored.exists() or Store(stored, create=False).runs() == []
+    assert not re.search(r"\d{3}_[0-9a-f]{16}\.txt", text + "".join(c.source for c in nb.cells))  # seeds by title
+    # charts embedded once and small: a chart's output a PNG palette, a large spec left out
+    assert len(nbformat.writes(nb)) < 2_000_000
 
 
 def test_an_exported_notebook_has_no_absolute_path_opens_with_outputs_and_reruns_where_saved(tmp_path):

@@ -30,6 +30,7 @@ import importlib
 import json
 import os
 import re
+import resource
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -166,6 +167,13 @@ def _check_size(p: Path, size: int) -> None:
                                     "file may have (WORKBENCH_TRACE_INFLATE_MAX_MB); nothing was read")
 
 
+def _memory_limit() -> str:
+    """The address-space limit that stopped an import, said with the figure ('' without one)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "" if soft == resource.RLIM_INFINITY else \
+        f" under an address-space limit of {soft >> 20:,} MiB (ulimit -v); an import takes a few times the file's size"
+
+
 def load(path: str | os.PathLike, args: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a trace file into ``(spans, meta)``; raises :class:`TraceError` on any failure.
 
@@ -197,7 +205,7 @@ def load(path: str | os.PathLike, args: bool = True) -> tuple[pd.DataFrame, dict
     except SpanTableError as exc:
         raise TraceError(mod.FORMAT, f"{p.name}: importer produced an invalid span table ({exc})") from None
     except MemoryError:
-        raise TraceError(mod.FORMAT, f"{p.name}: out of memory while reading") from None
+        raise TraceError(mod.FORMAT, f"{p.name}: out of memory while reading{_memory_limit()}") from None
     except Exception as exc:  # noqa: BLE001 - the contract: one clear line, never a traceback
         raise TraceError(mod.FORMAT, f"{p.name}: unreadable ({type(exc).__name__}: {exc})") from None
     meta = {"format": mod.FORMAT, "path": str(p), **meta}

@@ -36,11 +36,15 @@ def wall_ns(df: pd.DataFrame) -> int:
 #: categories of spans a profiler draws around everything it recorded (Kineto's "PyTorch
 #: Profiler (0)" and its own step spans on the "Spans" lane): never the program's own work
 ENVELOPE_CATEGORIES = ("trace",)
+#: the workbench's own Python zones (:mod:`workbench.tracy` names them ``py.<what>``): the
+#: program's work as it named it, never an envelope, even where one covers the whole capture
+PY_ZONE_PREFIX = "py."
 
 
 def envelopes(df: pd.DataFrame) -> np.ndarray:
     """Which rows are envelope spans: a profiler's own spans (:data:`ENVELOPE_CATEGORIES`),
-    and any span that covers every other row of the trace (a process-wide range).
+    and any span that covers every other row of the trace (a process-wide range), unless the
+    program named it as its own zone (:data:`PY_ZONE_PREFIX`).
 
     Envelopes say when the profiler ran, not where time went: they are kept out of the
     timeline's axis range and of the per-name tables, and drawn as a thin band.
@@ -57,6 +61,7 @@ def envelopes(df: pd.DataFrame) -> np.ndarray:
     lo, hi = st[rest].min(), en[rest].max()
     # a span from the first start to the last end of all the others (not itself the only one)
     cover = rest & (st <= lo) & (en >= hi) & (df["kind"] == "span").to_numpy()
+    cover &= ~df["name"].astype(str).str.startswith(PY_ZONE_PREFIX).to_numpy()
     if cover.sum() < rest.sum():  # unless every row is one (nothing inside them)
         env |= cover
     return env
@@ -289,3 +294,12 @@ def summary(df: pd.DataFrame, meta: dict) -> dict:
         doc["ranks"] = meta["ranks"]
         doc["alignment"] = meta.get("alignment")
     return doc
+
+
+def search_mask(regex, values: pd.Series) -> np.ndarray:
+    """Whether ``regex`` (from :func:`workbench.untrusted.user_regex`, or any compiled pattern) finds a match in
+    each of ``values`` (missing: False). Each distinct value is matched once (a trace's names
+    repeat), so the cost is that of its distinct names."""
+    codes, uniques = pd.factorize(values)
+    hit = np.fromiter((regex.search(str(u)) is not None for u in uniques), dtype=bool, count=len(uniques))
+    return np.append(hit, False)[codes]  # code -1 (missing) takes the appended False

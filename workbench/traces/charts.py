@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..units import PER_NS, time_unit
-from .analysis import envelopes, self_time
+from .analysis import PY_ZONE_PREFIX, envelopes, self_time
 from .model import end_ns
 from .ranks import merge
 from .overlap import where
@@ -43,7 +43,7 @@ PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
 #: Python zones (``py.*``, the workbench's own Tracy zones: :mod:`workbench.tracy`) always get a
 #: colour of their own, from this family (indigo, apart from the palette), top names or not
-PY_ZONE_PREFIX, PY_ZONE_COLORS = "py.", ["#393b79", "#5254a3", "#6b6ecf", "#9c9ede"]
+PY_ZONE_COLORS = ["#393b79", "#5254a3", "#6b6ecf", "#9c9ede"]
 ENVELOPE_COLOR = "#8c8c8c"
 INSTANTS_MAX = 2_000
 

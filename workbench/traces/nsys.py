@@ -101,17 +101,21 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
                  _osrt(db, tables["osrt"], names), _sync(db, tables["sync"], names, runtime),
                  _nvtx(db, tables["nvtx"], names)]
         gpus = _gpu_names(db)
-    parts = [t for t in parts if t is not None and len(t)]
+    parts = [t for t in parts if t is not None]
+    negative, unclosed, malformed, overflow = (sum(int(t.attrs.get(k, 0)) for t in parts)
+                                               for k in ("negative", "unclosed", "malformed", "overflow"))
+    parts = [t for t in parts if len(t)]
     if not parts:
-        raise TraceError(FORMAT, f"{p.name}: the export has no kernel, copy, runtime, sync, OS runtime or NVTX rows")
-    negative = sum(int(t.attrs.get("negative", 0)) for t in parts)
-    unclosed = sum(int(t.attrs.get("unclosed", 0)) for t in parts)
+        dropped = f" ({malformed + overflow:,} rows with impossible times dropped)" if malformed + overflow else ""
+        raise TraceError(FORMAT, f"{p.name}: the export has no kernel, copy, runtime, sync, OS runtime or NVTX rows"
+                                 + dropped)
     df = concat(parts)
     df["track"] = df["track"].cat.set_categories(_lane_order(df["track"].cat.categories), ordered=True)
     df = with_depth(sort_rows(df))  # the export's row order means nothing (sort_rows)
     meta: dict[str, Any] = {"clock": "ns from the nsys session start", "export_schema_version": version,
                             "tables": sorted(t for t in tables.values() if t), "export": export,
-                            "negative_durations": negative, "unclosed_spans": unclosed}
+                            "negative_durations": negative, "unclosed_spans": unclosed,
+                            "malformed_events": malformed, "timestamp_overflows": overflow}
     if gpus:
         meta["gpus"] = gpus
     return df, meta
@@ -190,19 +194,56 @@ class _Names:
         return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def _times(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """(start, duration, negative count, unclosed count); a missing end is an unclosed span."""
-    start = pd.to_numeric(df["start"], errors="coerce").fillna(0).to_numpy(np.int64)
-    end_raw = pd.to_numeric(df["end"], errors="coerce") if "end" in df else pd.Series(np.nan, index=df.index)
-    unclosed = int(end_raw.isna().sum())
-    end = end_raw.fillna(pd.Series(start, index=df.index)).to_numpy(np.int64)
-    return start, np.maximum(end - start, 0), int((end < start).sum()), unclosed
+#: |ns| at or beyond this is no time of a trace (int64 holds 9.22e18): -2^63, which a NaN or
+#: infinity cast to int64 becomes, among them
+_MAX_NS = 9.2e18
 
 
-def _table(df: pd.DataFrame, **cols) -> pd.DataFrame:
-    start, dur, negative, unclosed = _times(df)
-    out = from_columns({"start_ns": start, "dur_ns": dur, **cols}, n=len(df), source=FORMAT)
-    out.attrs.update(negative=negative, unclosed=unclosed)
+def _times(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(start, duration, rows kept, counts) of the rows with usable times. A missing end is an
+    unclosed span (duration 0); a missing or non-numeric start makes the row malformed; a start,
+    end or duration that is not finite or not within int64 ns (Nsight Systems 2.x writes NaN
+    and infinities as REAL, and -2^63) is a timestamp overflow: both are dropped and counted
+    (no cast of a NaN to int64, whose -2^63 and RuntimeWarning were the symptom)."""
+    start = pd.to_numeric(df["start"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    end = (pd.to_numeric(df["end"], errors="coerce").to_numpy(np.float64, na_value=np.nan) if "end" in df
+           else np.full(len(df), np.nan))
+    unclosed = np.isnan(end) & ~np.isnan(start)
+    end = np.where(unclosed, start, end)
+    malformed = np.isnan(start)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, which fails the test as it should
+        fits = (np.abs(start) < _MAX_NS) & (np.abs(end) < _MAX_NS) & (np.abs(end - start) < _MAX_NS)
+    overflow = ~malformed & ~fits
+    keep = ~(malformed | overflow)
+    # exact in int64 from here: every kept value is below 2^63 (REAL columns hold integers exactly to 2^53)
+    start_ns = pd.to_numeric(df["start"], errors="coerce")[keep].to_numpy(np.int64) if keep.any() else \
+        np.zeros(0, np.int64)
+    end_ns = np.where(unclosed[keep], start_ns, pd.to_numeric(df["end"], errors="coerce")[keep].fillna(0)
+                      .to_numpy(np.int64)) if "end" in df and keep.any() else start_ns
+    counts = {"negative": int((end_ns < start_ns).sum()), "unclosed": int((unclosed & keep).sum()),
+              "malformed": int(malformed.sum()), "overflow": int(overflow.sum())}
+    return start_ns, np.maximum(end_ns - start_ns, 0), keep, counts
+
+
+def _kept(value, keep: np.ndarray):
+    """One column's values of the rows kept (a list, Series or array as the readers pass them)."""
+    if value is None:
+        return None
+    if isinstance(value, pd.Series):
+        return value[keep].tolist()
+    if isinstance(value, np.ndarray):
+        return value[keep]
+    return [v for v, k in zip(value, keep) if k]
+
+
+def _table(df: pd.DataFrame, row_attrs: dict[str, list] | None = None, **cols) -> pd.DataFrame:
+    """The span table of ``df``'s rows with usable times (:func:`_times`; its counts in
+    ``attrs``); ``row_attrs``: per-row lists kept in ``attrs`` for the rows kept."""
+    start, dur, keep, counts = _times(df)
+    if not keep.all():
+        cols = {k: _kept(v, keep) for k, v in cols.items()}
+    out = from_columns({"start_ns": start, "dur_ns": dur, **cols}, n=len(start), source=FORMAT)
+    out.attrs.update(counts, **{k: _kept(v, keep) for k, v in (row_attrs or {}).items()})
     return out
 
 
@@ -240,11 +281,10 @@ def _runtime(db: Database, table: str | None, names: _Names) -> pd.DataFrame | N
     if df.empty or "globalTid" not in df:
         return None
     lanes, procs = names.host_lanes(df["globalTid"])
-    out = _table(df, process=procs, track=lanes, name=names.map(df.get("nameId", pd.Series([None] * len(df)))),
-                 category=["cuda_runtime"] * len(df), correlation=df.get("correlationId", pd.Series([None] * len(df))).tolist())
     gtid = pd.to_numeric(df["globalTid"], errors="coerce").fillna(0).to_numpy(np.int64)
-    out.attrs["pid"] = ((gtid >> 24) & 0xFFFFFF).tolist()
-    return out
+    return _table(df, row_attrs={"pid": ((gtid >> 24) & 0xFFFFFF).tolist()}, process=procs, track=lanes,
+                  name=names.map(df.get("nameId", pd.Series([None] * len(df)))), category=["cuda_runtime"] * len(df),
+                  correlation=df.get("correlationId", pd.Series([None] * len(df))).tolist())
 
 
 def _osrt(db: Database, table: str | None, names: _Names) -> pd.DataFrame | None:

@@ -48,7 +48,7 @@ import pandas as pd
 
 from .. import stats
 from ..tables import render
-from ..untrusted import escape
+from ..untrusted import PatternError, escape, user_regex
 from .analysis import STEP_NAMES, merged_intervals
 from .model import KERNEL, from_columns
 
@@ -105,14 +105,15 @@ class OverlapError(ValueError):
     """A breakdown that cannot be computed as asked (a bad pattern); one line."""
 
 
-def comm_pattern(comm: str | None) -> re.Pattern | None:
-    """The user's communication pattern, compiled; raises :class:`OverlapError` for a bad one."""
+def comm_pattern(comm: str | None):
+    """The user's communication pattern, compiled for a linear-time engine
+    (:func:`workbench.untrusted.user_regex`); raises :class:`OverlapError` for a bad one."""
     if not comm:
         return None
     try:
-        return re.compile(comm)
-    except re.error as exc:
-        raise OverlapError(f"--comm {comm!r} is not a regular expression ({exc})") from None
+        return user_regex(comm, "--comm")
+    except PatternError as exc:
+        raise OverlapError(str(exc)) from None
 
 
 def classify(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str] | None = None) -> pd.Categorical:
@@ -151,7 +152,7 @@ def classify(df: pd.DataFrame, comm: str | None = None, roles: Mapping[str, str]
     return pd.Categorical.from_codes(out, categories=list(TYPES))
 
 
-def _name_type(name: str, user: re.Pattern | None) -> str | None:
+def _name_type(name: str, user) -> str | None:
     """A name's type by the rules: "user" (the user's pattern), a built-in type, or None."""
     if user is not None and user.search(name):
         return "user"

@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..untrusted import PatternError, user_regex
 from . import load
-from .analysis import DROP_REASONS, STEP_NAMES, dropped_events
+from .analysis import DROP_REASONS, STEP_NAMES, dropped_events, search_mask
 from .model import concat, end_ns, spans
 from .overlap import breakdown
 
@@ -60,13 +61,22 @@ def first_collective(df: pd.DataFrame, marker: str | None = None) -> pd.Series |
     """The first span (by start) that is a collective (or matches ``marker``), preferring
     device-side kernels over host-side calls; None when there is none."""
     s = spans(df)
-    hit = s["name"].astype(str).str.contains(marker or COLLECTIVE, regex=True)
+    hit = search_mask(_aligned_on(marker), s["name"])
     if not hit.any():
         return None
     found = s[hit]
     dev = found[found["category"].astype(str).isin(_DEVICE_CATEGORIES)]
     pick = dev if len(dev) and marker is None else found
     return pick.loc[pick["start_ns"].idxmin()]
+
+
+def _aligned_on(marker: str | None):
+    """The spans to align on, compiled: ``marker`` (a user's regex, matched in linear time by
+    :func:`workbench.untrusted.user_regex`), else :data:`COLLECTIVE`."""
+    try:
+        return user_regex(marker or COLLECTIVE, "--marker")
+    except PatternError as exc:
+        raise RankError(str(exc)) from None
 
 
 def _short(name: str) -> str:
@@ -221,8 +231,8 @@ def collective_skew(df: pd.DataFrame, marker: str | None = None) -> pd.DataFrame
     rank of the table made are listed.
     """
     s = spans(df)
-    s = s[s["category"].astype(str).isin(_DEVICE_CATEGORIES[:1])
-          & s["name"].astype(str).str.contains(marker or COLLECTIVE, regex=True) & s["rank"].notna()]
+    s = s[s["category"].astype(str).isin(_DEVICE_CATEGORIES[:1]) & search_mask(_aligned_on(marker), s["name"])
+          & s["rank"].notna()]
     cols = ["name", "call", "ranks", "arrival_skew_us", "last_rank", "first_rank", "end_spread_us"]
     if s.empty:
         return pd.DataFrame(columns=cols)

@@ -654,16 +654,47 @@ def test_readme_kernel_runs_block():
     met = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 104.0, ("emulated", 2): 108.0})
     missed = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 110.0,
                              ("emulated", 2): 120.0})
-    analyses = [analyse(replace(met, run_id="20261124-000000-ag-gemm-aaa111")),
-                analyse(replace(missed, run_id="20261124-000100-ag-gemm-bbb222"))]
+    analyses = [analyse(replace(met, run_id="20261124-000000-ag-gemm-aaa111", created_utc="2026-11-24T00:00:00Z")),
+                analyse(replace(missed, run_id="20261206-000100-ag-gemm-bbb222", created_utc="2026-12-06T00:01:00Z"))]
     rows = study.README_BLOCKS["kernel_runs"](analyses, {"runs": "bbb222,aaa111"}).splitlines()[2:]
     assert [r.split(" | ")[0] for r in rows] == ["| bbb222", "| aaa111"]  # the order runs= gives
+    assert [r.split(" | ")[2] for r in rows] == ["2026-12-06", "2026-11-24"]  # each run's date beside its card
     # a figure with its CI; the missed targets named as the columns name them; ws4 not measured
     assert re.search(r"\| 1\.20\d*x \[1\.19\d*, 1\.20\d*\] \|", rows[0]) and rows[0].endswith(
         "| GEMM path ws2 (>= 0.95x throughput); emulated ws2 (&lt;= 1.10x time) |")
     assert rows[1].endswith("| | none |") and "| 100.0 [" in rows[1]
     with pytest.raises(BlockError, match="ccc333"):  # a run named but not beside the README
         study.README_BLOCKS["kernel_runs"](analyses, {"runs": "aaa111,ccc333"})
+    # the targets, counted per run: kernel ws1, GEMM path ws2 and emulated ws2 at M=4096
+    targets = study.README_BLOCKS["kernel_targets"](analyses, {"runs": "aaa111,bbb222"}).splitlines()
+    assert targets[0] == "| run | GPU | date | dtype | targets | met | missed | not measured |"
+    assert [r.split(" | ", 3)[3] for r in targets[2:]] == ["fp16 | 3 | 3 | 0 | 0 |", "fp16 | 3 | 1 | 2 | 0 |"]
+    with pytest.raises(BlockError, match="ccc333"):
+        study.README_BLOCKS["kernel_targets"](analyses, {"runs": "ccc333"})
+
+
+def test_readme_sweep_block_lists_a_sweeps_checked_variants_in_its_order(tmp_path, monkeypatch):
+    from studies.ag_gemm import report
+    from workbench.readme import BlockError
+
+    # the committed small-m sweep (1x H100, 2026-12-06): every variant has its figure at both M
+    rows = report.readme_sweep([], {"sweep": "h100-7-488b85d"}).splitlines()
+    assert rows[0] == "| variant | M=1024 | M=4096 |" and len(rows) == 2 + 12
+    assert all(len(re.findall(r"\| \d\.\d+x \[\d\.\d+, \d\.\d+\]", r)) == 2 for r in rows[2:])
+    # a failed check, another dtype and cuBLAS itself are no rows; ratios are paired per round
+    monkeypatch.setattr(report, "SWEEPS", tmp_path)
+    row = {"dtype": "fp16", "ok": True}
+    lines = [{**row, "label": "cuBLAS", "M": 1024, "samples_ns": [100.0, 130.0] * 5},
+             {**row, "label": "b", "M": 1024, "samples_ns": [120.0, 156.0] * 5},
+             {**row, "label": "a", "M": 1024, "samples_ns": [110.0, 143.0] * 5},
+             {**row, "label": "broken", "M": 1024, "ok": False, "samples_ns": []},
+             {**row, "label": "a", "M": 1024, "dtype": "bf16", "samples_ns": [1.0] * 10}]
+    (tmp_path / "h100-9-0000000.jsonl").write_text("\n".join(json.dumps(r) for r in lines))
+    got = report.readme_sweep([], {"sweep": "h100-9-0000000"}).splitlines()[2:]
+    assert len(got) == 2 and re.fullmatch(r"\| b \| 1\.20*x \[1\.20*, 1\.20*\] \|", got[0]) and \
+        re.fullmatch(r"\| a \| 1\.10*x \[1\.10*, 1\.10*\] \|", got[1]), got  # the clock's two states cancel
+    with pytest.raises(BlockError, match="no checked bf16 variant"):  # bf16 has no cuBLAS row
+        report.readme_sweep([], {"sweep": "h100-9-0000000", "dtype": "bf16"})
 
 
 def test_readme_ablation_block_computes_each_step_from_its_sweeps_samples():

@@ -289,7 +289,8 @@ def test_scaling_chart_draws_ci_bars_on_log_time_and_the_seed_labelled_with_its_
     assert "rule" in marks and "area" not in marks  # error bars, not bands
     assert all(la["encoding"]["y"].get("scale", {}).get("type") == "log" for la in layers if "y" in la["encoding"])
     text = json.dumps(spec)
-    assert "seed (32-core AMD Zen4 7975WX" in text and "torch.sum (seed: MKL)" in text
+    # the seed's lines at the run's N (1M), in the colour of the live series of the same name
+    assert "seed (32-core AMD Zen4 7975WX" in text and '"series": "torch.sum"' in text and "not comparable" not in text
     x = layers[0]["encoding"]["x"]
     # the axis fits the live workers (1-16); the seed's 32-worker points are clipped, not given room
     assert x["axis"]["format"] == "d" and x["axis"]["values"] == [1, 2, 4, 8, 16]
