@@ -500,7 +500,7 @@ def readme_sweep(analyses: list, args: dict) -> str:
         if r.get("label") == "cuBLAS" or r["M"] not in base:
             continue
         row = rows.setdefault(str(r.get("label")), {"variant": str(r.get("label"))})
-        row[f"M={r['M']}"] = derived.fmt_derived(kernelbench.paired_ratio(base[r["M"]], _samples_ns(r, stem)),
+        row[f"M={r['M']}"] = derived.fmt_derived(kernelbench.sweep_ratio(base[r["M"]], _samples_ns(r, stem)),
                                                  status=False)
     if not rows:
         raise BlockError(f"kernel sweep {stem} has no checked {dtype} variant beside cuBLAS")
