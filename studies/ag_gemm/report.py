@@ -390,15 +390,18 @@ def readme_kernel_runs(analyses: list, args: dict) -> str:
 
 def readme_kernel_targets(analyses: list, args: dict) -> str:
     """Per kernel-mode run named in ``runs=``: its card, date and dtypes, and how many of the
-    issue #23 targets its shapes carry it met on the 95% CI, missed, or did not measure."""
+    issue #23 targets its shapes carry it met on the 95% CI, missed, left undecided (the CI
+    straddles the target, or a caveat keeps it from deciding), or did not measure: as the
+    engine judged each (:func:`workbench.engine.target`)."""
     rows = []
     for run, a in _kernel_runs(analyses, args):
         kb = a.tables["kernel_breakdown"]
         met = kb.loc[kb["target"].notna(), "met"]
         rows.append({"run": run, "GPU": machine_label(a.rec.env), "date": a.rec.created_utc[:10],
                      "dtype": ", ".join(map(str, kb["dtype"].unique())), "targets": len(met),
-                     "met": int((met == True).sum()), "missed": int((met == False).sum()),  # noqa: E712
-                     "not measured": int(met.isna().sum())})
+                     "met": int((met == "met").sum()), "missed": int((met == "MISSED").sum()),
+                     "undecided": int((met == "inconclusive").sum()),
+                     "not measured": int((met.isna() | (met == "not measured")).sum())})
     return md_table(pd.DataFrame(rows))
 
 

@@ -42,6 +42,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from workbench import engine
 from workbench.record import RunRecord
 
 from .plan import uniform_chunks  # noqa: F401  (re-exported for the tests' splits)
@@ -333,24 +334,20 @@ def planner_picks(cv: pd.DataFrame, by: Sequence[str] = ("run_id", "provider")) 
 
 
 def share_text(k: int, n: int) -> str:
-    """``k of n (p%; 95% CI lo-hi%)``: Clopper-Pearson, the splits taken as independent."""
-    from workbench.stats import clopper_pearson
-
+    """``k of n (p%; 95% CI lo-hi%)``: the engine's rate (Clopper-Pearson), the splits taken as
+    independent."""
     if not n:
         return "none"
-    lo, hi = clopper_pearson(k, n)
-    return f"{k} of {n} ({100 * k / n:.1f}%; 95% CI {100 * lo:.1f}-{100 * hi:.1f}%)"
+    d = engine.rate("share", k, n)
+    return f"{k} of {n} ({d.point:.1f}%; 95% CI {d.lo:.1f}-{d.hi:.1f}%)"
 
 
 def verdict_of(k: int, n: int, target: float) -> str:
-    """Met where the share's 95% CI lies at or above ``target``, missed where it lies below,
-    else undecided."""
-    from workbench.stats import clopper_pearson
-
-    if not n:
-        return "not measured"
-    lo, hi = clopper_pearson(k, n)
-    return "met" if lo >= target else "missed" if hi < target else "undecided (the CI includes it)"
+    """The engine's judgement of the share ``k`` of ``n`` against ``target`` (a fraction): met
+    where its 95% CI lies at or above it, missed where it lies below, else undecided."""
+    judged = engine.target(engine.rate("share", k, n), at_least=100 * target)
+    return {"met": "met", "MISSED": "missed", "not measured": "not measured"}.get(
+        judged, "undecided (the CI includes it)")
 
 
 def same_split(obs: pd.DataFrame, other_hosts: bool) -> pd.DataFrame:
