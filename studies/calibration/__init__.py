@@ -63,12 +63,12 @@ BASELINES = (
                     only={"provider": ["python-threads"]}, stat="difference",
                     name="fork/join with {threads} threads minus with 1"),
 )
-#: each probe is a kind of its own: a fork/join of threads drifts between blocks by far more
-#: than a clock read (on a quiet 16-CPU host, judged against the pooled drift of the other
-#: probes, 10.9% of the fork/join twins were called clear)
+#: two kinds of quantity: a thread's fork/join drifts between blocks by far more than a call or a
+#: clock read (on a quiet 16-CPU host, judged against the drift pooled over every probe, 10.9%
+#: of the fork/join twins were called clear); each null is judged against the others of its kind
 NULLS = engine.Nulls(twins="again (reverse order) / first", source="every probe timed again in reverse order "
                                                                    "(aa: variants)",
-                     kind=lambda p: p["provider"])
+                     kind=lambda p: "fork/join" if p["provider"] == "python-threads" else "call")
 
 SPACE = ParamSpace(
     params=(
