@@ -59,7 +59,8 @@ def test_a_marker_must_name_a_bundle_beside_the_readme(tmp_path):
 def test_claims_by_run_lists_every_bundle_beside_the_readme_oldest_first():
     path = REPO_ROOT / "traces" / "mc2-split" / "README.md"
     block = next(m for m in readme.BLOCK_RE.finditer(path.read_text(encoding="utf-8")) if m["kind"] == "claims-by-run")
-    rows = [line.split(" | ") for line in block["body"].splitlines()[2:]]
+    first = block["body"].strip("\n").split("\n\n")[0]  # the runs' table (the counts per claim follow it)
+    rows = [line.split(" | ") for line in first.splitlines()[2:]]
     bundles = sorted(path.parent.glob("*.bundle.json"))
     assert sorted(r[0].strip("| ") for r in rows) == sorted(p.name.removesuffix(".bundle.json").rsplit("-", 1)[-1]
                                                              for p in bundles)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench import derived, report, stats, units
+from workbench import derived, engine, report, stats, units
 from workbench.record import RunRecord, VariantResult
 from workbench.store import read_bundle
 from workbench.tables import FIGURE, readable, render
@@ -68,8 +68,8 @@ def test_a_column_reads_in_one_unit_with_its_ci_columns_and_says_it():
 
 
 def test_a_derived_table_reads_as_one_figure_column():
-    df = derived.derived_table([derived.classify("fork/join", 1_222_847.0, 1_100_000.0, 1_310_000.0, "us", 0.0, 9, 9,
-                                                 False)])
+    df = derived.derived_table([engine.judge("fork/join", 1_222_847.0, 1_100_000.0, 1_310_000.0, unit="us", null=0.0,
+                                             n_a=9, n_b=9, paired=False, covers=engine.SAMPLES)])
     shown = readable(df)
     assert FIGURE in shown.columns and not {"point", "lo", "hi", "unit", "null"} & set(shown.columns)
     assert shown[FIGURE].iloc[0] == "1.22 s [1.10, 1.31]"
