@@ -18,7 +18,7 @@ from .. import events, procs
 from ..launcher import LaunchError, Topology
 from ..registry import get
 from ..store import StoreError
-from ..study import Cancelled, ParamError, StudyUnavailable, validate
+from ..study import Cancelled, ParamError, StudyUnavailable
 from ..untrusted import plain
 from .base import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, Command, ProgressBar, err,
                    find_study, open_store, plain_block)
@@ -204,51 +204,48 @@ class Run(Command):
 
     @staticmethod
     def _prepared(args) -> tuple | None:
-        """``(study, values, preset, precision, store)`` of ``run``, every argument checked before
-        anything is made or measured (bad input stores nothing); None with the reason on stderr."""
+        """``(plan, store)`` of ``run``: every argument checked once (:func:`workbench.runner.plan`)
+        before anything is made or measured (bad input stores nothing), the store opened; None with
+        the reason on stderr."""
         study = find_study(args.study)
         if study is None:
             return None
+        from .. import runner
+
         try:
             values = study.SPACE.parse_sets(args.set or [])
             if not args.run_group:  # said once, by the command the user typed
                 deprecations(study, values)
-            preset = "quick" if args.quick else args.preset
-            validate(study, values, preset=preset)
-            from .. import runner
-
-            precision = runner.parse_precision(args.precision, args.precision_cap)
-            runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
-            store = open_store(args.store)
-            store.check_writable()  # before the machine is taken and anything is measured
+            plan = runner.plan(study, values, preset="quick" if args.quick else args.preset,
+                               precision=args.precision, precision_cap_s=args.precision_cap)
+            return plan, open_store(args.store)
         except (ParamError, StoreError) as exc:
             err(str(exc))
             return None
-        return study, values, preset, precision, store
 
     @classmethod
     def _run(cls, args) -> int:
+        """One run: its record as stored (the store's writability is checked once, by the runner,
+        before the machine is taken)."""
         prepared = cls._prepared(args)
         if prepared is None:
             return EXIT_BAD_INPUT
-        study, values, preset, precision, store = prepared
+        plan, store = prepared
         from .. import runner
 
         # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
         # carries only what went wrong.
         emitter = events.Emitter(args.progress_file) if args.progress_file else None
         bar = ProgressBar() if emitter is None else None
-        rec, code = measuring(study, bar.close if bar else (lambda: None), "points",
+        rec, code = measuring(plan.study, bar.close if bar else (lambda: None), "points",
                               lambda exc: runner.interrupted_text(store, getattr(exc, "run_id", None)),
-                              lambda: runner.execute(study, values, store, preset=preset, progress=bar,
-                                                     events=emitter, precision=precision,
-                                                     precision_cap_s=args.precision_cap,
-                                                     run_group=_run_group(args.run_group)))
+                              lambda: runner.execute_plan(plan, store, progress=bar, events=emitter,
+                                                          run_group=_run_group(args.run_group)))
         if rec is None:
             return code
         from ..analysis import analyse, json_fields
 
-        a = analyse(rec, study)
+        a = analyse(rec, plan.study)
         if args.json:
             print(json.dumps(rec.to_json() | json_fields(a), default=str))
         else:
@@ -271,7 +268,14 @@ class Run(Command):
         if args.json or args.progress_file:
             err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
             return EXIT_BAD_INPUT
-        if cls._prepared(args) is None:  # the children's checks, once, before any of them starts
+        prepared = cls._prepared(args)  # the children's checks, once, before any of them starts
+        try:
+            if prepared is not None:
+                prepared[1].check_writable()
+        except StoreError as exc:
+            err(str(exc))
+            prepared = None
+        if prepared is None:
             return EXIT_BAD_INPUT
         from .. import across
         from ..analysis import analyse
