@@ -51,8 +51,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._run import Session, background_load  # noqa: E402
 
 # Sweeps that store a first point within seconds and would run on for a minute or more.
+#: calibration refuses more fork/join threads than the CPUs this process may use (2 in CI)
+_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 SWEEPS = {
-    "calibration": ["--set", "repeat=3000", "--set", "threads=8", "--set", "torch=false"],
+    "calibration": ["--set", "repeat=6000", "--set", f"threads={_THREADS}", "--set", "torch=false"],
     "cpu-reduction": ["--preset", "smoke", "--set", "providers=torch,numpy,iree-task", "--set", "experiments=grid",
                       "--set", "split=even", "--set", "repeat=1000", "--set", "chunks=1,2,3,4,5,6,7,8",
                       "--set", "workers=1,2"],
