@@ -203,9 +203,10 @@ class Run(Command):
             return EXIT_BAD_INPUT
 
     @staticmethod
-    def _prepared(args) -> tuple | None:
+    def _prepared(args, check_store: bool = False) -> tuple | None:
         """``(plan, store)`` of ``run``: every argument checked once (:func:`workbench.runner.plan`)
-        before anything is made or measured (bad input stores nothing), the store opened; None with
+        before anything is made or measured (bad input stores nothing), the store opened (and
+        ``check_store``: found writable, where no run of this process will check it); None with
         the reason on stderr."""
         study = find_study(args.study)
         if study is None:
@@ -218,7 +219,10 @@ class Run(Command):
                 deprecations(study, values)
             plan = runner.plan(study, values, preset="quick" if args.quick else args.preset,
                                precision=args.precision, precision_cap_s=args.precision_cap)
-            return plan, open_store(args.store)
+            store = open_store(args.store)
+            if check_store:
+                store.check_writable()
+            return plan, store
         except (ParamError, StoreError) as exc:
             err(str(exc))
             return None
@@ -268,14 +272,7 @@ class Run(Command):
         if args.json or args.progress_file:
             err("--repeat-runs prints the across-run view; it does not take --json or --progress-file")
             return EXIT_BAD_INPUT
-        prepared = cls._prepared(args)  # the children's checks, once, before any of them starts
-        try:
-            if prepared is not None:
-                prepared[1].check_writable()
-        except StoreError as exc:
-            err(str(exc))
-            prepared = None
-        if prepared is None:
+        if cls._prepared(args, check_store=True) is None:  # the children's checks, once, before any starts
             return EXIT_BAD_INPUT
         from .. import across
         from ..analysis import analyse
