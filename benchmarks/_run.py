@@ -30,6 +30,25 @@ from workbench.store import Store, committed_runs, read_bundle, write_run_bundle
 from workbench.study import ParamError, StudyUnavailable
 
 
+#: The head of a child script that measures one trace import's memory (``traces.py``,
+#: ``rocprofjson_memory.py``; run as ``python -c SCRIPT TRACE REPO WARMUP``): the repository on
+#: the path, ``load`` warmed up on a small file of the same format (lazy imports, allocator
+#: pools), ``status_kb(key)`` of /proc/self/status, the peak RSS (VmHWM) reset to the current
+#: RSS, and that RSS as ``base``. The caller's part loads ``sys.argv[1]`` and reads the peak.
+LOAD_MEMORY_CHILD = r"""
+import gc, json, sys, time
+sys.path.insert(0, sys.argv[2])
+from workbench.traces import load
+load(sys.argv[3])
+def status_kb(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
+with open("/proc/self/clear_refs", "w") as fh:  # "5" resets the peak RSS (VmHWM) to the current RSS
+    fh.write("5")
+base = status_kb("VmRSS:")
+"""
+
 def run_benchmark(study: ModuleType, values: dict[str, Any], show: Callable[[RunRecord], bool], *,
                   bundle_dir: Path | None = None, bundle_stem: str = "bench", unavailable_status: int = 2) -> int:
     """Execute in a fresh store (progress on stderr), keep and bundle a failed run's finished

@@ -24,19 +24,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-_CHILD = r"""
-import json, sys
-sys.path.insert(0, sys.argv[2])
-from workbench.traces import load
-load(sys.argv[3])  # warm-up on a small document of the same format
-def status_kb(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1])
-with open("/proc/self/clear_refs", "w") as fh:  # "5" resets the peak RSS (VmHWM) to the current RSS
-    fh.write("5")
-base = status_kb("VmRSS:")
+from benchmarks._run import LOAD_MEMORY_CHILD  # noqa: E402
+
+_CHILD = LOAD_MEMORY_CHILD + r"""
 df, meta = load(sys.argv[1])
 print(json.dumps({"rows": len(df), "base_kb": base, "peak_kb": status_kb("VmHWM:"), "format": meta["format"]}))
 """

@@ -44,22 +44,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._run import LOAD_MEMORY_CHILD  # noqa: E402
+
 TRACY = ROOT / "tests" / "data" / "iree_sum_c8" / "sum_c8_6it.tracy"
 WARM_CHROME = ROOT / "tests" / "data" / "torch_cpu_small_model" / "torch_cpu.json.gz"
 TRACY_BIG = ROOT / "traces" / "examples" / "iree_sum_c8_50it.tracy"
 
-_CHILD = r"""
-import gc, json, sys, time
-sys.path.insert(0, sys.argv[2])
-from workbench.traces import load
-load(sys.argv[3])  # warm-up on a small file of the same format: lazy imports, allocator pools
-def status_kb(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1])
-with open("/proc/self/clear_refs", "w") as fh:  # "5" resets the peak RSS (VmHWM) to the current RSS
-    fh.write("5")
-base = status_kb("VmRSS:")
+_CHILD = LOAD_MEMORY_CHILD + r"""
 t = time.perf_counter()
 df, meta = load(sys.argv[1])
 dt = time.perf_counter() - t

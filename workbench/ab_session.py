@@ -88,6 +88,37 @@ def interrupted_text(exc: BaseException) -> str:
     return f"interrupted; the rounds that finished are kept in runs {ids[0]} (A) and {ids[1]} (B)"
 
 
+def _checked(study: ModuleType, values: dict[str, dict[str, Any]], preset: str | None, precision: float | None,
+             rounds: int) -> tuple[dict[str, dict[str, Any]], float]:
+    """Each side's parameters and the watchdog's limit (:func:`stall_limit_s`), checked with the
+    precision target and the rounds before anything is stored; raises :class:`ParamError` or
+    :class:`StudyUnavailable`."""
+    params = {side: validate(study, values[side], preset=preset) for side in SIDES}
+    check_precision(study, precision)
+    if rounds < 2:
+        raise ParamError("rounds", f"{rounds} is too few: a session needs at least 2 rounds per side")
+    for side in SIDES:
+        reason = study.requires(params[side])
+        if reason:
+            raise StudyUnavailable(reason)
+    return params, stall_limit_s()
+
+
+def _store_round(store: Store, run_id: str, ctx: RunContext, acc: dict[str, VariantResult], side: str, r: int,
+                 precision: float | None) -> None:
+    """One round's variants merged into its side's and stored (the most loaded round's load
+    sample speaks for a variant); the first round's attachments stored."""
+    now = load.sample()
+    for v in _merge(acc, ctx.variants, side, r):
+        if load.loadavg(now) >= load.loadavg(v.extra.get("load")) or "load" not in v.extra:
+            v.extra["load"] = now
+        note_precision(v, precision)
+        store.replace_variant(run_id, v)
+    if r == 0:
+        for name, kind, data in ctx.attachments:
+            store.add_attachment(run_id, name, kind, data)
+
+
 def execute_ab(
     study: ModuleType,
     values_a: dict[str, Any],
@@ -108,15 +139,7 @@ def execute_ab(
     nothing). ``before_round(side, round_index)`` is called before each round (the false-call
     benchmark injects its known slowdown there). ``precision`` applies within each round.
     """
-    params = {"A": validate(study, values_a, preset=preset), "B": validate(study, values_b, preset=preset)}
-    check_precision(study, precision)
-    stall_s = stall_limit_s()
-    if rounds < 2:
-        raise ParamError("rounds", f"{rounds} is too few: a session needs at least 2 rounds per side")
-    for side in SIDES:
-        reason = study.requires(params[side])
-        if reason:
-            raise StudyUnavailable(reason)
+    params, stall_s = _checked(study, {"A": values_a, "B": values_b}, preset, precision, rounds)
     store.check_writable()
     ids = {side: new_run_id(study.ID) for side in SIDES}
     order = round_order(rounds)
@@ -160,15 +183,7 @@ def execute_ab(
                     with interrupt.stops_first():
                         out = study.run(params[side], ctx) or {}
                     outputs.setdefault(side, out)  # the first round's outputs stand for the side
-                    now = load.sample()
-                    for v in _merge(acc[side], ctx.variants, side, r):
-                        if load.loadavg(now) >= load.loadavg(v.extra.get("load")) or "load" not in v.extra:
-                            v.extra["load"] = now  # the most loaded round speaks for the variant
-                        note_precision(v, precision)
-                        store.replace_variant(ids[side], v)
-                    if r == 0:
-                        for name, kind, data in ctx.attachments:
-                            store.add_attachment(ids[side], name, kind, data)
+                    _store_round(store, ids[side], ctx, acc[side], side, r, precision)
                     touch()
                 interrupt.check()  # a stop recorded after the last round's last checkpoint
         except (KeyboardInterrupt, Cancelled) as exc:  # the ids go with it: what the caller reports as kept

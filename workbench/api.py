@@ -217,17 +217,14 @@ def run(study: str, *, preset: str | None = None, store: StorePath = None, preci
     :class:`BadInput` (nothing stored), :class:`Unavailable`, :class:`RunFailed` or
     :class:`Interrupted` (both keep the finished points)."""
     mod = study_module(study)
-    try:
-        validate(mod, knobs, preset=preset)  # before the store is touched: bad input stores nothing
-        fraction = runner.parse_precision(precision, precision_cap_s)
-        runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
+    try:  # every argument checked once, before the store is touched: bad input stores nothing
+        plan = runner.plan(mod, knobs, preset=preset, precision=precision, precision_cap_s=precision_cap_s)
     except ParamError as exc:
         raise BadInput(str(exc)) from None
     st = _open_store(store)
     bar = jupyter.Progress(progress, mod.TITLE)
     interrupted = lambda exc: runner.interrupted_text(st, getattr(exc, "run_id", None))  # noqa: E731
-    rec = _measured(mod, st, bar, "points", interrupted, lambda: runner.execute(
-        mod, knobs, st, preset=preset, progress=bar, precision=fraction, precision_cap_s=precision_cap_s))
+    rec = _measured(mod, st, bar, "points", interrupted, lambda: runner.execute_plan(plan, st, progress=bar))
     return Run(rec, mod)
 
 

@@ -13,6 +13,7 @@ watchdog stops a run that reports no progress for :func:`stall_limit_s` seconds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import getpass
@@ -322,43 +323,105 @@ def missed_precision(variants, precision: float | None, cap_s: float, outputs: d
             f"{', '.join(missed[:10])}{' ...' if len(missed) > 10 else ''}")
 
 
-def execute(
-    study: ModuleType,
-    values: dict[str, Any],
-    store: Store,
-    *,
-    preset: str | None = None,
-    progress: Callable[[float, str], None] | None = None,
-    cancel=None,
-    precision: float | None = None,
-    precision_cap_s: float = DEFAULT_PRECISION_CAP_S,
-    events: Emitter | None = None,
-    run_group: dict | None = None,
-) -> RunRecord:
-    """Validate, wait for the machine, run, store each point as it lands, return the record.
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A run's parameters, each checked once (:func:`plan`): what :func:`execute_plan` runs."""
+
+    study: ModuleType
+    params: dict[str, Any]
+    precision: float | None  # a fraction of the median (0.02), or None
+    precision_cap_s: float
+    stall_s: float
+
+
+def plan(study: ModuleType, values: dict[str, Any], *, preset: str | None = None,
+         precision: str | float | None = None, precision_cap_s: float = DEFAULT_PRECISION_CAP_S) -> Plan:
+    """Check a run's arguments before anything is made or measured: ``values`` over ``preset``,
+    the precision target (``2%`` or 0.02) and its cap, ``$WORKBENCH_STALL_S``. Raises
+    :class:`ParamError` (bad input stores nothing)."""
+    params = validate(study, values, preset=preset)
+    fraction = parse_precision(precision, precision_cap_s)
+    check_precision(study, fraction)
+    return Plan(study, params, fraction, precision_cap_s, stall_limit_s())
+
+
+def execute(study: ModuleType, values: dict[str, Any], store: Store, *, preset: str | None = None,
+            precision: str | float | None = None, precision_cap_s: float = DEFAULT_PRECISION_CAP_S,
+            **kw) -> RunRecord:
+    """:func:`execute_plan` of :func:`plan` (``kw``: its keyword arguments)."""
+    return execute_plan(plan(study, values, preset=preset, precision=precision, precision_cap_s=precision_cap_s),
+                        store, **kw)
+
+
+def _as_stored(value: Any) -> Any:
+    """``value`` as the store keeps it and reads it back (JSON, ``str`` for the rest)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+class _Stored:
+    """A run as this process stores it: each write goes to the store and to ``rec`` as the
+    store reads it back, so the run returns what it stored without reading it again (its
+    attachments may be megabytes of traces)."""
+
+    def __init__(self, store: Store, rec: RunRecord):
+        self.store, self.rec = store, rec
+        self.attachments: dict[str, tuple[str, bytes]] = {}
+
+    @staticmethod
+    def _variant(v):
+        return dataclasses.replace(v, params=_as_stored(v.params), samples_ns=list(v.samples_ns),
+                                   extra=_as_stored(v.extra), blocks=None if v.blocks is None else list(v.blocks))
+
+    def add_variant(self, v) -> None:
+        self.store.add_variant(self.rec.run_id, v)
+        self.rec.variants.append(self._variant(v))
+
+    def replace_variant(self, v) -> None:
+        """The variant of the same name (one that gained repeats) replaced, or added."""
+        self.store.replace_variant(self.rec.run_id, v)
+        same = [i for i, old in enumerate(self.rec.variants) if old.variant == v.variant]
+        if same:
+            self.rec.variants[same[-1]] = self._variant(v)
+        else:
+            self.rec.variants.append(self._variant(v))
+
+    def attach(self, name: str, kind: str, data: bytes) -> None:
+        self.store.add_attachment(self.rec.run_id, name, kind, data)
+        self.attachments[name] = (kind, bytes(data))
+
+    def finish(self, outputs: dict[str, Any]) -> None:
+        """Stored complete, with ``outputs`` and the environment as it is now."""
+        self.store.update_env(self.rec.run_id, self.rec.env)
+        self.rec.finished_utc = self.store.finish(self.rec.run_id, "complete", outputs=outputs)
+        self.rec.status, self.rec.outputs, self.rec.env = "complete", _as_stored(outputs), _as_stored(self.rec.env)
+        self.rec.attachments = [(n, k, d) for n, (k, d) in sorted(self.attachments.items())]
+
+
+def execute_plan(plan: Plan, store: Store, *, progress: Callable[[float, str], None] | None = None, cancel=None,
+                 events: Emitter | None = None, run_group: dict | None = None) -> RunRecord:
+    """Wait for the machine, run, store each point as it lands, return the record as stored.
 
     ``events``: the run's event stream for a reader in another process (the app): ``start``
     with the run id, ``progress`` (with the study's step count), ``record`` for each point as
-    it is stored, then ``done`` or ``error``. Raises :class:`ParamError` (nothing stored),
-    :class:`StudyUnavailable`, or ``StoreError`` for a read-only store (before anything is
-    measured). A study that fails mid-way is stored with status ``failed`` and the error
-    text; points it finished stay. Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C)
-    stores the run as ``interrupted`` and re-raises; the signal is recorded and acted on at
-    the run's next checkpoint (:mod:`workbench.interrupt`), one that came after the last
-    checkpoint is raised once the run is stored. An exception raised after the run was
-    stored carries its id as ``run_id``. ``precision`` (e.g. 0.02): see :func:`precision_run`.
-    ``run_group`` (``{"id", "index", "runs"}``, from ``--repeat-runs``) goes into the outputs.
+    it is stored, then ``done`` or ``error``. Raises :class:`StudyUnavailable`, or
+    ``StoreError`` for a read-only store (before anything is measured). A study that fails
+    mid-way is stored with status ``failed`` and the error text; points it finished stay.
+    Ctrl-C (and SIGTERM, which the CLI turns into Ctrl-C) stores the run as ``interrupted`` and
+    re-raises; the signal is recorded and acted on at the run's next checkpoint
+    (:mod:`workbench.interrupt`), one that came after the last checkpoint is raised once the run
+    is stored. An exception raised after the run was stored carries its id as ``run_id``.
+    ``precision`` (e.g. 0.02): see :func:`precision_run`. ``run_group`` (``{"id", "index",
+    "runs"}``, from ``--repeat-runs``) goes into the outputs.
     """
-    params = validate(study, values, preset=preset)
-    check_precision(study, precision)
-    stall_s = stall_limit_s()
+    study, params = plan.study, plan.params
     reason = study.requires(params)
     if reason:
         raise StudyUnavailable(reason)
     store.check_writable()
-    rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=params, env={}, created_utc=now_utc(),
-                    reproduce=reproduce_command(study.ID, params, _topology(), precision_args(precision, precision_cap_s)))
-    emit = events or Emitter(None)
+    rec = RunRecord(run_id=new_run_id(study.ID), study=study.ID, params=_as_stored(params), env={},
+                    created_utc=now_utc(), reproduce=reproduce_command(
+                        study.ID, params, _topology(), precision_args(plan.precision, plan.precision_cap_s)))
+    stored, emit = _Stored(store, rec), events or Emitter(None)
     ctx: RunContext | None = None  # made under the watchdog below; say() reads its step count
 
     def say(fraction: float, message: str) -> None:
@@ -381,26 +444,11 @@ def execute(
             return {"load": {"before": before, "after": load.sample()}} | group
 
         try:
-            with _watchdog(stall_s) as touch:
-                def progress_and_touch(fraction: float, message: str) -> None:
-                    touch()
-                    say(fraction, message)
-
-                def recorded(save: Callable[[str, Any], None]) -> Callable[[Any], None]:
-                    def on_variant(v) -> None:
-                        touch()
-                        v.extra["load"] = load.sample()
-                        note_precision(v, precision)
-                        save(rec.run_id, v)
-                        emit.record(v)
-                    return on_variant
-
-                ctx = RunContext(progress=progress_and_touch, on_record=recorded(store.add_variant),
-                                 on_update=recorded(store.replace_variant),
-                                 on_attach=lambda n, k, d: store.add_attachment(rec.run_id, n, k, d), cancel=cancel)
-                with precision_run(precision, precision_cap_s), interrupt.stops_first():
+            with _watchdog(plan.stall_s) as touch:
+                ctx = _context(plan, stored, touch, say, emit, cancel)
+                with precision_run(plan.precision, plan.precision_cap_s), interrupt.stops_first():
                     outputs = study.run(params, ctx) or {}
-                missed_precision(ctx.variants, precision, precision_cap_s, outputs)
+                missed_precision(ctx.variants, plan.precision, plan.precision_cap_s, outputs)
                 interrupt.check()  # a stop recorded after the study's last checkpoint
         except (KeyboardInterrupt, Cancelled) as exc:
             end(store, exc, {rec.run_id: run_load()}, "interrupted", "interrupted by the user; finished points were kept")
@@ -415,12 +463,32 @@ def execute(
                 f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
             emit.error(f"{type(exc).__name__}: {exc}")
             raise
-        # Torch may have been imported by the study: read its CUDA/NCCL versions now.
-        rec.env = envmod.refresh(rec.env)
-        store.update_env(rec.run_id, rec.env)
-        store.finish(rec.run_id, "complete", outputs=outputs | run_load())
+        rec.env = envmod.refresh(rec.env)  # torch may have been imported by the study: its CUDA/NCCL versions now
+        stored.finish(outputs | run_load())
         emit.done()
-    return store.load(rec.run_id)
+    return rec
+
+
+def _context(plan: Plan, stored: _Stored, touch: Callable[[], None], say: Callable[[float, str], None],
+             emit: Emitter, cancel) -> RunContext:
+    """The study's side of a run: its progress (each call feeds the watchdog) and its points,
+    each with the machine's load and its precision, stored and sent on the event stream."""
+
+    def progress_and_touch(fraction: float, message: str) -> None:
+        touch()
+        say(fraction, message)
+
+    def recorded(save: Callable[[Any], None]) -> Callable[[Any], None]:
+        def on_variant(v) -> None:
+            touch()
+            v.extra["load"] = load.sample()
+            note_precision(v, plan.precision)
+            save(v)
+            emit.record(v)
+        return on_variant
+
+    return RunContext(progress=progress_and_touch, on_record=recorded(stored.add_variant),
+                      on_update=recorded(stored.replace_variant), on_attach=stored.attach, cancel=cancel)
 
 
 def end(store: Store, exc: BaseException, outputs: dict[str, dict[str, Any]], status: str, error: str) -> None:

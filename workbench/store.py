@@ -361,13 +361,16 @@ class Store:
         with _writing(self, f"an attachment of run {run_id} cannot be stored"):
             self._conn.execute("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?)", (run_id, name, kind, data))
 
-    def finish(self, run_id: str, status: str, outputs: dict | None = None, error: str | None = None) -> None:
+    def finish(self, run_id: str, status: str, outputs: dict | None = None, error: str | None = None) -> str:
+        """Store the run's end; its ``finished_utc``."""
+        finished = now_utc()
         with _writing(self, f"run {run_id} cannot be stored as {status}"):
             self._conn.execute(
                 "UPDATE runs SET status=?, finished_utc=?, outputs=COALESCE(?, outputs), error=? WHERE run_id=?",
-                (status, now_utc(), json.dumps(outputs, default=str) if outputs is not None else None, error, run_id),
+                (status, finished, json.dumps(outputs, default=str) if outputs is not None else None, error, run_id),
             )
             self._conn.execute("DELETE FROM meta WHERE key=?", (_OWNER_KEY + run_id,))
+        return finished
 
     def update_env(self, run_id: str, env: dict[str, Any]) -> None:
         with _writing(self, f"the environment of run {run_id} cannot be stored"):

@@ -104,11 +104,11 @@ def test_the_queued_run_message_names_the_holder_s_study_and_parameters(tmp_path
 @pytest.mark.parametrize("page", ["home.py", "runs.py"])
 def test_pages_open_a_store_connection_of_their_own_per_run(page, store, monkeypatch):
     """No Store shared between sessions: each script run opens its own."""
-    import pages._ui as ui
+    import pages._ui.store as ui_store
 
     opened = []
-    real = ui.open_store
-    monkeypatch.setattr(ui, "open_store", lambda: opened.append(1) or real())
+    real = ui_store.open_store
+    monkeypatch.setattr(ui_store, "open_store", lambda: opened.append(1) or real())
     monkeypatch.setattr("pages._ui.committed", lambda study_id: ([], []))
     at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=60).run()
     at.run()

@@ -249,7 +249,7 @@ def test_run_ids_never_build_output_paths(tmp_path, monkeypatch, capsys):
     rec = _hostile_record()
     rec.run_id = "../../../escaped"
     store.save(rec)
-    monkeypatch.setattr(cli, "REPORTS_DIR", tmp_path / "reports")
+    monkeypatch.setattr(cli.files, "REPORTS_DIR", tmp_path / "reports")
     assert main(["--store", str(store.path), "report", "../../../escaped"]) == 0
     out = Path(capsys.readouterr().out.strip())
     assert out.resolve().is_relative_to((tmp_path / "reports").resolve()) and out.name == "escaped.md"

@@ -252,6 +252,16 @@ def test_knobs_lists_ranges_defaults_units_and_presets(capsys):
     assert {k["knob"] for k in doc["knobs"]} == {"repeat", "threads", "torch"} and "smoke" in doc["presets"]
 
 
+def test_help_lists_every_command(capsys):
+    """``--help`` (argparse formats each command's help with %: the 95% of compare's help once
+    ended it in a traceback)."""
+    from workbench.cli import COMMANDS
+
+    code, out = _run_json(capsys, "--help")
+    assert code == 0 and "95% CI" in out.out
+    assert all(f"    {c.name} " in out.out for c in COMMANDS), out.out
+
+
 def test_run_study_help_lists_its_knobs(capsys):
     code, out = _run_json(capsys, "run", "calibration", "--help")
     assert code == 0 and "calibration's knobs (--set NAME=VALUE):" in out.out and "threads" in out.out

@@ -97,9 +97,12 @@ DEFERRED_HERE = {("workbench/__main__.py", "workbench.cli"), ("workbench/__main_
 #: the CLI's commands import what only they use (pandas, the studies' analyses, the statistics,
 #: the report writers): a typo's error line comes before them, within a second (issue 44;
 #: benchmarks/cli.py), and test_cli's test_an_error_line_comes_before_the_heavy_imports keeps it so
-DEFERRED_HERE |= {("workbench/cli.py", m) for m in (
-    "pandas", "workbench.tables", "workbench.runner", "workbench.across", "workbench.analysis", "workbench.readme",
-    "workbench.comparison", "workbench.ab_session", "workbench.report", "workbench.traces.cli")}
+DEFERRED_HERE |= {(f"workbench/cli/{command}.py", m) for command, modules in {
+    "base": ("pandas", "workbench.tables"), "studies": ("pandas", "workbench.tables"),
+    "run": ("workbench.tables", "workbench.runner", "workbench.across", "workbench.analysis"),
+    "compare": ("workbench.comparison",), "ab": ("workbench.comparison", "workbench.runner", "workbench.ab_session"),
+    "readme": ("workbench.readme",), "files": ("workbench.report",), "trace": ("workbench.traces.cli",)}.items()
+    for m in modules}
 #: the registry checks a study's claims (pandas) only once studies are loaded: an unknown id is
 #: told from the modules' names alone
 DEFERRED_HERE |= {("workbench/registry.py", "workbench.claims")}

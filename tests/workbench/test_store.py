@@ -1,14 +1,12 @@
-"""Results store: per-point writes, interrupted sweeps, foreign files, bundles."""
+"""Results store: per-point writes, foreign files, bundles (the runner that writes them: test_runner)."""
 
 import json
 import sqlite3
 
 import pytest
 
-from workbench import runner
 from workbench.record import RunRecord, VariantResult
 from workbench.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
-from workbench.study import Param, ParamSpace, RunContext
 
 
 def _record(run_id="r1", study="calibration"):
@@ -45,56 +43,6 @@ def test_corrupt_file_is_refused_and_untouched(tmp_path):
     with pytest.raises(StoreError, match="not a workbench results file"):
         Store(path)
     assert path.read_bytes() == b"not a database at all" * 10
-
-
-class _Sweep:
-    """A fake study whose run is interrupted after two points."""
-
-    ID = "sweep"
-    SPACE = ParamSpace(params=(Param("points", "int", 5, min=1),), presets={"smoke": {}, "quick": {}})
-
-    @staticmethod
-    def requires(params):
-        return None
-
-    @staticmethod
-    def run(params, ctx: RunContext):
-        for i in range(params["points"]):
-            if i == 2:
-                raise KeyboardInterrupt
-            ctx.record(VariantResult(f"p{i}", {"i": i}, [1.0 + i, 2.0 + i, 3.0 + i], True, "ok"))
-        return {}
-
-
-def test_interrupted_sweep_keeps_finished_points(store):
-    with pytest.raises(KeyboardInterrupt):
-        runner.execute(_Sweep, {}, store)
-    (row,) = store.runs()
-    assert row["status"] == "interrupted"
-    rec = store.load(row["run_id"])
-    assert [v.variant for v in rec.variants] == ["p0", "p1"]
-
-
-def test_failing_study_is_stored_as_failed_with_error(store):
-    class Broken(_Sweep):
-        @staticmethod
-        def run(params, ctx):
-            ctx.record(VariantResult("p0", {}, [1.0, 2.0, 3.0], True, "ok"))
-            raise RuntimeError("compiler exploded")
-
-    with pytest.raises(RuntimeError):
-        runner.execute(Broken, {}, store)
-    rec = store.load("latest")
-    assert rec.status == "failed" and "compiler exploded" in rec.error
-    assert len(rec.variants) == 1
-
-
-def test_invalid_params_store_nothing(store):
-    from workbench.study import ParamError
-
-    with pytest.raises(ParamError):
-        runner.execute(_Sweep, {"points": 0}, store)
-    assert store.runs() == []
 
 
 def test_bundle_roundtrip_and_import(tmp_path, store):
@@ -151,17 +99,6 @@ def test_gbench_export_gives_a_failed_check_no_timings():
     (row,) = [r for r in doc["benchmarks"] if r["name"] == "calibration/wrong"]
     assert row["error_occurred"] and "sum off by 4" in row["error_message"] and "real_time" not in row
     assert "calibration/wrong" not in parse_gbench(json.dumps(doc))
-
-
-def test_execute_keep_partial_returns_the_failed_run_with_its_points(store):
-    class Broken(_Sweep):
-        @staticmethod
-        def run(params, ctx):
-            ctx.record(VariantResult("p0", {}, [1.0, 2.0, 3.0], True, "ok"))
-            raise RuntimeError("NCCL timeout")
-
-    rec, error = runner.execute_keep_partial(Broken, {}, store)
-    assert "NCCL timeout" in error and rec.status == "failed" and [v.variant for v in rec.variants] == ["p0"]
 
 
 def test_a_failed_benchmark_run_is_bundled_under_a_name_that_says_so(tmp_path):

@@ -164,29 +164,7 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
     row = row[:len(lanes)]
     shown = row >= 0
     st, en, depth, names, key, row = st[shown], en[shown], depth[shown], names[shown], key[shown], row[shown]
-    parts, levels = [], []
-    real = len(st) <= max_marks
-    if not real:
-        span_ns = t1 - t0
-        bins = max(width_px // CELL_PX, 1)
-        used = 0
-        while True:
-            bin_ns = max(-(-span_ns // bins), 1)
-            cells = bin_cells(row, st, en, key, bin_ns)
-            if levels and used + len(cells) > max_marks:
-                break
-            cells["start"] = cells["bin"] * bin_ns
-            cells["end"] = np.minimum((cells["bin"] + 1) * bin_ns, span_ns)
-            cells["level"] = len(levels)
-            parts.append(cells.drop(columns="bin").assign(kind="cell", name=cells["key"]))
-            levels.append(bin_ns / scale)
-            used += len(cells)
-            if bin_ns == 1 or len(cells) >= 0.8 * len(st):  # cells as many as spans: no finer level helps
-                break
-            if used + len(st) <= max_marks:  # the real spans fit now: they are the finest level
-                real = True
-                break
-            bins *= 2
+    parts, levels, real = _cell_levels(row, st, en, key, t1 - t0, scale, width_px, max_marks)
     if real:
         parts.append(pd.DataFrame({"row": row, "start": st, "end": en, "name": names, "key": key, "count": 1,
                                    "busy": 1.0, "kind": "span", "level": len(levels)}))
@@ -211,6 +189,36 @@ def timeline_data(df: pd.DataFrame, start_ns: int | None = None, end: int | None
             "envelopes": int(len(band)),
             "marks": int(len(out))}
     return out, info
+
+
+def _cell_levels(row: np.ndarray, st: np.ndarray, en: np.ndarray, key: np.ndarray, span_ns: int, scale: float,
+                 width_px: int, max_marks: int) -> tuple[list[pd.DataFrame], list[float], bool]:
+    """``(cells per level, each level's cell size in the unit, whether the real spans fit too)``
+    for spans at window offsets ``st..en``: none where the spans fit in ``max_marks`` as they
+    are; else levels of busy cells from a pixel's width each, each level's cells halved, while
+    the marks fit."""
+    parts: list[pd.DataFrame] = []
+    levels: list[float] = []
+    if len(st) <= max_marks:
+        return parts, levels, True
+    bins = max(width_px // CELL_PX, 1)
+    used = 0
+    while True:
+        bin_ns = max(-(-span_ns // bins), 1)
+        cells = bin_cells(row, st, en, key, bin_ns)
+        if levels and used + len(cells) > max_marks:
+            return parts, levels, False
+        cells["start"] = cells["bin"] * bin_ns
+        cells["end"] = np.minimum((cells["bin"] + 1) * bin_ns, span_ns)
+        cells["level"] = len(levels)
+        parts.append(cells.drop(columns="bin").assign(kind="cell", name=cells["key"]))
+        levels.append(bin_ns / scale)
+        used += len(cells)
+        if bin_ns == 1 or len(cells) >= 0.8 * len(st):  # cells as many as spans: no finer level helps
+            return parts, levels, False
+        if used + len(st) <= max_marks:  # the real spans fit now: they are the finest level
+            return parts, levels, True
+        bins *= 2
 
 
 def _instants(df: pd.DataFrame, t0: int, t1: int, origin: int, scale: float, rows_table: pd.DataFrame
@@ -264,19 +272,12 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
     n_rows = max(len(rt), 1)
     row_px = row_px or int(np.clip(1100 // n_rows, 6, 22))
     lo0, hi0 = info["start"], info["end"]
-    full = hi0 - lo0
     # Zoom with Ctrl/Cmd + wheel (a plain wheel scrolls the page, as in Perfetto), pan by
     # dragging. The selection drives a hidden layer's own x scale; the drawn window (lo, hi) is
     # that window clamped to the trace: never wider than it, never past either end.
     zoom = alt.selection_interval(name="zoom", encodings=["x"], bind="scales",
                                   zoom="wheel![event.ctrlKey || event.metaKey]")
-    w = f"min(zoom.start[1] - zoom.start[0], {full!r})"
-    params = [alt.param(name="lo", expr=f"zoom.start ? clamp(zoom.start[0], {lo0!r}, {hi0!r} - {w}) : {lo0!r}"),
-              alt.param(name="hi", expr=f"zoom.start ? clamp(zoom.start[0], {lo0!r}, {hi0!r} - {w}) + {w} : {hi0!r}"),
-              alt.param(name="lvl", expr=f"clamp(ceil(log(({hi0 - lo0!r}) / max(hi - lo, 1e-12)) / LN2 - 1e-9), 0, "
-                                         f"{len(info['levels']) - 1})"),
-              alt.param(name="rowlane", value=list(rt["label"])),
-              alt.param(name="rowdepth", value=[int(d) for d in rt["depth"]])]
+    params = _window_params(lo0, hi0, len(info["levels"]), rt)
     keys = info["keys"] or [OTHER]
     color = alt.Color("key:N", title=f"{info['color_by']} (top {len([k for k in keys if k != OTHER])} by time)",
                       scale=alt.Scale(domain=keys, range=[(palette or {}).get(k, c) for k, c in zip(keys, _colors(keys))]),
@@ -314,21 +315,9 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
         y=alt.Y("y:Q", scale=y_scale, axis=y_axis, title=None)).transform_calculate(y="0").add_params(zoom)
     layers = [band, bars, ticks]
     if row_px >= 10:  # names on bars wide enough to hold some of the name (about 6 px a character)
-        layers.append(base.transform_filter("datum.kind == 'span'").transform_calculate(
-            px="(min(datum.end, hi) - max(datum.start, lo)) / max(hi - lo, 1e-12) * width",
-            tx="max(datum.start, lo)").transform_calculate(
-            label="datum.px > 28 ? (length(datum.name) * 6 <= datum.px - 6 ? datum.name : "
-                  "substring(datum.name, 0, max(floor((datum.px - 6) / 6) - 1, 1)) + '…') : ''").transform_filter(
-            "datum.label != ''").mark_text(align="left", baseline="middle", dx=3, fontSize=10, clip=True,
-                                            color="black").encode(x=alt.X("tx:Q", scale=window), y=ym, text="label:N"))
+        layers.append(_names_on_bars(base, window, ym))
     if not info["real"]:  # zoomed in past the finest cells: say so on the chart
-        finest = info["levels"][-1]
-        layers.append(alt.Chart(pd.DataFrame({"n": [0]})).transform_filter(f"hi - lo < {finest!r} * 40").transform_calculate(
-            tx="lo", ty="0").mark_text(align="left", baseline="top", dx=4, dy=2, color="#b00000", fontSize=12).encode(
-            x=alt.X("tx:Q", scale=window),
-            y=alt.Y("ty:Q", title=None, scale=y_scale, axis=y_axis),
-            text=alt.value(f"busy cells of {finest:,.4g} {unit}, not single spans: set a narrower window "
-                           "(Window from/to) to load each span")))
+        layers.append(_cells_notice(info["levels"][-1], unit, window, y_scale, y_axis))
     # fit-x: the page's width is the chart's, but its height is the lanes' (Streamlit's default
     # "fit" squeezes a short chart's lanes to nothing to fit title, axis and legend in its height)
     # the drawn layers share one x scale (the clamped window); the grip keeps its own
@@ -338,6 +327,45 @@ def timeline(df: pd.DataFrame, start_ns: int | None = None, end: int | None = No
         # squeeze the plot area to nothing under fit-x (mc2-split's per-rank alignment notes did)
         title=alt.TitleParams(title or "timeline", subtitle=[note, _note(info)] if note else _note(info),
                               anchor="start"))
+
+
+def _window_params(lo0: float, hi0: float, n_levels: int, rt: pd.DataFrame) -> list:
+    """The timeline's parameters: the drawn window ``lo, hi`` (the zoom selection clamped to the
+    trace ``lo0..hi0``), the level of cells that window shows, and each row's lane and depth."""
+    import altair as alt
+
+    w = f"min(zoom.start[1] - zoom.start[0], {hi0 - lo0!r})"
+    return [alt.param(name="lo", expr=f"zoom.start ? clamp(zoom.start[0], {lo0!r}, {hi0!r} - {w}) : {lo0!r}"),
+            alt.param(name="hi", expr=f"zoom.start ? clamp(zoom.start[0], {lo0!r}, {hi0!r} - {w}) + {w} : {hi0!r}"),
+            alt.param(name="lvl", expr=f"clamp(ceil(log(({hi0 - lo0!r}) / max(hi - lo, 1e-12)) / LN2 - 1e-9), 0, "
+                                       f"{n_levels - 1})"),
+            alt.param(name="rowlane", value=list(rt["label"])),
+            alt.param(name="rowdepth", value=[int(d) for d in rt["depth"]])]
+
+
+def _names_on_bars(base, window, ym):
+    """The timeline's layer of span names, each cut to what its bar's width in pixels holds."""
+    import altair as alt
+
+    return base.transform_filter("datum.kind == 'span'").transform_calculate(
+        px="(min(datum.end, hi) - max(datum.start, lo)) / max(hi - lo, 1e-12) * width",
+        tx="max(datum.start, lo)").transform_calculate(
+        label="datum.px > 28 ? (length(datum.name) * 6 <= datum.px - 6 ? datum.name : "
+              "substring(datum.name, 0, max(floor((datum.px - 6) / 6) - 1, 1)) + '…') : ''").transform_filter(
+        "datum.label != ''").mark_text(align="left", baseline="middle", dx=3, fontSize=10, clip=True,
+                                        color="black").encode(x=alt.X("tx:Q", scale=window), y=ym, text="label:N")
+
+
+def _cells_notice(finest: float, unit: str, window, y_scale, y_axis):
+    """A line on the chart once zoomed in past its finest cells (``finest``, in ``unit``)."""
+    import altair as alt
+
+    return alt.Chart(pd.DataFrame({"n": [0]})).transform_filter(f"hi - lo < {finest!r} * 40").transform_calculate(
+        tx="lo", ty="0").mark_text(align="left", baseline="top", dx=4, dy=2, color="#b00000", fontSize=12).encode(
+        x=alt.X("tx:Q", scale=window),
+        y=alt.Y("ty:Q", title=None, scale=y_scale, axis=y_axis),
+        text=alt.value(f"busy cells of {finest:,.4g} {unit}, not single spans: set a narrower window "
+                       "(Window from/to) to load each span"))
 
 
 def ranks_timeline(traces: Sequence, align: str = "auto", marker: str | None = None, title: str = "",

@@ -579,11 +579,44 @@ def _as_dict(ev, keep_args: bool) -> dict:
             "id": ev.id, "args": _raw_args(ev.args) if keep_args else None}
 
 
+def _other_phase(ev: dict, ph, buf: _Collected):
+    """An event of another phase than X: ``(lane key, ts, dur, args, instant, the event that
+    names the span)`` for an instant or a closed B/E or b/e pair; None for one taken otherwise
+    (an opening B or b, metadata, a phase not read); False for an E or e that closes nothing.
+    Fields of the wrong type raise."""
+    if ph in ("i", "I", "R"):
+        return (ev.get("pid"), ev.get("tid")), ev.get("ts"), 0, ev.get("args"), True, ev
+    if ph == "B":
+        buf.open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+        return None
+    if ph == "E":
+        stack = buf.open_b.get((ev.get("pid"), ev.get("tid")))
+        if not stack:
+            return False
+        b = stack.pop()
+        args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
+        return (b.get("pid"), b.get("tid")), b["ts"], float(ev["ts"]) - float(b["ts"]), args, False, b
+    if ph == "b":
+        buf.open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
+        return None
+    if ph == "e":
+        b = buf.open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
+        if b is None:
+            return False
+        key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
+        return key, b["ts"], float(ev["ts"]) - float(b["ts"]), b.get("args"), False, b
+    if ph == "M":
+        _metadata(ev, buf)
+    else:
+        buf.skipped[str(ph)] = buf.skipped.get(str(ph), 0) + 1
+    return None
+
+
 def _take_rest(buf: _Collected, rest: list) -> int:
     """The events :func:`_take_x` left (other phases, and X events it could not take as
     columns) into ``buf``, one at a time: B/E and b/e pairs matched, metadata read, instants
-    kept; returns how many were malformed."""
-    codes, open_b, open_async, skipped, shared = buf.codes, buf.open_b, buf.open_async, buf.skipped, buf.shared
+    kept (:func:`_other_phase`); returns how many were malformed."""
+    codes, shared = buf.codes, buf.shared
     bad = 0
     # bound methods: this loop runs once per event, so attribute lookups add up
     add_code, add_name, add_cat, add_ts, add_dur, add_args, add_inst = (
@@ -605,43 +638,13 @@ def _take_rest(buf: _Collected, rest: list) -> int:
             continue  # rocprof v1 opens with an empty {} event
         else:
             try:
-                if ph in ("i", "I", "R"):
-                    key = (ev.get("pid"), ev.get("tid"))
-                    ts, dur, args, kind = ev.get("ts"), 0, ev.get("args"), True
-                elif ph == "B":
-                    open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
-                    continue
-                elif ph == "E":
-                    stack = open_b.get((ev.get("pid"), ev.get("tid")))
-                    if not stack:
-                        bad += 1
-                        continue
-                    b = stack.pop()
-                    key = (b.get("pid"), b.get("tid"))
-                    args = {**(b.get("args") or {}), **(ev.get("args") or {})} or None
-                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                    ev = b
-                elif ph == "b":
-                    open_async[(ev.get("cat"), ev.get("id"), ev.get("name"))] = ev
-                    continue
-                elif ph == "e":
-                    b = open_async.pop((ev.get("cat"), ev.get("id"), ev.get("name")), None)
-                    if b is None:
-                        bad += 1
-                        continue
-                    key = (b.get("pid"), f"async {b.get('cat') or ''}".strip())
-                    args = b.get("args")
-                    ts, dur, kind = b["ts"], float(ev["ts"]) - float(b["ts"]), False
-                    ev = b
-                elif ph == "M":
-                    _metadata(ev, buf)
-                    continue
-                else:
-                    skipped[str(ph)] = skipped.get(str(ph), 0) + 1
-                    continue
+                got = _other_phase(ev, ph, buf)
             except (KeyError, TypeError, ValueError, AttributeError):
-                bad += 1
+                got = False
+            if not got:
+                bad += got is False
                 continue
+            key, ts, dur, args, kind, ev = got
         try:
             c = codes_get(key)
         except TypeError:  # unhashable pid/tid (a list): malformed

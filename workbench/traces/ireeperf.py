@@ -139,22 +139,22 @@ def parse(data: bytes, name: str = "") -> tuple[pd.DataFrame, dict[str, Any]]:
     return df, meta
 
 
-def _rows(recs: list[dict], fits: dict, name: str) -> tuple[dict[str, list], list[str], dict[str, int], dict]:
-    """Span-table columns from the records, lanes in order of appearance, record counts and
-    the counts of rows dropped or adjusted."""
-    fn_names = {(r.get("executable_id"), r.get("function_ordinal")): r.get("name")
-                for r in recs if r.get("record_type") == "executable_function"}
-    rows: dict[str, list] = {k: [] for k in ("track", "device", "stream", "name", "category", "start_ns",
-                                              "dur_ns", "correlation", "args", "kind")}
+class _Columns:
+    """The span table's columns as records fill them, with the rows dropped (times that do not
+    fit int64 ns) and adjusted (negative durations, made 0) counted."""
 
-    dropped = {"timestamp_overflows": 0, "negative_durations": 0}
+    def __init__(self) -> None:
+        self.rows: dict[str, list] = {k: [] for k in ("track", "device", "stream", "name", "category", "start_ns",
+                                                      "dur_ns", "correlation", "args", "kind")}
+        self.dropped = {"timestamp_overflows": 0, "negative_durations": 0}
 
-    def add(track, device, stream, nm, cat, start, dur, corr, args, kind="span"):
+    def add(self, track, device, stream, nm, cat, start, dur, corr, args, kind="span") -> None:
         start, dur = int(start), int(dur)
         if not -_MAX_NS < start < _MAX_NS or not -_MAX_NS < start + max(dur, 0) < _MAX_NS:
-            dropped["timestamp_overflows"] += 1
+            self.dropped["timestamp_overflows"] += 1
             return
-        dropped["negative_durations"] += dur < 0
+        self.dropped["negative_durations"] += dur < 0
+        rows = self.rows
         rows["track"].append(track)
         rows["device"].append(device)
         rows["stream"].append(stream)
@@ -166,6 +166,14 @@ def _rows(recs: list[dict], fits: dict, name: str) -> tuple[dict[str, list], lis
         rows["args"].append(args)
         rows["kind"].append(kind)
 
+
+def _rows(recs: list[dict], fits: dict, name: str) -> tuple[dict[str, list], list[str], dict[str, int], dict]:
+    """Span-table columns from the records, lanes in order of appearance, record counts and
+    the counts of rows dropped or adjusted."""
+    fn_names = {(r.get("executable_id"), r.get("function_ordinal")): r.get("name")
+                for r in recs if r.get("record_type") == "executable_function"}
+    columns = _Columns()
+    rows, add = columns.rows, columns.add
     order: list[str] = []
     counts: dict[str, int] = {}
     for r in recs:
@@ -221,7 +229,7 @@ def _rows(recs: list[dict], fits: dict, name: str) -> tuple[dict[str, list], lis
         if rows["track"] and rows["track"][-1] not in order:
             order.append(rows["track"][-1])
 
-    return rows, order, counts, dropped
+    return rows, order, counts, columns.dropped
 
 
 def _clock_fits(recs: list[dict], schema: dict) -> dict[int, tuple[float, float]]:

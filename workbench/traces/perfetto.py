@@ -261,17 +261,92 @@ def _lanes(uuids: list[int], track_names: dict[int, str], track_rank: dict[int, 
     return order, label
 
 
+class _Tracks:
+    """The TrackEvent tracks a trace declares: each uuid's name, sibling rank and process."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.rank: dict[int, int] = {}
+        self.proc: dict[int, str] = {}
+        self.proc_names: dict[int, str] = {}
+
+    def add(self, td) -> None:
+        """A TrackDescriptor: a thread's or a process's track, or a child of another track."""
+        label = _text(td.name) or _text(td.static_name)
+        if td.HasField("thread"):
+            label = label or _text(td.thread.thread_name) or f"thread {td.thread.tid}"
+            self.proc[td.uuid] = self.proc_names.get(td.thread.pid, f"process {td.thread.pid}")
+        elif td.HasField("process"):
+            self.proc_names[td.process.pid] = _text(td.process.process_name) or f"process {td.process.pid}"
+            label = label or self.proc_names[td.process.pid]
+            self.proc[td.uuid] = self.proc_names[td.process.pid]
+        self.names.setdefault(td.uuid, label or f"track {td.uuid}")
+        self.rank.setdefault(td.uuid, td.sibling_order_rank if td.HasField("sibling_order_rank") else 0)
+        if td.HasField("parent_uuid") and td.uuid not in self.proc:
+            self.proc[td.uuid] = self.proc.get(td.parent_uuid) or self.names.get(td.parent_uuid, "")
+
+    def lanes(self, cols: dict[str, list], atrace: _Atrace) -> tuple[list, dict, dict]:
+        """(lane keys in order, lane label, lane process) of the columns' lanes: the TrackEvent
+        tracks, then atrace's lanes by process then thread."""
+        keys = [u for u in cols["uuid"] if not isinstance(u, tuple)]
+        order, label = _lanes(keys, self.names, self.rank)
+        procs = {u: self.proc.get(u) or "trace" for u in order}
+        marked = sorted({u for u in cols["uuid"] if isinstance(u, tuple)}, key=lambda k: atrace.lane(k)[2])
+        for k in marked:
+            label[k], procs[k], _ = atrace.lane(k)
+        return order + marked, label, procs
+
+
+def _intern(tables: dict[str, dict[int, str]], idata) -> None:
+    """A packet's interned names (events, categories, annotations) into its sequence's tables."""
+    for field in ("event_names", "event_categories", "debug_annotation_names"):
+        t = tables.setdefault(field, {})
+        for e in getattr(idata, field):
+            t[e.iid] = _text(e.name)
+
+
+def _event(cols: dict[str, list], open_slices: dict[int, list[int]], ev, tables: dict, uuid: int, ts: int) -> int:
+    """One TrackEvent into the columns: a slice's begin or an instant appended, a slice's end
+    closing its track's innermost open slice. 1 where that end comes before its begin, else 0."""
+    if ev.type == 2:  # SLICE_END
+        stack = open_slices.get(uuid)
+        if not stack:
+            return 0
+        i = stack.pop()
+        cols["dur"][i] = max(ts - cols["start"][i], 0)
+        return int(ts < cols["start"][i])
+    if ev.type not in (1, 3):
+        return 0
+    name = _text(ev.name) if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
+    cats = [_text(c) for c in ev.categories] or [tables.get("event_categories", {}).get(c, "")
+                                                  for c in ev.category_iids]
+    args = {}
+    for a in ev.debug_annotations:
+        key = _text(a.name) if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
+        args[key] = _text(_annotation_value(a))
+    stack = open_slices.setdefault(uuid, [])
+    cols["uuid"].append(uuid)
+    cols["name"].append(name or "(unnamed)")
+    cols["cat"].append(",".join(c for c in cats if c) or "slice")
+    cols["start"].append(ts)
+    cols["dur"].append(0)
+    cols["depth"].append(len(stack))
+    cols["corr"].append(ev.correlation_id if ev.HasField("correlation_id") else None)
+    cols["args"].append(args or None)
+    cols["kind"].append("span" if ev.type == 1 else "instant")
+    if ev.type == 1:
+        stack.append(len(cols["start"]) - 1)
+    return 0
+
+
 def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read TrackEvent slices and instants from a .pftrace file."""
     p = Path(path)
     data = p.read_bytes()
-    track_names: dict[int, str] = {}
-    track_rank: dict[int, int] = {}
-    track_proc: dict[int, str] = {}
-    proc_names: dict[int, str] = {}
+    tracks = _Tracks()
     interned: dict[int, dict[str, dict[int, str]]] = {}
     default_track: dict[int, int] = {}
-    open_slices: dict[int, list[tuple]] = {}
+    open_slices: dict[int, list[int]] = {}
     cols: dict[str, list] = {k: [] for k in ("uuid", "name", "cat", "start", "dur", "depth", "corr", "args", "kind")}
     atrace = _Atrace(cols)
     n_packets = overflows = negative = 0
@@ -288,27 +363,9 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         if pkt.HasField("trace_packet_defaults") and pkt.trace_packet_defaults.HasField("track_event_defaults"):
             default_track[seq] = pkt.trace_packet_defaults.track_event_defaults.track_uuid
         if pkt.HasField("interned_data"):
-            tables = interned.setdefault(seq, {})
-            idata = pkt.interned_data
-            for field, key in (("event_names", "name"), ("event_categories", "name"),
-                               ("debug_annotation_names", "name")):
-                t = tables.setdefault(field, {})
-                for e in getattr(idata, field):
-                    t[e.iid] = _text(getattr(e, key))
+            _intern(interned.setdefault(seq, {}), pkt.interned_data)
         if pkt.HasField("track_descriptor"):
-            td = pkt.track_descriptor
-            label = _text(td.name) or _text(td.static_name)
-            if td.HasField("thread"):
-                label = label or _text(td.thread.thread_name) or f"thread {td.thread.tid}"
-                track_proc[td.uuid] = proc_names.get(td.thread.pid, f"process {td.thread.pid}")
-            elif td.HasField("process"):
-                proc_names[td.process.pid] = _text(td.process.process_name) or f"process {td.process.pid}"
-                label = label or proc_names[td.process.pid]
-                track_proc[td.uuid] = proc_names[td.process.pid]
-            track_names.setdefault(td.uuid, label or f"track {td.uuid}")
-            track_rank.setdefault(td.uuid, td.sibling_order_rank if td.HasField("sibling_order_rank") else 0)
-            if td.HasField("parent_uuid") and td.uuid not in track_proc:
-                track_proc[td.uuid] = track_proc.get(td.parent_uuid) or track_names.get(td.parent_uuid, "")
+            tracks.add(pkt.track_descriptor)
         if pkt.HasField("process_tree"):
             atrace.process_tree(pkt.process_tree)
         if pkt.HasField("ftrace_events"):
@@ -317,53 +374,19 @@ def load(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
         if not pkt.HasField("track_event"):
             continue
         ev = pkt.track_event
-        uuid = ev.track_uuid if ev.HasField("track_uuid") else default_track.get(seq, 0)
-        tables = interned.get(seq, {})
         ts = int(pkt.timestamp)
         if ts >= 2**63:  # uint64 in the protocol; beyond int64 ns it cannot be placed
             overflows += 1
             continue
-        if ev.type == 2:  # SLICE_END
-            stack = open_slices.get(uuid)
-            if stack:
-                i = stack.pop()
-                negative += ts < cols["start"][i]
-                cols["dur"][i] = max(ts - cols["start"][i], 0)
-            continue
-        if ev.type not in (1, 3):
-            continue
-        name = _text(ev.name) if ev.HasField("name") else tables.get("event_names", {}).get(ev.name_iid, "")
-        cats = [_text(c) for c in ev.categories] or [tables.get("event_categories", {}).get(c, "")
-                                                      for c in ev.category_iids]
-        args = {}
-        for a in ev.debug_annotations:
-            key = _text(a.name) if a.HasField("name") else tables.get("debug_annotation_names", {}).get(a.name_iid, "?")
-            args[key] = _text(_annotation_value(a))
-        stack = open_slices.setdefault(uuid, [])
-        cols["uuid"].append(uuid)
-        cols["name"].append(name or "(unnamed)")
-        cols["cat"].append(",".join(c for c in cats if c) or "slice")
-        cols["start"].append(ts)
-        cols["dur"].append(0)
-        cols["depth"].append(len(stack))
-        cols["corr"].append(ev.correlation_id if ev.HasField("correlation_id") else None)
-        cols["args"].append(args or None)
-        cols["kind"].append("span" if ev.type == 1 else "instant")
-        if ev.type == 1:
-            stack.append(len(cols["start"]) - 1)
+        uuid = ev.track_uuid if ev.HasField("track_uuid") else default_track.get(seq, 0)
+        negative += _event(cols, open_slices, ev, interned.get(seq, {}), uuid, ts)
     if n_packets == 0:
         raise TraceError(FORMAT, f"{p.name}: no packets")
     n = len(cols["start"])
     if n == 0:
         raise TraceError(FORMAT, f"{p.name}: {describe(sources, n_packets)}")
     unclosed = sum(len(s) for s in open_slices.values()) + atrace.unclosed()
-    keys = [u for u in cols["uuid"] if not isinstance(u, tuple)]
-    order, label = _lanes(keys, track_names, track_rank)
-    procs = {u: track_proc.get(u) or "trace" for u in order}
-    marked = sorted({u for u in cols["uuid"] if isinstance(u, tuple)}, key=lambda k: atrace.lane(k)[2])
-    for k in marked:  # atrace lanes after the TrackEvent ones, by process then thread
-        label[k], procs[k], _ = atrace.lane(k)
-    order += marked
+    order, label, procs = tracks.lanes(cols, atrace)
     df = from_columns({"process": [procs[u] for u in cols["uuid"]],
                        "track": [label[u] for u in cols["uuid"]], "name": cols["name"], "category": cols["cat"],
                        "start_ns": np.array(cols["start"], dtype=np.int64),
