@@ -422,6 +422,73 @@ def _sk_finish(part_ptr, first_slot, pieces, c_ptr, out_row, m_row, off_n, M_SHA
                  total.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _fetch_row(peer_ptrs_ptr, stage_ptr, flag_ptr, src, m_tile, kb, ke, epoch, M_SHARD, K, tps, k_tiles,
+               BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FETCH_K: tl.constexpr, TILED_STAGE: tl.constexpr,
+               EVEN_K: tl.constexpr, FETCH_EVICT: tl.constexpr, FLAG_BARRIER: tl.constexpr):
+    """A fetch row: copy k-tiles [kb, ke) of a peer's M-tile into the stage, then publish its flag."""
+    # A peer's address comes from memory, so Triton cannot see its alignment: without the hint
+    # (the host checks it) every load is 2 bytes wide, 7-11 GB/s per SM.
+    src_ptr = tl.multiple_of(tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(stage_ptr.dtype.element_ty)), 16)
+    _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
+           BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K, FETCH_EVICT)
+    # Every warp's stores must be done before one thread publishes the flag (the seed's review:
+    # validation failures without it). Off only for that experiment.
+    if FLAG_BARRIER:
+        tl.debug_barrier()
+    tl.atomic_xchg(flag_ptr, epoch, sem="release", scope="sys")
+
+
+@triton.jit
+def _a_source(a_local_ptr, stage_ptr, src, remote, m_tile, off_m, M_SHARD, K, tps, k_tiles,
+              BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, TILED_STAGE: tl.constexpr):
+    """Where a GEMM row's A comes from: the local shard in place, or the peer's staged copy
+    (row-major, or tile by tile with ``TILED_STAGE``): its base, rows and row stride, the first
+    row, and how far one K block moves along rows and along columns."""
+    a_base = a_local_ptr
+    a_rows = M_SHARD
+    a_stride = K
+    a_row = off_m
+    row_step = 0
+    col_step = BLOCK_K
+    if remote:
+        if TILED_STAGE:
+            a_base = stage_ptr + (src * tps + m_tile) * k_tiles * (BLOCK_M * BLOCK_K)
+            a_rows = k_tiles * BLOCK_M
+            a_stride = BLOCK_K
+            a_row = 0
+            row_step = BLOCK_M
+            col_step = 0
+        else:
+            a_base = stage_ptr + src * M_SHARD * K
+    return a_base, a_rows, a_stride, a_row, row_step, col_step
+
+
+@triton.jit
+def _sk_publish(part_ptr, count_ptr, acc, slot, pieces, max_pieces, epoch, c_ptr, out_row, off_m, off_n, M_SHARD, N,
+                stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A stream-K piece: publish its fp32 partial; the last piece of the tile adds them up."""
+    part_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tl.store(part_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + part_offs, acc, cache_modifier=".cg")
+    tl.debug_barrier()
+    sk_tile = slot // max_pieces
+    seen = tl.atomic_add(count_ptr + sk_tile, 1, sem="acq_rel", scope="gpu")
+    if seen == epoch * pieces - 1:
+        _sk_finish(part_ptr, sk_tile * max_pieces, pieces, c_ptr, out_row, off_m, off_n, M_SHARD, N,
+                   stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _trace_row(rec, kind, t, t_start, t_ready, TRACE: tl.constexpr):
+    """A row's trace record: its role, ticket, SM, start, inputs ready and end (ns)."""
+    tl.store(rec + 0, kind.to(tl.int64))
+    tl.store(rec + 1, t.to(tl.int64))
+    tl.store(rec + 2, _sm_id(TRACE))
+    tl.store(rec + 3, t_start)
+    tl.store(rec + 4, t_ready)
+    tl.store(rec + 5, _now_ns(TRACE))
+
+
 # Ints that differ between calls, ranks or shapes are not specialised (Triton compiles a variant
 # for ints equal to 1 or divisible by 16): one compile serves every launch.
 @triton.jit(do_not_specialize=["M_SHARD", "rank", "epoch", "ticket_base", "num_tickets", "max_pieces",
@@ -444,7 +511,6 @@ def ag_gemm_hbm_kernel(
     k_tiles = tl.cdiv(K, BLOCK_K)
     k_groups = tl.cdiv(k_tiles, k_tiles_per_flag)
     fpm = tl.cdiv(tps, m_tiles_per_flag)  # flags per shard along M
-    dtype = stage_ptr.dtype.element_ty
     offs_m = tl.arange(0, BLOCK_M)
 
     t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") - ticket_base
@@ -462,17 +528,9 @@ def ag_gemm_hbm_kernel(
             ke = tl.load(item + 5)
             t_ready = t_start
             if kind == 1:  # ROLE_FETCH: nk is the k-group
-                # A peer's address comes from memory, so Triton cannot see its alignment: without
-                # the hint (the host checks it) every load is 2 bytes wide, 7-11 GB/s per SM.
-                src_ptr = tl.multiple_of(tl.load(peer_ptrs_ptr + src).to(tl.pointer_type(dtype)), 16)
-                _fetch(src_ptr, stage_ptr, src, m_tile, kb, ke, M_SHARD, K, tps, k_tiles,
-                       BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K, FETCH_EVICT)
-                # Every warp's stores must be done before one thread publishes the flag (the
-                # seed's review: validation failures without it). Off only for that experiment.
-                if FLAG_BARRIER:
-                    tl.debug_barrier()
-                tl.atomic_xchg(flags_ptr + (src * fpm + m_tile // m_tiles_per_flag) * k_groups + nk, epoch,
-                               sem="release", scope="sys")
+                _fetch_row(peer_ptrs_ptr, stage_ptr, flags_ptr + (src * fpm + m_tile // m_tiles_per_flag) * k_groups + nk,
+                           src, m_tile, kb, ke, epoch, M_SHARD, K, tps, k_tiles,
+                           BLOCK_M, BLOCK_K, FETCH_K, TILED_STAGE, EVEN_K, FETCH_EVICT, FLAG_BARRIER)
             else:  # ROLE_GEMM: nk is the N-tile
                 slot = tl.load(item + 6)
                 pieces = tl.load(item + 7)
@@ -481,26 +539,13 @@ def ag_gemm_hbm_kernel(
                 row_ok = off_m + offs_m < M_SHARD
                 col_ok = off_n + tl.arange(0, BLOCK_N) < N
                 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                # Where A comes from: the local shard in place, or the peer's staged copy.
-                # One matrix-multiply loop for both (a loop per source would double the
-                # pipeline's shared memory), so A's TMA descriptor is made here, per row.
+                # One matrix-multiply loop for the local shard and a peer's staged copy (a loop
+                # per source would double the pipeline's shared memory), so A's TMA descriptor
+                # is made here, per row.
                 remote = src != rank
-                a_base = a_local_ptr
-                a_rows = M_SHARD
-                a_stride = K
-                a_row = off_m
-                row_step = 0
-                col_step = BLOCK_K
-                if remote:
-                    if TILED_STAGE:
-                        a_base = stage_ptr + (src * tps + m_tile) * k_tiles * (BLOCK_M * BLOCK_K)
-                        a_rows = k_tiles * BLOCK_M
-                        a_stride = BLOCK_K
-                        a_row = 0
-                        row_step = BLOCK_M
-                        col_step = 0
-                    else:
-                        a_base = stage_ptr + src * M_SHARD * K
+                a_base, a_rows, a_stride, a_row, row_step, col_step = _a_source(
+                    a_local_ptr, stage_ptr, src, remote, m_tile, off_m, M_SHARD, K, tps, k_tiles,
+                    BLOCK_M, BLOCK_K, TILED_STAGE)
                 g_first = kb // k_tiles_per_flag
                 tile_flags = flags_ptr + (src * fpm + m_tile // m_tiles_per_flag) * k_groups
                 segments = 1
@@ -537,24 +582,10 @@ def ag_gemm_hbm_kernel(
                     _store_tile(c, c_ptr, acc, out_row, off_m, off_n, M_SHARD, N, stride_cm, stride_cn,
                                 BLOCK_M, BLOCK_N, TMA_STORE)
                 else:
-                    # Stream-K piece: publish the partial; the last piece of the tile adds them up.
-                    part_offs = offs_m[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-                    tl.store(part_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + part_offs, acc,
-                             cache_modifier=".cg")
-                    tl.debug_barrier()
-                    sk_tile = slot // max_pieces
-                    seen = tl.atomic_add(count_ptr + sk_tile, 1, sem="acq_rel", scope="gpu")
-                    if seen == epoch * pieces - 1:
-                        _sk_finish(part_ptr, sk_tile * max_pieces, pieces, c_ptr, out_row, off_m, off_n, M_SHARD, N,
-                                   stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                    _sk_publish(part_ptr, count_ptr, acc, slot, pieces, max_pieces, epoch, c_ptr, out_row, off_m,
+                                off_n, M_SHARD, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
             if TRACE:
-                rec = trace_ptr + r * 6
-                tl.store(rec + 0, kind.to(tl.int64))
-                tl.store(rec + 1, t.to(tl.int64))
-                tl.store(rec + 2, _sm_id(TRACE))
-                tl.store(rec + 3, t_start)
-                tl.store(rec + 4, t_ready)
-                tl.store(rec + 5, _now_ns(TRACE))
+                _trace_row(trace_ptr + r * 6, kind, t, t_start, t_ready, TRACE)
         t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") - ticket_base
 
 

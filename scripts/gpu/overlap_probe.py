@@ -40,131 +40,152 @@ def main() -> None:
         probe(args, dev, rank, world)
 
 
-def probe(args, dev, rank: int, world: int) -> None:
-    a = torch.randn(args.rows, args.k, device=dev, dtype=torch.float16)
-    b = torch.randn(args.k, args.n, device=dev, dtype=torch.float16)
-    c = torch.empty(args.rows, args.n, device=dev, dtype=torch.float16)
-    buf = torch.randn(args.rows, args.n, device=dev, dtype=torch.float16)
+class Spun:
+    """Stands for the all-reduce's Work in the 'sleep' row: joins the side stream."""
 
-    from torch.distributed.distributed_c10d import ProcessGroupNCCL
+    def __init__(self, side):
+        self.side = side
 
-    def limited(ctas):
+    def wait(self):
+        torch.cuda.current_stream().wait_stream(self.side)
+
+
+class Probe:
+    """One rank's matmul, its collectives and their timings (every rank runs; rank 0 prints)."""
+
+    def __init__(self, args, dev, rank: int, world: int):
+        self.args, self.rank, self.world = args, rank, world
+        self.a = torch.randn(args.rows, args.k, device=dev, dtype=torch.float16)
+        self.b = torch.randn(args.k, args.n, device=dev, dtype=torch.float16)
+        self.c = torch.empty(args.rows, args.n, device=dev, dtype=torch.float16)
+        self.buf = torch.randn(args.rows, args.n, device=dev, dtype=torch.float16)
+        # "sleep": a one-thread spin kernel on a side stream instead of the all-reduce: whether
+        # this GPU runs kernels of two streams at once at all
+        self.groups = {"sleep": "sleep", "default": None, "limited-16": self.limited(16),
+                       "limited-8": self.limited(8), **{f"triton-{g}": self.triton(g, dev) for g in args.triton}}
+        self.blas = torch.backends.cuda.preferred_blas_library()
+        self.side = torch.cuda.Stream()
+        # the sleep kernel: both kernels (or the whole op) are queued before the GPU starts them
+        self.timer = harness.DistTimer(sleep_cycles=harness.SLEEP_CYCLES)
+
+    def limited(self, ctas: int):
+        # NCCL's group options exist only in a CUDA build of torch (the probe imports without one)
+        from torch.distributed.distributed_c10d import ProcessGroupNCCL
+
         opts = ProcessGroupNCCL.Options(is_high_priority_stream=True)
         opts.config.max_ctas, opts.config.min_ctas = ctas, 1
-        return dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
+        return dist.new_group(list(range(self.world)), backend="nccl", pg_options=opts)
 
-    def triton(spec):
-        # the mc2-split study's two-shot push all-reduce of a fixed grid (its own symmetric buffer)
+    def triton(self, spec: str, dev):
+        """The mc2-split study's two-shot push all-reduce of a fixed grid (its own symmetric buffer)."""
         ctas, warps = map(int, spec.split("x"))
-        return TritonPushComm(args.rows, args.n, torch.float16, dev, dist.group.WORLD.group_name, ctas, warps)
+        return TritonPushComm(self.args.rows, self.args.n, torch.float16, dev, dist.group.WORLD.group_name,
+                              ctas, warps)
 
-    # "sleep": a one-thread spin kernel on a side stream instead of the all-reduce: whether this
-    # GPU runs kernels of two streams at once at all
-    groups = {"sleep": "sleep", "default": None, "limited-16": limited(16), "limited-8": limited(8),
-              **{f"triton-{g}": triton(g) for g in args.triton}}
-    blas = torch.backends.cuda.preferred_blas_library()
-    side = torch.cuda.Stream()
+    def mm(self):
+        torch.matmul(self.a, self.b, out=self.c)
 
-    def check(group):
-        """Both kernels' outputs against float references before any timing (the timed runs then
-        reduce `buf` again and again: its values grow, its speed does not change)."""
-        mm()
-        ref = a.float() @ b.float()
-        err = float((c.float() - ref).abs().max() / ref.abs().max())
-        if group != "sleep":
-            data = reduced(group)
-            data.normal_()
-            parts = [torch.empty_like(data) for _ in range(world)]
-            dist.all_gather(parts, data)
-            run(group, "ar-only")
-            want = torch.stack([p.float() for p in parts]).sum(0)
-            err = max(err, float((data.float() - want).abs().max() / want.abs().max()))
-        torch.cuda.synchronize()
-        if err > 1e-2:
-            raise SystemExit(f"rank {rank}: output check failed ({err:.2e} relative): no timings")
-
-    # the sleep kernel: both kernels (or the whole op) are queued before the GPU starts them
-    timer = harness.DistTimer(sleep_cycles=harness.SLEEP_CYCLES)
-
-    def timed(fn):
-        """Median us of one call, slowest rank (3 untimed calls first)."""
-        return timer.samples(fn, args.reps, warmup=3).median_ns / 1e3
-
-    if rank == 0:
-        print(f"world {world}, {args.rows}x{args.k} @ {args.k}x{args.n} fp16, all-reduce {c.numel() * 2 / 2**20:.0f} MiB; "
-              f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'unset')} "
-              f"NCCL_PROTO={os.environ.get('NCCL_PROTO', 'unset')} "
-              f"NCCL_CGA_CLUSTER_SIZE={os.environ.get('NCCL_CGA_CLUSTER_SIZE', 'unset')}")
-        print("| collective | carve-out | mm us | ar us | both us | overlap |")
-        print("|---|---|---|---|---|---|")
-    class Spun:
-        """Stands for the all-reduce's Work in the 'sleep' row."""
-
-        def wait(self):
-            torch.cuda.current_stream().wait_stream(side)
-
-    def reduced(group):
+    def reduced(self, group):
         """The buffer the collective reduces in place."""
-        return group.out if isinstance(group, TritonPushComm) else buf
+        return group.out if isinstance(group, TritonPushComm) else self.buf
 
-    def collective(group):
+    def collective(self, group):
         if group == "sleep":
             torch.cuda._sleep(280_000)  # ~140 us at 1.98 GHz
-            return Spun()
+            return Spun(self.side)
         if isinstance(group, TritonPushComm):
-            group.start(0, args.rows)
+            group.start(0, self.args.rows)
             return group  # its wait() joins its stream into the current one
-        return dist.all_reduce(buf, group=group, async_op=True)
+        return dist.all_reduce(self.buf, group=group, async_op=True)
 
-    def mm():
-        torch.matmul(a, b, out=c)
-
-    def run(group, order):
+    def run(self, group, order: str):
         # the collective's stream waits only for what precedes this op (the sleep), so with the
         # matmul both become ready together; `order` is only the order the host queues them in
         ready = torch.cuda.Event()
         ready.record()
-        side.wait_event(ready)
+        self.side.wait_event(ready)
         if order == "mm-first":
-            mm()
-        with torch.cuda.stream(side):
-            work = collective(group)
+            self.mm()
+        with torch.cuda.stream(self.side):
+            work = self.collective(group)
         if order == "ar-first":
-            mm()
+            self.mm()
         work.wait()
 
-    def soak(group, cv):
+    def check(self, group):
+        """Both kernels' outputs against float references before any timing (the timed runs then
+        reduce the buffer again and again: its values grow, its speed does not change)."""
+        self.mm()
+        ref = self.a.float() @ self.b.float()
+        err = float((self.c.float() - ref).abs().max() / ref.abs().max())
+        if group != "sleep":
+            data = self.reduced(group)
+            data.normal_()
+            parts = [torch.empty_like(data) for _ in range(self.world)]
+            dist.all_gather(parts, data)
+            self.run(group, "ar-only")
+            want = torch.stack([p.float() for p in parts]).sum(0)
+            err = max(err, float((data.float() - want).abs().max() / want.abs().max()))
+        torch.cuda.synchronize()
+        if err > 1e-2:
+            raise SystemExit(f"rank {self.rank}: output check failed ({err:.2e} relative): no timings")
+
+    def timed(self, fn) -> float:
+        """Median us of one call, slowest rank (3 untimed calls first)."""
+        return self.timer.samples(fn, self.args.reps, warmup=3).median_ns / 1e3
+
+    def say(self, text: str):
+        if self.rank == 0:
+            print(text)
+
+    def table(self):
+        """Per collective and carve-out: each alone, then both in each queueing order."""
+        self.say(f"world {self.world}, {self.args.rows}x{self.args.k} @ {self.args.k}x{self.args.n} fp16, all-reduce "
+                 f"{self.c.numel() * 2 / 2**20:.0f} MiB; "
+                 f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'unset')} "
+                 f"NCCL_PROTO={os.environ.get('NCCL_PROTO', 'unset')} "
+                 f"NCCL_CGA_CLUSTER_SIZE={os.environ.get('NCCL_CGA_CLUSTER_SIZE', 'unset')}")
+        self.say("| collective | carve-out | mm us | ar us | both us | overlap |")
+        self.say("|---|---|---|---|---|---|")
+        for name, group in self.groups.items():
+            for cv in self.args.carveouts:
+                set_matmul_carveout(cv, self.blas)
+                self.check(group)
+                t_mm, t_ar = self.timed(self.mm), self.timed(lambda: self.run(group, "ar-only"))
+                for order in ("ar-first", "mm-first"):
+                    t_both = self.timed(lambda: self.run(group, order))
+                    ov = (t_mm + t_ar - t_both) / min(t_mm, t_ar)
+                    self.say(f"| {name} ({order}) | {cv} | {t_mm:.1f} | {t_ar:.1f} | {t_both:.1f} | {ov:.2f} |")
+
+    def soak(self, group, cv: int):
         """Each of matmul alone, all-reduce alone, both, back to back for soak_s seconds with
         wall-clock stamps, so a clock/power log taken beside (nvidia-smi -lms 100) shows
         whether running both lowers the SM clock (the matmul slows beside the all-reduce)."""
-        set_matmul_carveout(cv, blas)
-        for mode, fn in (("mm", mm), ("ar", lambda: run(group, "ar-only")), ("both", lambda: run(group, "ar-first"))):
+        set_matmul_carveout(cv, self.blas)
+        for mode, fn in (("mm", self.mm), ("ar", lambda: self.run(group, "ar-only")),
+                         ("both", lambda: self.run(group, "ar-first"))):
             dist.barrier()
             torch.cuda.synchronize()
             t0, iters = time.time(), 0
-            while time.time() - t0 < args.soak_s:
+            while time.time() - t0 < self.args.soak_s:
                 for _ in range(20):
                     fn()
                 torch.cuda.synchronize()
                 iters += 20
             t1 = time.time()
-            if rank == 0:
-                print(f"soak {mode} carve-out {cv}: {time.strftime('%H:%M:%S', time.localtime(t0))}.{int(t0 % 1 * 1000):03d}"
-                      f" to {time.strftime('%H:%M:%S', time.localtime(t1))}.{int(t1 % 1 * 1000):03d}, "
-                      f"{(t1 - t0) / iters * 1e6:.1f} us per call (host time, no sleep kernel)")
+            self.say(f"soak {mode} carve-out {cv}: {_stamp(t0)} to {_stamp(t1)}, "
+                     f"{(t1 - t0) / iters * 1e6:.1f} us per call (host time, no sleep kernel)")
 
-    for name, group in groups.items():
-        for cv in args.carveouts:
-            set_matmul_carveout(cv, blas)
-            check(group)
-            t_mm, t_ar = timed(mm), timed(lambda: run(group, "ar-only"))
-            for order in ("ar-first", "mm-first"):
-                t_both = timed(lambda: run(group, order))
-                ov = (t_mm + t_ar - t_both) / min(t_mm, t_ar)
-                if rank == 0:
-                    print(f"| {name} ({order}) | {cv} | {t_mm:.1f} | {t_ar:.1f} | {t_both:.1f} | {ov:.2f} |")
+
+def _stamp(t: float) -> str:
+    return f"{time.strftime('%H:%M:%S', time.localtime(t))}.{int(t % 1 * 1000):03d}"
+
+
+def probe(args, dev, rank: int, world: int) -> None:
+    p = Probe(args, dev, rank, world)
+    p.table()
     if args.soak_s:
-        soak(groups[f"triton-{args.triton[0]}"], args.carveouts[-1])
+        p.soak(p.groups[f"triton-{args.triton[0]}"], args.carveouts[-1])
 
 
 if __name__ == "__main__":
