@@ -62,10 +62,11 @@ def _finished(study: ModuleType, job: jobs.Job) -> None:
         variants = len(doc.get("variants", []))
         # the progress counted the study's steps (compiles, profiles, rounds too): say how the two relate
         steps = state.step[1] if state.step else None
-        also = (f" from its {steps} {state.step[2]} (compiling, profiling and interleaved rounds are steps, not "
+        also = (f"from its {steps} {state.step[2]} (compiling, profiling and interleaved rounds are steps, not "
                 "variants)" if steps is not None and steps != variants else "")
+        # (escape trims its text's ends: the space before the step count stays outside it)
         st.session_state[notice] = ("success", f"Run `{run_id}` finished in {took}: {_plural(variants, 'variant')}"
-                                               f"{escape(also)} (shown below).")
+                                               f"{' ' + escape(also) if also else ''} (shown below).")
     else:
         if run_id:
             show(study.ID, run_id)  # a failed run keeps its finished variants and says why
