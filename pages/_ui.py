@@ -9,7 +9,7 @@ page with no file (``app.py`` wraps :func:`study_page`); a study with page extra
     study_page(study, extras=page_extras, extras_tab="Timeline")
 
 A study page leads with what a person reads first, from one cached analysis
-(:mod:`workbench.analysis`): the "run disturbed" warnings, the verdict, the seed's claims
+(:mod:`workbench.reading.analysis`): the "run disturbed" warnings, the verdict, the seed's claims
 checked on this run, the study's key table (``KEY_TABLE``) and key chart (``KEY_CHART``).
 Everything else is in tabs: results, charts, tables, the page's extras, seed, environment, raw.
 """
@@ -29,22 +29,22 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from workbench import charts as wbcharts
-from workbench import claims as wbclaims
-from workbench import comparison as compare
-from workbench import jobs, report
-from workbench import store as wbstore
-from workbench.analysis import Analysis, analyse, charts_of, sections_of
-from workbench import env as wbenv
-from workbench.catalog import Catalog, Header, default_run, duration_text, estimate_s, titles
-from workbench.env import REPO_ROOT, summary_line
-from workbench.names import seed_text, seed_title
-from workbench.record import RunRecord
-from workbench.store import Store, StoreError, to_bundle
-from workbench.study import ParamError, validate
-from workbench.tables import (MISSING, header_text, key_columns, md_table, number_formats, readable,
-                              results_display, variants_table)
-from workbench.untrusted import escape, safe_stem
+from workbench.presentation import charts as wbcharts
+from workbench.evidence import claims as wbclaims
+from workbench.reading import comparison as compare
+from workbench.running import jobs
+from workbench.presentation import report
+from workbench.results import store as wbstore
+from workbench.reading.analysis import Analysis, analyse, charts_of, sections_of
+from workbench.base import env as wbenv
+from workbench.results.catalog import Catalog, Header, default_run, duration_text, estimate_s, titles
+from workbench.base.env import REPO_ROOT, summary_line
+from workbench.base.names import seed_text, seed_title
+from workbench.data.record import RunRecord
+from workbench.results.store import Store, StoreError, to_bundle
+from workbench.seam.study import ParamError, validate
+from workbench.evidence.tables import MISSING, header_text, key_columns, md_table, number_formats, readable, results_display, variants_table
+from workbench.base.untrusted import escape, safe_stem
 
 #: rows a table shows before it scrolls (the page stays a few screens tall)
 TABLE_ROWS = 12
@@ -66,7 +66,7 @@ def get_store() -> Store | None:
 
 
 def session_alive() -> Callable[[], bool] | None:
-    """A check that this browser session is still connected (for :mod:`workbench.jobs`), or
+    """A check that this browser session is still connected (for :mod:`workbench.running.jobs`), or
     None where there is no server (AppTest, bare mode)."""
     from streamlit import runtime
     from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -109,7 +109,7 @@ def study_link(study_id: str, label: str, run_id: str | None = None) -> None:
 
 
 def catalog(store: Store | None) -> Catalog:
-    """Stored and committed runs, by one id (:mod:`workbench.catalog`), committed ones cached."""
+    """Stored and committed runs, by one id (:mod:`workbench.results.catalog`), committed ones cached."""
     return Catalog(store, committed=committed)
 
 
@@ -117,7 +117,7 @@ def catalog(store: Store | None) -> Catalog:
 
 def _styled(df: pd.DataFrame):
     """``df`` as the reports show it: each numeric column in its one number format
-    (:func:`workbench.tables.number_formats`), a dash for a missing value (never ``<NA>`` or
+    (:func:`workbench.evidence.tables.number_formats`), a dash for a missing value (never ``<NA>`` or
     ``None``); the values stay numbers, so columns still sort by value."""
     formats = number_formats(df)
     text_cols = [c for c in df.columns if str(c) not in formats and not pd.api.types.is_bool_dtype(df[c])]
@@ -192,7 +192,7 @@ def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def show_chart(chart) -> None:
-    # "content": the chart keeps its own size (see workbench.charts); "stretch" squeezes legends
+    # "content": the chart keeps its own size (see workbench.presentation.charts); "stretch" squeezes legends
     st.altair_chart(chart, width="content")
 
 
@@ -222,7 +222,7 @@ def _widget(p, default: Any, key: str):
 
 @st.cache_data(ttl=600, show_spinner=False)
 def this_machine() -> dict[str, Any]:
-    """This machine's environment (:func:`workbench.env.capture`), read once in a while."""
+    """This machine's environment (:func:`workbench.base.env.capture`), read once in a while."""
     return wbenv.capture()
 
 
@@ -354,7 +354,7 @@ def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
                        mime="application/json", key=f"{key}:bundle")
 
 
-#: a <details> block as workbench.untrusted.details writes it (the summary escaped there)
+#: a <details> block as workbench.base.untrusted.details writes it (the summary escaped there)
 _DETAILS = re.compile(r"<details><summary>(.*?)</summary>\n\n(.*?)\n\n</details>", re.S)
 
 
@@ -541,14 +541,14 @@ def show_run(study: ModuleType, rec: RunRecord, extras: Callable | None = None, 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _group_markdown(run_ids: tuple[str, ...], _records: tuple, _study: ModuleType) -> str:
-    from workbench import across
+    from workbench.reading import across
 
     return across.markdown(across.summary([analyse(r, _study) for r in _records]))
 
 
 def _show_group(study: ModuleType, rec: RunRecord, group_id: str) -> None:
     """A run of a ``--repeat-runs`` group: each derived number per run and across the group's
-    runs, the claims judged across them (:mod:`workbench.across`), in an expander."""
+    runs, the claims judged across them (:mod:`workbench.reading.across`), in an expander."""
     store = get_store()
     if store is None:
         return
@@ -748,7 +748,7 @@ _STALE_CSS = "<style>.st-key-wb-stale-run{opacity:.4;filter:grayscale(.9)}</styl
 
 def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     """The run picker: every run of the study by its label, origin, machine and time; the run
-    :func:`show` named (or ``?run=`` in the URL), else :func:`workbench.catalog.default_run`."""
+    :func:`show` named (or ``?run=`` in the URL), else :func:`workbench.results.catalog.default_run`."""
     ids = [h.run_id for h in headers]
     by_id = {h.run_id: h for h in headers}
     # ?run=ID in the URL (a link to one run) counts until the page shows another
@@ -768,14 +768,14 @@ def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a: RunRecord, _b: RunR
 
 
 def comparison(a: RunRecord, b: RunRecord, runs: Catalog, n_runs: int) -> dict:
-    """B against A (:func:`workbench.comparison.compare_runs`), with the A/A runs of the store and
+    """B against A (:func:`workbench.reading.comparison.compare_runs`), with the A/A runs of the store and
     the committed bundles; ``n_runs``: how many runs there are (a new one may be an A/A pair)."""
     return _comparison(run_key(a), run_key(b), n_runs, a, b, runs)
 
 
 def show_comparison(cmp: dict) -> None:
     """An A/B comparison: its forest plot of B/A per variant with CIs, then the verdict and
-    the tables (:func:`workbench.comparison.markdown`)."""
+    the tables (:func:`workbench.reading.comparison.markdown`)."""
     forest = compare.forest_table(cmp)
     if forest["ratio"].notna().any():
         show_chart(wbcharts.forest(forest))

@@ -44,16 +44,19 @@ from typing import Any, Callable
 # Only what every command needs is imported here: an error line (a typo, an unknown run) comes
 # before pandas, the studies and the statistics are imported (half a second or more on a loaded
 # 2-core machine; benchmarks/cli.py times it). The rest is imported by the commands that use it.
-from . import events, interrupt, manual, outfile, procs
-from .catalog import Catalog, find_run
-from .env import REPO_ROOT, STATE_DIR
-from .launcher import LaunchError, Topology
-from .names import did_you_mean, seed_title
-from .outfile import OutputError
-from .registry import get, registry
-from .store import Store, StoreError, read_bundle, to_gbench, write_bundle
-from .study import Cancelled, ParamError, StudyUnavailable, validate
-from .untrusted import UntrustedError, check_attachment_name, guarded, has_surrogates, plain, safe_stem
+from .seam import events
+from .base import interrupt, outfile, procs
+from .presentation import manual
+from .results.catalog import Catalog, find_run
+from .base.env import REPO_ROOT, STATE_DIR
+from .running.launcher import LaunchError, Topology
+from .base.names import did_you_mean, seed_title
+from .base.outfile import OutputError
+from .seam.registry import get, registry
+from .results.store import Store, StoreError, read_bundle, to_gbench, write_bundle
+from .seam.study import Cancelled, ParamError, StudyUnavailable, validate
+from .base.untrusted import UntrustedError, check_attachment_name, guarded, has_surrogates, plain, safe_stem
+from .presentation.progress import ProgressBar
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REPORTS_DIR = STATE_DIR / "reports"
@@ -61,30 +64,6 @@ REPORTS_DIR = STATE_DIR / "reports"
 
 def _err(msg: str) -> None:
     print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
-
-
-class ProgressBar:
-    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.last = ""
-
-    def __call__(self, fraction: float, message: str) -> None:
-        width = 30
-        filled = int(round(fraction * width))
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:5.1f}% {plain(message)}"
-        if self.tty:
-            self.stream.write("\r" + line[:120].ljust(120))
-            self.stream.flush()
-        elif message != self.last:
-            self.stream.write(line + "\n")
-        self.last = message
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
 
 
 def _open_store(path: str | None, create: bool = True) -> Store:
@@ -126,14 +105,14 @@ def _fmt_table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
     import pandas as pd
 
-    from .tables import render
+    from .evidence.tables import render
 
     return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 
 
 def summary_text(a) -> str:
     """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
-    from .tables import render, results_display
+    from .evidence.tables import render, results_display
 
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
@@ -203,7 +182,7 @@ def knobs_table(study) -> list[dict[str, str]]:
 def knobs_text(study) -> str:
     """``knobs STUDY`` (and ``run STUDY --help``): the knobs table, then each preset with its
     purpose and the knobs it sets."""
-    from .tables import render
+    from .evidence.tables import render
     import pandas as pd
 
     table = pd.DataFrame(knobs_table(study))
@@ -285,7 +264,7 @@ def _measuring(study, close: Callable[[], None], kept: str, interrupted: Callabl
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
     ``close()`` ends the progress bar). ``kept`` names what a failed run keeps (its finished
     points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
-    from . import runner
+    from .running import runner
 
     try:
         result = measure()
@@ -331,7 +310,7 @@ def _repeat_runs(args) -> int:
     """``run --repeat-runs N``: the same command N times, each in a fresh process (its own
     interpreter, thread pools, allocator state and placement: pyperf's worker processes), as
     one run group; then each derived number's figure per run, the interval across runs and the
-    claims judged across runs (:mod:`workbench.across`)."""
+    claims judged across runs (:mod:`workbench.reading.across`)."""
     if not 2 <= args.repeat_runs <= MAX_REPEAT_RUNS:
         _err(f"--repeat-runs: {args.repeat_runs} is outside 2..{MAX_REPEAT_RUNS} (1 is a plain run)")
         return EXIT_BAD_INPUT
@@ -340,8 +319,8 @@ def _repeat_runs(args) -> int:
         return EXIT_BAD_INPUT
     if _prepared(args) is None:  # the children's checks, once, before any of them starts
         return EXIT_BAD_INPUT
-    from . import across
-    from .analysis import analyse
+    from .reading import across
+    from .reading.analysis import analyse
 
     group = secrets.token_hex(4)
     base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")
@@ -374,7 +353,7 @@ def _prepared(args) -> tuple | None:
             _deprecations(study, values)
         preset = "quick" if args.quick else args.preset
         validate(study, values, preset=preset)
-        from . import runner
+        from .running import runner
 
         precision = runner.parse_precision(args.precision, args.precision_cap)
         runner.stall_limit_s()  # a bad $WORKBENCH_STALL_S, before the store is made
@@ -391,7 +370,7 @@ def _run(args) -> int:
     if prepared is None:
         return EXIT_BAD_INPUT
     study, values, preset, precision, store = prepared
-    from . import runner
+    from .running import runner
 
     # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
     # carries only what went wrong.
@@ -404,7 +383,7 @@ def _run(args) -> int:
                                                   run_group=_run_group(args.run_group)))
     if rec is None:
         return code
-    from .analysis import analyse, json_fields
+    from .reading.analysis import analyse, json_fields
 
     a = analyse(rec, study)
     if args.json:
@@ -454,8 +433,8 @@ def _run_group(text: str | None) -> dict | None:
 
 def cmd_readme(args) -> int:
     """``readme``: every committed result README's generated blocks against what the tool prints
-    today (exit 1 and the blocks that differ), or ``--refresh`` them (:mod:`workbench.readme`)."""
-    from . import readme
+    today (exit 1 and the blocks that differ), or ``--refresh`` them (:mod:`workbench.reading.readme`)."""
+    from .reading import readme
 
     paths = readme.readmes(REPO_ROOT)
     if args.study:
@@ -556,7 +535,7 @@ def cmd_tag(args) -> int:
 def _print_comparison(cmp: dict, fmt: str, extra: dict | None = None, threshold: float | None = None) -> None:
     """A comparison on stdout: ``table`` (one aligned table, then a line each for what
     differs, the warnings and the gate), ``md`` (GitHub Markdown) or ``json``."""
-    from . import comparison as compare
+    from .reading import comparison as compare
 
     if fmt == "json":
         doc = {**cmp, **(extra or {})}
@@ -583,10 +562,10 @@ def _compare_format(args) -> str:
 def cmd_compare(args) -> int:
     """``compare A B``: B against A as one terminal table (``--format md``: Markdown; ``--json``);
     ``--fail-above 2%``: exit 1 when a variant is clearly slower by more than 2%
-    (:func:`workbench.comparison.regressions`)."""
+    (:func:`workbench.reading.comparison.regressions`)."""
     threshold = None
     if args.fail_above is not None:
-        from .comparison import parse_threshold
+        from .reading.comparison import parse_threshold
 
         try:
             threshold = parse_threshold(args.fail_above)
@@ -606,7 +585,7 @@ def cmd_compare(args) -> int:
         _err(f"A and B are the same run ({a.run_id}): a run compared with itself shows no change by construction; "
              "give two runs (python -m workbench runs --all lists them)")
         return EXIT_BAD_INPUT
-    from . import comparison as compare
+    from .reading import comparison as compare
 
     try:
         # A/A candidates: the store's runs and the committed bundles with A's or B's configuration
@@ -621,10 +600,10 @@ def cmd_compare(args) -> int:
 
 
 def cmd_ab(args) -> int:
-    from . import comparison as compare
-    from . import runner
-    from .ab_session import execute_ab
-    from .ab_session import interrupted_text as ab_interrupted_text
+    from .reading import comparison as compare
+    from .running import runner
+    from .running.ab_session import execute_ab
+    from .running.ab_session import interrupted_text as ab_interrupted_text
 
     study = _study(args.study)
     if study is None:
@@ -661,7 +640,7 @@ def cmd_report(args) -> int:
     rec = _load_one(args)
     if rec is None:
         return EXIT_BAD_INPUT
-    from . import report
+    from .presentation import report
 
     # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
     # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
@@ -736,7 +715,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_notebooks(args) -> int:
-    from . import report
+    from .presentation import report
 
     try:
         paths = report.write_study_notebooks(args.output)
@@ -755,7 +734,7 @@ def cmd_trace(args) -> int:
 
 
 def _precision_arguments(s: argparse.ArgumentParser) -> None:
-    from .runner import DEFAULT_PRECISION_CAP_S
+    from .running.runner import DEFAULT_PRECISION_CAP_S
 
     s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
                                                       "within PCT of the median (e.g. 2%%), or until --precision-cap")
@@ -784,7 +763,7 @@ def _run_arguments(s: argparse.ArgumentParser, argv: list[str] | None = None) ->
     s.add_argument("--run-group", help=argparse.SUPPRESS)  # set by --repeat-runs on each of its runs
     nodes = s.add_argument_group("several nodes (studies that start torchrun; docs/cli.md: runs that span nodes)",
                                  "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
-                                 "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
+                                 "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.running.launcher "
                                  "agent`")
     nodes.add_argument("--nnodes", type=int, help="nodes the run spans (world_size counts the ranks of all of them)")
     nodes.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="where the nodes meet (torchrun's rendezvous)")
@@ -835,7 +814,7 @@ def _readme_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def _ab_arguments(s: argparse.ArgumentParser) -> None:
-    from .ab_session import DEFAULT_ROUNDS
+    from .running.ab_session import DEFAULT_ROUNDS
 
     s.add_argument("study")
     s.add_argument("--set", action="append", metavar="NAME=VALUE", help="a parameter of both sides")
@@ -956,15 +935,15 @@ def _undecodable(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code. Standard output and error pass through
-    :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
+    :class:`~workbench.base.untrusted.TerminalStream` (no control or bidi character reaches the
     terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
-    closing the pipe early: exit 0, quietly): :func:`workbench.untrusted.guarded`.
+    closing the pipe early: exit 0, quietly): :func:`workbench.base.untrusted.guarded`.
 
     SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
     finished points as interrupted and its child processes are killed, instead of the CLI
     dying with the run left running. SIGINT is set too: a process started in the background
     inherits it ignored, and the app cancels with it. The signal is recorded and acted on at
-    the next checkpoint (workbench.interrupt); a second one at once. Set before parsing, so one
+    the next checkpoint (workbench.base.interrupt); a second one at once. Set before parsing, so one
     that comes meanwhile is not lost either (python -m workbench sets them before the CLI's
     imports: workbench.__main__)."""
     return guarded(lambda: _main(argv))

@@ -11,8 +11,8 @@ import resource
 import time
 
 from tests.safety.hostile import cli, refused, stored_runs, valid_doc, write
-from workbench.schema import MAX_VARIANTS
-from workbench.study import MAX_LIST_VALUES, MAX_SWEEP_POINTS
+from workbench.data.schema import MAX_VARIANTS
+from workbench.seam.study import MAX_LIST_VALUES, MAX_SWEEP_POINTS
 
 
 def test_a_sweep_over_the_limit_is_refused_before_anything_is_made(tmp_path):

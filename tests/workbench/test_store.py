@@ -5,10 +5,10 @@ import sqlite3
 
 import pytest
 
-from workbench import runner
-from workbench.record import RunRecord, VariantResult
-from workbench.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
-from workbench.study import Param, ParamSpace, RunContext
+from workbench.running import runner
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
+from workbench.seam.study import Param, ParamSpace, RunContext
 
 
 def _record(run_id="r1", study="calibration"):
@@ -90,7 +90,7 @@ def test_failing_study_is_stored_as_failed_with_error(store):
 
 
 def test_invalid_params_store_nothing(store):
-    from workbench.study import ParamError
+    from workbench.seam.study import ParamError
 
     with pytest.raises(ParamError):
         runner.execute(_Sweep, {"points": 0}, store)
@@ -107,7 +107,7 @@ def test_bundle_roundtrip_and_import(tmp_path, store):
 
 
 def test_rereading_a_bundle_skips_only_the_check_its_bytes_passed(tmp_path, monkeypatch):
-    import workbench.store as store_mod
+    import workbench.results.store as store_mod
 
     path = write_bundle(_record("r3"), tmp_path / "r3.bundle.json")
     checks = []
@@ -135,7 +135,7 @@ def test_bad_bundles_get_clear_errors(doc, fragment):
 
 
 def test_gbench_export_has_one_row_per_sample():
-    from workbench.harness import parse_gbench
+    from workbench.running.harness import parse_gbench
 
     doc = to_gbench(_record())
     back = parse_gbench(json.dumps(doc))
@@ -143,7 +143,7 @@ def test_gbench_export_has_one_row_per_sample():
 
 
 def test_gbench_export_gives_a_failed_check_no_timings():
-    from workbench.harness import parse_gbench
+    from workbench.running.harness import parse_gbench
 
     rec = _record()
     rec.variants.append(VariantResult("wrong", {}, [1.0, 2.0, 3.0], False, "sum off by 4"))
@@ -165,7 +165,7 @@ def test_execute_keep_partial_returns_the_failed_run_with_its_points(store):
 
 
 def test_a_failed_benchmark_run_is_bundled_under_a_name_that_says_so(tmp_path):
-    from workbench.store import write_run_bundle
+    from workbench.results.store import write_run_bundle
 
     rec = _record()
     ok = write_run_bundle(rec, tmp_path, "bench-ws2", failed=False)
