@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import streamlit as st
 
-from workbench.registry import registry
+from workbench.seam.registry import registry
 
 st.set_page_config(page_title="Perf Study Workbench", layout="wide")
 
@@ -78,8 +78,8 @@ def _unknown_path(nav) -> None:
     which page it may have meant."""
     from pages._ui import APP_PAGES
 
-    from workbench.names import did_you_mean
-    from workbench.untrusted import escape
+    from workbench.base.names import did_you_mean
+    from workbench.base.untrusted import escape
 
     asked = _requested_path()
     if not asked or asked == nav.url_path or "/" in asked:

@@ -23,11 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from workbench.env import capture, summary_line
-from workbench.runner import execute_keep_partial
-from workbench.record import RunRecord
-from workbench.store import Store, committed_runs, read_bundle, write_run_bundle
-from workbench.study import ParamError, StudyUnavailable
+from workbench.base.env import capture, summary_line
+from workbench.running.runner import execute_keep_partial
+from workbench.data.record import RunRecord
+from workbench.results.store import Store, committed_runs, read_bundle, write_run_bundle
+from workbench.seam.study import ParamError, StudyUnavailable
 
 
 #: The head of a child script that measures one trace import's memory (``traces.py``,

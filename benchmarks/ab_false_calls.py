@@ -52,13 +52,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from workbench import harness, runner  # noqa: E402
-from workbench.ab_session import execute_ab  # noqa: E402
-from workbench.comparison import UNCONFIRMED, compare_runs  # noqa: E402
-from workbench.record import RunRecord, VariantResult  # noqa: E402
-from workbench.registry import get  # noqa: E402
-from workbench.stats import clopper_pearson  # noqa: E402
-from workbench.store import Store  # noqa: E402
+from workbench.running import harness, runner  # noqa: E402
+from workbench.running.ab_session import execute_ab  # noqa: E402
+from workbench.reading.comparison import UNCONFIRMED, compare_runs  # noqa: E402
+from workbench.data.record import RunRecord, VariantResult  # noqa: E402
+from workbench.seam.registry import get  # noqa: E402
+from workbench.evidence.stats import clopper_pearson  # noqa: E402
+from workbench.results.store import Store  # noqa: E402
 from benchmarks._run import session  # noqa: E402
 
 TARGET_FALSE_CALL_RATE = 0.05

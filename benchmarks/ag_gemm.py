@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import studies.ag_gemm as study  # noqa: E402
 from studies.ag_gemm import kernelbench  # noqa: E402
 from benchmarks._run import print_run_head, run_or_print, study_arguments  # noqa: E402
-from workbench.analysis import analyse  # noqa: E402
-from workbench.tables import render  # noqa: E402
+from workbench.reading.analysis import analyse  # noqa: E402
+from workbench.evidence.tables import render  # noqa: E402
 
 
 def show(rec) -> bool:

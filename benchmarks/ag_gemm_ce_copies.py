@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if rt is None:
         print("cannot run here: cuda-python (cuda.bindings) is not installed")
         return 0
-    from workbench.env import capture, summary_line
+    from workbench.base.env import capture, summary_line
 
     env = capture()
     print(f"machine: {summary_line(env)}; torch {torch.__version__}, CUDA {torch.version.cuda}\n")

@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.cpu_reduction as study  # noqa: E402
 from studies.cpu_reduction import iree_tools  # noqa: E402
-from workbench import runner  # noqa: E402
-from workbench.tables import md_table  # noqa: E402
-from workbench.store import Store  # noqa: E402
+from workbench.running import runner  # noqa: E402
+from workbench.evidence.tables import md_table  # noqa: E402
+from workbench.results.store import Store  # noqa: E402
 from benchmarks._run import session  # noqa: E402
 
 TARGET_S = 60.0

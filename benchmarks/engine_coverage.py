@@ -6,8 +6,8 @@
 Each case draws runs whose true figure is known (an A/A pair of blocks, a known ratio, a known
 mean over hosts) with the disturbances the engine claims to handle: drift between blocks, no
 null control, a null that is not null, few rounds, host effects between runs, a best-of-N
-selection. Every replicate goes through the engine as a run would (:class:`workbench.engine.Evidence`,
-:func:`workbench.across.by_host`), and the benchmark prints, per case, how often a true null is
+selection. Every replicate goes through the engine as a run would (:class:`workbench.evidence.engine.Evidence`,
+:func:`workbench.reading.across.by_host`), and the benchmark prints, per case, how often a true null is
 called clear (target: at most 5%, its Clopper-Pearson 95% upper bound at most 7.5%) and how often
 the CI covers the truth (target: at least 93% wherever the CI claims the level; a row the engine
 shows as inconclusive by rule, e.g. 5 rounds or drift not measured, claims nothing). Rows marked
@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench import derived, engine, stats  # noqa: E402
-from workbench.across import by_host  # noqa: E402
-from workbench.record import RunRecord, VariantResult  # noqa: E402
+from workbench.evidence import derived, engine, stats  # noqa: E402
+from workbench.reading.across import by_host  # noqa: E402
+from workbench.data.record import RunRecord, VariantResult  # noqa: E402
 
 FALSE_CLEAR_MAX, FALSE_CLEAR_BOUND, COVERAGE_MIN = 0.05, 0.075, 0.93
 TWINS = engine.Nulls(twins="again / first")

@@ -308,7 +308,7 @@ def table(rows: list[dict]) -> str:
 def unavailable(study_id: str) -> str | None:
     """Why ``study_id``'s sweep cannot run here, or None. Asked in a child process: the
     answer may start a runtime's threads (an OpenCL platform), which a fork does not carry."""
-    code = ("import sys\nfrom benchmarks.interrupts import SWEEPS\nfrom workbench.registry import get\n"
+    code = ("import sys\nfrom benchmarks.interrupts import SWEEPS\nfrom workbench.seam.registry import get\n"
             "sid = sys.argv[1]; args = SWEEPS[sid]; study = get(sid)\n"
             "preset = args[args.index('--preset') + 1] if '--preset' in args else None\n"
             "sets = dict(a.split('=', 1) for a in args[1::2] if '=' in a)\n"

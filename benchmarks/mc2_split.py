@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import studies.mc2_split as study  # noqa: E402
 from benchmarks._run import print_run_head, run_or_print, study_arguments  # noqa: E402
-from workbench.tables import md_table  # noqa: E402
-from workbench.store import read_bundle  # noqa: E402
+from workbench.evidence.tables import md_table  # noqa: E402
+from workbench.results.store import read_bundle  # noqa: E402
 
 TARGET_ERR = 0.10
 

@@ -5,7 +5,7 @@
 
 A null control is a pair of blocks of one run whose true ratio is 1 (an A/A twin: the same
 configuration timed again in a later block; a serial-path or zero-work control). Each run's
-nulls are judged as the run judges them (:func:`workbench.engine.estimate_drift`: each against
+nulls are judged as the run judges them (:func:`workbench.evidence.engine.estimate_drift`: each against
 the drift between blocks that the run's other nulls show), so "clear" on a null is a false
 call (the engine then leaves it out of the drift, and names it first in the verdict). For each CPU study (a small configuration of each, on this machine's CPU), the
 benchmark runs it ``--runs`` times with no background load and with ``--load`` busy
@@ -30,15 +30,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench import runner  # noqa: E402
-from workbench.analysis import analyse  # noqa: E402
-from workbench.registry import get  # noqa: E402
-from workbench.stats import clopper_pearson  # noqa: E402
-from workbench.store import Store  # noqa: E402
+from workbench.running import runner  # noqa: E402
+from workbench.reading.analysis import analyse  # noqa: E402
+from workbench.seam.registry import get  # noqa: E402
+from workbench.evidence.stats import clopper_pearson  # noqa: E402
+from workbench.results.store import Store  # noqa: E402
 from benchmarks._run import background_load, session  # noqa: E402
 
 TARGET = 0.05
-#: the engine's reason for a null it could not judge (workbench.engine._only)
+#: the engine's reason for a null it could not judge (workbench.evidence.engine._only)
 ALONE = "no other to judge it by"
 #: per study: (preset, values): a configuration small enough to repeat, with its null controls
 CONFIGS = {

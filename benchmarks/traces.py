@@ -25,7 +25,7 @@ alternate, ``--runs`` each (at least 5); each process's wall time, CPU time (use
 peak RSS (``wait4``'s ``ru_maxrss``: the whole process, interpreter and imports included) are
 recorded, each side with its modules' bytecode cached as an installed package has it. Reported:
 the medians, and the ratios peer/ours of the medians with a 95% bootstrap CI
-over the runs (:func:`workbench.stats.ratio_bootstrap`): run-to-run variation on this machine,
+over the runs (:func:`workbench.evidence.stats.ratio_bootstrap`): run-to-run variation on this machine,
 whose load is printed; on a loaded machine the CPU time is the steadier figure.
 """
 
@@ -109,7 +109,7 @@ def peer_rows(peer_python: str, trace: Path, runs: int) -> list[tuple]:
     alternated (see the module docstring)."""
     import numpy as np
 
-    from workbench import stats
+    from workbench.evidence import stats
 
     ours_cmd = [sys.executable, "-m", "workbench", "trace", str(trace), "--json"]
     peer_cmd = [peer_python, "-c", _PEER, str(trace)]

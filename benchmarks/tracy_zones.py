@@ -1,4 +1,4 @@
-"""Cost of a Python zone (workbench/tracy.py) per zone, and the memory a zone holds without a capture.
+"""Cost of a Python zone (workbench/running/tracy.py) per zone, and the memory a zone holds without a capture.
 
     .venv/bin/python benchmarks/tracy_zones.py [--zones 20000] [--blocks 15] [--memory-zones 500000]
 
@@ -45,7 +45,8 @@ def child(zones: int, blocks: int, memory_zones: int, connect_s: float) -> dict:
     """Runs in the child: times zones against the bare loop, then measures memory per zone."""
     if os.environ.get("IREE_PY_RUNTIME") == "tracy" or os.environ.get("WORKBENCH_BENCH_IREE"):
         import iree.runtime  # noqa: F401  (loads the Tracy runtime under IREE_PY_RUNTIME=tracy)
-    from workbench import stats, tracy
+    from workbench.evidence import stats
+    from workbench.running import tracy
 
     if connect_s > 0 and not tracy.wait_connected(connect_s):
         return {"error": f"no capture connected in {connect_s} s"}
@@ -102,7 +103,7 @@ def main() -> int:
 
     import importlib.util
 
-    from workbench import capture, tracy
+    from workbench.running import capture, tracy
 
     if importlib.util.find_spec("iree._runtime_libs_tracy") is None:
         print("cannot run here: iree-base-runtime has no Tracy runtime (iree._runtime_libs_tracy); "

@@ -5,7 +5,7 @@ import studies.ag_gemm as study
 from pages._ui import study_page
 from workbench.traces import TraceError, charts
 from workbench.traces.ranks import RankError
-from workbench.untrusted import escape
+from workbench.base.untrusted import escape
 
 ALL_RANKS = " (every rank, aligned)"
 

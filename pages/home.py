@@ -6,11 +6,11 @@ import re
 import streamlit as st
 
 from pages._ui import catalog, get_store, study_link, this_machine
-from workbench.analysis import analyse
-from workbench.catalog import answers_seed
-from workbench.machine_load import quietest
-from workbench.registry import registry
-from workbench.untrusted import escape
+from workbench.reading.analysis import analyse
+from workbench.results.catalog import answers_seed
+from workbench.base.machine_load import quietest
+from workbench.seam.registry import registry
+from workbench.base.untrusted import escape
 
 st.title("Perf Study Workbench")
 st.markdown(

@@ -6,18 +6,18 @@ import streamlit as st
 
 from pages._ui import (catalog, comparison, downloads, get_store, manage_run, run_key, show_comparison, show_table,
                        shown_defensively)
-from workbench import comparison as compare
-from workbench.catalog import titles
-from workbench.env import summary_line
-from workbench.store import StoreError, parse_bundle
-from workbench.registry import registry
-from workbench.untrusted import escape, safe_stem
+from workbench.reading import comparison as compare
+from workbench.results.catalog import titles
+from workbench.base.env import summary_line
+from workbench.results.store import StoreError, parse_bundle
+from workbench.seam.registry import registry
+from workbench.base.untrusted import escape, safe_stem
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _analysed(key: tuple, _rec):
     """A run's analysis, once per run state (study verdicts analyse the whole run)."""
-    from workbench.analysis import analyse
+    from workbench.reading.analysis import analyse
 
     return analyse(_rec, registry().get(_rec.study))
 

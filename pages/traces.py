@@ -28,8 +28,8 @@ import streamlit as st
 
 from pages._ui import held, release_uploads
 from workbench import traces
-from workbench.stats import fmt_ns
-from workbench.untrusted import PatternError, escape, user_regex
+from workbench.evidence.stats import fmt_ns
+from workbench.base.untrusted import PatternError, escape, user_regex
 from workbench.traces import TraceError, analysis, charts, diff, export, idle, load, overlap, phases, ranks
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"

@@ -1,7 +1,7 @@
 """Re-encode committed result bundles' attachments as zstd frames (bundle version 2), in place.
 
 The same bytes come back out (checked before a file is replaced); only attachments of 4 KiB or
-more that shrink by a fifth or more are re-encoded (workbench.store.attachment_entry). Run it on
+more that shrink by a fifth or more are re-encoded (workbench.results.store.attachment_entry). Run it on
 bundles written before 2026-12-06, or copied in from a node without zstandard:
 
     .venv/bin/python scripts/compress_bundles.py traces/
@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from workbench import outfile, store
+from workbench.base import outfile
+from workbench.results import store
 
 
 def compress(path: Path) -> int:

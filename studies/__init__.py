@@ -1,2 +1,2 @@
 """The studies: one package per study, laid out alike (``studies/README.md``); the workbench
-finds them through :mod:`workbench.registry`."""
+finds them through :mod:`workbench.seam.registry`."""

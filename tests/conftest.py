@@ -18,7 +18,7 @@ def _a_store_and_lock_of_the_session(tmp_path_factory):
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    from workbench.store import Store
+    from workbench.results.store import Store
 
     path = tmp_path / "results.sqlite"
     monkeypatch.setenv("WORKBENCH_STORE", str(path))

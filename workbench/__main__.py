@@ -5,7 +5,7 @@ import gc
 import os
 import sys
 
-from . import interrupt  # the standard library only: its handlers are set before the CLI's imports
+from .base import interrupt  # the standard library only: its handlers are set before the CLI's imports
 
 #: commands that read no Arrow data: pandas imports pyarrow, when installed, only to back its
 #: strings with it (36 MiB of memory and ~0.1 s per process, a third of `trace --json`'s peak on

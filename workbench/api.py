@@ -34,10 +34,10 @@
         f(x)                                       # (inert without IREE_PY_RUNTIME=tracy)
 
 Each function is a thin layer over what ``python -m workbench`` and the pages call: the study
-registry, :func:`workbench.study.validate` (the same checks and messages as ``run --set``),
-:func:`workbench.runner.execute` (the same store, ``$WORKBENCH_STORE`` or ``store=``, and the
-same machine lock: a run waits while another times), :func:`workbench.analysis.analyse`,
-:mod:`workbench.report`, :mod:`workbench.comparison`, :mod:`workbench.ab_session` and
+registry, :func:`workbench.seam.study.validate` (the same checks and messages as ``run --set``),
+:func:`workbench.running.runner.execute` (the same store, ``$WORKBENCH_STORE`` or ``store=``, and the
+same machine lock: a run waits while another times), :func:`workbench.reading.analysis.analyse`,
+:mod:`workbench.presentation.report`, :mod:`workbench.reading.comparison`, :mod:`workbench.running.ab_session` and
 :mod:`workbench.traces`. What the CLI says in one line, these raise in one line: a notebook
 shows ``BadInput: parameter 'chunks': 0 is below the minimum (allowed 1..65536)``, not a
 traceback (:class:`Error`, with the CLI's exit code in its docstring).
@@ -48,7 +48,7 @@ and keeps its finished points: :class:`Interrupted` says where (``exc.run``).
 
 ``wb.explore`` (:func:`workbench.knobs.explore`) is the notebook twin of a study page.
 ``wb.tracy_zone``, ``wb.tracy_message``, ``wb.tracy_plot`` and ``wb.tracy_thread_name`` are
-:mod:`workbench.tracy`'s zones, messages, plots and lane names for a user's own code.
+:mod:`workbench.running.tracy`'s zones, messages, plots and lane names for a user's own code.
 Documentation: docs/python.md.
 """
 
@@ -65,30 +65,33 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import comparison, env, jupyter, report, runner
-from .ab_session import DEFAULT_ROUNDS, execute_ab
-from .ab_session import interrupted_text as ab_interrupted_text
-from .analysis import Analysis, analyse, charts_of
-from .catalog import ORIGINS, Catalog, Header, find_run
-from .catalog import default_run as default_run_of
+from .reading import comparison
+from .base import env
+from .presentation import jupyter, report
+from .running import runner
+from .running.ab_session import DEFAULT_ROUNDS, execute_ab
+from .running.ab_session import interrupted_text as ab_interrupted_text
+from .reading.analysis import Analysis, analyse, charts_of
+from .results.catalog import ORIGINS, Catalog, Header, find_run
+from .results.catalog import default_run as default_run_of
 from .cli import summary_text
-from .names import seed_title, title
-from .tables import results_display
-from .outfile import OutputError
-from .record import RunRecord
-from .registry import get, registry
-from .store import Store, StoreError, write_bundle
-from .study import Cancelled, ParamError, StudyUnavailable, validate
+from .base.names import seed_title, title
+from .evidence.tables import results_display
+from .base.outfile import OutputError
+from .data.record import RunRecord
+from .seam.registry import get, registry
+from .results.store import Store, StoreError, write_bundle
+from .seam.study import Cancelled, ParamError, StudyUnavailable, validate
 from .traces import TraceError, overlap, phases
 from .traces import idle as trace_idle
 from .traces import analysis as trace_analysis
 from .traces import charts as trace_charts
 from .traces import load as load_trace
 from .traces.ranks import RankError, load_ranks
-from .tracy import message as tracy_message
-from .tracy import plot as tracy_plot
-from .tracy import thread_name as tracy_thread_name
-from .tracy import zone as tracy_zone
+from .running.tracy import message as tracy_message
+from .running.tracy import plot as tracy_plot
+from .running.tracy import thread_name as tracy_thread_name
+from .running.tracy import zone as tracy_zone
 
 StorePath = str | os.PathLike | None
 
@@ -244,7 +247,7 @@ def runs(study: str | None = None, origin: str | None = None, store: StorePath =
 
 
 def default_run(study: str, store: StorePath = None) -> Run | None:
-    """The run the study's page opens on (:func:`workbench.catalog.default_run`): this machine's
+    """The run the study's page opens on (:func:`workbench.results.catalog.default_run`): this machine's
     newest complete run with every check passed that can answer the seed's questions, else the
     study's committed headline run, else the newest run there is; None when the study has no run
     at all. A study notebook opens on it, so the notebook and the page show the same run."""
@@ -468,7 +471,7 @@ class Markdown(str):
 class Comparison:
     """B against A (:func:`compare`, :func:`ab`): ``verdict``, ``table`` (per variant),
     ``warnings``, ``param_diff``, ``env_diff``; ``data`` is the plain comparison
-    (:func:`workbench.comparison.compare_runs`), ``a`` and ``b`` the runs."""
+    (:func:`workbench.reading.comparison.compare_runs`), ``a`` and ``b`` the runs."""
 
     def __init__(self, data: dict[str, Any], a: Run, b: Run):
         self.data, self.a, self.b = data, a, b
@@ -500,7 +503,7 @@ class Comparison:
     def regressions(self, threshold: float | str = 0.0) -> pd.DataFrame:
         """The variants clearly slower than A by more than ``threshold`` (``0.02`` or ``"2%"``):
         the comparison calls them slower and their B/A CI lies above 1 + ``threshold``
-        (``compare A B --fail-above 2%`` exits 1 on any; :func:`workbench.comparison.regressions`).
+        (``compare A B --fail-above 2%`` exits 1 on any; :func:`workbench.reading.comparison.regressions`).
         Columns ``variant, ratio, ci_lo, ci_hi, verdict``; empty when there is none."""
         try:
             t = comparison.parse_threshold(threshold)

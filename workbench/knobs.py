@@ -17,8 +17,9 @@ import html
 from types import ModuleType
 from typing import Any
 
-from . import api, jupyter
-from .study import Param, ParamError, validate
+from . import api
+from .presentation import jupyter
+from .seam.study import Param, ParamError, validate
 
 #: what the status line says before the first run
 READY = "Set the knobs and press Run."

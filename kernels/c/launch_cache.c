@@ -32,7 +32,7 @@
  *        [limit=134217728 data=0 oom_every=0] [parent=PID]
  * parent=PID: the program gets SIGKILL when PID (the process that started it) dies, even by
  * SIGKILL, so it never times on after a run ends (set here, not between fork and exec, where
- * the starting Python would have to run code; see workbench/procs.py).
+ * the starting Python would have to run code; see workbench/base/procs.py).
  * Writes to `out`: int64 start_ns[N], acquire_ns[N], kernel_ns[N], release_ns[N], then uint64
  * checksum[N], in launch order (thread t owns launches [t*N/T, (t+1)*N/T)); prints one JSON
  * line of counters on stdout.

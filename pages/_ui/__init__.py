@@ -9,7 +9,7 @@ page with no file (``app.py`` wraps :func:`study_page`); a study with page extra
     study_page(study, extras=page_extras, extras_tab="Timeline")
 
 A study page leads with what a person reads first, from one cached analysis
-(:mod:`workbench.analysis`): the "run disturbed" warnings, the verdict, the seed's claims
+(:mod:`workbench.reading.analysis`): the "run disturbed" warnings, the verdict, the seed's claims
 checked on this run, the study's key table (``KEY_TABLE``) and key chart (``KEY_CHART``).
 Everything else is in tabs: results, charts, tables, the page's extras, seed, environment, raw.
 
@@ -28,14 +28,14 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from workbench import store as wbstore
-from workbench.catalog import Catalog
-from workbench.env import REPO_ROOT
-from workbench.names import seed_title
-from workbench.record import RunRecord
-from workbench.store import Store
-from workbench.tables import MISSING  # noqa: F401 - the dash a table draws for a missing value
-from workbench.untrusted import escape
+from workbench.results import store as wbstore
+from workbench.results.catalog import Catalog
+from workbench.base.env import REPO_ROOT
+from workbench.base.names import seed_title
+from workbench.data.record import RunRecord
+from workbench.results.store import Store
+from workbench.evidence.tables import MISSING  # noqa: F401 - the dash a table draws for a missing value
+from workbench.base.untrusted import escape
 
 # every part's public names, importable from pages._ui (the pages and their tests use them)
 from .comparison import compare_with, comparison, show_comparison  # noqa: F401
@@ -79,7 +79,7 @@ def study_link(study_id: str, label: str, run_id: str | None = None) -> None:
 
 
 def catalog(store: Store | None) -> Catalog:
-    """Stored and committed runs, by one id (:mod:`workbench.catalog`), committed ones cached."""
+    """Stored and committed runs, by one id (:mod:`workbench.results.catalog`), committed ones cached."""
     return Catalog(store, committed=committed)
 
 

@@ -7,11 +7,11 @@ from types import ModuleType
 
 import streamlit as st
 
-from workbench import charts as wbcharts
-from workbench import comparison as compare
-from workbench.catalog import Catalog, Header, titles
-from workbench.record import RunRecord
-from workbench.untrusted import escape
+from workbench.presentation import charts as wbcharts
+from workbench.reading import comparison as compare
+from workbench.results.catalog import Catalog, Header, titles
+from workbench.data.record import RunRecord
+from workbench.base.untrusted import escape
 
 from .run import run_key
 from .tables import show_chart
@@ -25,14 +25,14 @@ def _comparison(key_a: tuple, key_b: tuple, n_runs: int, _a: RunRecord, _b: RunR
 
 
 def comparison(a: RunRecord, b: RunRecord, runs: Catalog, n_runs: int) -> dict:
-    """B against A (:func:`workbench.comparison.compare_runs`), with the A/A runs of the store and
+    """B against A (:func:`workbench.reading.comparison.compare_runs`), with the A/A runs of the store and
     the committed bundles; ``n_runs``: how many runs there are (a new one may be an A/A pair)."""
     return _comparison(run_key(a), run_key(b), n_runs, a, b, runs)
 
 
 def show_comparison(cmp: dict) -> None:
     """An A/B comparison: its forest plot of B/A per variant with CIs, then the verdict and
-    the tables (:func:`workbench.comparison.markdown`)."""
+    the tables (:func:`workbench.reading.comparison.markdown`)."""
     forest = compare.forest_table(cmp)
     if forest["ratio"].notna().any():
         show_chart(wbcharts.forest(forest))

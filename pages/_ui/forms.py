@@ -8,12 +8,12 @@ from typing import Any
 
 import streamlit as st
 
-from workbench import claims as wbclaims
-from workbench import jobs
-from workbench.catalog import Header, estimate_s
-from workbench.store import Store
-from workbench.study import ParamError, validate
-from workbench.untrusted import escape
+from workbench.evidence import claims as wbclaims
+from workbench.running import jobs
+from workbench.results.catalog import Header, estimate_s
+from workbench.results.store import Store
+from workbench.seam.study import ParamError, validate
+from workbench.base.untrusted import escape
 
 from .store import has_gpu, session_alive, this_machine
 

@@ -8,11 +8,11 @@ from types import ModuleType
 import pandas as pd
 import streamlit as st
 
-from workbench import jobs
-from workbench.catalog import duration_text
-from workbench.record import RunRecord
-from workbench.tables import results_display, variants_table
-from workbench.untrusted import escape
+from workbench.running import jobs
+from workbench.results.catalog import duration_text
+from workbench.data.record import RunRecord
+from workbench.evidence.tables import results_display, variants_table
+from workbench.base.untrusted import escape
 
 from .run import show
 from .tables import show_table

@@ -9,17 +9,17 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from workbench import claims as wbclaims
-from workbench import report
-from workbench import store as wbstore
-from workbench.analysis import Analysis, analyse, charts_of, sections_of
-from workbench.catalog import Header, default_run, titles
-from workbench.env import summary_line
-from workbench.names import seed_text, seed_title
-from workbench.record import RunRecord
-from workbench.store import Store, StoreError
-from workbench.tables import md_table, results_display
-from workbench.untrusted import escape
+from workbench.evidence import claims as wbclaims
+from workbench.presentation import report
+from workbench.results import store as wbstore
+from workbench.reading.analysis import Analysis, analyse, charts_of, sections_of
+from workbench.results.catalog import Header, default_run, titles
+from workbench.base.env import summary_line
+from workbench.base.names import seed_text, seed_title
+from workbench.data.record import RunRecord
+from workbench.results.store import Store, StoreError
+from workbench.evidence.tables import md_table, results_display
+from workbench.base.untrusted import escape
 
 from .share import downloads
 from .store import get_store, this_machine
@@ -179,14 +179,14 @@ def _record_tabs(study: ModuleType, rec: RunRecord, a: Analysis, tabs: dict, raw
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _group_markdown(run_ids: tuple[str, ...], _records: tuple, _study: ModuleType) -> str:
-    from workbench import across
+    from workbench.reading import across
 
     return across.markdown(across.summary([analyse(r, _study) for r in _records]))
 
 
 def _show_group(study: ModuleType, rec: RunRecord, group_id: str) -> None:
     """A run of a ``--repeat-runs`` group: each derived number per run and across the group's
-    runs, the claims judged across them (:mod:`workbench.across`), in an expander."""
+    runs, the claims judged across them (:mod:`workbench.reading.across`), in an expander."""
     store = get_store()
     if store is None:
         return
@@ -225,7 +225,7 @@ def show(study_id: str, run_id: str) -> None:
 
 def pick_run(study: ModuleType, headers: list[Header]) -> Header:
     """The run picker: every run of the study by its label, origin, machine and time; the run
-    :func:`show` named (or ``?run=`` in the URL), else :func:`workbench.catalog.default_run`."""
+    :func:`show` named (or ``?run=`` in the URL), else :func:`workbench.results.catalog.default_run`."""
     ids = [h.run_id for h in headers]
     by_id = {h.run_id: h for h in headers}
     # ?run=ID in the URL (a link to one run) counts until the page shows another

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from workbench import report
-from workbench.analysis import Analysis
-from workbench.record import RunRecord
-from workbench.store import to_bundle
-from workbench.untrusted import escape, safe_stem
+from workbench.presentation import report
+from workbench.reading.analysis import Analysis
+from workbench.data.record import RunRecord
+from workbench.results.store import to_bundle
+from workbench.base.untrusted import escape, safe_stem
 
 
 #: report formats offered on a page: label, file suffix, MIME type
@@ -73,7 +73,7 @@ def downloads(rec: RunRecord, key: str, a: Analysis | None = None) -> None:
                        mime="application/json", key=f"{key}:bundle")
 
 
-#: a <details> block as workbench.untrusted.details writes it (the summary escaped there)
+#: a <details> block as workbench.base.untrusted.details writes it (the summary escaped there)
 _DETAILS = re.compile(r"<details><summary>(.*?)</summary>\n\n(.*?)\n\n</details>", re.S)
 
 

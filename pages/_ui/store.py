@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from workbench import env as wbenv
-from workbench.store import Store, StoreError
-from workbench.untrusted import escape
+from workbench.base import env as wbenv
+from workbench.results.store import Store, StoreError
+from workbench.base.untrusted import escape
 
 
 def open_store() -> Store:
@@ -28,7 +28,7 @@ def get_store() -> Store | None:
 
 
 def session_alive() -> Callable[[], bool] | None:
-    """A check that this browser session is still connected (for :mod:`workbench.jobs`), or
+    """A check that this browser session is still connected (for :mod:`workbench.running.jobs`), or
     None where there is no server (AppTest, bare mode)."""
     from streamlit import runtime
     from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -42,7 +42,7 @@ def session_alive() -> Callable[[], bool] | None:
 
 @st.cache_data(ttl=600, show_spinner=False)
 def this_machine() -> dict[str, Any]:
-    """This machine's environment (:func:`workbench.env.capture`), read once in a while."""
+    """This machine's environment (:func:`workbench.base.env.capture`), read once in a while."""
     return wbenv.capture()
 
 

@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from workbench.tables import MISSING, header_text, key_columns, number_formats, readable
-from workbench.untrusted import escape
+from workbench.evidence.tables import MISSING, header_text, key_columns, number_formats, readable
+from workbench.base.untrusted import escape
 
 
 #: rows a table shows before it scrolls (the page stays a few screens tall)
@@ -18,7 +18,7 @@ TABLE_ROWS = 12
 
 def _styled(df: pd.DataFrame):
     """``df`` as the reports show it: each numeric column in its one number format
-    (:func:`workbench.tables.number_formats`), a dash for a missing value (never ``<NA>`` or
+    (:func:`workbench.evidence.tables.number_formats`), a dash for a missing value (never ``<NA>`` or
     ``None``); the values stay numbers, so columns still sort by value."""
     formats = number_formats(df)
     text_cols = [c for c in df.columns if str(c) not in formats and not pd.api.types.is_bool_dtype(df[c])]
@@ -93,5 +93,5 @@ def _gaps_as_text(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def show_chart(chart) -> None:
-    # "content": the chart keeps its own size (see workbench.charts); "stretch" squeezes legends
+    # "content": the chart keeps its own size (see workbench.presentation.charts); "stretch" squeezes legends
     st.altair_chart(chart, width="content")

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from kernels.triton.collectives import set_matmul_carveout  # noqa: E402
-from workbench.rank import init_rank  # noqa: E402
+from workbench.running.rank import init_rank  # noqa: E402
 
 #: the mc2-split seed's K and N (its M x K by K x N fp16 matmul)
 SEED_K, SEED_N = 3072, 8192
@@ -27,7 +27,7 @@ def arguments(doc: str) -> argparse.ArgumentParser:
 
 @contextmanager
 def nccl_rank():
-    """This rank on its GPU (``workbench.rank.init_rank``: multicast off, however torchrun was
+    """This rank on its GPU (``workbench.running.rank.init_rank``: multicast off, however torchrun was
     started): yields (device, rank, world size); then the carve-out goes and the group ends."""
     import torch
     import torch.distributed as dist

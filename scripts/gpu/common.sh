@@ -1,10 +1,10 @@
 # Shared set-up of the GPU scripts; source it from the repository root:
 #   source scripts/gpu/common.sh <study-id>
 # NVLink multicast stays off (it can put a shared host's GPUs out of service; the one definition
-# of those settings is workbench/launcher.py's MULTICAST_OFF), results go to a temporary store,
+# of those settings is workbench/running/launcher.py's MULTICAST_OFF), results go to a temporary store,
 # $dir collects the files to commit, $OUT receives the packed archive.
 PY="${PYTHON:-${PY:-python3}}"
-eval "$("$PY" -m workbench.launcher env)" || { echo "cannot read the multicast-off settings" >&2; exit 1; }
+eval "$("$PY" -m workbench.running.launcher env)" || { echo "cannot read the multicast-off settings" >&2; exit 1; }
 export PYTHONUNBUFFERED=1
 export WORKBENCH_STORE="${WORKBENCH_STORE:-/tmp/wb.sqlite}"
 OUT="${OUT:-out}"

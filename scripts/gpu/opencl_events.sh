@@ -23,7 +23,7 @@ set -u
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
-eval "$($PY -m workbench.launcher env)" || exit 1  # NVLink multicast off (workbench/launcher.py)
+eval "$($PY -m workbench.running.launcher env)" || exit 1  # NVLink multicast off (workbench/running/launcher.py)
 export PYTHONUNBUFFERED=1
 export WORKBENCH_STORE=${WORKBENCH_STORE:-/tmp/wb-opencl-events.sqlite}
 export WORKBENCH_LOCK=/tmp/wb-opencl-events.lock
@@ -69,7 +69,7 @@ want dependency && run dependency "${OE_DEP_CAP_S:-270}" --set experiment=depend
 mkdir -p /tmp/oe-bundles
 OE_LABEL=${OE_LABEL:-} $PY - <<'EOF'
 import os
-from workbench.store import Store, write_bundle
+from workbench.results.store import Store, write_bundle
 s = Store()
 for h in s.runs(study="opencl-events"):
     rec = s.load(h["run_id"])

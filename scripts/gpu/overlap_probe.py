@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 import _probe  # first: it puts this checkout on sys.path
 from kernels.triton.collectives import TritonPushComm, set_matmul_carveout
-from workbench import harness
+from workbench.running import harness
 
 
 def main() -> None:

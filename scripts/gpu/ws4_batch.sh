@@ -140,8 +140,8 @@ print("nccl", torch.cuda.nccl.version())
 PY
   "$PY" - <<'PY' > "$dir/collective_probe_ws1.json"
 import json
-from workbench import launcher
-from workbench.study import RunContext
+from workbench.running import launcher
+from workbench.seam.study import RunContext
 print(json.dumps(launcher.probe_collectives([{"op": "all_reduce", "numel": 4096 * 8192, "dtype": "float16"},
                                              {"op": "all_gather", "numel": 1024 * 8192, "dtype": "float16"}], 1,
                                             RunContext()), indent=1))

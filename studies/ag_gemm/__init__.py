@@ -37,9 +37,9 @@ emulated world size (peers' shards in local buffers), and the seed review's expe
 (``experiments=barrier,layout``: the barrier before the flag release on and off, the two
 staging layouts); see ``studies/ag_gemm/kernelbench.py``.
 
-Clock: ``workbench.harness.DistTimer``: CUDA events around back-to-back calls after a
+Clock: ``workbench.running.harness.DistTimer``: CUDA events around back-to-back calls after a
 barrier; each per-call sample is the maximum over ranks, every rank's own samples kept (the
-slowest rank and the skew). The run starts torchrun through ``workbench.launcher`` (worker
+slowest rank and the skew). The run starts torchrun through ``workbench.running.launcher`` (worker
 ``studies/ag_gemm/worker.py``; several nodes too), which keeps NVLink multicast off and
 kills every rank on a timeout, a cancel or an error. ``backend=gloo`` runs the providers
 that need no GPU on CPU processes (both formulations), and ``interpret=true`` checks the fused
@@ -65,15 +65,16 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from workbench import launcher, procs
-from workbench.env import REPO_ROOT
-from workbench.launcher import local_share
-from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.running import launcher
+from workbench.base import procs
+from workbench.base.env import REPO_ROOT
+from workbench.running.launcher import local_share
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext
 
 from . import kernelbench
 from . import methods as _methods
-# the hooks and the seed's data (workbench.study lists them)
-from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
+# the hooks and the seed's data (workbench.seam.study lists them)
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.evidence.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401

@@ -12,7 +12,7 @@ attached traces' (``program_trace_summary``, ``rank_traces``, ``_program_spans``
   the issue's targets (of the best provider; of the HBM-buffer kernel itself), and the HBM-buffer
   kernel's slowest rank and skew between ranks;
   ``seed_table``: the same in the seed's shape, numbers with their CIs;
-- ``derived`` rows (``workbench.derived``, extra columns ``table, shard, ranks, dtype, M,
+- ``derived`` rows (``workbench.evidence.derived``, extra columns ``table, shard, ranks, dtype, M,
   provider``): each provider's speedup over the baseline (``table="speedup"``: the median of
   per-round ratios, since the providers of a shape are timed round-robin, with a bootstrap CI),
   how the speedup changes from the smallest to the largest M (``"gain"``), the M at which a
@@ -37,12 +37,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench import collectives, derived, engine, stats, tables
-from workbench.derived import Derived
-from workbench.record import RunRecord
+from workbench.running import collectives
+from workbench.evidence import derived, engine, stats, tables
+from workbench.evidence.derived import Derived
+from workbench.data.record import RunRecord
 from workbench.traces import load
 from workbench.traces.ranks import merge
-from workbench.untrusted import attachment_file
+from workbench.base.untrusted import attachment_file
 
 from . import bound, kernelbench, mechanisms, spans
 
@@ -69,7 +70,7 @@ def multi_gpu_variants(rec) -> list:
     return [v for v in rec.variants if v.params.get("mode") != "kernel" and not v.params.get("twin_of")]
 
 
-#: the study's null controls (workbench.engine): each shape's baseline again, alone, after its rounds
+#: the study's null controls (workbench.evidence.engine): each shape's baseline again, alone, after its rounds
 NULLS = engine.Nulls(twins="again alone / in the rounds",
                      source="each shape's baseline timed again alone after its rounds (aa: variants)")
 
@@ -145,7 +146,7 @@ def _met(target, sp: Derived, best_ms: float, torch_ms: float, ws: int, m: int) 
 
 
 def against_target(bound: float | None, d: Derived) -> str | None:
-    """A figure (a speedup, a fraction of the bound) against its target (:func:`workbench.engine.target`);
+    """A figure (a speedup, a fraction of the bound) against its target (:func:`workbench.evidence.engine.target`);
     None where there is no target."""
     return None if bound is None else engine.target(d, at_least=bound)
 
@@ -218,7 +219,7 @@ def crossover(ev: engine.Evidence, ms: list[int], ends: list[Derived], name: str
     is the pair of measured M around the sign change, [M_j, M_j+1], and nothing narrower: a
     speedup measured at 1024 and 4096 says nothing about where in between it reaches 1 (an
     interpolation would assume a shape no measurement shows; issue 30). Clear when the
-    speedups at both ends are clearly on their side of 1 (:meth:`workbench.engine.Evidence.bracket`)."""
+    speedups at both ends are clearly on their side of 1 (:meth:`workbench.evidence.engine.Evidence.bracket`)."""
     return ev.bracket(name, ms, ends, "rows", x_label="M=")
 
 
@@ -437,7 +438,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
 
 
 def collective_table(rec: RunRecord) -> pd.DataFrame:
-    """The NCCL baseline's collective library (:mod:`workbench.collectives`): NCCL or RCCL, its
+    """The NCCL baseline's collective library (:mod:`workbench.running.collectives`): NCCL or RCCL, its
     file, version, algorithm and protocol per all-gather size; "not recorded" for older runs."""
     if rec.params.get("backend", "nccl") != "nccl":
         return pd.DataFrame([{"fact": "collective library", "value": f"{rec.params['backend']} (torch.distributed)"}])

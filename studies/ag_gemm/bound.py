@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from workbench import engine, stats
-from workbench.derived import Derived
+from workbench.evidence import engine, stats
+from workbench.evidence.derived import Derived
 
 PARTS = ("all-gather", "matmul")
 NAME = "perfect-overlap bound"

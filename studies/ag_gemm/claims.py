@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from studies.ag_gemm.kernelbench import SUFFIX
-from workbench.claims import Claim, ClaimResult, Seed, all_hold, bound, fact, not_testable, retold
-from workbench.derived import MIN_SAMPLES, fmt_derived, item
+from workbench.evidence.claims import Claim, ClaimResult, Seed, all_hold, bound, fact, not_testable, retold
+from workbench.evidence.derived import MIN_SAMPLES, fmt_derived, item
 
 SEED_MACHINE = "8x AMD MI325X"
 #: "negligible overhead (<2%)": the barrier costs little while its time ratio stays below this

@@ -40,10 +40,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from workbench import engine, stats
-from workbench.derived import Derived
-from workbench.record import VariantResult
-from workbench.untrusted import escape as esc
+from workbench.evidence import engine, stats
+from workbench.evidence.derived import Derived
+from workbench.data.record import VariantResult
+from workbench.base.untrusted import escape as esc
 
 from . import methods, spans
 
@@ -359,7 +359,7 @@ def paired_ratio(ev: engine.Evidence, base, v, name: str = "time ratio") -> Deri
 def sweep_ratio(base_ns, ns, name: str = "time ratio") -> Derived:
     """:func:`paired_ratio` of two series of a committed kernel sweep (no run record: a sweep's
     rows are its variants, timed round-robin, measured on a lent GPU host with no load sampled)."""
-    from workbench.record import RunRecord
+    from workbench.data.record import RunRecord
 
     rec = RunRecord("sweep", "ag-gemm", {}, {})
     rec.variants = [VariantResult("base", {}, list(base_ns), True), VariantResult("variant", {}, list(ns), True)]
@@ -377,7 +377,7 @@ def breakdown(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
     Table: one row per default-knob variant: median us with its CI, TFLOP/s, its time over
     cuBLAS's (same dtype and M) and cuBLAS's throughput ratio (GEMM efficiency), each the
     median of per-round ratios with a bootstrap CI; ``target`` and ``met`` where the issue
-    sets one (met only when the whole CI clears it). Derived rows (``workbench.derived``,
+    sets one (met only when the whole CI clears it). Derived rows (``workbench.evidence.derived``,
     extra columns ``table, dtype, M, method, world_size``): those ratios, and the fetch
     path's overhead (whole kernel over its GEMM path alone, same emulated world size)."""
     rows, items = [], []
@@ -446,7 +446,7 @@ def bound_fraction(ev: engine.Evidence, cublas, copies, v, name: str) -> Derived
 
 def failure_rate(trials: int, failures: int, name: str) -> Derived:
     """The share of checked launches that failed, with its exact (Clopper-Pearson) 95% CI:
-    clear when the CI excludes 0 (:func:`workbench.engine.rate`)."""
+    clear when the CI excludes 0 (:func:`workbench.evidence.engine.rate`)."""
     return engine.rate(name, failures, trials)
 
 

@@ -26,14 +26,14 @@ import re
 
 import pandas as pd
 
-from workbench import derived
-from workbench.env import REPO_ROOT
-from workbench.readme import BlockError
-from workbench.record import machine_label
-from workbench.tables import md_table, render
+from workbench.evidence import derived
+from workbench.base.env import REPO_ROOT
+from workbench.reading.readme import BlockError
+from workbench.data.record import machine_label
+from workbench.evidence.tables import md_table, render
 from workbench.traces import charts as tc
-from workbench.untrusted import escape as esc
-from workbench.verdict import Finding
+from workbench.base.untrusted import escape as esc
+from workbench.evidence.verdict import Finding
 
 from . import analysis, kernelbench
 from .seed import SEED_SPEEDUPS
@@ -53,7 +53,7 @@ def _ratio_panels(d: pd.DataFrame, y_title: str, title: str | list[str], seed: p
     speedup, figure); one panel per ``facet`` value, in numeric order, own y scales."""
     import altair as alt
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     xs = sorted({int(v) for v in d["M"]} | ({int(v) for v in seed["M"]} if seed is not None else set()))
     data = d.assign(_src="live", _bound=d["provider"].str.startswith(BOUND) if "provider" in d else False)
@@ -147,7 +147,7 @@ def experiments_chart(tbls: dict[str, pd.DataFrame]):
 def methods_chart(tbls: dict[str, pd.DataFrame]):
     import altair as alt
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     v = tbls.get("variants")
     if v is None or v.empty or "provider" not in v or "M" not in v:
@@ -194,7 +194,7 @@ def ranks_chart(tbls: dict[str, pd.DataFrame]):
 
 
 
-#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+#: what each table and chart is called where people read it (workbench.base.names; ids stay in the API)
 TITLES = {
     "seed_table": "The seed's table beside this run's", "summary": "Per shape: the best provider and the fused kernel",
     "variants": "Every variant's median", "checks": "Correctness checks",
@@ -293,7 +293,7 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     if lib is not None and len(lib):
         out.append("### The baseline's collective library\nWhich NCCL (RCCL on ROCm) ran the baseline's "
                    "all-gather and how its tuner chose, from a short launch of its own with NCCL's debug output on "
-                   "(the timed run is not changed by it): `workbench/collectives.py`.\n\n" + render(lib))
+                   "(the timed run is not changed by it): `workbench/running/collectives.py`.\n\n" + render(lib))
     mech = tbls.get("mechanisms")
     if mech is not None and len(mech):
         out.append("### How each provider moves A and computes\nWho moves the peers' rows (SM loads, copy engine, "
@@ -335,7 +335,7 @@ def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
     return out
 
 
-# --- the committed README's generated blocks (workbench.readme) --------------------------------
+# --- the committed README's generated blocks (workbench.reading.readme) --------------------------------
 
 #: the ratio columns of the kernel-mode runs' README table: (column, method, world size, the
 #: derived figure's name); issue #23 judges the GEMM path by throughput, the whole kernel by time
@@ -392,7 +392,7 @@ def readme_kernel_targets(analyses: list, args: dict) -> str:
     """Per kernel-mode run named in ``runs=``: its card, date and dtypes, and how many of the
     issue #23 targets its shapes carry it met on the 95% CI, missed, left undecided (the CI
     straddles the target, or a caveat keeps it from deciding), or did not measure: as the
-    engine judged each (:func:`workbench.engine.target`)."""
+    engine judged each (:func:`workbench.evidence.engine.target`)."""
     rows = []
     for run, a in _kernel_runs(analyses, args):
         kb = a.tables["kernel_breakdown"]

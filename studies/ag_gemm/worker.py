@@ -1,6 +1,6 @@
 """torchrun worker of the ag-gemm study: one process per GPU (or per CPU core with gloo).
 
-Started by ``workbench.launcher``, which calls :func:`main` on every rank; one rank reports
+Started by ``workbench.running.launcher``, which calls :func:`main` on every rank; one rank reports
 (progress, each variant, attachments, outputs) through the launcher's event stream. Every
 rank runs the same sequence of collectives; per-call samples are the max over ranks (a call
 is done when the slowest rank is), each rank's own samples kept beside them
@@ -25,11 +25,11 @@ from typing import Any
 from studies.ag_gemm import autoconfig, methods, spans
 from studies.ag_gemm.autoconfig import BASELINE
 from studies.ag_gemm.kernelbench import EXPERIMENT_ENTRIES, SUFFIX
-from workbench import harness
-from workbench.rank import init_rank
-from workbench.events import Emitter
-from workbench.record import VariantResult
-from workbench.study import expand
+from workbench.running import harness
+from workbench.running.rank import init_rank
+from workbench.seam.events import Emitter
+from workbench.data.record import VariantResult
+from workbench.seam.study import expand
 
 #: the fused kernel's providers (knobs from the run's hbm parameters; per-program traces)
 HBM_PROVIDERS = ("hbm-buffer", "hbm-buffer-ce")
@@ -305,7 +305,7 @@ class Worker:
 
 
 def main(cfg: dict[str, Any], emit: Emitter) -> None:
-    """Every rank's entry (started by ``workbench.launcher``)."""
+    """Every rank's entry (started by ``workbench.running.launcher``)."""
     import torch.distributed as dist
 
     try:

@@ -12,7 +12,7 @@ itself? Measures, on the host clock (``time.perf_counter_ns``), one probe per ``
   barrier out) for N = 1..threads, the wake-up cost any thread pool pays.
 
 Every other study reads its short figures against these: a median within
-``workbench.tables.FLOOR_FACTOR`` x the run's own harness floor is marked as dominated by the
+``workbench.evidence.tables.FLOOR_FACTOR`` x the run's own harness floor is marked as dominated by the
 measurement.
 """
 
@@ -27,11 +27,12 @@ import time
 
 import pandas as pd
 
-from workbench import derived, engine, harness, stats, tables
-from workbench.record import RunRecord, VariantResult
-from workbench.study import Param, ParamError, ParamSpace, RunContext, expand
-from workbench.untrusted import escape
-from workbench.verdict import Finding
+from workbench.evidence import derived, engine, stats, tables
+from workbench.running import harness
+from workbench.data.record import RunRecord, VariantResult
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext, expand
+from workbench.base.untrusted import escape
+from workbench.evidence.verdict import Finding
 
 ID = "calibration"
 TITLE = "Calibration: machine and harness floor"
@@ -46,14 +47,14 @@ HONOURS_PRECISION = True
 SEED_CLAIMS: list = []
 KEY_TABLE = "floors"
 KEY_CHART = "floors"
-#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+#: what each table and chart is called where people read it (workbench.base.names; ids stay in the API)
 TITLES = {"floors": "Per-call floors of this machine", "forkjoin": "Thread fork/join round trip per thread count",
           "chart:floors": "Per-call floors (median, 95% CI)", "chart:forkjoin": "Thread fork/join round trip against threads"}
 
 #: the CPUs this process may run on (its affinity; the machine's count where that is not readable)
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-#: what the study compares (workbench.engine): each probe's time per call (the default metric);
+#: what the study compares (workbench.evidence.engine): each probe's time per call (the default metric);
 #: torch dispatch and each fork/join against their baselines, timed in blocks of their own (so
 #: with the run's drift between blocks, from the A/A twins of every probe)
 BASELINES = (
@@ -258,7 +259,7 @@ def findings(tbls: dict[str, pd.DataFrame]) -> list[Finding]:
 
 
 def charts(tbls: dict[str, pd.DataFrame], only: str | None = None) -> dict:
-    from workbench import charts as wbcharts  # altair is not installed on the GPU nodes
+    from workbench.presentation import charts as wbcharts  # altair is not installed on the GPU nodes
 
     # floors span ns (a clock read) to tens of us (a fork/join): points with whiskers on a log
     # axis (the helper's choice when values span a decade or more), in the unit the largest reads in

@@ -25,7 +25,7 @@ Experiments: ``grid`` (every provider x c x w at n: overview, thread scaling), `
 (size sweep against the copy-bandwidth floor measured in the same run), ``phases``
 (per-iteration phase breakdown, key timestamps, per-call allocation spans and per-thread
 timelines from IREE's profiler and Tracy, at ``profile_workers``; the Python runtime's and
-torch.sum's iterations in the workbench's own Tracy zones, :mod:`workbench.tracy`, give the
+torch.sum's iterations in the workbench's own Tracy zones, :mod:`workbench.running.tracy`, give the
 Python binding's share of each call), ``grain`` (torch at w=1
 and the largest w around PyTorch's GRAIN_SIZE 32,768), ``alloc`` (torch.sum vs
 torch.sum(out=) in interleaved rounds at w=1, the serial path, and at the largest w, the
@@ -33,7 +33,7 @@ two-pass path the seed measured: the per-call allocation with a CI),
 ``forkjoin`` (OpenMP's fork/join as torch.sum pays it at n = 32,768, interleaved over w, and
 IREE's task system on a dispatch of one 16-element tile per worker, at 1 vs w workers).
 
-Clocks: host ``perf_counter_ns`` through :mod:`workbench.harness` for the in-process and
+Clocks: host ``perf_counter_ns`` through :mod:`workbench.running.harness` for the in-process and
 Python-runtime variants (per-call ns over calibrated loops), google-benchmark's real time
 for ``iree-bench``. Programs are compiled with the seed's flags for ``target_cpu`` (the
 seed: ``host``) and cached in ``.workbench/cache/iree/``; a machine with only the runtime
@@ -49,13 +49,13 @@ import tempfile
 from pathlib import Path
 
 from kernels.iree.sum_programs import SPLITS, aligned_tile
-from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext
 
 from . import data, iree_tools, measure, plan
 from .iree_tools import TARGET_CPU_RE
 from .plan import AA, GRAIN_SIZE, IREE_PROVIDERS, Sweep, profile_workers
-# the hooks and the seed's data (workbench.study lists them)
-from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
+# the hooks and the seed's data (workbench.seam.study lists them)
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.evidence.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401
@@ -260,7 +260,7 @@ def points(params) -> list:
 
 
 def sweep_size(params) -> int:
-    """At most how many points :func:`points` gives (the sweep limit of ``workbench.study.validate``)."""
+    """At most how many points :func:`points` gives (the sweep limit of ``workbench.seam.study.validate``)."""
     return plan.count(params, SWEEPS)
 
 

@@ -4,7 +4,7 @@ All arithmetic on a run record happens here; the verdict, the claims, the charts
 only read and format these tables. Every derived quantity (ratios to torch, speedups over
 workers, IREE's Python cost, per-call allocation, fork/join costs and their ratio, runtime
 overhead and compute share per profiled iteration, c=8 minus c=2 per phase, the GRAIN_SIZE step)
-is a row in the project's derived form (:mod:`workbench.derived`: point, 95% CI, status, why) of
+is a row in the project's derived form (:mod:`workbench.evidence.derived`: point, 95% CI, status, why) of
 one table per experiment, and all of them together are the ``derived`` table.
 
 ``_run`` (the run's shape: n, worker counts, machine, harness floor) and ``_environment`` (its
@@ -15,7 +15,7 @@ iteration, never a profile's compute against a timing run's total; the allocatio
 minus torch.sum(out=) paired by interleaved round.
 
 Null controls (:data:`NULLS`, the run's ``nulls`` table and its ``drift`` between blocks,
-:class:`workbench.engine.Evidence`): IREE's one-workgroup dispatch at w over 1 worker (one
+:class:`workbench.evidence.engine.Evidence`): IREE's one-workgroup dispatch at w over 1 worker (one
 workgroup runs on one worker whatever the count) and the run's declared A/A twins (``aa:``
 variants: the same configuration timed again in a later block). torch.sum below GRAIN_SIZE at
 w threads over 1 is *not* a null: it is what claim 000-grain-serial tests. Every comparison of
@@ -31,8 +31,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from workbench import derived, engine, stats, tables
-from workbench.record import RunRecord
+from workbench.evidence import derived, engine, stats, tables
+from workbench.data.record import RunRecord
 
 from . import profiles
 from .plan import AA, GRAIN_SIZE, IREE_PROVIDERS, SINGLE_THREAD, fork_join_c, fork_join_n
@@ -135,7 +135,7 @@ def null_pairs(ev: engine.Evidence) -> list[tuple[str, str, str]]:
     return out
 
 
-#: the study's null controls (workbench.engine)
+#: the study's null controls (workbench.evidence.engine)
 NULLS = engine.Nulls(twins="", pairs=null_pairs,
                      source="IREE's one-workgroup dispatch at w workers vs 1, A/A twins (aa: variants)")
 

@@ -1,7 +1,7 @@
 """The seed's claims (seed 000, IREE issue #24011), each with its test on the analysis tables.
 
 Every test reads the tables of :mod:`.analysis` only (derived quantities in derived form, with
-their CIs); the claims table that :func:`workbench.claims.evaluate` builds from them leads the
+their CIs); the claims table that :func:`workbench.evidence.claims.evaluate` builds from them leads the
 page, the reports and the notebook. Where a claim is about many workers (the seed ran 32), a run
 with fewer says "not testable here" with what it would need, and still shows its live figure.
 Which claims hold on the committed 16-core runs: ``traces/cpu-reduction/README.md``.
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.claims import (Claim, ClaimResult, Seed, all_hold, bound, not_testable, outside, retold, undecided,
-                              within)
-from workbench.derived import fmt_derived
+from workbench.evidence.claims import Claim, ClaimResult, Seed, all_hold, bound, not_testable, outside, retold, undecided, within
+from workbench.evidence.derived import fmt_derived
 
 from .analysis import SERIAL_BAND
 from .plan import GRAIN_SIZE

@@ -23,7 +23,7 @@ def main() -> None:
     import numpy as np
     import iree.runtime as rt
 
-    from workbench import harness
+    from workbench.running import harness
 
     if job["driver"] == "local-task":
         rt.flags.parse_flags(f"--task_topology_group_count={int(job['workers'])}")

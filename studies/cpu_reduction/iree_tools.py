@@ -2,7 +2,7 @@
 
 Tools are called as the wheels' binaries (not the ``.venv/bin`` Python trampolines, which
 add an interpreter start to every call). Every failure raises
-:class:`workbench.harness.ExternalCommandError` carrying the command and IREE's own text.
+:class:`workbench.running.harness.ExternalCommandError` carrying the command and IREE's own text.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Callable
 
 from kernels.iree.sum_programs import Program
-from workbench import capture
-from workbench.env import STATE_DIR
-from workbench.harness import ExternalCommandError, parse_gbench, run_command
+from workbench.running import capture
+from workbench.base.env import STATE_DIR
+from workbench.running.harness import ExternalCommandError, parse_gbench, run_command
 
 #: the seed's compiler flags (``--iree-llvmcpu-target-cpu`` is set per run: ``host`` as the seed)
 SEED_FLAGS = ("--iree-opt-level=O2", "--iree-opt-data-tiling")
@@ -250,7 +250,7 @@ def capture_ireeperf(vmfb: Path, input_npy: Path, workers: int, out_dir: Path,
 
 def capture_tracy(out_dir: Path, traced: Callable[[dict, float], str], timeout_s: float = 120) -> tuple[Path, str]:
     """A Tracy capture of ``traced(env, timeout_s)``, which runs an IREE program under ``env``
-    (the Tracy-instrumented runtime on a private port: :func:`workbench.capture.run`), kills
+    (the Tracy-instrumented runtime on a private port: :func:`workbench.running.capture.run`), kills
     it at ``timeout_s`` and returns its command line."""
     out = out_dir / "run.tracy"
     return out, capture.run(out, traced, timeout_s)

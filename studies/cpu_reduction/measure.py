@@ -1,6 +1,6 @@
 """Measuring the cpu-reduction variants: in-process (torch, numpy) and out-of-process (IREE).
 
-Each function returns :class:`workbench.record.VariantResult` objects whose correctness was
+Each function returns :class:`workbench.data.record.VariantResult` objects whose correctness was
 checked against the float64 reference *before* the samples were accepted; a failed check or
 a failed tool keeps the variant with ``correct=False``, no samples and the reason (IREE's
 own error text and the command) in ``check``. The run's steps (build the programs, make the
@@ -19,11 +19,12 @@ from typing import Callable
 
 import numpy as np
 
-from workbench import harness, procs
-from workbench.env import REPO_ROOT
-from workbench.harness import ExternalCommandError
-from workbench.record import VariantResult
-from workbench.study import RunContext, Steps
+from workbench.running import harness
+from workbench.base import procs
+from workbench.base.env import REPO_ROOT
+from workbench.running.harness import ExternalCommandError
+from workbench.data.record import VariantResult
+from workbench.seam.study import RunContext, Steps
 from workbench.traces import TraceError
 from workbench.traces.phases import PhaseError
 

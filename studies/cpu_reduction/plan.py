@@ -3,7 +3,7 @@
 A :class:`Sweep` names, for one experiment, the providers (the compared dimension) and the
 grid axes: each axis is a study parameter whose list is crossed, or fixed values (``"max"``
 is the largest of ``workers``). :func:`points` expands the sweeps of the requested
-experiments with :func:`workbench.study.expand` and deduplicates by variant name, so a
+experiments with :func:`workbench.seam.study.expand` and deduplicates by variant name, so a
 configuration two experiments share is measured once.
 """
 
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.study import expand
+from workbench.seam.study import expand
 
 IREE_PROVIDERS = ("iree-task", "iree-sync", "iree-bench")
 SINGLE_THREAD = ("numpy", "iree-sync")  # measured at w = 1 only

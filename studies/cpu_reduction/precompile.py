@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     from kernels.iree.sum_programs import program
     from studies import cpu_reduction as study
     from studies.cpu_reduction import iree_tools
-    from workbench.study import ParamError, ParamSpace
+    from workbench.seam.study import ParamError, ParamSpace
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset")

@@ -24,11 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench import engine, traces
-from workbench.record import RunRecord
+from workbench.evidence import engine
+from workbench import traces
+from workbench.data.record import RunRecord
 from workbench.traces import export, phases
 from workbench.traces.phases import PHASES, zone_names
-from workbench.untrusted import attachment_file
+from workbench.base.untrusted import attachment_file
 
 
 #: attachment name: profile_n<N>[_c<C>[_<split>]]_w<W>_<bench|python|torch>.<ext>; ``bench``

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench import derived
-from workbench.tables import md_table
+from workbench.evidence import derived
+from workbench.evidence.tables import md_table
 from workbench.traces.charts import PY_ZONE_COLORS
-from workbench.untrusted import escape as esc
-from workbench.verdict import Finding
+from workbench.base.untrusted import escape as esc
+from workbench.evidence.verdict import Finding
 
 from . import profiles
 from .analysis import CHART_PHASES, column_name, key_programs
@@ -40,7 +40,7 @@ def _seed_overview_title(tbls: dict[str, pd.DataFrame]) -> str:
                                      "are not comparable with it)")
 
 
-#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+#: what each table and chart is called where people read it (workbench.base.names; ids stay in the API)
 TITLES = {
     "seed_overview": _seed_overview_title,
     "overview": "Time per call of every implementation", "scaling": "Thread scaling: time per call against workers",
@@ -88,7 +88,7 @@ def scaling_chart(tbls: dict[str, pd.DataFrame]):
     """The key chart: time per call vs workers at n, iree-benchmark-module (else the Python
     runtime) per program and torch.sum, 95% CIs as bars, the seed's thread-scaling lines dashed
     in the same colours, labelled with the seed's machine."""
-    from workbench import charts as wbcharts
+    from workbench.presentation import charts as wbcharts
 
     sc, run = tbls["scaling"], tbls["_run"].iloc[0]
     iree = "iree-bench" if (sc["provider"] == "iree-bench").any() else "iree-task"
@@ -108,10 +108,10 @@ def scaling_chart(tbls: dict[str, pd.DataFrame]):
 def _overview_chart(ov: pd.DataFrame, run):
     """The total per call with its CI, one row per implementation (every name readable): bars
     on a linear axis, or points with whiskers on a log axis when the medians span a decade or
-    more (a 13 ms numpy beside 50 us IREE programs; :func:`workbench.charts.magnitude_marks`)."""
+    more (a 13 ms numpy beside 50 us IREE programs; :func:`workbench.presentation.charts.magnitude_marks`)."""
     import altair as alt
 
-    from workbench import charts as wbcharts
+    from workbench.presentation import charts as wbcharts
 
     unit = wbcharts.time_unit([v * 1e3 for v in ov["total_us"]])
     scale = 1e3 / wbcharts.units.PER_NS[unit]
@@ -153,7 +153,7 @@ def grain_chart(g: pd.DataFrame):
     """torch.sum at 1 and w threads vs N with the GRAIN_SIZE threshold marked and labelled."""
     import altair as alt
 
-    from workbench import charts as wbcharts
+    from workbench.presentation import charts as wbcharts
 
     lines = wbcharts.sweep_chart(g, x="n", provider="series", x_title="N (elements)", log_x=False, unit="us",
                                  title=f"torch.sum around GRAIN_SIZE = {GRAIN_SIZE:,}: serial below it (thread count "
@@ -176,7 +176,7 @@ def _unpadded(chart):
 def _forkjoin_chart(fj: pd.DataFrame):
     import altair as alt
 
-    from workbench import charts as wbcharts
+    from workbench.presentation import charts as wbcharts
 
     ws = sorted(set(fj["w"]) | {32})
     x = alt.X("w:Q", scale=alt.Scale(type="log", base=2, nice=False, padding=12),
@@ -204,7 +204,7 @@ def _sizes_chart(sz: pd.DataFrame):
     """iree-benchmark-module and torch.sum vs N (log-log, CI bars) with the copy-bandwidth floor."""
     import altair as alt
 
-    from workbench import charts as wbcharts
+    from workbench.presentation import charts as wbcharts
 
     shown = sz[sz["provider"].isin(["iree-bench", "torch"])]
     shown = shown if len(shown) else sz

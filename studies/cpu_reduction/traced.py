@@ -1,14 +1,14 @@
 """One provider's Python-side iterations in Tracy zones, for a capture of their own.
 
 Run as ``python -m studies.cpu_reduction.traced`` with a JSON job on stdin, under IREE's Tracy
-runtime (:func:`workbench.capture.run` sets the environment); prints a JSON result on stdout.
+runtime (:func:`workbench.running.capture.run` sets the environment); prints a JSON result on stdout.
 Nothing here is timed: the study's timings run in other processes, without zones.
 
 Job: ``{"provider": "iree-task"|"torch", "workers": w, "iterations": k, "input": ".npy",
 "vmfb": ".vmfb" (IREE), "connect_s": s}``. Result: ``{"value", "iterations", "zones"}`` (the
-last call's sum and :func:`workbench.tracy.status`) or ``{"error"}``.
+last call's sum and :func:`workbench.running.tracy.status`) or ``{"error"}``.
 
-Zones (:mod:`workbench.tracy`), the same layout for both providers so their timelines read alike:
+Zones (:mod:`workbench.running.tracy`), the same layout for both providers so their timelines read alike:
 
 - ``py.module_load`` (IREE): the runtime context, the module's mmap and load, the input's
   upload; its text is the module's file name;
@@ -32,7 +32,7 @@ def main() -> None:
     import numpy as np
     import iree.runtime as rt  # with IREE_PY_RUNTIME=tracy: the Tracy client the zones go through
 
-    from workbench import tracy
+    from workbench.running import tracy
 
     if not tracy.active():
         json.dump({"error": "IREE's Tracy runtime is not loaded (IREE_PY_RUNTIME=tracy missing)"}, sys.stdout)

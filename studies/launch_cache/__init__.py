@@ -46,14 +46,14 @@ import sys
 
 import numpy as np
 
-from workbench import cbuild
-from workbench.record import VariantResult
-from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.running import cbuild
+from workbench.data.record import VariantResult
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext
 
 from . import cpu, gpu
 from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, check_checksums, trace_events, variant_result
-# the hooks and the seed's data (workbench.study lists them)
-from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
+# the hooks and the seed's data (workbench.seam.study lists them)
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.evidence.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401

@@ -22,9 +22,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from workbench import derived, engine, tables
-from workbench.derived import fmt_derived
-from workbench.record import RunRecord
+from workbench.evidence import derived, engine, tables
+from workbench.evidence.derived import fmt_derived
+from workbench.data.record import RunRecord
 
 from .seed import SEED_FIGURES
 
@@ -276,7 +276,7 @@ def null_pairs(ev: engine.Evidence) -> list[tuple[str, engine.Series, engine.Ser
     return out
 
 
-#: the study's null controls (workbench.engine): the A/A twin's phases against its original's
+#: the study's null controls (workbench.evidence.engine): the A/A twin's phases against its original's
 NULLS = engine.Nulls(twins="", pairs=null_pairs,
                      source="per_call timed twice in every round, each phase a process of its own (aa: variants)")
 

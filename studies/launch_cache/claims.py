@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.claims import Claim, ClaimResult, Seed, agree, all_hold, bound, not_testable, within
-from workbench.derived import fmt_derived
+from workbench.evidence.claims import Claim, ClaimResult, Seed, agree, all_hold, bound, not_testable, within
+from workbench.evidence.derived import fmt_derived
 
 SEED = "seed 003"
 SEED_MACHINE = "NVIDIA GPU (model not stated), libgomp nvptx, 8 host threads"
@@ -91,7 +91,7 @@ def about_one(d, live: str, apart: str) -> ClaimResult:
 
 
 def below_one(d, live: str, contradicted_why: str) -> ClaimResult:
-    """A ratio below 1 (:func:`workbench.claims.bound`), with why when it is not."""
+    """A ratio below 1 (:func:`workbench.evidence.claims.bound`), with why when it is not."""
     return bound(d, below=1.0, live=live, contradicted_why=contradicted_why)
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench import cbuild, procs
-from workbench.env import REPO_ROOT
+from workbench.running import cbuild
+from workbench.base import procs
+from workbench.base.env import REPO_ROOT
 
 from .measure import SOFTSTACK_CACHE_LIMIT, OutOfMemory, Phase, thread_index
 

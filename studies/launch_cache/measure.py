@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.record import VariantResult
+from workbench.data.record import VariantResult
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier both kernels use
 SOFTSTACK_CACHE_LIMIT = 134217728  # libgomp's limit on the soft-stack block kept cached (128 MiB)

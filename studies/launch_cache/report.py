@@ -11,10 +11,10 @@ import math
 
 import pandas as pd
 
-from workbench import derived
-from workbench.tables import md_table
-from workbench.untrusted import escape as esc
-from workbench.verdict import Finding
+from workbench.evidence import derived
+from workbench.evidence.tables import md_table
+from workbench.base.untrusted import escape as esc
+from workbench.evidence.verdict import Finding
 
 from .analysis import CLOCKS, fmt_seconds, fmt_time, per_launch, range_text, ratio_cell, seed_tables
 
@@ -34,7 +34,7 @@ def _vs_per_call(tbls) -> object | None:
     """Each variant's real/user/sys over per_call's (CI bars, log) with the seed's ratios."""
     import altair as alt
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     dv = tbls["derived"]
     d = dv[(dv["quantity"] == "vs per_call") & dv["point"].notna()] if len(dv) else dv
@@ -85,7 +85,7 @@ def _clock_panels(pol: pd.DataFrame) -> object:
     bar's length would mean nothing on it)."""
     import altair as alt
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     rows = []
     for clock in CLOCKS:
@@ -113,10 +113,10 @@ def _clock_panels(pol: pd.DataFrame) -> object:
 
 def _per_variant_bars(pol: pd.DataFrame, field: str, title: str, axis_title: str, fmt: str) -> object:
     """One mark per variant: bars from 0, or points on a log axis when the values span a decade
-    or more (:func:`workbench.charts.magnitude_marks`; a 0 is drawn at the axis' floor)."""
+    or more (:func:`workbench.presentation.charts.magnitude_marks`; a 0 is drawn at the axis' floor)."""
     import altair as alt
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     positive = [v for v in pol[field].tolist() if v == v and v > 0]
     log = bool(positive) and wb.spans_decades(positive, wb.LOG_DECADES)
@@ -127,7 +127,7 @@ def _per_variant_bars(pol: pd.DataFrame, field: str, title: str, axis_title: str
 
 
 
-#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+#: what each table and chart is called where people read it (workbench.base.names; ids stay in the API)
 TITLES = {
     "key": "The seed's figures beside this run's", "phases": "Launch phases, one per round",
     "policies": "Per policy: clocks, latency, scratch memory, page faults",
@@ -145,7 +145,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     ``latency_cdf`` and ``seed`` (the seed's `time` figures)."""
     import altair as alt
 
-    from workbench import charts as wb  # altair is not installed on the GPU nodes
+    from workbench.presentation import charts as wb  # altair is not installed on the GPU nodes
 
     pol = tbls["policies"]
     out = {}

@@ -34,17 +34,17 @@ three inflation examples), ``h200``. Measured findings: ``traces/mc2-split/READM
 
 from __future__ import annotations
 
-from workbench import launcher
-from workbench.launcher import local_share
-from workbench.study import Param, ParamError, ParamSpace, RunContext
+from workbench.running import launcher
+from workbench.running.launcher import local_share
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext
 
 from . import plan as planmod
 from .plan import DTYPE_BYTES, CostModel, Fit, heuristic, parse_fit, uniform_chunks
 from .search import best_split, unsearchable
 # (the function under another name: ``simulate`` names the submodule)
 from .simulate import inflation_cases, simulate as simulate_split
-# the hooks and the seed's data (workbench.study lists them)
-from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
+# the hooks and the seed's data (workbench.seam.study lists them)
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.evidence.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import README_BLOCKS, TITLES, charts, findings, report_sections  # noqa: F401
 from .spread import TARGET  # noqa: F401
@@ -62,7 +62,7 @@ SEED_SUMMARY = ("Ascend CANN MC² tuning case: fit CostMM/CostComm, pick a short
 RUNS_ON = "gloo on any CPU; NCCL on GPUs"
 
 KEY_TABLE = "key"
-#: what the study holds its figures to (workbench.engine.Target), judged on the CIs
+#: what the study holds its figures to (workbench.evidence.engine.Target), judged on the CIs
 TARGETS = (TARGET,)
 KEY_CHART = "key"
 

@@ -8,7 +8,7 @@ Tables (names starting with ``_`` are chart data):
   simulator's prediction with the given and with the fitted contention factors, and its gain
   over serial with the backend's own collective in the same run (with its CI);
 - ``derived``: every gain, prediction error and contention factor as a
-  :class:`workbench.derived.Derived` row (CI from the raw samples, status);
+  :class:`workbench.evidence.derived.Derived` row (CI from the raw samples, status);
 - ``contention``: per overlapped split, the single contention factor that makes the
   simulator give the measured time (its CI maps the median's CI through the simulator,
   which is increasing in the factor);
@@ -37,14 +37,15 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from workbench import collectives, derived, engine, stats, tables
-from workbench.derived import Derived
-from workbench.record import RunRecord
+from workbench.running import collectives
+from workbench.evidence import derived, engine, stats, tables
+from workbench.evidence.derived import Derived
+from workbench.data.record import RunRecord
 from workbench.traces import chrome
 from workbench.traces.model import from_columns
 from workbench.traces.analysis import busy_intervals
 from workbench.traces.ranks import RankError, merge
-from workbench.untrusted import attachment_file
+from workbench.base.untrusted import attachment_file
 
 from . import seed
 from .plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic
@@ -102,7 +103,7 @@ def prediction_error(ev: engine.Evidence, variant: str, predicted_us: float, nam
 
 
 #: refits of the cost points per prediction's bootstrap (each refit is a line or hinge fit and
-#: a pipeline simulation per split; the replicates are reused, cycled, up to workbench.engine.DRAWS)
+#: a pipeline simulation per split; the replicates are reused, cycled, up to workbench.evidence.engine.DRAWS)
 FIT_RESAMPLES = 100
 
 
@@ -145,7 +146,7 @@ def contention_factor(ev: engine.Evidence, variant: str, chunks: list[int], mode
     """The one factor (both engines) that makes the simulator give the measured median, its
     CI the factors of the median's CI ends (the makespan increases with the factor, so the
     interval maps through it; null 1: no inflation). Fits made in this run were timed in other
-    blocks: the measured median carries the run's drift (:meth:`workbench.engine.Evidence.against_other_blocks`)."""
+    blocks: the measured median carries the run's drift (:meth:`workbench.evidence.engine.Evidence.against_other_blocks`)."""
     def makespan(f: float) -> float:
         return simulate(chunks, model, f).makespan_us
 
@@ -177,7 +178,7 @@ def null_pairs(ev: engine.Evidence) -> list[tuple[str, str, str]]:
             for name in ev.variants if name.startswith("aa:") and name[len("aa:"):] in ev]
 
 
-#: the study's null controls (workbench.engine)
+#: the study's null controls (workbench.evidence.engine)
 NULLS = engine.Nulls(twins="", pairs=null_pairs, source="each config's serial op timed again with its best split "
                                                          "(aa:serial/...)")
 
@@ -815,7 +816,7 @@ def rule_row(rule: str) -> dict:
 
 
 def collective_table(rec: RunRecord) -> pd.DataFrame:
-    """The serial baseline's collective library (:mod:`workbench.collectives`): NCCL or RCCL,
+    """The serial baseline's collective library (:mod:`workbench.running.collectives`): NCCL or RCCL,
     its file, version, algorithm and protocol per size; "not recorded" for older runs."""
     live = rec.outputs.get("live") or {}
     if live.get("backend") not in (None, "nccl"):

@@ -1,5 +1,5 @@
 """The seed's claims (seed 002, the Ascend CANN MC² tuning case), each tested on the analysis
-tables of a run (:mod:`.analysis`); :func:`workbench.claims.evaluate` builds the claims table.
+tables of a run (:mod:`.analysis`); :func:`workbench.evidence.claims.evaluate` builds the claims table.
 
 Where the findings hold on the committed H200 runs and where they do not:
 ``traces/mc2-split/README.md`` ("The seed's claims on these runs").
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.claims import Claim, ClaimResult, Seed, agree, bound, fact, not_testable, retold
-from workbench.derived import fmt_derived, item
+from workbench.evidence.claims import Claim, ClaimResult, Seed, agree, bound, fact, not_testable, retold
+from workbench.evidence.derived import fmt_derived, item
 
 from . import seed
 from .analysis import MIN_RANKS_FOR_BOUND, SEED_RANKS, floor_range, ring_traffic

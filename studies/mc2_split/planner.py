@@ -42,8 +42,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from workbench import engine
-from workbench.record import RunRecord
+from workbench.evidence import engine
+from workbench.data.record import RunRecord
 
 from .plan import uniform_chunks  # noqa: F401  (re-exported for the tests' splits)
 from .search import best_split, unsearchable
@@ -443,7 +443,7 @@ def breakdown(cv: pd.DataFrame, by: str) -> pd.DataFrame:
 @functools.lru_cache(maxsize=1)
 def committed_observations() -> pd.DataFrame:
     """The overlapped splits of mc2-split's committed runs (``traces/mc2-split/``), read once."""
-    from workbench.store import committed_runs
+    from workbench.results.store import committed_runs
 
     frames = [observations(rec) for rec in committed_runs("mc2-split")]
     frames = [f for f in frames if len(f)]
@@ -535,7 +535,7 @@ def recommended(rec: RunRecord, provider: str, terms: Terms | None) -> dict | No
     return {"chunks": ",".join(map(str, best["chunks"])), "planned_us": best["makespan_us"] + terms.op_us}
 
 
-# --- the committed README's generated blocks (workbench.readme) -------------------------------------
+# --- the committed README's generated blocks (workbench.reading.readme) -------------------------------------
 
 class _Runs:
     """Records compared by their run ids (so a validation is computed once per set of runs)."""
@@ -579,7 +579,7 @@ def readme_planner(analyses: list, args: dict) -> str:
     """The planner's leave-one-host-out validation over every committed run: ``table=models``
     (each model's figures and the oracles), ``runs`` (per run), or a breakdown of the
     planner model's errors (``category``, ``collective``, ``n_chunks``, ``world_size``, ``host``)."""
-    from workbench.tables import md_table
+    from workbench.evidence.tables import md_table
 
     v = _validated(_Runs([a.rec for a in analyses]))
     which = args.get("table", "models")

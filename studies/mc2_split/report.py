@@ -9,18 +9,18 @@ the key chart as the seed's, with its machine; altair is imported inside the cha
 
 Formulas in the Markdown are code spans (``x = 384 × 8192 × 2 B``), never bare ``*`` or ``_``
 (which Markdown reads as emphasis), and every string from a run goes through
-:func:`workbench.untrusted.escape`.
+:func:`workbench.base.untrusted.escape`.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from workbench import engine
-from workbench.tables import md_table
+from workbench.evidence import engine
+from workbench.evidence.tables import md_table
 from workbench.traces import charts as tcharts
-from workbench.untrusted import escape as esc
-from workbench.verdict import Finding
+from workbench.base.untrusted import escape as esc
+from workbench.evidence.verdict import Finding
 
 from . import seed
 from .analysis import headline, is_inflation, x_order
@@ -142,7 +142,7 @@ def gantt_chart(gantt: pd.DataFrame, title: str = "Simulated pipeline (Gantt, us
 def splits_chart(sims: pd.DataFrame):
     import altair as alt
 
-    from workbench.charts import count_axis  # altair: the GPU nodes have none
+    from workbench.presentation.charts import count_axis  # altair: the GPU nodes have none
 
     uni = sims[sims["split"].str.startswith("uniform") | (sims["split"] == "unsplit")]
     tip = ["split", "chunks", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("gain:Q", format=".1%")]
@@ -214,7 +214,7 @@ def _keep_size(chart):
 
 
 
-#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+#: what each table and chart is called where people read it (workbench.base.names; ids stay in the API)
 TITLES = {
     "key": "The seed's split beside the measured ones", "live": "Every measured configuration",
     "contention": "Contention factors per configuration", "bound": "Compute- or communication-bound",
@@ -448,7 +448,7 @@ def _collective_section(tbls: dict[str, pd.DataFrame]) -> str:
         return ""
     return ("## The baseline's collective library\n\nWhich NCCL (RCCL on ROCm) ran the serial baseline's "
             "all-reduce and how its tuner chose, from a short launch of its own with NCCL's debug output on (the "
-            "timed run is not changed by it): `workbench/collectives.py`.\n\n" + md_table(lib))
+            "timed run is not changed by it): `workbench/running/collectives.py`.\n\n" + md_table(lib))
 
 
 def report_sections(tbls: dict[str, pd.DataFrame]) -> list[str]:
@@ -481,7 +481,7 @@ def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
     return "\n".join(lines)
 
 
-# --- the committed README's generated blocks (workbench.readme) --------------------------------
+# --- the committed README's generated blocks (workbench.reading.readme) --------------------------------
 
 def _pct_text(x, lo, hi) -> str:
     return f"{x:+.1f}% [{lo:+.1f}, {hi:+.1f}]" if pd.notna(x) else ""

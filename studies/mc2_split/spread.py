@@ -6,11 +6,11 @@ serial with the backend's own collective measured in the same run (:func:`.analy
 It describes that run, not the configuration: four runs of one split on one host within 10
 minutes gained 22.4%, 15.9%, 12.9% and 18.9%, with 95% CIs that do not overlap. The
 configuration's figure is the interval **across runs** of one host (runs the units; each run's
-own replicates inside, :func:`workbench.across.by_host`), and where the runs span several hosts,
+own replicates inside, :func:`workbench.reading.across.by_host`), and where the runs span several hosts,
 the interval **across hosts** (hosts the units: runs of one host share its machine, and pooled
 as exchangeable they gave intervals too narrow for the host effect the committed runs show).
 The 20% target is met only where that interval clears it, from at least
-:data:`workbench.derived.MIN_SAMPLES` units (runs, or hosts: the one rule). Every row is one
+:data:`workbench.evidence.derived.MIN_SAMPLES` units (runs, or hosts: the one rule). Every row is one
 configuration's: no row picks the best configuration of each run after measuring them (a
 best-of-N whose CI covered the true gain in 4.5% of simulated replicates).
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench import engine
-from workbench.across import by_host, host_of
-from workbench.derived import fmt_derived
-from workbench.record import RunRecord
+from workbench.evidence import engine
+from workbench.reading.across import by_host, host_of
+from workbench.evidence.derived import fmt_derived
+from workbench.data.record import RunRecord
 
 from .analysis import current_names, evidence, run_gain
 
@@ -108,7 +108,7 @@ def across_runs(records: list[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def target_status(d, runs: int) -> str:
     """The 20% target judged on a configuration's interval across runs (or hosts): met only when
-    it lies above the target from at least :data:`workbench.derived.MIN_SAMPLES` units; missed
+    it lies above the target from at least :data:`workbench.evidence.derived.MIN_SAMPLES` units; missed
     when it lies below."""
     if runs < 2 or d.covers not in ("runs", "hosts"):
         return "one run: no run-to-run level"

@@ -1,6 +1,6 @@
 """Distributed worker of the mc2-split study: chunked matmul + all-reduce, serial vs overlapped.
 
-Started by ``workbench.launcher`` (torchrun), which calls :func:`main` on every rank. Every
+Started by ``workbench.running.launcher`` (torchrun), which calls :func:`main` on every rank. Every
 rank computes the same thing; one rank reports (progress, fits, plans, each measured variant)
 through the launcher's event stream as soon as it has them.
 
@@ -59,7 +59,7 @@ kernels (NCCL's CTAs, the Triton kernels, the copy-engine path's barrier and add
 instead of waiting behind matmul CTAs. A (collective, carve-out) pair is one config,
 labelled ``<provider>`` or ``<provider>+c<SMs>``; the matmul cost points are measured per carve-out.
 
-Timing: ``workbench.harness.DistTimer``: per sample, all ranks meet (barrier + device sync);
+Timing: ``workbench.running.harness.DistTimer``: per sample, all ranks meet (barrier + device sync);
 on GPUs a ~2 ms sleep kernel is queued first so the host enqueues the whole op before the GPU
 reaches it (the host's launch cost is not timed), then CUDA events bracket the op on the
 compute stream; on CPUs ``perf_counter_ns``. A sample is the maximum over ranks; each rank's
@@ -88,10 +88,10 @@ from kernels.triton.collectives import CopyEngineComm, TritonPersistentComm, Tri
 from studies.mc2_split.plan import DTYPE_BYTES, CostModel, Fit, fit_points, heuristic, uniform_chunks
 from studies.mc2_split.search import best_split, unsearchable
 from studies.mc2_split.simulate import fit_contention
-from workbench import harness
-from workbench.rank import init_rank
-from workbench.events import Emitter
-from workbench.record import VariantResult
+from workbench.running import harness
+from workbench.running.rank import init_rank
+from workbench.seam.events import Emitter
+from workbench.data.record import VariantResult
 
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}  # max |err| / rms(ref)
 #: the kind (and name prefix) of an A/A twin: an op timed again in a later group of rounds
@@ -484,7 +484,7 @@ class Mc2Worker:
 
 
 def main(cfg: dict, emit: Emitter) -> None:
-    """Every rank's entry (started by ``workbench.launcher``)."""
+    """Every rank's entry (started by ``workbench.running.launcher``)."""
     try:
         Mc2Worker(cfg, emit).run()
     finally:

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import importlib.util
 
-from workbench.study import Param, ParamError, ParamSpace, RunContext, StudyUnavailable
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext, StudyUnavailable
 
 from . import clrt, cuda
 from .analysis import BASELINES, size_label
 from .measure import (DEP_CONDITIONS, TREES, DependencyRuns, KernelRuns, combo_label, dep_label, measure_point,
                       measure_twin, variant_name)
-# the hooks and the seed's data (workbench.study lists them)
-from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.engine)
+# the hooks and the seed's data (workbench.seam.study lists them)
+from .analysis import NULLS, analyze  # noqa: F401 (NULLS: the declared null controls, workbench.evidence.engine)
 from .claims import SEED_CLAIMS  # noqa: F401
 from .report import TITLES, charts, findings, report_sections  # noqa: F401
 from .seed import SEED_FIGURES  # noqa: F401

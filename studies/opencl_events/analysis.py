@@ -3,7 +3,7 @@
 ``analyze`` (re-exported by :mod:`studies.opencl_events`) is the only place that computes on a
 record. Conditions of one point were timed in interleaved rounds (``sweep_point``), so a
 condition's sample i and its baseline's sample i come from the same round: every difference
-and ratio over the baseline is paired by round (:class:`workbench.engine.Evidence`). A range
+and ratio over the baseline is paired by round (:class:`workbench.evidence.engine.Evidence`). A range
 of sizes (a bucket) pools the rounds of its sizes: the median over those pairs, with its
 order-statistic interval.
 
@@ -22,9 +22,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from workbench import derived, engine, tables
-from workbench.derived import Derived, fmt_derived
-from workbench.record import RunRecord
+from workbench.evidence import derived, engine, tables
+from workbench.evidence.derived import Derived, fmt_derived
+from workbench.data.record import RunRecord
 
 #: each experiment's baseline: no callback, no wait, no unmap
 BASELINES = {"callbacks": "(0,0,0)", "wait": "(0,0,0)", "dependency": "plain", "cuda": "none"}
@@ -345,7 +345,7 @@ def analyze(rec: RunRecord) -> dict[str, pd.DataFrame]:
             "_samples": samples_table(rec), "_run": run_table(rec)}
 
 
-#: the study's null controls (workbench.engine): the first and the last point's baselines again
+#: the study's null controls (workbench.evidence.engine): the first and the last point's baselines again
 NULLS = engine.Nulls(twins="again after every other point / first",
                      source="the first and the last point's baselines timed again, alone, after every other point (aa: "
                             "variants); every comparison of this study pairs by round, so their drift is shown, not "

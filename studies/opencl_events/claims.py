@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workbench.claims import Claim, ClaimResult, Seed, agree, all_hold, apart, bound, not_testable, retold, within
+from workbench.evidence.claims import Claim, ClaimResult, Seed, agree, all_hold, apart, bound, not_testable, retold, within
 
 from .analysis import BASELINES, CALLBACK, LARGE, SMALL, UNMAP, WAIT, excess_text, size_label
 
@@ -55,7 +55,7 @@ def _cuda_note(exp: str) -> str:
 
 
 def _above(d, limit: float, live: str, exp: str) -> ClaimResult:
-    """:func:`workbench.claims.bound` above ``limit``, with the CUDA note on a CUDA run."""
+    """:func:`workbench.evidence.claims.bound` above ``limit``, with the CUDA note on a CUDA run."""
     res = bound(d, above=limit, live=live)
     return retold(res, why="; ".join(x for x in (res.why, _cuda_note(exp)) if x))
 

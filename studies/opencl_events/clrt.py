@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench import cbuild
-from workbench.env import REPO_ROOT
+from workbench.running import cbuild
+from workbench.base.env import REPO_ROOT
 
 KERNEL_DIR = REPO_ROOT / "kernels" / "opencl"
 NATIVE_SRC = KERNEL_DIR / "event_overhead_host.c"

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.record import VariantResult
-from workbench.study import RunContext, Steps
+from workbench.data.record import VariantResult
+from workbench.seam.study import RunContext, Steps
 
 from . import clrt
 from .analysis import MIN_REPS
@@ -368,7 +368,7 @@ def measure_point(ctx: RunContext, runs, conditions: list, label, point: dict, p
 def measure_twin(ctx: RunContext, runs, baseline, name: str, point: dict, params) -> None:
     """The run's A/A null control: a point's baseline timed again, alone and after every other
     point, in a block of its own (``aa:`` variant): its ratio to the first timing is the drift
-    between blocks of this run (:func:`workbench.engine.estimate_drift`)."""
+    between blocks of this run (:func:`workbench.evidence.engine.estimate_drift`)."""
     runs.prime()
     ok, check = runs.verify()
     res = sweep_point(runs, [baseline], params["reps"], params["measurements"], lambda rnd: None)[baseline] \

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from workbench import derived
-from workbench.tables import md_table
-from workbench.untrusted import escape as esc
-from workbench.verdict import Finding
+from workbench.evidence import derived
+from workbench.evidence.tables import md_table
+from workbench.base.untrusted import escape as esc
+from workbench.evidence.verdict import Finding
 
 from .analysis import BASELINES, BUCKETS, CALLBACK, HEADS, excess_text, group_name
 
@@ -118,7 +118,7 @@ def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, title: str):
     count (each its own y scale) in a dependency run."""
     import altair as alt
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     dependency = exp == "dependency"
     x, x_field = _x(dependency)
@@ -169,7 +169,7 @@ def _derived_chart(dv: pd.DataFrame, quantity: str, exp: str, title: str):
 
 
 
-#: what each table and chart is called where people read it (workbench.names; ids stay in the API)
+#: what each table and chart is called where people read it (workbench.base.names; ids stay in the API)
 TITLES = {
     "key": "The seed's figures beside this run's", "overhead": "Extra time per run over the baseline",
     "per_size": "Extra time per run, per size range", "points": "Time per run at every size",
@@ -184,7 +184,7 @@ def charts(tbls: dict[str, pd.DataFrame]) -> dict:
     the dependency experiment ``per_worker_size``."""
     import altair as alt  # only here: the GPU machines have no altair
 
-    from workbench import charts as wb
+    from workbench.presentation import charts as wb
 
     pts, smp, dv = tbls["points"], tbls["_samples"], tbls["derived"]
     if not len(pts):

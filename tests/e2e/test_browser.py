@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.store import committed_runs
-from workbench.registry import registry
-from workbench.study import ParamError, validate
+from workbench.results.store import committed_runs
+from workbench.seam.registry import registry
+from workbench.seam.study import ParamError, validate
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -611,9 +611,9 @@ def test_no_study_page_opens_on_a_smoke_or_failed_check_run_while_a_checked_run_
     """This machine's runs of calibration: a checked run, then a newer smoke run and a newer run
     with a failed check. The page opens on the checked one; ag-gemm (no GPU here) on its
     committed headline run, marked as such, with no failed check."""
-    from workbench.env import capture
-    from workbench.record import RunRecord, VariantResult
-    from workbench.store import Store
+    from workbench.base.env import capture
+    from workbench.data.record import RunRecord, VariantResult
+    from workbench.results.store import Store
 
     env = {**os.environ, "WORKBENCH_LOCK": str(app["tmp"] / "machine.lock")}
     cli = [sys.executable, "-m", "workbench", "--store", str(app["store"]), "run", "calibration", "--json"]

@@ -35,9 +35,9 @@ import pytest
 from nbclient import NotebookClient
 
 import workbench as wb
-from workbench.jupyter import VEGALITE_MIME
-from workbench.report import kernel_env, write_notebook
-from workbench.store import read_bundle
+from workbench.presentation.jupyter import VEGALITE_MIME
+from workbench.presentation.report import kernel_env, write_notebook
+from workbench.results.store import read_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def errors(nb) -> list[str]:
 
 def chart_outputs(nb) -> list:
     """Every chart's output: its PNG, with its Vega-Lite spec where the spec is small (a trace's
-    timeline, a spec of thousands of rows, leaves as its PNG alone: workbench.jupyter.SPEC_MAX_BYTES)."""
+    timeline, a spec of thousands of rows, leaves as its PNG alone: workbench.presentation.jupyter.SPEC_MAX_BYTES)."""
     return [o for o in outputs(nb) if VEGALITE_MIME in o.get("data", {})
             or str(o.get("data", {}).get("text/plain", "")).startswith("<chart ")]
 
@@ -190,8 +190,8 @@ def travelled(installed, tmp_path_factory):
     elsewhere = shutil.copytree(exported.parent, tmp / "elsewhere")
     nb = nbformat.read(str(elsewhere / "run.ipynb"), as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(
-        "import json, os, sys, workbench, workbench.env\n"
-        "print(json.dumps({'workbench': workbench.__file__, 'state': str(workbench.env.STATE_DIR), 'cwd': os.getcwd(), "
+        "import json, os, sys, workbench, workbench.base.env\n"
+        "print(json.dumps({'workbench': workbench.__file__, 'state': str(workbench.base.env.STATE_DIR), 'cwd': os.getcwd(), "
         "'path': [os.path.abspath(p) for p in sys.path]}))"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_")} | {
         "PYTHONPATH": str(installed), "XDG_DATA_HOME": str(tmp / "xdg")}
@@ -226,8 +226,8 @@ def test_an_exported_notebook_renders_offline(travelled):
 _SLOW_STUDY = """
 import time
 import workbench as wb
-from workbench.record import VariantResult
-from workbench.registry import get
+from workbench.data.record import VariantResult
+from workbench.seam.registry import get
 
 def slow(params, ctx):
     ctx.record(VariantResult("first", {}, [10.0, 11.0, 12.0], True, "ok"))
@@ -242,7 +242,7 @@ get("calibration").run = slow
 def test_interrupting_the_kernel_stops_the_run_and_keeps_its_finished_points(tmp_path):
     from jupyter_client.manager import start_new_kernel
 
-    from workbench.store import Store
+    from workbench.results.store import Store
 
     store_path = tmp_path / "results.sqlite"
     env = kernel_env() | {"WORKBENCH_STORE": str(store_path), "WORKBENCH_LOCK": str(tmp_path / "machine.lock")}

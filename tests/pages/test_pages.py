@@ -7,8 +7,8 @@ import pytest
 from tests.support.pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
-from workbench.record import RunRecord, VariantResult
-from workbench.store import Store
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import Store
 from tests.support.paths import ROOT
 
 
@@ -38,9 +38,9 @@ def test_home_loads_and_lists_studies(store):
     at = _page("home.py").run()
     assert not at.exception
     assert "Perf Study Workbench" in at.title[0].value
-    from workbench.registry import registry
+    from workbench.seam.registry import registry
 
-    # escape() makes "#346" inert for GitHub with a zero-width space (workbench.untrusted)
+    # escape() makes "#346" inert for GitHub with a zero-width space (workbench.base.untrusted)
     text = " ".join(m.value for m in [*at.markdown, *at.caption]).replace("&#8203;", "")
     for study in registry().values():  # every study by its title, its seed by what it is
         assert study.TITLE.split(" (")[0].split(":")[0] in text and getattr(study, "SEED_TITLE", study.SEED) in text
@@ -63,8 +63,8 @@ def test_runs_page_with_empty_store_and_no_committed_runs(store, monkeypatch):
 
 
 def test_runs_page_lists_committed_bundles_with_their_machine(store):
-    from workbench.store import committed_runs
-    from workbench.registry import registry
+    from workbench.results.store import committed_runs
+    from workbench.seam.registry import registry
 
     committed = [r for sid in registry() for r in committed_runs(sid)]
     if not committed:
@@ -87,13 +87,13 @@ def test_study_page_shows_stored_run_and_seed_free_study(store):
 
 
 class FakeJob:
-    """A finished job as workbench.jobs.Job shows it to the page: its events folded in."""
+    """A finished job as workbench.running.jobs.Job shows it to the page: its events folded in."""
 
     study = "calibration"
     cancelled = None
 
     def __init__(self, returncode=0, run_id="20260101-000000-calibration-aaaaaa", variants=2, record=True):
-        from workbench.events import Collected
+        from workbench.seam.events import Collected
 
         self.done, self.returncode = True, returncode
         self.state = Collected(run_id=run_id, progress=(1.0, "done"))
@@ -127,7 +127,7 @@ def _run_with(store, monkeypatch, job, started=None):
             started.update(study=study_id, values=values)
         return job
 
-    monkeypatch.setattr("workbench.jobs.start", fake_start)
+    monkeypatch.setattr("workbench.running.jobs.start", fake_start)
     at = _study("calibration").run()
     at.number_input(key="calibration:q:repeat").set_value(7)
     at.button[0].click().run()
@@ -195,7 +195,7 @@ def test_tags_note_and_delete_from_the_page(store):
 
 def test_study_page_rejects_invalid_widget_values_without_running(store, monkeypatch):
     calls = []
-    monkeypatch.setattr("workbench.jobs.start", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("workbench.running.jobs.start", lambda *a, **k: calls.append(a))
     at = _study("calibration").run()
     # threads above the usable CPUs fails the study's own cross-check.
     at.number_input(key="calibration:q:threads").set_value(256)
@@ -205,14 +205,14 @@ def test_study_page_rejects_invalid_widget_values_without_running(store, monkeyp
 
 
 def test_a_study_that_cannot_run_with_its_defaults_refuses_the_run_with_the_reason(store, monkeypatch):
-    from workbench.registry import registry
+    from workbench.seam.registry import registry
 
     unavailable = [sid for sid, mod in registry().items() if mod.requires(mod.SPACE.defaults())]
     if not unavailable:
         pytest.skip("every study can run here")
     mod = registry()[unavailable[0]]
     calls = []
-    monkeypatch.setattr("workbench.jobs.start", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("workbench.running.jobs.start", lambda *a, **k: calls.append(a))
     at = _study(mod.ID).run()
     assert any("cannot run on this machine" in w.value for w in at.warning)
     at.button[0].click().run()
@@ -240,7 +240,7 @@ def test_a_numeric_column_with_a_gap_shows_its_dash_in_the_browser_grid():
 
 
 def test_home_states_this_machines_floor_with_its_ci(store):
-    from workbench import env
+    from workbench.base import env
 
     rec = _canned(store)
     rec.env = dict(rec.env, fingerprint=env.capture()["fingerprint"])
@@ -255,7 +255,7 @@ def test_home_states_this_machines_floor_with_its_ci(store):
 def test_home_floor_is_the_quietest_complete_run_and_says_when_it_was_disturbed(store):
     """Issue 41: the floor showed a run of 5 threads on 2 CPUs, unflagged. It is the quietest
     complete run of this machine, and a disturbed one says so."""
-    from workbench import env
+    from workbench.base import env
 
     def run(run_id, load):
         rec = _canned(store, run_id=run_id)

@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # The CLI, its peak RSS written to a file at exit, under RLIMIT_AS when asked (set by the
-# child itself: no preexec_fn, see workbench/procs.py). Reports then leave their PNG charts out
-# (workbench.report.png_blocked: the renderer's V8 would abort under any such limit).
+# child itself: no preexec_fn, see workbench/base/procs.py). Reports then leave their PNG charts out
+# (workbench.presentation.report.png_blocked: the renderer's V8 would abort under any such limit).
 # The peak is VmHWM, this program's own: ru_maxrss carries the peak of the process it was forked
 # from across the exec (a pytest of the whole suite holds over 1 GB).
 _MEASURED = ("import atexit, re, resource, sys\n"

@@ -19,8 +19,8 @@ from tests.support.paths import ROOT
 SCRIPT = """
 import os, signal, sys
 import workbench as wb
-from workbench.record import VariantResult
-from workbench.registry import get
+from workbench.data.record import VariantResult
+from workbench.seam.registry import get
 
 def run(params, ctx):
     ctx.record(VariantResult("first", {}, [10.0, 11.0, 12.0], True, "ok"))

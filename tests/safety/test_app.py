@@ -16,8 +16,8 @@ from tests.support.pagetest import study_app
 from streamlit.testing.v1 import AppTest
 
 from tests.safety.test_bundles import HOSTILE, _hostile_record, _write, valid_doc
-from workbench import jobs
-from workbench.store import Store
+from workbench.running import jobs
+from workbench.results.store import Store
 from tests.support.paths import ROOT
 
 
@@ -93,7 +93,7 @@ def test_a_job_whose_session_is_gone_is_cancelled_and_killed_if_it_hangs_on(monk
 
 
 def test_the_queued_run_message_names_the_holder_s_study_and_parameters(tmp_path, monkeypatch):
-    from workbench.runner import holder_text
+    from workbench.running.runner import holder_text
 
     text = holder_text(json.dumps({"pid": 42, "user": "ana", "study": "launch-cache", "since": "2026-01-01T00:00:00Z",
                                    "params": {"threads": 8, "malloc": ["pinned", "dynamic"]}}))

@@ -16,11 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench import cli, report
-from workbench import comparison as compare
+from workbench import cli
+from workbench.presentation import report
+from workbench.reading import comparison as compare
 from workbench.cli import main
-from workbench.record import RunRecord, VariantResult
-from workbench.store import Store, StoreError, parse_bundle, read_bundle
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import Store, StoreError, parse_bundle, read_bundle
 from tests.support.paths import ROOT
 
 
@@ -419,7 +420,7 @@ def _zstd_entry(payload_chunks, name="t.json"):
 def test_attachments_travel_as_zstd_frames_and_come_back_byte_for_byte():
     """Bundle version 2: a large attachment is written as a zstd frame, a small one plain, and
     both read back as the bytes that went in; a version 1 bundle still reads."""
-    from workbench.store import to_bundle
+    from workbench.results.store import to_bundle
 
     rec = parse_bundle(json.dumps(valid_doc()).encode())
     big = json.dumps({"traceEvents": [{"name": f"k{i % 7}", "ts": i, "dur": 3} for i in range(5000)]}).encode()

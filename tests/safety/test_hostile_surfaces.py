@@ -16,7 +16,7 @@ import pytest
 from tests.safety.hostile import cli, refused
 from tests.support.paths import ROOT
 from workbench.traces.analysis import search_mask
-from workbench.untrusted import PatternError, user_regex
+from workbench.base.untrusted import PatternError, user_regex
 
 UNSAFE = ("\x1b", "\u202e", "\x00", "\x07")
 

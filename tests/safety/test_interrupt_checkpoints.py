@@ -17,7 +17,7 @@ import pytest
 from tests.safety.hostile import ROOT, stored_points, stored_runs
 
 # Each scenario runs in a fresh interpreter: signals go to its main thread, not pytest's.
-_HEADER = f"import os, signal, sys, time\nsys.path.insert(0, {str(ROOT)!r})\nfrom workbench import interrupt, procs\n"
+_HEADER = f"import os, signal, sys, time\nsys.path.insert(0, {str(ROOT)!r})\nfrom workbench.base import interrupt, procs\n"
 
 
 def _python(body: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
@@ -148,7 +148,7 @@ def test_a_signal_while_the_cli_starts_is_an_interrupt(tmp_path):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode in (130, -sig), (sig, delay, proc.returncode, err[-800:])
     if store.exists():  # one that landed once a run began: stored as interrupted, never as complete
-        from workbench.store import Store
+        from workbench.results.store import Store
 
         assert {r["status"] for r in Store(store).runs()} <= {"interrupted"}
 
@@ -192,7 +192,7 @@ def _interrupted_session(tmp_path, sig: signal.Signals) -> tuple[int, str, list]
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    from workbench.store import Store
+    from workbench.results.store import Store
 
     return proc.returncode, err, [r["status"] for r in Store(store).runs()]
 
@@ -241,7 +241,7 @@ def test_an_interrupted_run_group_stops_its_child_run_which_keeps_its_points(tmp
     interrupted with its points, and no process is left."""
     import os
 
-    from workbench.store import Store
+    from workbench.results.store import Store
 
     store = tmp_path / "results.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "workbench", "--store", str(store), "run", "calibration",

@@ -21,8 +21,8 @@ import pytest
 
 from benchmarks.interrupts import MARK_VAR, SWEEPS, marked
 from tests.safety.hostile import stored_points
-from workbench.store import Store
-from workbench.registry import get
+from workbench.results.store import Store
+from workbench.seam.registry import get
 from tests.support.paths import ROOT
 
 

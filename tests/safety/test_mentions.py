@@ -17,7 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.safety.hostile import cli, valid_doc, write
-from workbench.untrusted import escape, quiet_mentions
+from workbench.base.untrusted import escape, quiet_mentions
 
 LIVE = ["@octocat", "@org/team", "#123", "GH-77", "acme/widgets#9"]
 TEXT = "ping @octocat and @org/team, see #123, GH-77 and acme/widgets#9"
@@ -88,7 +88,8 @@ def test_every_report_format_keeps_them_inert(tmp_path):
 
 def test_the_api_reports_comparisons_and_notebooks_keep_them_inert(tmp_path):
     import workbench as wb
-    from workbench import comparison, report
+    from workbench.reading import comparison
+    from workbench.presentation import report
 
     path = write(tmp_path, _doc())
     run = wb.load(str(path))

@@ -10,9 +10,9 @@ import pytest
 
 from tests.safety.hostile import cli, refused, stored_runs
 from workbench import cli as wbcli
-from workbench import env as envmod
-from workbench import store as wbstore
-from workbench.store import Store
+from workbench.base import env as envmod
+from workbench.results import store as wbstore
+from workbench.results.store import Store
 
 
 def _errors(stderr: str) -> list[str]:
@@ -61,7 +61,7 @@ def test_a_failure_before_the_run_is_stored_says_nothing_was_stored(store, monke
 _FILLING = r"""
 import sqlite3, sys
 sys.path.insert(0, sys.argv[1])
-from workbench import store
+from workbench.results import store
 real, pages = sqlite3.connect, int(sys.argv[2])
 
 def connect(*args, **kw):

@@ -11,8 +11,8 @@ import pytest
 from studies.mc2_split.plan import CostModel, Fit
 from studies.mc2_split.simulate import simulate
 from workbench.cli import main
-from workbench.registry import registry
-from workbench.study import Param, ParamError, ParamSpace
+from workbench.seam.registry import registry
+from workbench.seam.study import Param, ParamError, ParamSpace
 
 NON_FINITE = ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400"]
 BAD_SIZES = ["infk", "1e400k", "-infMi"]

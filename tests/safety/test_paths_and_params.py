@@ -10,7 +10,7 @@ import pytest
 
 import workbench as wb
 from tests.safety.hostile import cli, refused, stored_runs, valid_doc, write
-from workbench import catalog
+from workbench.results import catalog
 
 
 def _never_opened():

@@ -11,8 +11,8 @@ import pytest
 
 from tests.safety.hostile import cli, valid_doc, write
 from tests.support.mdlint import lint_issue, lint_markdown
-from workbench.report import ISSUE_LIMIT
-from workbench.untrusted import MAX_BLOCK_CHARS, MAX_FIELD_CHARS, clip, escape
+from workbench.presentation.report import ISSUE_LIMIT
+from workbench.base.untrusted import MAX_BLOCK_CHARS, MAX_FIELD_CHARS, clip, escape
 
 GITHUB_LIMIT = 65_536
 BIG = 300_000

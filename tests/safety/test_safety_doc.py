@@ -4,9 +4,9 @@ the documentation): each constant's value appears there as the code has it."""
 from __future__ import annotations
 
 from tests.safety.hostile import ROOT
-from workbench.schema import MAX_VARIANTS
-from workbench.store import MAX_BUNDLE_BYTES
-from workbench.study import MAX_LIST_VALUES, MAX_SWEEP_POINTS
+from workbench.data.schema import MAX_VARIANTS
+from workbench.results.store import MAX_BUNDLE_BYTES
+from workbench.seam.study import MAX_LIST_VALUES, MAX_SWEEP_POINTS
 from workbench.traces.inflate import DEFAULT_MAX_MB
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from workbench import procs, runner
+from workbench.base import procs
+from workbench.running import runner
 from workbench.cli import main
-from workbench.record import RunRecord, VariantResult
-from workbench.store import APPLICATION_ID, Store, StoreError, to_bundle
-from workbench.study import Param, ParamSpace
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import APPLICATION_ID, Store, StoreError, to_bundle
+from workbench.seam.study import Param, ParamSpace
 from tests.support.paths import ROOT
 
 
@@ -247,7 +248,7 @@ def test_children_started_under_the_lock_are_killed_with_their_groups_and_orphan
 _KILLED_PARENT = r"""
 import subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
-from workbench import procs
+from workbench.base import procs
 if sys.argv[2] == "bound":  # PDEATHSIG: the child dies with the thread that started it
     p = subprocess.Popen(procs.bound(["sleep", "60"]))
 else:  # the sentinel: a child in a session of its own (like torchrun), started under Children
@@ -332,7 +333,7 @@ def test_threads_and_processes_import_and_run_into_one_store(store, tmp_path):
         return call
 
     def import_some(paths):
-        from workbench.store import read_bundle
+        from workbench.results.store import read_bundle
 
         for p in paths:
             assert open_store().import_run(read_bundle(p))

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.safety.hostile import ROOT, cli, refused, stored_runs, valid_doc, write
-from workbench.record import RunRecord, VariantResult
-from workbench.store import Store
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import Store
 
 
 def _set(path: str, value):

@@ -1,6 +1,6 @@
 """Regular expressions typed by a user (issue 42): ``trace --comm``/``--marker``, the Traces page's
 fields and the API's ``comm=``/``marker=`` are matched by one linear-time engine
-(:func:`workbench.untrusted.user_regex`), and a pattern it refuses is one line naming the option.
+(:func:`workbench.base.untrusted.user_regex`), and a pattern it refuses is one line naming the option.
 
 Catastrophic patterns run against names built to make a backtracking engine take 2^60 steps:
 with a linear-time engine they finish at once, and a regression hangs until the CLI helper's
@@ -16,7 +16,7 @@ import pytest
 from tests.safety.hostile import cli, refused
 from workbench.traces import overlap, ranks
 from workbench.traces.analysis import search_mask
-from workbench.untrusted import MAX_PATTERN_CHARS, PatternError, user_regex
+from workbench.base.untrusted import MAX_PATTERN_CHARS, PatternError, user_regex
 
 EVIL = "a" * 60 + "!"  # (a+)+$ backtracks 2^60 times over it in Python's re
 CATASTROPHIC = ["(a+)+$", "(a|aa)+$", "(a*)*b", "(.*a){20}$", "((a+)+)+$"]

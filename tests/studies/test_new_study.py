@@ -15,10 +15,12 @@ import sys
 import pytest
 
 from tests.support.paths import ROOT
-from workbench import machine_load, manual, report, runner
-from workbench.analysis import analyse
-from workbench.registry import PACKAGES_ENV, registry
-from workbench.store import Store
+from workbench.base import machine_load
+from workbench.presentation import manual, report
+from workbench.running import runner
+from workbench.reading.analysis import analyse
+from workbench.seam.registry import PACKAGES_ENV, registry
+from workbench.results.store import Store
 
 # the notebook half needs nbformat, which a GPU node's image lacks (its GPU tests collect this file)
 nbformat = pytest.importorskip("nbformat")
@@ -93,7 +95,7 @@ def test_the_readme_example_is_a_whole_study(registered, tmp_path):
     nb = nbformat.read(str(report.write_notebook(rec, tmp_path / "notebook" / "run.ipynb")), as_version=4)
     outputs, errors = _outputs(nb)
     assert not errors, errors[0].get("evalue")
-    # the run's head is HTML with a plain-text twin (workbench.jupyter.HtmlOutput)
+    # the run's head is HTML with a plain-text twin (workbench.presentation.jupyter.HtmlOutput)
     assert "verdict: " in outputs and "doc-fsum-costs-more" in outputs
 
 
@@ -131,7 +133,7 @@ def test_the_readme_example_gets_its_manual_page_in_its_folder_and_nothing_else_
     page = manual.study_page(study)
     assert page.parent == root / PACKAGE / "toy_sum"
     page.unlink(missing_ok=True)  # the example has no page until the generator writes it
-    cmd = [sys.executable, "-m", "workbench.manual"]
+    cmd = [sys.executable, "-m", "workbench.presentation.manual"]
     proc = subprocess.run([*cmd, "--study", "toy-sum"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and page.is_file(), proc.stderr[-2000:]
     # the same checks as every built-in study's page: in step with the seam, renders, links resolve

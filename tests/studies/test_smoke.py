@@ -2,10 +2,10 @@
 
 import pytest
 
-from workbench import runner
-from workbench.analysis import analyse, charts_of
-from workbench.claims import STATUSES
-from workbench.registry import registry
+from workbench.running import runner
+from workbench.reading.analysis import analyse, charts_of
+from workbench.evidence.claims import STATUSES
+from workbench.seam.registry import registry
 
 
 @pytest.mark.parametrize("study_id", sorted(registry()))
@@ -36,7 +36,7 @@ def test_smoke_preset_runs_and_analyzes(study_id, store):
 def test_a_public_module_in_studies_without_an_id_is_an_error(tmp_path, monkeypatch):
     """A typo (``Id = ...``) must not make a study vanish from the app and the CLI."""
     import studies
-    from workbench import registry as registrymod
+    from workbench.seam import registry as registrymod
 
     (tmp_path / "typo_study.py").write_text('"""A study whose ID was mistyped."""\nId = "typo"\n')
     monkeypatch.setattr(studies, "__path__", [*studies.__path__, str(tmp_path)])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.analysis import Analysis, analyse
-from workbench.store import committed_runs
+from workbench.reading.analysis import Analysis, analyse
+from workbench.results.store import committed_runs
 
 NT = "not testable here"
 

@@ -9,7 +9,7 @@ import unicodedata
 import urllib.parse
 from pathlib import Path
 
-#: the issue format's size limit (workbench.report.ISSUE_LIMIT; GitHub refuses bodies over 65,536)
+#: the issue format's size limit (workbench.presentation.report.ISSUE_LIMIT; GitHub refuses bodies over 65,536)
 ISSUE_LIMIT = 60_000
 
 

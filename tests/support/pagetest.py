@@ -9,7 +9,7 @@ from tests.support.paths import ROOT
 
 def study_app(study_id: str, timeout: float = 60) -> AppTest:
     """A study's page as app.py serves it: its page file when it has extras, else the generic page."""
-    from workbench.registry import get
+    from workbench.seam.registry import get
 
     mod = get(study_id)
     page = ROOT / "pages" / f"{mod.__name__.split('.')[-1]}.py"

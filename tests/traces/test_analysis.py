@@ -134,7 +134,7 @@ def test_timeline_colours_by_self_time_and_by_category_for_per_tile_names():
 
 
 def test_python_zones_keep_a_colour_of_their_own():
-    """The workbench's py.* zones (workbench.tracy) are coloured whatever their self time (an
+    """The workbench's py.* zones (workbench.running.tracy) are coloured whatever their self time (an
     enclosing py.iteration has almost none), from their own colour family, nested as usual."""
     recs = [{"track": "main", "name": "py.iteration", "start_ns": 0, "dur_ns": 1_000},
             {"track": "main", "name": "py.invoke", "start_ns": 5, "dur_ns": 990}]

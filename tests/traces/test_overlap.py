@@ -168,8 +168,8 @@ def test_comm_moves_a_kernel_family_into_communication():
     """A real trace (the ag-gemm study's all-gather + cat provider, a committed H200 run): the
     concatenation after the all-gather is computation by the rules; --comm makes it
     communication, and the breakdown moves exactly its time."""
-    from workbench.store import read_bundle
-    from workbench.untrusted import attachment_file
+    from workbench.results.store import read_bundle
+    from workbench.base.untrusted import attachment_file
 
     rec = read_bundle(ROOT / "traces" / "ag-gemm" / "bench-ws2-20261124-070656-ag-gemm-a1c4d2.bundle.json")
     name, _, data = next(a for a in rec.attachments if a[0] == "torch_all-gather-cat_fp16_m16384_ws2_rank0.json.gz")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import stats
+from workbench.evidence import stats
 from workbench.traces import analysis, diff, load, ranks
 from workbench.traces.cli import trace_main
 from workbench.traces.export import write_chrome_json

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.ab_false_calls import MODES, synthetic, synthetic_levels, synthetic_session, _synthetic_run
-from workbench.comparison import compare_runs, run_to_run
+from workbench.reading.comparison import compare_runs, run_to_run
 
 
 @pytest.mark.parametrize("round_sd", [0.015, 0.03])

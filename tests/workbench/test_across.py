@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench import across, derived, stats
+from workbench.reading import across
+from workbench.evidence import derived, stats
 from workbench.cli import main
 
 
@@ -71,7 +72,7 @@ def test_repeat_runs_makes_one_group_of_fresh_processes_and_judges_across_them(t
                  "--set", "torch=false", "--repeat-runs", "2"])
     out = capsys.readouterr().out
     assert code == 0 and "Across 2 runs of one configuration" in out and "each run" in out
-    from workbench.store import Store
+    from workbench.results.store import Store
 
     runs = Store(tmp_path / "s.sqlite").runs()
     assert len(runs) == 2

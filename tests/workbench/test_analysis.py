@@ -7,11 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import claims, derived, engine, report, tables
-from workbench.analysis import analyse, charts_of, json_fields, sections_of
-from workbench.schema import check_record
-from workbench.record import RunRecord, VariantResult
-from workbench.verdict import Finding
+from workbench.evidence import claims, derived, engine, tables
+from workbench.presentation import report
+from workbench.reading.analysis import analyse, charts_of, json_fields, sections_of
+from workbench.data.schema import check_record
+from workbench.data.record import RunRecord, VariantResult
+from workbench.evidence.verdict import Finding
 from tests.support.mdlint import lint_markdown
 
 
@@ -227,7 +228,7 @@ def test_markdown_report_leads_with_disturbance_verdict_and_claims():
 
 
 def test_cpu_reduction_claim_on_its_committed_bundles():
-    from workbench.store import committed
+    from workbench.results.store import committed
 
     recs, errors = committed("cpu-reduction")
     assert recs and not errors
@@ -247,7 +248,7 @@ def test_cpu_reduction_claim_on_its_committed_bundles():
 
 @pytest.mark.parametrize("study_id", ["ag-gemm", "launch-cache", "mc2-split", "opencl-events", "calibration"])
 def test_every_committed_bundle_analyses_once_without_errors(study_id):
-    from workbench.store import committed
+    from workbench.results.store import committed
 
     for rec in committed(study_id)[0]:
         a = analyse(rec)

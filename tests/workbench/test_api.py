@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench import claims, cli
-from workbench.jupyter import VEGALITE_MIME, ChartView
-from workbench.record import VariantResult
-from workbench.registry import get
+from workbench.evidence import claims
+from workbench import cli
+from workbench.presentation.jupyter import VEGALITE_MIME, ChartView
+from workbench.data.record import VariantResult
+from workbench.seam.registry import get
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = {"preset": "smoke", "repeat": 3, "threads": 1}  # calibration in about a second
@@ -98,7 +99,7 @@ def test_every_chart_carries_its_spec_and_a_png(store):
 
 
 def test_a_chart_that_cannot_be_drawn_still_shows_its_spec(monkeypatch):
-    from workbench import report
+    from workbench.presentation import report
 
     monkeypatch.setattr(report, "render_charts", lambda charts: {})  # vl-convert failed
     bundle = ChartView("x", __import__("altair").Chart().mark_point())._repr_mimebundle_()
@@ -206,7 +207,7 @@ def test_a_bad_trace_is_one_line(tmp_path):
 
 
 def test_a_bundles_text_reaches_the_notebook_escaped():
-    from workbench.record import RunRecord
+    from workbench.data.record import RunRecord
 
     rec = RunRecord(run_id="20260101-000000-calibration-aaaaaa", study="calibration",
                     params={"repeat": 5, "threads": 1, "torch": False}, env={"cpu_model": "<img src=x onerror=alert(1)>"},

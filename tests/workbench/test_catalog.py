@@ -10,11 +10,11 @@ import sqlite3
 
 import pytest
 
-from workbench.catalog import Catalog, label_params, origin_kind, param_label, titles
+from workbench.results.catalog import Catalog, label_params, origin_kind, param_label, titles
 from workbench.cli import main
-from workbench.record import RunRecord, VariantResult
-from workbench.registry import get, registry
-from workbench.store import SCHEMA_VERSION, Store, StoreError, committed_runs, to_bundle
+from workbench.data.record import RunRecord, VariantResult
+from workbench.seam.registry import get, registry
+from workbench.results.store import SCHEMA_VERSION, Store, StoreError, committed_runs, to_bundle
 
 
 def _rec(run_id, repeat=5, threads=1, origin="local", created="2026-01-01T00:00:00Z", gpu=False):
@@ -172,7 +172,7 @@ def test_an_imported_bundle_is_labelled_imported(store, tmp_path, capsys):
 # --- committed bundles known without reading them (issue 44: an error line in under a second) ------
 
 def _committed_tree(tmp_path, n: int = 3):
-    from workbench.store import write_bundle
+    from workbench.results.store import write_bundle
 
     root = tmp_path / "traces"
     (root / "calibration").mkdir(parents=True)
@@ -184,7 +184,7 @@ def _committed_tree(tmp_path, n: int = 3):
 
 
 def test_the_index_resolves_run_ids_then_reads_only_the_bundle_asked_for(tmp_path, monkeypatch):
-    from workbench import catalog as cat
+    from workbench.results import catalog as cat
 
     root, paths = _committed_tree(tmp_path)
     index_file = tmp_path / "cache" / "committed.json"
@@ -195,7 +195,7 @@ def test_the_index_resolves_run_ids_then_reads_only_the_bundle_asked_for(tmp_pat
     # a fresh process: the ids come from the index, and a known bundle is built without its schema check
     checked = []
     monkeypatch.setattr(cat.wbstore, "check_bundle", lambda doc: checked.append(doc), raising=False)
-    monkeypatch.setattr("workbench.store.check_bundle", lambda doc: checked.append(doc))
+    monkeypatch.setattr("workbench.results.store.check_bundle", lambda doc: checked.append(doc))
     again = cat.CommittedIndex(root, index_file)
     assert len(again.run_ids("calibration")) == 3 and checked == []
     rec = again.read(paths[1])
@@ -209,7 +209,7 @@ def test_the_index_resolves_run_ids_then_reads_only_the_bundle_asked_for(tmp_pat
 
 
 def test_bytes_that_differ_from_the_index_are_checked_even_at_the_same_size_and_time(tmp_path):
-    from workbench import catalog as cat
+    from workbench.results import catalog as cat
 
     root, paths = _committed_tree(tmp_path, 1)
     index_file = tmp_path / "index.json"

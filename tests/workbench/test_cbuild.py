@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench import cbuild
+from workbench.running import cbuild
 
 pytestmark = pytest.mark.skipif(cbuild.compiler() is None, reason="no C compiler (apt-get install gcc)")
 

@@ -1,4 +1,4 @@
-"""The shared chart rules (workbench.charts) and the one table renderer (workbench.tables):
+"""The shared chart rules (workbench.presentation.charts) and the one table renderer (workbench.evidence.tables):
 the choices they make are the ones a reader needs, on data where a wrong choice shows."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import pandas as pd
 import pytest
 
-from workbench import charts, mermaid
-from workbench.tables import MISSING, key_columns, number_format, render
+from workbench.presentation import charts, mermaid
+from workbench.evidence.tables import MISSING, key_columns, number_format, render
 
 
 def _sweep(providers=("nccl", "fused"), xs=(1, 2, 4, 8, 16), scale=1.0) -> pd.DataFrame:

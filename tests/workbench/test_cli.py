@@ -25,10 +25,10 @@ def calib_run(store, capsys):
 
 
 def test_run_json_contract(calib_run):
-    from workbench.schema import RECORD_VERSION, check_record
+    from workbench.data.schema import RECORD_VERSION, check_record
 
     rec = calib_run
-    check_record(rec)  # the published schema (workbench/schema.py) of the --json record
+    check_record(rec)  # the published schema (workbench/data/schema.py) of the --json record
     assert rec["format"] == "perf-workbench-run" and rec["version"] == RECORD_VERSION
     assert set(["run_id", "study", "params", "env", "variants", "outputs"]) <= set(rec)
     assert rec["study"] == "calibration" and rec["params"]["repeat"] == 5
@@ -110,8 +110,8 @@ def test_runs_compare_report_export_import(tmp_path, store, capsys, calib_run):
 def test_export_attachments_writes_each_trace_and_refuses_a_bad_name(tmp_path, store, capsys):
     """A run's captures come out as files that ``trace FILE`` reads; an attachment whose name is
     a path (a bundle is untrusted) is refused, the others still written."""
-    from workbench.record import RunRecord
-    from workbench.store import read_bundle
+    from workbench.data.record import RunRecord
+    from workbench.results.store import read_bundle
     from workbench.traces import load
 
     bundle = ROOT / "traces" / "cpu-reduction" / "python-zones-2cpu.bundle.json"
@@ -138,7 +138,7 @@ def test_notebook_report_executes(tmp_path, store, calib_run):
     import nbformat
     from nbclient import NotebookClient
 
-    from workbench.report import kernel_env
+    from workbench.presentation.report import kernel_env
 
     nb_path = tmp_path / "nb" / "run.ipynb"
     assert main(["--store", str(store.path), "report", calib_run["run_id"], "--format", "ipynb", "-o", str(nb_path)]) == 0
@@ -164,7 +164,7 @@ def test_module_entry_point_runs():
 def test_background_job_runs_the_cli_and_reports_progress(store):
     import time
 
-    from workbench import jobs
+    from workbench.running import jobs
 
     job = jobs.start("calibration", {"repeat": 3, "threads": 1, "torch": False}, store_path=store.path)
     deadline = time.time() + 120
@@ -185,7 +185,7 @@ def test_two_runs_queue_on_the_machine_lock(store, tmp_path):
     import threading
     import time
 
-    from workbench import runner
+    from workbench.running import runner
 
     lock_path = os.environ["WORKBENCH_LOCK"]
     messages = []

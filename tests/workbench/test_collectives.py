@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from workbench import collectives, launcher
-from workbench.env import REPO_ROOT
-from workbench.study import RunContext
+from workbench.running import collectives, launcher
+from workbench.base.env import REPO_ROOT
+from workbench.seam.study import RunContext
 
 TRACES = REPO_ROOT / "traces" / "ag-gemm"
 

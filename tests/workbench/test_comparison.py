@@ -1,4 +1,4 @@
-"""A/B comparisons (workbench/comparison.py, workbench/ab_session.py): diffs first, refusals, Holm-adjusted
+"""A/B comparisons (workbench/reading/comparison.py, workbench/running/ab_session.py): diffs first, refusals, Holm-adjusted
 verdicts, run-to-run noise from A/A runs, interleaved sessions, the Runs page's default pair."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from workbench import comparison as compare
-from workbench import stats
-from workbench.ab_session import execute_ab, round_order
-from workbench.catalog import Header
+from workbench.reading import comparison as compare
+from workbench.evidence import stats
+from workbench.running.ab_session import execute_ab, round_order
+from workbench.results.catalog import Header
 from workbench.cli import main
-from workbench.record import RunRecord, VariantResult
-from workbench.store import committed_runs
-from workbench.study import Param, ParamSpace
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import committed_runs
+from workbench.seam.study import Param, ParamSpace
 from tests.support.paths import ROOT
 
 ENV = {"fingerprint": "f00", "cpu_model": "Test CPU", "cpu_logical": 2, "packages": {"numpy": "2.0"}}
@@ -442,7 +442,7 @@ def test_compare_prints_one_terminal_table_then_one_line_each(store, capsys):
 
 
 def test_a_run_reads_with_the_same_median_ci_in_a_comparison_as_on_its_page():
-    from workbench.tables import variants_table
+    from workbench.evidence.tables import variants_table
 
     cmp, a, b, _ = _gate_pair(1.2)
     page = variants_table(a).set_index("variant")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tests.support.mdlint import anchors, broken_links, github_slug, lint_markdown
 
-from workbench import manual
-from workbench.registry import registry
+from workbench.presentation import manual
+from workbench.seam.registry import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -52,7 +52,7 @@ def check_study_page(mod, root: Path = ROOT) -> list[str]:
     a link that does not resolve (inside ``root``, the repository the study lives in)."""
     stale = manual.out_of_step(mod)
     if stale:
-        return [f"{stale}: run python -m workbench.manual"]
+        return [f"{stale}: run python -m workbench.presentation.manual"]
     page = manual.study_page(mod)
     return lint_markdown(page.read_text(encoding="utf-8"), base_dir=page.parent) + broken_links(page, root)
 

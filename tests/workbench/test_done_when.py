@@ -9,8 +9,10 @@ import pytest
 import workbench as wb
 from tests.support.committed_claims import analyses
 from tests.support.paths import ROOT
-from workbench import derived, machine_load, registry
-from workbench.claims import IN_CI
+from workbench.evidence import derived
+from workbench.base import machine_load
+from workbench.seam import registry
+from workbench.evidence.claims import IN_CI
 
 STUDIES = ("ag-gemm", "calibration", "cpu-reduction", "launch-cache", "mc2-split", "opencl-events")
 

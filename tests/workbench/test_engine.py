@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench import derived, engine, stats
-from workbench.record import RunRecord, VariantResult
+from workbench.evidence import derived, engine, stats
+from workbench.data.record import RunRecord, VariantResult
 
 
 def _rec(variants, outputs=None, cpus: int = 2) -> RunRecord:
@@ -299,7 +299,7 @@ def test_variants_pair_by_the_rounds_they_share_and_old_runs_by_position():
 def test_a_variant_off_its_own_twin_is_named_first_in_the_verdict():
     """Issue 41: a variant that disagrees with its own A/A twin beyond the run's nulls leads the
     verdict; a quiet run whose nulls agree does not lead with them."""
-    from workbench import verdict
+    from workbench.evidence import verdict
 
     rec = _blocks_run(np.random.default_rng(2), 0.03, nulls=5, n=20)
     rec.env["cpu_logical"] = 64  # no load rule here: a quiet machine

@@ -12,8 +12,8 @@ import pytest
 from tests.support.paths import ROOT
 
 #: the engine: the modules that build derived rows, judge them and write verdicts
-ENGINE = {"workbench/derived.py", "workbench/engine.py", "workbench/claims.py", "workbench/verdict.py",
-          "workbench/across.py", "workbench/comparison.py", "workbench/stats.py",
+ENGINE = {"workbench/evidence/derived.py", "workbench/evidence/engine.py", "workbench/evidence/claims.py", "workbench/evidence/verdict.py",
+          "workbench/reading/across.py", "workbench/reading/comparison.py", "workbench/evidence/stats.py",
           # the engine's coverage benchmark states synthetic runs' figures (known truth) as input
           "benchmarks/engine_coverage.py"}
 STATUS_WORDS = {"clear", "inconclusive", "not meaningful", "holds", "direction holds", "contradicted",
@@ -31,7 +31,7 @@ def _sources() -> list[Path]:
 
 
 def _engine_privates() -> set[str]:
-    from workbench import engine
+    from workbench.evidence import engine
 
     return {n for n in dir(engine.Evidence) if n.startswith("_") and not n.startswith("__")} | \
            {n for n in vars(engine) if n.startswith("_") and not n.startswith("__")}
@@ -76,7 +76,7 @@ def test_no_module_outside_the_engine_sets_a_status_or_builds_a_derived_row():
 
 def test_the_check_catches_what_it_forbids(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from workbench.derived import Derived\nfrom workbench.engine import _rng\n"
+    bad.write_text("from workbench.evidence.derived import Derived\nfrom workbench.evidence.engine import _rng\n"
                    "d = Derived('x', 1, 1, 1, 'x', 1, 'clear')\nimport dataclasses\n"
                    "e = dataclasses.replace(d, status='clear')\nrow = {}\nrow['status'] = 'holds'\n"
                    "t = {'status': 'clear'}\nev._unpaired('ratio')\n")

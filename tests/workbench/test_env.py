@@ -1,5 +1,5 @@
 def test_nccl_settings_are_recorded_but_not_the_container_label(monkeypatch):
-    from workbench import env
+    from workbench.base import env
 
     monkeypatch.setenv("NCCL_CGA_CLUSTER_SIZE", "1")
     monkeypatch.setenv("NCCL_VERSION", "2.28.3-1")
@@ -8,7 +8,7 @@ def test_nccl_settings_are_recorded_but_not_the_container_label(monkeypatch):
 
 
 def test_turbo_and_smt_state_are_read_where_the_kernel_exposes_them(monkeypatch):
-    from workbench import env
+    from workbench.base import env
 
     files = {"/sys/devices/system/cpu/intel_pstate/no_turbo": "1", "/sys/devices/system/cpu/cpufreq/boost": "1",
              "/sys/devices/system/cpu/smt/control": "on", "/sys/devices/system/cpu/smt/active": "1"}
@@ -23,7 +23,7 @@ def test_turbo_and_smt_state_are_read_where_the_kernel_exposes_them(monkeypatch)
 def test_load_sample_reads_the_load_average_and_a_clock_where_readable():
     import math
 
-    from workbench import machine_load as load
+    from workbench.base import machine_load as load
 
     s = load.sample()
     assert math.isfinite(s["loadavg_1m"]) and s["loadavg_1m"] >= 0

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from workbench.events import Collected, Emitter, EventError, EventTail, apply, merge, parse
-from workbench.record import VariantResult
-from workbench.study import Cancelled, RunContext
+from workbench.seam.events import Collected, Emitter, EventError, EventTail, apply, merge, parse
+from workbench.data.record import VariantResult
+from workbench.seam.study import Cancelled, RunContext
 
 
 def _replay(path, ctx=None) -> tuple[RunContext, Collected]:

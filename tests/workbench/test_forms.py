@@ -1,4 +1,4 @@
-"""What a study's form is made of (workbench.study's ParamSpace): about five headline knobs,
+"""What a study's form is made of (workbench.seam.study's ParamSpace): about five headline knobs,
 a purpose for every preset, GPU-only knobs named, the RNG seed renamed with the old name still
 read, claims a choice leaves untested, and a duration estimate from this machine's runs."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.catalog import Header, estimate_s
-from workbench.claims import untestable
+from workbench.results.catalog import Header, estimate_s
+from workbench.evidence.claims import untestable
 from workbench.cli import main
-from workbench.registry import get, registry
-from workbench.study import MAX_HEADLINE, ParamError, ParamSpace, Param
+from workbench.seam.registry import get, registry
+from workbench.seam.study import MAX_HEADLINE, ParamError, ParamSpace, Param
 
 
 @pytest.mark.parametrize("study_id", sorted(registry()))

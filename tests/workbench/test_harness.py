@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from workbench import harness
+from workbench.running import harness
 
 
 def test_calibrated_samples_are_long_against_the_clock():

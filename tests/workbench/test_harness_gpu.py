@@ -4,7 +4,8 @@ in tests/workbench/test_harness.py and by every multi-GPU study test."""
 
 import pytest
 
-from workbench import env, harness
+from workbench.base import env
+from workbench.running import harness
 
 pytestmark = pytest.mark.gpu
 

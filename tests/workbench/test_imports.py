@@ -1,5 +1,5 @@
 """The import graph of ``workbench/``, read from the source: no cycle, one door to the studies
-(``workbench/registry.py``, for imports by name too: ``importlib.import_module``, ``__import__``,
+(``workbench/seam/registry.py``, for imports by name too: ``importlib.import_module``, ``__import__``,
 ``find_spec`` anywhere in the repository), pages that ask a study's seam and not its modules, and
 imports inside functions only for heavy or optional stacks (so the graph a reader sees is the
 whole of it)."""
@@ -86,11 +86,11 @@ def test_only_the_registry_imports_the_studies_and_nothing_imports_the_ui():
             top = module.split(".")[0]
             assert top not in ("pages", "streamlit", "app", "serve"), f"{path.relative_to(ROOT)} imports {module}"
             if top == "studies":
-                assert path == CORE / "registry.py", f"{path.relative_to(ROOT)} imports {module}: only registry.py may"
+                assert path == CORE / "seam" / "registry.py", f"{path.relative_to(ROOT)} imports {module}: only seam/registry.py may"
 
 
 #: the deferred imports of the workbench itself: the entry point sets the signal handlers
-#: before the CLI's imports (workbench.interrupt), so a Ctrl-C while they run is not lost; the
+#: before the CLI's imports (workbench.base.interrupt), so a Ctrl-C while they run is not lost; the
 #: trace command imports only its own module (the rest of the CLI's imports cost it a third of
 #: its time on a small trace)
 DEFERRED_HERE = {("workbench/__main__.py", "workbench.cli"), ("workbench/__main__.py", "workbench.traces.cli")}
@@ -98,14 +98,14 @@ DEFERRED_HERE = {("workbench/__main__.py", "workbench.cli"), ("workbench/__main_
 #: the report writers): a typo's error line comes before them, within a second (issue 44;
 #: benchmarks/cli.py), and test_cli's test_an_error_line_comes_before_the_heavy_imports keeps it so
 DEFERRED_HERE |= {(f"workbench/cli/{command}.py", m) for command, modules in {
-    "base": ("pandas", "workbench.tables"), "studies": ("pandas", "workbench.tables"),
-    "run": ("workbench.tables", "workbench.runner", "workbench.across", "workbench.analysis"),
-    "compare": ("workbench.comparison",), "ab": ("workbench.comparison", "workbench.runner", "workbench.ab_session"),
-    "readme": ("workbench.readme",), "files": ("workbench.report",), "trace": ("workbench.traces.cli",)}.items()
+    "base": ("pandas", "workbench.evidence.tables"), "studies": ("pandas", "workbench.evidence.tables"),
+    "run": ("workbench.evidence.tables", "workbench.running.runner", "workbench.reading.across", "workbench.reading.analysis"),
+    "compare": ("workbench.reading.comparison",), "ab": ("workbench.reading.comparison", "workbench.running.runner", "workbench.running.ab_session"),
+    "readme": ("workbench.reading.readme",), "files": ("workbench.presentation.report",), "trace": ("workbench.traces.cli",)}.items()
     for m in modules}
 #: the registry checks a study's claims (pandas) only once studies are loaded: an unknown id is
 #: told from the modules' names alone
-DEFERRED_HERE |= {("workbench/registry.py", "workbench.claims")}
+DEFERRED_HERE |= {("workbench/seam/registry.py", "workbench.evidence.claims")}
 
 
 def test_functions_import_only_heavy_or_optional_stacks():
@@ -117,7 +117,7 @@ def test_functions_import_only_heavy_or_optional_stacks():
 
 #: calls that import a module named by a string (or find one to import)
 IMPORTS_BY_NAME = {"import_module", "__import__", "find_spec", "spec_from_file_location", "run_module", "run_path"}
-REGISTRY = CORE / "registry.py"
+REGISTRY = CORE / "seam" / "registry.py"
 
 
 def _python_files() -> list[Path]:
@@ -163,7 +163,7 @@ def test_no_import_by_name_of_a_study_outside_the_registry():
         for line, text in imports_by_name(path.read_text()):
             if _names_a_study(text) or (text is None and path.is_relative_to(CORE)):
                 bad.append(f"{path.relative_to(ROOT)}:{line}")
-    assert not bad, "studies are imported by name only in workbench/registry.py: " + ", ".join(bad)
+    assert not bad, "studies are imported by name only in workbench/seam/registry.py: " + ", ".join(bad)
 
 
 def test_the_check_of_imports_by_name_catches_each_form():
@@ -188,5 +188,5 @@ def test_pages_ask_a_study_s_seam_not_its_modules():
 def test_the_graph_reader_sees_real_edges():
     """The checks above read what they should: a known edge and a known deferred import."""
     graph = _graph()
-    assert "workbench.record" in graph["workbench.store"] and "workbench.registry" in graph["workbench.store"]
-    assert ("scipy", True) in [(m.split(".")[0], f) for m, f in _imports(CORE / "stats.py")]
+    assert "workbench.data.record" in graph["workbench.results.store"] and "workbench.seam.registry" in graph["workbench.results.store"]
+    assert ("scipy", True) in [(m.split(".")[0], f) for m, f in _imports(CORE / "evidence" / "stats.py")]

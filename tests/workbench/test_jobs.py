@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from workbench import jobs, runner
-from workbench.runner import interrupted_text
-from workbench.events import Collected, Emitter, EventTail, apply
-from workbench.record import VariantResult
-from workbench.study import Param, ParamSpace, RunContext
+from workbench.running import jobs, runner
+from workbench.running.runner import interrupted_text
+from workbench.seam.events import Collected, Emitter, EventTail, apply
+from workbench.data.record import VariantResult
+from workbench.seam.study import Param, ParamSpace, RunContext
 
 
 def test_a_job_follows_the_runs_events_point_by_point(store):

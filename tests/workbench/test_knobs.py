@@ -11,8 +11,8 @@ import pytest
 
 import workbench as wb
 from workbench.knobs import READY
-from workbench.record import VariantResult
-from workbench.registry import get
+from workbench.data.record import VariantResult
+from workbench.seam.registry import get
 
 ipywidgets = pytest.importorskip("ipywidgets")
 

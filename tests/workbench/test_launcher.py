@@ -17,9 +17,9 @@ import pytest
 
 import studies.ag_gemm as ag_gemm
 import studies.mc2_split as mc2_split
-from workbench import launcher, runner
-from workbench.launcher import LaunchError, Topology
-from workbench.study import Cancelled, RunContext
+from workbench.running import launcher, runner
+from workbench.running.launcher import LaunchError, Topology
+from workbench.seam.study import Cancelled, RunContext
 from tests.support.paths import ROOT
 
 
@@ -53,7 +53,7 @@ def test_a_bad_topology_is_named(environ, fragment):
 def test_the_reproduce_command_of_a_run_on_several_nodes_names_the_nodes_and_the_agent():
     elastic = runner.reproduce_command("ag-gemm", {"world_size": 16}, Topology(2, None, "head:29500"))
     assert elastic == ("python -m workbench run ag-gemm --set world_size=16 --nnodes 2 --rdzv-endpoint head:29500  "
-                       "# other nodes: python -m workbench.launcher agent --nnodes 2 --nproc-per-node 8 "
+                       "# other nodes: python -m workbench.running.launcher agent --nnodes 2 --nproc-per-node 8 "
                        "--rdzv-endpoint head:29500")
     static = runner.reproduce_command("mc2-split", {"world_size": 4}, Topology(2, 0, "head:1", "job7"))
     assert "--nnodes 2 --rdzv-endpoint head:1 --node-rank 0 --rdzv-id job7  # other nodes:" in static
@@ -96,17 +96,17 @@ def test_only_a_study_s_worker_is_launched_and_the_spec_names_its_id(study, frag
 
 
 def test_the_registry_finds_a_worker_by_study_id():
-    from workbench import registry
+    from workbench.seam import registry
 
     assert registry.worker_file("mc2-split") == ROOT / "studies" / "mc2_split" / "worker.py"
     assert registry.worker_file("ag-gemm").name == "worker.py"
 
 
 def test_the_shell_scripts_read_the_one_multicast_off_setting():
-    out = subprocess.run([sys.executable, "-m", "workbench.launcher", "env"], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "workbench.running.launcher", "env"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "export " + " ".join(f"{k}={v}" for k, v in launcher.MULTICAST_OFF.items())
-    assert "workbench.launcher env" in (ROOT / "scripts" / "gpu" / "common.sh").read_text()
+    assert "workbench.running.launcher env" in (ROOT / "scripts" / "gpu" / "common.sh").read_text()
 
 
 # --- the process group on every way out ------------------------------------------------------
@@ -174,7 +174,7 @@ def test_torchrun_ends_when_the_process_that_started_it_is_killed(monkeypatch, t
     # SIGKILL leaves the CLI no chance to kill the group: the kernel's parent-death signal does
     pidfile = tmp_path / "torchrun.pid"
     script = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
-    cli = (f"import sys\nfrom workbench import launcher\nfrom workbench.study import RunContext\n"
+    cli = (f"import sys\nfrom workbench.running import launcher\nfrom workbench.seam.study import RunContext\n"
            f"launcher.torchrun_command = lambda topo, nproc: [sys.executable, '-c', {script!r}]\n"
            f"launcher.launch('mc2-split', {{}}, 2, RunContext(), timeout_s=60)\n")
     proc = subprocess.Popen([sys.executable, "-c", cli], cwd=ROOT, env=launcher.worker_env())
@@ -219,14 +219,14 @@ def _two_nodes(store, monkeypatch, study, values: dict, preset: str, storing_nod
 
     The two are siblings, as two nodes are strangers: were the agent a descendant of the
     process that runs the study, the run's cleanup (every process started below it while it
-    held the machine lock, workbench.procs) would kill the agent's torchrun whenever it is
+    held the machine lock, workbench.base.procs) would kill the agent's torchrun whenever it is
     still shutting down as the storing node finishes (exit 241, -SIGTERM, about 1 run in 3 at
     a load of 6-8)."""
     endpoint = f"127.0.0.1:{_free_port()}"
     monkeypatch.setenv("WORKBENCH_NNODES", "2")
     monkeypatch.setenv("WORKBENCH_RDZV_ENDPOINT", endpoint)
     monkeypatch.setenv("WORKBENCH_RDZV_ID", f"test-{os.getpid()}")
-    agent_cmd = [sys.executable, "-m", "workbench.launcher", "agent", "--nnodes", "2", "--nproc-per-node", "2",
+    agent_cmd = [sys.executable, "-m", "workbench.running.launcher", "agent", "--nnodes", "2", "--nproc-per-node", "2",
                  "--rdzv-endpoint", endpoint, "--timeout-s", "150"]
     if storing_node_rank is not None:
         monkeypatch.setenv("WORKBENCH_NODE_RANK", str(storing_node_rank))

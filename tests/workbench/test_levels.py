@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from workbench.record import RunRecord, VariantResult
-from workbench.schema import SchemaError, check_bundle
-from workbench.store import Store, parse_bundle, to_bundle
-from workbench.study import RunContext
+from workbench.data.record import RunRecord, VariantResult
+from workbench.data.schema import SchemaError, check_bundle
+from workbench.results.store import Store, parse_bundle, to_bundle
+from workbench.seam.study import RunContext
 
 
 # --- the data model ---------------------------------------------------------------------------

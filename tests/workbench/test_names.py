@@ -1,4 +1,4 @@
-"""Names for readers (workbench/names.py): every table and chart a study shows has a title it
+"""Names for readers (workbench/base/names.py): every table and chart a study shows has a title it
 declares, a seed is named by its title, and a typo is told its closest name."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from workbench import names
-from workbench.analysis import analyse, charts_of
-from workbench.catalog import Catalog, headline_run
-from workbench.registry import registry
+from workbench.base import names
+from workbench.reading.analysis import analyse, charts_of
+from workbench.results.catalog import Catalog, headline_run
+from workbench.seam.registry import registry
 
 
 def _declared(study, name: str, kind: str) -> bool:
@@ -63,6 +63,6 @@ def test_did_you_mean(word, known, said):
 def test_the_registry_names_studies_from_their_modules():
     """An unknown id is told against these names without importing the studies: they must be
     the ids the studies declare."""
-    from workbench.registry import module_ids
+    from workbench.seam.registry import module_ids
 
     assert module_ids() == sorted(registry())

@@ -12,10 +12,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from workbench.env import REPO_ROOT
-from workbench.report import kernel_env, write_notebook, write_study_notebooks
-from workbench.record import RunRecord, VariantResult
-from workbench.registry import registry
+from workbench.base.env import REPO_ROOT
+from workbench.presentation.report import kernel_env, write_notebook, write_study_notebooks
+from workbench.data.record import RunRecord, VariantResult
+from workbench.seam.registry import registry
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +52,8 @@ def test_study_notebook_executes(notebooks, study_id, tmp_path, monkeypatch):
     assert "<strong>Verdict:</strong>" in text  # the run's head (warnings, verdict, claims) leads
     # it opens on the run its page opens on: where the study has committed runs, that one, and a
     # study this machine cannot run with its defaults (a GPU study on a CPU) stores no run of its own
-    from workbench.catalog import Catalog, default_run
-    from workbench.store import Store
+    from workbench.results.catalog import Catalog, default_run
+    from workbench.results.store import Store
 
     study = registry()[study_id]
     head = default_run(Catalog(None).headers(study=study_id), study)  # an empty store: the committed runs

@@ -89,7 +89,7 @@ class Lacks(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {GPU_NODE_LACKS!r}:
             raise ModuleNotFoundError(name)
 sys.meta_path.insert(0, Lacks())
-import workbench.cli, workbench.launcher, studies.ag_gemm.worker, studies.mc2_split.worker
+import workbench.cli, workbench.running.launcher, studies.ag_gemm.worker, studies.mc2_split.worker
 """
     proc = subprocess.run([sys.executable, "-c", blocker], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1500:]

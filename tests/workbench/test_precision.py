@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from workbench import harness, stats
+from workbench.running import harness
+from workbench.evidence import stats
 from workbench.cli import main
 
 
@@ -37,7 +38,7 @@ def test_the_time_cap_stops_repeating():
 
 def test_child_processes_see_the_target():
     """cpu-reduction's IREE runtime children time with this harness: the target reaches them."""
-    code = "from workbench import harness; t = harness.precision_target(); print(t.rel if t else None)"
+    code = "from workbench.running import harness; t = harness.precision_target(); print(t.rel if t else None)"
     with harness.repeat_to_precision(0.03, cap_s=60):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env=os.environ | {"PYTHONPATH": os.getcwd()}).stdout

@@ -2,7 +2,7 @@
 notebook's gloo rank aborted with "terminate called without an active exception" after the
 profiler ran). A profiler first started while a group exists keeps the group alive past
 ``destroy_process_group``, and gloo's threads run on into the interpreter's teardown;
-``workbench.rank.init_rank(profiled=True)`` starts the profiler before the group exists."""
+``workbench.running.rank.init_rank(profiled=True)`` starts the profiler before the group exists."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os, sys
 sys.path.insert(0, sys.argv[1])
 import torch, torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
-from workbench.rank import init_rank
+from workbench.running.rank import init_rank
 init_rank("gloo", 60, profiled=sys.argv[2] == "profiled")
 x = torch.ones(8)
 with profile(activities=[ProfilerActivity.CPU]):  # what a worker's trace does mid-run

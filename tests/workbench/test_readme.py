@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.committed_claims import analyses  # the committed bundles, analysed once per session
-from workbench import readme
-from workbench.env import REPO_ROOT
+from workbench.reading import readme
+from workbench.base.env import REPO_ROOT
 
 READMES = readme.readmes(REPO_ROOT)
 

@@ -9,11 +9,12 @@ import re
 
 import pytest
 from tests.support.mdlint import ISSUE_LIMIT, lint_issue, lint_markdown, outside_fences
-from workbench import report, runner
-from workbench.analysis import analyse
-from workbench.record import RunRecord, VariantResult
-from workbench.store import committed_runs
-from workbench.registry import registry
+from workbench.presentation import report
+from workbench.running import runner
+from workbench.reading.analysis import analyse
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import committed_runs
+from workbench.seam.registry import registry
 
 
 def test_lint_catches_each_kind_of_breakage(tmp_path):

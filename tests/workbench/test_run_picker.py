@@ -1,12 +1,11 @@
-"""The run a study page opens on, and the picker's labels (workbench.catalog): this machine's
+"""The run a study page opens on, and the picker's labels (workbench.results.catalog): this machine's
 newest complete, checked run that can answer the seed, else the committed headline; never a
 smoke or failed-check run while another exists; labels short, unique and saying what differs."""
 
 from __future__ import annotations
 
-from workbench.catalog import (Catalog, Header, answers_seed, committed_name, default_run, headline_run, short_labels,
-                               titles)
-from workbench.registry import get
+from workbench.results.catalog import Catalog, Header, answers_seed, committed_name, default_run, headline_run, short_labels, titles
+from workbench.seam.registry import get
 
 
 def _h(run_id, origin="local", created="2026-11-24T06:00:00Z", variants=8, failed=0, params=None, fp="me",

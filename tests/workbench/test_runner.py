@@ -3,9 +3,9 @@ and the record it returns being the one it stored."""
 
 import pytest
 
-from workbench import runner
-from workbench.record import VariantResult
-from workbench.study import Param, ParamError, ParamSpace, RunContext, validate
+from workbench.running import runner
+from workbench.data.record import VariantResult
+from workbench.seam.study import Param, ParamError, ParamSpace, RunContext, validate
 
 
 class _Sweep:
@@ -51,7 +51,7 @@ def test_failing_study_is_stored_as_failed_with_error(store):
 
 
 def test_invalid_params_store_nothing(store):
-    from workbench.study import ParamError
+    from workbench.seam.study import ParamError
 
     with pytest.raises(ParamError):
         runner.execute(_Sweep, {"points": 0}, store)
@@ -106,7 +106,7 @@ def test_a_run_validates_its_parameters_once(store, monkeypatch):
 
 def test_the_cli_checks_the_store_once(store, monkeypatch, capsys):
     from workbench.cli import main
-    from workbench.store import Store
+    from workbench.results.store import Store
 
     checks = []
     real = Store.check_writable

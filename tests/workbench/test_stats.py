@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from workbench import stats
+from workbench.evidence import stats
 
 
 @pytest.mark.parametrize("seed", range(5))

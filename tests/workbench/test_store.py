@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from workbench.record import RunRecord, VariantResult
-from workbench.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import Store, StoreError, from_bundle, read_bundle, to_gbench, write_bundle
 
 
 def _record(run_id="r1", study="calibration"):
@@ -55,7 +55,7 @@ def test_bundle_roundtrip_and_import(tmp_path, store):
 
 
 def test_rereading_a_bundle_skips_only_the_check_its_bytes_passed(tmp_path, monkeypatch):
-    import workbench.store as store_mod
+    import workbench.results.store as store_mod
 
     path = write_bundle(_record("r3"), tmp_path / "r3.bundle.json")
     checks = []
@@ -83,7 +83,7 @@ def test_bad_bundles_get_clear_errors(doc, fragment):
 
 
 def test_gbench_export_has_one_row_per_sample():
-    from workbench.harness import parse_gbench
+    from workbench.running.harness import parse_gbench
 
     doc = to_gbench(_record())
     back = parse_gbench(json.dumps(doc))
@@ -91,7 +91,7 @@ def test_gbench_export_has_one_row_per_sample():
 
 
 def test_gbench_export_gives_a_failed_check_no_timings():
-    from workbench.harness import parse_gbench
+    from workbench.running.harness import parse_gbench
 
     rec = _record()
     rec.variants.append(VariantResult("wrong", {}, [1.0, 2.0, 3.0], False, "sum off by 4"))
@@ -102,7 +102,7 @@ def test_gbench_export_gives_a_failed_check_no_timings():
 
 
 def test_a_failed_benchmark_run_is_bundled_under_a_name_that_says_so(tmp_path):
-    from workbench.store import write_run_bundle
+    from workbench.results.store import write_run_bundle
 
     rec = _record()
     ok = write_run_bundle(rec, tmp_path, "bench-ws2", failed=False)

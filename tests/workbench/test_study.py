@@ -2,9 +2,9 @@
 
 import pytest
 
-from workbench import registry as wbregistry
-from workbench import study as wbstudy
-from workbench.study import Param, ParamError, ParamSpace
+from workbench.seam import registry as wbregistry
+from workbench.seam import study as wbstudy
+from workbench.seam.study import Param, ParamError, ParamSpace
 
 
 SPACE = ParamSpace(

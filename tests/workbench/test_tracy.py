@@ -1,4 +1,4 @@
-"""The workbench's Tracy binding (workbench/tracy.py): inert without IREE's Tracy runtime, fixed
+"""The workbench's Tracy binding (workbench/running/tracy.py): inert without IREE's Tracy runtime, fixed
 names, nesting kept whole, nothing emitted without a capture by default. A capture through the
 real runtime: tests/studies/cpu_reduction/test_tracy_zones.py."""
 
@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from workbench import capture, tracy
+from workbench.running import capture, tracy
 from tests.support.paths import ROOT
 
 #: run in a child: use every call of the binding and report what was opened
@@ -26,7 +26,7 @@ def spy(self, name, *a, **k):
     return real(self, name, *a, **k)
 ctypes.CDLL.__init__ = spy
 import iree.runtime
-from workbench import tracy
+from workbench.running import tracy
 @tracy.zone("py.decorated", text="t")
 def f():
     return 1

@@ -1,4 +1,4 @@
-"""The one unit formatter (workbench/units.py) and the display form of tables (tables.readable):
+"""The one unit formatter (workbench/base/units.py) and the display form of tables (tables.readable):
 a value in the unit its magnitude calls for, a CI in its point's unit, a column in one unit, and
 no report that prints a duration as 10,000 or more of a unit."""
 
@@ -13,10 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench import derived, engine, report, stats, units
-from workbench.record import RunRecord, VariantResult
-from workbench.store import read_bundle
-from workbench.tables import FIGURE, readable, render
+from workbench.evidence import derived, engine, stats
+from workbench.presentation import report
+from workbench.base import units
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import read_bundle
+from workbench.evidence.tables import FIGURE, readable, render
 from tests.support.paths import ROOT
 
 #: a figure with its unit as the reports print it (1,234.5 us)

@@ -41,10 +41,10 @@ import sys
 # (a typo, an unknown run) comes before pandas, the studies and the statistics are imported (half
 # a second or more on a loaded 2-core machine; benchmarks/cli.py times it). The rest is imported
 # by the commands that use it.
-from .. import interrupt
-from ..untrusted import guarded, has_surrogates
+from ..base import interrupt
+from ..base.untrusted import guarded, has_surrogates
 from .ab import AB
-from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, Command, ProgressBar, err
+from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, Command, err
 from .compare import Compare
 from .files import Export, Import, Notebooks, Report
 from .readme import Readme
@@ -54,7 +54,7 @@ from .studies import Knobs, List
 from .trace import Trace
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_UNAVAILABLE", "Command",
-           "ProgressBar", "build_parser", "main", "summary_text"]
+           "build_parser", "main", "summary_text"]
 
 #: the commands, in the order ``--help`` lists them
 COMMANDS: tuple[type[Command], ...] = (List, Knobs, Run, Runs, Delete, Tag, Compare, Readme, AB, Report, Export,
@@ -102,15 +102,15 @@ def _undecodable(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code. Standard output and error pass through
-    :class:`~workbench.untrusted.TerminalStream` (no control or bidi character reaches the
+    :class:`~workbench.base.untrusted.TerminalStream` (no control or bidi character reaches the
     terminal), and a failure to write them is one line on stderr and exit 2 (``| head``
-    closing the pipe early: exit 0, quietly): :func:`workbench.untrusted.guarded`.
+    closing the pipe early: exit 0, quietly): :func:`workbench.base.untrusted.guarded`.
 
     SIGTERM and SIGHUP (a closed terminal, ``kill PID``) act as Ctrl-C: a run stores its
     finished points as interrupted and its child processes are killed, instead of the CLI
     dying with the run left running. SIGINT is set too: a process started in the background
     inherits it ignored, and the app cancels with it. The signal is recorded and acted on at
-    the next checkpoint (workbench.interrupt); a second one at once. Set before parsing, so one
+    the next checkpoint (workbench.base.interrupt); a second one at once. Set before parsing, so one
     that comes meanwhile is not lost either (python -m workbench sets them before the CLI's
     imports: workbench.__main__)."""
     return guarded(lambda: _main(argv))

@@ -3,9 +3,10 @@ compared."""
 
 from __future__ import annotations
 
-from ..store import StoreError
-from ..study import ParamError, validate
-from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, ProgressBar, err, find_study, open_store
+from ..results.store import StoreError
+from ..seam.study import ParamError, validate
+from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, err, find_study, open_store
+from ..presentation.progress import ProgressBar
 from .compare import print_comparison
 from .run import deprecations, measuring, precision_arguments
 
@@ -17,7 +18,7 @@ class AB(Command):
 
     @classmethod
     def arguments(cls, s, argv):
-        from ..ab_session import DEFAULT_ROUNDS
+        from ..running.ab_session import DEFAULT_ROUNDS
 
         s.add_argument("study")
         s.add_argument("--set", action="append", metavar="NAME=VALUE", help="a parameter of both sides")
@@ -33,10 +34,10 @@ class AB(Command):
 
     @classmethod
     def run(cls, args) -> int:
-        from .. import comparison as compare
-        from .. import runner
-        from ..ab_session import execute_ab
-        from ..ab_session import interrupted_text as ab_interrupted_text
+        from ..reading import comparison as compare
+        from ..running import runner
+        from ..running.ab_session import execute_ab
+        from ..running.ab_session import interrupted_text as ab_interrupted_text
 
         study = find_study(args.study)
         if study is None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..catalog import Catalog, find_run
-from ..registry import get
-from ..store import Store, StoreError
-from ..untrusted import plain
+from ..results.catalog import Catalog, find_run
+from ..seam.registry import get
+from ..results.store import Store, StoreError
+from ..base.untrusted import plain
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -48,30 +48,6 @@ class Command:
 
 def err(msg: str) -> None:
     print(f"error: {plain(msg)}", file=sys.stderr)  # one line, no terminal escapes from a bundle
-
-
-class ProgressBar:
-    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.last = ""
-
-    def __call__(self, fraction: float, message: str) -> None:
-        width = 30
-        filled = int(round(fraction * width))
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:5.1f}% {plain(message)}"
-        if self.tty:
-            self.stream.write("\r" + line[:120].ljust(120))
-            self.stream.flush()
-        elif message != self.last:
-            self.stream.write(line + "\n")
-        self.last = message
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
 
 
 def open_store(path: str | None, create: bool = True) -> Store:
@@ -122,7 +98,7 @@ def fmt_table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned text for the terminal (cells may come from bundles: no terminal escapes)."""
     import pandas as pd
 
-    from ..tables import render
+    from ..evidence.tables import render
 
     return render(pd.DataFrame(rows, columns=header), "plain", max_rows=None)
 

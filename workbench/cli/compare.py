@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from ..store import StoreError
+from ..results.store import StoreError
 from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, catalog, err, load_runs, plain_block
 
 
 def print_comparison(cmp: dict, fmt: str, extra: dict | None = None, threshold: float | None = None) -> None:
     """A comparison on stdout: ``table`` (one aligned table, then a line each for what
     differs, the warnings and the gate), ``md`` (GitHub Markdown) or ``json``."""
-    from .. import comparison as compare
+    from ..reading import comparison as compare
 
     if fmt == "json":
         doc = {**cmp, **(extra or {})}
@@ -28,7 +28,7 @@ def print_comparison(cmp: dict, fmt: str, extra: dict | None = None, threshold: 
 class Compare(Command):
     """``compare A B``: B against A as one terminal table (``--format md``: Markdown; ``--json``);
     ``--fail-above 2%``: exit 1 when a variant is clearly slower by more than 2%
-    (:func:`workbench.comparison.regressions`)."""
+    (:func:`workbench.reading.comparison.regressions`)."""
 
     name = "compare"
     help = ("B against A as one table: per variant the medians, B/A with its 95% CI and a verdict "
@@ -50,7 +50,7 @@ class Compare(Command):
     def run(cls, args) -> int:
         threshold = None
         if args.fail_above is not None:
-            from ..comparison import parse_threshold
+            from ..reading.comparison import parse_threshold
 
             try:
                 threshold = parse_threshold(args.fail_above)
@@ -70,7 +70,7 @@ class Compare(Command):
             err(f"A and B are the same run ({a.run_id}): a run compared with itself shows no change by construction; "
                 "give two runs (python -m workbench runs --all lists them)")
             return EXIT_BAD_INPUT
-        from .. import comparison as compare
+        from ..reading import comparison as compare
 
         try:
             # A/A candidates: the store's runs and the committed bundles with A's or B's configuration

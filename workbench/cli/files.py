@@ -6,11 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from .. import outfile
-from ..env import STATE_DIR
-from ..outfile import OutputError
-from ..store import StoreError, read_bundle, to_gbench, write_bundle
-from ..untrusted import UntrustedError, check_attachment_name, plain, safe_stem
+from ..base import outfile
+from ..base.env import STATE_DIR
+from ..base.outfile import OutputError
+from ..results.store import StoreError, read_bundle, to_gbench, write_bundle
+from ..base.untrusted import UntrustedError, check_attachment_name, plain, safe_stem
 from .base import EXIT_BAD_INPUT, EXIT_OK, Command, err, load_one, open_store
 
 REPORTS_DIR = STATE_DIR / "reports"
@@ -35,7 +35,7 @@ class Report(Command):
         rec = load_one(args)
         if rec is None:
             return EXIT_BAD_INPUT
-        from .. import report
+        from ..presentation import report
 
         # Without -o, reports go under .workbench/reports/, not into whatever folder the shell is in;
         # the run id (from a bundle, perhaps) only names the files through a sanitised stem.
@@ -138,7 +138,7 @@ class Notebooks(Command):
 
     @classmethod
     def run(cls, args) -> int:
-        from .. import report
+        from ..presentation import report
 
         try:
             paths = report.write_study_notebooks(args.output)

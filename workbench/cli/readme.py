@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..env import REPO_ROOT
-from ..untrusted import safe_stem
+from ..base.env import REPO_ROOT
+from ..base.untrusted import safe_stem
 from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, err
 
 
 class Readme(Command):
     """Every committed result README's generated blocks against what the tool prints today (exit 1
-    and the blocks that differ), or ``--refresh`` them (:mod:`workbench.readme`)."""
+    and the blocks that differ), or ``--refresh`` them (:mod:`workbench.reading.readme`)."""
 
     name, takes_store = "readme", False
     help = ("check (or --refresh) the generated tables of the committed result READMEs "
@@ -22,7 +22,7 @@ class Readme(Command):
 
     @classmethod
     def run(cls, args) -> int:
-        from .. import readme
+        from ..reading import readme
 
         paths = readme.readmes(REPO_ROOT)
         if args.study:

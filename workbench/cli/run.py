@@ -14,14 +14,15 @@ import sys
 import tempfile
 from typing import Any, Callable
 
-from .. import events, procs
-from ..launcher import LaunchError, Topology
-from ..registry import get
-from ..store import StoreError
-from ..study import Cancelled, ParamError, StudyUnavailable
-from ..untrusted import plain
-from .base import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, Command, ProgressBar, err,
-                   find_study, open_store, plain_block)
+from ..seam import events
+from ..base import procs
+from ..running.launcher import LaunchError, Topology
+from ..seam.registry import get
+from ..results.store import StoreError
+from ..seam.study import Cancelled, ParamError, StudyUnavailable
+from ..base.untrusted import plain
+from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, Command, err, find_study, open_store, plain_block
+from ..presentation.progress import ProgressBar
 from .studies import knobs_text
 
 #: the most runs one --repeat-runs group may have
@@ -31,7 +32,7 @@ CHILD_STOP_S = 30.0
 
 
 def precision_arguments(s: argparse.ArgumentParser) -> None:
-    from ..runner import DEFAULT_PRECISION_CAP_S
+    from ..running.runner import DEFAULT_PRECISION_CAP_S
 
     s.add_argument("--precision", metavar="PCT", help="repeat each variant until its median's 95%% CI half-width is "
                                                       "within PCT of the median (e.g. 2%%), or until --precision-cap")
@@ -44,7 +45,7 @@ def measuring(study, close: Callable[[], None], kept: str, interrupted: Callable
     """``(measure(), EXIT_OK)``, or ``(None, exit code)`` with the reason on stderr (after
     ``close()`` ends the progress bar). ``kept`` names what a failed run keeps (its finished
     points, or rounds); ``interrupted(exc)`` says what an interrupted one kept."""
-    from .. import runner
+    from ..running import runner
 
     try:
         result = measure()
@@ -75,7 +76,7 @@ def deprecations(study, values: dict) -> None:
 
 def summary_text(a) -> str:
     """The ``run`` summary of an analysis: disturbance warnings, verdict, claims, results."""
-    from ..tables import render, results_display
+    from ..evidence.tables import render, results_display
 
     lines = [f"warning: {line}" for line in a.disturbance]
     lines.append(f"verdict: {a.verdict}")
@@ -179,7 +180,7 @@ class Run(Command):
         s.add_argument("--run-group", help=argparse.SUPPRESS)  # set by --repeat-runs on each of its runs
         nodes = s.add_argument_group("several nodes (studies that start torchrun; docs/cli.md: runs that span nodes)",
                                      "default: the WORKBENCH_NNODES, WORKBENCH_NODE_RANK, WORKBENCH_RDZV_ENDPOINT and "
-                                     "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.launcher "
+                                     "WORKBENCH_RDZV_ID variables; every other node runs `python -m workbench.running.launcher "
                                      "agent`")
         nodes.add_argument("--nnodes", type=int, help="nodes the run spans (world_size counts the ranks of all of them)")
         nodes.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="where the nodes meet (torchrun's rendezvous)")
@@ -204,14 +205,14 @@ class Run(Command):
 
     @staticmethod
     def _prepared(args, check_store: bool = False) -> tuple | None:
-        """``(plan, store)`` of ``run``: every argument checked once (:func:`workbench.runner.plan`)
+        """``(plan, store)`` of ``run``: every argument checked once (:func:`workbench.running.runner.plan`)
         before anything is made or measured (bad input stores nothing), the store opened (and
         ``check_store``: found writable, where no run of this process will check it); None with
         the reason on stderr."""
         study = find_study(args.study)
         if study is None:
             return None
-        from .. import runner
+        from ..running import runner
 
         try:
             values = study.SPACE.parse_sets(args.set or [])
@@ -235,7 +236,7 @@ class Run(Command):
         if prepared is None:
             return EXIT_BAD_INPUT
         plan, store = prepared
-        from .. import runner
+        from ..running import runner
 
         # The app reads the event stream (--progress-file); a terminal gets the bar. stderr then
         # carries only what went wrong.
@@ -247,7 +248,7 @@ class Run(Command):
                                                           run_group=_run_group(args.run_group)))
         if rec is None:
             return code
-        from ..analysis import analyse, json_fields
+        from ..reading.analysis import analyse, json_fields
 
         a = analyse(rec, plan.study)
         if args.json:
@@ -265,7 +266,7 @@ class Run(Command):
         """``run --repeat-runs N``: the same command N times, each in a fresh process (its own
         interpreter, thread pools, allocator state and placement: pyperf's worker processes), as
         one run group; then each derived number's figure per run, the interval across runs and the
-        claims judged across runs (:mod:`workbench.across`)."""
+        claims judged across runs (:mod:`workbench.reading.across`)."""
         if not 2 <= args.repeat_runs <= MAX_REPEAT_RUNS:
             err(f"--repeat-runs: {args.repeat_runs} is outside 2..{MAX_REPEAT_RUNS} (1 is a plain run)")
             return EXIT_BAD_INPUT
@@ -274,8 +275,8 @@ class Run(Command):
             return EXIT_BAD_INPUT
         if cls._prepared(args, check_store=True) is None:  # the children's checks, once, before any starts
             return EXIT_BAD_INPUT
-        from .. import across
-        from ..analysis import analyse
+        from ..reading import across
+        from ..reading.analysis import analyse
 
         group = secrets.token_hex(4)
         base = [a for i, a in enumerate(args.argv) if not a.startswith("--repeat-runs")

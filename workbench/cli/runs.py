@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ..catalog import Catalog
-from ..store import StoreError
-from ..untrusted import plain
+from ..results.catalog import Catalog
+from ..results.store import StoreError
+from ..base.untrusted import plain
 from .base import EXIT_BAD_INPUT, EXIT_OK, Command, catalog, err, fmt_table, open_store
 
 

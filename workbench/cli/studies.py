@@ -6,9 +6,9 @@ import json
 import textwrap
 from typing import Any
 
-from .. import manual
-from ..names import seed_title
-from ..registry import registry
+from ..presentation import manual
+from ..base.names import seed_title
+from ..seam.registry import registry
 from .base import EXIT_BAD_INPUT, EXIT_OK, Command, find_study, fmt_table
 
 
@@ -75,7 +75,7 @@ def knobs_table(study) -> list[dict[str, str]]:
 def knobs_text(study) -> str:
     """``knobs STUDY`` (and ``run STUDY --help``): the knobs table, then each preset with its
     purpose and the knobs it sets."""
-    from ..tables import render
+    from ..evidence.tables import render
     import pandas as pd
 
     table = pd.DataFrame(knobs_table(study))

@@ -36,7 +36,7 @@ def wall_ns(df: pd.DataFrame) -> int:
 #: categories of spans a profiler draws around everything it recorded (Kineto's "PyTorch
 #: Profiler (0)" and its own step spans on the "Spans" lane): never the program's own work
 ENVELOPE_CATEGORIES = ("trace",)
-#: the workbench's own Python zones (:mod:`workbench.tracy` names them ``py.<what>``): the
+#: the workbench's own Python zones (:mod:`workbench.running.tracy` names them ``py.<what>``): the
 #: program's work as it named it, never an envelope, even where one covers the whole capture
 PY_ZONE_PREFIX = "py."
 
@@ -297,7 +297,7 @@ def summary(df: pd.DataFrame, meta: dict) -> dict:
 
 
 def search_mask(regex, values: pd.Series) -> np.ndarray:
-    """Whether ``regex`` (from :func:`workbench.untrusted.user_regex`, or any compiled pattern) finds a match in
+    """Whether ``regex`` (from :func:`workbench.base.untrusted.user_regex`, or any compiled pattern) finds a match in
     each of ``values`` (missing: False). Each distinct value is matched once (a trace's names
     repeat), so the cost is that of its distinct names."""
     codes, uniques = pd.factorize(values)

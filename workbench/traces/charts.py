@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..units import PER_NS, time_unit
+from ..base.units import PER_NS, time_unit
 from .analysis import PY_ZONE_PREFIX, envelopes, self_time
 from .model import end_ns
 from .ranks import merge
@@ -41,7 +41,7 @@ TOP_NAMES = 10
 PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#79706e"]
 OTHER, OTHER_COLOR = "other", "#c7c7c7"
-#: Python zones (``py.*``, the workbench's own Tracy zones: :mod:`workbench.tracy`) always get a
+#: Python zones (``py.*``, the workbench's own Tracy zones: :mod:`workbench.running.tracy`) always get a
 #: colour of their own, from this family (indigo, apart from the palette), top names or not
 PY_ZONE_COLORS = ["#393b79", "#5254a3", "#6b6ecf", "#9c9ede"]
 ENVELOPE_COLOR = "#8c8c8c"

@@ -33,8 +33,8 @@ import os
 import sys
 from typing import Any
 
-from ..tables import render
-from ..untrusted import OutputStreamError, guarded, plain
+from ..evidence.tables import render
+from ..base.untrusted import OutputStreamError, guarded, plain
 from . import TraceError, analysis, diff, load, overlap, phases, ranks
 from .export import write_chrome_json
 from .ranks import RankError, load_ranks

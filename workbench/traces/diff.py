@@ -3,14 +3,14 @@ compared span name by span name.
 
 Per name: counts, total and median duration on each side, the difference (b minus a) of
 both with a bootstrap 95% CI, a Mann-Whitney U test of the durations, its p-value adjusted
-over all names tested (Holm by default: :func:`workbench.stats.adjust_pvalues`), and a
+over all names tested (Holm by default: :func:`workbench.evidence.stats.adjust_pvalues`), and a
 verdict. Names present in only one trace are listed as such. The table is plain data
 (:func:`diff`); :func:`headline` says it in one line and :func:`display` formats it.
 
 Bootstrap. Each side's spans of a name are resampled with replacement, the two sides
 independently, ``resamples`` times. Up to :data:`EXACT_N` spans a side is resampled directly
 (medians and sums of the resampled values). Above it, the resampled median is drawn from its
-exact distribution (:func:`workbench.stats.bootstrap_medians`, the lower median, one order
+exact distribution (:func:`workbench.evidence.stats.bootstrap_medians`, the lower median, one order
 statistic away from the midpoint at these sizes) and the resampled sum from a normal with the
 bootstrap's own mean and variance (n times the mean, n times the population variance),
 which the sum of n >= 256 resampled values follows closely. The number of resamples shrinks
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import stats
+from ..evidence import stats
 from .model import spans
 from .overlap import breakdown, steps, where
 

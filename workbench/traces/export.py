@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..untrusted import escape
+from ..base.untrusted import escape
 from .model import end_ns, with_depth
 
 

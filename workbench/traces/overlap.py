@@ -46,9 +46,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..tables import render
-from ..untrusted import PatternError, escape, user_regex
+from ..evidence import stats
+from ..evidence.tables import render
+from ..base.untrusted import PatternError, escape, user_regex
 from .analysis import STEP_NAMES, merged_intervals
 from .model import KERNEL, from_columns
 
@@ -107,7 +107,7 @@ class OverlapError(ValueError):
 
 def comm_pattern(comm: str | None):
     """The user's communication pattern, compiled for a linear-time engine
-    (:func:`workbench.untrusted.user_regex`); raises :class:`OverlapError` for a bad one."""
+    (:func:`workbench.base.untrusted.user_regex`); raises :class:`OverlapError` for a bad one."""
     if not comm:
         return None
     try:

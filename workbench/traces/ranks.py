@@ -30,8 +30,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..untrusted import PatternError, user_regex
+from ..evidence import stats
+from ..base.untrusted import PatternError, user_regex
 from . import load
 from .analysis import DROP_REASONS, STEP_NAMES, dropped_events, search_mask
 from .model import concat, end_ns, spans
@@ -72,7 +72,7 @@ def first_collective(df: pd.DataFrame, marker: str | None = None) -> pd.Series |
 
 def _aligned_on(marker: str | None):
     """The spans to align on, compiled: ``marker`` (a user's regex, matched in linear time by
-    :func:`workbench.untrusted.user_regex`), else :data:`COLLECTIVE`."""
+    :func:`workbench.base.untrusted.user_regex`), else :data:`COLLECTIVE`."""
     try:
         return user_regex(marker or COLLECTIVE, "--marker")
     except PatternError as exc:

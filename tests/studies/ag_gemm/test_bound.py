@@ -10,9 +10,9 @@ import pytest
 
 import studies.ag_gemm as study
 from studies.ag_gemm import analysis, bound, kernelbench
-from workbench.analysis import analyse
-from workbench.store import RunRecord
-from workbench.study import VariantResult
+from workbench.reading.analysis import analyse
+from workbench.results.store import RunRecord
+from workbench.seam.study import VariantResult
 
 N = 20
 

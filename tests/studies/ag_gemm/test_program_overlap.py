@@ -9,7 +9,7 @@ import pytest
 import studies.ag_gemm as study
 from studies.ag_gemm.analysis import attachment_spans
 from studies.ag_gemm import spans
-from workbench.store import read_bundle
+from workbench.results.store import read_bundle
 
 from tests.support.paths import ROOT
 RUN = ROOT / "traces" / "ag-gemm" / "bench-ws2-20261124-070656-ag-gemm-a1c4d2.bundle.json"

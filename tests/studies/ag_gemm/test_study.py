@@ -20,12 +20,12 @@ import studies.ag_gemm as study
 from tests.support.interpreted import run_interpreted
 from studies.ag_gemm import analysis, autoconfig, kernelbench, methods, spans
 from kernels.triton.ag_gemm import ROLE_FETCH, ROLE_GEMM, HbmKnobs, HbmLayout, stream_k_plan
-from workbench import harness, runner
-from workbench import study as wbstudy
-from workbench.analysis import analyse
-from workbench.record import RunRecord, VariantResult
-from workbench.store import committed_runs
-from workbench.study import ParamError, StudyUnavailable
+from workbench.running import harness, runner
+from workbench.seam import study as wbstudy
+from workbench.reading.analysis import analyse
+from workbench.data.record import RunRecord, VariantResult
+from workbench.results.store import committed_runs
+from workbench.seam.study import ParamError, StudyUnavailable
 from tests.support.paths import ROOT
 
 
@@ -382,7 +382,7 @@ def test_crossover_gain_and_skew_from_per_round_samples():
 
 def _speedups(per_m: list) -> tuple:
     """Per M, a speedup row of per-round speedups ``per_m[i]`` (the baseline over the provider)."""
-    from workbench import engine
+    from workbench.evidence import engine
 
     rows = []
     for i, r in enumerate(per_m):
@@ -584,8 +584,8 @@ COMMITTED_CLAIMS = {
 
 
 def test_seed_claims_on_every_committed_bundle():
-    from workbench.analysis import analyse
-    from workbench.store import committed
+    from workbench.reading.analysis import analyse
+    from workbench.results.store import committed
 
     recs, errors = committed(study.ID)
     assert recs and not errors
@@ -648,8 +648,8 @@ def test_kernel_breakdown_ratios_and_targets():
 def test_readme_kernel_runs_block():
     from dataclasses import replace
 
-    from workbench.analysis import analyse
-    from workbench.readme import BlockError
+    from workbench.reading.analysis import analyse
+    from workbench.reading.readme import BlockError
 
     met = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 104.0, ("emulated", 2): 108.0})
     missed = _kernel_record({("cublas", 1): 100.0, ("kernel", 1): 103.0, ("gemm-path", 2): 110.0,
@@ -675,7 +675,7 @@ def test_readme_kernel_runs_block():
 
 def test_readme_sweep_block_lists_a_sweeps_checked_variants_in_its_order(tmp_path, monkeypatch):
     from studies.ag_gemm import report
-    from workbench.readme import BlockError
+    from workbench.reading.readme import BlockError
 
     # the committed small-m sweep (1x H100, 2026-12-06): every variant has its figure at both M
     rows = report.readme_sweep([], {"sweep": "h100-7-488b85d"}).splitlines()
@@ -713,7 +713,7 @@ def test_readme_ablation_block_computes_each_step_from_its_sweeps_samples():
 
 def test_readme_ablation_refuses_a_sweep_it_cannot_read(tmp_path, monkeypatch):
     from studies.ag_gemm import report
-    from workbench.readme import BlockError
+    from workbench.reading.readme import BlockError
 
     monkeypatch.setattr(report, "SWEEPS", tmp_path)
     with pytest.raises(BlockError, match="no kernel sweep"):  # a name that is not a sweep's
@@ -869,7 +869,7 @@ def test_cpu_preset_k_sharded_baseline_fails_and_ranks_align(store):
     """2 processes under gloo: the seed's all_gather_into_tensor baseline of K-sharded A fails
     its check (shown, not timed), all_gather + cat passes; the fused kernel passes under the
     interpreter; every rank's torch.profiler trace comes back and merges on one clock."""
-    from workbench.analysis import analyse, charts_of
+    from workbench.reading.analysis import analyse, charts_of
 
     rec = runner.execute(study, {}, store, preset="cpu")
     assert rec.status == "complete", rec.error
@@ -908,7 +908,7 @@ def _find(spec, key):
 
 
 def test_charts_numeric_facets_independent_scales_seed_marks_and_sm_lanes():
-    from workbench.analysis import analyse, charts_of
+    from workbench.reading.analysis import analyse, charts_of
 
     rec = next(r for r in committed_runs(study.ID) if "bench-ws2" in r.origin)
     ch = {name: c.to_dict() for name, c in charts_of(analyse(rec)).items()}

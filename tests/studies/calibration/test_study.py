@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import studies.calibration as study
-from workbench.analysis import analyse, charts_of
-from workbench.record import RunRecord, VariantResult
+from workbench.reading.analysis import analyse, charts_of
+from workbench.data.record import RunRecord, VariantResult
 
 
 def _rec() -> RunRecord:

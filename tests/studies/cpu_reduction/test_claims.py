@@ -12,9 +12,9 @@ import pytest
 import studies.cpu_reduction as study
 from studies.cpu_reduction import profiles
 from studies.cpu_reduction.plan import GRAIN_SIZE
-from workbench import engine
-from workbench.analysis import analyse, charts_of
-from workbench.record import RunRecord, VariantResult
+from workbench.evidence import engine
+from workbench.reading.analysis import analyse, charts_of
+from workbench.data.record import RunRecord, VariantResult
 from tests.support.committed_claims import analyses
 from tests.support.paths import DATA
 

@@ -10,11 +10,11 @@ import pytest
 import studies.cpu_reduction as study
 from kernels.iree.sum_programs import Program, aligned_tile, program
 from studies.cpu_reduction import analysis, data, iree_tools, measure, plan, profiles
-from workbench import runner
-from workbench.analysis import analyse
-from workbench.harness import ExternalCommandError
-from workbench.record import RunRecord, VariantResult
-from workbench.study import ParamError, validate
+from workbench.running import runner
+from workbench.reading.analysis import analyse
+from workbench.running.harness import ExternalCommandError
+from workbench.data.record import RunRecord, VariantResult
+from workbench.seam.study import ParamError, validate
 from tests.support.paths import DATA, ROOT
 
 TRACE = DATA / "iree_sum_c8" / "sum_c8.ireeperf.jsonl"
@@ -201,7 +201,7 @@ def test_smoke_run_records_checked_variants(store):
     assert "vs torch" in "\n".join(study.report_sections(tables))
     # the smoke preset (n = 16,384, one worker) tests no claim: each says what it needs (the
     # allocation: the seed's two-pass path, which one worker never takes)
-    from workbench.analysis import analyse
+    from workbench.reading.analysis import analyse
 
     claims = analyse(rec, study).claims.set_index("id")
     assert "two-pass" in claims.loc["000-torch-alloc-2us", "why"] and "[" in claims.loc["000-torch-alloc-2us", "live"]
@@ -384,7 +384,7 @@ def _page():
 def test_committed_many_core_bundles_analyse():
     """The committed 16-core runs (traces/cpu-reduction/) analyse: scaling over 5 worker
     counts, the fork/join and allocation rows, and c=2 | c=8 phases with 8+ worker lanes."""
-    from workbench.store import committed_runs
+    from workbench.results.store import committed_runs
 
     recs = committed_runs(study.ID)
     if not recs:

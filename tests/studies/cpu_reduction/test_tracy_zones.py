@@ -1,5 +1,5 @@
 """Python zones in a real Tracy capture, beside IREE's: the cpu-reduction study's Python-runtime
-profile (:mod:`studies.cpu_reduction.traced` under :func:`workbench.capture.run`).
+profile (:mod:`studies.cpu_reduction.traced` under :func:`workbench.running.capture.run`).
 
 Counts and nesting only (no durations), generous timeouts: these run on a loaded 2-core machine.
 They skip, saying why, where the IREE wheel has no Tracy runtime or no capture tool."""
@@ -16,7 +16,8 @@ import pytest
 
 from kernels.iree.sum_programs import program
 from studies.cpu_reduction import data, iree_tools, measure, profiles
-from workbench import capture, traces
+from workbench.running import capture
+from workbench import traces
 from workbench.traces.phases import DISPATCH_TILES, VM_INVOKE, zone_names
 from tests.support.paths import ROOT
 

@@ -9,8 +9,8 @@ import pytest
 
 import studies.launch_cache as study
 from tests.support.committed_claims import analyses, check_statuses
-from workbench.derived import fmt_derived
-from workbench.analysis import charts_of
+from workbench.evidence.derived import fmt_derived
+from workbench.reading.analysis import charts_of
 
 NT, HOLDS, INC, NO = "not testable here", "holds", "inconclusive", "contradicted"
 IDS = [c.id for c in study.SEED_CLAIMS]

@@ -73,7 +73,7 @@ def test_segments_shows_the_named_providers_sync_variants_of_the_gpu_runs_withou
     rows = _rows(README_BLOCKS["segments"](_all(), {"providers": "per_call|locked_cache"}))
     assert {r["variant"] for r in rows} == {"per_call/sync", "locked_cache/sync"}
     assert all(r["run"].startswith("GPU") and "data" not in r["run"] for r in rows)
-    # each column in the unit its magnitude calls for (workbench.units)
+    # each column in the unit its magnitude calls for (workbench.base.units)
     assert [re.sub(r" \((ns|us|ms|s)\)$", "", c) for c in list(rows[0])[2:]] == ["acquire", "launch", "sync", "release"]
 
 

@@ -10,9 +10,9 @@ import pytest
 import studies.launch_cache as study
 from studies.launch_cache import analysis, cpu
 from studies.launch_cache.measure import GOLDEN, OutOfMemory, check_checksums, expected_checksums
-from workbench import runner
-from workbench.analysis import analyse, sections_of
-from workbench.study import ParamError, validate
+from workbench.running import runner
+from workbench.reading.analysis import analyse, sections_of
+from workbench.seam.study import ParamError, validate
 
 needs_cc = pytest.mark.skipif(study.requires(study.SPACE.defaults("smoke")) is not None,
                               reason=str(study.requires(study.SPACE.defaults("smoke"))))
@@ -137,7 +137,7 @@ def test_validation_names_the_parameter():
 
 
 def test_requires_says_how_to_get_a_compiler(monkeypatch):
-    from workbench import cbuild
+    from workbench.running import cbuild
 
     monkeypatch.setattr(cbuild, "compiler", lambda: None)
     assert "C compiler" in study.requires(study.SPACE.defaults("smoke"))

@@ -19,10 +19,11 @@ from studies.mc2_split.plan import CostModel, Fit, heuristic, parse_fit
 from studies.mc2_split.search import best_split
 from studies.mc2_split.simulate import simulate
 from studies.mc2_split.spread import across_runs
-from workbench import engine, runner
-from workbench.record import RunRecord, VariantResult
-from workbench.analysis import analyse, charts_of
-from workbench.store import Store
+from workbench.evidence import engine
+from workbench.running import runner
+from workbench.data.record import RunRecord, VariantResult
+from workbench.reading.analysis import analyse, charts_of
+from workbench.results.store import Store
 from tests.support.committed_claims import analyses
 from tests.support.paths import ROOT
 

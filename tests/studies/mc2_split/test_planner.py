@@ -11,7 +11,7 @@ import pytest
 from studies.mc2_split import planner
 from studies.mc2_split.plan import CostModel, Fit
 from studies.mc2_split.simulate import simulate
-from workbench.env import REPO_ROOT
+from workbench.base.env import REPO_ROOT
 
 MODEL = CostModel(Fit(5.0, 0.066, "row"), Fit(35.0, 4.7, "MiB"), 8192, 2)
 

@@ -15,8 +15,8 @@ from tests.support.interpreted import run_interpreted
 from studies.mc2_split.plan import CostModel, Fit, fit_points, heuristic, parse_fit, uniform_chunks
 from studies.mc2_split.search import _step, best_split
 from studies.mc2_split.simulate import fit_contention, simulate
-from workbench import runner
-from workbench.study import ParamError
+from workbench.running import runner
+from workbench.seam.study import ParamError
 from tests.support.paths import ROOT
 
 
@@ -170,7 +170,7 @@ def test_reproduce_commands_of_runs_stored_before_the_renames_still_read(capsys)
     """The committed runs' reproduce commands say --set comms=... (now providers) and --set
     seed=... (now rng_seed): both still resolve, each with a deprecation line."""
     from workbench.cli import main
-    from workbench.store import committed_runs
+    from workbench.results.store import committed_runs
 
     old = [r for r in committed_runs(study.ID) if "--set comms=" in r.reproduce and "--set seed=" in r.reproduce]
     assert old, "no committed mc2-split run with the old names left to check"
@@ -320,7 +320,7 @@ def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
     import gzip
     import json
 
-    from workbench.record import RunRecord
+    from workbench.data.record import RunRecord
 
     def kernel(name, tid, ts, dur):
         return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur, "args": {}}
@@ -343,7 +343,7 @@ def test_measured_overlap_from_a_gpu_like_profiler_trace(tmp_path):
 
 def test_benchmark_run_without_gpus_shows_the_committed_runs_and_refuses_bad_parameters(store, capsys):
     from benchmarks._run import run_benchmark
-    from workbench.store import committed_runs
+    from workbench.results.store import committed_runs
 
     shown = []
     status = run_benchmark(study, {"backend": "nccl", "live": "on", "world_size": "2"},

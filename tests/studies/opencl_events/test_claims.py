@@ -9,8 +9,8 @@ import pytest
 
 import studies.opencl_events as study
 from tests.support.committed_claims import analyses, check_statuses
-from workbench.analysis import analyse, charts_of
-from workbench.record import RunRecord, VariantResult
+from workbench.reading.analysis import analyse, charts_of
+from workbench.data.record import RunRecord, VariantResult
 
 NT, HOLDS, INC = "not testable here", "holds", "inconclusive"
 #: the seed's ~3x at small sizes is AMD's: the callback costs more everywhere here (the direction

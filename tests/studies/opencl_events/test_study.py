@@ -8,9 +8,9 @@ import pytest
 import studies.opencl_events as study
 from studies.opencl_events import clrt
 from studies.opencl_events import measure
-from workbench import runner
-from workbench.analysis import analyse, charts_of, sections_of
-from workbench.study import ParamError, validate
+from workbench.running import runner
+from workbench.reading.analysis import analyse, charts_of, sections_of
+from workbench.seam.study import ParamError, validate
 
 
 def _skip_without_opencl(params=None):
@@ -210,7 +210,7 @@ def test_cuda_path_records_checked_and_unchecked_points_without_a_gpu(monkeypatc
     import types
 
     from studies.opencl_events import cuda
-    from workbench.study import RunContext
+    from workbench.seam.study import RunContext
 
     class FakeRuns:
         def __init__(self, size_bytes, device):
