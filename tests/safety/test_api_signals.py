@@ -18,6 +18,9 @@ from tests.support.paths import ROOT
 
 SCRIPT = """
 import os, signal, sys
+# a process started under nohup inherits SIGHUP ignored, and a run leaves an ignored signal
+# alone (the user asked for it): the test starts from Python's own default
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 import workbench as wb
 from workbench.data.record import VariantResult
 from workbench.seam.registry import get
