@@ -134,14 +134,15 @@ def _best(grp: dict[str, Any]) -> str:
     return min(valid, key=valid.get) if valid else ""
 
 
-def _met(target, sp: Derived, best_ms: float, torch_ms: float, ws: int, m: int) -> str | None:
+def _met(target, sp: Derived, vs_torch: Derived | None, ws: int, m: int) -> str | None:
     """The issue's target judged by the engine (met when the CI clears it, with nothing keeping
-    the CI from deciding); ws=2, M=16384 must also beat PyTorch's fused op. None: no target."""
+    the CI from deciding); ws=2, M=16384 must also beat PyTorch's fused op, judged by the engine
+    on the speed-up over it (``vs_torch``; None: not measured). None: no target."""
     if target is None:
         return None
     judged = engine.target(sp, at_least=target)
-    if judged == "met" and (ws, m) == (2, 16384) and not best_ms < torch_ms:
-        return "MISSED"
+    if judged == "met" and (ws, m) == (2, 16384):
+        return engine.target(vs_torch, at_least=1.0)
     return judged
 
 
@@ -180,6 +181,10 @@ def summary(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
         picked = str(grp["auto"].params.get("picked", "")) if "auto" in grp else ""
         target = TARGETS.get((ws, m)) if dtype == "fp16" and (n, k) == (3584, 8192) else None
         best_sp = sp.get(best, nan_d)
+        # the fastest of the workbench's own providers against PyTorch's fused op (the best may be it)
+        ours = _best({p: v for p, v in grp.items() if p != "torch-fused"})
+        vs_torch = (speedup(ev, grp["torch-fused"], grp[ours], f"speedup over torch-fused: {ours}, {ws} ranks "
+                            f"{dtype} M={m}") if ours and "torch-fused" in grp else None)
         row = {"ranks": ws, "dtype": dtype, "M": m, "N": n, "K": k, "MxNxK": f"{m}x{n}x{k}",
                "baseline_ms": base_ms[0], "baseline_lo_ms": base_ms[1], "baseline_hi_ms": base_ms[2]}
         for label, prov, ms in (("hbm", "hbm-buffer", hbm_ms), ("hbmce", "hbm-buffer-ce", _ms(grp.get("hbm-buffer-ce"))),
@@ -207,7 +212,7 @@ def summary(rec, ev: engine.Evidence) -> tuple[pd.DataFrame, list[dict]]:
                 "best_frac_target": frac_bound, "best_frac_met": against_target(frac_bound, frac.get(best, nan_d)),
                 "best": best, "auto_pick": picked, "torch_fused_ms": _ms(grp.get("torch-fused"))[0],
                 "ce_chunked_ms": _ms(grp.get("ce-chunked"))[0], "target": target,
-                "met": _met(target, best_sp, best_ms[0], _ms(grp.get("torch-fused"))[0], ws, m)}
+                "met": _met(target, best_sp, vs_torch, ws, m)}
         rows.append(row)
     return pd.DataFrame(rows), items
 

@@ -470,14 +470,14 @@ def ascii_gantt(gantt: pd.DataFrame, width: int = 72) -> str:
     lines = []
     for split, g in gantt.groupby("split", sort=False):
         lines.append(str(split))
-        for engine in ("compute", "comm"):
+        for lane in ("compute", "comm"):
             row = [" "] * width
-            for seg in g[g["engine"] == engine].itertuples():
+            for seg in g[g["engine"] == lane].itertuples():
                 a = int(seg.start_us / end * width)
                 b = max(a + 1, int(seg.end_us / end * width))
                 for i in range(a, min(b, width)):
                     row[i] = str(int(seg.chunk) % 10)
-            lines.append(f"  {engine:>7} |{''.join(row)}|")
+            lines.append(f"  {lane:>7} |{''.join(row)}|")
     return "\n".join(lines)
 
 

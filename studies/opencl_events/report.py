@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from workbench.evidence import derived
 from workbench.evidence.tables import md_table
 from workbench.base.untrusted import escape as esc
 from workbench.evidence.verdict import Finding

@@ -104,11 +104,6 @@ class Derived:
     def clear(self) -> bool:
         return self.status == "clear"
 
-    @property
-    def decided_by_ci(self) -> bool:
-        """Whether the CI alone decides what the number says (no caveat, a finite CI)."""
-        return not self.caveat and self.status != "not meaningful" and math.isfinite(self.point)
-
     def row(self, **extra: Any) -> dict[str, Any]:
         """The table row; ``extra`` columns (e.g. ``table="alloc"``) are added after these."""
         return dataclasses.asdict(self) | extra

@@ -109,10 +109,6 @@ class Metric:
         if not self.unit:
             object.__setattr__(self, "unit", KINDS[self.kind][0])
 
-    @property
-    def higher_is_better(self) -> bool | None:
-        return KINDS[self.kind][1]
-
     def values(self, v) -> np.ndarray:
         x = np.asarray(v.samples_ns, dtype=float)
         return x if self.per_sample is None else np.asarray(self.per_sample(v.params, x), dtype=float)
@@ -807,18 +803,18 @@ def _baseline_pairs(ev: Evidence, decl: Baseline) -> list[tuple[Any, Any]]:
     is_base = {id(b) for b in bases}
     first: dict[tuple, Any] = {}
     for b in bases:
-        first.setdefault(_key(b.params, decl.match), b)
+        first.setdefault(_match_key(b.params, decl.match), b)
     out = []
     for v in live:
         if id(v) in is_base or not all(v.params.get(k) in allowed for k, allowed in decl.only.items()):
             continue
-        base = first.get(_key(v.params, decl.match))
+        base = first.get(_match_key(v.params, decl.match))
         if base is not None:
             out.append((v, base))
     return out
 
 
-def _key(params: Mapping[str, Any], names: Sequence[str]) -> tuple:
+def _match_key(params: Mapping[str, Any], names: Sequence[str]) -> tuple:
     """The values of ``names`` in ``params`` as one key that compares as ``==`` does (1 and 1.0
     alike; lists, which cannot be hashed, as tuples)."""
     return tuple(tuple(x) if isinstance(x, list) else x for x in (params.get(k) for k in names))

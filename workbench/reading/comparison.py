@@ -586,8 +586,9 @@ def _ratio_text(ratio: float, ci: list[float]) -> str:
 
 
 def _change_text(ratio: float, verdict: str) -> str:
-    """pyperf's words: ``1.05x slower``, ``1.20x faster``; nothing where no change is shown."""
-    if ratio != ratio or ratio <= 0 or not any(w in verdict for w in ("faster", "slower")):
+    """pyperf's words: ``1.05x slower``, ``1.20x faster``; nothing where no change is shown (an
+    unconfirmed one included: it is never stated as faster or slower)."""
+    if ratio != ratio or ratio <= 0 or verdict not in ("faster", "slower"):
         return ""
     return f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
 

@@ -18,7 +18,7 @@ of back-to-back kernels do, by a few ns to a few us) HTA's gap is negative, and 
 negative "gaps" to kernel wait. Here a stream is never idle while any of its work runs, so
 its gaps add up to its idle time (:func:`workbench.traces.analysis.track_summary`'s idle time
 of the lane); on the public Kineto traces HTA's host-wait and other figures are equal to
-these, and its kernel wait is this one minus the overlaps (``tests/traces/test_idle.py``).
+these, and its kernel wait is this one minus the overlaps (``tests/traces/test_hta_parity.py``).
 """
 
 from __future__ import annotations
