@@ -13,8 +13,9 @@ import pytest
 from workbench.running import jobs, runner
 from workbench.running.runner import interrupted_text
 from workbench.seam.events import Collected, Emitter, EventTail, apply
-from workbench.data.record import VariantResult
-from workbench.seam.study import Param, ParamSpace, RunContext
+from workbench.seam.study import RunContext
+
+from tests.support.fake_studies import InterruptedSweep as _Sweep
 
 
 def test_a_job_follows_the_runs_events_point_by_point(store):
@@ -44,25 +45,6 @@ def test_error_text_keeps_every_line_of_stderr(tmp_path):
     job = jobs.Job("calibration", proc, tmp_path / "events.jsonl", tmp_path / "out.json", err, [])
     assert job.error_text() == "[rank 1] Traceback: boom\nerror: study failed"
     assert job.progress() == (0.0, "starting") and job.poll().run_id == ""
-
-
-class _Sweep:
-    ID = "sweep"
-    SPACE = ParamSpace(params=(Param("points", "int", 5, min=1),), presets={"smoke": {}, "quick": {}})
-
-    @staticmethod
-    def requires(params):
-        return None
-
-    @staticmethod
-    def run(params, ctx: RunContext):
-        steps = ctx.steps(params["points"])
-        for i in range(params["points"]):
-            if i == 2:
-                raise KeyboardInterrupt
-            ctx.record(VariantResult(f"p{i}", {"i": i}, [1.0 + i, 2.0 + i], True, "ok"))
-            steps.tick(f"point {i}")
-        return {}
 
 
 def test_an_interrupt_says_how_many_points_it_kept(store, tmp_path):

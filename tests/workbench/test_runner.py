@@ -5,26 +5,9 @@ import pytest
 
 from workbench.running import runner
 from workbench.data.record import VariantResult
-from workbench.seam.study import Param, ParamError, ParamSpace, RunContext, validate
+from workbench.seam.study import ParamError, RunContext, validate
 
-
-class _Sweep:
-    """A fake study whose run is interrupted after two points."""
-
-    ID = "sweep"
-    SPACE = ParamSpace(params=(Param("points", "int", 5, min=1),), presets={"smoke": {}, "quick": {}})
-
-    @staticmethod
-    def requires(params):
-        return None
-
-    @staticmethod
-    def run(params, ctx: RunContext):
-        for i in range(params["points"]):
-            if i == 2:
-                raise KeyboardInterrupt
-            ctx.record(VariantResult(f"p{i}", {"i": i}, [1.0 + i, 2.0 + i, 3.0 + i], True, "ok"))
-        return {}
+from tests.support.fake_studies import InterruptedSweep as _Sweep
 
 
 def test_interrupted_sweep_keeps_finished_points(store):
