@@ -93,6 +93,9 @@ extern "C" __global__ void soft_stack_kernel(unsigned long long* scratch, unsign
 }
 """
 BLOCK_THREADS = 256  # the kernel's shared-memory reduction assumes exactly this many
+# A phase starts behind 0 to PLACEMENTS - 1 scratch-sized blocks held for the phase (chosen by its
+# salt): see _LaunchPhase.place
+PLACEMENTS = 16
 FILL_BLOCKS_PER_SM = 8  # 8 x 256 threads: a full Hopper multiprocessor (2048 threads)
 CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
 
@@ -350,6 +353,9 @@ class _LaunchPhase:
         # Argument tuples built once per thread: only the block pointer changes per launch.
         self.fixed = [(step_words, np.int32(pages), np.int32(passes), self.out, self.seq[t:t + 1],
                        self.done[t:t + 1], np.uint64(lo), np.uint64(salt)) for t, (lo, _hi) in enumerate(self.bounds)]
+        self.salt = salt
+        self.spacers: list[int] = []
+        self.placed = 0  # how many spacers the phase held (the list empties on release)
         self.pol = None
         self.graphs: list = []
         self.graph_blocks: list[_Block] = []
@@ -358,6 +364,19 @@ class _LaunchPhase:
 
     def args(self, t: int, ptr) -> tuple:
         return (np.uint64(ptr), *self.fixed[t])
+
+    def place(self) -> None:
+        """Hold a random number of scratch-sized blocks (by the phase's salt) until the phase
+        ends, so that the policy's blocks land somewhere new. The kernel's time depends on where
+        its block lies (by tens of percent on an H100: scripts/gpu/launch_cache_handover.py), and
+        the allocator hands each phase the place the last one freed: a policy that keeps one
+        block would otherwise measure one placement in all its phases, a level no phase varies."""
+        for _ in range(self.salt % PLACEMENTS):
+            try:
+                self.spacers.append(self.cupy.cuda.runtime.malloc(self.scratch_bytes))
+            except Exception:  # no room for more: the phase starts from what it holds
+                break
+        self.placed = len(self.spacers)
 
     def prepare(self, policy: str, k: int) -> None:
         """The policy's allocator, or for ``graph`` one captured launch per thread with its own block."""
@@ -441,6 +460,9 @@ class _LaunchPhase:
             self.pol.close()
         for b in self.graph_blocks:
             b.free(self.mem)
+        for ptr in self.spacers:
+            self.cupy.cuda.runtime.free(ptr)
+        self.spacers = []
 
     def result(self, real_ns: int, r0, r1, device_used_bytes: int) -> Phase:
         sums = self.out.get()
@@ -456,7 +478,7 @@ class _LaunchPhase:
             checksum=sums, thread_of=thread_index(self.launches, self.threads),
             extra={"device_used_at_end_bytes": int(device_used_bytes), "seq_ok": bool(np.array_equal(seq_host, counts)),
                    "blocks": self.grid[0], "limit_frees": self.mem.limit_frees, "oom_retries": self.mem.oom_retries,
-                   "data_allocs": self.mem.asks if self.data_bytes else 0},
+                   "data_allocs": self.mem.asks if self.data_bytes else 0, "placement_spacers": self.placed},
         )
 
 
@@ -469,9 +491,10 @@ def run_phase(policy: str, threads: int, launches: int, scratch_bytes: int, k: i
 
     phase = _LaunchPhase(cupy, threads, launches, scratch_bytes, pages, passes, salt, blocks, data_bytes, oom_every,
                          limit)
-    phase.dev.synchronize()
-    free0, _total = cupy.cuda.runtime.memGetInfo()
     try:
+        phase.place()
+        phase.dev.synchronize()
+        free0, _total = cupy.cuda.runtime.memGetInfo()
         phase.prepare(policy, k)
         real_ns, r0, r1 = phase.run(sync)
         free1, _ = cupy.cuda.runtime.memGetInfo()

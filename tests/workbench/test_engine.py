@@ -163,6 +163,20 @@ def test_five_rounds_get_a_t_interval_six_the_order_statistic_one():
             assert d.point == pytest.approx(float(np.exp(np.log(per).mean())))  # the geometric mean
 
 
+def test_a_ratio_with_a_round_of_zero_never_reaches_below_zero():
+    """A numerator of 0 in one of 5 rounds (a sys time under the clock's tick) has no log: the
+    arithmetic mean's t interval, cut at 0 (no ratio of times lies below it)."""
+    rounds = range(5)
+    a = [80e3, 64e3, 101e3, 90e3, 75e3]
+    b = [4e3, 0.0, 4e3, 8e3, 0.0]
+    d = engine.Evidence(_rec([_v("a", a, rounds), _v("b", b, rounds)])).ratio("a", "b", "b / a")
+    per = np.asarray(b) / np.asarray(a)
+    assert d.point == pytest.approx(per.mean()) and d.lo == 0.0 < d.point < d.hi < 1
+    assert d.status == "clear"
+    zero = engine.Evidence(_rec([_v("a", a, rounds), _v("b", [0.0] * 5, rounds)])).ratio("a", "b", "b / a")
+    assert zero.status == "not meaningful" and "0 in every round" in zero.why
+
+
 @pytest.mark.parametrize("n", [5, 6, 10, 20])
 def test_paired_intervals_cover_their_truth_at_small_n(n):
     """Coverage of a paired ratio's CI across 400 seeds at 5-20 rounds: at least 93% (the

@@ -66,3 +66,19 @@ def test_claims_by_run_lists_every_bundle_beside_the_readme_oldest_first():
                                                              for p in bundles)
     dates = [r[1] for r in rows]
     assert dates == sorted(dates) and {r[2] for r in rows} == {"2", "4"}  # world_size, from params
+
+
+def test_a_printout_block_shows_the_committed_file_fenced_and_nothing_else(tmp_path):
+    """A script's printout beside the README, as printed: fenced so that nothing in it renders
+    (a backtick run in it gets a longer fence); a path, a bundle or an oversized file refused."""
+    (tmp_path / "probe.txt").write_text("# GPU: x\n  same block ``` 7.97 [7.95, 8.19]\n", encoding="utf-8")
+    text = "<!-- generated:printout file=probe.txt -->\n<!-- /generated -->\n"
+    out = readme.refresh(text, readme.Bundles(tmp_path))
+    assert out == ("<!-- generated:printout file=probe.txt -->\n````text\n# GPU: x\n  same block ``` 7.97 [7.95, 8.19]\n"
+                   "````\n<!-- /generated -->\n")
+    (tmp_path / "big.txt").write_bytes(b"x" * (readme.MAX_PRINTOUT_BYTES + 1))
+    (tmp_path / "a.bundle.json").write_text("{}", encoding="utf-8")
+    for name, why in (("../probe.txt", "no such printout"), ("a.bundle.json", "no such printout"),
+                      ("missing.txt", "no such printout"), ("big.txt", "at most")):
+        with pytest.raises(readme.BlockError, match=why):
+            readme.refresh(f"<!-- generated:printout file={name} -->\n<!-- /generated -->\n", readme.Bundles(tmp_path))

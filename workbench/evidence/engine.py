@@ -537,13 +537,17 @@ class Evidence:
         """Paired values too few for a 95% interval of their median (5: [min, max] covers
         93.75%): the mean (geometric for ratios) with the t interval on the log scale (ratios)
         or the values' own (differences), which has its nominal coverage at 5 rounds where the
-        per-round figures are roughly normal (log-normal for ratios)."""
+        per-round figures are roughly normal (log-normal for ratios). A ratio with a round of 0
+        (a numerator under the clock's resolution: the sys time of a short phase) has no log:
+        its arithmetic mean, the interval and draws cut at 0, below which no ratio of times lies."""
         log = kind == "ratio" and bool((per > 0).all())
         v = np.log(per) if log else per
         mean, se = float(v.mean()), float(v.std(ddof=1)) / math.sqrt(v.size)
         half = float(stats._scipy_stats().t.ppf(1 - (1 - CONFIDENCE) / 2, v.size - 1)) * se
         draws = mean + se * _rng(name).standard_t(v.size - 1, DRAWS)
         point, lo, hi = (math.exp(x) if log else x for x in (mean, mean - half, mean + half))
+        if kind == "ratio" and not log:
+            lo, draws = max(lo, 0.0), np.maximum(draws, 0.0)
         return self._keep(judge(name, point, lo, hi, unit=unit, null=null, n_a=v.size, n_b=v.size, paired=True,
                                 covers=covers, caveats=[self.note(sources)], physical_min=physical_min,
                                 sources=sources), np.exp(draws) if log else draws)
@@ -787,6 +791,8 @@ def _usable(kind: str, xa: np.ndarray, xb: np.ndarray) -> str:
     # a numerator of 0 is a time under the clock's resolution (sys time of a short phase): ratio 0
     if kind == "ratio" and ((xa <= 0).any() or (xb < 0).any()):
         return "a ratio of times needs positive denominators and no negative time"
+    if kind == "ratio" and not xb.any():
+        return "the numerator is 0 in every round, under its clock's resolution: a ratio of 0 would claim too much"
     return ""
 
 

@@ -24,6 +24,9 @@ block differs from what the tool prints today. Kinds of block (:data:`KINDS`):
   TEXT (of one table of its derived table: its ``table`` column);
 - ``section bundle=A heading="TEXT"``: the study's report section whose heading contains TEXT,
   without its heading (the README keeps its own);
+- ``printout file=NAME``: a script's printout committed beside the README (a plain file name,
+  a text file of at most 64 KiB) as a fenced block: figures a script prints rather than a
+  bundle holds, shown as printed, never copied by hand;
 - ``study id=ID name=NAME [...]``: a block the study writes itself from the analyses of every
   bundle beside the README (its ``README_BLOCKS[NAME](analyses, args)``, e.g. mc2-split's
   spread over runs).
@@ -49,9 +52,11 @@ from ..results.store import read_bundle
 from ..evidence.tables import md_table
 from ..base.untrusted import escape
 
+MAX_PRINTOUT_BYTES = 64 * 1024
+
 BLOCK_RE = re.compile(r"(<!-- generated:(?P<kind>[a-z-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /generated -->)",
                       re.S)
-KINDS = ("claims", "claims-by-run", "drift", "table", "derived", "section", "study")
+KINDS = ("claims", "claims-by-run", "drift", "table", "derived", "section", "printout", "study")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
@@ -190,6 +195,16 @@ def block_section(bundles: Bundles, args: dict[str, str]) -> str:
     raise BlockError(f"{args['bundle']}: no report section whose heading contains {want!r}")
 
 
+def block_printout(bundles: Bundles, args: dict[str, str]) -> str:
+    name = args["file"]
+    path = bundles.folder / name
+    if not _NAME_RE.match(name) or name.endswith(".bundle.json") or not path.is_file():
+        raise BlockError(f"{bundles.folder}/{name}: no such printout beside the README")
+    if path.stat().st_size > MAX_PRINTOUT_BYTES:
+        raise BlockError(f"{path}: a printout of {path.stat().st_size:,} bytes (at most {MAX_PRINTOUT_BYTES:,})")
+    return escape(path.read_text(encoding="utf-8", errors="replace").rstrip("\n"), "block", "text")
+
+
 def block_study(bundles: Bundles, args: dict[str, str]) -> str:
     study = get(args["id"])
     fn = getattr(study, "README_BLOCKS", {}).get(args["name"])
@@ -199,7 +214,7 @@ def block_study(bundles: Bundles, args: dict[str, str]) -> str:
 
 
 BLOCKS = {"claims": block_claims, "claims-by-run": block_claims_by_run, "drift": block_drift, "table": block_table,
-          "derived": block_derived, "section": block_section, "study": block_study}
+          "derived": block_derived, "section": block_section, "printout": block_printout, "study": block_study}
 
 
 def refresh(text: str, bundles: Bundles) -> str:

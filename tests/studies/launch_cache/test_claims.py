@@ -25,7 +25,8 @@ def _s(*statuses: str) -> dict[str, str]:
 #: for a CI); the GPU runs other than the 1,048,576-launch one have 5 (issue 41: the mean of the
 #: per-phase log ratios with its t interval, since no 95% interval of a median of 5 exists), and
 #: where the locked cache wins its real time is far below the author's 0.88-0.89x: the direction
-#: holds, not the size
+#: holds, not the size; with 256 long kernels the locked cache's phases each get a block somewhere
+#: new (a kernel's time depends on its block's place), so 5 phases settle no real-time claim there
 DIR = "direction holds"
 EXPECTED = {
     "cpu-8threads-host-of-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, INC, INC, NT, INC),
@@ -34,7 +35,7 @@ EXPECTED = {
     "cpu-size-limit-50MB-host-of-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, INC, NT, NT, NT),
     "gpu-1048576-launches-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, NT, NT, NT, NT),
     "gpu-16384-launches-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, INC, DIR, INC),
-    "gpu-256-launches-long-kernels-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NO, HOLDS, NT, HOLDS, NO, HOLDS),
+    "gpu-256-launches-long-kernels-NVIDIA-H100-80GB-HBM3.bundle.json": _s(INC, HOLDS, NT, INC, INC, INC),
     "gpu-4096-launches-one-block-kernels-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NO, HOLDS, NT, HOLDS, DIR, HOLDS),
     "gpu-size-limit-200MB-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, NT, DIR, NT),
     "gpu-size-limit-50MB-NVIDIA-H100-80GB-HBM3.bundle.json": _s(NT, NT, HOLDS, NT, DIR, NT),
@@ -101,9 +102,13 @@ def test_phase_ratios_are_paired_by_round_and_a_zero_sys_time_is_a_ratio_of_zero
     a = analyses(study.ID)["gpu-256-launches-long-kernels-NVIDIA-H100-80GB-HBM3.bundle.json"]
     dv = a.tables["derived"]
     vs = dv[dv["quantity"] == "vs per_call"]
-    assert vs["paired"].all() and (vs["n_a"] == 5).all()
+    stated = vs[vs["status"] != "not meaningful"]
+    assert stated["paired"].all() and (stated["n_a"] == 5).all()
     sys_ = vs[(vs["variant"] == "locked_cache/sync") & (vs["clock"] == "sys")].iloc[0]
-    assert sys_["status"] == "clear" and sys_["lo"] < 0.01  # one phase measured 0 s of sys time: a ratio of 0
+    assert sys_["status"] == "clear" and sys_["lo"] == 0  # one phase measured 0 s of sys time: a ratio of 0
+    # framework's sys time is 0 s in all 5 phases (under the clock's resolution): no ratio is stated
+    never = vs[(vs["variant"] == "framework/sync") & (vs["clock"] == "sys")].iloc[0]
+    assert never["status"] == "not meaningful" and "0 in every round" in never["why"]
 
 
 # --- charts (issue #19) ------------------------------------------------------------------------------

@@ -359,3 +359,31 @@ def test_gpu_size_limit_retries_and_fill_blocks_with_a_fake_cupy(store, monkeypa
     assert v["size_limit/sync"].correct, v["size_limit/sync"].check
     pol = study.analyze(rec)["policies"].set_index("variant")
     assert pol.loc["size_limit/sync", "oom_retries"] == 10 and pol.loc["size_limit/sync", "limit_frees"] == 0
+
+
+def test_a_gpu_phase_starts_from_a_placement_chosen_by_its_salt(monkeypatch):
+    """A kernel's time depends on where its block lies, so each phase holds salt % PLACEMENTS
+    scratch-sized spacers before its policy allocates (and frees them with its blocks): a policy
+    that keeps one block no longer gets the same place in every phase."""
+    import sys
+
+    from studies.launch_cache import gpu
+
+    fake, held = _FakeCupy(), set()
+    malloc = fake.cuda.runtime.malloc
+
+    def tracked(n):
+        held.add(ptr := malloc(n))
+        return ptr
+
+    fake.cuda.runtime.malloc, fake.cuda.runtime.free = tracked, held.discard
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    gpu._kernel.cache_clear()
+    try:
+        for salt in (3 * gpu.PLACEMENTS, 3 * gpu.PLACEMENTS + 5, 5 * gpu.PLACEMENTS + gpu.PLACEMENTS - 1):
+            ph = gpu.run_phase("locked_cache", 2, 20, 1 << 20, 1, 32, 1, True, salt)
+            assert ph.extra["placement_spacers"] == salt % gpu.PLACEMENTS
+            assert not held, "a spacer or block outlived its phase"
+            assert check_checksums(ph.checksum, salt, 32, 1, 1)[0]
+    finally:
+        gpu._kernel.cache_clear()
