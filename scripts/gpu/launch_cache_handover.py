@@ -1,11 +1,14 @@
 """Where the locked cache's extra real time goes with long kernels (GPU 0, about a minute).
 
-The committed 256-launch run (8 threads, kernels that fill the GPU for ~8 ms) puts the locked
-cache's real time above per-launch allocation's. This times the same kernel (a) with CUDA
-events, back to back on one thread, with the same block and with a fresh block each time, and
-(b) as short launch phases of both policies with 1 and 8 host threads, alternated round by
-round, so the GPU's share and the host threads' share can be told apart. Every phase's and
-every back-to-back run's checksums are checked against the closed form before its time counts.
+The 256-launch run of 2026-11-24 (8 threads, kernels that fill the GPU for ~8 ms), measured
+before each phase varied its block's placement, put the locked cache's real time above
+per-launch allocation's. This times the same kernel (a) with CUDA events, back to back on one
+thread, with the same block and with a fresh block each time, (b) as short launch phases of
+both policies with 1 and 8 host threads, alternated round by round and left to the allocator's
+placement (no spacers: the study's phases hold them), with the kernel alone on each
+locked-cache phase's own block, so the GPU's share and the host threads' share can be told
+apart, and (c) on 32 blocks allocated at once, by address. Every phase's and every
+back-to-back run's checksums are checked against the closed form before its time counts.
 
 Prints its environment, the command and each figure as median [min, max] over its launches or
 rounds (ranges, not confidence intervals: a handful of rounds on one GPU). The printout is
@@ -26,7 +29,7 @@ import numpy as np
 from studies.launch_cache import gpu
 from studies.launch_cache.measure import check_checksums
 
-PASSES = int(sys.argv[1]) if len(sys.argv) > 1 else 212  # the committed run's calibration on an H100
+PASSES = int(sys.argv[1]) if len(sys.argv) > 1 else 212  # launch_cache.sh's calibration to 8 ms on an H100
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 LAUNCHES, SCRATCH_BYTES, PAGES, POOL_K = 64, 50_000_000, 256, 3
 POLICIES = ("locked_cache", "per_call")
